@@ -1,0 +1,300 @@
+//! Finds Atropos RL environments — Python classes deriving, directly or not, from atroposlib's
+//! `BaseEnv` — in a folder of `.py` files, by parsing them. No environment code is ever run.
+//!
+//! ```no_run
+//! let scan = rl_discovery::scan("tinker_atropos/environments".as_ref(), &Default::default())?;
+//! for env in &scan.environments {
+//!     println!("{} ({}:{})", env.name, env.file, env.line);
+//! }
+//! let gsm8k = scan.find("gsm8k")?;
+//! # Ok::<(), rl_discovery::DiscoveryError>(())
+//! ```
+
+mod error;
+mod known;
+mod lookup;
+mod resolve;
+mod source;
+mod summary;
+mod walk;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+pub use error::DiscoveryError;
+pub use known::KNOWN_ENV_BASES;
+
+use resolve::{Ancestor, ParsedModule, Resolver};
+
+/// How to scan. The default matches the original tool: the top level of the folder only.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Descend into sub-folders (hidden folders and `__pycache__` are never entered).
+    pub recursive: bool,
+    /// Files larger than this are reported as skipped instead of parsed.
+    pub max_file_bytes: u64,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        Self { recursive: false, max_file_bytes: 4 * 1024 * 1024 }
+    }
+}
+
+/// The outcome of scanning one folder.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scan {
+    /// The scanned folder, canonicalised. Every `file` below is relative to it.
+    pub root: PathBuf,
+    pub recursive: bool,
+    /// `.py` files read, including those only used to follow imports (names starting with `_`).
+    pub files_scanned: usize,
+    /// Sorted by name, then file, then line.
+    pub environments: Vec<Environment>,
+    /// Files that could not be read or parsed, with the reason; they never abort a scan.
+    pub skipped: Vec<SkippedFile>,
+    /// Names that more than one environment uses; select those by `key`.
+    pub duplicate_names: Vec<DuplicateName>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Environment {
+    /// The `name` class attribute, else the file stem.
+    pub name: String,
+    pub name_source: NameSource,
+    /// Unique in the scan: `name@relative/path.py`, plus `:ClassName` where a file holds two
+    /// environments of the same name.
+    pub key: String,
+    pub class_name: String,
+    /// Path relative to [`Scan::root`], with `/` separators.
+    pub file: String,
+    /// Line of the `class` statement, 1-based.
+    pub line: u32,
+    /// First non-empty line of the class docstring, else a generic sentence.
+    pub description: String,
+    pub has_docstring: bool,
+    pub config_class: String,
+    pub config_class_source: ConfigClassSource,
+    /// `config_init` is defined by the class or by a scanned ancestor.
+    pub has_config_init: bool,
+    /// The file starts this class with `Class.cli()` under `if __name__ == "__main__":`.
+    pub runnable: bool,
+    /// Ancestors up to the atroposlib base reached: scanned classes as `Class (file:line)`,
+    /// atroposlib's own by qualified name.
+    pub bases: Vec<String>,
+}
+
+impl Environment {
+    pub fn path_in(&self, root: &Path) -> PathBuf {
+        root.join(&self.file)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NameSource {
+    Attribute,
+    FileStem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ConfigClassSource {
+    /// `env_config_cls = X` in the class body.
+    EnvConfigCls,
+    /// The first element of `config_init`'s `Tuple[X, ...]` return annotation.
+    ConfigInitAnnotation,
+    /// Taken from an ancestor environment.
+    Inherited { from: String },
+    /// Nothing says otherwise: atroposlib's `BaseEnvConfig` (or the known base's own config).
+    Default,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedFile {
+    pub file: String,
+    pub reason: SkipReason,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum SkipReason {
+    #[error("syntax error at line {line}, column {column}: {message}")]
+    SyntaxError { line: u32, column: u32, message: String },
+    #[error("cannot decode as {encoding}: {detail}")]
+    Undecodable { encoding: String, detail: String },
+    #[error("declares an encoding Python or rl does not know: '{label}'")]
+    UnknownEncoding { label: String },
+    #[error("binary file (contains NUL bytes), not Python source")]
+    Binary,
+    #[error("{bytes} bytes, over the limit of {limit} bytes")]
+    TooLarge { bytes: u64, limit: u64 },
+    #[error("symbolic link loop (points back to {ancestor})")]
+    SymlinkLoop { ancestor: String },
+    #[error("cannot read: {message}")]
+    Unreadable { message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DuplicateName {
+    pub name: String,
+    pub keys: Vec<String>,
+}
+
+/// Scans `root` for environments. Fails only when `root` itself is unusable; every problem with
+/// a single file is reported in [`Scan::skipped`].
+pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> {
+    let root = walk::check_root(root)?;
+    let listing = walk::python_files(&root, options.recursive);
+    let parsed: Vec<Result<ParsedModule, SkipReason>> = listing
+        .files
+        .par_iter()
+        .map(|file| read_and_summarize(&root, file, options.max_file_bytes))
+        .collect();
+
+    let mut skipped = listing.skipped;
+    let mut modules = Vec::with_capacity(parsed.len());
+    let mut module_files = Vec::with_capacity(parsed.len());
+    for (file, outcome) in listing.files.iter().zip(parsed) {
+        match outcome {
+            Ok(module) => {
+                modules.push(module);
+                module_files.push(file.as_str());
+            }
+            Err(reason) => skipped.push(SkippedFile { file: file.clone(), reason }),
+        }
+    }
+    skipped.sort_by(|a, b| a.file.cmp(&b.file));
+
+    let mut environments = collect_environments(&modules, &module_files);
+    environments.sort_by(|a, b| (&a.name, &a.file, a.line).cmp(&(&b.name, &b.file, b.line)));
+    let duplicate_names = lookup::assign_keys(&mut environments);
+
+    Ok(Scan {
+        root,
+        recursive: options.recursive,
+        files_scanned: listing.files.len(),
+        environments,
+        skipped,
+        duplicate_names,
+    })
+}
+
+fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModule, SkipReason> {
+    let path = root.join(file);
+    let unreadable = |error: std::io::Error| SkipReason::Unreadable { message: error.to_string() };
+    let size = std::fs::metadata(&path).map_err(unreadable)?.len();
+    if size > limit {
+        return Err(SkipReason::TooLarge { bytes: size, limit });
+    }
+    let bytes = std::fs::read(&path).map_err(unreadable)?;
+    let text = source::decode(&bytes)?;
+    let summary = summary::summarize(&text)?;
+    let mut module_path: Vec<String> =
+        file.trim_end_matches(".py").split('/').map(str::to_owned).collect();
+    let is_package = module_path.last().is_some_and(|last| last == "__init__");
+    if is_package {
+        module_path.pop();
+    }
+    Ok(ParsedModule { module_path, is_package, summary })
+}
+
+/// Files whose name starts with `_` are read so imports through them resolve, but what they
+/// define is not listed: by convention they are private helpers, as the original tool assumed.
+fn is_listed(file: &str) -> bool {
+    !file.rsplit('/').next().unwrap_or(file).starts_with('_')
+}
+
+fn collect_environments(modules: &[ParsedModule], files: &[&str]) -> Vec<Environment> {
+    let mut resolver = Resolver::new(modules);
+    let mut environments = Vec::new();
+    for (module_index, module) in modules.iter().enumerate() {
+        if !is_listed(files[module_index]) {
+            continue;
+        }
+        // A class defined twice in one file (try/except fallbacks) is one environment: the
+        // first definition, which is the one that runs when its imports succeed.
+        let mut first_definition: BTreeMap<&str, usize> = BTreeMap::new();
+        for (class_index, class) in module.summary.classes.iter().enumerate() {
+            let Some(ancestry) = resolver.env_ancestry((module_index, class_index)) else {
+                continue;
+            };
+            if first_definition.insert(&class.name, class_index).is_some() {
+                continue;
+            }
+            environments.push(describe(modules, files, (module_index, class_index), &ancestry));
+        }
+    }
+    environments
+}
+
+fn describe(
+    modules: &[ParsedModule],
+    files: &[&str],
+    (module_index, class_index): resolve::ClassId,
+    ancestry: &[Ancestor],
+) -> Environment {
+    let file = files[module_index];
+    let module = &modules[module_index];
+    let class = &module.summary.classes[class_index];
+    let stem = file.rsplit('/').next().unwrap_or(file).trim_end_matches(".py");
+    let scanned_ancestors = || {
+        ancestry.iter().filter_map(|ancestor| match ancestor {
+            Ancestor::Scanned((m, c)) => Some(&modules[*m].summary.classes[*c]),
+            Ancestor::Known(_) => None,
+        })
+    };
+
+    let (config_class, config_class_source) = if let Some(own) = &class.env_config_cls {
+        (own.join("."), ConfigClassSource::EnvConfigCls)
+    } else if let Some(annotated) = &class.config_init_returns {
+        (annotated.join("."), ConfigClassSource::ConfigInitAnnotation)
+    } else if let Some((ancestor, config)) = scanned_ancestors().find_map(|a| {
+        a.env_config_cls.as_ref().or(a.config_init_returns.as_ref()).map(|c| (a, c))
+    }) {
+        (config.join("."), ConfigClassSource::Inherited { from: ancestor.name.clone() })
+    } else {
+        let known_config = ancestry.last().and_then(|root| match root {
+            Ancestor::Known(name) => known::config_class_of(name),
+            Ancestor::Scanned(_) => None,
+        });
+        (known_config.unwrap_or("BaseEnvConfig").to_owned(), ConfigClassSource::Default)
+    };
+
+    let bases = ancestry
+        .iter()
+        .map(|ancestor| match ancestor {
+            Ancestor::Scanned((m, c)) => {
+                let base = &modules[*m].summary.classes[*c];
+                format!("{} ({}:{})", base.name, files[*m], base.line)
+            }
+            Ancestor::Known(name) => name.clone(),
+        })
+        .collect();
+
+    Environment {
+        name: class.name_attribute.clone().unwrap_or_else(|| stem.to_owned()),
+        name_source: if class.name_attribute.is_some() {
+            NameSource::Attribute
+        } else {
+            NameSource::FileStem
+        },
+        key: String::new(),
+        class_name: class.name.clone(),
+        file: file.to_owned(),
+        line: class.line,
+        description: class
+            .docstring_first_line
+            .clone()
+            .unwrap_or_else(|| format!("{} from {}", class.name, file)),
+        has_docstring: class.docstring_first_line.is_some(),
+        config_class,
+        config_class_source,
+        has_config_init: class.has_config_init || scanned_ancestors().any(|a| a.has_config_init),
+        runnable: module.summary.cli_classes.contains(&class.name),
+        bases,
+    }
+}

@@ -1,0 +1,209 @@
+//! Which classes derive from `BaseEnv`, following bases through local classes, import aliases,
+//! module imports, relative imports and other scanned files.
+
+use std::collections::HashMap;
+
+use crate::known::{is_known_env_base, qualified_known_base};
+use crate::summary::{BindingTarget, Dotted, ModuleSummary};
+
+/// A scanned file, as the resolver sees it.
+pub(crate) struct ParsedModule {
+    /// Dotted module path relative to the scan root: `nested/deep/x.py` → `nested.deep.x`.
+    pub module_path: Dotted,
+    /// `true` for `__init__.py`, whose relative imports are relative to itself.
+    pub is_package: bool,
+    pub summary: ModuleSummary,
+}
+
+/// A class in the scan: (module index, class index).
+pub(crate) type ClassId = (usize, usize);
+
+/// One step of a class's ancestry towards `BaseEnv`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ancestor {
+    Scanned(ClassId),
+    /// A class of atroposlib itself, by qualified name.
+    Known(String),
+}
+
+#[derive(Clone)]
+enum Visit {
+    InProgress,
+    /// The parent on the way to `BaseEnv`, or `None` when the class is no environment.
+    Done(Option<Ancestor>),
+}
+
+/// Guards against pathological re-export chains; real trees need three or four hops.
+const MAX_IMPORT_HOPS: usize = 32;
+
+pub(crate) struct Resolver<'a> {
+    modules: &'a [ParsedModule],
+    /// Last module path component → modules ending with it, for import lookups.
+    by_last_component: HashMap<&'a str, Vec<usize>>,
+    visits: HashMap<ClassId, Visit>,
+}
+
+impl<'a> Resolver<'a> {
+    pub(crate) fn new(modules: &'a [ParsedModule]) -> Self {
+        let mut by_last_component: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (index, module) in modules.iter().enumerate() {
+            if let Some(last) = module.module_path.last() {
+                by_last_component.entry(last.as_str()).or_default().push(index);
+            }
+        }
+        Self { modules, by_last_component, visits: HashMap::new() }
+    }
+
+    /// The ancestry of a class up to and including the `BaseEnv` it reaches, or `None` when it
+    /// is not an environment.
+    pub(crate) fn env_ancestry(&mut self, class: ClassId) -> Option<Vec<Ancestor>> {
+        let mut chain = Vec::new();
+        let mut current = self.parent_env(class)?;
+        loop {
+            chain.push(current.clone());
+            match current {
+                Ancestor::Known(_) => return Some(chain),
+                Ancestor::Scanned(id) => current = self.parent_env(id)?,
+            }
+        }
+    }
+
+    /// The first base of `class` that leads to `BaseEnv`.
+    fn parent_env(&mut self, class: ClassId) -> Option<Ancestor> {
+        match self.visits.get(&class) {
+            Some(Visit::Done(parent)) => return parent.clone(),
+            // A cycle (`class A(B)` / `class B(A)` across files) cannot reach BaseEnv.
+            Some(Visit::InProgress) => return None,
+            None => {}
+        }
+        self.visits.insert(class, Visit::InProgress);
+        let (module, index) = class;
+        let summary = &self.modules[module].summary.classes[index];
+        let mut parent = None;
+        for base in &summary.bases {
+            for candidate in self.resolve_in_module(module, base, Some(summary.offset), 0) {
+                let reaches_env = match &candidate {
+                    Ancestor::Known(_) => true,
+                    Ancestor::Scanned(id) => self.parent_env(*id).is_some(),
+                };
+                if reaches_env {
+                    parent = Some(candidate);
+                    break;
+                }
+            }
+            if parent.is_some() {
+                break;
+            }
+        }
+        self.visits.insert(class, Visit::Done(parent.clone()));
+        parent
+    }
+
+    /// What a dotted reference used in `module` may denote: every class it could be, given all
+    /// bindings of its first part (made before `before`, when given).
+    fn resolve_in_module(
+        &self,
+        module: usize,
+        reference: &[String],
+        before: Option<u32>,
+        hops: usize,
+    ) -> Vec<Ancestor> {
+        let Some((head, rest)) = reference.split_first() else { return Vec::new() };
+        if hops > MAX_IMPORT_HOPS {
+            return Vec::new();
+        }
+        let bindings = self.modules[module].summary.bindings.get(head.as_str());
+        let visible = bindings
+            .into_iter()
+            .flatten()
+            .filter(|binding| before.is_none_or(|limit| binding.offset < limit));
+        let mut found = Vec::new();
+        let mut bound = false;
+        for binding in visible {
+            bound = true;
+            match &binding.target {
+                BindingTarget::Class(index) if rest.is_empty() => {
+                    found.push(Ancestor::Scanned((module, *index)));
+                }
+                BindingTarget::Class(_) => {}
+                BindingTarget::ImportedName { level, module: from, name } => {
+                    let absolute = self.absolute_module(module, *level, from);
+                    let mut path = absolute;
+                    path.push(name.clone());
+                    path.extend(rest.iter().cloned());
+                    found.extend(self.resolve_qualified(&path, hops + 1));
+                }
+                BindingTarget::ImportedModule { module: imported } => {
+                    let mut path = imported.clone();
+                    path.extend(rest.iter().cloned());
+                    found.extend(self.resolve_qualified(&path, hops + 1));
+                }
+            }
+        }
+        // A bare known name nobody binds (star imports, or code that relies on them) is taken
+        // at its word, as the original tool did.
+        if !bound && rest.is_empty() && is_known_env_base(None, head) {
+            found.extend(qualified_known_base(head).map(Ancestor::Known));
+        }
+        found
+    }
+
+    /// A fully qualified `package.module.Name[.Inner…]`: atroposlib's own classes by table,
+    /// otherwise the longest module prefix that is a scanned file, then the name inside it.
+    fn resolve_qualified(&self, path: &[String], hops: usize) -> Vec<Ancestor> {
+        let Some((name, module_path)) = path.split_last() else { return Vec::new() };
+        if module_path.first().is_some_and(|first| first == "atroposlib") {
+            let module = module_path.join(".");
+            if !is_known_env_base(Some(&module), name) {
+                return Vec::new();
+            }
+            return qualified_known_base(name).map(Ancestor::Known).into_iter().collect();
+        }
+        for split in (1..path.len()).rev() {
+            let (module_part, inside) = path.split_at(split);
+            if let Some(target) = self.find_module(module_part) {
+                return self.resolve_in_module(target, inside, None, hops);
+            }
+        }
+        Vec::new()
+    }
+
+    /// The scanned module an import names. Scan roots rarely coincide with the Python path, so
+    /// an import matches a file when one dotted path is a suffix of the other; the longest
+    /// overlap wins, then the shortest file path.
+    fn find_module(&self, imported: &[String]) -> Option<usize> {
+        let last = imported.last()?;
+        let candidates = self.by_last_component.get(last.as_str())?;
+        candidates
+            .iter()
+            .copied()
+            .filter_map(|index| {
+                let file = &self.modules[index].module_path;
+                let overlap = common_suffix_len(file, imported);
+                (overlap == file.len() || overlap == imported.len())
+                    .then_some((overlap, std::cmp::Reverse(file.len()), index))
+            })
+            .max()
+            .map(|(_, _, index)| index)
+    }
+
+    fn absolute_module(&self, module: usize, level: u32, from: &[String]) -> Dotted {
+        if level == 0 {
+            return from.to_vec();
+        }
+        let this = &self.modules[module];
+        let mut package = this.module_path.clone();
+        if !this.is_package {
+            package.pop();
+        }
+        for _ in 1..level {
+            package.pop();
+        }
+        package.extend(from.iter().cloned());
+        package
+    }
+}
+
+fn common_suffix_len(a: &[String], b: &[String]) -> usize {
+    a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count()
+}

@@ -1,0 +1,81 @@
+//! Listing the `.py` files of a scan root.
+
+use std::path::{Path, PathBuf};
+
+use walkdir::WalkDir;
+
+use crate::{DiscoveryError, SkipReason, SkippedFile};
+
+pub(crate) struct Listing {
+    /// Relative paths with `/` separators, sorted.
+    pub files: Vec<String>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+pub(crate) fn check_root(root: &Path) -> Result<PathBuf, DiscoveryError> {
+    let canonical = root.canonicalize().map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => DiscoveryError::RootNotFound { path: root.to_owned() },
+        _ => DiscoveryError::RootUnreadable { path: root.to_owned(), source },
+    })?;
+    if !canonical.is_dir() {
+        return Err(DiscoveryError::RootNotADirectory { path: root.to_owned() });
+    }
+    std::fs::read_dir(&canonical)
+        .map_err(|source| DiscoveryError::RootUnreadable { path: root.to_owned(), source })?;
+    Ok(canonical)
+}
+
+/// Links are followed (environment trees are often assembled from links), with walkdir's loop
+/// detection turning a loop into a skip reason instead of an endless walk.
+pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
+    let walker = WalkDir::new(root)
+        .follow_links(true)
+        .max_depth(if recursive { usize::MAX } else { 1 })
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|entry| entry.depth() == 0 || !is_ignored_dir(entry));
+    let mut listing = Listing { files: Vec::new(), skipped: Vec::new() };
+    for entry in walker {
+        match entry {
+            Ok(entry) if entry.file_type().is_file() && has_py_extension(entry.path()) => {
+                listing.files.push(relative(root, entry.path()));
+            }
+            Ok(_) => {}
+            Err(error) => {
+                let Some(path) = error.path() else { continue };
+                if error.depth() > 0 && !has_py_extension(path) && error.loop_ancestor().is_none()
+                {
+                    // An unreadable non-Python entry is none of discovery's business.
+                    continue;
+                }
+                let reason = match error.loop_ancestor() {
+                    Some(ancestor) => {
+                        SkipReason::SymlinkLoop { ancestor: relative(root, ancestor) }
+                    }
+                    None => SkipReason::Unreadable {
+                        message: error.io_error().map_or_else(|| error.to_string(), |e| e.to_string()),
+                    },
+                };
+                listing.skipped.push(SkippedFile { file: relative(root, path), reason });
+            }
+        }
+    }
+    listing
+}
+
+fn is_ignored_dir(entry: &walkdir::DirEntry) -> bool {
+    entry.file_type().is_dir() && {
+        let name = entry.file_name().to_string_lossy();
+        name.starts_with('.') || name == "__pycache__" || name == "node_modules"
+    }
+}
+
+fn has_py_extension(path: &Path) -> bool {
+    path.extension().is_some_and(|ext| ext == "py")
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    let relative = path.strip_prefix(root).unwrap_or(path);
+    let parts: Vec<_> = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect();
+    if parts.is_empty() { ".".to_owned() } else { parts.join("/") }
+}

@@ -1,0 +1,28 @@
+//! Integration tests of rl-discovery over the fixture tree and over trees made on the fly.
+
+mod fixture_tree;
+mod lookup;
+mod python_parity;
+mod resolution;
+mod roots_and_files;
+
+use std::path::{Path, PathBuf};
+
+pub(crate) fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+pub(crate) fn fixture_environments() -> PathBuf {
+    workspace_root().join("fixtures/tinker-atropos/tinker_atropos/environments")
+}
+
+/// Writes `files` (relative path → content) into a fresh temporary folder.
+pub(crate) fn tree(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, content) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    dir
+}
