@@ -15,13 +15,19 @@ pub enum DiscoveryError {
         source: std::io::Error,
     },
     #[error("no environment named '{query}'{}", suggestion_text(suggestions))]
-    UnknownEnvironment { query: String, suggestions: Vec<String> },
+    UnknownEnvironment {
+        query: String,
+        suggestions: Vec<String>,
+    },
     #[error(
         "'{query}' names {} environments; choose one by key: {}",
         candidates.len(),
         candidates.join(", ")
     )]
-    AmbiguousEnvironment { query: String, candidates: Vec<String> },
+    AmbiguousEnvironment {
+        query: String,
+        candidates: Vec<String>,
+    },
 }
 
 fn suggestion_text(suggestions: &[String]) -> String {

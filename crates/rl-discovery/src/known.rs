@@ -34,7 +34,10 @@ pub(crate) fn config_class_of(qualified: &str) -> Option<&'static str> {
     KNOWN_ENV_BASES
         .iter()
         .find(|(module, class, _)| {
-            qualified.strip_prefix(module).and_then(|rest| rest.strip_prefix('.')) == Some(class)
+            qualified
+                .strip_prefix(module)
+                .and_then(|rest| rest.strip_prefix('.'))
+                == Some(class)
         })
         .map(|(_, _, config)| *config)
 }
@@ -49,13 +52,22 @@ mod tests {
         assert!(is_known_env_base(Some("atroposlib.envs"), "BaseEnv"));
         assert!(is_known_env_base(None, "TeacherDistillationEnv"));
         assert!(!is_known_env_base(Some("mylib.envs"), "BaseEnv"));
-        assert!(!is_known_env_base(Some("atroposlib.envs.base"), "BaseEnvConfig"));
+        assert!(!is_known_env_base(
+            Some("atroposlib.envs.base"),
+            "BaseEnvConfig"
+        ));
     }
 
     #[test]
     fn config_class_by_qualified_name() {
         let qualified = qualified_known_base("TeacherDistillationEnv").unwrap();
-        assert_eq!(config_class_of(&qualified), Some("TeacherDistillationConfig"));
-        assert_eq!(config_class_of("atroposlib.envs.base.BaseEnv"), Some("BaseEnvConfig"));
+        assert_eq!(
+            config_class_of(&qualified),
+            Some("TeacherDistillationConfig")
+        );
+        assert_eq!(
+            config_class_of("atroposlib.envs.base.BaseEnv"),
+            Some("BaseEnvConfig")
+        );
     }
 }

@@ -40,7 +40,10 @@ pub struct ScanOptions {
 
 impl Default for ScanOptions {
     fn default() -> Self {
-        Self { recursive: false, max_file_bytes: 4 * 1024 * 1024 }
+        Self {
+            recursive: false,
+            max_file_bytes: 4 * 1024 * 1024,
+        }
     }
 }
 
@@ -123,7 +126,11 @@ pub struct SkippedFile {
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum SkipReason {
     #[error("syntax error at line {line}, column {column}: {message}")]
-    SyntaxError { line: u32, column: u32, message: String },
+    SyntaxError {
+        line: u32,
+        column: u32,
+        message: String,
+    },
     #[error("cannot decode as {encoding}: {detail}")]
     Undecodable { encoding: String, detail: String },
     #[error("declares an encoding Python or rl does not know: '{label}'")]
@@ -164,7 +171,10 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
                 modules.push(module);
                 module_files.push(file.as_str());
             }
-            Err(reason) => skipped.push(SkippedFile { file: file.clone(), reason }),
+            Err(reason) => skipped.push(SkippedFile {
+                file: file.clone(),
+                reason,
+            }),
         }
     }
     skipped.sort_by(|a, b| a.file.cmp(&b.file));
@@ -185,7 +195,9 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
 
 fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModule, SkipReason> {
     let path = root.join(file);
-    let unreadable = |error: std::io::Error| SkipReason::Unreadable { message: error.to_string() };
+    let unreadable = |error: std::io::Error| SkipReason::Unreadable {
+        message: error.to_string(),
+    };
     let size = std::fs::metadata(&path).map_err(unreadable)?.len();
     if size > limit {
         return Err(SkipReason::TooLarge { bytes: size, limit });
@@ -193,13 +205,20 @@ fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModul
     let bytes = std::fs::read(&path).map_err(unreadable)?;
     let text = source::decode(&bytes)?;
     let summary = summary::summarize(&text)?;
-    let mut module_path: Vec<String> =
-        file.trim_end_matches(".py").split('/').map(str::to_owned).collect();
+    let mut module_path: Vec<String> = file
+        .trim_end_matches(".py")
+        .split('/')
+        .map(str::to_owned)
+        .collect();
     let is_package = module_path.last().is_some_and(|last| last == "__init__");
     if is_package {
         module_path.pop();
     }
-    Ok(ParsedModule { module_path, is_package, summary })
+    Ok(ParsedModule {
+        module_path,
+        is_package,
+        summary,
+    })
 }
 
 /// Files whose name starts with `_` are read so imports through them resolve, but what they
@@ -225,7 +244,12 @@ fn collect_environments(modules: &[ParsedModule], files: &[&str]) -> Vec<Environ
             if first_definition.insert(&class.name, class_index).is_some() {
                 continue;
             }
-            environments.push(describe(modules, files, (module_index, class_index), &ancestry));
+            environments.push(describe(
+                modules,
+                files,
+                (module_index, class_index),
+                &ancestry,
+            ));
         }
     }
     environments
@@ -240,7 +264,11 @@ fn describe(
     let file = files[module_index];
     let module = &modules[module_index];
     let class = &module.summary.classes[class_index];
-    let stem = file.rsplit('/').next().unwrap_or(file).trim_end_matches(".py");
+    let stem = file
+        .rsplit('/')
+        .next()
+        .unwrap_or(file)
+        .trim_end_matches(".py");
     let scanned_ancestors = || {
         ancestry.iter().filter_map(|ancestor| match ancestor {
             Ancestor::Scanned((m, c)) => Some(&modules[*m].summary.classes[*c]),
@@ -253,15 +281,26 @@ fn describe(
     } else if let Some(annotated) = &class.config_init_returns {
         (annotated.join("."), ConfigClassSource::ConfigInitAnnotation)
     } else if let Some((ancestor, config)) = scanned_ancestors().find_map(|a| {
-        a.env_config_cls.as_ref().or(a.config_init_returns.as_ref()).map(|c| (a, c))
+        a.env_config_cls
+            .as_ref()
+            .or(a.config_init_returns.as_ref())
+            .map(|c| (a, c))
     }) {
-        (config.join("."), ConfigClassSource::Inherited { from: ancestor.name.clone() })
+        (
+            config.join("."),
+            ConfigClassSource::Inherited {
+                from: ancestor.name.clone(),
+            },
+        )
     } else {
         let known_config = ancestry.last().and_then(|root| match root {
             Ancestor::Known(name) => known::config_class_of(name),
             Ancestor::Scanned(_) => None,
         });
-        (known_config.unwrap_or("BaseEnvConfig").to_owned(), ConfigClassSource::Default)
+        (
+            known_config.unwrap_or("BaseEnvConfig").to_owned(),
+            ConfigClassSource::Default,
+        )
     };
 
     let bases = ancestry
@@ -276,7 +315,10 @@ fn describe(
         .collect();
 
     Environment {
-        name: class.name_attribute.clone().unwrap_or_else(|| stem.to_owned()),
+        name: class
+            .name_attribute
+            .clone()
+            .unwrap_or_else(|| stem.to_owned()),
         name_source: if class.name_attribute.is_some() {
             NameSource::Attribute
         } else {

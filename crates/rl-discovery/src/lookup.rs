@@ -11,7 +11,9 @@ const MAX_SUGGESTIONS: usize = 3;
 pub(crate) fn assign_keys(environments: &mut [Environment]) -> Vec<DuplicateName> {
     let mut per_file: BTreeMap<(String, String), usize> = BTreeMap::new();
     for env in environments.iter() {
-        *per_file.entry((env.name.clone(), env.file.clone())).or_default() += 1;
+        *per_file
+            .entry((env.name.clone(), env.file.clone()))
+            .or_default() += 1;
     }
     for env in environments.iter_mut() {
         env.key = if per_file[&(env.name.clone(), env.file.clone())] > 1 {
@@ -27,7 +29,10 @@ pub(crate) fn assign_keys(environments: &mut [Environment]) -> Vec<DuplicateName
     by_name
         .into_iter()
         .filter(|(_, keys)| keys.len() > 1)
-        .map(|(name, keys)| DuplicateName { name: name.to_owned(), keys })
+        .map(|(name, keys)| DuplicateName {
+            name: name.to_owned(),
+            keys,
+        })
         .collect()
 }
 
@@ -43,8 +48,11 @@ impl Scan {
             |env: &Environment, q: &str| env.name == q,
             |env: &Environment, q: &str| env.class_name == q,
         ] {
-            let found: Vec<&Environment> =
-                self.environments.iter().filter(|env| matches(env, query)).collect();
+            let found: Vec<&Environment> = self
+                .environments
+                .iter()
+                .filter(|env| matches(env, query))
+                .collect();
             match found.as_slice() {
                 [single] => return Ok(single),
                 [] => {}
@@ -70,8 +78,16 @@ impl Scan {
             .map(|env| {
                 let name = env.name.to_lowercase();
                 let similarity = strsim::jaro_winkler(&query, &name);
-                let contains = !query.is_empty() && (name.contains(&query) || query.contains(&name));
-                (if contains { similarity.max(0.9) } else { similarity }, env.name.as_str())
+                let contains =
+                    !query.is_empty() && (name.contains(&query) || query.contains(&name));
+                (
+                    if contains {
+                        similarity.max(0.9)
+                    } else {
+                        similarity
+                    },
+                    env.name.as_str(),
+                )
             })
             .filter(|(similarity, _)| *similarity >= 0.75)
             .collect();

@@ -48,10 +48,17 @@ impl<'a> Resolver<'a> {
         let mut by_last_component: HashMap<&str, Vec<usize>> = HashMap::new();
         for (index, module) in modules.iter().enumerate() {
             if let Some(last) = module.module_path.last() {
-                by_last_component.entry(last.as_str()).or_default().push(index);
+                by_last_component
+                    .entry(last.as_str())
+                    .or_default()
+                    .push(index);
             }
         }
-        Self { modules, by_last_component, visits: HashMap::new() }
+        Self {
+            modules,
+            by_last_component,
+            visits: HashMap::new(),
+        }
     }
 
     /// The ancestry of a class up to and including the `BaseEnv` it reaches, or `None` when it
@@ -108,7 +115,9 @@ impl<'a> Resolver<'a> {
         before: Option<u32>,
         hops: usize,
     ) -> Vec<Ancestor> {
-        let Some((head, rest)) = reference.split_first() else { return Vec::new() };
+        let Some((head, rest)) = reference.split_first() else {
+            return Vec::new();
+        };
         if hops > MAX_IMPORT_HOPS {
             return Vec::new();
         }
@@ -126,7 +135,11 @@ impl<'a> Resolver<'a> {
                     found.push(Ancestor::Scanned((module, *index)));
                 }
                 BindingTarget::Class(_) => {}
-                BindingTarget::ImportedName { level, module: from, name } => {
+                BindingTarget::ImportedName {
+                    level,
+                    module: from,
+                    name,
+                } => {
                     let absolute = self.absolute_module(module, *level, from);
                     let mut path = absolute;
                     path.push(name.clone());
@@ -151,13 +164,21 @@ impl<'a> Resolver<'a> {
     /// A fully qualified `package.module.Name[.Inner…]`: atroposlib's own classes by table,
     /// otherwise the longest module prefix that is a scanned file, then the name inside it.
     fn resolve_qualified(&self, path: &[String], hops: usize) -> Vec<Ancestor> {
-        let Some((name, module_path)) = path.split_last() else { return Vec::new() };
-        if module_path.first().is_some_and(|first| first == "atroposlib") {
+        let Some((name, module_path)) = path.split_last() else {
+            return Vec::new();
+        };
+        if module_path
+            .first()
+            .is_some_and(|first| first == "atroposlib")
+        {
             let module = module_path.join(".");
             if !is_known_env_base(Some(&module), name) {
                 return Vec::new();
             }
-            return qualified_known_base(name).map(Ancestor::Known).into_iter().collect();
+            return qualified_known_base(name)
+                .map(Ancestor::Known)
+                .into_iter()
+                .collect();
         }
         for split in (1..path.len()).rev() {
             let (module_part, inside) = path.split_at(split);
@@ -180,8 +201,11 @@ impl<'a> Resolver<'a> {
             .filter_map(|index| {
                 let file = &self.modules[index].module_path;
                 let overlap = common_suffix_len(file, imported);
-                (overlap == file.len() || overlap == imported.len())
-                    .then_some((overlap, std::cmp::Reverse(file.len()), index))
+                (overlap == file.len() || overlap == imported.len()).then_some((
+                    overlap,
+                    std::cmp::Reverse(file.len()),
+                    index,
+                ))
             })
             .max()
             .map(|(_, _, index)| index)
@@ -205,5 +229,9 @@ impl<'a> Resolver<'a> {
 }
 
 fn common_suffix_len(a: &[String], b: &[String]) -> usize {
-    a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count()
+    a.iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
 }

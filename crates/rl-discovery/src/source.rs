@@ -25,8 +25,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, SkipReason> {
             if matches!(normalized.as_str(), "utf-8" | "utf8" | "utf-8-sig") {
                 return decode_utf8(bytes, &label);
             }
-            let encoding = encoding_for_python_label(&normalized)
-                .ok_or(SkipReason::UnknownEncoding { label: label.clone() })?;
+            let encoding =
+                encoding_for_python_label(&normalized).ok_or(SkipReason::UnknownEncoding {
+                    label: label.clone(),
+                })?;
             let (text, had_errors) = encoding.decode_without_bom_handling(bytes);
             if had_errors {
                 return Err(SkipReason::Undecodable {
@@ -74,7 +76,9 @@ fn cookie_in_line(line: &[u8]) -> Option<String> {
     }
     let at = line.windows(6).position(|w| w == b"coding")?;
     let rest = line.get(at + 6..)?;
-    let rest = rest.strip_prefix(b":").or_else(|| rest.strip_prefix(b"="))?;
+    let rest = rest
+        .strip_prefix(b":")
+        .or_else(|| rest.strip_prefix(b"="))?;
     let label: Vec<u8> = rest
         .trim_ascii_start()
         .iter()
@@ -138,14 +142,21 @@ mod tests {
     #[test]
     fn invalid_utf8_reports_line() {
         let err = decode(b"a = 1\nb = '\xff'\n").unwrap_err();
-        let SkipReason::Undecodable { detail, .. } = err else { panic!("{err:?}") };
+        let SkipReason::Undecodable { detail, .. } = err else {
+            panic!("{err:?}")
+        };
         assert!(detail.contains("line 2"), "{detail}");
     }
 
     #[test]
     fn unknown_cookie_is_named() {
         let err = decode(b"# coding: klingon\n").unwrap_err();
-        assert_eq!(err, SkipReason::UnknownEncoding { label: "klingon".into() });
+        assert_eq!(
+            err,
+            SkipReason::UnknownEncoding {
+                label: "klingon".into()
+            }
+        );
     }
 
     #[test]

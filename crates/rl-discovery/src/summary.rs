@@ -36,7 +36,11 @@ pub(crate) enum BindingTarget {
     /// Index into [`ModuleSummary::classes`].
     Class(usize),
     /// `from module import name [as local]`; `level` counts the leading dots.
-    ImportedName { level: u32, module: Dotted, name: String },
+    ImportedName {
+        level: u32,
+        module: Dotted,
+        name: String,
+    },
     /// `import a.b.c as local` binds `local` to `a.b.c`; `import a.b.c` binds `a` to `a`.
     ImportedModule { module: Dotted },
 }
@@ -58,7 +62,11 @@ pub(crate) struct ClassSummary {
 pub(crate) fn summarize(text: &str) -> Result<ModuleSummary, SkipReason> {
     let parsed = ruff_python_parser::parse_module(text).map_err(|error| {
         let (line, column) = line_and_column(text, error.location.start().to_u32());
-        SkipReason::SyntaxError { line, column, message: error.error.to_string() }
+        SkipReason::SyntaxError {
+            line,
+            column,
+            message: error.error.to_string(),
+        }
     })?;
     let lines = LineIndex::new(text);
     let mut summary = ModuleSummary::default();
@@ -78,7 +86,11 @@ fn collect_module_level(body: &[Stmt], lines: &LineIndex, summary: &mut ModuleSu
                 summary.bind(class.name.as_str(), offset, BindingTarget::Class(index));
             }
             Stmt::ImportFrom(import) => {
-                let module = import.module.as_ref().map(|m| dotted_str(m.as_str())).unwrap_or_default();
+                let module = import
+                    .module
+                    .as_ref()
+                    .map(|m| dotted_str(m.as_str()))
+                    .unwrap_or_default();
                 for alias in &import.names {
                     if alias.name.as_str() == "*" {
                         continue;
@@ -144,7 +156,10 @@ fn collect_module_level(body: &[Stmt], lines: &LineIndex, summary: &mut ModuleSu
 
 impl ModuleSummary {
     fn bind(&mut self, name: &str, offset: u32, target: BindingTarget) {
-        self.bindings.entry(name.to_owned()).or_default().push(Binding { offset, target });
+        self.bindings
+            .entry(name.to_owned())
+            .or_default()
+            .push(Binding { offset, target });
     }
 }
 
@@ -167,7 +182,11 @@ fn summarize_class(class: &ast::StmtClassDef, lines: &LineIndex) -> ClassSummary
                     summary.record_attribute(target, &assign.value);
                 }
             }
-            Stmt::AnnAssign(ast::StmtAnnAssign { target, value: Some(value), .. }) => {
+            Stmt::AnnAssign(ast::StmtAnnAssign {
+                target,
+                value: Some(value),
+                ..
+            }) => {
                 summary.record_attribute(target, value);
             }
             Stmt::FunctionDef(function) if function.name.as_str() == "config_init" => {
@@ -223,7 +242,9 @@ fn dotted_str(path: &str) -> Dotted {
 
 /// `Tuple[Config, List[APIServerConfig]]` or `tuple[Config, ...]` → `Config`.
 fn first_tuple_element(annotation: &Expr) -> Option<Dotted> {
-    let Expr::Subscript(subscript) = annotation else { return None };
+    let Expr::Subscript(subscript) = annotation else {
+        return None;
+    };
     let container = dotted(&subscript.value)?;
     let last = container.last()?;
     if last != "Tuple" && last != "tuple" {
@@ -236,14 +257,26 @@ fn first_tuple_element(annotation: &Expr) -> Option<Dotted> {
 }
 
 fn docstring_first_line(body: &[Stmt]) -> Option<String> {
-    let Some(Stmt::Expr(ast::StmtExpr { value, .. })) = body.first() else { return None };
-    let Expr::StringLiteral(literal) = value.as_ref() else { return None };
-    literal.value.to_str().lines().map(str::trim).find(|line| !line.is_empty()).map(str::to_owned)
+    let Some(Stmt::Expr(ast::StmtExpr { value, .. })) = body.first() else {
+        return None;
+    };
+    let Expr::StringLiteral(literal) = value.as_ref() else {
+        return None;
+    };
+    literal
+        .value
+        .to_str()
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .map(str::to_owned)
 }
 
 /// `__name__ == "__main__"` or `"__main__" == __name__`.
 fn is_main_guard(test: &Expr) -> bool {
-    let Expr::Compare(compare) = test else { return false };
+    let Expr::Compare(compare) = test else {
+        return false;
+    };
     if compare.ops.len() != 1 || !matches!(compare.ops[0], ast::CmpOp::Eq) {
         return false;
     }
@@ -255,9 +288,15 @@ fn is_main_guard(test: &Expr) -> bool {
 
 fn collect_cli_calls(body: &[Stmt], cli_classes: &mut HashSet<String>) {
     for stmt in body {
-        let Stmt::Expr(ast::StmtExpr { value, .. }) = stmt else { continue };
-        let Expr::Call(call) = value.as_ref() else { continue };
-        let Expr::Attribute(attribute) = call.func.as_ref() else { continue };
+        let Stmt::Expr(ast::StmtExpr { value, .. }) = stmt else {
+            continue;
+        };
+        let Expr::Call(call) = value.as_ref() else {
+            continue;
+        };
+        let Expr::Attribute(attribute) = call.func.as_ref() else {
+            continue;
+        };
         if attribute.attr.as_str() != "cli" {
             continue;
         }
@@ -276,7 +315,10 @@ impl LineIndex {
     fn new(text: &str) -> Self {
         let mut starts = vec![0];
         starts.extend(
-            text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i as u32 + 1),
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i as u32 + 1),
         );
         Self { starts }
     }
@@ -290,7 +332,10 @@ fn line_and_column(text: &str, offset: u32) -> (u32, u32) {
     let offset = (offset as usize).min(text.len());
     let before = &text.as_bytes()[..offset];
     let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
     let column = 1 + text[line_start..offset].chars().count();
     (line as u32, column as u32)
 }
@@ -314,7 +359,10 @@ mod tests {
         assert_eq!(class.bases, vec![vec!["BaseEnv".to_owned()]]);
         assert_eq!(class.docstring_first_line.as_deref(), Some("First line."));
         assert_eq!(class.name_attribute.as_deref(), Some("e"));
-        assert_eq!(class.env_config_cls, Some(vec!["cfg".to_owned(), "EConfig".to_owned()]));
+        assert_eq!(
+            class.env_config_cls,
+            Some(vec!["cfg".to_owned(), "EConfig".to_owned()])
+        );
         assert!(class.has_config_init);
         assert_eq!(class.config_init_returns, Some(vec!["EConfig".to_owned()]));
     }
@@ -331,7 +379,10 @@ mod tests {
         let s = summary("class A(base.BaseEnv, Generic[T], metaclass=M):\n    pass\n");
         assert_eq!(
             s.classes[0].bases,
-            vec![vec!["base".to_owned(), "BaseEnv".to_owned()], vec!["Generic".to_owned()]]
+            vec![
+                vec!["base".to_owned(), "BaseEnv".to_owned()],
+                vec!["Generic".to_owned()]
+            ]
         );
     }
 
@@ -344,9 +395,15 @@ mod tests {
             &s.bindings["B"][0].target,
             BindingTarget::ImportedName { level: 0, module, name } if module == &["atroposlib", "envs", "base"] && name == "BaseEnv"
         ));
-        assert!(matches!(&s.bindings["a"][0].target, BindingTarget::ImportedModule { module } if module == &["a"]));
-        assert!(matches!(&s.bindings["z"][0].target, BindingTarget::ImportedModule { module } if module == &["x", "y"]));
-        assert!(matches!(&s.bindings["sib"][0].target, BindingTarget::ImportedName { level: 1, module, .. } if module.is_empty()));
+        assert!(
+            matches!(&s.bindings["a"][0].target, BindingTarget::ImportedModule { module } if module == &["a"])
+        );
+        assert!(
+            matches!(&s.bindings["z"][0].target, BindingTarget::ImportedModule { module } if module == &["x", "y"])
+        );
+        assert!(
+            matches!(&s.bindings["sib"][0].target, BindingTarget::ImportedName { level: 1, module, .. } if module.is_empty())
+        );
     }
 
     #[test]
@@ -372,7 +429,9 @@ mod tests {
     #[test]
     fn syntax_error_reports_line_and_column() {
         let err = summarize("x = 1\ndef f(:\n").unwrap_err();
-        let SkipReason::SyntaxError { line, .. } = err else { panic!("{err:?}") };
+        let SkipReason::SyntaxError { line, .. } = err else {
+            panic!("{err:?}")
+        };
         assert_eq!(line, 2);
     }
 

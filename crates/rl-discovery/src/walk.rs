@@ -14,14 +14,23 @@ pub(crate) struct Listing {
 
 pub(crate) fn check_root(root: &Path) -> Result<PathBuf, DiscoveryError> {
     let canonical = root.canonicalize().map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => DiscoveryError::RootNotFound { path: root.to_owned() },
-        _ => DiscoveryError::RootUnreadable { path: root.to_owned(), source },
+        std::io::ErrorKind::NotFound => DiscoveryError::RootNotFound {
+            path: root.to_owned(),
+        },
+        _ => DiscoveryError::RootUnreadable {
+            path: root.to_owned(),
+            source,
+        },
     })?;
     if !canonical.is_dir() {
-        return Err(DiscoveryError::RootNotADirectory { path: root.to_owned() });
+        return Err(DiscoveryError::RootNotADirectory {
+            path: root.to_owned(),
+        });
     }
-    std::fs::read_dir(&canonical)
-        .map_err(|source| DiscoveryError::RootUnreadable { path: root.to_owned(), source })?;
+    std::fs::read_dir(&canonical).map_err(|source| DiscoveryError::RootUnreadable {
+        path: root.to_owned(),
+        source,
+    })?;
     Ok(canonical)
 }
 
@@ -34,7 +43,10 @@ pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
         .sort_by_file_name()
         .into_iter()
         .filter_entry(|entry| entry.depth() == 0 || !is_ignored_dir(entry));
-    let mut listing = Listing { files: Vec::new(), skipped: Vec::new() };
+    let mut listing = Listing {
+        files: Vec::new(),
+        skipped: Vec::new(),
+    };
     for entry in walker {
         match entry {
             Ok(entry) if entry.file_type().is_file() && has_py_extension(entry.path()) => {
@@ -43,20 +55,24 @@ pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
             Ok(_) => {}
             Err(error) => {
                 let Some(path) = error.path() else { continue };
-                if error.depth() > 0 && !has_py_extension(path) && error.loop_ancestor().is_none()
-                {
+                if error.depth() > 0 && !has_py_extension(path) && error.loop_ancestor().is_none() {
                     // An unreadable non-Python entry is none of discovery's business.
                     continue;
                 }
                 let reason = match error.loop_ancestor() {
-                    Some(ancestor) => {
-                        SkipReason::SymlinkLoop { ancestor: relative(root, ancestor) }
-                    }
+                    Some(ancestor) => SkipReason::SymlinkLoop {
+                        ancestor: relative(root, ancestor),
+                    },
                     None => SkipReason::Unreadable {
-                        message: error.io_error().map_or_else(|| error.to_string(), |e| e.to_string()),
+                        message: error
+                            .io_error()
+                            .map_or_else(|| error.to_string(), |e| e.to_string()),
                     },
                 };
-                listing.skipped.push(SkippedFile { file: relative(root, path), reason });
+                listing.skipped.push(SkippedFile {
+                    file: relative(root, path),
+                    reason,
+                });
             }
         }
     }
@@ -76,6 +92,13 @@ fn has_py_extension(path: &Path) -> bool {
 
 fn relative(root: &Path, path: &Path) -> String {
     let relative = path.strip_prefix(root).unwrap_or(path);
-    let parts: Vec<_> = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect();
-    if parts.is_empty() { ".".to_owned() } else { parts.join("/") }
+    let parts: Vec<_> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect();
+    if parts.is_empty() {
+        ".".to_owned()
+    } else {
+        parts.join("/")
+    }
 }

@@ -3,7 +3,14 @@ use rl_discovery::{ScanOptions, scan};
 use crate::fixture_environments;
 
 fn scan_fixture(recursive: bool) -> rl_discovery::Scan {
-    scan(&fixture_environments(), &ScanOptions { recursive, ..Default::default() }).unwrap()
+    scan(
+        &fixture_environments(),
+        &ScanOptions {
+            recursive,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 #[test]
@@ -20,7 +27,8 @@ fn recursive_scan_of_the_fixture_tree() {
 
 #[test]
 fn nested_environments_only_when_recursive() {
-    let has_tool_use = |scan: &rl_discovery::Scan| scan.environments.iter().any(|e| e.name == "tool_use");
+    let has_tool_use =
+        |scan: &rl_discovery::Scan| scan.environments.iter().any(|e| e.name == "tool_use");
     assert!(!has_tool_use(&scan_fixture(false)));
     assert!(has_tool_use(&scan_fixture(true)));
 }
@@ -28,7 +36,11 @@ fn nested_environments_only_when_recursive() {
 #[test]
 fn underscore_files_are_not_listed() {
     let scan = scan_fixture(true);
-    assert!(scan.environments.iter().all(|e| !e.file.rsplit('/').next().unwrap().starts_with('_')));
+    assert!(
+        scan.environments
+            .iter()
+            .all(|e| !e.file.rsplit('/').next().unwrap().starts_with('_'))
+    );
     assert!(!scan.environments.iter().any(|e| e.name == "hidden"));
 }
 
@@ -36,10 +48,14 @@ fn underscore_files_are_not_listed() {
 /// without help from sibling files.
 #[test]
 fn each_fixture_file_alone() {
-    insta::glob!("../../../../fixtures/tinker-atropos/tinker_atropos/environments", "**/*.py", |path| {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(path, dir.path().join(path.file_name().unwrap())).unwrap();
-        let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
-        insta::assert_yaml_snapshot!((&scan.environments, &scan.skipped));
-    });
+    insta::glob!(
+        "../../../../fixtures/tinker-atropos/tinker_atropos/environments",
+        "**/*.py",
+        |path| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::copy(path, dir.path().join(path.file_name().unwrap())).unwrap();
+            let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
+            insta::assert_yaml_snapshot!((&scan.environments, &scan.skipped));
+        }
+    );
 }

@@ -9,7 +9,10 @@ mod roots_and_files;
 use std::path::{Path, PathBuf};
 
 pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 pub(crate) fn fixture_environments() -> PathBuf {

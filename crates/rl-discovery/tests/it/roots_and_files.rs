@@ -1,0 +1,174 @@
+//! Bad roots are errors; bad files are skip reasons and never stop a scan.
+
+use std::os::unix::fs::{PermissionsExt, symlink};
+
+use rl_discovery::{DiscoveryError, ScanOptions, SkipReason, scan};
+
+use crate::tree;
+
+const ENV: &[u8] = b"from atroposlib.envs.base import BaseEnv\nclass A(BaseEnv): pass\n";
+
+#[test]
+fn missing_root_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-folder");
+    let error = scan(&missing, &ScanOptions::default()).unwrap_err();
+    assert!(matches!(error, DiscoveryError::RootNotFound { .. }));
+    assert!(error.to_string().contains("does not exist"), "{error}");
+}
+
+#[test]
+fn file_as_root_is_a_clear_error() {
+    let dir = tree(&[("a.py", ENV)]);
+    let error = scan(&dir.path().join("a.py"), &ScanOptions::default()).unwrap_err();
+    assert!(
+        matches!(error, DiscoveryError::RootNotADirectory { .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("is a file, not a folder"),
+        "{error}"
+    );
+}
+
+#[test]
+fn dangling_link_is_skipped_with_a_reason() {
+    let dir = tree(&[("a.py", ENV)]);
+    symlink(
+        dir.path().join("gone.py.target"),
+        dir.path().join("dangling.py"),
+    )
+    .unwrap();
+    let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
+    assert_eq!(scan.environments.len(), 1);
+    assert_eq!(scan.skipped.len(), 1, "{:?}", scan.skipped);
+    assert_eq!(scan.skipped[0].file, "dangling.py");
+    assert!(matches!(
+        scan.skipped[0].reason,
+        SkipReason::Unreadable { .. }
+    ));
+}
+
+#[test]
+fn unreadable_file_is_skipped_with_a_reason() {
+    let dir = tree(&[("a.py", ENV), ("locked.py", ENV)]);
+    let locked = dir.path().join("locked.py");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    if std::fs::read(&locked).is_ok() {
+        eprintln!(
+            "SKIPPED: running with privileges that read a mode-000 file; permission check not exercised"
+        );
+        return;
+    }
+    let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
+    assert_eq!(scan.environments.len(), 1);
+    let skipped = &scan.skipped[0];
+    assert_eq!(skipped.file, "locked.py");
+    assert!(
+        skipped.reason.to_string().contains("ermission denied"),
+        "{}",
+        skipped.reason
+    );
+}
+
+#[test]
+fn symlink_loops_are_skipped_not_followed_forever() {
+    let dir = tree(&[("pkg/a.py", ENV)]);
+    symlink(dir.path(), dir.path().join("pkg/loop")).unwrap();
+    symlink(dir.path().join("self.py"), dir.path().join("self.py")).unwrap();
+    let scan = scan(
+        dir.path(),
+        &ScanOptions {
+            recursive: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(scan.environments.len(), 1);
+    let reasons: Vec<_> = scan
+        .skipped
+        .iter()
+        .map(|s| (s.file.as_str(), s.reason.to_string()))
+        .collect();
+    assert!(
+        scan.skipped
+            .iter()
+            .any(|s| s.file == "pkg/loop" && matches!(s.reason, SkipReason::SymlinkLoop { .. })),
+        "{reasons:?}"
+    );
+    assert!(
+        scan.skipped.iter().any(|s| s.file == "self.py"),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn too_large_files_are_skipped() {
+    let dir = tree(&[
+        ("a.py", ENV),
+        ("big.py", &[ENV, &vec![b'#'; 10_000]].concat()),
+    ]);
+    let scan = scan(
+        dir.path(),
+        &ScanOptions {
+            max_file_bytes: 1_000,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(scan.environments.len(), 1);
+    assert!(matches!(
+        scan.skipped[0].reason,
+        SkipReason::TooLarge { limit: 1_000, .. }
+    ));
+}
+
+#[test]
+fn hidden_and_cache_folders_are_not_entered() {
+    let dir = tree(&[
+        (".venv/lib/x.py", ENV),
+        ("__pycache__/y.py", ENV),
+        ("z/a.py", ENV),
+    ]);
+    let scan = scan(
+        dir.path(),
+        &ScanOptions {
+            recursive: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let files: Vec<_> = scan.environments.iter().map(|e| e.file.as_str()).collect();
+    assert_eq!(files, ["z/a.py"]);
+}
+
+#[test]
+fn skip_reasons_read_well() {
+    let reasons = [
+        SkipReason::SyntaxError {
+            line: 14,
+            column: 15,
+            message: "Expected ')', found newline".into(),
+        },
+        SkipReason::Undecodable {
+            encoding: "utf-8".into(),
+            detail: "invalid byte at offset 9 (line 2)".into(),
+        },
+        SkipReason::UnknownEncoding {
+            label: "klingon".into(),
+        },
+        SkipReason::Binary,
+        SkipReason::TooLarge {
+            bytes: 5_000_000,
+            limit: 4_194_304,
+        },
+        SkipReason::SymlinkLoop {
+            ancestor: "pkg".into(),
+        },
+        SkipReason::Unreadable {
+            message: "Permission denied (os error 13)".into(),
+        },
+    ];
+    let text: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+    insta::assert_snapshot!(text.join("\n"));
+}
