@@ -1,1 +1,60 @@
-fn main() {}
+//! `cargo xtask <task>`: the project's own automation, in Rust so it needs nothing but cargo.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod bench;
+mod demo;
+mod test;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Xtask {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Run every test, snapshot checks included.
+    Test(test::TestArgs),
+    /// The main job: the whole workflow on the bundled fixtures, no keys, no network.
+    Demo,
+    /// Run every benchmark and write docs/benchmarks.md.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let root = workspace_root();
+    std::env::set_current_dir(&root)?;
+    match Xtask::parse().task {
+        Task::Test(args) => test::run(&args),
+        Task::Demo => demo::run(&root),
+        Task::Bench(args) => bench::run(&root, &args),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_owned)
+}
+
+/// Runs a command, echoing it, and fails when it fails.
+pub(crate) fn run_command(command: &mut Command) -> anyhow::Result<()> {
+    eprintln!("$ {}", display(command));
+    let status = command.status().with_context(|| format!("cannot start {}", display(command)))?;
+    if !status.success() {
+        bail!("`{}` failed ({status})", display(command));
+    }
+    Ok(())
+}
+
+pub(crate) fn display(command: &Command) -> String {
+    let mut parts = vec![command.get_program().to_string_lossy().into_owned()];
+    parts.extend(command.get_args().map(|arg| arg.to_string_lossy().into_owned()));
+    parts.join(" ")
+}

@@ -1,5 +1,7 @@
 //! Integration tests of rl-discovery over the fixture tree and over trees made on the fly.
 
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
+
 mod fixture_tree;
 mod lookup;
 mod python_parity;

@@ -1,0 +1,89 @@
+//! The `rl` binary as a user runs it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn rl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rl"))
+        .args(args)
+        .env_remove("RL_TINKER_ATROPOS_ROOT")
+        .env_remove("RL_ENVIRONMENTS_DIR")
+        .current_dir(workspace_root())
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).replace(&workspace_root().display().to_string(), "[workspace]")
+}
+
+const ROOT: &str = "fixtures/tinker-atropos";
+
+#[test]
+fn envs_list_prints_a_table() {
+    let output = rl(&["envs", "list", "--root", ROOT]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    insta::assert_snapshot!(text(&output.stdout));
+}
+
+#[test]
+fn envs_list_json_is_the_scan() {
+    let output = rl(&["envs", "list", "--root", ROOT, "--json", "--recursive"]);
+    assert!(output.status.success());
+    let scan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(scan["environments"].as_array().unwrap().len(), 17);
+    assert_eq!(scan["skipped"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn envs_show_by_key() {
+    let output = rl(&["envs", "show", "countdown@countdown_v2.py", "--root", ROOT, "--json"]);
+    assert!(output.status.success());
+    let env: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(env["class_name"], "CountdownV2Env");
+}
+
+#[test]
+fn unknown_environment_fails_with_suggestions() {
+    let output = rl(&["envs", "show", "gsm8k", "--root", ROOT]);
+    assert_eq!(output.status.code(), Some(1));
+    insta::assert_snapshot!(text(&output.stderr));
+}
+
+#[test]
+fn errors_are_json_with_json() {
+    let output = rl(&["envs", "show", "countdown", "--root", ROOT, "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let body: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(body["error"].as_str().unwrap().contains("countdown@countdown.py"), "{body}");
+}
+
+#[test]
+fn missing_tree_says_what_to_do() {
+    let output = rl(&["envs", "list", "--root", "no/such/tree"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("does not exist") && stderr.contains("--root"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(rl(&["envs", "frobnicate"]).status.code(), Some(2));
+    assert_eq!(rl(&["envs", "show"]).status.code(), Some(2));
+}
+
+#[test]
+fn environment_variable_sets_the_root() {
+    let output = Command::new(env!("CARGO_BIN_EXE_rl"))
+        .args(["envs", "list", "--json"])
+        .env("RL_TINKER_ATROPOS_ROOT", workspace_root().join(ROOT))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+}

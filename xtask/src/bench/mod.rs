@@ -1,0 +1,191 @@
+//! `cargo xtask bench`: every benchmark of the project, written to docs/benchmarks.md.
+//!
+//! The machine is shared and noisy, so figures are medians of interleaved runs and the verdicts
+//! are ratios measured in the same run, never absolute times.
+
+mod corpus;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::{display, run_command};
+
+#[derive(clap::Args)]
+pub(crate) struct BenchArgs {
+    /// Also measure discovery on these folders (each scanned at its top level).
+    #[arg(long = "dir", value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Timed runs of each command (after one warm-up).
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Files in the generated corpus.
+    #[arg(long, default_value_t = 320)]
+    corpus_files: usize,
+    /// Print the report instead of writing docs/benchmarks.md.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// The discovery goal of issue 2: rl's scan at least this many times faster than CPython's.
+const DISCOVERY_GOAL: f64 = 20.0;
+
+pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    run_command(Command::new("cargo").args(["build", "--quiet", "--release", "-p", "rl-cli"]))?;
+    let rl = root.join("target/release/rl");
+    let python_scan = root.join("xtask/python/original_scan.py");
+
+    let corpus_dir = root.join("target/bench/discovery-corpus");
+    let facts = corpus::generate(&corpus_dir, args.corpus_files)?;
+    let mut folders = vec![(
+        format!("generated corpus: {} files, {:.1} MB", facts.files, facts.bytes as f64 / 1e6),
+        corpus_dir,
+    )];
+    for dir in &args.dirs {
+        folders.push((format!("`{}`", dir.display()), dir.clone()));
+    }
+
+    let mut report = header(args);
+    report.push_str(
+        "## Environment discovery (issue 2)\n\n\
+         `rl envs list --json --envs-dir DIR` as a whole process against \
+         `python3 xtask/python/original_scan.py DIR` (the original tool's algorithm with CPython's \
+         `ast`), both at the folder's top level. Goal: rl at least 20× faster, and finding every \
+         environment the Python scan finds.\n\n\
+         | folder | rl median | Python median | speed-up | found by Python | found by rl | missed by rl | goal |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for (label, dir) in &folders {
+        let mut rl_cmd = Command::new(&rl);
+        rl_cmd.args(["envs", "list", "--json", "--envs-dir"]).arg(dir);
+        let mut py_cmd = Command::new("python3");
+        py_cmd.arg(&python_scan).arg(dir);
+
+        let rl_found = found_by_rl(&rl_cmd)?;
+        let py_found = found_by_python(&py_cmd)?;
+        let missed = py_found.difference(&rl_found).count();
+        let [rl_time, py_time] = interleaved_medians([&mut rl_cmd, &mut py_cmd], args.runs)?;
+        let speedup = py_time.as_secs_f64() / rl_time.as_secs_f64();
+        let verdict = if speedup >= DISCOVERY_GOAL && missed == 0 { "met" } else { "NOT met" };
+        let _ = writeln!(
+            report,
+            "| {label} | {} | {} | **{speedup:.1}×** | {} | {} | {missed} | {verdict} |",
+            millis(rl_time),
+            millis(py_time),
+            py_found.len(),
+            rl_found.len(),
+        );
+        eprintln!("discovery on {label}: {speedup:.1}× faster, {missed} missed");
+    }
+    report.push_str(
+        "\nrl finds more because it follows aliased imports, subclasses of environments in other \
+         files and classes defined earlier in the same file; the Python scan only sees `BaseEnv` \
+         written as a base.\n",
+    );
+
+    if args.dry_run {
+        println!("{report}");
+    } else {
+        std::fs::write(root.join("docs/benchmarks.md"), &report)?;
+        eprintln!("wrote docs/benchmarks.md");
+    }
+    Ok(())
+}
+
+fn header(args: &BenchArgs) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|model| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let python = Command::new("python3")
+        .arg("--version")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .unwrap_or_default();
+    format!(
+        "# Benchmarks\n\n\
+         Written by `cargo xtask bench` (runs: {runs} timed after one warm-up, interleaved; \
+         medians). The machine is shared and noisy: read the ratios, which are measured in one \
+         run, not the absolute times.\n\n\
+         Machine: {cores} cores, {cpu}; {python}; rl built with `--release`.\n\n",
+        runs = args.runs,
+    )
+}
+
+/// Runs the commands in turn, `runs` times each after one warm-up, and returns their medians.
+/// Interleaving spreads the machine's noise over all of them alike.
+fn interleaved_medians<const N: usize>(
+    mut commands: [&mut Command; N],
+    runs: usize,
+) -> anyhow::Result<[Duration; N]> {
+    let mut samples: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(runs));
+    for round in 0..=runs {
+        for (command, samples) in commands.iter_mut().zip(samples.iter_mut()) {
+            let start = Instant::now();
+            let output = command.output().with_context(|| display(command))?;
+            let elapsed = start.elapsed();
+            if !output.status.success() {
+                bail!("`{}` failed: {}", display(command), String::from_utf8_lossy(&output.stderr));
+            }
+            if round > 0 {
+                samples.push(elapsed);
+            }
+        }
+    }
+    Ok(samples.map(|mut samples| {
+        samples.sort();
+        samples[samples.len() / 2]
+    }))
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{:.1} ms", duration.as_secs_f64() * 1e3)
+}
+
+type Found = BTreeSet<(String, String)>;
+
+fn found_by_rl(command: &Command) -> anyhow::Result<Found> {
+    let scan = json_output(command)?;
+    collect_found(&scan["environments"])
+}
+
+fn found_by_python(command: &Command) -> anyhow::Result<Found> {
+    collect_found(&json_output(command)?)
+}
+
+fn json_output(command: &Command) -> anyhow::Result<serde_json::Value> {
+    let mut command = rebuild(command);
+    let output = command.output().with_context(|| display(&command))?;
+    if !output.status.success() {
+        bail!("`{}` failed: {}", display(&command), String::from_utf8_lossy(&output.stderr));
+    }
+    serde_json::from_slice(&output.stdout).with_context(|| format!("`{}` printed no JSON", display(&command)))
+}
+
+fn collect_found(list: &serde_json::Value) -> anyhow::Result<Found> {
+    let list = list.as_array().context("expected a JSON list of environments")?;
+    Ok(list
+        .iter()
+        .filter_map(|env| Some((env["file"].as_str()?.to_owned(), env["class_name"].as_str()?.to_owned())))
+        .collect())
+}
+
+/// `Command` is not `Clone`; rebuild one from its parts.
+fn rebuild(command: &Command) -> Command {
+    let mut copy = Command::new(command.get_program());
+    copy.args(command.get_args());
+    copy
+}

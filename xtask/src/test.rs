@@ -1,0 +1,79 @@
+//! `cargo xtask test`: every test of the workspace, with insta snapshots checked.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::bail;
+
+use crate::run_command;
+
+#[derive(clap::Args)]
+pub(crate) struct TestArgs {
+    /// CI mode: formatting and clippy must be clean, and a snapshot that differs fails instead
+    /// of being written.
+    #[arg(long, conflicts_with = "accept")]
+    check: bool,
+    /// Accept every changed snapshot (review the diff before committing).
+    #[arg(long)]
+    accept: bool,
+}
+
+pub(crate) fn run(args: &TestArgs) -> anyhow::Result<()> {
+    if args.check {
+        run_command(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
+        run_command(Command::new("cargo").args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    }
+    // insta: `no` fails on a difference and writes nothing, `always` overwrites, `new` leaves a
+    // `.snap.new` beside the snapshot for review.
+    let insta_update = match (args.check, args.accept) {
+        (true, _) => "no",
+        (_, true) => "always",
+        _ => "new",
+    };
+    let nextest_available = Command::new("cargo")
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if nextest_available {
+        run_command(
+            Command::new("cargo")
+                .args(["nextest", "run", "--workspace", "--no-tests=fail", "--final-status-level=fail"])
+                .env("INSTA_UPDATE", insta_update),
+        )?;
+        run_command(Command::new("cargo").args(["test", "--workspace", "--doc", "--quiet"]))?;
+    } else {
+        run_command(Command::new("cargo").args(["test", "--workspace"]).env("INSTA_UPDATE", insta_update))?;
+    }
+    let pending = pending_snapshots(Path::new("crates"));
+    if !pending.is_empty() {
+        bail!(
+            "snapshots changed and were not accepted:\n  {}\nreview them, then run `cargo xtask test --accept`",
+            pending.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+fn pending_snapshots(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|name| name != "target") {
+                found.extend(pending_snapshots(&path));
+            }
+        } else if path.to_string_lossy().ends_with(".snap.new") {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
