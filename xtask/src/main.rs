@@ -29,24 +29,37 @@ enum Task {
     Bench(bench::BenchArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    let task = Xtask::parse().task;
     let root = workspace_root();
-    std::env::set_current_dir(&root)?;
-    match Xtask::parse().task {
-        Task::Test(args) => test::run(&args),
-        Task::Demo => demo::run(&root),
-        Task::Bench(args) => bench::run(&root, &args),
+    let outcome = std::env::set_current_dir(&root)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| match task {
+            Task::Test(args) => test::run(&args),
+            Task::Demo => demo::run(&root),
+            Task::Bench(args) => bench::run(&root, &args),
+        });
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_owned)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
 }
 
 /// Runs a command, echoing it, and fails when it fails.
 pub(crate) fn run_command(command: &mut Command) -> anyhow::Result<()> {
     eprintln!("$ {}", display(command));
-    let status = command.status().with_context(|| format!("cannot start {}", display(command)))?;
+    let status = command
+        .status()
+        .with_context(|| format!("cannot start {}", display(command)))?;
     if !status.success() {
         bail!("`{}` failed ({status})", display(command));
     }
@@ -55,6 +68,10 @@ pub(crate) fn run_command(command: &mut Command) -> anyhow::Result<()> {
 
 pub(crate) fn display(command: &Command) -> String {
     let mut parts = vec![command.get_program().to_string_lossy().into_owned()];
-    parts.extend(command.get_args().map(|arg| arg.to_string_lossy().into_owned()));
+    parts.extend(
+        command
+            .get_args()
+            .map(|arg| arg.to_string_lossy().into_owned()),
+    );
     parts.join(" ")
 }

@@ -45,12 +45,22 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<()> {
     if nextest_available {
         run_command(
             Command::new("cargo")
-                .args(["nextest", "run", "--workspace", "--no-tests=fail", "--final-status-level=fail"])
+                .args([
+                    "nextest",
+                    "run",
+                    "--workspace",
+                    "--no-tests=fail",
+                    "--final-status-level=fail",
+                ])
                 .env("INSTA_UPDATE", insta_update),
         )?;
         run_command(Command::new("cargo").args(["test", "--workspace", "--doc", "--quiet"]))?;
     } else {
-        run_command(Command::new("cargo").args(["test", "--workspace"]).env("INSTA_UPDATE", insta_update))?;
+        run_command(
+            Command::new("cargo")
+                .args(["test", "--workspace"])
+                .env("INSTA_UPDATE", insta_update),
+        )?;
     }
     let pending = pending_snapshots(Path::new("crates"));
     if !pending.is_empty() {
@@ -64,7 +74,9 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<()> {
 
 fn pending_snapshots(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {

@@ -31,7 +31,9 @@ pub(crate) struct Paths {
 impl Paths {
     pub(crate) fn resolve(root: Option<PathBuf>, envs_dir: Option<PathBuf>) -> Self {
         let envs_dir = envs_dir.unwrap_or_else(|| {
-            root.unwrap_or_else(|| PathBuf::from(".")).join("tinker_atropos").join("environments")
+            root.unwrap_or_else(|| PathBuf::from("."))
+                .join("tinker_atropos")
+                .join("environments")
         });
         Self { envs_dir }
     }
@@ -41,19 +43,33 @@ pub(crate) fn run(command: EnvsCommand, paths: &Paths, as_json: bool) -> anyhow:
     match command {
         EnvsCommand::List { recursive } => {
             let scan = scan(paths, recursive)?;
-            if as_json { output::json(&scan) } else { print_list(&scan) }
+            if as_json {
+                output::json(&scan)
+            } else {
+                print_list(&scan)
+            }
         }
         EnvsCommand::Show { name, recursive } => {
             let scan = scan(paths, recursive)?;
             let env = scan.find(&name)?;
-            if as_json { output::json(env) } else { print_one(&scan, env) }
+            if as_json {
+                output::json(env)
+            } else {
+                print_one(&scan, env)
+            }
         }
     }
 }
 
 fn scan(paths: &Paths, recursive: bool) -> anyhow::Result<Scan> {
-    rl_discovery::scan(&paths.envs_dir, &ScanOptions { recursive, ..Default::default() })
-        .context("pass --root DIR (a tinker-atropos tree) or --envs-dir DIR")
+    rl_discovery::scan(
+        &paths.envs_dir,
+        &ScanOptions {
+            recursive,
+            ..Default::default()
+        },
+    )
+    .context("pass --root DIR (a tinker-atropos tree) or --envs-dir DIR")
 }
 
 fn print_list(scan: &Scan) -> anyhow::Result<()> {
@@ -119,5 +135,9 @@ fn yes_no(value: bool) -> &'static str {
 /// it shows.
 fn selectable_name(scan: &Scan, env: &Environment) -> String {
     let ambiguous = scan.duplicate_names.iter().any(|d| d.name == env.name);
-    if ambiguous { env.key.clone() } else { env.name.clone() }
+    if ambiguous {
+        env.key.clone()
+    } else {
+        env.name.clone()
+    }
 }

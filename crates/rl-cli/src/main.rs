@@ -15,10 +15,19 @@ use clap::{Parser, Subcommand};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
-#[command(name = "rl", version, about = "Reinforcement-learning runs on Atropos environments")]
+#[command(
+    name = "rl",
+    version,
+    about = "Reinforcement-learning runs on Atropos environments"
+)]
 struct Cli {
     /// The tinker-atropos tree (defaults to the current folder).
-    #[arg(long, global = true, env = "RL_TINKER_ATROPOS_ROOT", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "RL_TINKER_ATROPOS_ROOT",
+        value_name = "DIR"
+    )]
     root: Option<PathBuf>,
     /// The environments folder (defaults to ROOT/tinker_atropos/environments).
     #[arg(long, global = true, env = "RL_ENVIRONMENTS_DIR", value_name = "DIR")]

@@ -91,7 +91,10 @@ fn environment_file(index: usize) -> String {
         "\nSYSTEM_PROMPT = (\n    \"You are a careful problem solver for task {index}. Think step by step inside \"\n    \"<think></think> tags, then give only the final answer inside <answer></answer> tags. \"\n    \"Answers are compared exactly after normalisation, so do not add units or prose.\"\n)\n\n\
          ANSWER_PATTERN = re.compile(r\"<answer>(.*?)</answer>\", re.DOTALL)\n"
     );
-    let _ = writeln!(out, "\nclass {config}(BaseEnvConfig):\n    \"\"\"Settings of task {index}.\"\"\"\n");
+    let _ = writeln!(
+        out,
+        "\nclass {config}(BaseEnvConfig):\n    \"\"\"Settings of task {index}.\"\"\"\n"
+    );
     for field in 0..8 {
         let _ = writeln!(
             out,
@@ -135,8 +138,15 @@ fn environment_file(index: usize) -> String {
              \x20   async def get_next_item(self):\n        item = await super().get_next_item()\n        return item\n"
         );
     }
-    let main_class = if shape == Shape::SameFileSubclass { format!("{class}Hard") } else { class };
-    let _ = writeln!(out, "\n\nif __name__ == \"__main__\":\n    {main_class}.cli()");
+    let main_class = if shape == Shape::SameFileSubclass {
+        format!("{class}Hard")
+    } else {
+        class
+    };
+    let _ = writeln!(
+        out,
+        "\n\nif __name__ == \"__main__\":\n    {main_class}.cli()"
+    );
     out
 }
 

@@ -45,7 +45,11 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     let corpus_dir = root.join("target/bench/discovery-corpus");
     let facts = corpus::generate(&corpus_dir, args.corpus_files)?;
     let mut folders = vec![(
-        format!("generated corpus: {} files, {:.1} MB", facts.files, facts.bytes as f64 / 1e6),
+        format!(
+            "generated corpus: {} files, {:.1} MB",
+            facts.files,
+            facts.bytes as f64 / 1e6
+        ),
         corpus_dir,
     )];
     for dir in &args.dirs {
@@ -64,7 +68,9 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     );
     for (label, dir) in &folders {
         let mut rl_cmd = Command::new(&rl);
-        rl_cmd.args(["envs", "list", "--json", "--envs-dir"]).arg(dir);
+        rl_cmd
+            .args(["envs", "list", "--json", "--envs-dir"])
+            .arg(dir);
         let mut py_cmd = Command::new("python3");
         py_cmd.arg(&python_scan).arg(dir);
 
@@ -73,7 +79,11 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
         let missed = py_found.difference(&rl_found).count();
         let [rl_time, py_time] = interleaved_medians([&mut rl_cmd, &mut py_cmd], args.runs)?;
         let speedup = py_time.as_secs_f64() / rl_time.as_secs_f64();
-        let verdict = if speedup >= DISCOVERY_GOAL && missed == 0 { "met" } else { "NOT met" };
+        let verdict = if speedup >= DISCOVERY_GOAL && missed == 0 {
+            "met"
+        } else {
+            "NOT met"
+        };
         let _ = writeln!(
             report,
             "| {label} | {} | {} | **{speedup:.1}×** | {} | {} | {missed} | {verdict} |",
@@ -138,7 +148,11 @@ fn interleaved_medians<const N: usize>(
             let output = command.output().with_context(|| display(command))?;
             let elapsed = start.elapsed();
             if !output.status.success() {
-                bail!("`{}` failed: {}", display(command), String::from_utf8_lossy(&output.stderr));
+                bail!(
+                    "`{}` failed: {}",
+                    display(command),
+                    String::from_utf8_lossy(&output.stderr)
+                );
             }
             if round > 0 {
                 samples.push(elapsed);
@@ -170,16 +184,28 @@ fn json_output(command: &Command) -> anyhow::Result<serde_json::Value> {
     let mut command = rebuild(command);
     let output = command.output().with_context(|| display(&command))?;
     if !output.status.success() {
-        bail!("`{}` failed: {}", display(&command), String::from_utf8_lossy(&output.stderr));
+        bail!(
+            "`{}` failed: {}",
+            display(&command),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
-    serde_json::from_slice(&output.stdout).with_context(|| format!("`{}` printed no JSON", display(&command)))
+    serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("`{}` printed no JSON", display(&command)))
 }
 
 fn collect_found(list: &serde_json::Value) -> anyhow::Result<Found> {
-    let list = list.as_array().context("expected a JSON list of environments")?;
+    let list = list
+        .as_array()
+        .context("expected a JSON list of environments")?;
     Ok(list
         .iter()
-        .filter_map(|env| Some((env["file"].as_str()?.to_owned(), env["class_name"].as_str()?.to_owned())))
+        .filter_map(|env| {
+            Some((
+                env["file"].as_str()?.to_owned(),
+                env["class_name"].as_str()?.to_owned(),
+            ))
+        })
         .collect())
 }
 

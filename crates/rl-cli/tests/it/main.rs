@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 fn rl(args: &[&str]) -> Output {
@@ -43,7 +46,14 @@ fn envs_list_json_is_the_scan() {
 
 #[test]
 fn envs_show_by_key() {
-    let output = rl(&["envs", "show", "countdown@countdown_v2.py", "--root", ROOT, "--json"]);
+    let output = rl(&[
+        "envs",
+        "show",
+        "countdown@countdown_v2.py",
+        "--root",
+        ROOT,
+        "--json",
+    ]);
     assert!(output.status.success());
     let env: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(env["class_name"], "CountdownV2Env");
@@ -61,7 +71,13 @@ fn errors_are_json_with_json() {
     let output = rl(&["envs", "show", "countdown", "--root", ROOT, "--json"]);
     assert_eq!(output.status.code(), Some(1));
     let body: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert!(body["error"].as_str().unwrap().contains("countdown@countdown.py"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("countdown@countdown.py"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -69,7 +85,10 @@ fn missing_tree_says_what_to_do() {
     let output = rl(&["envs", "list", "--root", "no/such/tree"]);
     assert_eq!(output.status.code(), Some(1));
     let stderr = text(&output.stderr);
-    assert!(stderr.contains("does not exist") && stderr.contains("--root"), "{stderr}");
+    assert!(
+        stderr.contains("does not exist") && stderr.contains("--root"),
+        "{stderr}"
+    );
 }
 
 #[test]
