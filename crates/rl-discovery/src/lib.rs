@@ -11,6 +11,7 @@
 //! ```
 
 mod error;
+mod index;
 mod known;
 mod lookup;
 mod resolve;
@@ -20,12 +21,15 @@ mod walk;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::Serialize;
 
 pub use error::DiscoveryError;
+pub use index::{ClassLocation, ClassTarget};
 pub use known::KNOWN_ENV_BASES;
+pub use source::read_python_source;
 
 use resolve::{Ancestor, ParsedModule, Resolver};
 
@@ -61,6 +65,9 @@ pub struct Scan {
     pub skipped: Vec<SkippedFile>,
     /// Names that more than one environment uses; select those by `key`.
     pub duplicate_names: Vec<DuplicateName>,
+    /// What was parsed, kept (without syntax trees) to answer questions about classes later.
+    #[serde(skip)]
+    index: Arc<index::ScanIndex>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -88,6 +95,8 @@ pub struct Environment {
     /// Ancestors up to the atroposlib base reached: scanned classes as `Class (file:line)`,
     /// atroposlib's own by qualified name.
     pub bases: Vec<String>,
+    #[serde(skip)]
+    origin: index::Origin,
 }
 
 impl Environment {
@@ -180,6 +189,10 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
     skipped.sort_by(|a, b| a.file.cmp(&b.file));
 
     let mut environments = collect_environments(&modules, &module_files);
+    let index = Arc::new(index::ScanIndex::new(
+        modules,
+        module_files.iter().map(|file| (*file).to_owned()).collect(),
+    ));
     environments.sort_by(|a, b| (&a.name, &a.file, a.line).cmp(&(&b.name, &b.file, b.line)));
     let duplicate_names = lookup::assign_keys(&mut environments);
 
@@ -190,6 +203,7 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
         environments,
         skipped,
         duplicate_names,
+        index,
     })
 }
 
@@ -272,9 +286,28 @@ fn describe(
     let scanned_ancestors = || {
         ancestry.iter().filter_map(|ancestor| match ancestor {
             Ancestor::Scanned((m, c)) => Some(&modules[*m].summary.classes[*c]),
-            Ancestor::Known(_) => None,
+            Ancestor::External(_) => None,
         })
     };
+
+    let scanned_ancestor_ids = || {
+        std::iter::once((module_index, class_index)).chain(ancestry.iter().filter_map(
+            |a| match a {
+                Ancestor::Scanned(id) => Some(*id),
+                Ancestor::External(_) => None,
+            },
+        ))
+    };
+    let config_ref = scanned_ancestor_ids().find_map(|(m, c)| {
+        let class = &modules[m].summary.classes[c];
+        let reference = class
+            .env_config_cls
+            .as_ref()
+            .or(class.config_init_returns.as_ref())?;
+        Some((m, reference.clone()))
+    });
+    let config_init_class =
+        scanned_ancestor_ids().find(|&(m, c)| modules[m].summary.classes[c].has_config_init);
 
     let (config_class, config_class_source) = if let Some(own) = &class.env_config_cls {
         (own.join("."), ConfigClassSource::EnvConfigCls)
@@ -294,7 +327,7 @@ fn describe(
         )
     } else {
         let known_config = ancestry.last().and_then(|root| match root {
-            Ancestor::Known(name) => known::config_class_of(name),
+            Ancestor::External(name) => known::config_class_of(name),
             Ancestor::Scanned(_) => None,
         });
         (
@@ -310,7 +343,7 @@ fn describe(
                 let base = &modules[*m].summary.classes[*c];
                 format!("{} ({}:{})", base.name, files[*m], base.line)
             }
-            Ancestor::Known(name) => name.clone(),
+            Ancestor::External(name) => name.clone(),
         })
         .collect();
 
@@ -335,8 +368,13 @@ fn describe(
         has_docstring: class.docstring_first_line.is_some(),
         config_class,
         config_class_source,
-        has_config_init: class.has_config_init || scanned_ancestors().any(|a| a.has_config_init),
+        has_config_init: config_init_class.is_some(),
         runnable: module.summary.cli_classes.contains(&class.name),
         bases,
+        origin: index::Origin {
+            class: (module_index, class_index),
+            config_ref,
+            config_init_class,
+        },
     }
 }

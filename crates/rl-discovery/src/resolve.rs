@@ -7,6 +7,7 @@ use crate::known::{is_known_env_base, qualified_known_base};
 use crate::summary::{BindingTarget, Dotted, ModuleSummary};
 
 /// A scanned file, as the resolver sees it.
+#[derive(Debug)]
 pub(crate) struct ParsedModule {
     /// Dotted module path relative to the scan root: `nested/deep/x.py` → `nested.deep.x`.
     pub module_path: Dotted,
@@ -18,12 +19,27 @@ pub(crate) struct ParsedModule {
 /// A class in the scan: (module index, class index).
 pub(crate) type ClassId = (usize, usize);
 
-/// One step of a class's ancestry towards `BaseEnv`.
+/// What a class reference denotes: a class of the scan, or a class outside it by qualified
+/// name (atroposlib's own, or a bare name nobody in the file binds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Ancestor {
     Scanned(ClassId),
-    /// A class of atroposlib itself, by qualified name.
-    Known(String),
+    External(String),
+}
+
+impl Ancestor {
+    fn is_known_env_base(&self) -> bool {
+        match self {
+            Ancestor::External(qualified) => {
+                let (module, name) = match qualified.rsplit_once('.') {
+                    Some((module, name)) => (Some(module), name),
+                    None => (None, qualified.as_str()),
+                };
+                is_known_env_base(module, name)
+            }
+            Ancestor::Scanned(_) => false,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -69,10 +85,26 @@ impl<'a> Resolver<'a> {
         loop {
             chain.push(current.clone());
             match current {
-                Ancestor::Known(_) => return Some(chain),
+                Ancestor::External(_) => return Some(chain),
                 Ancestor::Scanned(id) => current = self.parent_env(id)?,
             }
         }
+    }
+
+    /// Every class a base list of `class` may denote, in order, unresolved bases left out.
+    pub(crate) fn bases(&self, class: ClassId) -> Vec<Ancestor> {
+        let (module, index) = class;
+        let summary = &self.modules[module].summary.classes[index];
+        summary
+            .bases
+            .iter()
+            .flat_map(|base| self.resolve_in_module(module, base, Some(summary.offset), 0))
+            .collect()
+    }
+
+    /// What `reference`, written in `module`, may denote (all bindings considered).
+    pub(crate) fn resolve(&self, module: usize, reference: &[String]) -> Vec<Ancestor> {
+        self.resolve_in_module(module, reference, None, 0)
     }
 
     /// The first base of `class` that leads to `BaseEnv`.
@@ -90,7 +122,7 @@ impl<'a> Resolver<'a> {
         for base in &summary.bases {
             for candidate in self.resolve_in_module(module, base, Some(summary.offset), 0) {
                 let reaches_env = match &candidate {
-                    Ancestor::Known(_) => true,
+                    Ancestor::External(_) => candidate.is_known_env_base(),
                     Ancestor::Scanned(id) => self.parent_env(*id).is_some(),
                 };
                 if reaches_env {
@@ -153,16 +185,20 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        // A bare known name nobody binds (star imports, or code that relies on them) is taken
-        // at its word, as the original tool did.
-        if !bound && rest.is_empty() && is_known_env_base(None, head) {
-            found.extend(qualified_known_base(head).map(Ancestor::Known));
+        // A bare name nobody binds comes from a star import or a builtin. Known atroposlib
+        // bases are taken at their word, as the original tool did.
+        if !bound && rest.is_empty() {
+            found.push(match qualified_known_base(head) {
+                Some(qualified) => Ancestor::External(qualified),
+                None => Ancestor::External(head.clone()),
+            });
         }
         found
     }
 
-    /// A fully qualified `package.module.Name[.Inner…]`: atroposlib's own classes by table,
-    /// otherwise the longest module prefix that is a scanned file, then the name inside it.
+    /// A fully qualified `package.module.Name[.Inner…]`: the longest module prefix that is a
+    /// scanned file, then the name inside it; otherwise a class outside the scan. atroposlib's
+    /// environment bases are reported under their canonical module, whatever re-export was used.
     fn resolve_qualified(&self, path: &[String], hops: usize) -> Vec<Ancestor> {
         let Some((name, module_path)) = path.split_last() else {
             return Vec::new();
@@ -172,13 +208,12 @@ impl<'a> Resolver<'a> {
             .is_some_and(|first| first == "atroposlib")
         {
             let module = module_path.join(".");
-            if !is_known_env_base(Some(&module), name) {
-                return Vec::new();
-            }
-            return qualified_known_base(name)
-                .map(Ancestor::Known)
-                .into_iter()
-                .collect();
+            let canonical = is_known_env_base(Some(&module), name)
+                .then(|| qualified_known_base(name))
+                .flatten();
+            return vec![Ancestor::External(
+                canonical.unwrap_or_else(|| path.join(".")),
+            )];
         }
         for split in (1..path.len()).rev() {
             let (module_part, inside) = path.split_at(split);
@@ -186,7 +221,7 @@ impl<'a> Resolver<'a> {
                 return self.resolve_in_module(target, inside, None, hops);
             }
         }
-        Vec::new()
+        vec![Ancestor::External(path.join("."))]
     }
 
     /// The scanned module an import names. Scan roots rarely coincide with the Python path, so

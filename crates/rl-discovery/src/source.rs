@@ -11,6 +11,14 @@ use crate::SkipReason;
 /// contain NUL, so one is enough; looking at a prefix keeps the check cheap on big files.
 const BINARY_SNIFF_LEN: usize = 8 * 1024;
 
+/// Reads a Python file as text, decoded the way CPython decodes source.
+pub fn read_python_source(path: &std::path::Path) -> Result<String, SkipReason> {
+    let bytes = std::fs::read(path).map_err(|error| SkipReason::Unreadable {
+        message: error.to_string(),
+    })?;
+    decode(&bytes).map(Cow::into_owned)
+}
+
 pub(crate) fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, SkipReason> {
     if bytes[..bytes.len().min(BINARY_SNIFF_LEN)].contains(&0) {
         return Err(SkipReason::Binary);

@@ -230,3 +230,68 @@ fn ancestry_is_reported() {
     let c = scan.find("C").unwrap();
     assert_eq!(c.bases, ["A (a.py:2)", "atroposlib.envs.base.BaseEnv"]);
 }
+
+#[test]
+fn config_class_and_config_init_are_located_across_files() {
+    use rl_discovery::{ClassLocation, ClassTarget};
+    let dir = tree(&[
+        (
+            "cfg.py",
+            b"from atroposlib.envs.base import BaseEnvConfig\nfrom enum import Enum\nclass Mode(str, Enum):\n    A = 'a'\nclass PConfig(BaseEnvConfig):\n    mode: Mode = Mode.A\n",
+        ),
+        (
+            "p.py",
+            b"from atroposlib.envs.base import BaseEnv\nfrom cfg import PConfig\nclass P(BaseEnv):\n    env_config_cls = PConfig\n    @classmethod\n    def config_init(cls): ...\n",
+        ),
+        ("q.py", b"from p import P\nclass Q(P): pass\n"),
+        ("s.py", b"from atroposlib.envs.base import BaseEnv\nclass S(BaseEnv): pass\n"),
+    ]);
+    let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
+    let q = scan.find("Q").unwrap();
+    let config = ClassLocation {
+        file: "cfg.py".into(),
+        class_name: "PConfig".into(),
+        line: 5,
+    };
+    assert_eq!(
+        scan.config_class_target(q),
+        Some(ClassTarget::Scanned(config.clone()))
+    );
+    assert_eq!(
+        scan.config_init_location(q),
+        Some(ClassLocation {
+            file: "p.py".into(),
+            class_name: "P".into(),
+            line: 3
+        })
+    );
+    assert_eq!(
+        scan.class_bases(&config),
+        [ClassTarget::External(
+            "atroposlib.envs.base.BaseEnvConfig".into()
+        )]
+    );
+    assert_eq!(
+        scan.resolve_reference("cfg.py", "Mode"),
+        Some(ClassTarget::Scanned(ClassLocation {
+            file: "cfg.py".into(),
+            class_name: "Mode".into(),
+            line: 3
+        }))
+    );
+    let mode = ClassLocation {
+        file: "cfg.py".into(),
+        class_name: "Mode".into(),
+        line: 3,
+    };
+    assert_eq!(
+        scan.class_bases(&mode),
+        [
+            ClassTarget::External("str".into()),
+            ClassTarget::External("enum.Enum".into())
+        ]
+    );
+    let s = scan.find("S").unwrap();
+    assert_eq!(scan.config_class_target(s), None);
+    assert_eq!(scan.config_init_location(s), None);
+}
