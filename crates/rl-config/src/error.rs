@@ -1,0 +1,60 @@
+use std::path::PathBuf;
+
+use crate::Value;
+
+/// Everything rl-config can refuse or fail at. Messages are written for the person or agent who
+/// made the request: each says what was wrong and what would be accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Discovery(#[from] rl_discovery::DiscoveryError),
+    #[error("cannot read {file}: {reason}")]
+    Source { file: String, reason: String },
+    #[error("no environment is selected; select one first (rl_select_environment)")]
+    NothingSelected,
+    #[error("unknown field '{field}'{}", did_you_mean(closest))]
+    UnknownField { field: String, closest: Vec<String> },
+    #[error("field '{field}' is locked by the operator at {value}; it cannot be changed here")]
+    LockedField { field: String, value: Value },
+    #[error("field '{field}' expects {expected}, got {got}")]
+    WrongType {
+        field: String,
+        expected: String,
+        got: String,
+    },
+    #[error("field '{field}': {value} is not allowed; allowed values: {}", allowed.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+    NotAllowed {
+        field: String,
+        value: Value,
+        allowed: Vec<Value>,
+    },
+    #[error("field '{field}': {value} is out of range ({range})")]
+    OutOfRange {
+        field: String,
+        value: Value,
+        range: String,
+    },
+    #[error("{what} is not valid: {reason}")]
+    InvalidInput { what: String, reason: String },
+    #[error("operator config is invalid: {0}")]
+    Settings(String),
+    #[error("state in {path} is unreadable ({reason}); fix or remove the file")]
+    CorruptState { path: PathBuf, reason: String },
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("python introspection failed: {0}")]
+    Introspection(String),
+}
+
+fn did_you_mean(closest: &[String]) -> String {
+    if closest.is_empty() {
+        String::new()
+    } else {
+        format!("; closest fields: {}", closest.join(", "))
+    }
+}

@@ -1,0 +1,744 @@
+//! Reading an environment's config fields from Python source, without running it.
+//!
+//! The config class is the one discovery located; its pydantic fields are read from its body,
+//! its bases followed through the scanned files down to atroposlib's `BaseEnvConfig`, which is
+//! a built-in table (`base_env_config.py`, read by this same code). The environment's own
+//! defaults are the literal keyword arguments of the config constructed in `config_init`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+use rl_discovery::{ClassLocation, ClassTarget, Environment, Scan};
+use ruff_python_ast::{self as ast, Expr, ModModule, Stmt};
+use ruff_text_size::Ranged;
+
+use crate::schema::{Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
+use crate::{ConfigError, ConfigSchema, Value};
+
+/// Deep enough for any real hierarchy, shallow enough to stop a pathological one.
+const MAX_BASE_DEPTH: usize = 16;
+
+const BUILTIN_SOURCE: &str = include_str!("base_env_config.py");
+const BUILTIN_FILE: &str = "<atroposlib 0.4.0 BaseEnvConfig>";
+
+/// The fields `env` can set, with class defaults, its own defaults and constraints.
+pub fn config_schema(scan: &Scan, env: &Environment) -> Result<ConfigSchema, ConfigError> {
+    let reader = Reader {
+        scan,
+        files: RefCell::default(),
+    };
+    let mut notes = Vec::new();
+    let (config_class, mut fields) = match scan.config_class_target(env) {
+        Some(target) => {
+            let fields = reader.class_fields(&target, 0, &mut notes)?;
+            (env.config_class.clone(), fields)
+        }
+        None if env.config_class == "BaseEnvConfig" => {
+            (env.config_class.clone(), builtin()?.fields.clone())
+        }
+        None => {
+            notes.push(format!(
+                "{} comes from atroposlib outside the scanned tree; only BaseEnvConfig's fields \
+                 are known",
+                env.config_class
+            ));
+            (env.config_class.clone(), builtin()?.fields.clone())
+        }
+    };
+
+    let config_init = scan.config_init_location(env);
+    if let Some(location) = &config_init {
+        let env_defaults = reader.config_init_kwargs(location, &fields, &mut notes)?;
+        for (name, default) in env_defaults {
+            match fields.iter_mut().find(|field| field.name == name) {
+                Some(field) => field.env_default = Some(default),
+                None => notes.push(format!(
+                    "config_init sets '{name}', which is not a field of {config_class}"
+                )),
+            }
+        }
+    }
+    notes.dedup();
+    Ok(ConfigSchema {
+        environment: env.key.clone(),
+        config_class,
+        fields,
+        config_init: config_init
+            .map(|loc| format!("{} ({}:{})", loc.class_name, loc.file, loc.line)),
+        notes,
+    })
+}
+
+struct ParsedFile {
+    text: String,
+    module: ModModule,
+}
+
+impl ParsedFile {
+    fn parse(file: &str, text: String) -> Result<Self, ConfigError> {
+        let parsed =
+            ruff_python_parser::parse_module(&text).map_err(|error| ConfigError::Source {
+                file: file.to_owned(),
+                reason: error.to_string(),
+            })?;
+        let module = parsed.into_syntax();
+        Ok(Self { text, module })
+    }
+
+    fn class(&self, name: &str, line: Option<u32>) -> Option<&ast::StmtClassDef> {
+        find_class(&self.module.body, &self.text, name, line)
+    }
+}
+
+struct Builtin {
+    parsed: ParsedFile,
+    fields: Vec<FieldSpec>,
+}
+
+fn builtin() -> Result<&'static Builtin, ConfigError> {
+    static BUILTIN: OnceLock<Result<Builtin, String>> = OnceLock::new();
+    let built = BUILTIN.get_or_init(|| {
+        let parsed = ParsedFile::parse(BUILTIN_FILE, BUILTIN_SOURCE.to_owned())
+            .map_err(|error| error.to_string())?;
+        let class = parsed
+            .class("BaseEnvConfig", None)
+            .ok_or("no BaseEnvConfig")?;
+        let context = TypeContext::Local(&parsed);
+        let fields = own_fields(&parsed.text, class, &context);
+        Ok(Builtin { fields, parsed })
+    });
+    built.as_ref().map_err(|reason| ConfigError::Source {
+        file: BUILTIN_FILE.to_owned(),
+        reason: reason.clone(),
+    })
+}
+
+/// Where names in an annotation are looked up.
+enum TypeContext<'a> {
+    /// Classes of this one file (the built-in table, which cannot look itself up while built).
+    Local(&'a ParsedFile),
+    Scanned {
+        reader: &'a Reader<'a>,
+        file: String,
+    },
+}
+
+impl TypeContext<'_> {
+    fn enum_type(&self, reference: &[String]) -> Option<FieldType> {
+        let name = reference.last()?;
+        match self {
+            TypeContext::Local(parsed) => local_enum(parsed, name),
+            TypeContext::Scanned { reader, file } => {
+                match reader.scan.resolve_reference(file, &reference.join("."))? {
+                    ClassTarget::External(qualified) => {
+                        let atroposlib =
+                            qualified.starts_with("atroposlib.") || !qualified.contains('.');
+                        atroposlib.then(|| builtin_enum(name)).flatten()
+                    }
+                    ClassTarget::Scanned(location) => reader.scanned_enum(&location),
+                }
+            }
+        }
+    }
+}
+
+fn builtin_enum(name: &str) -> Option<FieldType> {
+    local_enum(&builtin().ok()?.parsed, name)
+}
+
+fn local_enum(parsed: &ParsedFile, name: &str) -> Option<FieldType> {
+    let class = parsed.class(name, None)?;
+    Some(FieldType::Enum {
+        name: name.to_owned(),
+        members: enum_members(class),
+    })
+}
+
+struct Reader<'a> {
+    scan: &'a Scan,
+    files: RefCell<HashMap<String, Rc<ParsedFile>>>,
+}
+
+impl<'a> Reader<'a> {
+    fn file(&self, file: &str) -> Result<Rc<ParsedFile>, ConfigError> {
+        if let Some(parsed) = self.files.borrow().get(file) {
+            return Ok(Rc::clone(parsed));
+        }
+        let text =
+            rl_discovery::read_python_source(&self.scan.root.join(file)).map_err(|reason| {
+                ConfigError::Source {
+                    file: file.to_owned(),
+                    reason: reason.to_string(),
+                }
+            })?;
+        let parsed = Rc::new(ParsedFile::parse(file, text)?);
+        self.files
+            .borrow_mut()
+            .insert(file.to_owned(), Rc::clone(&parsed));
+        Ok(parsed)
+    }
+
+    fn class_fields(
+        &self,
+        target: &ClassTarget,
+        depth: usize,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<FieldSpec>, ConfigError> {
+        if depth > MAX_BASE_DEPTH {
+            notes.push("config class hierarchy is deeper than rl follows".to_owned());
+            return Ok(Vec::new());
+        }
+        let location = match target {
+            ClassTarget::External(qualified) => return self.external_fields(qualified, notes),
+            ClassTarget::Scanned(location) => location,
+        };
+        let parsed = self.file(&location.file)?;
+        let Some(class) = parsed.class(&location.class_name, Some(location.line)) else {
+            notes.push(format!("{} moved while being read", location.class_name));
+            return Ok(Vec::new());
+        };
+        let mut fields = Vec::new();
+        // pydantic merges along the MRO from the far end: the last base first, the class last.
+        for base in self.scan.class_bases(location).iter().rev() {
+            merge_fields(&mut fields, self.class_fields(base, depth + 1, notes)?);
+        }
+        let context = TypeContext::Scanned {
+            reader: self,
+            file: location.file.clone(),
+        };
+        merge_fields(&mut fields, own_fields(&parsed.text, class, &context));
+        Ok(fields)
+    }
+
+    fn external_fields(
+        &self,
+        qualified: &str,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<FieldSpec>, ConfigError> {
+        let name = qualified.rsplit('.').next().unwrap_or(qualified);
+        let from_atroposlib = qualified.starts_with("atroposlib.") || qualified == name;
+        match name {
+            "BaseEnvConfig" if from_atroposlib => Ok(builtin()?.fields.clone()),
+            "BaseModel" | "object" | "Generic" => Ok(Vec::new()),
+            _ => {
+                notes.push(format!(
+                    "base class {qualified} is outside the scanned tree; its fields are not known"
+                ));
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn scanned_enum(&self, location: &ClassLocation) -> Option<FieldType> {
+        let is_enum = self
+            .scan
+            .class_bases(location)
+            .iter()
+            .any(|base| matches!(base, ClassTarget::External(name) if name.ends_with("Enum")));
+        if !is_enum {
+            return None;
+        }
+        let parsed = self.file(&location.file).ok()?;
+        let class = parsed.class(&location.class_name, Some(location.line))?;
+        Some(FieldType::Enum {
+            name: location.class_name.clone(),
+            members: enum_members(class),
+        })
+    }
+
+    /// The keyword arguments of the config built by `config_init`: `Config(a=1, ...)` returned
+    /// directly or through a variable, with later `config.a = ...` assignments applied.
+    fn config_init_kwargs(
+        &self,
+        location: &ClassLocation,
+        fields: &[FieldSpec],
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<(String, DefaultValue)>, ConfigError> {
+        let parsed = self.file(&location.file)?;
+        let Some(class) = parsed.class(&location.class_name, Some(location.line)) else {
+            return Ok(Vec::new());
+        };
+        let Some(function) = class.body.iter().find_map(|stmt| match stmt {
+            Stmt::FunctionDef(f) if f.name.as_str() == "config_init" => Some(f),
+            _ => None,
+        }) else {
+            return Ok(Vec::new());
+        };
+        let mut returns = Vec::new();
+        collect_returns(&function.body, &mut returns);
+        let Some(returned) = returns.last() else {
+            notes.push("config_init returns nothing rl can read".to_owned());
+            return Ok(Vec::new());
+        };
+        let config_expr = match returned {
+            Expr::Tuple(tuple) => tuple.elts.first(),
+            other => Some(*other),
+        };
+        let (variable, call) = match config_expr {
+            Some(Expr::Call(call)) => (None, Some(call)),
+            Some(Expr::Name(name)) => (
+                Some(name.id.as_str()),
+                last_call_assigned(&function.body, name.id.as_str()),
+            ),
+            _ => (None, None),
+        };
+        let Some(call) = call else {
+            notes.push(
+                "config_init builds its config in a way rl does not read; its defaults are \
+                 computed at run time"
+                    .to_owned(),
+            );
+            return Ok(Vec::new());
+        };
+        let field_type = |name: &str| {
+            fields
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| &f.field_type)
+        };
+        let mut kwargs: Vec<(String, DefaultValue)> = Vec::new();
+        let mut set = |name: &str, expr: &Expr| {
+            let default = default_for(&parsed.text, expr, field_type(name));
+            match kwargs.iter_mut().find(|(n, _)| n == name) {
+                Some(existing) => existing.1 = default,
+                None => kwargs.push((name.to_owned(), default)),
+            }
+        };
+        for keyword in &call.arguments.keywords {
+            match &keyword.arg {
+                Some(name) => set(name.as_str(), &keyword.value),
+                None => notes.push(format!(
+                    "config_init passes **{}; those values are computed at run time",
+                    slice(&parsed.text, &keyword.value)
+                )),
+            }
+        }
+        if let Some(variable) = variable {
+            for stmt in &function.body {
+                let Stmt::Assign(assign) = stmt else { continue };
+                for target in &assign.targets {
+                    if let Expr::Attribute(attribute) = target
+                        && matches!(attribute.value.as_ref(), Expr::Name(n) if n.id.as_str() == variable)
+                    {
+                        set(attribute.attr.as_str(), &assign.value);
+                    }
+                }
+            }
+        }
+        Ok(kwargs)
+    }
+}
+
+fn merge_fields(fields: &mut Vec<FieldSpec>, newer: Vec<FieldSpec>) {
+    for field in newer {
+        match fields
+            .iter_mut()
+            .find(|existing| existing.name == field.name)
+        {
+            Some(existing) => *existing = field,
+            None => fields.push(field),
+        }
+    }
+}
+
+fn own_fields(text: &str, class: &ast::StmtClassDef, context: &TypeContext<'_>) -> Vec<FieldSpec> {
+    let mut fields = Vec::new();
+    for stmt in &class.body {
+        let Stmt::AnnAssign(assign) = stmt else {
+            continue;
+        };
+        let Expr::Name(target) = assign.target.as_ref() else {
+            continue;
+        };
+        let name = target.id.as_str();
+        if name.starts_with('_') || name == "model_config" || is_class_var(&assign.annotation) {
+            continue;
+        }
+        let field_type = field_type(text, &assign.annotation, context);
+        let mut field = FieldSpec {
+            name: name.to_owned(),
+            type_text: slice(text, assign.annotation.as_ref()).to_owned(),
+            class_default: DefaultValue::Required,
+            env_default: None,
+            description: None,
+            constraints: Constraints::default(),
+            declared_in: class.name.to_string(),
+            field_type,
+        };
+        match assign.value.as_deref() {
+            None => {}
+            Some(Expr::Call(call)) if is_pydantic_field(&call.func) => {
+                read_field_call(text, call, &mut field);
+            }
+            Some(value) => field.class_default = default_for(text, value, Some(&field.field_type)),
+        }
+        fields.push(field);
+    }
+    fields
+}
+
+fn is_class_var(annotation: &Expr) -> bool {
+    let base = match annotation {
+        Expr::Subscript(subscript) => subscript.value.as_ref(),
+        other => other,
+    };
+    dotted(base).is_some_and(|d| d.last().is_some_and(|last| last == "ClassVar"))
+}
+
+fn is_pydantic_field(func: &Expr) -> bool {
+    dotted(func).is_some_and(|d| d.last().is_some_and(|last| last == "Field"))
+}
+
+/// `Field(default, *, default=…, default_factory=…, description=…, ge=…, …)`.
+fn read_field_call(text: &str, call: &ast::ExprCall, field: &mut FieldSpec) {
+    if let Some(first) = call.arguments.args.first() {
+        field.class_default = field_default(text, first, &field.field_type);
+    }
+    for keyword in &call.arguments.keywords {
+        let Some(arg) = &keyword.arg else { continue };
+        let value = &keyword.value;
+        match arg.as_str() {
+            "default" => field.class_default = field_default(text, value, &field.field_type),
+            "default_factory" => {
+                field.class_default = match dotted(value).as_deref() {
+                    Some([name]) if name == "list" => DefaultValue::Value {
+                        value: Value::List(Vec::new()),
+                    },
+                    Some([name]) if name == "dict" => DefaultValue::Value {
+                        value: Value::Map(Default::default()),
+                    },
+                    _ => DefaultValue::Computed {
+                        expression: format!("{}()", slice(text, value)),
+                    },
+                };
+            }
+            "description" => field.description = string_value(value),
+            "ge" => field.constraints.ge = literal(value).and_then(|v| v.as_f64()),
+            "gt" => field.constraints.gt = literal(value).and_then(|v| v.as_f64()),
+            "le" => field.constraints.le = literal(value).and_then(|v| v.as_f64()),
+            "lt" => field.constraints.lt = literal(value).and_then(|v| v.as_f64()),
+            "min_length" => field.constraints.min_length = non_negative(value),
+            "max_length" => field.constraints.max_length = non_negative(value),
+            _ => {}
+        }
+    }
+}
+
+fn field_default(text: &str, expr: &Expr, field_type: &FieldType) -> DefaultValue {
+    if matches!(expr, Expr::EllipsisLiteral(_)) {
+        return DefaultValue::Required;
+    }
+    default_for(text, expr, Some(field_type))
+}
+
+fn non_negative(expr: &Expr) -> Option<u64> {
+    match literal(expr)? {
+        Value::Int(i) => u64::try_from(i).ok(),
+        _ => None,
+    }
+}
+
+/// A literal as a value; an enum member (`Mode.FAST`) as its value when the field is that enum;
+/// anything else as an expression computed at run time.
+fn default_for(text: &str, expr: &Expr, field_type: Option<&FieldType>) -> DefaultValue {
+    if let Some(value) = literal(expr) {
+        return DefaultValue::Value { value };
+    }
+    let member = enum_member_name(expr)
+        .zip(field_type.and_then(enum_members_of))
+        .and_then(|(member, members)| members.iter().find(|m| m.name == member));
+    if let Some(found) = member {
+        return DefaultValue::Value {
+            value: found.value.clone(),
+        };
+    }
+    DefaultValue::Computed {
+        expression: slice(text, expr).to_owned(),
+    }
+}
+
+fn enum_member_name(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Attribute(attribute) => Some(attribute.attr.as_str()),
+        _ => None,
+    }
+}
+
+fn enum_members_of(field_type: &FieldType) -> Option<&[EnumMember]> {
+    match field_type {
+        FieldType::Enum { members, .. } => Some(members),
+        FieldType::Optional { inner } => enum_members_of(inner),
+        _ => None,
+    }
+}
+
+fn enum_members(class: &ast::StmtClassDef) -> Vec<EnumMember> {
+    class
+        .body
+        .iter()
+        .filter_map(|stmt| {
+            let Stmt::Assign(assign) = stmt else {
+                return None;
+            };
+            let [Expr::Name(target)] = assign.targets.as_slice() else {
+                return None;
+            };
+            let value = literal(&assign.value)?;
+            Some(EnumMember {
+                name: target.id.to_string(),
+                value,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn literal(expr: &Expr) -> Option<Value> {
+    Some(match expr {
+        Expr::NoneLiteral(_) => Value::Null,
+        Expr::BooleanLiteral(b) => Value::Bool(b.value),
+        Expr::StringLiteral(s) => Value::Str(s.value.to_str().to_owned()),
+        Expr::NumberLiteral(number) => match &number.value {
+            ast::Number::Int(int) => Value::Int(int.as_i64()?),
+            ast::Number::Float(float) => Value::Float(*float),
+            ast::Number::Complex { .. } => return None,
+        },
+        Expr::UnaryOp(unary) if matches!(unary.op, ast::UnaryOp::USub) => {
+            match literal(&unary.operand)? {
+                Value::Int(i) => Value::Int(i.checked_neg()?),
+                Value::Float(f) => Value::Float(-f),
+                _ => return None,
+            }
+        }
+        Expr::List(list) => Value::List(list.elts.iter().map(literal).collect::<Option<_>>()?),
+        Expr::Tuple(tuple) => Value::List(tuple.elts.iter().map(literal).collect::<Option<_>>()?),
+        Expr::Dict(dict) => {
+            let mut map = std::collections::BTreeMap::new();
+            for item in &dict.items {
+                let Some(Value::Str(key)) = item.key.as_ref().and_then(literal) else {
+                    return None;
+                };
+                map.insert(key, literal(&item.value)?);
+            }
+            Value::Map(map)
+        }
+        _ => return None,
+    })
+}
+
+fn string_value(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::StringLiteral(s) => Some(s.value.to_str().to_owned()),
+        _ => None,
+    }
+}
+
+fn dotted(expr: &Expr) -> Option<Vec<String>> {
+    match expr {
+        Expr::Name(name) => Some(vec![name.id.to_string()]),
+        Expr::Attribute(attribute) => {
+            let mut parts = dotted(&attribute.value)?;
+            parts.push(attribute.attr.to_string());
+            Some(parts)
+        }
+        _ => None,
+    }
+}
+
+fn field_type(text: &str, annotation: &Expr, context: &TypeContext<'_>) -> FieldType {
+    let unknown = || FieldType::Unknown {
+        annotation: slice(text, annotation).to_owned(),
+    };
+    match annotation {
+        Expr::Name(_) | Expr::Attribute(_) => {
+            let Some(path) = dotted(annotation) else {
+                return unknown();
+            };
+            match path.last().map(String::as_str) {
+                Some("int") => FieldType::Int,
+                Some("float") => FieldType::Float,
+                Some("bool") => FieldType::Bool,
+                Some("str") => FieldType::Str,
+                Some("Any") => FieldType::Any,
+                Some("dict" | "Dict" | "Mapping") => FieldType::Map,
+                Some("list" | "List" | "Sequence") => FieldType::List {
+                    item: Box::new(FieldType::Any),
+                },
+                _ => context.enum_type(&path).unwrap_or_else(unknown),
+            }
+        }
+        Expr::Subscript(subscript) => {
+            let Some(container) = dotted(&subscript.value) else {
+                return unknown();
+            };
+            let arguments: Vec<&Expr> = match subscript.slice.as_ref() {
+                Expr::Tuple(tuple) => tuple.elts.iter().collect(),
+                single => vec![single],
+            };
+            match container.last().map(String::as_str) {
+                Some("Optional") => match arguments.as_slice() {
+                    [inner] => FieldType::Optional {
+                        inner: Box::new(field_type(text, inner, context)),
+                    },
+                    _ => unknown(),
+                },
+                Some("Union") => union(text, &arguments, context).unwrap_or_else(unknown),
+                Some("List" | "list" | "Sequence" | "Set" | "set" | "FrozenSet") => {
+                    match arguments.as_slice() {
+                        [item] => FieldType::List {
+                            item: Box::new(field_type(text, item, context)),
+                        },
+                        _ => unknown(),
+                    }
+                }
+                Some("Tuple" | "tuple") => FieldType::List {
+                    item: Box::new(FieldType::Any),
+                },
+                Some("Dict" | "dict" | "Mapping") => FieldType::Map,
+                Some("Literal") => arguments
+                    .iter()
+                    .map(|a| literal(a))
+                    .collect::<Option<Vec<_>>>()
+                    .map_or_else(unknown, |values| FieldType::Literal { values }),
+                Some("Annotated") => arguments
+                    .first()
+                    .map_or_else(unknown, |inner| field_type(text, inner, context)),
+                _ => unknown(),
+            }
+        }
+        Expr::BinOp(binop) if matches!(binop.op, ast::Operator::BitOr) => {
+            let mut members = Vec::new();
+            flatten_bitor(annotation, &mut members);
+            union(text, &members, context).unwrap_or_else(unknown)
+        }
+        Expr::StringLiteral(forward) => {
+            match ruff_python_parser::parse_expression(forward.value.to_str()) {
+                Ok(expression) => field_type(forward.value.to_str(), expression.expr(), context),
+                Err(_) => unknown(),
+            }
+        }
+        _ => unknown(),
+    }
+}
+
+fn flatten_bitor<'e>(expr: &'e Expr, members: &mut Vec<&'e Expr>) {
+    match expr {
+        Expr::BinOp(binop) if matches!(binop.op, ast::Operator::BitOr) => {
+            flatten_bitor(&binop.left, members);
+            flatten_bitor(&binop.right, members);
+        }
+        other => members.push(other),
+    }
+}
+
+/// `X | None`, `Union[X, None]` → optional X; a single member → itself; wider unions are not
+/// checked statically.
+fn union(text: &str, members: &[&Expr], context: &TypeContext<'_>) -> Option<FieldType> {
+    let is_none =
+        |e: &&&Expr| matches!(e, Expr::NoneLiteral(_)) || dotted(e).is_some_and(|d| d == ["None"]);
+    let others: Vec<&&Expr> = members.iter().filter(|e| !is_none(e)).collect();
+    let has_none = others.len() < members.len();
+    match (others.as_slice(), has_none) {
+        ([single], true) => Some(FieldType::Optional {
+            inner: Box::new(field_type(text, single, context)),
+        }),
+        ([single], false) => Some(field_type(text, single, context)),
+        _ => None,
+    }
+}
+
+fn collect_returns<'b>(body: &'b [Stmt], returns: &mut Vec<&'b Expr>) {
+    for stmt in body {
+        match stmt {
+            Stmt::Return(ret) => returns.extend(ret.value.as_deref()),
+            Stmt::If(stmt_if) => {
+                collect_returns(&stmt_if.body, returns);
+                for clause in &stmt_if.elif_else_clauses {
+                    collect_returns(&clause.body, returns);
+                }
+            }
+            Stmt::Try(stmt_try) => {
+                collect_returns(&stmt_try.body, returns);
+                for handler in &stmt_try.handlers {
+                    let ast::ExceptHandler::ExceptHandler(handler) = handler;
+                    collect_returns(&handler.body, returns);
+                }
+                collect_returns(&stmt_try.orelse, returns);
+                collect_returns(&stmt_try.finalbody, returns);
+            }
+            Stmt::With(with) => collect_returns(&with.body, returns),
+            _ => {}
+        }
+    }
+}
+
+fn last_call_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b ast::ExprCall> {
+    body.iter().rev().find_map(|stmt| {
+        let (targets, value): (Vec<&Expr>, &Expr) = match stmt {
+            Stmt::Assign(assign) => (assign.targets.iter().collect(), &assign.value),
+            Stmt::AnnAssign(assign) => (vec![&assign.target], assign.value.as_deref()?),
+            _ => return None,
+        };
+        let assigns_variable = targets
+            .iter()
+            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == variable));
+        match value {
+            Expr::Call(call) if assigns_variable => Some(call),
+            _ => None,
+        }
+    })
+}
+
+/// A class among the module-level statements (and their blocks), by name and, when given, by
+/// the line discovery reported.
+fn find_class<'m>(
+    body: &'m [Stmt],
+    text: &str,
+    name: &str,
+    line: Option<u32>,
+) -> Option<&'m ast::StmtClassDef> {
+    for stmt in body {
+        let found = match stmt {
+            Stmt::ClassDef(class) if class.name.as_str() == name => {
+                let class_line = line_of(text, class.name.start().to_usize());
+                line.is_none_or(|wanted| wanted == class_line)
+                    .then_some(class)
+            }
+            Stmt::If(stmt_if) => find_class(&stmt_if.body, text, name, line).or_else(|| {
+                stmt_if
+                    .elif_else_clauses
+                    .iter()
+                    .find_map(|c| find_class(&c.body, text, name, line))
+            }),
+            Stmt::Try(stmt_try) => find_class(&stmt_try.body, text, name, line)
+                .or_else(|| {
+                    stmt_try.handlers.iter().find_map(|handler| {
+                        let ast::ExceptHandler::ExceptHandler(handler) = handler;
+                        find_class(&handler.body, text, name, line)
+                    })
+                })
+                .or_else(|| find_class(&stmt_try.orelse, text, name, line))
+                .or_else(|| find_class(&stmt_try.finalbody, text, name, line)),
+            Stmt::With(with) => find_class(&with.body, text, name, line),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+fn slice<'t>(text: &'t str, node: &impl Ranged) -> &'t str {
+    text.get(node.start().to_usize()..node.end().to_usize())
+        .unwrap_or("")
+}
+
+fn line_of(text: &str, offset: usize) -> u32 {
+    let offset = offset.min(text.len());
+    1 + text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u32
+}
