@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod test;
+mod venv;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,7 +36,7 @@ fn main() -> std::process::ExitCode {
     let outcome = std::env::set_current_dir(&root)
         .map_err(anyhow::Error::from)
         .and_then(|()| match task {
-            Task::Test(args) => test::run(&args),
+            Task::Test(args) => test::run(&root, &args),
             Task::Demo => demo::run(&root),
             Task::Bench(args) => bench::run(&root, &args),
         });

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::bail;
 
-use crate::run_command;
+use crate::{run_command, venv};
 
 #[derive(clap::Args)]
 pub(crate) struct TestArgs {
@@ -16,9 +16,12 @@ pub(crate) struct TestArgs {
     /// Accept every changed snapshot (review the diff before committing).
     #[arg(long)]
     accept: bool,
+    /// Do not provision the Python test venv; the tests then skip their Python parts.
+    #[arg(long)]
+    no_python: bool,
 }
 
-pub(crate) fn run(args: &TestArgs) -> anyhow::Result<()> {
+pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
     if args.check {
         run_command(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
         run_command(Command::new("cargo").args([
@@ -31,6 +34,22 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<()> {
             "warnings",
         ]))?;
     }
+    // After the quick checks, so a formatting slip does not wait on pip.
+    let python = if args.no_python {
+        None
+    } else {
+        Some(venv::ensure_test_venv(root)?)
+    };
+    let test_command = |cargo_args: &[&str]| {
+        let mut command = Command::new("cargo");
+        command.args(cargo_args);
+        match &python {
+            Some(python) => command.env(venv::PYTHON_ENV, python),
+            // An inherited value would bring the Python parts back despite `--no-python`.
+            None => command.env_remove(venv::PYTHON_ENV),
+        };
+        command
+    };
     // insta: `no` fails on a difference and writes nothing, `always` overwrites, `new` leaves a
     // `.snap.new` beside the snapshot for review.
     let insta_update = match (args.check, args.accept) {
@@ -44,23 +63,23 @@ pub(crate) fn run(args: &TestArgs) -> anyhow::Result<()> {
         .is_ok_and(|output| output.status.success());
     if nextest_available {
         run_command(
-            Command::new("cargo")
-                .args([
-                    "nextest",
-                    "run",
-                    "--workspace",
-                    "--no-tests=fail",
-                    "--final-status-level=fail",
-                ])
-                .env("INSTA_UPDATE", insta_update),
+            test_command(&[
+                "nextest",
+                "run",
+                "--workspace",
+                "--no-tests=fail",
+                "--final-status-level=fail",
+            ])
+            .env("INSTA_UPDATE", insta_update),
         )?;
-        run_command(Command::new("cargo").args(["test", "--workspace", "--doc", "--quiet"]))?;
+        run_command(&mut test_command(&[
+            "test",
+            "--workspace",
+            "--doc",
+            "--quiet",
+        ]))?;
     } else {
-        run_command(
-            Command::new("cargo")
-                .args(["test", "--workspace"])
-                .env("INSTA_UPDATE", insta_update),
-        )?;
+        run_command(test_command(&["test", "--workspace"]).env("INSTA_UPDATE", insta_update))?;
     }
     let pending = pending_snapshots(Path::new("crates"));
     if !pending.is_empty() {

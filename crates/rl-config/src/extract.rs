@@ -307,10 +307,30 @@ impl<'a> Reader<'a> {
             }
         };
         for keyword in &call.arguments.keywords {
-            match &keyword.arg {
-                Some(name) => set(name.as_str(), &keyword.value),
-                None => notes.push(format!(
-                    "config_init passes **{}; those values are computed at run time",
+            if let Some(name) = &keyword.arg {
+                set(name.as_str(), &keyword.value);
+                continue;
+            }
+            // `**extra` where `extra = {"seed": 7}` in the function is still literal.
+            let unpacked = match &keyword.value {
+                Expr::Name(name) => last_assigned(&function.body, name.id.as_str()),
+                other => Some(other),
+            };
+            match unpacked {
+                Some(Expr::Dict(dict))
+                    if dict
+                        .items
+                        .iter()
+                        .all(|item| matches!(item.key, Some(Expr::StringLiteral(_)))) =>
+                {
+                    for item in &dict.items {
+                        if let Some(Expr::StringLiteral(key)) = &item.key {
+                            set(key.value.to_str(), &item.value);
+                        }
+                    }
+                }
+                _ => notes.push(format!(
+                    "config_init passes **{}; fields it sets may differ from the defaults shown",
                     slice(&parsed.text, &keyword.value)
                 )),
             }
@@ -673,21 +693,26 @@ fn collect_returns<'b>(body: &'b [Stmt], returns: &mut Vec<&'b Expr>) {
     }
 }
 
-fn last_call_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b ast::ExprCall> {
+/// The value last assigned to `variable` among the top-level statements of `body`.
+fn last_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b Expr> {
     body.iter().rev().find_map(|stmt| {
         let (targets, value): (Vec<&Expr>, &Expr) = match stmt {
             Stmt::Assign(assign) => (assign.targets.iter().collect(), &assign.value),
             Stmt::AnnAssign(assign) => (vec![&assign.target], assign.value.as_deref()?),
             _ => return None,
         };
-        let assigns_variable = targets
+        targets
             .iter()
-            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == variable));
-        match value {
-            Expr::Call(call) if assigns_variable => Some(call),
-            _ => None,
-        }
+            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == variable))
+            .then_some(value)
     })
+}
+
+fn last_call_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b ast::ExprCall> {
+    match last_assigned(body, variable)? {
+        Expr::Call(call) => Some(call),
+        _ => None,
+    }
 }
 
 /// A class among the module-level statements (and their blocks), by name and, when given, by

@@ -4,10 +4,27 @@
 
 mod error;
 mod extract;
+mod introspect;
+mod run_config;
 mod schema;
+mod secrets;
+mod service;
+mod settings;
+mod store;
+mod validate;
 mod value;
 
 pub use error::ConfigError;
 pub use extract::config_schema;
+pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
+pub use run_config::{RunConfig, RunId, run_dir};
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
+pub use secrets::{SECRET_NAMES, Secrets};
+pub use service::{
+    ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, RunConfigFile,
+    SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD,
+};
+pub use settings::{Locked, SETTINGS_FILE, Settings, default_home};
+pub use store::{Edit, Section, SelectedEnvironment, Selection};
+pub use validate::{Checked, MAX_STRING_CHARS, check_value};
 pub use value::Value;

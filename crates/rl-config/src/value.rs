@@ -46,6 +46,12 @@ impl From<&str> for Value {
     }
 }
 
+impl From<String> for Value {
+    fn from(value: String) -> Self {
+        Value::Str(value)
+    }
+}
+
 impl From<i64> for Value {
     fn from(value: i64) -> Self {
         Value::Int(value)

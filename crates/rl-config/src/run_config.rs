@@ -1,0 +1,130 @@
+//! The run config: one YAML file that the Atropos environment (`--config`) and the Tinker
+//! trainer both read, written in the run's own folder of the state directory.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::settings::Settings;
+use crate::store::{Section, Selection, create_private_dir, write_atomically};
+use crate::{ConfigError, Value};
+
+/// A run's id: 8 lowercase hex characters from a v4 UUID, as the original tool made them.
+/// Ids from outside are parsed before they touch a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    pub fn generate() -> Self {
+        let uuid = uuid::Uuid::new_v4().simple().to_string();
+        Self(uuid[..8].to_owned())
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let valid = text.len() == 8
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if valid {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(ConfigError::InvalidInput {
+                what: format!("run id '{}'", text.chars().take(40).collect::<String>()),
+                reason: "run ids are 8 lowercase hexadecimal characters, e.g. 3f9a1c2e".to_owned(),
+            })
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The sections atroposlib's environment CLI reads (`env`, `openai`, `slurm`, `testing`) and
+/// the trainer's `tinker` section, which the environment ignores.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunConfig {
+    pub env: BTreeMap<String, Value>,
+    pub openai: Vec<BTreeMap<String, Value>>,
+    pub tinker: BTreeMap<String, Value>,
+    pub slurm: bool,
+    pub testing: bool,
+}
+
+impl RunConfig {
+    /// Locked values, then the selection's edits (a locked field keeps its locked value), then
+    /// the run's WandB names.
+    pub fn build(
+        settings: &Settings,
+        selection: &Selection,
+        wandb_project: &str,
+        run_id: &RunId,
+    ) -> Self {
+        let locked = &settings.locked;
+        let mut env = locked.env.clone();
+        env.insert(
+            "wandb_name".to_owned(),
+            selection.wandb_name.as_str().into(),
+        );
+        for edit in selection.edits.iter().filter(|e| e.section == Section::Env) {
+            if !locked.env.contains_key(&edit.field) {
+                env.insert(edit.field.clone(), edit.value.clone());
+            }
+        }
+        let mut tinker = locked.tinker.clone();
+        tinker.insert("wandb_project".to_owned(), wandb_project.into());
+        tinker.insert(
+            "wandb_run_name".to_owned(),
+            format!("{}-{}", selection.environment.name, run_id)
+                .as_str()
+                .into(),
+        );
+        Self {
+            env,
+            openai: locked.openai.clone(),
+            tinker,
+            slurm: locked.slurm,
+            testing: locked.testing,
+        }
+    }
+
+    pub fn to_yaml(&self) -> Result<String, ConfigError> {
+        serde_norway::to_string(self).map_err(|error| ConfigError::InvalidInput {
+            what: "run config".to_owned(),
+            reason: error.to_string(),
+        })
+    }
+}
+
+/// The folder of a run in the state directory.
+pub fn run_dir(home: &Path, run_id: &RunId) -> PathBuf {
+    home.join("runs").join(run_id.as_str())
+}
+
+pub(crate) fn write(
+    home: &Path,
+    run_id: &RunId,
+    selection: &Selection,
+    config: &RunConfig,
+) -> Result<PathBuf, ConfigError> {
+    let dir = run_dir(home, run_id);
+    create_private_dir(&dir)?;
+    let path = dir.join("config.yaml");
+    let header = format!(
+        "# Run {run_id} of {} ({}), written by rl. Holds no secret: keys reach the processes \
+         through their environment.\n",
+        selection.environment.key, selection.environment.class_name
+    );
+    let text = header + &config.to_yaml()?;
+    write_atomically(&path, text.as_bytes())?;
+    Ok(path)
+}

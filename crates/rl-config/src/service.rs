@@ -1,0 +1,432 @@
+//! Selecting an environment, reading and editing its configuration, and writing a run config:
+//! the operations the tools expose, over the persisted state.
+
+use std::path::{Path, PathBuf};
+
+use rl_discovery::{Environment, Scan, ScanOptions};
+use serde::Serialize;
+
+use crate::run_config::{RunConfig, RunId};
+use crate::settings::Settings;
+use crate::store::{Edit, Section, SelectedEnvironment, Selection, Store};
+use crate::validate::{MAX_FIELD_NAME_CHARS, check_value};
+use crate::{ConfigError, ConfigSchema, DefaultValue, FieldSpec, Value, config_schema};
+
+/// Not a BaseEnvConfig field, but the original tool told agents to set it; it goes to the
+/// `tinker` section of the run config.
+pub const WANDB_PROJECT_FIELD: &str = "wandb_project";
+
+/// WandB refuses these in project names.
+const WANDB_PROJECT_FORBIDDEN: &[char] = &['/', '\\', '#', '?', '%', ':'];
+
+pub struct ConfigService {
+    settings: Settings,
+    store: Store,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SelectionReport {
+    pub environment: SelectedEnvironment,
+    pub wandb_name: String,
+    pub config_class: String,
+    pub field_count: usize,
+    pub locked_fields: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CurrentConfig {
+    pub environment: SelectedEnvironment,
+    pub config_class: String,
+    pub wandb_name: String,
+    pub wandb_project: String,
+    pub fields: Vec<CurrentField>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CurrentField {
+    #[serde(flatten)]
+    pub spec: FieldSpec,
+    /// The value a run would use now.
+    pub current: DefaultValue,
+    pub origin: ValueOrigin,
+    pub locked: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueOrigin {
+    ClassDefault,
+    EnvironmentDefault,
+    Selection,
+    Edited,
+    Locked,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EditReport {
+    pub field: String,
+    pub section: Section,
+    pub value: Value,
+    /// The value before this edit.
+    pub previous: DefaultValue,
+    /// The input as given, when it was converted.
+    pub coerced_from: Option<Value>,
+    /// `false` when the field's type is not known statically and the value is unchecked.
+    pub checked: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DiffEntry {
+    pub field: String,
+    pub section: Section,
+    pub default: DefaultValue,
+    pub value: Value,
+    pub edited_at: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfigFile {
+    pub path: PathBuf,
+    pub config: RunConfig,
+}
+
+impl ConfigService {
+    pub fn open(home: &Path, settings: Settings) -> Result<Self, ConfigError> {
+        Ok(Self {
+            store: Store::open(home)?,
+            settings,
+        })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn home(&self) -> &Path {
+        self.store.home()
+    }
+
+    pub fn scan(&self) -> Result<Scan, ConfigError> {
+        let options = ScanOptions {
+            recursive: self.settings.recursive_discovery,
+            ..Default::default()
+        };
+        Ok(rl_discovery::scan(
+            &self.settings.environments_dir()?,
+            &options,
+        )?)
+    }
+
+    /// Selects an environment by name, key or class name; clears earlier edits, as a new
+    /// selection did in the original tool.
+    pub fn select(&self, name: &str) -> Result<SelectionReport, ConfigError> {
+        check_name("environment name", name, 200)?;
+        let scan = self.scan()?;
+        let env = scan.find(name)?;
+        let schema = config_schema(&scan, env)?;
+        let now = jiff::Zoned::now();
+        let selection = Selection {
+            environment: SelectedEnvironment {
+                key: env.key.clone(),
+                name: env.name.clone(),
+                class_name: env.class_name.clone(),
+                file: env.file.clone(),
+                environments_dir: scan.root.clone(),
+            },
+            wandb_name: format!("{}-{}", env.name, now.strftime("%Y%m%d-%H%M%S")),
+            selected_at: now.timestamp().to_string(),
+            edits: Vec::new(),
+        };
+        let report = SelectionReport {
+            environment: selection.environment.clone(),
+            wandb_name: selection.wandb_name.clone(),
+            config_class: schema.config_class.clone(),
+            field_count: schema.fields.len(),
+            locked_fields: self.settings.locked.env.keys().cloned().collect(),
+            notes: schema.notes,
+        };
+        self.store.update(|_| Ok((Some(selection), ())))?;
+        Ok(report)
+    }
+
+    pub fn selection(&self) -> Result<Selection, ConfigError> {
+        self.store.selection()?.ok_or(ConfigError::NothingSelected)
+    }
+
+    /// The selected environment's fields with the values a run would use now.
+    pub fn current(&self) -> Result<CurrentConfig, ConfigError> {
+        let selection = self.selection()?;
+        let (_, schema) = self.selected_schema(&selection)?;
+        let fields = schema
+            .fields
+            .iter()
+            .map(|spec| {
+                let (current, origin) = self.current_value(spec, &selection);
+                CurrentField {
+                    locked: self.settings.locked_env_value(&spec.name).is_some(),
+                    spec: spec.clone(),
+                    current,
+                    origin,
+                }
+            })
+            .collect();
+        Ok(CurrentConfig {
+            wandb_project: self.wandb_project(&selection),
+            environment: selection.environment,
+            config_class: schema.config_class,
+            wandb_name: selection.wandb_name,
+            fields,
+            notes: schema.notes,
+        })
+    }
+
+    fn current_value(
+        &self,
+        spec: &FieldSpec,
+        selection: &Selection,
+    ) -> (DefaultValue, ValueOrigin) {
+        if let Some(locked) = self.settings.locked_env_value(&spec.name) {
+            return (
+                DefaultValue::Value {
+                    value: locked.clone(),
+                },
+                ValueOrigin::Locked,
+            );
+        }
+        if let Some(edit) = selection
+            .edits
+            .iter()
+            .find(|e| e.field == spec.name && e.section == Section::Env)
+        {
+            return (
+                DefaultValue::Value {
+                    value: edit.value.clone(),
+                },
+                ValueOrigin::Edited,
+            );
+        }
+        if spec.name == "wandb_name" {
+            return (
+                DefaultValue::Value {
+                    value: selection.wandb_name.as_str().into(),
+                },
+                ValueOrigin::Selection,
+            );
+        }
+        match &spec.env_default {
+            Some(default) => (default.clone(), ValueOrigin::EnvironmentDefault),
+            None => (spec.class_default.clone(), ValueOrigin::ClassDefault),
+        }
+    }
+
+    fn wandb_project(&self, selection: &Selection) -> String {
+        selection
+            .edits
+            .iter()
+            .find(|e| e.section == Section::Tinker && e.field == WANDB_PROJECT_FIELD)
+            .and_then(|e| match &e.value {
+                Value::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| self.settings.wandb_project.clone())
+    }
+
+    /// The selected environment, found again in a fresh scan, and its schema.
+    fn selected_schema(
+        &self,
+        selection: &Selection,
+    ) -> Result<(Environment, ConfigSchema), ConfigError> {
+        let scan = self.scan()?;
+        let env = scan
+            .environments
+            .iter()
+            .find(|e| e.key == selection.environment.key)
+            .ok_or_else(|| ConfigError::InvalidInput {
+                what: format!("the selected environment '{}'", selection.environment.key),
+                reason:
+                    "it is no longer found in the environments folder; select an environment again"
+                        .to_owned(),
+            })?;
+        let schema = config_schema(&scan, env)?;
+        Ok((env.clone(), schema))
+    }
+
+    /// Validates and stores one edit. Nothing is stored when the edit is refused.
+    pub fn edit(&self, field: &str, value: &Value) -> Result<EditReport, ConfigError> {
+        check_name("field name", field, MAX_FIELD_NAME_CHARS)?;
+        let selection = self.selection()?;
+        let (_, schema) = self.selected_schema(&selection)?;
+        let (section, checked, previous) = if field == WANDB_PROJECT_FIELD {
+            let checked = check_wandb_project(value)?;
+            let previous = DefaultValue::Value {
+                value: self.wandb_project(&selection).into(),
+            };
+            (Section::Tinker, checked, previous)
+        } else {
+            let Some(spec) = schema.field(field) else {
+                return Err(ConfigError::UnknownField {
+                    field: field.to_owned(),
+                    closest: closest_fields(field, &schema),
+                });
+            };
+            if let Some(locked) = self.settings.locked_env_value(field) {
+                return Err(ConfigError::LockedField {
+                    field: field.to_owned(),
+                    value: locked.clone(),
+                });
+            }
+            let checked = check_value(spec, value)?;
+            (
+                Section::Env,
+                checked,
+                self.current_value(spec, &selection).0,
+            )
+        };
+        let key = selection.environment.key;
+        let edit = Edit {
+            field: field.to_owned(),
+            section,
+            value: checked.value.clone(),
+            edited_at: jiff::Timestamp::now().to_string(),
+        };
+        self.store.update(|stored| {
+            // Another process may have selected a different environment meanwhile.
+            let mut stored = match stored {
+                Some(stored) if stored.environment.key == key => stored,
+                _ => {
+                    return Err(ConfigError::InvalidInput {
+                        what: format!("edit of '{field}'"),
+                        reason: "the selection changed while editing; check rl_get_current_config and try again"
+                            .to_owned(),
+                    });
+                }
+            };
+            match stored.edits.iter_mut().find(|e| e.field == edit.field && e.section == edit.section) {
+                Some(existing) => *existing = edit.clone(),
+                None => stored.edits.push(edit.clone()),
+            }
+            Ok((Some(stored), ()))
+        })?;
+        Ok(EditReport {
+            field: field.to_owned(),
+            section,
+            value: checked.value,
+            previous,
+            coerced_from: checked.coerced_from,
+            checked: checked.checked,
+        })
+    }
+
+    /// Every edit next to the default it replaced.
+    pub fn diff(&self) -> Result<Vec<DiffEntry>, ConfigError> {
+        let selection = self.selection()?;
+        let (_, schema) = self.selected_schema(&selection)?;
+        Ok(selection
+            .edits
+            .iter()
+            .map(|edit| DiffEntry {
+                field: edit.field.clone(),
+                section: edit.section,
+                default: match edit.section {
+                    Section::Tinker => DefaultValue::Value {
+                        value: self.settings.wandb_project.as_str().into(),
+                    },
+                    Section::Env => schema
+                        .field(&edit.field)
+                        .map_or(DefaultValue::Required, |spec| {
+                            spec.effective_default().clone()
+                        }),
+                },
+                value: edit.value.clone(),
+                edited_at: edit.edited_at.clone(),
+            })
+            .collect())
+    }
+
+    /// Writes `<home>/runs/<run_id>/config.yaml` for the selection and returns it.
+    pub fn write_run_config(&self, run_id: &RunId) -> Result<RunConfigFile, ConfigError> {
+        let selection = self.selection()?;
+        let config = RunConfig::build(
+            &self.settings,
+            &selection,
+            &self.wandb_project(&selection),
+            run_id,
+        );
+        let path = crate::run_config::write(self.store.home(), run_id, &selection, &config)?;
+        Ok(RunConfigFile { path, config })
+    }
+}
+
+/// Names from outside (environment names, field names) are short, printable and one line.
+fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), ConfigError> {
+    let reason = if name.trim().is_empty() {
+        "it is empty".to_owned()
+    } else if name.chars().count() > max_chars {
+        format!("it is longer than {max_chars} characters")
+    } else if name.chars().any(char::is_control) {
+        "it contains control characters".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::InvalidInput {
+        what: what.to_owned(),
+        reason,
+    })
+}
+
+fn check_wandb_project(value: &Value) -> Result<crate::validate::Checked, ConfigError> {
+    let Value::Str(project) = value else {
+        return Err(ConfigError::WrongType {
+            field: WANDB_PROJECT_FIELD.to_owned(),
+            expected: "string".to_owned(),
+            got: value.kind().to_owned(),
+        });
+    };
+    let project = project.trim();
+    if project.is_empty()
+        || project.chars().count() > 128
+        || project.contains(WANDB_PROJECT_FORBIDDEN)
+        || project.chars().any(char::is_control)
+    {
+        return Err(ConfigError::InvalidInput {
+            what: format!(
+                "{WANDB_PROJECT_FIELD} '{}'",
+                project.chars().take(60).collect::<String>()
+            ),
+            reason: "a WandB project name has 1 to 128 characters and none of / \\ # ? % :"
+                .to_owned(),
+        });
+    }
+    Ok(crate::validate::Checked {
+        coerced_from: (project != value_str(value)).then(|| value.clone()),
+        value: Value::Str(project.to_owned()),
+        checked: true,
+    })
+}
+
+fn value_str(value: &Value) -> &str {
+    match value {
+        Value::Str(s) => s,
+        _ => "",
+    }
+}
+
+fn closest_fields(field: &str, schema: &ConfigSchema) -> Vec<String> {
+    let wanted = field.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = schema
+        .fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .chain(std::iter::once(WANDB_PROJECT_FIELD))
+        .map(|name| (strsim::jaro_winkler(&wanted, name), name))
+        .filter(|(score, _)| *score >= 0.8)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, name)| name.to_owned())
+        .collect()
+}

@@ -1,0 +1,186 @@
+//! The operator's configuration: where things are, and the settings agents may not change.
+//!
+//! Layers, later ones winning: built-in defaults (the original tool's locked values), then
+//! `config.toml` in the state directory, then `RL_*` environment variables (`__` separates
+//! levels: `RL_LOCKED__ENV__MAX_TOKEN_LENGTH=4096`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::{ConfigError, Value};
+
+/// The file in the state directory that holds the operator's settings.
+pub const SETTINGS_FILE: &str = "config.toml";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// The tinker-atropos tree; the trainer runs from here.
+    pub tinker_atropos_root: Option<PathBuf>,
+    /// The environments folder; defaults to `<root>/tinker_atropos/environments`.
+    pub environments_dir: Option<PathBuf>,
+    /// Discover environments in sub-folders too.
+    pub recursive_discovery: bool,
+    /// The Python interpreter that runs environments and the trainer.
+    pub python: PathBuf,
+    /// The Weights & Biases project runs go to unless an agent sets `wandb_project`.
+    pub wandb_project: String,
+    pub locked: Locked,
+}
+
+/// Infrastructure settings written into every run config; agents cannot edit them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Locked {
+    pub env: BTreeMap<String, Value>,
+    pub openai: Vec<BTreeMap<String, Value>>,
+    pub tinker: BTreeMap<String, Value>,
+    pub slurm: bool,
+    pub testing: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            tinker_atropos_root: None,
+            environments_dir: None,
+            recursive_discovery: false,
+            python: PathBuf::from("python3"),
+            wandb_project: "atropos-tinker".to_owned(),
+            locked: Locked::default(),
+        }
+    }
+}
+
+fn map(entries: &[(&str, Value)]) -> BTreeMap<String, Value> {
+    entries
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+/// The original tool's values. `weight` is gone from the server entry: atroposlib has no such
+/// field and ignored it silently.
+impl Default for Locked {
+    fn default() -> Self {
+        Self {
+            env: map(&[
+                ("tokenizer_name", "Qwen/Qwen3-8B".into()),
+                ("rollout_server_url", "http://localhost:8000".into()),
+                ("use_wandb", true.into()),
+                ("max_token_length", 8192.into()),
+                ("max_num_workers", 2048.into()),
+                ("worker_timeout", 3600.into()),
+                ("total_steps", 2500.into()),
+                ("steps_per_eval", 25.into()),
+                ("max_batches_offpolicy", 3.into()),
+                ("inference_weight", 1.0.into()),
+                ("eval_limit_ratio", 0.1.into()),
+            ]),
+            openai: vec![map(&[
+                ("model_name", "Qwen/Qwen3-8B".into()),
+                ("base_url", "http://localhost:8001/v1".into()),
+                ("api_key", "x".into()),
+                ("num_requests_for_eval", 256.into()),
+                ("timeout", 3600.into()),
+                ("server_type", "sglang".into()),
+            ])],
+            tinker: map(&[
+                ("lora_rank", 32.into()),
+                ("learning_rate", 0.00004.into()),
+                ("max_token_trainer_length", 9000.into()),
+                ("checkpoint_dir", "./temp/".into()),
+                ("save_checkpoint_interval", 25.into()),
+            ]),
+            slurm: false,
+            testing: false,
+        }
+    }
+}
+
+impl Settings {
+    /// Built-in defaults, then `<home>/config.toml`, then the `RL_*` variables of `environment`
+    /// (the process environment in real use; a fixed list in tests).
+    pub fn load(
+        home: &Path,
+        environment: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let variables: Vec<(String, String)> = environment
+            .into_iter()
+            .filter(|(key, _)| key.starts_with("RL_") && !NOT_SETTINGS.contains(&key.as_str()))
+            .collect();
+        // Variables come as a list rather than from figment's `Env` provider, which reads the
+        // process environment itself: the layering stays explicit and testable in parallel.
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Toml::file(home.join(SETTINGS_FILE)));
+        let mut from_env = Figment::new();
+        for (key, value) in &variables {
+            let path = key["RL_".len()..].to_lowercase().replace("__", ".");
+            from_env = from_env.merge(Serialized::default(&path, parse_env_value(value)));
+        }
+        figment = figment.merge(from_env);
+        figment
+            .extract()
+            .map_err(|error| ConfigError::Settings(error.to_string()))
+    }
+
+    /// The folder environments are discovered in.
+    pub fn environments_dir(&self) -> Result<PathBuf, ConfigError> {
+        if let Some(dir) = &self.environments_dir {
+            return Ok(dir.clone());
+        }
+        match &self.tinker_atropos_root {
+            Some(root) => Ok(root.join("tinker_atropos").join("environments")),
+            None => Err(ConfigError::Settings(
+                "no tinker-atropos tree is configured: set RL_TINKER_ATROPOS_ROOT (or \
+                 tinker_atropos_root in config.toml, or pass --root)"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// Whether an env-section field is locked, and at what value.
+    pub fn locked_env_value(&self, field: &str) -> Option<&Value> {
+        self.locked.env.get(field)
+    }
+}
+
+/// `RL_*` variables that configure something other than these settings.
+const NOT_SETTINGS: &[&str] = &["RL_HOME", "RL_TEST_PYTHON"];
+
+/// Environment values are text; numbers and booleans are read as such, as figment's own
+/// environment provider does.
+fn parse_env_value(raw: &str) -> Value {
+    let trimmed = raw.trim();
+    if let Ok(int) = trimmed.parse::<i64>() {
+        return Value::Int(int);
+    }
+    if let Ok(float) = trimmed.parse::<f64>()
+        && float.is_finite()
+    {
+        return Value::Float(float);
+    }
+    match trimmed {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::Str(raw.to_owned()),
+    }
+}
+
+/// The state directory: `RL_HOME`, else `$XDG_STATE_HOME/rl`, else `~/.local/state/rl`.
+pub fn default_home(environment: &BTreeMap<String, String>) -> Option<PathBuf> {
+    if let Some(home) = environment.get("RL_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(home));
+    }
+    if let Some(state) = environment.get("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return Some(Path::new(state).join("rl"));
+    }
+    environment
+        .get("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|home| Path::new(home).join(".local/state/rl"))
+}

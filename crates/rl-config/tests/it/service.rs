@@ -1,0 +1,169 @@
+use rl_config::{ConfigError, RunId, Section, Value, ValueOrigin};
+
+use crate::service;
+
+#[test]
+fn select_shows_fields_with_env_defaults_and_locked_values() {
+    let (_home, service) = service();
+    let report = service.select("gsm8k_tinker").unwrap();
+    assert_eq!(report.environment.key, "gsm8k_tinker@gsm8k_tinker.py");
+    assert!(
+        report.wandb_name.starts_with("gsm8k_tinker-"),
+        "{}",
+        report.wandb_name
+    );
+    let current = service.current().unwrap();
+    let field = |name: &str| current.fields.iter().find(|f| f.spec.name == name).unwrap();
+    assert_eq!(field("group_size").origin, ValueOrigin::EnvironmentDefault);
+    assert_eq!(field("group_size").current.value(), Some(&Value::Int(16)));
+    assert!(field("max_token_length").locked);
+    assert_eq!(
+        field("max_token_length").current.value(),
+        Some(&Value::Int(8192))
+    );
+    assert_eq!(field("wandb_name").origin, ValueOrigin::Selection);
+    assert_eq!(current.wandb_project, "atropos-tinker");
+}
+
+#[test]
+fn edits_are_validated_coerced_persisted_and_listed_as_a_diff() {
+    let (home, service) = service();
+    service.select("word_ladder").unwrap();
+    let edit = service.edit("group_size", &Value::from("12")).unwrap();
+    assert_eq!(edit.value, Value::Int(12));
+    assert_eq!(edit.coerced_from, Some(Value::from("12")));
+    assert_eq!(edit.previous.value(), Some(&Value::Int(8)));
+    service.edit("difficulty", &Value::from("EASY")).unwrap();
+    service.edit("answer_format", &Value::from("json")).unwrap();
+    service
+        .edit("wandb_project", &Value::from("ladders"))
+        .unwrap();
+    let edit = service.edit("group_size", &Value::Int(24)).unwrap();
+    assert_eq!(edit.previous.value(), Some(&Value::Int(12)));
+
+    // A second service on the same state directory — another process — sees it all.
+    let settings = service.settings().clone();
+    let other = rl_config::ConfigService::open(home.path(), settings).unwrap();
+    let diff = other.diff().unwrap();
+    let summary: Vec<(String, Section, String, String)> = diff
+        .iter()
+        .map(|d| {
+            (
+                d.field.clone(),
+                d.section,
+                d.default.to_string(),
+                d.value.to_string(),
+            )
+        })
+        .collect();
+    insta::assert_yaml_snapshot!(summary);
+    let current = other.current().unwrap();
+    assert_eq!(current.wandb_project, "ladders");
+    let difficulty = current
+        .fields
+        .iter()
+        .find(|f| f.spec.name == "difficulty")
+        .unwrap();
+    assert_eq!(
+        (difficulty.origin, difficulty.current.value()),
+        (ValueOrigin::Edited, Some(&Value::from("easy")))
+    );
+}
+
+#[test]
+fn selecting_again_clears_edits() {
+    let (_home, service) = service();
+    service.select("word_ladder").unwrap();
+    service.edit("seed", &Value::Int(1)).unwrap();
+    service.select("word_ladder").unwrap();
+    assert!(service.diff().unwrap().is_empty());
+}
+
+#[test]
+fn run_config_yaml_has_the_original_structure_and_no_secret() {
+    let (home, service) = service();
+    service.select("gsm8k_tinker").unwrap();
+    service.edit("group_size", &Value::Int(12)).unwrap();
+    service
+        .edit("wandb_project", &Value::from("math-rl"))
+        .unwrap();
+    let run_id = RunId::parse("0badc0de").unwrap();
+    let written = service.write_run_config(&run_id).unwrap();
+    assert_eq!(written.path, home.path().join("runs/0badc0de/config.yaml"));
+    let text = std::fs::read_to_string(&written.path).unwrap();
+    let wandb_name = service.selection().unwrap().wandb_name;
+    let text = text.replace(&wandb_name, "[wandb_name]");
+    insta::assert_snapshot!(text);
+    let parsed: serde_json::Value = serde_norway::from_str(&text).unwrap();
+    assert_eq!(parsed["tinker"]["wandb_run_name"], "gsm8k_tinker-0badc0de");
+    assert_eq!(parsed["env"]["group_size"], 12);
+    for secret in rl_config::SECRET_NAMES {
+        assert!(!text.contains(secret));
+    }
+}
+
+#[test]
+fn run_ids_are_checked_before_they_touch_a_path() {
+    for bad in [
+        "",
+        "../../etc",
+        "0BADC0DE",
+        "0badc0d",
+        "0badc0de0",
+        "0badc0dé",
+        "zzzzzzzz",
+        "0bad/c0d",
+    ] {
+        let error = RunId::parse(bad).unwrap_err();
+        assert!(
+            matches!(error, ConfigError::InvalidInput { .. }),
+            "{bad}: {error}"
+        );
+    }
+    let id = RunId::generate();
+    assert_eq!(RunId::parse(id.as_str()).unwrap(), id);
+}
+
+#[test]
+fn concurrent_editors_lose_no_update() {
+    let (home, service) = service();
+    service.select("word_ladder").unwrap();
+    let settings = service.settings().clone();
+    let fields = [
+        "group_size",
+        "seed",
+        "max_rungs",
+        "batch_size",
+        "max_eval_workers",
+        "num_rollouts_to_keep",
+    ];
+    std::thread::scope(|scope| {
+        for (i, field) in fields.iter().enumerate() {
+            let settings = settings.clone();
+            let home = home.path().to_owned();
+            scope.spawn(move || {
+                let editor = rl_config::ConfigService::open(&home, settings).unwrap();
+                for round in 0..5 {
+                    editor
+                        .edit(field, &Value::Int(2 + i as i64 * 2 + round))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let diff = service.diff().unwrap();
+    let edited: Vec<&str> = diff.iter().map(|d| d.field.as_str()).collect();
+    for field in fields {
+        assert!(edited.contains(&field), "{field} lost: {edited:?}");
+    }
+    let seed = diff.iter().find(|d| d.field == "seed").unwrap();
+    assert_eq!(seed.value, Value::Int(8));
+}
+
+#[test]
+fn nothing_selected_is_a_clear_error() {
+    let (_home, service) = service();
+    let error = service.current().unwrap_err();
+    assert!(matches!(error, ConfigError::NothingSelected));
+    assert!(service.edit("group_size", &Value::Int(1)).is_err());
+}

@@ -1,0 +1,109 @@
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+
+use rl_config::{Secrets, Settings, Value};
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn defaults_are_the_original_tools_locked_values() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = Settings::load(home.path(), vars(&[])).unwrap();
+    insta::assert_yaml_snapshot!(settings.locked);
+    assert_eq!(settings.wandb_project, "atropos-tinker");
+    assert!(
+        settings.environments_dir().is_err(),
+        "no tree configured is an error"
+    );
+}
+
+#[test]
+fn file_then_environment_override() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "tinker_atropos_root = \"/srv/tinker-atropos\"\npython = \"/opt/py/bin/python\"\n\
+         [locked.env]\nmax_token_length = 4096\nuse_wandb = false\n[locked.tinker]\nlora_rank = 16\n",
+    )
+    .unwrap();
+    let settings = Settings::load(
+        home.path(),
+        vars(&[
+            ("RL_LOCKED__ENV__MAX_TOKEN_LENGTH", "2048"),
+            ("RL_TINKER_ATROPOS_ROOT", "/data/ta"),
+            ("RL_HOME", "/ignored"),
+            ("PATH", "/usr/bin"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(settings.locked.env["max_token_length"], Value::Int(2048));
+    assert_eq!(settings.locked.env["use_wandb"], Value::Bool(false));
+    assert_eq!(
+        settings.locked.env["tokenizer_name"],
+        Value::from("Qwen/Qwen3-8B"),
+        "untouched defaults stay"
+    );
+    assert_eq!(settings.locked.tinker["lora_rank"], Value::Int(16));
+    assert_eq!(settings.python.to_str(), Some("/opt/py/bin/python"));
+    assert_eq!(
+        settings.environments_dir().unwrap().to_str(),
+        Some("/data/ta/tinker_atropos/environments")
+    );
+}
+
+#[test]
+fn a_broken_settings_file_is_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "recursive_discovery = \"often\"\n",
+    )
+    .unwrap();
+    let error = Settings::load(home.path(), vars(&[])).unwrap_err();
+    assert!(error.to_string().contains("recursive_discovery"), "{error}");
+}
+
+#[test]
+fn secrets_from_env_file_and_environment_never_shown() {
+    let home = tempfile::tempdir().unwrap();
+    let dotenv = home.path().join(".env");
+    std::fs::write(
+        &dotenv,
+        "TINKER_API_KEY=tk-from-file-123456\nWANDB_API_KEY=wb-from-file-123456\nOTHER=1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&dotenv, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let environment: BTreeMap<String, String> =
+        [("WANDB_API_KEY".to_owned(), "wb-from-env-123456".to_owned())].into();
+    let secrets = Secrets::load(home.path(), &environment);
+    assert_eq!(secrets.get("TINKER_API_KEY"), Some("tk-from-file-123456"));
+    assert_eq!(
+        secrets.get("WANDB_API_KEY"),
+        Some("wb-from-env-123456"),
+        "the environment wins"
+    );
+    assert_eq!(secrets.get("OTHER"), None);
+    assert!(
+        secrets.warnings.iter().any(|w| w.contains("chmod 600")),
+        "{:?}",
+        secrets.warnings
+    );
+    assert!(!format!("{secrets:?}").contains("123456"));
+    assert!(!secrets.presence()["OPENROUTER_API_KEY"]);
+    assert_eq!(
+        secrets.redact("key=tk-from-file-123456 done"),
+        "key=[REDACTED TINKER_API_KEY] done"
+    );
+
+    std::fs::set_permissions(&dotenv, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(
+        Secrets::load(home.path(), &BTreeMap::new())
+            .warnings
+            .is_empty()
+    );
+}
