@@ -1,11 +1,10 @@
 //! `rl envs …`: environment discovery.
 
-use std::path::PathBuf;
-
-use anyhow::Context;
+use anyhow::Context as _;
 use clap::Subcommand;
 use rl_discovery::{Environment, Scan, ScanOptions};
 
+use crate::context::Context;
 use crate::output;
 
 #[derive(Debug, Subcommand)]
@@ -24,25 +23,10 @@ pub(crate) enum EnvsCommand {
     },
 }
 
-pub(crate) struct Paths {
-    pub envs_dir: PathBuf,
-}
-
-impl Paths {
-    pub(crate) fn resolve(root: Option<PathBuf>, envs_dir: Option<PathBuf>) -> Self {
-        let envs_dir = envs_dir.unwrap_or_else(|| {
-            root.unwrap_or_else(|| PathBuf::from("."))
-                .join("tinker_atropos")
-                .join("environments")
-        });
-        Self { envs_dir }
-    }
-}
-
-pub(crate) fn run(command: EnvsCommand, paths: &Paths, as_json: bool) -> anyhow::Result<()> {
+pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
     match command {
         EnvsCommand::List { recursive } => {
-            let scan = scan(paths, recursive)?;
+            let scan = scan(context, recursive)?;
             if as_json {
                 output::json(&scan)
             } else {
@@ -50,7 +34,7 @@ pub(crate) fn run(command: EnvsCommand, paths: &Paths, as_json: bool) -> anyhow:
             }
         }
         EnvsCommand::Show { name, recursive } => {
-            let scan = scan(paths, recursive)?;
+            let scan = scan(context, recursive)?;
             let env = scan.find(&name)?;
             if as_json {
                 output::json(env)
@@ -61,15 +45,14 @@ pub(crate) fn run(command: EnvsCommand, paths: &Paths, as_json: bool) -> anyhow:
     }
 }
 
-fn scan(paths: &Paths, recursive: bool) -> anyhow::Result<Scan> {
-    rl_discovery::scan(
-        &paths.envs_dir,
-        &ScanOptions {
-            recursive,
-            ..Default::default()
-        },
-    )
-    .context("pass --root DIR (a tinker-atropos tree) or --envs-dir DIR")
+fn scan(context: &Context, recursive: bool) -> anyhow::Result<Scan> {
+    let settings = context.settings()?;
+    let options = ScanOptions {
+        recursive: recursive || settings.recursive_discovery,
+        ..Default::default()
+    };
+    rl_discovery::scan(&settings.environments_dir()?, &options)
+        .context("pass --root DIR (a tinker-atropos tree) or --envs-dir DIR")
 }
 
 fn print_list(scan: &Scan) -> anyhow::Result<()> {

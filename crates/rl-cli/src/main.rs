@@ -1,6 +1,8 @@
 //! `rl`: the command-line face of the workspace. Thin by design: parse arguments, call the
 //! library crates, print. Exit codes: 0 success, 1 a failed request, 2 a usage error.
 
+mod config;
+mod context;
 mod envs;
 mod output;
 
@@ -21,7 +23,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "Reinforcement-learning runs on Atropos environments"
 )]
 struct Cli {
-    /// The tinker-atropos tree (defaults to the current folder).
+    /// State directory: selection, runs, settings (`config.toml`) and `.env`.
+    #[arg(long, global = true, env = "RL_HOME", value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// The tinker-atropos tree (defaults to the configured one, else the current folder).
     #[arg(
         long,
         global = true,
@@ -44,13 +49,23 @@ enum Command {
     /// Discover environments.
     #[command(subcommand)]
     Envs(envs::EnvsCommand),
+    /// Select the environment to configure and train.
+    Select {
+        /// Name, key (`name@file.py`) or class name.
+        name: String,
+    },
+    /// Show and edit the selected environment's configuration.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let paths = envs::Paths::resolve(cli.root, cli.envs_dir);
+    let context = context::Context::new(cli.home, cli.root, cli.envs_dir);
     let outcome = match cli.command {
-        Command::Envs(command) => envs::run(command, &paths, cli.json),
+        Command::Envs(command) => envs::run(command, &context, cli.json),
+        Command::Select { name } => config::select(&context, &name, cli.json),
+        Command::Config(command) => config::run(command, &context, cli.json),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

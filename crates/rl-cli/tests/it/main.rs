@@ -13,8 +13,15 @@ fn workspace_root() -> PathBuf {
 }
 
 fn rl(args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    rl_in(home.path(), args)
+}
+
+/// `rl` with its own state directory, as a separate process each time.
+fn rl_in(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rl"))
         .args(args)
+        .env("RL_HOME", home)
         .env_remove("RL_TINKER_ATROPOS_ROOT")
         .env_remove("RL_ENVIRONMENTS_DIR")
         .current_dir(workspace_root())
@@ -99,10 +106,82 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn environment_variable_sets_the_root() {
+    let home = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_rl"))
         .args(["envs", "list", "--json"])
+        .env("RL_HOME", home.path())
         .env("RL_TINKER_ATROPOS_ROOT", workspace_root().join(ROOT))
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
+#[test]
+fn selection_and_edits_are_shared_between_processes() {
+    let home = tempfile::tempdir().unwrap();
+    let ok = |args: &[&str]| {
+        let output = rl_in(home.path(), args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        output
+    };
+    ok(&["select", "word_ladder", "--root", ROOT]);
+    let set = ok(&[
+        "config",
+        "set",
+        "group_size",
+        "12",
+        "--root",
+        ROOT,
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&set.stdout).unwrap();
+    assert_eq!(
+        (report["value"].clone(), report["coerced_from"].clone()),
+        (12.into(), "12".into())
+    );
+
+    let shown = ok(&["config", "show", "--root", ROOT, "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let group_size = shown["config"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "group_size")
+        .unwrap();
+    assert_eq!(
+        (
+            group_size["current"]["value"].clone(),
+            group_size["origin"].clone()
+        ),
+        (12.into(), "edited".into())
+    );
+
+    let refused = rl_in(
+        home.path(),
+        &["config", "set", "max_rungs", "99", "--root", ROOT],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    insta::assert_snapshot!(text(&refused.stderr));
+    let diff = ok(&["config", "diff", "--root", ROOT, "--json"]);
+    let diff: serde_json::Value = serde_json::from_slice(&diff.stdout).unwrap();
+    assert_eq!(
+        diff.as_array().unwrap().len(),
+        1,
+        "the refused edit left no trace"
+    );
+}
+
+#[test]
+fn config_without_selection_says_what_to_do() {
+    let output = rl(&["config", "show", "--root", ROOT]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output.stderr).contains("select one first"),
+        "{}",
+        text(&output.stderr)
+    );
 }
