@@ -167,3 +167,18 @@ fn nothing_selected_is_a_clear_error() {
     assert!(matches!(error, ConfigError::NothingSelected));
     assert!(service.edit("group_size", &Value::Int(1)).is_err());
 }
+
+#[test]
+fn corrupt_state_is_reported_not_overwritten() {
+    let (home, service) = service();
+    let state = home.path().join("selection.json");
+    std::fs::write(&state, b"{ half a file").unwrap();
+    let error = service.current().unwrap_err();
+    assert!(matches!(error, ConfigError::CorruptState { .. }), "{error}");
+    assert!(
+        error.to_string().contains("fix or remove the file"),
+        "{error}"
+    );
+    assert!(service.edit("group_size", &Value::Int(3)).is_err());
+    assert_eq!(std::fs::read(&state).unwrap(), b"{ half a file");
+}
