@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
-use rl_discovery::{ClassLocation, ClassTarget, Environment, Scan};
+use rl_discovery::{ClassLocation, ClassTarget, Environment, Scan, dotted_name as dotted};
 use ruff_python_ast::{self as ast, Expr, ModModule, Stmt};
 use ruff_text_size::Ranged;
 
@@ -550,18 +550,6 @@ pub(crate) fn literal(expr: &Expr) -> Option<Value> {
 fn string_value(expr: &Expr) -> Option<String> {
     match expr {
         Expr::StringLiteral(s) => Some(s.value.to_str().to_owned()),
-        _ => None,
-    }
-}
-
-fn dotted(expr: &Expr) -> Option<Vec<String>> {
-    match expr {
-        Expr::Name(name) => Some(vec![name.id.to_string()]),
-        Expr::Attribute(attribute) => {
-            let mut parts = dotted(&attribute.value)?;
-            parts.push(attribute.attr.to_string());
-            Some(parts)
-        }
         _ => None,
     }
 }

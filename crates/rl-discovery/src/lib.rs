@@ -30,6 +30,7 @@ pub use error::DiscoveryError;
 pub use index::{ClassLocation, ClassTarget};
 pub use known::KNOWN_ENV_BASES;
 pub use source::read_python_source;
+pub use summary::dotted as dotted_name;
 
 use resolve::{Ancestor, ParsedModule, Resolver};
 

@@ -224,7 +224,8 @@ fn base_reference(expr: &Expr) -> Option<Dotted> {
     }
 }
 
-pub(crate) fn dotted(expr: &Expr) -> Option<Dotted> {
+/// `a.b.C` as `["a", "b", "C"]`; `None` for anything but names and attribute chains.
+pub fn dotted(expr: &Expr) -> Option<Dotted> {
     match expr {
         Expr::Name(name) => Some(vec![name.id.to_string()]),
         Expr::Attribute(attribute) => {
