@@ -1,0 +1,98 @@
+//! A process known by its pid together with its start time, so a pid the kernel has handed to
+//! another process since is never mistaken for ours.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    pub pid: u32,
+    /// Clock ticks since boot at which the process started (`/proc/<pid>/stat`, field 22).
+    pub start_ticks: u64,
+}
+
+impl ProcessIdentity {
+    /// The identity of a live process, or `None` when there is no such process.
+    pub fn of(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        Some(Self {
+            pid,
+            start_ticks: parse_stat(&stat)?.start_ticks,
+        })
+    }
+
+    /// Whether this very process still exists (and is not a zombie waiting to be reaped).
+    pub fn is_alive(&self) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return false;
+        };
+        parse_stat(&stat).is_some_and(|s| s.start_ticks == self.start_ticks && s.state != 'Z')
+    }
+}
+
+pub(crate) struct Stat {
+    pub state: char,
+    pub pgid: i32,
+    pub start_ticks: u64,
+}
+
+/// `pid (comm) state ppid pgrp …`: the command name may hold spaces and parentheses, so
+/// fields are counted from the last `)`.
+pub(crate) fn parse_stat(stat: &str) -> Option<Stat> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // After `)`: [0]=state (field 3), [2]=pgrp (field 5), [19]=starttime (field 22).
+    Some(Stat {
+        state: fields.first()?.chars().next()?,
+        pgid: fields.get(2)?.parse().ok()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`.
+pub fn members_of_group(pgid: i32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| parse_stat(&stat))
+                .is_some_and(|s| s.pgid == pgid && s.state != 'Z')
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_is_alive_and_a_changed_start_time_is_not() {
+        let me = ProcessIdentity::of(std::process::id()).unwrap();
+        assert!(me.is_alive());
+        let impostor = ProcessIdentity {
+            start_ticks: me.start_ticks + 1,
+            ..me
+        };
+        assert!(!impostor.is_alive());
+    }
+
+    #[test]
+    fn command_names_with_spaces_and_parentheses_parse() {
+        let stat =
+            "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
+        let parsed = parse_stat(stat).unwrap();
+        assert_eq!(
+            (parsed.state, parsed.pgid, parsed.start_ticks),
+            ('S', 1234, 98765)
+        );
+    }
+
+    #[test]
+    fn nonexistent_pid_has_no_identity() {
+        assert!(ProcessIdentity::of(u32::MAX - 1).is_none());
+    }
+}

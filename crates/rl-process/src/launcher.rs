@@ -1,0 +1,119 @@
+//! Starting a component: the `Launcher` trait, so the supervisor can be tested with doubles,
+//! and its local implementation (one process group per component, output to a log file).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use async_trait::async_trait;
+
+use crate::ProcessError;
+use crate::identity::ProcessIdentity;
+use crate::state::{Component, ComponentStatus};
+
+/// Everything needed to start one component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSpec {
+    pub component: Component,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// Added to the inherited environment. Secrets travel here, never in `args`.
+    pub env: Vec<(String, String)>,
+    /// Removed from the inherited environment (keys this component must not see).
+    pub env_remove: Vec<String>,
+    /// stdout and stderr both go here, appended.
+    pub log_path: PathBuf,
+}
+
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait Launcher: Send + Sync {
+    /// Starts the component in a process group of its own.
+    async fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn RunningComponent>, ProcessError>;
+}
+
+/// A started component.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait RunningComponent: Send {
+    fn identity(&self) -> ProcessIdentity;
+    /// Its process group, which holds everything it started.
+    fn process_group(&self) -> u32;
+    /// Waits until the process ends.
+    async fn wait(&mut self) -> ComponentStatus;
+}
+
+/// Runs components as child processes of the calling process (the supervisor).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalLauncher;
+
+#[async_trait]
+impl Launcher for LocalLauncher {
+    async fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn RunningComponent>, ProcessError> {
+        let fail = |reason: String| ProcessError::Launch {
+            component: spec.component,
+            reason,
+        };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&spec.log_path)
+            .map_err(|e| fail(format!("cannot open log {}: {e}", spec.log_path.display())))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| fail(format!("cannot share log file: {e}")))?;
+        let mut command = tokio::process::Command::new(&spec.program);
+        command
+            .args(&spec.args)
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .process_group(0)
+            // The supervisor owns the group's end explicitly; dropping a handle must not kill.
+            .kill_on_drop(false);
+        for name in &spec.env_remove {
+            command.env_remove(name);
+        }
+        command.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        let child = command
+            .spawn()
+            .map_err(|e| fail(format!("{}: {e}", spec.program.display())))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| fail("the process ended before it could be observed".to_owned()))?;
+        let identity = ProcessIdentity::of(pid)
+            .ok_or_else(|| fail(format!("process {pid} vanished right after it started")))?;
+        Ok(Box::new(LocalProcess { child, identity }))
+    }
+}
+
+struct LocalProcess {
+    child: tokio::process::Child,
+    identity: ProcessIdentity,
+}
+
+#[async_trait]
+impl RunningComponent for LocalProcess {
+    fn identity(&self) -> ProcessIdentity {
+        self.identity
+    }
+
+    fn process_group(&self) -> u32 {
+        // `process_group(0)` made the child the leader of a group named after its pid.
+        self.identity.pid
+    }
+
+    async fn wait(&mut self) -> ComponentStatus {
+        use std::os::unix::process::ExitStatusExt;
+        match self.child.wait().await {
+            Ok(status) => match (status.code(), status.signal()) {
+                (Some(code), _) => ComponentStatus::Exited { code },
+                (None, Some(signal)) => ComponentStatus::Signalled { signal },
+                (None, None) => ComponentStatus::Exited { code: -1 },
+            },
+            // The child was already reaped elsewhere: nothing more can be known of it.
+            Err(_) => ComponentStatus::Exited { code: -1 },
+        }
+    }
+}

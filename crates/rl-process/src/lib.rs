@@ -1,0 +1,23 @@
+//! Training runs as supervised groups of processes: the run state machine, the embedded store
+//! that every caller shares, process identities that survive pid reuse, process groups that
+//! stop as a whole, and free loopback ports per run.
+//!
+//! The `Launcher` trait starts components (locally: one process group each, output to a log).
+//! The supervisor and the readiness gates build on these (see the run lifecycle issue;
+//! docs/ARCHITECTURE.md says what exists).
+
+mod error;
+mod groups;
+mod identity;
+mod launcher;
+mod ports;
+mod state;
+mod store;
+
+pub use error::ProcessError;
+pub use groups::{StopOutcome, stop_group};
+pub use identity::{ProcessIdentity, members_of_group};
+pub use launcher::{LaunchSpec, Launcher, LocalLauncher, RunningComponent};
+pub use ports::{free_loopback_ports, is_listening};
+pub use state::{Component, ComponentStatus, RunState, outcome_of_exit};
+pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};

@@ -1,0 +1,255 @@
+//! The life of a run, and of each of its three components.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The three cooperating processes of a run, in start order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Component {
+    /// Atropos' trajectory API (`run-api`).
+    Api,
+    /// The Tinker trainer, which also serves inference.
+    Trainer,
+    /// The Atropos environment (`<env_file> serve`).
+    Env,
+}
+
+impl Component {
+    pub const START_ORDER: [Component; 3] = [Component::Api, Component::Trainer, Component::Env];
+    /// Stops go the other way: nothing is left talking to a component that is already gone.
+    pub const STOP_ORDER: [Component; 3] = [Component::Env, Component::Trainer, Component::Api];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::Api => "api",
+            Component::Trainer => "trainer",
+            Component::Env => "env",
+        }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Component {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Component::START_ORDER
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown component '{s}'"))
+    }
+}
+
+/// Where a run is. `Starting` carries the component whose readiness is awaited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "phase")]
+pub enum RunState {
+    Starting(Component),
+    Running,
+    Stopping,
+    Stopped,
+    Completed,
+    Failed,
+    /// Its supervisor vanished without recording an end (the machine rebooted, it was killed).
+    Lost,
+}
+
+impl RunState {
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            RunState::Stopped | RunState::Completed | RunState::Failed | RunState::Lost
+        )
+    }
+
+    /// The transitions a run may make. Everything else is a bug or a race lost to another
+    /// writer, and is refused rather than recorded.
+    pub fn can_become(self, next: RunState) -> bool {
+        use RunState::*;
+        match (self, next) {
+            (from, _) if from.is_finished() => false,
+            (Starting(a), Starting(b)) => b > a,
+            (Starting(_), Running | Stopping | Failed | Lost | Completed) => true,
+            (Running, Stopping | Completed | Failed | Lost) => true,
+            (Stopping, Stopped | Failed | Lost) => true,
+            _ => false,
+        }
+    }
+
+    /// `starting: trainer`, `running`, … as status shows it.
+    pub fn label(self) -> String {
+        match self {
+            RunState::Starting(phase) => format!("starting: {phase}"),
+            other => other.name().to_owned(),
+        }
+    }
+
+    /// The state's name without its phase, as stored.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunState::Starting(_) => "starting",
+            RunState::Running => "running",
+            RunState::Stopping => "stopping",
+            RunState::Stopped => "stopped",
+            RunState::Completed => "completed",
+            RunState::Failed => "failed",
+            RunState::Lost => "lost",
+        }
+    }
+
+    pub fn from_parts(name: &str, phase: Option<&str>) -> Result<Self, String> {
+        Ok(match name {
+            "starting" => {
+                let phase = phase.ok_or("a starting run needs a phase")?;
+                RunState::Starting(phase.parse()?)
+            }
+            "running" => RunState::Running,
+            "stopping" => RunState::Stopping,
+            "stopped" => RunState::Stopped,
+            "completed" => RunState::Completed,
+            "failed" => RunState::Failed,
+            "lost" => RunState::Lost,
+            other => return Err(format!("unknown run state '{other}'")),
+        })
+    }
+
+    pub fn phase(self) -> Option<Component> {
+        match self {
+            RunState::Starting(phase) => Some(phase),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// How a component's process ended, or that it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum ComponentStatus {
+    NotStarted,
+    Running,
+    Exited { code: i32 },
+    Signalled { signal: i32 },
+}
+
+impl ComponentStatus {
+    pub fn has_ended(self) -> bool {
+        matches!(
+            self,
+            ComponentStatus::Exited { .. } | ComponentStatus::Signalled { .. }
+        )
+    }
+}
+
+/// What a run becomes when one of its components ends on its own: the trainer or the
+/// environment finishing cleanly completes the run; anything else, or the API ending at all,
+/// fails it.
+pub fn outcome_of_exit(component: Component, status: ComponentStatus) -> RunState {
+    match (component, status) {
+        (Component::Trainer | Component::Env, ComponentStatus::Exited { code: 0 }) => {
+            RunState::Completed
+        }
+        _ => RunState::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_only_move_forward() {
+        let api = RunState::Starting(Component::Api);
+        let env = RunState::Starting(Component::Env);
+        assert!(api.can_become(RunState::Starting(Component::Trainer)));
+        assert!(!env.can_become(api));
+        assert!(env.can_become(RunState::Running));
+    }
+
+    #[test]
+    fn finished_runs_stay_finished() {
+        for finished in [
+            RunState::Stopped,
+            RunState::Completed,
+            RunState::Failed,
+            RunState::Lost,
+        ] {
+            for next in [
+                RunState::Running,
+                RunState::Stopping,
+                RunState::Starting(Component::Api),
+                RunState::Failed,
+            ] {
+                assert!(!finished.can_become(next), "{finished} -> {next}");
+            }
+        }
+    }
+
+    #[test]
+    fn stopping_is_reachable_from_every_live_state_and_ends_stopped() {
+        for live in [
+            RunState::Starting(Component::Api),
+            RunState::Starting(Component::Env),
+            RunState::Running,
+        ] {
+            assert!(live.can_become(RunState::Stopping));
+        }
+        assert!(RunState::Stopping.can_become(RunState::Stopped));
+        assert!(
+            !RunState::Running.can_become(RunState::Stopped),
+            "a stop always passes through stopping"
+        );
+        assert!(!RunState::Stopping.can_become(RunState::Running));
+    }
+
+    #[test]
+    fn exits_map_to_outcomes() {
+        assert_eq!(
+            outcome_of_exit(Component::Trainer, ComponentStatus::Exited { code: 0 }),
+            RunState::Completed
+        );
+        assert_eq!(
+            outcome_of_exit(Component::Env, ComponentStatus::Exited { code: 0 }),
+            RunState::Completed
+        );
+        assert_eq!(
+            outcome_of_exit(Component::Api, ComponentStatus::Exited { code: 0 }),
+            RunState::Failed
+        );
+        assert_eq!(
+            outcome_of_exit(Component::Env, ComponentStatus::Exited { code: 2 }),
+            RunState::Failed
+        );
+        assert_eq!(
+            outcome_of_exit(Component::Trainer, ComponentStatus::Signalled { signal: 9 }),
+            RunState::Failed
+        );
+    }
+
+    #[test]
+    fn stored_form_round_trips() {
+        for state in [
+            RunState::Starting(Component::Trainer),
+            RunState::Running,
+            RunState::Lost,
+        ] {
+            let phase = state.phase().map(Component::as_str);
+            assert_eq!(RunState::from_parts(state.name(), phase).unwrap(), state);
+        }
+        assert!(RunState::from_parts("starting", None).is_err());
+        assert!(RunState::from_parts("paused", None).is_err());
+        assert_eq!(RunState::Starting(Component::Env).label(), "starting: env");
+    }
+}

@@ -1,0 +1,455 @@
+//! The embedded store: every run, its components and an append-only event log, in SQLite
+//! (`<home>/runs.db`, WAL) so that any process — CLI, MCP server, HTTP server, supervisor —
+//! reads and writes the same truth, and a restart loses nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rl_config::RunId;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+
+use crate::ProcessError;
+use crate::identity::ProcessIdentity;
+use crate::state::{Component, ComponentStatus, RunState};
+
+const DATABASE_FILE: &str = "runs.db";
+
+/// Bumped with every change to the schema below; older databases are migrated on open.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    environment TEXT NOT NULL,
+    state TEXT NOT NULL,
+    phase TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    config_path TEXT NOT NULL,
+    api_port INTEGER,
+    trainer_port INTEGER,
+    supervisor_pid INTEGER,
+    supervisor_start_ticks INTEGER,
+    error TEXT
+);
+CREATE TABLE components (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    component TEXT NOT NULL,
+    pid INTEGER,
+    start_ticks INTEGER,
+    status TEXT NOT NULL,
+    code INTEGER,
+    log_path TEXT NOT NULL,
+    PRIMARY KEY (run_id, component)
+);
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX events_by_run ON events(run_id, seq);
+";
+
+pub struct RunStore {
+    connection: Connection,
+    path: PathBuf,
+}
+
+/// What is known of a run when it is created.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub id: RunId,
+    pub environment: String,
+    pub config_path: PathBuf,
+    pub api_port: Option<u16>,
+    pub trainer_port: Option<u16>,
+    /// Log file of each component.
+    pub logs: [(Component, PathBuf); 3],
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub environment: String,
+    pub state: RunState,
+    pub created_at: String,
+    pub updated_at: String,
+    pub config_path: PathBuf,
+    pub api_port: Option<u16>,
+    pub trainer_port: Option<u16>,
+    pub supervisor: Option<ProcessIdentity>,
+    pub error: Option<String>,
+    pub components: Vec<ComponentRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComponentRecord {
+    pub component: Component,
+    pub process: Option<ProcessIdentity>,
+    pub status: ComponentStatus,
+    pub log_path: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Increases across all runs; pass the last one seen as `since` to get only newer events.
+    pub seq: i64,
+    pub at: String,
+    pub kind: String,
+    pub message: String,
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+impl RunStore {
+    pub fn open(home: &Path) -> Result<Self, ProcessError> {
+        let path = home.join(DATABASE_FILE);
+        let connection = Connection::open(&path)?;
+        // Several processes share the file: readers must not block the supervisor's writes,
+        // and a writer waits for another instead of failing at once.
+        connection.busy_timeout(Duration::from_secs(10))?;
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "foreign_keys", true)?;
+        let mut store = Self { connection, path };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn migrate(&mut self) -> Result<(), ProcessError> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version: i64 =
+            transaction.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        match version {
+            0 => {
+                transaction.execute_batch(SCHEMA)?;
+                transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
+            SCHEMA_VERSION => {}
+            newer => {
+                return Err(ProcessError::Store(format!(
+                    "{} has schema version {newer}, newer than this rl knows ({SCHEMA_VERSION}); upgrade rl",
+                    self.path.display()
+                )));
+            }
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    pub fn create_run(&mut self, run: &NewRun) -> Result<(), ProcessError> {
+        let at = now();
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let exists: bool = transaction
+            .query_row(
+                "SELECT 1 FROM runs WHERE id = ?1",
+                [run.id.as_str()],
+                |_| Ok(true),
+            )
+            .optional()?
+            .unwrap_or(false);
+        if exists {
+            return Err(ProcessError::DuplicateRun(run.id.to_string()));
+        }
+        let state = RunState::Starting(Component::Api);
+        transaction.execute(
+            "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
+            params![
+                run.id.as_str(),
+                run.environment,
+                state.name(),
+                state.phase().map(Component::as_str),
+                at,
+                run.config_path.to_string_lossy(),
+                run.api_port,
+                run.trainer_port,
+            ],
+        )?;
+        for (component, log) in &run.logs {
+            transaction.execute(
+                "INSERT INTO components (run_id, component, status, log_path) VALUES (?1, ?2, 'not_started', ?3)",
+                params![run.id.as_str(), component.as_str(), log.to_string_lossy()],
+            )?;
+        }
+        insert_event(
+            &transaction,
+            run.id.as_str(),
+            &at,
+            "state",
+            &format!("created; {}", state.label()),
+        )?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Moves the run to `next` when that is a valid transition from where it is now, in one
+    /// transaction with its event. Returns the state before, or `None` when the move was refused
+    /// (another writer got there first, or the run has finished).
+    pub fn transition(
+        &mut self,
+        id: &RunId,
+        next: RunState,
+        message: &str,
+    ) -> Result<Option<RunState>, ProcessError> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current = read_state(&transaction, id)?;
+        if !current.can_become(next) {
+            return Ok(None);
+        }
+        let at = now();
+        transaction.execute(
+            "UPDATE runs SET state = ?2, phase = ?3, updated_at = ?4 WHERE id = ?1",
+            params![
+                id.as_str(),
+                next.name(),
+                next.phase().map(Component::as_str),
+                at
+            ],
+        )?;
+        let text = if message.is_empty() {
+            next.label()
+        } else {
+            format!("{}: {message}", next.label())
+        };
+        insert_event(&transaction, id.as_str(), &at, "state", &text)?;
+        transaction.commit()?;
+        Ok(Some(current))
+    }
+
+    pub fn set_error(&mut self, id: &RunId, error: &str) -> Result<(), ProcessError> {
+        let at = now();
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        transaction.execute(
+            "UPDATE runs SET error = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id.as_str(), error, at],
+        )?;
+        insert_event(&transaction, id.as_str(), &at, "error", error)?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    pub fn set_supervisor(
+        &mut self,
+        id: &RunId,
+        supervisor: ProcessIdentity,
+    ) -> Result<(), ProcessError> {
+        self.connection.execute(
+            "UPDATE runs SET supervisor_pid = ?2, supervisor_start_ticks = ?3 WHERE id = ?1",
+            params![
+                id.as_str(),
+                supervisor.pid,
+                ticks_to_sql(supervisor.start_ticks)
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn record_component(
+        &mut self,
+        id: &RunId,
+        component: Component,
+        process: Option<ProcessIdentity>,
+        status: ComponentStatus,
+    ) -> Result<(), ProcessError> {
+        let (status_name, code) = match status {
+            ComponentStatus::NotStarted => ("not_started", None),
+            ComponentStatus::Running => ("running", None),
+            ComponentStatus::Exited { code } => ("exited", Some(code)),
+            ComponentStatus::Signalled { signal } => ("signalled", Some(signal)),
+        };
+        let at = now();
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        transaction.execute(
+            "UPDATE components SET pid = COALESCE(?3, pid), start_ticks = COALESCE(?4, start_ticks), status = ?5, code = ?6
+             WHERE run_id = ?1 AND component = ?2",
+            params![id.as_str(), component.as_str(), process.map(|p| p.pid), process.map(|p| ticks_to_sql(p.start_ticks)), status_name, code],
+        )?;
+        let message = match status {
+            ComponentStatus::Running => {
+                format!("{component} started (pid {})", process.map_or(0, |p| p.pid))
+            }
+            ComponentStatus::Exited { code } => format!("{component} exited with code {code}"),
+            ComponentStatus::Signalled { signal } => {
+                format!("{component} ended by signal {signal}")
+            }
+            ComponentStatus::NotStarted => format!("{component} not started"),
+        };
+        insert_event(&transaction, id.as_str(), &at, "component", &message)?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    pub fn run(&self, id: &RunId) -> Result<Option<RunRecord>, ProcessError> {
+        let record = self
+            .connection
+            .query_row(
+                "SELECT id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port,
+                        supervisor_pid, supervisor_start_ticks, error
+                 FROM runs WHERE id = ?1",
+                [id.as_str()],
+                run_from_row,
+            )
+            .optional()?;
+        let Some(mut record) = record.transpose()? else {
+            return Ok(None);
+        };
+        record.components = self.components(id)?;
+        Ok(Some(record))
+    }
+
+    /// Every run, newest first.
+    pub fn runs(&self) -> Result<Vec<RunRecord>, ProcessError> {
+        let mut statement = self.connection.prepare(
+            "SELECT id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port,
+                    supervisor_pid, supervisor_start_ticks, error
+             FROM runs ORDER BY created_at DESC, id",
+        )?;
+        let rows = statement.query_map([], run_from_row)?;
+        let mut runs = Vec::new();
+        for row in rows {
+            let mut record = row??;
+            let id = RunId::parse(&record.id).map_err(|e| ProcessError::Store(e.to_string()))?;
+            record.components = self.components(&id)?;
+            runs.push(record);
+        }
+        Ok(runs)
+    }
+
+    fn components(&self, id: &RunId) -> Result<Vec<ComponentRecord>, ProcessError> {
+        let mut statement = self.connection.prepare(
+            "SELECT component, pid, start_ticks, status, code, log_path FROM components WHERE run_id = ?1",
+        )?;
+        let rows = statement.query_map([id.as_str()], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<u32>>(1)?,
+                row.get::<_, Option<i64>>(2)?.map(ticks_from_sql),
+                row.get::<_, String>(3)?,
+                row.get::<_, Option<i32>>(4)?,
+                row.get::<_, String>(5)?,
+            ))
+        })?;
+        let mut components = Vec::new();
+        for row in rows {
+            let (component, pid, start_ticks, status, code, log_path) = row?;
+            let status = match (status.as_str(), code) {
+                ("not_started", _) => ComponentStatus::NotStarted,
+                ("running", _) => ComponentStatus::Running,
+                ("exited", Some(code)) => ComponentStatus::Exited { code },
+                ("signalled", Some(signal)) => ComponentStatus::Signalled { signal },
+                (other, _) => {
+                    return Err(ProcessError::Store(format!(
+                        "unknown component status '{other}'"
+                    )));
+                }
+            };
+            components.push(ComponentRecord {
+                component: component.parse().map_err(ProcessError::Store)?,
+                process: pid
+                    .zip(start_ticks)
+                    .map(|(pid, start_ticks)| ProcessIdentity { pid, start_ticks }),
+                status,
+                log_path: PathBuf::from(log_path),
+            });
+        }
+        components.sort_by_key(|c| c.component);
+        Ok(components)
+    }
+
+    /// Events of a run after `since` (0 for all), oldest first, at most `limit`.
+    pub fn events(&self, id: &RunId, since: i64, limit: usize) -> Result<Vec<Event>, ProcessError> {
+        let mut statement = self.connection.prepare(
+            "SELECT seq, at, kind, message FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = statement.query_map(params![id.as_str(), since, limit as i64], |row| {
+            Ok(Event {
+                seq: row.get(0)?,
+                at: row.get(1)?,
+                kind: row.get(2)?,
+                message: row.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn insert_event(
+    connection: &Connection,
+    id: &str,
+    at: &str,
+    kind: &str,
+    message: &str,
+) -> rusqlite::Result<usize> {
+    connection.execute(
+        "INSERT INTO events (run_id, at, kind, message) VALUES (?1, ?2, ?3, ?4)",
+        params![id, at, kind, message],
+    )
+}
+
+fn read_state(connection: &Connection, id: &RunId) -> Result<RunState, ProcessError> {
+    let (name, phase): (String, Option<String>) = connection
+        .query_row(
+            "SELECT state, phase FROM runs WHERE id = ?1",
+            [id.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))?;
+    RunState::from_parts(&name, phase.as_deref()).map_err(ProcessError::Store)
+}
+
+type RowResult = Result<RunRecord, ProcessError>;
+
+fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowResult> {
+    let name: String = row.get(2)?;
+    let phase: Option<String> = row.get(3)?;
+    let supervisor_pid: Option<u32> = row.get(9)?;
+    let supervisor_ticks: Option<u64> = row.get::<_, Option<i64>>(10)?.map(ticks_from_sql);
+    let state = match RunState::from_parts(&name, phase.as_deref()) {
+        Ok(state) => state,
+        Err(reason) => return Ok(Err(ProcessError::Store(reason))),
+    };
+    Ok(Ok(RunRecord {
+        id: row.get(0)?,
+        environment: row.get(1)?,
+        state,
+        created_at: row.get(4)?,
+        updated_at: row.get(5)?,
+        config_path: PathBuf::from(row.get::<_, String>(6)?),
+        api_port: row.get(7)?,
+        trainer_port: row.get(8)?,
+        supervisor: supervisor_pid
+            .zip(supervisor_ticks)
+            .map(|(pid, start_ticks)| ProcessIdentity { pid, start_ticks }),
+        error: row.get(11)?,
+        components: Vec::new(),
+    }))
+}
+
+/// SQLite integers are signed; clock ticks since boot stay far below `i64::MAX`.
+fn ticks_to_sql(ticks: u64) -> i64 {
+    i64::try_from(ticks).unwrap_or(i64::MAX)
+}
+
+fn ticks_from_sql(ticks: i64) -> u64 {
+    u64::try_from(ticks).unwrap_or(0)
+}

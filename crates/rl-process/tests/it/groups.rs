@@ -1,0 +1,56 @@
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::Duration;
+
+use rl_process::{members_of_group, stop_group};
+
+/// A shell in a group of its own that leaves a grandchild behind, as components do.
+fn spawn_group(script: &str) -> std::process::Child {
+    Command::new("sh")
+        .args(["-c", script])
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_members(pgid: u32, count: usize) {
+    for _ in 0..200 {
+        if members_of_group(pgid as i32).len() >= count {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("group {pgid} never had {count} members");
+}
+
+#[test]
+fn a_cooperative_group_stops_on_sigterm_grandchildren_included() {
+    let mut child = spawn_group("sleep 300 & sleep 300 & wait");
+    let pgid = child.id();
+    wait_for_members(pgid, 3);
+    let reaper = std::thread::spawn(move || child.wait());
+    let outcome = stop_group(pgid, Duration::from_secs(5));
+    assert!(outcome.graceful, "{outcome:?}");
+    assert!(outcome.survivors.is_empty());
+    assert!(members_of_group(pgid as i32).is_empty());
+    reaper.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_group_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let mut child =
+        spawn_group("trap '' TERM; sleep 300 & trap '' TERM; while true; do sleep 1; done");
+    let pgid = child.id();
+    wait_for_members(pgid, 2);
+    let reaper = std::thread::spawn(move || child.wait());
+    let outcome = stop_group(pgid, Duration::from_millis(300));
+    assert!(!outcome.graceful);
+    assert!(outcome.survivors.is_empty(), "{outcome:?}");
+    reaper.join().unwrap().unwrap();
+}
+
+#[test]
+fn our_own_and_init_groups_are_never_signalled() {
+    assert!(stop_group(0, Duration::from_millis(10)).graceful);
+    assert!(stop_group(1, Duration::from_millis(10)).graceful);
+}

@@ -1,0 +1,105 @@
+use std::time::Duration;
+
+use rl_process::{
+    Component, ComponentStatus, LaunchSpec, Launcher, LocalLauncher, members_of_group, stop_group,
+};
+
+fn spec(dir: &std::path::Path, script: &str) -> LaunchSpec {
+    LaunchSpec {
+        component: Component::Trainer,
+        program: "sh".into(),
+        args: vec!["-c".into(), script.into()],
+        cwd: dir.to_owned(),
+        env: vec![("RL_TEST_SECRET".into(), "s3cr3t-value".into())],
+        env_remove: vec!["HOME_SHOULD_GO".into()],
+        log_path: dir.join("trainer.log"),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn output_goes_to_the_log_and_the_exit_code_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let mut running = LocalLauncher
+            .launch(&spec(
+                dir.path(),
+                "echo out; echo err >&2; echo \"$RL_TEST_SECRET\" > secret.txt; exit 3",
+            ))
+            .await
+            .unwrap();
+        assert_eq!(running.process_group(), running.identity().pid);
+        assert_eq!(running.wait().await, ComponentStatus::Exited { code: 3 });
+    });
+    let log = std::fs::read_to_string(dir.path().join("trainer.log")).unwrap();
+    assert_eq!(log, "out\nerr\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("secret.txt")).unwrap(),
+        "s3cr3t-value\n"
+    );
+}
+
+#[test]
+fn secrets_are_in_the_environment_not_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let running = LocalLauncher
+            .launch(&spec(dir.path(), "sleep 30"))
+            .await
+            .unwrap();
+        let pid = running.identity().pid;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        assert!(!String::from_utf8_lossy(&cmdline).contains("s3cr3t"));
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(String::from_utf8_lossy(&environ).contains("RL_TEST_SECRET=s3cr3t-value"));
+        stop_group(running.process_group(), Duration::from_secs(2));
+    });
+}
+
+#[test]
+fn a_stopped_component_reports_its_signal_and_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let mut running = LocalLauncher
+            .launch(&spec(dir.path(), "sleep 60 & sleep 60"))
+            .await
+            .unwrap();
+        let group = running.process_group();
+        for _ in 0..200 {
+            if members_of_group(group as i32).len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let stopper =
+            tokio::task::spawn_blocking(move || stop_group(group, Duration::from_secs(5)));
+        assert_eq!(
+            running.wait().await,
+            ComponentStatus::Signalled { signal: 15 }
+        );
+        let outcome = stopper.await.unwrap();
+        assert!(outcome.survivors.is_empty(), "{outcome:?}");
+        assert!(members_of_group(group as i32).is_empty());
+    });
+}
+
+#[test]
+fn a_missing_program_is_a_clear_launch_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut missing = spec(dir.path(), "");
+    missing.program = dir.path().join("no-such-trainer");
+    let error = runtime()
+        .block_on(LocalLauncher.launch(&missing))
+        .err()
+        .unwrap();
+    assert!(
+        error.to_string().starts_with("cannot start trainer:"),
+        "{error}"
+    );
+}

@@ -1,0 +1,190 @@
+use std::path::PathBuf;
+
+use rl_config::RunId;
+use rl_process::{
+    Component, ComponentStatus, NewRun, ProcessError, ProcessIdentity, RunState, RunStore,
+};
+
+fn new_run(id: &str) -> NewRun {
+    NewRun {
+        id: RunId::parse(id).unwrap(),
+        environment: "arithmetic@arithmetic_env.py".into(),
+        config_path: PathBuf::from(format!("/state/runs/{id}/config.yaml")),
+        api_port: Some(41000),
+        trainer_port: Some(41001),
+        logs: Component::START_ORDER
+            .map(|c| (c, PathBuf::from(format!("/state/runs/{id}/{c}.log")))),
+    }
+}
+
+#[test]
+fn a_run_is_seen_by_every_connection_with_its_events() {
+    let home = tempfile::tempdir().unwrap();
+    let mut writer = RunStore::open(home.path()).unwrap();
+    let id = RunId::parse("00c0ffee").unwrap();
+    writer.create_run(&new_run("00c0ffee")).unwrap();
+    let reader = RunStore::open(home.path()).unwrap();
+    let run = reader.run(&id).unwrap().unwrap();
+    assert_eq!(run.state, RunState::Starting(Component::Api));
+    assert_eq!(run.components.len(), 3);
+    assert!(
+        run.components
+            .iter()
+            .all(|c| c.status == ComponentStatus::NotStarted)
+    );
+
+    let me = ProcessIdentity::of(std::process::id()).unwrap();
+    writer
+        .record_component(&id, Component::Api, Some(me), ComponentStatus::Running)
+        .unwrap();
+    writer
+        .transition(&id, RunState::Starting(Component::Trainer), "api ready")
+        .unwrap();
+    writer
+        .transition(&id, RunState::Starting(Component::Env), "")
+        .unwrap();
+    writer
+        .transition(&id, RunState::Running, "env registered")
+        .unwrap();
+    writer
+        .record_component(
+            &id,
+            Component::Env,
+            None,
+            ComponentStatus::Exited { code: 0 },
+        )
+        .unwrap();
+
+    let run = reader.run(&id).unwrap().unwrap();
+    assert_eq!(run.state, RunState::Running);
+    let api = run
+        .components
+        .iter()
+        .find(|c| c.component == Component::Api)
+        .unwrap();
+    assert_eq!(api.process, Some(me));
+    let env = run
+        .components
+        .iter()
+        .find(|c| c.component == Component::Env)
+        .unwrap();
+    assert_eq!(env.status, ComponentStatus::Exited { code: 0 });
+
+    let all = reader.events(&id, 0, 100).unwrap();
+    let messages: Vec<&str> = all.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "created; starting: api",
+            &format!("api started (pid {})", me.pid),
+            "starting: trainer: api ready",
+            "starting: env",
+            "running: env registered",
+            "env exited with code 0",
+        ]
+    );
+    // The cursor: only what came after the last event seen.
+    let newer = reader.events(&id, all[3].seq, 100).unwrap();
+    assert_eq!(newer.len(), 2);
+    assert_eq!(newer[0].message, "running: env registered");
+}
+
+#[test]
+fn invalid_transitions_are_refused_and_leave_no_event() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = RunStore::open(home.path()).unwrap();
+    let id = RunId::parse("0000beef").unwrap();
+    store.create_run(&new_run("0000beef")).unwrap();
+    assert_eq!(
+        store.transition(&id, RunState::Stopped, "").unwrap(),
+        None,
+        "stopped needs stopping first"
+    );
+    assert!(
+        store
+            .transition(&id, RunState::Failed, "api exited")
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        store.transition(&id, RunState::Running, "").unwrap(),
+        None,
+        "failed is final"
+    );
+    assert_eq!(store.events(&id, 0, 100).unwrap().len(), 2);
+}
+
+#[test]
+fn duplicate_and_unknown_runs_are_clear_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = RunStore::open(home.path()).unwrap();
+    store.create_run(&new_run("12345678")).unwrap();
+    assert!(matches!(
+        store.create_run(&new_run("12345678")),
+        Err(ProcessError::DuplicateRun(_))
+    ));
+    let unknown = RunId::parse("87654321").unwrap();
+    assert!(matches!(
+        store.transition(&unknown, RunState::Running, ""),
+        Err(ProcessError::UnknownRun(_))
+    ));
+    assert!(store.run(&unknown).unwrap().is_none());
+    assert_eq!(store.runs().unwrap().len(), 1);
+}
+
+#[test]
+fn concurrent_writers_each_get_one_valid_transition() {
+    let home = tempfile::tempdir().unwrap();
+    let id = RunId::parse("0facade0").unwrap();
+    RunStore::open(home.path())
+        .unwrap()
+        .create_run(&new_run("0facade0"))
+        .unwrap();
+    // A stop and a crash race: exactly one of them ends the starting run.
+    let outcomes: Vec<bool> = std::thread::scope(|scope| {
+        let handles: Vec<_> = [RunState::Stopping, RunState::Failed]
+            .into_iter()
+            .map(|next| {
+                let home = home.path().to_owned();
+                let id = id.clone();
+                scope.spawn(move || {
+                    RunStore::open(&home)
+                        .unwrap()
+                        .transition(&id, next, "")
+                        .unwrap()
+                        .is_some()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Both may apply only in the order stopping → failed; never failed → stopping.
+    let run = RunStore::open(home.path())
+        .unwrap()
+        .run(&id)
+        .unwrap()
+        .unwrap();
+    assert!(outcomes.iter().any(|applied| *applied));
+    assert!(
+        matches!(run.state, RunState::Failed | RunState::Stopping),
+        "{:?}",
+        run.state
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    drop(RunStore::open(home.path()).unwrap());
+    let connection = rusqlite_connection(&home.path().join("runs.db"));
+    connection.pragma_update(None, "user_version", 99).unwrap();
+    drop(connection);
+    let Err(error) = RunStore::open(home.path()) else {
+        panic!("opened a newer schema")
+    };
+    assert!(error.to_string().contains("upgrade rl"), "{error}");
+}
+
+fn rusqlite_connection(path: &std::path::Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).unwrap()
+}
