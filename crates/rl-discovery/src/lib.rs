@@ -284,14 +284,9 @@ fn describe(
         .next()
         .unwrap_or(file)
         .trim_end_matches(".py");
-    let scanned_ancestors = || {
-        ancestry.iter().filter_map(|ancestor| match ancestor {
-            Ancestor::Scanned((m, c)) => Some(&modules[*m].summary.classes[*c]),
-            Ancestor::External(_) => None,
-        })
-    };
-
-    let scanned_ancestor_ids = || {
+    // The class itself, then its scanned ancestors nearest first: Python's lookup order for
+    // `env_config_cls` and `config_init` along a single-inheritance chain.
+    let chain = || {
         std::iter::once((module_index, class_index)).chain(ancestry.iter().filter_map(
             |a| match a {
                 Ancestor::Scanned(id) => Some(*id),
@@ -299,43 +294,43 @@ fn describe(
             },
         ))
     };
-    let config_ref = scanned_ancestor_ids().find_map(|(m, c)| {
-        let class = &modules[m].summary.classes[c];
-        let reference = class
+    let declares_config = chain().find_map(|(m, c)| {
+        let declaring = &modules[m].summary.classes[c];
+        let reference = declaring
             .env_config_cls
             .as_ref()
-            .or(class.config_init_returns.as_ref())?;
-        Some((m, reference.clone()))
+            .or(declaring.config_init_returns.as_ref())?;
+        Some(((m, c), declaring, reference.clone()))
     });
-    let config_init_class =
-        scanned_ancestor_ids().find(|&(m, c)| modules[m].summary.classes[c].has_config_init);
+    let config_init_class = chain().find(|&(m, c)| modules[m].summary.classes[c].has_config_init);
 
-    let (config_class, config_class_source) = if let Some(own) = &class.env_config_cls {
-        (own.join("."), ConfigClassSource::EnvConfigCls)
-    } else if let Some(annotated) = &class.config_init_returns {
-        (annotated.join("."), ConfigClassSource::ConfigInitAnnotation)
-    } else if let Some((ancestor, config)) = scanned_ancestors().find_map(|a| {
-        a.env_config_cls
-            .as_ref()
-            .or(a.config_init_returns.as_ref())
-            .map(|c| (a, c))
-    }) {
-        (
-            config.join("."),
+    let (config_class, config_class_source) = match &declares_config {
+        Some((id, _, reference)) if *id == (module_index, class_index) => {
+            let source = if class.env_config_cls.is_some() {
+                ConfigClassSource::EnvConfigCls
+            } else {
+                ConfigClassSource::ConfigInitAnnotation
+            };
+            (reference.join("."), source)
+        }
+        Some((_, declaring, reference)) => (
+            reference.join("."),
             ConfigClassSource::Inherited {
-                from: ancestor.name.clone(),
+                from: declaring.name.clone(),
             },
-        )
-    } else {
-        let known_config = ancestry.last().and_then(|root| match root {
-            Ancestor::External(name) => known::config_class_of(name),
-            Ancestor::Scanned(_) => None,
-        });
-        (
-            known_config.unwrap_or("BaseEnvConfig").to_owned(),
-            ConfigClassSource::Default,
-        )
+        ),
+        None => {
+            let known_config = ancestry.last().and_then(|root| match root {
+                Ancestor::External(name) => known::config_class_of(name),
+                Ancestor::Scanned(_) => None,
+            });
+            (
+                known_config.unwrap_or("BaseEnvConfig").to_owned(),
+                ConfigClassSource::Default,
+            )
+        }
     };
+    let config_ref = declares_config.map(|((m, _), _, reference)| (m, reference));
 
     let bases = ancestry
         .iter()
