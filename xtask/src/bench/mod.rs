@@ -52,6 +52,11 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
         ),
         corpus_dir,
     )];
+    // The fixture tree is small but has every odd shape; any folder given is measured too.
+    folders.push((
+        "fixture tree (`fixtures/tinker-atropos/tinker_atropos/environments`)".to_owned(),
+        root.join("fixtures/tinker-atropos/tinker_atropos/environments"),
+    ));
     for dir in &args.dirs {
         folders.push((format!("`{}`", dir.display()), dir.clone()));
     }

@@ -47,7 +47,7 @@ fn envs_list_json_is_the_scan() {
     let output = rl(&["envs", "list", "--root", ROOT, "--json", "--recursive"]);
     assert!(output.status.success());
     let scan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(scan["environments"].as_array().unwrap().len(), 18);
+    assert_eq!(scan["environments"].as_array().unwrap().len(), 19);
     assert_eq!(scan["skipped"].as_array().unwrap().len(), 3);
 }
 

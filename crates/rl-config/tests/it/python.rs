@@ -89,6 +89,7 @@ fn python_introspection_agrees_with_the_static_reading() {
         "word_ladder",
         "math_attr",
         "countdown@countdown.py",
+        "arithmetic",
     ] {
         let env = scan.find(name).unwrap();
         let schema = config_schema(&scan, env).unwrap();
