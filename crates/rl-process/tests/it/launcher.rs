@@ -50,11 +50,20 @@ fn secrets_are_in_the_environment_not_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     runtime().block_on(async {
         let running = LocalLauncher
-            .launch(&spec(dir.path(), "sleep 30"))
+            .launch(&spec(dir.path(), "exec sleep 30"))
             .await
             .unwrap();
         let pid = running.identity().pid;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        // Read once the shell has become `sleep`, not in the middle of its exec.
+        let mut cmdline = Vec::new();
+        for _ in 0..200 {
+            cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if cmdline.starts_with(b"sleep") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(cmdline.starts_with(b"sleep"), "{cmdline:?}");
         assert!(!String::from_utf8_lossy(&cmdline).contains("s3cr3t"));
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
         assert!(String::from_utf8_lossy(&environ).contains("RL_TEST_SECRET=s3cr3t-value"));
