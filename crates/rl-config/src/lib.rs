@@ -24,7 +24,7 @@ pub use service::{
     ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, RunConfigFile,
     SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD,
 };
-pub use settings::{Locked, SETTINGS_FILE, Settings, default_home};
+pub use settings::{Commands, Locked, SETTINGS_FILE, Settings, default_home};
 pub use store::{Edit, Section, SelectedEnvironment, Selection};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};
 pub use value::Value;

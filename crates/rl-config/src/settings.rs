@@ -30,6 +30,42 @@ pub struct Settings {
     /// The Weights & Biases project runs go to unless an agent sets `wandb_project`.
     pub wandb_project: String,
     pub locked: Locked,
+    /// How the three components of a run are started.
+    pub commands: Commands,
+    /// Whether the trainer needs `TINKER_API_KEY`; the local fixture stack does not.
+    pub trainer_needs_tinker_key: bool,
+}
+
+/// Command lines as templates: one argument per item, `{placeholder}`s filled per run
+/// (`{python}`, `{config}`, `{env_file}`, `{api_port}`, `{trainer_port}`, `{run_id}`,
+/// `{run_dir}`, `{root}`). No shell is involved, so a value can never become a second argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Commands {
+    pub api: Vec<String>,
+    pub trainer: Vec<String>,
+    pub env: Vec<String>,
+}
+
+/// The original tool's three commands, with the interpreter from the settings and the API bound
+/// to loopback on the run's own port.
+impl Default for Commands {
+    fn default() -> Self {
+        let args = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
+        Self {
+            api: args(&[
+                "{python}",
+                "-m",
+                "atroposlib.cli.run_api",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "{api_port}",
+            ]),
+            trainer: args(&["{python}", "launch_training.py", "--config", "{config}"]),
+            env: args(&["{python}", "{env_file}", "serve", "--config", "{config}"]),
+        }
+    }
 }
 
 /// Infrastructure settings written into every run config; agents cannot edit them.
@@ -52,6 +88,8 @@ impl Default for Settings {
             python: PathBuf::from("python3"),
             wandb_project: "atropos-tinker".to_owned(),
             locked: Locked::default(),
+            commands: Commands::default(),
+            trainer_needs_tinker_key: true,
         }
     }
 }

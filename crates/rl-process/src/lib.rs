@@ -13,6 +13,7 @@ mod launcher;
 mod ports;
 mod state;
 mod store;
+mod template;
 
 pub use error::ProcessError;
 pub use groups::{StopOutcome, stop_group};
@@ -21,3 +22,4 @@ pub use launcher::{LaunchSpec, Launcher, LocalLauncher, RunningComponent};
 pub use ports::{free_loopback_ports, is_listening};
 pub use state::{Component, ComponentStatus, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};
+pub use template::{TemplateValues, render};

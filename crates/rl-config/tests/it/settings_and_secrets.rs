@@ -28,7 +28,8 @@ fn file_then_environment_override() {
     std::fs::write(
         home.path().join("config.toml"),
         "tinker_atropos_root = \"/srv/tinker-atropos\"\npython = \"/opt/py/bin/python\"\n\
-         [locked.env]\nmax_token_length = 4096\nuse_wandb = false\n[locked.tinker]\nlora_rank = 16\n",
+         [locked.env]\nmax_token_length = 4096\nuse_wandb = false\n[locked.tinker]\nlora_rank = 16\n\
+         [commands]\ntrainer = [\"/opt/trainer/bin/train\", \"--config\", \"{config}\"]\n",
     )
     .unwrap();
     let settings = Settings::load(
@@ -37,6 +38,7 @@ fn file_then_environment_override() {
             ("RL_LOCKED__ENV__MAX_TOKEN_LENGTH", "2048"),
             ("RL_TINKER_ATROPOS_ROOT", "/data/ta"),
             ("RL_HOME", "/ignored"),
+            ("RL_TRAINER_NEEDS_TINKER_KEY", "false"),
             ("PATH", "/usr/bin"),
         ]),
     )
@@ -49,6 +51,15 @@ fn file_then_environment_override() {
         "untouched defaults stay"
     );
     assert_eq!(settings.locked.tinker["lora_rank"], Value::Int(16));
+    assert_eq!(
+        settings.commands.trainer,
+        ["/opt/trainer/bin/train", "--config", "{config}"]
+    );
+    assert_eq!(
+        settings.commands.env[0], "{python}",
+        "templates not set keep their defaults"
+    );
+    assert!(!settings.trainer_needs_tinker_key);
     assert_eq!(settings.python.to_str(), Some("/opt/py/bin/python"));
     assert_eq!(
         settings.environments_dir().unwrap().to_str(),
