@@ -216,26 +216,40 @@ mod tests {
 
     #[test]
     fn exits_map_to_outcomes() {
-        assert_eq!(
-            outcome_of_exit(Component::Trainer, ComponentStatus::Exited { code: 0 }),
-            RunState::Completed
-        );
-        assert_eq!(
-            outcome_of_exit(Component::Env, ComponentStatus::Exited { code: 0 }),
-            RunState::Completed
-        );
-        assert_eq!(
-            outcome_of_exit(Component::Api, ComponentStatus::Exited { code: 0 }),
-            RunState::Failed
-        );
-        assert_eq!(
-            outcome_of_exit(Component::Env, ComponentStatus::Exited { code: 2 }),
-            RunState::Failed
-        );
-        assert_eq!(
-            outcome_of_exit(Component::Trainer, ComponentStatus::Signalled { signal: 9 }),
-            RunState::Failed
-        );
+        let cases = [
+            (
+                Component::Trainer,
+                ComponentStatus::Exited { code: 0 },
+                RunState::Completed,
+            ),
+            (
+                Component::Env,
+                ComponentStatus::Exited { code: 0 },
+                RunState::Completed,
+            ),
+            (
+                Component::Api,
+                ComponentStatus::Exited { code: 0 },
+                RunState::Failed,
+            ),
+            (
+                Component::Env,
+                ComponentStatus::Exited { code: 2 },
+                RunState::Failed,
+            ),
+            (
+                Component::Trainer,
+                ComponentStatus::Signalled { signal: 9 },
+                RunState::Failed,
+            ),
+        ];
+        for (component, status, expected) in cases {
+            assert_eq!(
+                outcome_of_exit(component, status),
+                expected,
+                "{component} {status:?}"
+            );
+        }
     }
 
     #[test]

@@ -31,3 +31,12 @@ pub(crate) fn tree(files: &[(&str, &[u8])]) -> tempfile::TempDir {
     }
     dir
 }
+
+/// Scans `root` with sub-folders.
+pub(crate) fn scan_recursive(root: &Path) -> rl_discovery::Scan {
+    let options = rl_discovery::ScanOptions {
+        recursive: true,
+        ..Default::default()
+    };
+    rl_discovery::scan(root, &options).unwrap()
+}

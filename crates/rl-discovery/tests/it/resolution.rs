@@ -6,14 +6,7 @@ use crate::tree;
 
 fn env_classes(files: &[(&str, &[u8])]) -> Vec<String> {
     let dir = tree(files);
-    let scan = scan(
-        dir.path(),
-        &ScanOptions {
-            recursive: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let scan = crate::scan_recursive(dir.path());
     assert!(scan.skipped.is_empty(), "{:?}", scan.skipped);
     let mut classes: Vec<String> = scan
         .environments

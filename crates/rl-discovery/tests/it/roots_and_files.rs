@@ -76,14 +76,7 @@ fn symlink_loops_are_skipped_not_followed_forever() {
     let dir = tree(&[("pkg/a.py", ENV)]);
     symlink(dir.path(), dir.path().join("pkg/loop")).unwrap();
     symlink(dir.path().join("self.py"), dir.path().join("self.py")).unwrap();
-    let scan = scan(
-        dir.path(),
-        &ScanOptions {
-            recursive: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let scan = crate::scan_recursive(dir.path());
     assert_eq!(scan.environments.len(), 1);
     let reasons: Vec<_> = scan
         .skipped
@@ -130,14 +123,7 @@ fn hidden_and_cache_folders_are_not_entered() {
         ("__pycache__/y.py", ENV),
         ("z/a.py", ENV),
     ]);
-    let scan = scan(
-        dir.path(),
-        &ScanOptions {
-            recursive: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let scan = crate::scan_recursive(dir.path());
     let files: Vec<_> = scan.environments.iter().map(|e| e.file.as_str()).collect();
     assert_eq!(files, ["z/a.py"]);
 }
