@@ -62,6 +62,14 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         .output()
         .is_ok_and(|output| output.status.success());
     if nextest_available {
+        // nextest does not run doc tests. They go first so the run closes on nextest's summary
+        // of every test, not on a doc-test crate's "0 passed".
+        run_command(&mut test_command(&[
+            "test",
+            "--workspace",
+            "--doc",
+            "--quiet",
+        ]))?;
         run_command(
             test_command(&[
                 "nextest",
@@ -72,12 +80,6 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             ])
             .env("INSTA_UPDATE", insta_update),
         )?;
-        run_command(&mut test_command(&[
-            "test",
-            "--workspace",
-            "--doc",
-            "--quiet",
-        ]))?;
     } else {
         run_command(test_command(&["test", "--workspace"]).env("INSTA_UPDATE", insta_update))?;
     }
