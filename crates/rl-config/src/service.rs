@@ -377,14 +377,14 @@ fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), ConfigErro
 }
 
 fn check_wandb_project(value: &Value) -> Result<crate::validate::Checked, ConfigError> {
-    let Value::Str(project) = value else {
+    let Value::Str(raw) = value else {
         return Err(ConfigError::WrongType {
             field: WANDB_PROJECT_FIELD.to_owned(),
             expected: "string".to_owned(),
             got: value.kind().to_owned(),
         });
     };
-    let project = project.trim();
+    let project = raw.trim();
     if project.is_empty()
         || project.chars().count() > 128
         || project.contains(WANDB_PROJECT_FORBIDDEN)
@@ -400,17 +400,10 @@ fn check_wandb_project(value: &Value) -> Result<crate::validate::Checked, Config
         });
     }
     Ok(crate::validate::Checked {
-        coerced_from: (project != value_str(value)).then(|| value.clone()),
+        coerced_from: (project != raw).then(|| value.clone()),
         value: Value::Str(project.to_owned()),
         checked: true,
     })
-}
-
-fn value_str(value: &Value) -> &str {
-    match value {
-        Value::Str(s) => s,
-        _ => "",
-    }
 }
 
 fn closest_fields(field: &str, schema: &ConfigSchema) -> Vec<String> {

@@ -312,7 +312,7 @@ impl RunStore {
         let Some(mut record) = record.transpose()? else {
             return Ok(None);
         };
-        record.components = self.components(id)?;
+        record.components = self.components(id.as_str())?;
         Ok(Some(record))
     }
 
@@ -327,18 +327,18 @@ impl RunStore {
         let mut runs = Vec::new();
         for row in rows {
             let mut record = row??;
-            let id = RunId::parse(&record.id).map_err(|e| ProcessError::Store(e.to_string()))?;
-            record.components = self.components(&id)?;
+            record.components = self.components(&record.id)?;
             runs.push(record);
         }
         Ok(runs)
     }
 
-    fn components(&self, id: &RunId) -> Result<Vec<ComponentRecord>, ProcessError> {
-        let mut statement = self.connection.prepare(
+    /// One run's components; the statement is cached, as `runs()` asks once per run.
+    fn components(&self, id: &str) -> Result<Vec<ComponentRecord>, ProcessError> {
+        let mut statement = self.connection.prepare_cached(
             "SELECT component, pid, start_ticks, status, code, log_path FROM components WHERE run_id = ?1",
         )?;
-        let rows = statement.query_map([id.as_str()], |row| {
+        let rows = statement.query_map([id], |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, Option<u32>>(1)?,
