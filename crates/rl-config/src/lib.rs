@@ -17,14 +17,14 @@ mod value;
 pub use error::ConfigError;
 pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
-pub use run_config::{RunConfig, RunId, run_dir};
+pub use run_config::{RunConfig, RunEndpoints, RunId, run_dir};
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use secrets::{SECRET_NAMES, Secrets};
 pub use service::{
     ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, RunConfigFile,
     SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD,
 };
-pub use settings::{Commands, Locked, SETTINGS_FILE, Settings, default_home};
+pub use settings::{Commands, Locked, RunTiming, SETTINGS_FILE, Settings, default_home};
 pub use store::{Edit, Section, SelectedEnvironment, Selection};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};
 pub use value::Value;

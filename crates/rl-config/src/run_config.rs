@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::settings::Settings;
 use crate::store::{Section, Selection, create_private_dir, write_atomically};
@@ -13,9 +13,22 @@ use crate::{ConfigError, Value};
 
 /// A run's id: 8 lowercase hex characters from a v4 UUID, as the original tool made them.
 /// Ids from outside are parsed before they touch a path.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct RunId(String);
+
+impl TryFrom<String> for RunId {
+    type Error = ConfigError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        Self::parse(&text)
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> Self {
+        id.0
+    }
+}
 
 impl RunId {
     pub fn generate() -> Self {
@@ -49,6 +62,25 @@ impl fmt::Display for RunId {
     }
 }
 
+/// Where a run's own API and trainer listen (loopback), replacing the locked addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RunEndpoints {
+    pub api_port: u16,
+    pub trainer_port: u16,
+}
+
+impl RunEndpoints {
+    pub fn rollout_server_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    /// Always with `/v1` spelled out: the Tinker trainer strips it with `rstrip`, a character
+    /// set, so anything else could lose letters.
+    pub fn inference_base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.trainer_port)
+    }
+}
+
 /// The sections atroposlib's environment CLI reads (`env`, `openai`, `slurm`, `testing`) and
 /// the trainer's `tinker` section, which the environment ignores.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -62,12 +94,14 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// Locked values, then the selection's edits (a locked field keeps its locked value), then
-    /// the run's WandB names.
+    /// the run's WandB names, then the run's own addresses: the API, and the trainer as the first
+    /// inference server (further servers are the operator's and kept as they are).
     pub fn build(
         settings: &Settings,
         selection: &Selection,
         wandb_project: &str,
         run_id: &RunId,
+        endpoints: Option<RunEndpoints>,
     ) -> Self {
         let locked = &settings.locked;
         let mut env = locked.env.clone();
@@ -88,9 +122,22 @@ impl RunConfig {
                 .as_str()
                 .into(),
         );
+        let mut openai = locked.openai.clone();
+        if let Some(endpoints) = endpoints {
+            env.insert(
+                "rollout_server_url".to_owned(),
+                endpoints.rollout_server_url().as_str().into(),
+            );
+            if let Some(trainer) = openai.first_mut() {
+                trainer.insert(
+                    "base_url".to_owned(),
+                    endpoints.inference_base_url().as_str().into(),
+                );
+            }
+        }
         Self {
             env,
-            openai: locked.openai.clone(),
+            openai,
             tinker,
             slurm: locked.slurm,
             testing: locked.testing,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use rl_discovery::{Environment, Scan, ScanOptions};
 use serde::Serialize;
 
-use crate::run_config::{RunConfig, RunId};
+use crate::run_config::{RunConfig, RunEndpoints, RunId};
 use crate::settings::Settings;
 use crate::store::{Edit, Section, SelectedEnvironment, Selection, Store};
 use crate::validate::{MAX_FIELD_NAME_CHARS, check_value};
@@ -90,6 +90,8 @@ pub struct DiffEntry {
 pub struct RunConfigFile {
     pub path: PathBuf,
     pub config: RunConfig,
+    /// The selection it was written from (which environment file to run).
+    pub selection: Selection,
 }
 
 impl ConfigService {
@@ -346,16 +348,27 @@ impl ConfigService {
     }
 
     /// Writes `<home>/runs/<run_id>/config.yaml` for the selection and returns it.
-    pub fn write_run_config(&self, run_id: &RunId) -> Result<RunConfigFile, ConfigError> {
+    /// Writes `runs/<id>/config.yaml` from the selection; `endpoints` are the run's own ports
+    /// (without them the locked addresses stay, as for a preview).
+    pub fn write_run_config(
+        &self,
+        run_id: &RunId,
+        endpoints: Option<RunEndpoints>,
+    ) -> Result<RunConfigFile, ConfigError> {
         let selection = self.selection()?;
         let config = RunConfig::build(
             &self.settings,
             &selection,
             &self.wandb_project(&selection),
             run_id,
+            endpoints,
         );
         let path = crate::run_config::write(self.store.home(), run_id, &selection, &config)?;
-        Ok(RunConfigFile { path, config })
+        Ok(RunConfigFile {
+            path,
+            config,
+            selection,
+        })
     }
 }
 

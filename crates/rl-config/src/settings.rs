@@ -34,6 +34,42 @@ pub struct Settings {
     pub commands: Commands,
     /// Whether the trainer needs `TINKER_API_KEY`; the local fixture stack does not.
     pub trainer_needs_tinker_key: bool,
+    /// Extra environment variables for the run's processes (e.g. `HF_HUB_OFFLINE = "1"`).
+    /// API keys are refused here: they belong in the environment or `<home>/.env`.
+    pub child_environment: BTreeMap<String, String>,
+    /// Readiness timeouts and grace periods of a run.
+    pub run: RunTiming,
+}
+
+/// How long each phase of a run may take, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunTiming {
+    /// From launching the API until `GET /` answers.
+    pub api_ready_timeout_secs: f64,
+    /// From launching the trainer until `GET /health` answers; a real Tinker trainer loads its
+    /// model remotely first, hence the generous default.
+    pub trainer_ready_timeout_secs: f64,
+    /// An environment that has not registered with the API but stays alive this long counts
+    /// as running (for environments that register late or not at all).
+    pub env_settle_secs: f64,
+    /// Between SIGTERM and SIGKILL when stopping a component's process group.
+    pub stop_grace_secs: f64,
+    /// Once the trainer or the environment has finished cleanly, how long the other may take to
+    /// finish by itself (saving final weights) before it is stopped.
+    pub completion_grace_secs: f64,
+}
+
+impl Default for RunTiming {
+    fn default() -> Self {
+        Self {
+            api_ready_timeout_secs: 60.0,
+            trainer_ready_timeout_secs: 900.0,
+            env_settle_secs: 60.0,
+            stop_grace_secs: 10.0,
+            completion_grace_secs: 60.0,
+        }
+    }
 }
 
 /// Command lines as templates: one argument per item, `{placeholder}`s filled per run
@@ -90,6 +126,8 @@ impl Default for Settings {
             locked: Locked::default(),
             commands: Commands::default(),
             trainer_needs_tinker_key: true,
+            child_environment: BTreeMap::new(),
+            run: RunTiming::default(),
         }
     }
 }
@@ -161,9 +199,42 @@ impl Settings {
             from_env = from_env.merge(Serialized::default(&path, parse_env_value(value)));
         }
         figment = figment.merge(from_env);
-        figment
+        let settings: Settings = figment
             .extract()
-            .map_err(|error| ConfigError::Settings(error.to_string()))
+            .map_err(|error| ConfigError::Settings(error.to_string()))?;
+        settings.check()?;
+        Ok(settings)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if let Some(name) = self
+            .child_environment
+            .keys()
+            .find(|name| crate::SECRET_NAMES.contains(&name.as_str()))
+        {
+            return Err(ConfigError::Settings(format!(
+                "child_environment sets {name}; keys are never kept in config.toml: put it in the \
+                 environment or in <home>/.env"
+            )));
+        }
+        let timing = &self.run;
+        for (name, value) in [
+            ("api_ready_timeout_secs", timing.api_ready_timeout_secs),
+            (
+                "trainer_ready_timeout_secs",
+                timing.trainer_ready_timeout_secs,
+            ),
+            ("env_settle_secs", timing.env_settle_secs),
+            ("stop_grace_secs", timing.stop_grace_secs),
+            ("completion_grace_secs", timing.completion_grace_secs),
+        ] {
+            if !(value.is_finite() && (0.0..=86_400.0).contains(&value)) {
+                return Err(ConfigError::Settings(format!(
+                    "run.{name} is {value}; it must be between 0 and 86400 seconds"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The folder environments are discovered in.

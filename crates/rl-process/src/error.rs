@@ -16,6 +16,22 @@ pub enum ProcessError {
     },
     #[error("no free loopback port: {0}")]
     NoFreePort(std::io::Error),
+    #[error("cannot watch for signals: {0}")]
+    Signal(std::io::Error),
+    #[error("readiness probe: {0}")]
+    Probe(String),
+    #[error(transparent)]
+    Config(#[from] rl_config::ConfigError),
+    #[error(
+        "TINKER_API_KEY is not set: put it in the environment or in {dotenv}; a trainer that needs no key (the local stack) is declared with trainer_needs_tinker_key = false in config.toml"
+    )]
+    MissingTinkerKey { dotenv: std::path::PathBuf },
+    #[error(
+        "no tinker-atropos tree is configured (the trainer runs from it): set RL_TINKER_ATROPOS_ROOT, tinker_atropos_root in config.toml, or pass --root"
+    )]
+    NoRoot,
+    #[error("cannot start the supervisor of run {run_id}: {reason}")]
+    Supervisor { run_id: String, reason: String },
     #[error("cannot start {component}: {reason}")]
     Launch {
         component: crate::Component,

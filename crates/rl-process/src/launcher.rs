@@ -3,15 +3,19 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;
+use crate::groups::StopOutcome;
 use crate::identity::ProcessIdentity;
 use crate::state::{Component, ComponentStatus};
 
-/// Everything needed to start one component.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Everything needed to start one component. Persisted in the run's launch plan, so it never
+/// holds a secret: keys reach the component through the environment it inherits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchSpec {
     pub component: Component,
     pub program: PathBuf,
@@ -19,7 +23,7 @@ pub struct LaunchSpec {
     pub cwd: PathBuf,
     /// Added to the inherited environment. Secrets travel here, never in `args`.
     pub env: Vec<(String, String)>,
-    /// Removed from the inherited environment (keys this component must not see).
+    /// Removed from the inherited environment (keys this component does not need).
     pub env_remove: Vec<String>,
     /// stdout and stderr both go here, appended.
     pub log_path: PathBuf,
@@ -30,6 +34,9 @@ pub struct LaunchSpec {
 pub trait Launcher: Send + Sync {
     /// Starts the component in a process group of its own.
     async fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn RunningComponent>, ProcessError>;
+
+    /// Stops a whole process group: SIGTERM, up to `grace`, then SIGKILL.
+    async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome;
 }
 
 /// A started component.
@@ -85,6 +92,16 @@ impl Launcher for LocalLauncher {
         let identity = ProcessIdentity::of(pid)
             .ok_or_else(|| fail(format!("process {pid} vanished right after it started")))?;
         Ok(Box::new(LocalProcess { child, identity }))
+    }
+
+    async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome {
+        // Polling /proc and sleeping between signals would stall the supervisor's event loop.
+        tokio::task::spawn_blocking(move || crate::groups::stop_group(pgid, grace))
+            .await
+            .unwrap_or_else(|_| StopOutcome {
+                graceful: false,
+                survivors: crate::identity::members_of_group(i32::try_from(pgid).unwrap_or(0)),
+            })
     }
 }
 

@@ -10,16 +10,26 @@ mod error;
 mod groups;
 mod identity;
 mod launcher;
+mod plan;
 mod ports;
+mod probe;
+mod runs;
 mod state;
 mod store;
+mod supervisor;
 mod template;
 
 pub use error::ProcessError;
 pub use groups::{StopOutcome, stop_group};
 pub use identity::{ProcessIdentity, members_of_group};
 pub use launcher::{LaunchSpec, Launcher, LocalLauncher, RunningComponent};
+pub use plan::LaunchPlan;
 pub use ports::{free_loopback_ports, is_listening};
+pub use probe::{HttpProbe, Probe, Readiness};
+pub use runs::{
+    DEFAULT_EVENT_LIMIT, RunStatus, Runs, StopReport, SupervisorCommand, WaitOutcome, WaitUntil,
+};
 pub use state::{Component, ComponentStatus, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};
+pub use supervisor::{Supervisor, supervise};
 pub use template::{TemplateValues, render};

@@ -231,6 +231,17 @@ impl RunStore {
         Ok(Some(current))
     }
 
+    /// The run's state now.
+    pub fn state(&self, id: &RunId) -> Result<RunState, ProcessError> {
+        read_state(&self.connection, id)
+    }
+
+    /// An event that changes nothing but is worth following (readiness, stop details).
+    pub fn note(&mut self, id: &RunId, kind: &str, message: &str) -> Result<(), ProcessError> {
+        insert_event(&self.connection, id.as_str(), &now(), kind, message)?;
+        Ok(())
+    }
+
     pub fn set_error(&mut self, id: &RunId, error: &str) -> Result<(), ProcessError> {
         let at = now();
         let transaction = self

@@ -88,7 +88,7 @@ fn run_config_yaml_has_the_original_structure_and_no_secret() {
         .edit("wandb_project", &Value::from("math-rl"))
         .unwrap();
     let run_id = RunId::parse("0badc0de").unwrap();
-    let written = service.write_run_config(&run_id).unwrap();
+    let written = service.write_run_config(&run_id, None).unwrap();
     assert_eq!(written.path, home.path().join("runs/0badc0de/config.yaml"));
     let text = std::fs::read_to_string(&written.path).unwrap();
     let wandb_name = service.selection().unwrap().wandb_name;
@@ -181,4 +181,25 @@ fn corrupt_state_is_reported_not_overwritten() {
     );
     assert!(service.edit("group_size", &Value::Int(3)).is_err());
     assert_eq!(std::fs::read(&state).unwrap(), b"{ half a file");
+}
+
+#[test]
+fn a_runs_own_ports_replace_the_locked_addresses() {
+    let (_home, service) = service();
+    service.select("gsm8k_tinker").unwrap();
+    let endpoints = rl_config::RunEndpoints {
+        api_port: 41001,
+        trainer_port: 41002,
+    };
+    let written = service
+        .write_run_config(&RunId::parse("0badc0de").unwrap(), Some(endpoints))
+        .unwrap();
+    let text = std::fs::read_to_string(&written.path).unwrap();
+    let parsed: serde_json::Value = serde_norway::from_str(&text).unwrap();
+    assert_eq!(
+        parsed["env"]["rollout_server_url"],
+        "http://127.0.0.1:41001"
+    );
+    assert_eq!(parsed["openai"][0]["base_url"], "http://127.0.0.1:41002/v1");
+    assert_eq!(written.selection.environment.file, "gsm8k_tinker.py");
 }

@@ -118,3 +118,33 @@ fn secrets_from_env_file_and_environment_never_shown() {
             .is_empty()
     );
 }
+
+#[test]
+fn keys_in_child_environment_and_impossible_timings_are_refused() {
+    let cases = [
+        (
+            "[child_environment]\nTINKER_API_KEY = \"tk-123456\"\n",
+            "keys are never kept in config.toml",
+        ),
+        ("[run]\nstop_grace_secs = -1\n", "run.stop_grace_secs"),
+        ("[run]\nenv_settle_secs = nan\n", "run.env_settle_secs"),
+    ];
+    for (text, expected) in cases {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), text).unwrap();
+        let error = Settings::load(home.path(), vars(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{text}: {error}");
+        assert!(!error.contains("tk-123456"), "{error}");
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[child_environment]\nHF_HUB_OFFLINE = \"1\"\n[run]\nenv_settle_secs = 5\n",
+    )
+    .unwrap();
+    let settings = Settings::load(home.path(), vars(&[])).unwrap();
+    assert_eq!(settings.child_environment["HF_HUB_OFFLINE"], "1");
+    assert!((settings.run.env_settle_secs - 5.0).abs() < f64::EPSILON);
+}

@@ -1,0 +1,57 @@
+//! A run's launch plan: the three rendered command lines, the ports and the timing, written by
+//! whoever starts the run and read by its supervisor. It records exactly what ran, and holds no
+//! secret.
+
+use std::path::{Path, PathBuf};
+
+use rl_config::{RunId, RunTiming, run_dir};
+use serde::{Deserialize, Serialize};
+
+use crate::ProcessError;
+use crate::launcher::LaunchSpec;
+use crate::state::Component;
+
+const PLAN_FILE: &str = "launch.json";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchPlan {
+    pub run_id: RunId,
+    pub api_port: u16,
+    pub trainer_port: u16,
+    /// In start order: api, trainer, env.
+    pub components: Vec<LaunchSpec>,
+    pub timing: RunTiming,
+}
+
+impl LaunchPlan {
+    pub fn path(home: &Path, run_id: &RunId) -> PathBuf {
+        run_dir(home, run_id).join(PLAN_FILE)
+    }
+
+    pub fn spec(&self, component: Component) -> Option<&LaunchSpec> {
+        self.components.iter().find(|s| s.component == component)
+    }
+
+    pub fn save(&self, home: &Path) -> Result<(), ProcessError> {
+        let path = Self::path(home, &self.run_id);
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|error| ProcessError::Store(format!("launch plan: {error}")))?;
+        std::fs::write(&path, text).map_err(|source| ProcessError::Io {
+            action: "write",
+            path,
+            source,
+        })
+    }
+
+    pub fn load(home: &Path, run_id: &RunId) -> Result<Self, ProcessError> {
+        let path = Self::path(home, run_id);
+        let text = std::fs::read(&path).map_err(|source| ProcessError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_slice(&text).map_err(|error| {
+            ProcessError::Store(format!("{} is not a launch plan: {error}", path.display()))
+        })
+    }
+}

@@ -1,0 +1,519 @@
+//! Runs as their callers see them: start one (which hands it to a detached supervisor), read its
+//! status and events, wait for it, stop it. Every read reconciles the store with the processes
+//! that actually exist, so a run whose supervisor vanished shows as `lost`, not `running`.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rl_config::{ConfigService, RunEndpoints, RunId, SECRET_NAMES, Secrets, run_dir};
+use serde::Serialize;
+
+use crate::ProcessError;
+use crate::groups::{StopOutcome, stop_group};
+use crate::identity::{ProcessIdentity, members_of_group};
+use crate::launcher::LaunchSpec;
+use crate::plan::LaunchPlan;
+use crate::ports::{free_loopback_ports, is_listening};
+use crate::state::{Component, RunState};
+use crate::store::{Event, NewRun, RunRecord, RunStore};
+use crate::template::{TemplateValues, render};
+
+/// A run whose supervisor never recorded itself within this long after creation is lost (its
+/// starter was killed between creating the run and starting the supervisor).
+const SUPERVISOR_RECORD_LIMIT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(50);
+/// Events returned with a status when the caller does not say how many.
+pub const DEFAULT_EVENT_LIMIT: usize = 200;
+
+/// How to start a supervisor: the program (normally the running `rl` itself) and the arguments
+/// before the run id. The state directory reaches it as `RL_HOME`.
+#[derive(Debug, Clone)]
+pub struct SupervisorCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// Which secrets each component receives; the others are removed from its environment.
+fn secrets_for(component: Component) -> &'static [&'static str] {
+    match component {
+        Component::Api => &[],
+        Component::Trainer => &["TINKER_API_KEY", "WANDB_API_KEY"],
+        Component::Env => &["WANDB_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunStatus {
+    #[serde(flatten)]
+    pub run: RunRecord,
+    /// Seconds since the run was created, until it finished.
+    pub elapsed_secs: f64,
+    pub supervisor_log: PathBuf,
+    /// Events after the `since` cursor the caller gave.
+    pub events: Vec<Event>,
+    /// Pass this as `since` to get only what happens next.
+    pub next_since: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitUntil {
+    /// Any change of state or phase.
+    Change,
+    /// `running`, or an end.
+    Running,
+    /// An end: stopped, completed, failed or lost.
+    Finished,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WaitOutcome {
+    pub timed_out: bool,
+    pub status: RunStatus,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StopReport {
+    /// What happened, in a sentence.
+    pub message: String,
+    /// Whether this call stopped anything (false for a run that had already ended).
+    pub stopped: bool,
+    pub status: RunStatus,
+}
+
+pub struct Runs {
+    home: PathBuf,
+    store: RunStore,
+}
+
+impl Runs {
+    pub fn open(home: &Path) -> Result<Self, ProcessError> {
+        Ok(Self {
+            home: home.to_path_buf(),
+            store: RunStore::open(home)?,
+        })
+    }
+
+    pub fn store(&self) -> &RunStore {
+        &self.store
+    }
+
+    /// Creates a run from the current selection and hands it to a detached supervisor. Returns
+    /// once the supervisor runs; the run is then `starting: api`.
+    pub fn start(
+        &mut self,
+        config: &ConfigService,
+        secrets: &Secrets,
+        supervisor: &SupervisorCommand,
+    ) -> Result<RunStatus, ProcessError> {
+        let settings = config.settings();
+        if settings.trainer_needs_tinker_key && secrets.get("TINKER_API_KEY").is_none() {
+            return Err(ProcessError::MissingTinkerKey {
+                dotenv: self.home.join(".env"),
+            });
+        }
+        let root = settings
+            .tinker_atropos_root
+            .clone()
+            .ok_or(ProcessError::NoRoot)?;
+        let run_id = self.unused_id()?;
+        let [api_port, trainer_port] = free_loopback_ports::<2>()?;
+        let endpoints = RunEndpoints {
+            api_port,
+            trainer_port,
+        };
+        let written = config.write_run_config(&run_id, Some(endpoints))?;
+        let selected = &written.selection.environment;
+        let dir = run_dir(&self.home, &run_id);
+        let env_file = selected.environments_dir.join(&selected.file);
+        let values = TemplateValues::new()
+            .with("python", settings.python.to_string_lossy())
+            .with("config", written.path.to_string_lossy())
+            .with("env_file", env_file.to_string_lossy())
+            .with("api_port", api_port.to_string())
+            .with("trainer_port", trainer_port.to_string())
+            .with("run_id", run_id.as_str())
+            .with("run_dir", dir.to_string_lossy())
+            .with("root", root.to_string_lossy());
+        let mut components = Vec::with_capacity(3);
+        for component in Component::START_ORDER {
+            let template = match component {
+                Component::Api => &settings.commands.api,
+                Component::Trainer => &settings.commands.trainer,
+                Component::Env => &settings.commands.env,
+            };
+            let mut argv = render(component, template, &values)?.into_iter();
+            let program = PathBuf::from(argv.next().unwrap_or_default());
+            let mut env: Vec<(String, String)> = settings
+                .child_environment
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            env.push(("RL_RUN_ID".to_owned(), run_id.to_string()));
+            env.push(("RL_RUN_DIR".to_owned(), dir.to_string_lossy().into_owned()));
+            components.push(LaunchSpec {
+                component,
+                program,
+                args: argv.collect(),
+                cwd: root.clone(),
+                env,
+                env_remove: SECRET_NAMES
+                    .iter()
+                    .filter(|name| !secrets_for(component).contains(name))
+                    .map(|name| (*name).to_owned())
+                    .collect(),
+                log_path: dir.join(format!("{component}.log")),
+            });
+        }
+        let plan = LaunchPlan {
+            run_id: run_id.clone(),
+            api_port,
+            trainer_port,
+            components,
+            timing: settings.run.clone(),
+        };
+        plan.save(&self.home)?;
+        let logs = Component::START_ORDER.map(|c| (c, dir.join(format!("{c}.log"))));
+        self.store.create_run(&NewRun {
+            id: run_id.clone(),
+            environment: selected.key.clone(),
+            config_path: written.path.clone(),
+            api_port: Some(api_port),
+            trainer_port: Some(trainer_port),
+            logs,
+        })?;
+        if let Err(error) = self.spawn_supervisor(&run_id, secrets, supervisor) {
+            self.store.set_error(&run_id, &error.to_string())?;
+            self.store
+                .transition(&run_id, RunState::Failed, "the supervisor did not start")?;
+            return Err(error);
+        }
+        self.status(&run_id, 0)
+    }
+
+    fn unused_id(&self) -> Result<RunId, ProcessError> {
+        for _ in 0..16 {
+            let id = RunId::generate();
+            if self.store.run(&id)?.is_none() && !run_dir(&self.home, &id).exists() {
+                return Ok(id);
+            }
+        }
+        Err(ProcessError::Store(
+            "no unused run id after 16 tries".to_owned(),
+        ))
+    }
+
+    fn spawn_supervisor(
+        &mut self,
+        run_id: &RunId,
+        secrets: &Secrets,
+        supervisor: &SupervisorCommand,
+    ) -> Result<(), ProcessError> {
+        let fail = |reason: String| ProcessError::Supervisor {
+            run_id: run_id.to_string(),
+            reason,
+        };
+        let log_path = supervisor_log(&self.home, run_id);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| fail(format!("cannot open {}: {e}", log_path.display())))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| fail(format!("cannot share its log: {e}")))?;
+        let mut command = std::process::Command::new(&supervisor.program);
+        command
+            .args(&supervisor.args)
+            .arg(run_id.as_str())
+            .env("RL_HOME", &self.home)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            // Its own process group: a Ctrl-C or SIGKILL aimed at the caller's group misses it.
+            .process_group(0);
+        for name in SECRET_NAMES {
+            command.env_remove(name);
+        }
+        command.envs(secrets.for_child(&SECRET_NAMES));
+        let mut child = command
+            .spawn()
+            .map_err(|e| fail(format!("{}: {e}", supervisor.program.display())))?;
+        let identity = ProcessIdentity::of(child.id())
+            .ok_or_else(|| fail("it ended as soon as it started; see supervisor.log".to_owned()))?;
+        self.store.set_supervisor(run_id, identity)?;
+        // A long-lived caller (the MCP server) must not collect zombies; a short one exits anyway.
+        std::thread::spawn(move || child.wait());
+        Ok(())
+    }
+
+    /// The run as it is now, with its events after `since`.
+    pub fn status(&mut self, id: &RunId, since: i64) -> Result<RunStatus, ProcessError> {
+        self.status_with_limit(id, since, DEFAULT_EVENT_LIMIT)
+    }
+
+    pub fn status_with_limit(
+        &mut self,
+        id: &RunId,
+        since: i64,
+        limit: usize,
+    ) -> Result<RunStatus, ProcessError> {
+        let run = self.reconciled(id)?;
+        let events = self.store.events(id, since, limit)?;
+        let next_since = events.last().map_or(since, |e| e.seq);
+        Ok(RunStatus {
+            elapsed_secs: elapsed_secs(&run),
+            supervisor_log: supervisor_log(&self.home, id),
+            run,
+            events,
+            next_since,
+        })
+    }
+
+    /// Every run, newest first, reconciled.
+    pub fn list(&mut self) -> Result<Vec<RunRecord>, ProcessError> {
+        let runs = self.store.runs()?;
+        let mut reconciled = Vec::with_capacity(runs.len());
+        for run in runs {
+            if run.state.is_finished() {
+                reconciled.push(run);
+            } else {
+                let id = RunId::parse(&run.id)?;
+                reconciled.push(self.reconciled(&id)?);
+            }
+        }
+        Ok(reconciled)
+    }
+
+    /// Reads a run and, when it claims to be live but its supervisor is gone, records `lost`.
+    fn reconciled(&mut self, id: &RunId) -> Result<RunRecord, ProcessError> {
+        let run = self
+            .store
+            .run(id)?
+            .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))?;
+        if run.state.is_finished() {
+            return Ok(run);
+        }
+        let reason = match run.supervisor {
+            Some(supervisor) if supervisor.is_alive() => return Ok(run),
+            Some(supervisor) => format!(
+                "its supervisor (pid {}) is gone without recording an end (killed, or the \
+                 machine restarted); stop the run to end any process it left",
+                supervisor.pid
+            ),
+            None if age(&run) < SUPERVISOR_RECORD_LIMIT => return Ok(run),
+            None => "its supervisor was never started (the starting process died)".to_owned(),
+        };
+        // Refused when the supervisor recorded an end just before it exited: then that end holds.
+        if self.store.transition(id, RunState::Lost, "")?.is_some() {
+            self.store.set_error(id, &reason)?;
+        }
+        self.store
+            .run(id)?
+            .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))
+    }
+
+    /// Blocks until the run reaches `until` or `timeout` passes.
+    pub fn wait(
+        &mut self,
+        id: &RunId,
+        until: WaitUntil,
+        timeout: Duration,
+        since: i64,
+    ) -> Result<WaitOutcome, ProcessError> {
+        let first = self.reconciled(id)?.state;
+        let started = Instant::now();
+        loop {
+            let state = self.reconciled(id)?.state;
+            let reached = match until {
+                WaitUntil::Change => state != first,
+                WaitUntil::Running => state == RunState::Running || state.is_finished(),
+                WaitUntil::Finished => state.is_finished(),
+            };
+            if reached || started.elapsed() >= timeout {
+                return Ok(WaitOutcome {
+                    timed_out: !reached,
+                    status: self.status(id, since)?,
+                });
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Stops a run: asks its supervisor (which stops env, trainer and API in that order), or,
+    /// when the supervisor is gone, stops the run's process groups itself.
+    pub fn stop(&mut self, id: &RunId) -> Result<StopReport, ProcessError> {
+        let run = self.reconciled(id)?;
+        if run.state == RunState::Lost {
+            return self.clean_up_lost(id, &run);
+        }
+        if run.state.is_finished() {
+            return Ok(StopReport {
+                message: format!(
+                    "run {id} has already {}; nothing to stop",
+                    ended_verb(run.state)
+                ),
+                stopped: false,
+                status: self.status(id, 0)?,
+            });
+        }
+        self.store
+            .transition(id, RunState::Stopping, "stop requested")?;
+        let grace = Duration::from_secs_f64(
+            LaunchPlan::load(&self.home, id).map_or(10.0, |plan| plan.timing.stop_grace_secs),
+        );
+        // Three groups, each with its grace, plus SIGKILL's wait: the supervisor's longest stop.
+        let limit = grace * 3 + Duration::from_secs(15);
+        let started = Instant::now();
+        let mut signalled = false;
+        loop {
+            let run = self.reconciled(id)?;
+            if run.state.is_finished() && run.state != RunState::Lost {
+                break;
+            }
+            let supervisor = run.supervisor.filter(ProcessIdentity::is_alive);
+            match supervisor {
+                Some(supervisor) if started.elapsed() < limit => {
+                    if !signalled {
+                        let pid =
+                            nix::unistd::Pid::from_raw(i32::try_from(supervisor.pid).unwrap_or(0));
+                        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                        signalled = true;
+                    }
+                    std::thread::sleep(POLL);
+                }
+                // The supervisor is gone (or stuck): end the groups here.
+                _ => {
+                    let outcomes = stop_groups(&run, grace);
+                    self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
+                    wait_for_ports(&run);
+                    self.store.transition(
+                        id,
+                        RunState::Stopped,
+                        "stopped without its supervisor",
+                    )?;
+                    break;
+                }
+            }
+        }
+        let status = self.status(id, 0)?;
+        Ok(StopReport {
+            message: format!("run {id} is {}", status.run.state.label()),
+            stopped: true,
+            status,
+        })
+    }
+
+    fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
+        let outcomes = stop_groups(run, Duration::from_secs(10));
+        let message = if outcomes.is_empty() {
+            format!("run {id} is lost and left no process behind; nothing to stop")
+        } else {
+            let text = describe_outcomes(&outcomes);
+            self.store.note(id, "stop", &format!("lost run: {text}"))?;
+            format!("run {id} is lost; {text}")
+        };
+        Ok(StopReport {
+            stopped: !outcomes.is_empty(),
+            message,
+            status: self.status(id, 0)?,
+        })
+    }
+
+    pub fn events(&self, id: &RunId, since: i64, limit: usize) -> Result<Vec<Event>, ProcessError> {
+        if self.store.run(id)?.is_none() {
+            return Err(ProcessError::UnknownRun(id.to_string()));
+        }
+        self.store.events(id, since, limit)
+    }
+}
+
+fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {
+    run_dir(home, id).join("supervisor.log")
+}
+
+/// Stops, in stop order, each of the run's groups that still has members and is provably the
+/// run's: its leader is the recorded process, or the leader is gone and no other process has
+/// taken its pid (Linux does not reuse a pid while a group of that id has members).
+fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)> {
+    let mut outcomes = Vec::new();
+    for component in Component::STOP_ORDER {
+        let Some(record) = run.components.iter().find(|c| c.component == component) else {
+            continue;
+        };
+        let Some(leader) = record.process else {
+            continue;
+        };
+        let pgid = i32::try_from(leader.pid).unwrap_or(0);
+        let ours = leader.is_alive() || ProcessIdentity::of(leader.pid).is_none();
+        if ours && !members_of_group(pgid).is_empty() {
+            outcomes.push((component, stop_group(leader.pid, grace)));
+        }
+    }
+    outcomes
+}
+
+fn describe_outcomes(outcomes: &[(Component, StopOutcome)]) -> String {
+    if outcomes.is_empty() {
+        return "no process was left".to_owned();
+    }
+    outcomes
+        .iter()
+        .map(|(component, outcome)| {
+            let how = if outcome.graceful {
+                "ended on SIGTERM"
+            } else if outcome.survivors.is_empty() {
+                "killed after the grace period"
+            } else {
+                "survived SIGKILL"
+            };
+            format!("{component} {how}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn wait_for_ports(run: &RunRecord) {
+    let ports: Vec<u16> = [run.api_port, run.trainer_port]
+        .into_iter()
+        .flatten()
+        .collect();
+    let started = Instant::now();
+    while ports.iter().any(|p| is_listening(*p)) && started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(POLL);
+    }
+}
+
+fn ended_verb(state: RunState) -> &'static str {
+    match state {
+        RunState::Stopped => "been stopped",
+        RunState::Completed => "completed",
+        RunState::Failed => "failed",
+        RunState::Lost => "been lost",
+        _ => "ended",
+    }
+}
+
+fn timestamp(text: &str) -> Option<jiff::Timestamp> {
+    text.parse().ok()
+}
+
+fn age(run: &RunRecord) -> Duration {
+    timestamp(&run.created_at)
+        .and_then(|created| Duration::try_from(jiff::Timestamp::now().duration_since(created)).ok())
+        .unwrap_or_default()
+}
+
+fn elapsed_secs(run: &RunRecord) -> f64 {
+    let Some(created) = timestamp(&run.created_at) else {
+        return 0.0;
+    };
+    let end = if run.state.is_finished() {
+        timestamp(&run.updated_at).unwrap_or_else(jiff::Timestamp::now)
+    } else {
+        jiff::Timestamp::now()
+    };
+    end.duration_since(created).as_secs_f64().max(0.0)
+}

@@ -1,0 +1,587 @@
+//! The supervisor: the one process that owns a run. It launches the components in order behind
+//! readiness gates, waits on them, records every transition and exit in the store, and ends the
+//! run — stopped, completed or failed — leaving no process of it behind.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rl_config::{RunId, Secrets};
+use tokio::sync::{mpsc, watch};
+
+use crate::ProcessError;
+use crate::identity::ProcessIdentity;
+#[cfg(test)]
+use crate::launcher::LaunchSpec;
+use crate::launcher::Launcher;
+use crate::plan::LaunchPlan;
+use crate::ports::is_listening;
+use crate::probe::{Probe, Readiness};
+use crate::state::{Component, ComponentStatus, RunState, outcome_of_exit};
+use crate::store::RunStore;
+
+/// How often readiness is asked and the store is checked for a stop recorded by another process
+/// whose signal was lost. Exits and signalled stops wake the supervisor at once.
+const TICK: Duration = Duration::from_millis(100);
+const STORE_CHECK_EVERY: u32 = 5;
+/// After a group is empty its leader is reaped by the wait task; this bounds that wait.
+const REAP_WAIT: Duration = Duration::from_secs(2);
+/// Lines of a component's log quoted in the error of a failed run.
+const LOG_TAIL_LINES: usize = 15;
+
+/// A component the supervisor has launched and not yet seen end.
+struct Live {
+    component: Component,
+    identity: ProcessIdentity,
+    process_group: u32,
+}
+
+/// How the run is going to end, once that is known.
+#[derive(Debug)]
+enum Ending {
+    Stop,
+    Failed { message: String },
+    Completed { finished: Component },
+}
+
+pub struct Supervisor<'a> {
+    run_id: RunId,
+    store: RunStore,
+    plan: LaunchPlan,
+    launcher: &'a dyn Launcher,
+    probe: &'a dyn Probe,
+    stop_requested: watch::Receiver<bool>,
+    secrets: Secrets,
+    live: Vec<Live>,
+    ended: BTreeMap<Component, ComponentStatus>,
+    exits_tx: mpsc::UnboundedSender<(Component, ComponentStatus)>,
+    exits: mpsc::UnboundedReceiver<(Component, ComponentStatus)>,
+    ticks: u32,
+}
+
+enum Gate {
+    Ready(String),
+    End(Ending),
+}
+
+impl<'a> Supervisor<'a> {
+    pub fn new(
+        store: RunStore,
+        plan: LaunchPlan,
+        launcher: &'a dyn Launcher,
+        probe: &'a dyn Probe,
+        stop_requested: watch::Receiver<bool>,
+        secrets: Secrets,
+    ) -> Self {
+        let (exits_tx, exits) = mpsc::unbounded_channel();
+        Self {
+            run_id: plan.run_id.clone(),
+            store,
+            plan,
+            launcher,
+            probe,
+            stop_requested,
+            secrets,
+            live: Vec::new(),
+            ended: BTreeMap::new(),
+            exits_tx,
+            exits,
+            ticks: 0,
+        }
+    }
+
+    /// Runs the run to its end and returns the state it ended in.
+    pub async fn run(mut self) -> Result<RunState, ProcessError> {
+        let ending = match self.start_and_watch().await {
+            Ok(ending) => ending,
+            // The store failed under us; still stop what we started rather than orphan it.
+            Err(error) => Ending::Failed {
+                message: format!("the supervisor lost its store: {error}"),
+            },
+        };
+        self.finish(ending).await
+    }
+
+    async fn start_and_watch(&mut self) -> Result<Ending, ProcessError> {
+        let started = Instant::now();
+        for component in Component::START_ORDER {
+            if component != Component::Api {
+                let id = self.run_id.clone();
+                if self
+                    .store
+                    .transition(&id, RunState::Starting(component), "")?
+                    .is_none()
+                {
+                    // Refused: a stop was recorded before this component was launched.
+                    return Ok(Ending::Stop);
+                }
+            }
+            if self.stop_is_requested()? {
+                return Ok(Ending::Stop);
+            }
+            if let Some(ending) = self.launch(component).await? {
+                return Ok(ending);
+            }
+            match self.await_ready(component).await? {
+                Gate::Ready(note) => {
+                    self.store.note(&self.run_id, "ready", &note)?;
+                }
+                Gate::End(ending) => return Ok(ending),
+            }
+        }
+        let id = self.run_id.clone();
+        let message = format!(
+            "all components ready {:.1} s after launch",
+            started.elapsed().as_secs_f64()
+        );
+        if self
+            .store
+            .transition(&id, RunState::Running, &message)?
+            .is_none()
+        {
+            return Ok(Ending::Stop);
+        }
+        loop {
+            tokio::select! {
+                Some((component, status)) = self.exits.recv() => {
+                    return self.ended_by_itself(component, status, true);
+                }
+                () = stop_signal(&mut self.stop_requested) => return Ok(Ending::Stop),
+                () = tokio::time::sleep(TICK) => {
+                    if self.stop_is_requested()? {
+                        return Ok(Ending::Stop);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Launches `component` unless its port is taken; `Some` when that already ends the run.
+    async fn launch(&mut self, component: Component) -> Result<Option<Ending>, ProcessError> {
+        let Some(spec) = self.plan.spec(component).cloned() else {
+            return Ok(Some(Ending::Failed {
+                message: format!("the launch plan has no {component} command"),
+            }));
+        };
+        let port = match component {
+            Component::Api => Some(self.plan.api_port),
+            Component::Trainer => Some(self.plan.trainer_port),
+            Component::Env => None,
+        };
+        if let Some(port) = port
+            && is_listening(port)
+        {
+            return Ok(Some(Ending::Failed {
+                message: format!(
+                    "cannot start {component}: port {port} was free when the run was created but \
+                     another process listens on it now; start the run again to get new ports"
+                ),
+            }));
+        }
+        let running = match self.launcher.launch(&spec).await {
+            Ok(running) => running,
+            Err(error) => {
+                return Ok(Some(Ending::Failed {
+                    message: error.to_string(),
+                }));
+            }
+        };
+        let identity = running.identity();
+        let process_group = running.process_group();
+        self.store.record_component(
+            &self.run_id,
+            component,
+            Some(identity),
+            ComponentStatus::Running,
+        )?;
+        self.live.push(Live {
+            component,
+            identity,
+            process_group,
+        });
+        let exits = self.exits_tx.clone();
+        let mut running = running;
+        tokio::spawn(async move {
+            let status = running.wait().await;
+            let _ = exits.send((component, status));
+        });
+        Ok(None)
+    }
+
+    async fn await_ready(&mut self, component: Component) -> Result<Gate, ProcessError> {
+        let timing = &self.plan.timing;
+        let (readiness, limit) = match component {
+            Component::Api => (
+                Readiness::ApiAnswers {
+                    port: self.plan.api_port,
+                },
+                timing.api_ready_timeout_secs,
+            ),
+            Component::Trainer => (
+                Readiness::TrainerHealthy {
+                    port: self.plan.trainer_port,
+                },
+                timing.trainer_ready_timeout_secs,
+            ),
+            Component::Env => (
+                Readiness::EnvRegistered {
+                    api_port: self.plan.api_port,
+                },
+                timing.env_settle_secs,
+            ),
+        };
+        let limit = Duration::from_secs_f64(limit);
+        let launched = Instant::now();
+        loop {
+            if self.probe.is_ready(readiness).await {
+                return Ok(Gate::Ready(format!(
+                    "{component} ready after {:.2} s ({})",
+                    launched.elapsed().as_secs_f64(),
+                    readiness.describe()
+                )));
+            }
+            if launched.elapsed() >= limit {
+                if component == Component::Env {
+                    return Ok(Gate::Ready(format!(
+                        "env has not registered after {} but is alive: counted as running",
+                        seconds(limit.as_secs_f64())
+                    )));
+                }
+                let message = format!(
+                    "{component} was not ready within {}: {} never answered{}",
+                    seconds(limit.as_secs_f64()),
+                    readiness.describe(),
+                    self.log_tail(component)
+                );
+                return Ok(Gate::End(Ending::Failed { message }));
+            }
+            tokio::select! {
+                Some((ended, status)) = self.exits.recv() => {
+                    // Only the environment may end well before the run is running: a short
+                    // run can finish before its registration is seen.
+                    let may_complete = ended == Component::Env && component == Component::Env;
+                    return Ok(Gate::End(self.ended_by_itself(ended, status, may_complete)?));
+                }
+                () = stop_signal(&mut self.stop_requested) => return Ok(Gate::End(Ending::Stop)),
+                () = tokio::time::sleep(TICK) => {
+                    if self.stop_is_requested()? {
+                        return Ok(Gate::End(Ending::Stop));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A component ended without being asked to: record it and decide what the run becomes.
+    fn ended_by_itself(
+        &mut self,
+        component: Component,
+        status: ComponentStatus,
+        may_complete: bool,
+    ) -> Result<Ending, ProcessError> {
+        self.record_end(component, status)?;
+        let outcome = if may_complete {
+            outcome_of_exit(component, status)
+        } else {
+            RunState::Failed
+        };
+        Ok(match outcome {
+            RunState::Completed => Ending::Completed {
+                finished: component,
+            },
+            _ => Ending::Failed {
+                message: format!(
+                    "{component} {}{}",
+                    describe_end(status, may_complete),
+                    self.log_tail(component)
+                ),
+            },
+        })
+    }
+
+    fn record_end(
+        &mut self,
+        component: Component,
+        status: ComponentStatus,
+    ) -> Result<(), ProcessError> {
+        self.live.retain(|live| live.component != component);
+        self.ended.insert(component, status);
+        let id = self.run_id.clone();
+        self.store.record_component(&id, component, None, status)
+    }
+
+    /// Whether a stop was asked for by signal or recorded in the store by another process.
+    fn stop_is_requested(&mut self) -> Result<bool, ProcessError> {
+        if *self.stop_requested.borrow() {
+            return Ok(true);
+        }
+        self.ticks = self.ticks.wrapping_add(1);
+        if !self.ticks.is_multiple_of(STORE_CHECK_EVERY) {
+            return Ok(false);
+        }
+        Ok(self.store.state(&self.run_id)? == RunState::Stopping)
+    }
+
+    async fn finish(mut self, ending: Ending) -> Result<RunState, ProcessError> {
+        let id = self.run_id.clone();
+        let grace = Duration::from_secs_f64(self.plan.timing.stop_grace_secs);
+        match ending {
+            Ending::Stop => {
+                self.store
+                    .transition(&id, RunState::Stopping, "stopping env, trainer, api")?;
+                let survivors = self.stop_all(grace).await?;
+                self.wait_for_ports().await?;
+                if survivors.is_empty() {
+                    self.store.transition(&id, RunState::Stopped, "")?;
+                } else {
+                    let message = format!("processes {survivors:?} survived SIGKILL");
+                    self.store.set_error(&id, &message)?;
+                    self.store.transition(&id, RunState::Failed, &message)?;
+                }
+            }
+            Ending::Failed { message } => {
+                // Recorded at once, so callers learn of the failure before the clean-up ends.
+                let secret_free = self.secrets.redact(&message);
+                self.store.set_error(&id, &secret_free)?;
+                self.store
+                    .transition(&id, RunState::Failed, first_line(&secret_free))?;
+                self.stop_all(grace).await?;
+            }
+            Ending::Completed { finished } => {
+                self.let_the_rest_finish(finished).await?;
+                self.stop_all(grace).await?;
+                self.wait_for_ports().await?;
+                self.store
+                    .transition(&id, RunState::Completed, &format!("{finished} finished"))?;
+            }
+        }
+        self.store.state(&id)
+    }
+
+    /// After the trainer or the environment finished, the other gets `completion_grace` to
+    /// finish by itself (the trainer saving its final weights) before it is stopped.
+    async fn let_the_rest_finish(&mut self, finished: Component) -> Result<(), ProcessError> {
+        let other = match finished {
+            Component::Env => Component::Trainer,
+            _ => Component::Env,
+        };
+        if !self.live.iter().any(|live| live.component == other) {
+            return Ok(());
+        }
+        let grace = self.plan.timing.completion_grace_secs;
+        let id = self.run_id.clone();
+        self.store.note(
+            &id,
+            "completing",
+            &format!(
+                "{finished} finished; {other} may take up to {} to finish by itself",
+                seconds(grace)
+            ),
+        )?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(grace);
+        while self.live.iter().any(|live| live.component == other) {
+            tokio::select! {
+                Some((component, status)) = self.exits.recv() => self.record_end(component, status)?,
+                () = stop_signal(&mut self.stop_requested) => break,
+                () = tokio::time::sleep_until(deadline) => {
+                    let message = format!("{other} still running after {}; stopping it", seconds(grace));
+                    self.store.note(&id, "completing", &message)?;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every live component in stop order and records how each ended. Returns the pids
+    /// that survived SIGKILL (none, short of a process stuck in the kernel).
+    async fn stop_all(&mut self, grace: Duration) -> Result<Vec<u32>, ProcessError> {
+        let id = self.run_id.clone();
+        let mut survivors = Vec::new();
+        for component in Component::STOP_ORDER {
+            let Some(live) = self.live.iter().find(|l| l.component == component) else {
+                continue;
+            };
+            let (pid, process_group) = (live.identity.pid, live.process_group);
+            let outcome = self.launcher.stop_group(process_group, grace).await;
+            let how = if outcome.graceful {
+                "ended on SIGTERM"
+            } else {
+                "killed (SIGKILL) after the grace period"
+            };
+            self.store
+                .note(&id, "stop", &format!("{component} (group {pid}) {how}"))?;
+            survivors.extend(outcome.survivors);
+            self.reap(component).await?;
+        }
+        Ok(survivors)
+    }
+
+    /// Waits for the exit report of a stopped component, recording every exit that arrives.
+    async fn reap(&mut self, component: Component) -> Result<(), ProcessError> {
+        let deadline = tokio::time::Instant::now() + REAP_WAIT;
+        while !self.ended.contains_key(&component) {
+            tokio::select! {
+                Some((ended, status)) = self.exits.recv() => self.record_end(ended, status)?,
+                () = tokio::time::sleep_until(deadline) => {
+                    self.live.retain(|live| live.component != component);
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's ports are free again once its groups are gone; a socket in the kernel may
+    /// take a moment. Something else holding one is recorded, not hidden.
+    async fn wait_for_ports(&mut self) -> Result<(), ProcessError> {
+        let ports = [self.plan.api_port, self.plan.trainer_port];
+        let deadline = Instant::now() + REAP_WAIT;
+        while ports.iter().any(|port| is_listening(*port)) {
+            if Instant::now() >= deadline {
+                let busy: Vec<u16> = ports.into_iter().filter(|p| is_listening(*p)).collect();
+                let id = self.run_id.clone();
+                self.store.note(
+                    &id,
+                    "warning",
+                    &format!("ports {busy:?} are still in use, by a process outside this run"),
+                )?;
+                break;
+            }
+            tokio::time::sleep(TICK).await;
+        }
+        Ok(())
+    }
+
+    fn log_tail(&self, component: Component) -> String {
+        let Some(spec) = self.plan.spec(component) else {
+            return String::new();
+        };
+        let tail = read_tail(&spec.log_path, LOG_TAIL_LINES);
+        if tail.trim().is_empty() {
+            format!("; its log {} is empty", spec.log_path.display())
+        } else {
+            format!(
+                "; last lines of {}:\n{}",
+                spec.log_path.display(),
+                self.secrets.redact(&tail)
+            )
+        }
+    }
+}
+
+/// The body of a detached supervisor (`rl supervise <id>`): runs the run in `home` to its end.
+/// SIGTERM and SIGINT stop the run; SIGHUP is ignored, as the terminal that started the run
+/// may close.
+pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| ProcessError::Io {
+            action: "start the runtime for",
+            path: home.to_path_buf(),
+            source,
+        })?;
+    runtime.block_on(async {
+        let (stop, stop_requested) = watch::channel(false);
+        let mut hangup = signal(SignalKind::hangup()).map_err(ProcessError::Signal)?;
+        for kind in [SignalKind::terminate(), SignalKind::interrupt()] {
+            let mut stream = signal(kind).map_err(ProcessError::Signal)?;
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                while stream.recv().await.is_some() {
+                    let _ = stop.send(true);
+                }
+            });
+        }
+        tokio::spawn(async move { while hangup.recv().await.is_some() {} });
+        let mut store = RunStore::open(home)?;
+        if let Some(me) = ProcessIdentity::of(std::process::id()) {
+            store.set_supervisor(run_id, me)?;
+        }
+        let plan = LaunchPlan::load(home, run_id)?;
+        let environment: BTreeMap<String, String> = std::env::vars().collect();
+        let secrets = Secrets::load(home, &environment);
+        let probe = crate::probe::HttpProbe::new()?;
+        let launcher = crate::launcher::LocalLauncher;
+        Supervisor::new(store, plan, &launcher, &probe, stop_requested, secrets)
+            .run()
+            .await
+    })
+}
+
+/// Resolves when a stop has been requested; never when the sender is gone.
+async fn stop_signal(stop_requested: &mut watch::Receiver<bool>) {
+    if stop_requested.wait_for(|stop| *stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn describe_end(status: ComponentStatus, running: bool) -> String {
+    let before = if running { "" } else { " before it was ready" };
+    match status {
+        ComponentStatus::Exited { code } => format!("exited with code {code}{before}"),
+        ComponentStatus::Signalled { signal } => {
+            let name = nix::sys::signal::Signal::try_from(signal)
+                .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
+            format!("was ended by {name}{before}")
+        }
+        ComponentStatus::NotStarted | ComponentStatus::Running => {
+            format!("ended in an unknown way{before}")
+        }
+    }
+}
+
+/// `0.3 s`, `12 s`: tenths only where they matter.
+fn seconds(value: f64) -> String {
+    if value < 10.0 {
+        format!("{value:.1} s")
+    } else {
+        format!("{value:.0} s")
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// The last `lines` lines of a log, reading at most its last 64 KiB.
+pub(crate) fn read_tail(path: &Path, lines: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    const WINDOW: u64 = 64 * 1024;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let length = file.metadata().map_or(0, |m| m.len());
+    if file
+        .seek(SeekFrom::Start(length.saturating_sub(WINDOW)))
+        .is_err()
+    {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Everything a launch spec says, for tests that build plans by hand.
+#[cfg(test)]
+pub(crate) fn spec_for(component: Component, dir: &Path) -> LaunchSpec {
+    LaunchSpec {
+        component,
+        program: "true".into(),
+        args: Vec::new(),
+        cwd: dir.to_path_buf(),
+        env: Vec::new(),
+        env_remove: Vec::new(),
+        log_path: dir.join(format!("{component}.log")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

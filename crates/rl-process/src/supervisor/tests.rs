@@ -1,0 +1,486 @@
+//! The supervisor's state machine against a mocked launcher and probe: no process is started,
+//! no signal is sent. The real processes are exercised by rl-cli's end-to-end tests.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rl_config::{RunId, RunTiming, Secrets};
+use tokio::sync::{oneshot, watch};
+
+use super::{Supervisor, spec_for};
+use crate::groups::StopOutcome;
+use crate::identity::ProcessIdentity;
+use crate::launcher::{MockLauncher, RunningComponent};
+use crate::plan::LaunchPlan;
+use crate::probe::{MockProbe, Readiness};
+use crate::state::{Component, ComponentStatus, RunState};
+use crate::store::{NewRun, RunStore};
+use crate::{ProcessError, free_loopback_ports};
+
+/// Far above any real pid (`pid_max` is at most 2^22), so nothing real is ever named.
+const FAKE_PID: u32 = 90_000_000;
+
+struct FakeProcess {
+    identity: ProcessIdentity,
+    exit: oneshot::Receiver<ComponentStatus>,
+}
+
+#[async_trait]
+impl RunningComponent for FakeProcess {
+    fn identity(&self) -> ProcessIdentity {
+        self.identity
+    }
+    fn process_group(&self) -> u32 {
+        self.identity.pid
+    }
+    async fn wait(&mut self) -> ComponentStatus {
+        (&mut self.exit)
+            .await
+            .unwrap_or(ComponentStatus::Exited { code: -1 })
+    }
+}
+
+fn fake_pid(component: Component) -> u32 {
+    FAKE_PID + component as u32
+}
+
+/// The ends of the fake processes: the test ends one by sending its status.
+#[derive(Clone, Default)]
+struct Exits(Arc<Mutex<BTreeMap<Component, oneshot::Sender<ComponentStatus>>>>);
+
+impl Exits {
+    fn end(&self, component: Component, status: ComponentStatus) {
+        let sender = self.0.lock().unwrap().remove(&component);
+        sender.expect("component not running").send(status).unwrap();
+    }
+}
+
+/// A launcher double whose processes end when the test says, or when stopped (SIGTERM).
+fn launcher(exits: &Exits, launches: usize, fail_on: Option<Component>) -> MockLauncher {
+    let mut launcher = MockLauncher::new();
+    let started = exits.clone();
+    launcher
+        .expect_launch()
+        .times(launches)
+        .returning(move |spec| {
+            if Some(spec.component) == fail_on {
+                return Err(ProcessError::Launch {
+                    component: spec.component,
+                    reason: "no such program".to_owned(),
+                });
+            }
+            let (sender, exit) = oneshot::channel();
+            started.0.lock().unwrap().insert(spec.component, sender);
+            let identity = ProcessIdentity {
+                pid: fake_pid(spec.component),
+                start_ticks: 1,
+            };
+            Ok(Box::new(FakeProcess { identity, exit }))
+        });
+    let stopped = exits.clone();
+    launcher.expect_stop_group().returning(move |pgid, _| {
+        let component = Component::START_ORDER
+            .into_iter()
+            .find(|c| fake_pid(*c) == pgid)
+            .expect("stop of a group the run does not own");
+        if let Some(sender) = stopped.0.lock().unwrap().remove(&component) {
+            let _ = sender.send(ComponentStatus::Signalled { signal: 15 });
+        }
+        StopOutcome {
+            graceful: true,
+            survivors: Vec::new(),
+        }
+    });
+    launcher
+}
+
+/// A probe that answers for the components in `ready`.
+fn probe(ready: &'static [Component]) -> MockProbe {
+    let mut probe = MockProbe::new();
+    probe.expect_is_ready().returning(move |readiness| {
+        let component = match readiness {
+            Readiness::ApiAnswers { .. } => Component::Api,
+            Readiness::TrainerHealthy { .. } => Component::Trainer,
+            Readiness::EnvRegistered { .. } => Component::Env,
+        };
+        ready.contains(&component)
+    });
+    probe
+}
+
+struct Run {
+    home: tempfile::TempDir,
+    id: RunId,
+    plan: LaunchPlan,
+}
+
+fn new_run(timing: RunTiming) -> Run {
+    let home = tempfile::tempdir().unwrap();
+    let id = RunId::parse("0badc0de").unwrap();
+    let [api_port, trainer_port] = free_loopback_ports::<2>().unwrap();
+    let plan = LaunchPlan {
+        run_id: id.clone(),
+        api_port,
+        trainer_port,
+        components: Component::START_ORDER
+            .map(|c| spec_for(c, home.path()))
+            .to_vec(),
+        timing,
+    };
+    RunStore::open(home.path())
+        .unwrap()
+        .create_run(&NewRun {
+            id: id.clone(),
+            environment: "arithmetic".to_owned(),
+            config_path: home.path().join("config.yaml"),
+            api_port: Some(api_port),
+            trainer_port: Some(trainer_port),
+            logs: Component::START_ORDER.map(|c| (c, home.path().join(format!("{c}.log")))),
+        })
+        .unwrap();
+    Run { home, id, plan }
+}
+
+fn quick() -> RunTiming {
+    RunTiming {
+        api_ready_timeout_secs: 5.0,
+        trainer_ready_timeout_secs: 5.0,
+        env_settle_secs: 5.0,
+        stop_grace_secs: 1.0,
+        completion_grace_secs: 5.0,
+    }
+}
+
+impl Run {
+    fn store(&self) -> RunStore {
+        RunStore::open(self.home.path()).unwrap()
+    }
+
+    async fn until(&self, wanted: RunState) {
+        let store = self.store();
+        for _ in 0..200 {
+            if store.state(&self.id).unwrap() == wanted {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!(
+            "never reached {wanted}; at {}",
+            store.state(&self.id).unwrap()
+        );
+    }
+
+    fn status(&self, component: Component) -> ComponentStatus {
+        let run = self.store().run(&self.id).unwrap().unwrap();
+        run.components
+            .iter()
+            .find(|c| c.component == component)
+            .unwrap()
+            .status
+    }
+
+    fn error(&self) -> String {
+        self.store()
+            .run(&self.id)
+            .unwrap()
+            .unwrap()
+            .error
+            .unwrap_or_default()
+    }
+
+    fn messages(&self) -> Vec<String> {
+        self.store()
+            .events(&self.id, 0, 1000)
+            .unwrap()
+            .into_iter()
+            .map(|e| format!("{}: {}", e.kind, e.message))
+            .collect()
+    }
+
+    fn supervisor<'a>(
+        &self,
+        launcher: &'a MockLauncher,
+        probe: &'a MockProbe,
+        stop: watch::Receiver<bool>,
+        secrets: Secrets,
+    ) -> Supervisor<'a> {
+        Supervisor::new(
+            self.store(),
+            self.plan.clone(),
+            launcher,
+            probe,
+            stop,
+            secrets,
+        )
+    }
+}
+
+const ALL: &[Component] = &[Component::Api, Component::Trainer, Component::Env];
+
+#[tokio::test]
+async fn a_run_starts_in_order_runs_and_completes_when_env_and_trainer_finish() {
+    let run = new_run(quick());
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 3, None);
+    let probe = probe(ALL);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let driver = async {
+        run.until(RunState::Running).await;
+        exits.end(Component::Env, ComponentStatus::Exited { code: 0 });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            run.store().state(&run.id).unwrap(),
+            RunState::Running,
+            "the trainer may still be saving its weights"
+        );
+        exits.end(Component::Trainer, ComponentStatus::Exited { code: 0 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Completed);
+    let states: Vec<String> = run
+        .messages()
+        .into_iter()
+        .filter(|m| m.starts_with("state: "))
+        .map(|m| m.split([':', ' ']).nth(2).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        states,
+        ["created;", "starting", "starting", "running", "completed"],
+        "{:#?}",
+        run.messages()
+    );
+    assert_eq!(
+        run.status(Component::Api),
+        ComponentStatus::Signalled { signal: 15 }
+    );
+    assert_eq!(
+        run.status(Component::Trainer),
+        ComponentStatus::Exited { code: 0 }
+    );
+    assert!(
+        run.messages()
+            .iter()
+            .any(|m| m.starts_with("ready: api ready after"))
+    );
+}
+
+#[tokio::test]
+async fn a_stop_while_the_trainer_starts_launches_nothing_more() {
+    let run = new_run(quick());
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 2, None);
+    let probe = probe(&[Component::Api]);
+    let (stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let driver = async {
+        run.until(RunState::Starting(Component::Trainer)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(true).unwrap();
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Stopped);
+    assert_eq!(run.status(Component::Env), ComponentStatus::NotStarted);
+    assert_eq!(
+        run.status(Component::Trainer),
+        ComponentStatus::Signalled { signal: 15 }
+    );
+    let messages = run.messages();
+    let stop_at = |c: &str| {
+        messages
+            .iter()
+            .position(|m| m.starts_with(&format!("stop: {c} ")))
+            .unwrap()
+    };
+    assert!(
+        stop_at("trainer") < stop_at("api"),
+        "reverse order: {messages:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stop_recorded_by_another_process_is_seen_without_its_signal() {
+    let run = new_run(quick());
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 3, None);
+    let probe = probe(ALL);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let driver = async {
+        run.until(RunState::Running).await;
+        run.store()
+            .transition(&run.id, RunState::Stopping, "stop requested")
+            .unwrap();
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Stopped);
+    for component in Component::START_ORDER {
+        assert_eq!(
+            run.status(component),
+            ComponentStatus::Signalled { signal: 15 }
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_crash_fails_the_run_naming_the_component_with_its_log_and_no_secret() {
+    let run = new_run(quick());
+    let trainer_log = run.home.path().join("trainer.log");
+    std::fs::write(
+        &trainer_log,
+        "step 3\nauth with tk-very-secret-value\nTraceback: boom\n",
+    )
+    .unwrap();
+    let secrets = Secrets::load(
+        run.home.path(),
+        &BTreeMap::from([(
+            "TINKER_API_KEY".to_owned(),
+            "tk-very-secret-value".to_owned(),
+        )]),
+    );
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 3, None);
+    let probe = probe(ALL);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, secrets);
+    let driver = async {
+        run.until(RunState::Running).await;
+        exits.end(Component::Trainer, ComponentStatus::Signalled { signal: 9 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Failed);
+    let error = run.error();
+    assert!(error.starts_with("trainer was ended by SIGKILL"), "{error}");
+    assert!(error.contains("Traceback: boom"), "{error}");
+    assert!(!error.contains("tk-very-secret-value"), "{error}");
+    assert_eq!(
+        run.status(Component::Env),
+        ComponentStatus::Signalled { signal: 15 },
+        "the others are stopped"
+    );
+}
+
+#[tokio::test]
+async fn the_api_ending_fails_the_run_even_with_code_zero() {
+    let run = new_run(quick());
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 3, None);
+    let probe = probe(ALL);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let driver = async {
+        run.until(RunState::Running).await;
+        exits.end(Component::Api, ComponentStatus::Exited { code: 0 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Failed);
+    assert!(
+        run.error().starts_with("api exited with code 0"),
+        "{}",
+        run.error()
+    );
+}
+
+#[tokio::test]
+async fn a_component_that_never_answers_fails_the_run_after_its_timeout() {
+    let run = new_run(RunTiming {
+        trainer_ready_timeout_secs: 0.3,
+        ..quick()
+    });
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 2, None);
+    let probe = probe(&[Component::Api]);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
+    let expected = format!(
+        "trainer was not ready within 0.3 s: GET http://127.0.0.1:{}/health never answered",
+        run.plan.trainer_port
+    );
+    assert!(run.error().starts_with(&expected), "{}", run.error());
+    assert_eq!(run.status(Component::Env), ComponentStatus::NotStarted);
+}
+
+#[tokio::test]
+async fn a_component_ending_before_it_is_ready_fails_the_run() {
+    let run = new_run(quick());
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 2, None);
+    let probe = probe(&[Component::Api]);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let driver = async {
+        run.until(RunState::Starting(Component::Trainer)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        exits.end(Component::Trainer, ComponentStatus::Exited { code: 0 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Failed);
+    assert!(
+        run.error()
+            .starts_with("trainer exited with code 0 before it was ready"),
+        "{}",
+        run.error()
+    );
+}
+
+#[tokio::test]
+async fn an_env_that_never_registers_counts_as_running_once_settled() {
+    let run = new_run(RunTiming {
+        env_settle_secs: 0.3,
+        ..quick()
+    });
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 3, None);
+    let probe = probe(&[Component::Api, Component::Trainer]);
+    let (stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let driver = async {
+        run.until(RunState::Running).await;
+        stop.send(true).unwrap();
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Stopped);
+    assert!(
+        run.messages()
+            .iter()
+            .any(|m| m.contains("has not registered after 0.3 s but is alive")),
+        "{:#?}",
+        run.messages()
+    );
+}
+
+#[tokio::test]
+async fn a_launch_error_fails_the_run_and_stops_what_started() {
+    let run = new_run(quick());
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 2, Some(Component::Trainer));
+    let probe = probe(ALL);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
+    assert_eq!(run.error(), "cannot start trainer: no such program");
+    assert_eq!(
+        run.status(Component::Api),
+        ComponentStatus::Signalled { signal: 15 }
+    );
+}
+
+#[tokio::test]
+async fn a_port_taken_after_allocation_fails_clearly_without_launching() {
+    let run = new_run(quick());
+    let _thief = std::net::TcpListener::bind(("127.0.0.1", run.plan.api_port)).unwrap();
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 0, None);
+    let probe = probe(ALL);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
+    let expected = format!(
+        "cannot start api: port {} was free when the run was created but another process listens on it now",
+        run.plan.api_port
+    );
+    assert!(run.error().starts_with(&expected), "{}", run.error());
+}
