@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use rl_config::{ConfigService, Settings};
+use rl_config::{ConfigService, Secrets, Settings};
+
+use crate::output;
 
 pub(crate) struct Context {
     home: Option<PathBuf>,
@@ -25,12 +27,24 @@ impl Context {
         }
     }
 
+    /// Always absolute: run configs and logs under it are handed to processes with other
+    /// working directories.
     pub(crate) fn home(&self) -> anyhow::Result<PathBuf> {
-        if let Some(home) = &self.home {
-            return Ok(home.clone());
+        let home = match &self.home {
+            Some(home) => home.clone(),
+            None => rl_config::default_home(&process_environment())
+                .context("no state directory: set RL_HOME or HOME, or pass --home")?,
+        };
+        std::path::absolute(&home).with_context(|| format!("state directory {}", home.display()))
+    }
+
+    /// Keys from the environment and `<home>/.env`; problems reading them are shown, never values.
+    pub(crate) fn secrets(&self) -> anyhow::Result<Secrets> {
+        let secrets = Secrets::load(&self.home()?, &process_environment());
+        for warning in &secrets.warnings {
+            output::warning(warning);
         }
-        rl_config::default_home(&process_environment())
-            .context("no state directory: set RL_HOME or HOME, or pass --home")
+        Ok(secrets)
     }
 
     /// Operator settings, then `--root` / `--envs-dir`; with no tree configured anywhere, the

@@ -5,6 +5,7 @@ mod config;
 mod context;
 mod envs;
 mod output;
+mod runs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +58,48 @@ enum Command {
     /// Show and edit the selected environment's configuration.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Start a training run of the selected environment (API, trainer, environment).
+    Start {
+        /// Wait until the run reaches this point before returning.
+        #[arg(long, value_enum, value_name = "UNTIL")]
+        wait: Option<runs::Until>,
+        /// Seconds `--wait` may take.
+        #[arg(long, default_value_t = 1800.0)]
+        timeout: f64,
+    },
+    /// List runs, newest first.
+    Runs,
+    /// A run's state, components, ports, logs and events.
+    Status {
+        run_id: String,
+        /// Only events after this cursor (`next_since` of an earlier answer).
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+    },
+    /// A run's events after a cursor.
+    Events {
+        run_id: String,
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+        #[arg(long, default_value_t = runs::EVENT_LIMIT)]
+        limit: usize,
+    },
+    /// Block until a run changes state, is running, or has finished.
+    Wait {
+        run_id: String,
+        #[arg(long, value_enum, default_value = "change")]
+        until: runs::Until,
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 60.0)]
+        timeout: f64,
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+    },
+    /// Stop a run: environment, trainer, then API, each as a whole process group.
+    Stop { run_id: String },
+    /// The supervisor of one run (started by `rl start`, detached).
+    #[command(hide = true)]
+    Supervise { run_id: String },
 }
 
 fn main() -> ExitCode {
@@ -66,6 +109,22 @@ fn main() -> ExitCode {
         Command::Envs(command) => envs::run(command, &context, cli.json),
         Command::Select { name } => config::select(&context, &name, cli.json),
         Command::Config(command) => config::run(command, &context, cli.json),
+        Command::Start { wait, timeout } => runs::start(&context, wait, timeout, cli.json),
+        Command::Runs => runs::list(&context, cli.json),
+        Command::Status { run_id, since } => runs::status(&context, &run_id, since, cli.json),
+        Command::Events {
+            run_id,
+            since,
+            limit,
+        } => runs::events(&context, &run_id, since, limit, cli.json),
+        Command::Wait {
+            run_id,
+            until,
+            timeout,
+            since,
+        } => runs::wait(&context, &run_id, until, timeout, since, cli.json),
+        Command::Stop { run_id } => runs::stop(&context, &run_id, cli.json),
+        Command::Supervise { run_id } => runs::supervise(&context, &run_id),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -36,6 +36,11 @@ pub(crate) fn error(error: &anyhow::Error, as_json: bool) {
     }
 }
 
+/// A problem worth knowing that does not stop the command; stderr, so JSON on stdout stays clean.
+pub(crate) fn warning(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+}
+
 fn ignore_broken_pipe(result: std::io::Result<()>) -> anyhow::Result<()> {
     match result {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

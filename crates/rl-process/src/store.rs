@@ -74,6 +74,8 @@ pub struct NewRun {
 pub struct RunRecord {
     pub id: String,
     pub environment: String,
+    /// `"state": "starting", "phase": "trainer"` in JSON.
+    #[serde(flatten)]
     pub state: RunState,
     pub created_at: String,
     pub updated_at: String,
@@ -89,6 +91,8 @@ pub struct RunRecord {
 pub struct ComponentRecord {
     pub component: Component,
     pub process: Option<ProcessIdentity>,
+    /// `"status": "exited", "code": 1` in JSON.
+    #[serde(flatten)]
     pub status: ComponentStatus,
     pub log_path: PathBuf,
 }
@@ -102,8 +106,9 @@ pub struct Event {
     pub message: String,
 }
 
+/// Milliseconds are plenty for a run's history and keep the column aligned.
 fn now() -> String {
-    jiff::Timestamp::now().to_string()
+    format!("{:.3}", jiff::Timestamp::now())
 }
 
 impl RunStore {
