@@ -1,11 +1,13 @@
 //! The `rl` binary as a user runs it.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
+
+mod runs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -18,7 +20,7 @@ fn rl(args: &[&str]) -> Output {
 }
 
 /// `rl` with its own state directory, as a separate process each time.
-fn rl_in(home: &Path, args: &[&str]) -> Output {
+pub(crate) fn rl_in(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rl"))
         .args(args)
         .env("RL_HOME", home)
@@ -34,6 +36,23 @@ fn text(bytes: &[u8]) -> String {
 }
 
 const ROOT: &str = "fixtures/tinker-atropos";
+
+/// The Python of the test venv (`cargo xtask test` provides it as `RL_TEST_PYTHON`). Without it
+/// the end-to-end runs are skipped loudly, except under CI, where they must run.
+pub(crate) fn test_python() -> Option<PathBuf> {
+    match std::env::var_os("RL_TEST_PYTHON").map(PathBuf::from) {
+        Some(python) if python.exists() => Some(python),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("RL_TEST_PYTHON is not set under CI: run the tests through `cargo xtask test`")
+        }
+        _ => {
+            eprintln!(
+                "SKIPPED: RL_TEST_PYTHON is not set; run `cargo xtask test` for the end-to-end runs"
+            );
+            None
+        }
+    }
+}
 
 #[test]
 fn envs_list_prints_a_table() {

@@ -188,3 +188,35 @@ fn a_newer_schema_is_refused() {
 fn rusqlite_connection(path: &std::path::Path) -> rusqlite::Connection {
     rusqlite::Connection::open(path).unwrap()
 }
+
+#[test]
+fn a_live_run_whose_supervisor_is_another_process_now_reads_as_lost() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = RunStore::open(home.path()).unwrap();
+    let lost = new_run("0badc0de");
+    store.create_run(&lost).unwrap();
+    // Our own pid with another start time: what a reused pid looks like.
+    let me = ProcessIdentity::of(std::process::id()).unwrap();
+    let impostor = ProcessIdentity {
+        start_ticks: me.start_ticks + 1,
+        ..me
+    };
+    store.set_supervisor(&lost.id, impostor).unwrap();
+    let mut runs = rl_process::Runs::open(home.path()).unwrap();
+    let status = runs.status(&lost.id, 0).unwrap();
+    assert_eq!(status.run.state, RunState::Lost);
+    let error = status.run.error.unwrap();
+    assert!(
+        error.contains("is gone without recording an end"),
+        "{error}"
+    );
+
+    // With the real identity the run is live.
+    let live = new_run("0badc0df");
+    store.create_run(&live).unwrap();
+    store.set_supervisor(&live.id, me).unwrap();
+    assert_eq!(
+        runs.status(&live.id, 0).unwrap().run.state,
+        RunState::Starting(Component::Api)
+    );
+}

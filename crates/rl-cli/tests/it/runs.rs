@@ -1,0 +1,629 @@
+//! Training runs for real: atroposlib 0.4.0's run-api, the fixture trainer and the arithmetic
+//! environment on loopback (the local stack), driven through the `rl` binary as users do,
+//! each `rl` call a separate process.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use rl_process::members_of_group;
+use serde_json::Value;
+
+use crate::{test_python, workspace_root};
+
+/// A made-up key: it must reach the trainer through its environment and nowhere else.
+const FAKE_TINKER_KEY: &str = "tk-fake-0123456789abcdef";
+
+/// `sh -c` wrapper that sleeps before starting the real command: a component that is slow to
+/// become ready, so a stop can be made in its phase.
+const SLOW_START: &str = r#""sh", "-c", "sleep 60; exec \"$0\" \"$@\"""#;
+
+struct Stack {
+    home: tempfile::TempDir,
+    /// Set as TINKER_API_KEY for every `rl` call when present.
+    tinker_key: Option<&'static str>,
+}
+
+impl Stack {
+    /// The local stack with `edits` applied to `fixtures/local-stack.toml` as (old, new) text.
+    fn new(python: &Path, edits: &[(&str, &str)]) -> Self {
+        let repo = workspace_root();
+        let mut settings = std::fs::read_to_string(repo.join("fixtures/local-stack.toml"))
+            .unwrap()
+            .replace("@REPO@", &repo.display().to_string())
+            .replace("@PYTHON@", &python.display().to_string());
+        for (old, new) in edits {
+            assert!(settings.contains(old), "local-stack.toml has no '{old}'");
+            settings = settings.replace(old, new);
+        }
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), settings).unwrap();
+        let stack = Self {
+            home,
+            tinker_key: None,
+        };
+        stack.json(&["select", "arithmetic"]);
+        stack
+    }
+
+    fn rl(&self, args: &[&str]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
+        command
+            .args(args)
+            .env("RL_HOME", self.home.path())
+            .env_remove("RL_TINKER_ATROPOS_ROOT")
+            .env_remove("RL_ENVIRONMENTS_DIR")
+            .current_dir(workspace_root());
+        for name in rl_config::SECRET_NAMES {
+            command.env_remove(name);
+        }
+        if let Some(key) = self.tinker_key {
+            command.env("TINKER_API_KEY", key);
+        }
+        command.output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let output = self.rl(&all);
+        assert!(
+            output.status.success(),
+            "rl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    fn start(&self) -> String {
+        let status = self.json(&["start"]);
+        status["id"].as_str().unwrap().to_owned()
+    }
+
+    fn wait(&self, id: &str, until: &str, timeout_secs: u32) -> Value {
+        let outcome = self.json(&[
+            "wait",
+            id,
+            "--until",
+            until,
+            "--timeout",
+            &timeout_secs.to_string(),
+        ]);
+        assert_eq!(
+            outcome["timed_out"],
+            false,
+            "run {id} did not reach {until}: {}",
+            self.explain(id)
+        );
+        outcome["status"].clone()
+    }
+
+    /// Waits until the run is in `state` (a label such as `starting: trainer`).
+    fn wait_for_label(&self, id: &str, label: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let status = self.json(&["status", id]);
+            if label_of(&status) == label {
+                return status;
+            }
+            assert!(
+                !is_finished(&status) && started.elapsed() < Duration::from_secs(120),
+                "run {id} never reached '{label}': {}",
+                self.explain(id)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Status, events and log tails, for assertion messages.
+    fn explain(&self, id: &str) -> String {
+        let status = self.rl(&["status", id]);
+        let dir = self.home.path().join("runs").join(id);
+        let mut text = String::from_utf8_lossy(&status.stdout).into_owned();
+        for log in ["supervisor", "api", "trainer", "env"] {
+            let content =
+                std::fs::read_to_string(dir.join(format!("{log}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = content.lines().collect();
+            let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+            text.push_str(&format!("\n--- {log}.log\n{tail}"));
+        }
+        text
+    }
+
+    fn run_dir(&self, id: &str) -> PathBuf {
+        self.home.path().join("runs").join(id)
+    }
+}
+
+fn label_of(status: &Value) -> String {
+    match status["phase"].as_str() {
+        Some(phase) => format!("{}: {phase}", status["state"].as_str().unwrap()),
+        None => status["state"].as_str().unwrap().to_owned(),
+    }
+}
+
+fn is_finished(status: &Value) -> bool {
+    matches!(
+        status["state"].as_str(),
+        Some("stopped" | "completed" | "failed" | "lost")
+    )
+}
+
+fn component<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["component"] == name)
+        .unwrap()
+}
+
+fn pid_of(status: &Value, name: &str) -> Option<u32> {
+    component(status, name)["process"]["pid"]
+        .as_u64()
+        .map(|p| u32::try_from(p).unwrap())
+}
+
+/// Every live process of the run's process groups.
+fn run_processes(status: &Value) -> Vec<u32> {
+    ["api", "trainer", "env"]
+        .into_iter()
+        .filter_map(|name| pid_of(status, name))
+        .flat_map(|pgid| members_of_group(i32::try_from(pgid).unwrap()))
+        .collect()
+}
+
+fn ports(status: &Value) -> [u16; 2] {
+    ["api_port", "trainer_port"].map(|k| u16::try_from(status[k].as_u64().unwrap()).unwrap())
+}
+
+fn assert_nothing_left(stack: &Stack, id: &str) {
+    let status = stack.json(&["status", id]);
+    // The supervisor exits right after recording the end; give it a moment.
+    let started = Instant::now();
+    while status["supervisor"]["pid"]
+        .as_u64()
+        .is_some_and(|pid| is_alive(u32::try_from(pid).unwrap()))
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = run_processes(&status);
+    assert!(
+        left.is_empty(),
+        "processes left: {left:?}\n{}",
+        stack.explain(id)
+    );
+    for port in ports(&status) {
+        assert!(!rl_process::is_listening(port), "port {port} still listens");
+    }
+}
+
+fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+fn state_events(status: &Value) -> Vec<String> {
+    status["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "state")
+        .map(|e| e["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_environment() {
+    let Some(python) = test_python() else { return };
+    let mut stack = Stack::new(
+        &python,
+        &[(
+            "trainer_needs_tinker_key = false",
+            "trainer_needs_tinker_key = true",
+        )],
+    );
+    stack.tinker_key = Some(FAKE_TINKER_KEY);
+    let id = stack.start();
+    let running = stack.wait(&id, "running", 120);
+    assert_eq!(running["state"], "running", "{}", stack.explain(&id));
+
+    // While it runs: the key is in the trainer's environment, in no command line of the run,
+    // and not given to the API at all.
+    let supervisor = running["supervisor"]["pid"].as_u64().unwrap();
+    let mut pids = run_processes(&running);
+    pids.push(u32::try_from(supervisor).unwrap());
+    for pid in &pids {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains(FAKE_TINKER_KEY),
+            "key in the command line of {pid}"
+        );
+    }
+    let environ = |name: &str| {
+        let pid = pid_of(&running, name).unwrap();
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/environ")).unwrap())
+            .into_owned()
+    };
+    assert!(environ("trainer").contains(&format!("TINKER_API_KEY={FAKE_TINKER_KEY}")));
+    assert!(!environ("api").contains("TINKER_API_KEY"));
+    assert!(!environ("env").contains("TINKER_API_KEY"));
+
+    let finished = stack.wait(&id, "finished", 120);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let states = state_events(&finished);
+    let expected = [
+        "created; starting: api",
+        "starting: trainer",
+        "starting: env",
+    ];
+    assert_eq!(&states[..3], expected, "{states:#?}");
+    assert!(states[3].starts_with("running"), "{states:#?}");
+    assert!(states[4].starts_with("completed"), "{states:#?}");
+    assert_eq!(component(&finished, "trainer")["status"], "exited");
+    assert_eq!(component(&finished, "trainer")["code"], 0);
+    assert_nothing_left(&stack, &id);
+
+    // The run folder: config with the run's own ports, logs, the trainer's metrics; no key.
+    let dir = stack.run_dir(&id);
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    let [api_port, trainer_port] = ports(&finished);
+    assert!(config.contains(&format!("rollout_server_url: http://127.0.0.1:{api_port}")));
+    assert!(config.contains(&format!("base_url: http://127.0.0.1:{trainer_port}/v1")));
+    let trainer_log = std::fs::read_to_string(dir.join("trainer.log")).unwrap();
+    assert!(
+        trainer_log.contains("final weights: tinker://"),
+        "{trainer_log}"
+    );
+    assert!(dir.join("metrics.jsonl").exists());
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let content = std::fs::read(&path).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&content).contains(FAKE_TINKER_KEY),
+            "key written to {}",
+            path.display()
+        );
+    }
+    let database = std::fs::read(stack.home.path().join("runs.db")).unwrap();
+    assert!(!String::from_utf8_lossy(&database).contains(FAKE_TINKER_KEY));
+
+    let again = stack.rl(&["stop", &id]);
+    assert!(again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("has already completed; nothing to stop")
+    );
+}
+
+#[test]
+fn a_missing_tinker_key_is_refused_before_anything_starts() {
+    let Some(python) = test_python() else { return };
+    let stack = Stack::new(
+        &python,
+        &[(
+            "trainer_needs_tinker_key = false",
+            "trainer_needs_tinker_key = true",
+        )],
+    );
+    let output = stack.rl(&["start", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("TINKER_API_KEY is not set"),
+        "{answer}"
+    );
+    assert_eq!(stack.json(&["runs"]), serde_json::json!([]));
+    assert!(!stack.home.path().join("runs").exists());
+}
+
+/// A stop in each phase: the components after that phase are never launched, those before are
+/// stopped in reverse order, nothing of the run is left, and the ports are free.
+#[test]
+fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
+    let Some(python) = test_python() else { return };
+    let slow_api = format!(
+        "[commands]\napi = [{SLOW_START}, \"{{python}}\", \"-m\", \"atroposlib.cli.run_api\", \"--host\", \"127.0.0.1\", \"--port\", \"{{api_port}}\"]\n"
+    );
+    let slow_env = format!(
+        "[commands]\nenv = [{SLOW_START}, \"{{python}}\", \"{{env_file}}\", \"serve\", \"--config\", \"{{config}}\"]\n"
+    );
+    let slow_run = "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"";
+    let cases: [(&str, (&str, &str), &[&str]); 4] = [
+        (
+            "starting: api",
+            ("[commands]\n", &slow_api),
+            &["trainer", "env"],
+        ),
+        (
+            "starting: trainer",
+            (
+                "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+                "RL_FIXTURE_TRAINER_STARTUP_DELAY = \"60\"",
+            ),
+            &["env"],
+        ),
+        ("starting: env", ("[commands]\n", &slow_env), &[]),
+        (
+            "running",
+            ("RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"", slow_run),
+            &[],
+        ),
+    ];
+    for (phase, edit, never_started) in cases {
+        let stack = Stack::new(&python, &[edit]);
+        let id = stack.start();
+        stack.wait_for_label(&id, phase);
+        let report = stack.json(&["stop", &id]);
+        assert_eq!(report["stopped"], true);
+        let status = &report["status"];
+        assert_eq!(
+            status["state"],
+            "stopped",
+            "{phase}: {}",
+            stack.explain(&id)
+        );
+        for name in never_started {
+            assert_eq!(
+                component(status, name)["status"],
+                "not_started",
+                "{phase}: {name} was launched after the stop"
+            );
+        }
+        let stops: Vec<String> = status["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "stop")
+            .map(|e| {
+                e["message"]
+                    .as_str()
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        let expected: Vec<&str> = ["env", "trainer", "api"]
+            .into_iter()
+            .filter(|c| !never_started.contains(c))
+            .collect();
+        assert_eq!(stops, expected, "{phase}: stop order");
+        assert_nothing_left(&stack, &id);
+    }
+}
+
+/// kill -9 of one component: the run fails naming it within 2 s of the kill (measured by the
+/// store's own clock), and the others are stopped.
+#[test]
+fn a_killed_component_fails_the_run_naming_it_and_leaves_no_orphan() {
+    let Some(python) = test_python() else { return };
+    for victim in ["api", "trainer", "env"] {
+        let stack = Stack::new(
+            &python,
+            &[(
+                "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+                "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
+            )],
+        );
+        let id = stack.start();
+        let running = stack.wait(&id, "running", 120);
+        assert_eq!(running["state"], "running", "{}", stack.explain(&id));
+        let pid = pid_of(&running, victim).unwrap();
+        let killed_at = jiff::Timestamp::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let failed = stack.wait(&id, "finished", 30);
+        assert_eq!(failed["state"], "failed", "{}", stack.explain(&id));
+        let error = failed["error"].as_str().unwrap();
+        assert!(
+            error.starts_with(&format!("{victim} was ended by SIGKILL")),
+            "{victim}: {error}"
+        );
+        let recorded = failed["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "state" && e["message"].as_str().unwrap().starts_with("failed"))
+            .unwrap();
+        let recorded_at: jiff::Timestamp = recorded["at"].as_str().unwrap().parse().unwrap();
+        let reaction = recorded_at.duration_since(killed_at).as_secs_f64();
+        assert!(
+            reaction < 2.0,
+            "{victim}: failure recorded {reaction:.2} s after the kill"
+        );
+        assert_nothing_left(&stack, &id);
+    }
+}
+
+/// The process that started the run is SIGKILLed while it waits; the run goes on, and a new
+/// process sees it, follows its events and stops it.
+#[test]
+fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
+    let Some(python) = test_python() else { return };
+    let stack = Stack::new(
+        &python,
+        &[(
+            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
+        )],
+    );
+    let mut caller = Command::new(env!("CARGO_BIN_EXE_rl"))
+        .args(["start", "--wait", "finished", "--json"])
+        .env("RL_HOME", stack.home.path())
+        .current_dir(workspace_root())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let id = loop {
+        let runs = stack.json(&["runs"]);
+        if let Some(id) = runs[0]["id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no run appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    stack.wait(&id, "running", 120);
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+
+    std::thread::sleep(Duration::from_millis(500));
+    let status = stack.json(&["status", &id]);
+    assert_eq!(status["state"], "running", "{}", stack.explain(&id));
+    let cursor = status["next_since"].as_i64().unwrap();
+    let report = stack.json(&["stop", &id]);
+    assert_eq!(report["status"]["state"], "stopped");
+    let newer = stack.json(&["events", &id, "--since", &cursor.to_string()]);
+    let events = newer["events"].as_array().unwrap();
+    assert!(events.iter().all(|e| e["seq"].as_i64().unwrap() > cursor));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["message"] == "stopping: stop requested")
+    );
+    assert_nothing_left(&stack, &id);
+}
+
+#[test]
+fn two_runs_at_once_use_their_own_ports_and_both_complete() {
+    let Some(python) = test_python() else { return };
+    let stack = Stack::new(&python, &[]);
+    let first = stack.start();
+    let second = stack.start();
+    let a = stack.wait(&first, "finished", 180);
+    let b = stack.wait(&second, "finished", 180);
+    assert_eq!(a["state"], "completed", "{}", stack.explain(&first));
+    assert_eq!(b["state"], "completed", "{}", stack.explain(&second));
+    let all: BTreeSet<u16> = ports(&a).into_iter().chain(ports(&b)).collect();
+    assert_eq!(all.len(), 4, "ports shared between runs: {all:?}");
+    assert_nothing_left(&stack, &first);
+    assert_nothing_left(&stack, &second);
+}
+
+/// A component leaves a process behind in its group (started and abandoned by a subshell);
+/// stopping the run ends it too.
+#[test]
+fn a_grandchild_left_by_a_component_is_gone_after_stop() {
+    let Some(python) = test_python() else { return };
+    let trainer = r#"trainer = ["sh", "-c", "(sleep 600 &); exec \"$0\" \"$@\"", "{python}", "launch_training.py""#;
+    let stack = Stack::new(
+        &python,
+        &[
+            (r#"trainer = ["{python}", "launch_training.py""#, trainer),
+            (
+                "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+                "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
+            ),
+        ],
+    );
+    let id = stack.start();
+    let running = stack.wait(&id, "running", 120);
+    let trainer_group = i32::try_from(pid_of(&running, "trainer").unwrap()).unwrap();
+    let sleepers: Vec<u32> = members_of_group(trainer_group)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+        .collect();
+    assert_eq!(
+        sleepers.len(),
+        1,
+        "the abandoned sleep is in the trainer's group"
+    );
+    let report = stack.json(&["stop", &id]);
+    assert_eq!(report["status"]["state"], "stopped");
+    assert!(!is_alive(sleepers[0]), "the grandchild survived the stop");
+    assert_nothing_left(&stack, &id);
+}
+
+#[test]
+fn run_ids_from_outside_are_checked() {
+    let home = tempfile::tempdir().unwrap();
+    for bad in ["../../etc", "0BADC0DE", "12345", "0badc0de0"] {
+        let output = crate::rl_in(home.path(), &["status", bad, "--json"]);
+        assert_eq!(output.status.code(), Some(1), "{bad}");
+        let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("8 lowercase hexadecimal"),
+            "{answer}"
+        );
+    }
+    let output = crate::rl_in(home.path(), &["stop", "0badc0de", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("no run with id '0badc0de'")
+    );
+}
+
+/// The supervisor itself is SIGKILLed (as a reboot would end it): every read shows the run as
+/// lost, judged by pid and start time, and a stop ends the processes it left.
+#[test]
+fn a_run_whose_supervisor_vanished_is_lost_and_stop_ends_what_it_left() {
+    let Some(python) = test_python() else { return };
+    let stack = Stack::new(
+        &python,
+        &[(
+            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
+        )],
+    );
+    let id = stack.start();
+    let running = stack.wait(&id, "running", 120);
+    let supervisor = i32::try_from(running["supervisor"]["pid"].as_u64().unwrap()).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let lost = stack.wait(&id, "finished", 10);
+    assert_eq!(lost["state"], "lost");
+    assert!(
+        lost["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("its supervisor (pid {supervisor}) is gone")),
+        "{lost}"
+    );
+    assert!(
+        !run_processes(&lost).is_empty(),
+        "the components outlive their supervisor"
+    );
+    let listed = stack.json(&["runs"]);
+    assert_eq!(listed[0]["state"], "lost");
+
+    let report = stack.json(&["stop", &id]);
+    assert_eq!(report["stopped"], true);
+    let message = report["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("run {id} is lost; env ended on SIGTERM")),
+        "{message}"
+    );
+    assert_eq!(report["status"]["state"], "lost", "a lost run stays lost");
+    assert_nothing_left(&stack, &id);
+}
