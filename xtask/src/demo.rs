@@ -1,6 +1,7 @@
-//! `cargo xtask demo`: the main job, on the bundled fixture tree, with a state directory of its
-//! own. It grows with the workspace: today discovery and configuration; the run lifecycle joins
-//! it when it exists.
+//! `cargo xtask demo`: the main job, on the bundled fixture tree and the local stack (real
+//! atroposlib run-api, the fixture trainer, the arithmetic environment, all on loopback), with a
+//! state directory of its own: discover, configure, train to completion, stop a run. No key,
+//! no network once the test venv exists.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,10 +15,16 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     run_command(Command::new("cargo").args(["build", "--quiet", "-p", "rl-cli"]))?;
     let rl = root.join("target/debug/rl");
     let tree = root.join("fixtures/tinker-atropos");
+    let python = crate::venv::ensure_test_venv(root)?;
     let home = root.join("target/demo-home");
     if home.exists() {
         std::fs::remove_dir_all(&home)?;
     }
+    std::fs::create_dir_all(&home)?;
+    let settings = std::fs::read_to_string(root.join("fixtures/local-stack.toml"))?
+        .replace("@REPO@", &root.display().to_string())
+        .replace("@PYTHON@", &python.display().to_string());
+    std::fs::write(home.join("config.toml"), settings)?;
     let rl_with = |args: &[&str]| {
         let mut command = Command::new(&rl);
         command
@@ -56,18 +63,83 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     println!("\n== 5. What changed since selection");
     run_command(&mut rl_with(&["config", "diff"]))?;
 
+    println!("\n== 6. Train: select the arithmetic environment and start a run on the local stack");
+    run_command(&mut rl_with(&["select", "arithmetic"]))?;
+    let started = json(&mut rl_with(&["start", "--json"]))?;
+    let id = text(&started["id"])?;
+    println!("started run {id}; waiting for it to run (readiness gates, no sleeps)");
+    run_command(&mut rl_with(&[
+        "wait",
+        &id,
+        "--until",
+        "running",
+        "--timeout",
+        "120",
+    ]))?;
+    println!("\n== 7. Follow it to the end");
+    let finished = json(&mut rl_with(&[
+        "wait",
+        &id,
+        "--until",
+        "finished",
+        "--timeout",
+        "180",
+        "--json",
+    ]))?;
+    run_command(&mut rl_with(&["status", &id]))?;
+    if finished["status"]["state"] != "completed" {
+        bail!(
+            "run {id} ended {}; see target/demo-home/runs/{id}",
+            finished["status"]["state"]
+        );
+    }
+    let trainer_log = std::fs::read_to_string(home.join("runs").join(&id).join("trainer.log"))?;
+    let weights = trainer_log
+        .lines()
+        .find_map(|line| line.strip_prefix("final weights: "))
+        .context("the trainer reported no final weights")?
+        .to_owned();
+    println!("\n== 8. Start another run and stop it while it runs");
+    let second = json(&mut rl_with(&["start", "--wait", "running", "--json"]))?;
+    let second_id = text(&second["id"])?;
+    run_command(&mut rl_with(&["stop", &second_id]))?;
+    run_command(&mut rl_with(&["runs"]))?;
+
     let output = rl_with(&["envs", "list", "--recursive", "--json"]).output()?;
     let scan: serde_json::Value =
         serde_json::from_slice(&output.stdout).context("rl envs list --json printed no JSON")?;
     let count = |key: &str| scan[key].as_array().map_or(0, Vec::len);
     println!(
         "\nSummary: {} environments found in {} (recursive), {} files skipped with a reason, no \
-         environment code run; word_ladder selected with 3 edits, 3 bad edits refused. State is \
+         environment code run; word_ladder selected with 3 edits, 3 bad edits refused; run {id} \
+         of arithmetic completed in {:.1} s (weights {weights}); run {second_id} stopped. State is \
          in {}.",
         count("environments"),
         tree.display(),
         count("skipped"),
+        finished["status"]["elapsed_secs"]
+            .as_f64()
+            .unwrap_or_default(),
         home.display(),
     );
     Ok(())
+}
+
+fn json(command: &mut Command) -> anyhow::Result<serde_json::Value> {
+    let output = command.output()?;
+    if !output.status.success() {
+        bail!(
+            "{command:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout).with_context(|| format!("{command:?} printed no JSON"))
+}
+
+fn text(value: &serde_json::Value) -> anyhow::Result<String> {
+    value
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("expected a string, got {value}"))
 }

@@ -398,9 +398,10 @@ impl Runs {
                 }
             }
         }
+        let took = started.elapsed().as_secs_f64();
         let status = self.status(id, 0)?;
         Ok(StopReport {
-            message: format!("run {id} is {}", status.run.state.label()),
+            message: format!("run {id} is {} after {took:.1} s", status.run.state.label()),
             stopped: true,
             status,
         })
