@@ -114,10 +114,13 @@ impl Runs {
                 dotenv: self.home.join(".env"),
             });
         }
-        let root = settings
-            .tinker_atropos_root
-            .clone()
-            .ok_or(ProcessError::NoRoot)?;
+        // Absolute, as the components run with the tree as their working directory.
+        let root = absolute(
+            settings
+                .tinker_atropos_root
+                .as_ref()
+                .ok_or(ProcessError::NoRoot)?,
+        )?;
         let run_id = self.unused_id()?;
         let [api_port, trainer_port] = free_loopback_ports::<2>()?;
         let endpoints = RunEndpoints {
@@ -127,7 +130,7 @@ impl Runs {
         let written = config.write_run_config(&run_id, Some(endpoints))?;
         let selected = &written.selection.environment;
         let dir = run_dir(&self.home, &run_id);
-        let env_file = selected.environments_dir.join(&selected.file);
+        let env_file = absolute(&selected.environments_dir.join(&selected.file))?;
         let values = TemplateValues::new()
             .with("python", settings.python.to_string_lossy())
             .with("config", written.path.to_string_lossy())
@@ -429,6 +432,14 @@ impl Runs {
         }
         self.store.events(id, since, limit)
     }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, ProcessError> {
+    std::path::absolute(path).map_err(|source| ProcessError::Io {
+        action: "resolve",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {

@@ -315,11 +315,15 @@ impl<'a> Supervisor<'a> {
         if *self.stop_requested.borrow() {
             return Ok(true);
         }
+        // The first call always reads the store: a stop may have been recorded before the
+        // supervisor existed.
+        let check = self.ticks.is_multiple_of(STORE_CHECK_EVERY);
         self.ticks = self.ticks.wrapping_add(1);
-        if !self.ticks.is_multiple_of(STORE_CHECK_EVERY) {
+        if !check {
             return Ok(false);
         }
-        Ok(self.store.state(&self.run_id)? == RunState::Stopping)
+        let state = self.store.state(&self.run_id)?;
+        Ok(state == RunState::Stopping || state.is_finished())
     }
 
     async fn finish(mut self, ending: Ending) -> Result<RunState, ProcessError> {

@@ -484,3 +484,20 @@ async fn a_port_taken_after_allocation_fails_clearly_without_launching() {
     );
     assert!(run.error().starts_with(&expected), "{}", run.error());
 }
+
+#[tokio::test]
+async fn a_stop_recorded_before_the_supervisor_began_launches_nothing() {
+    let run = new_run(quick());
+    run.store()
+        .transition(&run.id, RunState::Stopping, "stop requested")
+        .unwrap();
+    let exits = Exits::default();
+    let launcher = launcher(&exits, 0, None);
+    let probe = probe(ALL);
+    let (_stop, stop_requested) = watch::channel(false);
+    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    assert_eq!(supervisor.run().await.unwrap(), RunState::Stopped);
+    for component in Component::START_ORDER {
+        assert_eq!(run.status(component), ComponentStatus::NotStarted);
+    }
+}
