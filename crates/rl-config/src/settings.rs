@@ -39,6 +39,11 @@ pub struct Settings {
     pub child_environment: BTreeMap<String, String>,
     /// Readiness timeouts and grace periods of a run.
     pub run: RunTiming,
+    /// The port the trainer serves inference on, for a trainer that cannot be told: the
+    /// published Tinker `launch_training.py` binds 8001 whatever its config says, so it needs
+    /// `trainer_port = 8001` (and allows one run at a time). Unset: each run gets a free port,
+    /// written into its config (`openai[0].base_url`) and offered to templates as `{trainer_port}`.
+    pub trainer_port: Option<u16>,
 }
 
 /// How long each phase of a run may take, in seconds.
@@ -128,6 +133,7 @@ impl Default for Settings {
             trainer_needs_tinker_key: true,
             child_environment: BTreeMap::new(),
             run: RunTiming::default(),
+            trainer_port: None,
         }
     }
 }

@@ -30,6 +30,10 @@ pub enum ProcessError {
         "no tinker-atropos tree is configured (the trainer runs from it): set RL_TINKER_ATROPOS_ROOT, tinker_atropos_root in config.toml, or pass --root"
     )]
     NoRoot,
+    #[error(
+        "the trainer's port {port} (trainer_port in config.toml) is in use, by another run's trainer or another program; stop that first, or leave trainer_port unset for a trainer that reads its port from the run config"
+    )]
+    FixedPortInUse { port: u16 },
     #[error("cannot start the supervisor of run {run_id}: {reason}")]
     Supervisor { run_id: String, reason: String },
     #[error("cannot start {component}: {reason}")]

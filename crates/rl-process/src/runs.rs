@@ -122,7 +122,14 @@ impl Runs {
                 .ok_or(ProcessError::NoRoot)?,
         )?;
         let run_id = self.unused_id()?;
-        let [api_port, trainer_port] = free_loopback_ports::<2>()?;
+        let [api_port, free_port] = free_loopback_ports::<2>()?;
+        let trainer_port = match settings.trainer_port {
+            Some(port) if is_listening(port) => {
+                return Err(ProcessError::FixedPortInUse { port });
+            }
+            Some(port) => port,
+            None => free_port,
+        };
         let endpoints = RunEndpoints {
             api_port,
             trainer_port,

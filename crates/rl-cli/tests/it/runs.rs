@@ -627,3 +627,36 @@ fn a_run_whose_supervisor_vanished_is_lost_and_stop_ends_what_it_left() {
     assert_eq!(report["status"]["state"], "lost", "a lost run stays lost");
     assert_nothing_left(&stack, &id);
 }
+
+/// A trainer that cannot be told its port (the published Tinker trainer binds 8001) is declared
+/// with `trainer_port`; when that port is busy the start is refused before anything runs.
+#[test]
+fn a_busy_fixed_trainer_port_is_refused_before_anything_starts() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "tinker_atropos_root = \"{}\"\ntrainer_needs_tinker_key = false\ntrainer_port = {port}\n",
+            workspace_root().join("fixtures/tinker-atropos").display()
+        ),
+    )
+    .unwrap();
+    assert!(
+        crate::rl_in(home.path(), &["select", "arithmetic"])
+            .status
+            .success()
+    );
+    let output = crate::rl_in(home.path(), &["start", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let error = answer["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "the trainer's port {port} (trainer_port in config.toml) is in use"
+        )),
+        "{error}"
+    );
+    assert!(!home.path().join("runs").exists());
+}
