@@ -50,6 +50,16 @@ pub trait RunningComponent: Send {
     async fn wait(&mut self) -> ComponentStatus;
 }
 
+/// A log file opened for appending, twice: one handle for stdout, one for stderr.
+pub(crate) fn open_log(path: &std::path::Path) -> std::io::Result<(Stdio, Stdio)> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let log_err = log.try_clone()?;
+    Ok((Stdio::from(log), Stdio::from(log_err)))
+}
+
 /// Runs components as child processes of the calling process (the supervisor).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalLauncher;
@@ -61,21 +71,15 @@ impl Launcher for LocalLauncher {
             component: spec.component,
             reason,
         };
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&spec.log_path)
+        let (log, log_err) = open_log(&spec.log_path)
             .map_err(|e| fail(format!("cannot open log {}: {e}", spec.log_path.display())))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| fail(format!("cannot share log file: {e}")))?;
         let mut command = tokio::process::Command::new(&spec.program);
         command
             .args(&spec.args)
             .current_dir(&spec.cwd)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log_err))
+            .stdout(log)
+            .stderr(log_err)
             .process_group(0)
             // The supervisor owns the group's end explicitly; dropping a handle must not kill.
             .kill_on_drop(false);

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::ProcessError;
 use crate::groups::{StopOutcome, stop_group};
 use crate::identity::{ProcessIdentity, members_of_group};
-use crate::launcher::LaunchSpec;
+use crate::launcher::{LaunchSpec, open_log};
 use crate::plan::LaunchPlan;
 use crate::ports::{free_loopback_ports, is_listening};
 use crate::state::{Component, RunState};
@@ -226,14 +226,8 @@ impl Runs {
             reason,
         };
         let log_path = supervisor_log(&self.home, run_id);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
+        let (log, log_err) = open_log(&log_path)
             .map_err(|e| fail(format!("cannot open {}: {e}", log_path.display())))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| fail(format!("cannot share its log: {e}")))?;
         let mut command = std::process::Command::new(&supervisor.program);
         command
             .args(&supervisor.args)

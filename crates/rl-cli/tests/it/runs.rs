@@ -19,6 +19,12 @@ const FAKE_TINKER_KEY: &str = "tk-fake-0123456789abcdef";
 /// become ready, so a stop can be made in its phase.
 const SLOW_START: &str = r#""sh", "-c", "sleep 60; exec \"$0\" \"$@\"""#;
 
+/// Trainer steps of 5 s instead of 0.2 s: the run stays `running` for half a minute.
+const SLOW_STEPS: (&str, &str) = (
+    "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+    "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
+);
+
 struct Stack {
     home: tempfile::TempDir,
     /// Set as TINKER_API_KEY for every `rl` call when present.
@@ -82,6 +88,14 @@ impl Stack {
         status["id"].as_str().unwrap().to_owned()
     }
 
+    /// Starts a run and waits until it is running.
+    fn start_running(&self) -> (String, Value) {
+        let id = self.start();
+        let running = self.wait(&id, "running", 120);
+        assert_eq!(running["state"], "running", "{}", self.explain(&id));
+        (id, running)
+    }
+
     fn wait(&self, id: &str, until: &str, timeout_secs: u32) -> Value {
         let outcome = self.json(&[
             "wait",
@@ -135,6 +149,12 @@ impl Stack {
     fn run_dir(&self, id: &str) -> PathBuf {
         self.home.path().join("runs").join(id)
     }
+}
+
+/// The `{"error": ...}` answer of a refused `--json` call (exit code 1).
+fn refusal(output: &Output) -> Value {
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 fn label_of(status: &Value) -> String {
@@ -233,9 +253,7 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
         )],
     );
     stack.tinker_key = Some(FAKE_TINKER_KEY);
-    let id = stack.start();
-    let running = stack.wait(&id, "running", 120);
-    assert_eq!(running["state"], "running", "{}", stack.explain(&id));
+    let (id, running) = stack.start_running();
 
     // While it runs: the key is in the trainer's environment, in no command line of the run,
     // and not given to the API at all.
@@ -314,9 +332,7 @@ fn a_missing_tinker_key_is_refused_before_anything_starts() {
             "trainer_needs_tinker_key = true",
         )],
     );
-    let output = stack.rl(&["start", "--json"]);
-    assert_eq!(output.status.code(), Some(1));
-    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answer = refusal(&stack.rl(&["start", "--json"]));
     assert!(
         answer["error"]
             .as_str()
@@ -339,7 +355,6 @@ fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
     let slow_env = format!(
         "[commands]\nenv = [{SLOW_START}, \"{{python}}\", \"{{env_file}}\", \"serve\", \"--config\", \"{{config}}\"]\n"
     );
-    let slow_run = "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"";
     let cases: [(&str, (&str, &str), &[&str]); 4] = [
         (
             "starting: api",
@@ -355,11 +370,7 @@ fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
             &["env"],
         ),
         ("starting: env", ("[commands]\n", &slow_env), &[]),
-        (
-            "running",
-            ("RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"", slow_run),
-            &[],
-        ),
+        ("running", SLOW_STEPS, &[]),
     ];
     for (phase, edit, never_started) in cases {
         let stack = Stack::new(&python, &[edit]);
@@ -418,9 +429,7 @@ fn a_killed_component_fails_the_run_naming_it_and_leaves_no_orphan() {
                 "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
             )],
         );
-        let id = stack.start();
-        let running = stack.wait(&id, "running", 120);
-        assert_eq!(running["state"], "running", "{}", stack.explain(&id));
+        let (id, running) = stack.start_running();
         let pid = pid_of(&running, victim).unwrap();
         let killed_at = jiff::Timestamp::now();
         nix::sys::signal::kill(
@@ -456,13 +465,7 @@ fn a_killed_component_fails_the_run_naming_it_and_leaves_no_orphan() {
 #[test]
 fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
     let Some(python) = test_python() else { return };
-    let stack = Stack::new(
-        &python,
-        &[(
-            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
-            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
-        )],
-    );
+    let stack = Stack::new(&python, &[SLOW_STEPS]);
     let mut caller = Command::new(env!("CARGO_BIN_EXE_rl"))
         .args(["start", "--wait", "finished", "--json"])
         .env("RL_HOME", stack.home.path())
@@ -529,14 +532,10 @@ fn a_grandchild_left_by_a_component_is_gone_after_stop() {
         &python,
         &[
             (r#"trainer = ["{python}", "launch_training.py""#, trainer),
-            (
-                "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
-                "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
-            ),
+            SLOW_STEPS,
         ],
     );
-    let id = stack.start();
-    let running = stack.wait(&id, "running", 120);
+    let (id, running) = stack.start_running();
     let trainer_group = i32::try_from(pid_of(&running, "trainer").unwrap()).unwrap();
     let sleepers: Vec<u32> = members_of_group(trainer_group)
         .into_iter()
@@ -559,9 +558,7 @@ fn a_grandchild_left_by_a_component_is_gone_after_stop() {
 fn run_ids_from_outside_are_checked() {
     let home = tempfile::tempdir().unwrap();
     for bad in ["../../etc", "0BADC0DE", "12345", "0badc0de0"] {
-        let output = crate::rl_in(home.path(), &["status", bad, "--json"]);
-        assert_eq!(output.status.code(), Some(1), "{bad}");
-        let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let answer = refusal(&crate::rl_in(home.path(), &["status", bad, "--json"]));
         assert!(
             answer["error"]
                 .as_str()
@@ -570,9 +567,7 @@ fn run_ids_from_outside_are_checked() {
             "{answer}"
         );
     }
-    let output = crate::rl_in(home.path(), &["stop", "0badc0de", "--json"]);
-    assert_eq!(output.status.code(), Some(1));
-    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answer = refusal(&crate::rl_in(home.path(), &["stop", "0badc0de", "--json"]));
     assert!(
         answer["error"]
             .as_str()
@@ -586,15 +581,8 @@ fn run_ids_from_outside_are_checked() {
 #[test]
 fn a_run_whose_supervisor_vanished_is_lost_and_stop_ends_what_it_left() {
     let Some(python) = test_python() else { return };
-    let stack = Stack::new(
-        &python,
-        &[(
-            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
-            "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
-        )],
-    );
-    let id = stack.start();
-    let running = stack.wait(&id, "running", 120);
+    let stack = Stack::new(&python, &[SLOW_STEPS]);
+    let (id, running) = stack.start_running();
     let supervisor = i32::try_from(running["supervisor"]["pid"].as_u64().unwrap()).unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(supervisor),
@@ -648,9 +636,7 @@ fn a_busy_fixed_trainer_port_is_refused_before_anything_starts() {
             .status
             .success()
     );
-    let output = crate::rl_in(home.path(), &["start", "--json"]);
-    assert_eq!(output.status.code(), Some(1));
-    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answer = refusal(&crate::rl_in(home.path(), &["start", "--json"]));
     let error = answer["error"].as_str().unwrap();
     assert!(
         error.starts_with(&format!(

@@ -199,21 +199,35 @@ impl Run {
             .collect()
     }
 
-    fn supervisor<'a>(
-        &self,
-        launcher: &'a MockLauncher,
-        probe: &'a MockProbe,
-        stop: watch::Receiver<bool>,
-        secrets: Secrets,
-    ) -> Supervisor<'a> {
+    fn supervisor<'a>(&self, doubles: &'a Doubles, secrets: Secrets) -> Supervisor<'a> {
         Supervisor::new(
             self.store(),
             self.plan.clone(),
-            launcher,
-            probe,
-            stop,
+            &doubles.launcher,
+            &doubles.probe,
+            doubles.stop.subscribe(),
             secrets,
         )
+    }
+}
+
+/// The launcher and probe doubles of one test, and the stop signal a supervisor would get.
+struct Doubles {
+    exits: Exits,
+    launcher: MockLauncher,
+    probe: MockProbe,
+    stop: watch::Sender<bool>,
+}
+
+/// `launches` components may be launched (the one named `fail_on` fails); those in `ready`
+/// pass their gate.
+fn doubles(launches: usize, ready: &'static [Component], fail_on: Option<Component>) -> Doubles {
+    let exits = Exits::default();
+    Doubles {
+        launcher: launcher(&exits, launches, fail_on),
+        probe: probe(ready),
+        exits,
+        stop: watch::channel(false).0,
     }
 }
 
@@ -222,21 +236,22 @@ const ALL: &[Component] = &[Component::Api, Component::Trainer, Component::Env];
 #[tokio::test]
 async fn a_run_starts_in_order_runs_and_completes_when_env_and_trainer_finish() {
     let run = new_run(quick());
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 3, None);
-    let probe = probe(ALL);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(3, ALL, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     let driver = async {
         run.until(RunState::Running).await;
-        exits.end(Component::Env, ComponentStatus::Exited { code: 0 });
+        doubles
+            .exits
+            .end(Component::Env, ComponentStatus::Exited { code: 0 });
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(
             run.store().state(&run.id).unwrap(),
             RunState::Running,
             "the trainer may still be saving its weights"
         );
-        exits.end(Component::Trainer, ComponentStatus::Exited { code: 0 });
+        doubles
+            .exits
+            .end(Component::Trainer, ComponentStatus::Exited { code: 0 });
     };
     let (ended, ()) = tokio::join!(supervisor.run(), driver);
     assert_eq!(ended.unwrap(), RunState::Completed);
@@ -270,15 +285,12 @@ async fn a_run_starts_in_order_runs_and_completes_when_env_and_trainer_finish() 
 #[tokio::test]
 async fn a_stop_while_the_trainer_starts_launches_nothing_more() {
     let run = new_run(quick());
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 2, None);
-    let probe = probe(&[Component::Api]);
-    let (stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(2, &[Component::Api], None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     let driver = async {
         run.until(RunState::Starting(Component::Trainer)).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
-        stop.send(true).unwrap();
+        doubles.stop.send(true).unwrap();
     };
     let (ended, ()) = tokio::join!(supervisor.run(), driver);
     assert_eq!(ended.unwrap(), RunState::Stopped);
@@ -303,11 +315,8 @@ async fn a_stop_while_the_trainer_starts_launches_nothing_more() {
 #[tokio::test]
 async fn a_stop_recorded_by_another_process_is_seen_without_its_signal() {
     let run = new_run(quick());
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 3, None);
-    let probe = probe(ALL);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(3, ALL, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     let driver = async {
         run.until(RunState::Running).await;
         run.store()
@@ -340,14 +349,13 @@ async fn a_crash_fails_the_run_naming_the_component_with_its_log_and_no_secret()
             "tk-very-secret-value".to_owned(),
         )]),
     );
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 3, None);
-    let probe = probe(ALL);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, secrets);
+    let doubles = doubles(3, ALL, None);
+    let supervisor = run.supervisor(&doubles, secrets);
     let driver = async {
         run.until(RunState::Running).await;
-        exits.end(Component::Trainer, ComponentStatus::Signalled { signal: 9 });
+        doubles
+            .exits
+            .end(Component::Trainer, ComponentStatus::Signalled { signal: 9 });
     };
     let (ended, ()) = tokio::join!(supervisor.run(), driver);
     assert_eq!(ended.unwrap(), RunState::Failed);
@@ -365,14 +373,13 @@ async fn a_crash_fails_the_run_naming_the_component_with_its_log_and_no_secret()
 #[tokio::test]
 async fn the_api_ending_fails_the_run_even_with_code_zero() {
     let run = new_run(quick());
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 3, None);
-    let probe = probe(ALL);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(3, ALL, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     let driver = async {
         run.until(RunState::Running).await;
-        exits.end(Component::Api, ComponentStatus::Exited { code: 0 });
+        doubles
+            .exits
+            .end(Component::Api, ComponentStatus::Exited { code: 0 });
     };
     let (ended, ()) = tokio::join!(supervisor.run(), driver);
     assert_eq!(ended.unwrap(), RunState::Failed);
@@ -389,11 +396,8 @@ async fn a_component_that_never_answers_fails_the_run_after_its_timeout() {
         trainer_ready_timeout_secs: 0.3,
         ..quick()
     });
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 2, None);
-    let probe = probe(&[Component::Api]);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(2, &[Component::Api], None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
     let expected = format!(
         "trainer was not ready within 0.3 s: GET http://127.0.0.1:{}/health never answered",
@@ -406,15 +410,14 @@ async fn a_component_that_never_answers_fails_the_run_after_its_timeout() {
 #[tokio::test]
 async fn a_component_ending_before_it_is_ready_fails_the_run() {
     let run = new_run(quick());
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 2, None);
-    let probe = probe(&[Component::Api]);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(2, &[Component::Api], None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     let driver = async {
         run.until(RunState::Starting(Component::Trainer)).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        exits.end(Component::Trainer, ComponentStatus::Exited { code: 0 });
+        doubles
+            .exits
+            .end(Component::Trainer, ComponentStatus::Exited { code: 0 });
     };
     let (ended, ()) = tokio::join!(supervisor.run(), driver);
     assert_eq!(ended.unwrap(), RunState::Failed);
@@ -432,14 +435,11 @@ async fn an_env_that_never_registers_counts_as_running_once_settled() {
         env_settle_secs: 0.3,
         ..quick()
     });
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 3, None);
-    let probe = probe(&[Component::Api, Component::Trainer]);
-    let (stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(3, &[Component::Api, Component::Trainer], None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     let driver = async {
         run.until(RunState::Running).await;
-        stop.send(true).unwrap();
+        doubles.stop.send(true).unwrap();
     };
     let (ended, ()) = tokio::join!(supervisor.run(), driver);
     assert_eq!(ended.unwrap(), RunState::Stopped);
@@ -455,11 +455,8 @@ async fn an_env_that_never_registers_counts_as_running_once_settled() {
 #[tokio::test]
 async fn a_launch_error_fails_the_run_and_stops_what_started() {
     let run = new_run(quick());
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 2, Some(Component::Trainer));
-    let probe = probe(ALL);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(2, ALL, Some(Component::Trainer));
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
     assert_eq!(run.error(), "cannot start trainer: no such program");
     assert_eq!(
@@ -472,11 +469,8 @@ async fn a_launch_error_fails_the_run_and_stops_what_started() {
 async fn a_port_taken_after_allocation_fails_clearly_without_launching() {
     let run = new_run(quick());
     let _thief = std::net::TcpListener::bind(("127.0.0.1", run.plan.api_port)).unwrap();
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 0, None);
-    let probe = probe(ALL);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(0, ALL, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
     let expected = format!(
         "cannot start api: port {} was free when the run was created but another process listens on it now",
@@ -491,11 +485,8 @@ async fn a_stop_recorded_before_the_supervisor_began_launches_nothing() {
     run.store()
         .transition(&run.id, RunState::Stopping, "stop requested")
         .unwrap();
-    let exits = Exits::default();
-    let launcher = launcher(&exits, 0, None);
-    let probe = probe(ALL);
-    let (_stop, stop_requested) = watch::channel(false);
-    let supervisor = run.supervisor(&launcher, &probe, stop_requested, Secrets::default());
+    let doubles = doubles(0, ALL, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
     assert_eq!(supervisor.run().await.unwrap(), RunState::Stopped);
     for component in Component::START_ORDER {
         assert_eq!(run.status(component), ComponentStatus::NotStarted);
