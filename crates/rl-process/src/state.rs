@@ -78,7 +78,8 @@ impl RunState {
             (Starting(a), Starting(b)) => b > a,
             (Starting(_), Running | Stopping | Failed | Lost | Completed) => true,
             (Running, Stopping | Completed | Failed | Lost) => true,
-            (Stopping, Stopped | Failed | Lost) => true,
+            // Completed: the run finished by itself while a stop was on its way.
+            (Stopping, Stopped | Completed | Failed | Lost) => true,
             _ => false,
         }
     }
@@ -212,6 +213,10 @@ mod tests {
             "a stop always passes through stopping"
         );
         assert!(!RunState::Stopping.can_become(RunState::Running));
+        assert!(
+            RunState::Stopping.can_become(RunState::Completed),
+            "a run that finished while being stopped says so"
+        );
     }
 
     #[test]

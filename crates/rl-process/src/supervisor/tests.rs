@@ -492,3 +492,28 @@ async fn a_stop_recorded_before_the_supervisor_began_launches_nothing() {
         assert_eq!(run.status(component), ComponentStatus::NotStarted);
     }
 }
+
+#[tokio::test]
+async fn a_stop_during_the_completion_grace_ends_the_run_completed() {
+    let run = new_run(quick());
+    let doubles = doubles(3, ALL, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
+    let driver = async {
+        run.until(RunState::Running).await;
+        doubles
+            .exits
+            .end(Component::Env, ComponentStatus::Exited { code: 0 });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // What `rl stop` does: record the request, then signal.
+        run.store()
+            .transition(&run.id, RunState::Stopping, "stop requested")
+            .unwrap();
+        doubles.stop.send(true).unwrap();
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Completed);
+    assert_eq!(
+        run.status(Component::Trainer),
+        ComponentStatus::Signalled { signal: 15 }
+    );
+}
