@@ -7,7 +7,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;
 
-use crate::identity::members_of_group;
+use crate::identity::{ProcessIdentity, members_of_group};
 
 /// How long to wait for the group to vanish after SIGKILL before reporting survivors.
 const AFTER_KILL: Duration = Duration::from_secs(3);
@@ -15,6 +15,8 @@ const POLL: Duration = Duration::from_millis(25);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StopOutcome {
+    /// The group had no process left to stop (its leader had ended and taken its children).
+    pub was_empty: bool,
     /// The group was empty within the grace period after SIGTERM.
     pub graceful: bool,
     /// Processes still in the group after SIGKILL (should be none; reported, never hidden).
@@ -25,33 +27,44 @@ pub struct StopOutcome {
 /// Returns once the group is empty (zombies waiting for their parent do not count) or
 /// SIGKILL's wait ran out.
 pub fn stop_group(pgid: u32, grace: Duration) -> StopOutcome {
-    let Ok(raw) = i32::try_from(pgid) else {
-        return StopOutcome {
-            graceful: true,
-            survivors: Vec::new(),
-        };
+    let empty = StopOutcome {
+        was_empty: true,
+        graceful: true,
+        survivors: Vec::new(),
     };
-    if raw <= 1 {
-        // Group 0 is our own and 1 is init's: never signal those.
-        return StopOutcome {
-            graceful: true,
-            survivors: Vec::new(),
-        };
+    // Group 0 is our own and 1 is init's: never signal those.
+    let Some(raw) = i32::try_from(pgid).ok().filter(|raw| *raw > 1) else {
+        return empty;
+    };
+    if members_of_group(raw).is_empty() {
+        return empty;
     }
     let group = Pid::from_raw(raw);
     let _ = killpg(group, Signal::SIGTERM);
     if wait_until_empty(raw, grace) {
         return StopOutcome {
-            graceful: true,
-            survivors: Vec::new(),
+            was_empty: false,
+            ..empty
         };
     }
     let _ = killpg(group, Signal::SIGKILL);
     wait_until_empty(raw, AFTER_KILL);
     StopOutcome {
+        was_empty: false,
         graceful: false,
         survivors: members_of_group(raw),
     }
+}
+
+/// The longest `stop_group` can take beyond its grace period.
+pub const KILL_WAIT: Duration = AFTER_KILL;
+
+/// Whether the process group led (once) by `leader` is still the one we started: its leader is
+/// that very process, or the leader has ended and no other process has its pid (Linux does not
+/// hand out a pid while a group of that id has members). Only valid within the boot the leader
+/// was started in; callers check the boot first.
+pub fn group_is_ours(leader: ProcessIdentity) -> bool {
+    leader.is_alive() || ProcessIdentity::of(leader.pid).is_none()
 }
 
 fn wait_until_empty(pgid: i32, limit: Duration) -> bool {

@@ -29,6 +29,15 @@ impl ProcessIdentity {
     }
 }
 
+/// This boot's id (`/proc/sys/kernel/random/boot_id`): pids and start times mean nothing across
+/// a restart, so identities are only compared within the boot they were recorded in.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|id| id.trim().to_owned())
+        .filter(|id| !id.is_empty())
+}
+
 pub(crate) struct Stat {
     pub state: char,
     pub pgid: i32,

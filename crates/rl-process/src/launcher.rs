@@ -103,6 +103,7 @@ impl Launcher for LocalLauncher {
         tokio::task::spawn_blocking(move || crate::groups::stop_group(pgid, grace))
             .await
             .unwrap_or_else(|_| StopOutcome {
+                was_empty: false,
                 graceful: false,
                 survivors: crate::identity::members_of_group(i32::try_from(pgid).unwrap_or(0)),
             })

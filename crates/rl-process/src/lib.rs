@@ -20,8 +20,8 @@ mod supervisor;
 mod template;
 
 pub use error::ProcessError;
-pub use groups::{StopOutcome, stop_group};
-pub use identity::{ProcessIdentity, members_of_group};
+pub use groups::{StopOutcome, group_is_ours, stop_group};
+pub use identity::{ProcessIdentity, boot_id, members_of_group};
 pub use launcher::{LaunchSpec, Launcher, LocalLauncher, RunningComponent};
 pub use plan::LaunchPlan;
 pub use ports::{free_loopback_ports, is_listening};

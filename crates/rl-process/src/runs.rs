@@ -11,8 +11,8 @@ use rl_config::{ConfigService, RunEndpoints, RunId, SECRET_NAMES, Secrets, run_d
 use serde::Serialize;
 
 use crate::ProcessError;
-use crate::groups::{StopOutcome, stop_group};
-use crate::identity::{ProcessIdentity, members_of_group};
+use crate::groups::{KILL_WAIT, StopOutcome, group_is_ours, stop_group};
+use crate::identity::ProcessIdentity;
 use crate::launcher::{LaunchSpec, open_log};
 use crate::plan::LaunchPlan;
 use crate::ports::{free_loopback_ports, is_listening};
@@ -183,6 +183,7 @@ impl Runs {
             trainer_port,
             components,
             timing: settings.run.clone(),
+            boot_id: crate::identity::boot_id(),
         };
         plan.save(&self.home)?;
         let logs = Component::START_ORDER.map(|c| (c, dir.join(format!("{c}.log"))));
@@ -300,7 +301,12 @@ impl Runs {
         if run.state.is_finished() {
             return Ok(run);
         }
+        let restarted = LaunchPlan::load(&self.home, id).is_ok_and(|plan| plan.from_another_boot());
         let reason = match run.supervisor {
+            _ if restarted => {
+                "the machine has restarted since the run started; none of its processes remain"
+                    .to_owned()
+            }
             Some(supervisor) if supervisor.is_alive() => return Ok(run),
             Some(supervisor) => format!(
                 "its supervisor (pid {}) is gone without recording an end (killed, or the \
@@ -350,10 +356,18 @@ impl Runs {
     /// when the supervisor is gone, stops the run's process groups itself.
     pub fn stop(&mut self, id: &RunId) -> Result<StopReport, ProcessError> {
         let run = self.reconciled(id)?;
+        let plan = LaunchPlan::load(&self.home, id).ok();
         if run.state == RunState::Lost {
-            return self.clean_up_lost(id, &run);
+            return self.clean_up_lost(id, &run, plan.as_ref());
         }
+        let requested = !run.state.is_finished()
+            && self
+                .store
+                .transition(id, RunState::Stopping, "stop requested")?
+                .is_some();
+        let run = self.read(id)?;
         if run.state.is_finished() {
+            // Ended before the request could be recorded (or long before).
             return Ok(StopReport {
                 message: format!(
                     "run {id} has already {}; nothing to stop",
@@ -363,24 +377,28 @@ impl Runs {
                 status: self.status(id, 0)?,
             });
         }
-        self.store
-            .transition(id, RunState::Stopping, "stop requested")?;
         let grace = Duration::from_secs_f64(
-            LaunchPlan::load(&self.home, id).map_or(10.0, |plan| plan.timing.stop_grace_secs),
+            plan.as_ref()
+                .map_or(10.0, |plan| plan.timing.stop_grace_secs),
         );
-        // Three groups, each with its grace, plus SIGKILL's wait: the supervisor's longest stop.
-        let limit = grace * 3 + Duration::from_secs(15);
+        // The supervisor's longest stop: each group its grace, SIGKILL's wait and the reap,
+        // then the ports; and a margin.
+        let limit = (grace + KILL_WAIT + Duration::from_secs(2)) * 3 + Duration::from_secs(12);
         let started = Instant::now();
         let mut signalled = false;
         loop {
-            let run = self.reconciled(id)?;
-            if run.state.is_finished() && run.state != RunState::Lost {
+            // Read without reconciling: a supervisor that ends during the stop is not `lost`,
+            // it leaves the rest of the stop to this process.
+            let run = self.read(id)?;
+            if run.state.is_finished() {
                 break;
             }
             let supervisor = run.supervisor.filter(ProcessIdentity::is_alive);
             match supervisor {
                 Some(supervisor) if started.elapsed() < limit => {
-                    if !signalled {
+                    // Before it has claimed the run its SIGTERM handler may not be in place;
+                    // it then reads `stopping` from the store on its own.
+                    if !signalled && self.store.supervisor_ready(id)? {
                         let pid =
                             nix::unistd::Pid::from_raw(i32::try_from(supervisor.pid).unwrap_or(0));
                         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
@@ -390,14 +408,7 @@ impl Runs {
                 }
                 // The supervisor is gone (or stuck): end the groups here.
                 _ => {
-                    let outcomes = stop_groups(&run, grace);
-                    self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
-                    wait_for_ports(&run);
-                    self.store.transition(
-                        id,
-                        RunState::Stopped,
-                        "stopped without its supervisor",
-                    )?;
+                    self.stop_without_supervisor(id, &run, plan.as_ref(), grace)?;
                     break;
                 }
             }
@@ -406,13 +417,53 @@ impl Runs {
         let status = self.status(id, 0)?;
         Ok(StopReport {
             message: format!("run {id} is {} after {took:.1} s", status.run.state.label()),
-            stopped: true,
+            stopped: requested || signalled,
             status,
         })
     }
 
-    fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
-        let outcomes = stop_groups(run, Duration::from_secs(10));
+    fn stop_without_supervisor(
+        &mut self,
+        id: &RunId,
+        run: &RunRecord,
+        plan: Option<&LaunchPlan>,
+        grace: Duration,
+    ) -> Result<(), ProcessError> {
+        let outcomes = stop_groups(run, plan, grace);
+        self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
+        let survivors: Vec<u32> = outcomes
+            .iter()
+            .flat_map(|(_, outcome)| outcome.survivors.iter().copied())
+            .collect();
+        let busy = wait_for_ports(run);
+        if !busy.is_empty() {
+            let message = format!("ports {busy:?} are still in use, by a process outside the run");
+            self.store.set_error(id, &message)?;
+        }
+        if survivors.is_empty() {
+            self.store
+                .transition(id, RunState::Stopped, "stopped without its supervisor")?;
+        } else {
+            let message = format!("processes {survivors:?} survived SIGKILL");
+            self.store.set_error(id, &message)?;
+            self.store.transition(id, RunState::Failed, &message)?;
+        }
+        Ok(())
+    }
+
+    fn read(&self, id: &RunId) -> Result<RunRecord, ProcessError> {
+        self.store
+            .run(id)?
+            .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))
+    }
+
+    fn clean_up_lost(
+        &mut self,
+        id: &RunId,
+        run: &RunRecord,
+        plan: Option<&LaunchPlan>,
+    ) -> Result<StopReport, ProcessError> {
+        let outcomes = stop_groups(run, plan, Duration::from_secs(10));
         let message = if outcomes.is_empty() {
             format!("run {id} is lost and left no process behind; nothing to stop")
         } else {
@@ -448,10 +499,17 @@ fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {
 }
 
 /// Stops, in stop order, each of the run's groups that still has members and is provably the
-/// run's: its leader is the recorded process, or the leader is gone and no other process has
-/// taken its pid (Linux does not reuse a pid while a group of that id has members).
-fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)> {
+/// run's (`group_is_ours`), unless the machine has restarted since the run started: then none
+/// of its processes can exist, and a pid names someone else's.
+fn stop_groups(
+    run: &RunRecord,
+    plan: Option<&LaunchPlan>,
+    grace: Duration,
+) -> Vec<(Component, StopOutcome)> {
     let mut outcomes = Vec::new();
+    if plan.is_none_or(LaunchPlan::from_another_boot) {
+        return outcomes;
+    }
     for component in Component::STOP_ORDER {
         let Some(record) = run.components.iter().find(|c| c.component == component) else {
             continue;
@@ -459,10 +517,11 @@ fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)
         let Some(leader) = record.process else {
             continue;
         };
-        let pgid = i32::try_from(leader.pid).unwrap_or(0);
-        let ours = leader.is_alive() || ProcessIdentity::of(leader.pid).is_none();
-        if ours && !members_of_group(pgid).is_empty() {
-            outcomes.push((component, stop_group(leader.pid, grace)));
+        if group_is_ours(leader) {
+            let outcome = stop_group(leader.pid, grace);
+            if !outcome.was_empty {
+                outcomes.push((component, outcome));
+            }
         }
     }
     outcomes
@@ -488,13 +547,18 @@ fn describe_outcomes(outcomes: &[(Component, StopOutcome)]) -> String {
         .join(", ")
 }
 
-fn wait_for_ports(run: &RunRecord) {
+/// Waits up to 2 s for the run's ports to be free; returns those still in use.
+fn wait_for_ports(run: &RunRecord) -> Vec<u16> {
     let ports: Vec<u16> = [run.api_port, run.trainer_port]
         .into_iter()
         .flatten()
         .collect();
     let started = Instant::now();
-    while ports.iter().any(|p| is_listening(*p)) && started.elapsed() < Duration::from_secs(2) {
+    loop {
+        let busy: Vec<u16> = ports.iter().copied().filter(|p| is_listening(*p)).collect();
+        if busy.is_empty() || started.elapsed() >= Duration::from_secs(2) {
+            return busy;
+        }
         std::thread::sleep(POLL);
     }
 }

@@ -14,6 +14,7 @@ use crate::identity::ProcessIdentity;
 use crate::state::{Component, ComponentStatus, RunState};
 
 const DATABASE_FILE: &str = "runs.db";
+const SUPERVISOR_EVENT: &str = "supervisor";
 
 /// Bumped with every change to the schema below; older databases are migrated on open.
 const SCHEMA_VERSION: i64 = 1;
@@ -275,6 +276,71 @@ impl RunStore {
             ],
         )?;
         Ok(())
+    }
+
+    /// Makes `supervisor` the run's owner, once its signal handlers are in place: refused when
+    /// the run has ended, or another live supervisor owns it (a second `rl supervise`).
+    /// Records the `supervisor` event that tells callers it may now be signalled.
+    pub fn claim_supervisor(
+        &mut self,
+        id: &RunId,
+        supervisor: ProcessIdentity,
+    ) -> Result<(), ProcessError> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let state = read_state(&transaction, id)?;
+        let owner: (Option<u32>, Option<i64>) = transaction.query_row(
+            "SELECT supervisor_pid, supervisor_start_ticks FROM runs WHERE id = ?1",
+            [id.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let owner = owner.0.zip(owner.1).map(|(pid, ticks)| ProcessIdentity {
+            pid,
+            start_ticks: ticks_from_sql(ticks),
+        });
+        if state.is_finished() {
+            return Err(ProcessError::Store(format!(
+                "run {id} has already ended ({}); it needs no supervisor",
+                state.label()
+            )));
+        }
+        if let Some(owner) = owner.filter(|o| *o != supervisor && o.is_alive()) {
+            return Err(ProcessError::Store(format!(
+                "run {id} is already supervised by process {}",
+                owner.pid
+            )));
+        }
+        transaction.execute(
+            "UPDATE runs SET supervisor_pid = ?2, supervisor_start_ticks = ?3 WHERE id = ?1",
+            params![
+                id.as_str(),
+                supervisor.pid,
+                ticks_to_sql(supervisor.start_ticks)
+            ],
+        )?;
+        insert_event(
+            &transaction,
+            id.as_str(),
+            &now(),
+            SUPERVISOR_EVENT,
+            &format!("supervisor ready (pid {})", supervisor.pid),
+        )?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Whether the run's supervisor has claimed it (and so handles SIGTERM as a stop).
+    pub fn supervisor_ready(&self, id: &RunId) -> Result<bool, ProcessError> {
+        Ok(self
+            .connection
+            .query_row(
+                "SELECT 1 FROM events WHERE run_id = ?1 AND kind = ?2 LIMIT 1",
+                params![id.as_str(), SUPERVISOR_EVENT],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
     }
 
     pub fn record_component(

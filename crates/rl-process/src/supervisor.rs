@@ -10,6 +10,7 @@ use rl_config::{RunId, Secrets};
 use tokio::sync::{mpsc, watch};
 
 use crate::ProcessError;
+use crate::groups::group_is_ours;
 use crate::identity::ProcessIdentity;
 #[cfg(test)]
 use crate::launcher::LaunchSpec;
@@ -29,8 +30,9 @@ const REAP_WAIT: Duration = Duration::from_secs(2);
 /// Lines of a component's log quoted in the error of a failed run.
 const LOG_TAIL_LINES: usize = 15;
 
-/// A component the supervisor has launched and not yet seen end.
-struct Live {
+/// A component the supervisor has launched. Kept after its leader ends: what the leader started
+/// may still run in its group, and is stopped with the run.
+struct Launched {
     component: Component,
     identity: ProcessIdentity,
     process_group: u32,
@@ -52,7 +54,7 @@ pub struct Supervisor<'a> {
     probe: &'a dyn Probe,
     stop_requested: watch::Receiver<bool>,
     secrets: Secrets,
-    live: Vec<Live>,
+    launched: Vec<Launched>,
     ended: BTreeMap<Component, ComponentStatus>,
     exits_tx: mpsc::UnboundedSender<(Component, ComponentStatus)>,
     exits: mpsc::UnboundedReceiver<(Component, ComponentStatus)>,
@@ -82,7 +84,7 @@ impl<'a> Supervisor<'a> {
             probe,
             stop_requested,
             secrets,
-            live: Vec::new(),
+            launched: Vec::new(),
             ended: BTreeMap::new(),
             exits_tx,
             exits,
@@ -187,17 +189,11 @@ impl<'a> Supervisor<'a> {
             }
         };
         let identity = running.identity();
-        let process_group = running.process_group();
-        self.store.record_component(
-            &self.run_id,
-            component,
-            Some(identity),
-            ComponentStatus::Running,
-        )?;
-        self.live.push(Live {
+        // Known before anything else can fail, so that the end of the run stops it.
+        self.launched.push(Launched {
             component,
             identity,
-            process_group,
+            process_group: running.process_group(),
         });
         let exits = self.exits_tx.clone();
         let mut running = running;
@@ -205,6 +201,12 @@ impl<'a> Supervisor<'a> {
             let status = running.wait().await;
             let _ = exits.send((component, status));
         });
+        self.store.record_component(
+            &self.run_id,
+            component,
+            Some(identity),
+            ComponentStatus::Running,
+        )?;
         Ok(None)
     }
 
@@ -257,10 +259,10 @@ impl<'a> Supervisor<'a> {
             }
             tokio::select! {
                 Some((ended, status)) = self.exits.recv() => {
-                    // Only the environment may end well before the run is running: a short
-                    // run can finish before its registration is seen.
-                    let may_complete = ended == Component::Env && component == Component::Env;
-                    return Ok(Gate::End(self.ended_by_itself(ended, status, may_complete)?));
+                    // A component that passed its gate may finish (a short run can end before
+                    // the environment's registration is seen); the one still awaited may not.
+                    let passed_gate = ended != component || ended == Component::Env;
+                    return Ok(Gate::End(self.ended_by_itself(ended, status, passed_gate)?));
                 }
                 () = stop_signal(&mut self.stop_requested) => return Ok(Gate::End(Ending::Stop)),
                 () = tokio::time::sleep(TICK) => {
@@ -277,10 +279,10 @@ impl<'a> Supervisor<'a> {
         &mut self,
         component: Component,
         status: ComponentStatus,
-        may_complete: bool,
+        passed_gate: bool,
     ) -> Result<Ending, ProcessError> {
         self.record_end(component, status)?;
-        let outcome = if may_complete {
+        let outcome = if passed_gate {
             outcome_of_exit(component, status)
         } else {
             RunState::Failed
@@ -292,7 +294,7 @@ impl<'a> Supervisor<'a> {
             _ => Ending::Failed {
                 message: format!(
                     "{component} {}{}",
-                    describe_end(status, may_complete),
+                    describe_end(status, passed_gate),
                     self.log_tail(component)
                 ),
             },
@@ -304,7 +306,6 @@ impl<'a> Supervisor<'a> {
         component: Component,
         status: ComponentStatus,
     ) -> Result<(), ProcessError> {
-        self.live.retain(|live| live.component != component);
         self.ended.insert(component, status);
         let id = self.run_id.clone();
         self.store.record_component(&id, component, None, status)
@@ -322,43 +323,62 @@ impl<'a> Supervisor<'a> {
         if !check {
             return Ok(false);
         }
+        // `lost` is no request: it may be the verdict of a reader that cannot see this process
+        // (another pid namespace); the run's processes are not ended on such a guess.
         let state = self.store.state(&self.run_id)?;
-        Ok(state == RunState::Stopping || state.is_finished())
+        Ok(matches!(state, RunState::Stopping | RunState::Stopped))
     }
 
+    /// Ends the run. Store writes here are best effort: whatever fails to be recorded, every
+    /// process of the run is still stopped.
     async fn finish(mut self, ending: Ending) -> Result<RunState, ProcessError> {
         let id = self.run_id.clone();
         let grace = Duration::from_secs_f64(self.plan.timing.stop_grace_secs);
-        match ending {
+        let outcome = match ending {
             Ending::Stop => {
-                self.store
-                    .transition(&id, RunState::Stopping, "stopping env, trainer, api")?;
-                let survivors = self.stop_all(grace).await?;
-                self.wait_for_ports().await?;
-                if survivors.is_empty() {
-                    self.store.transition(&id, RunState::Stopped, "")?;
-                } else {
-                    let message = format!("processes {survivors:?} survived SIGKILL");
-                    self.store.set_error(&id, &message)?;
-                    self.store.transition(&id, RunState::Failed, &message)?;
-                }
+                let stopping =
+                    self.store
+                        .transition(&id, RunState::Stopping, "stopping env, trainer, api");
+                report(stopping.map(drop));
+                (RunState::Stopped, String::new())
             }
             Ending::Failed { message } => {
                 // Recorded at once, so callers learn of the failure before the clean-up ends.
                 let secret_free = self.secrets.redact(&message);
-                self.store.set_error(&id, &secret_free)?;
-                self.store
-                    .transition(&id, RunState::Failed, first_line(&secret_free))?;
-                self.stop_all(grace).await?;
+                report(self.store.set_error(&id, &secret_free));
+                let failed = self
+                    .store
+                    .transition(&id, RunState::Failed, first_line(&secret_free));
+                report(failed.map(drop));
+                (RunState::Failed, String::new())
             }
             Ending::Completed { finished } => {
-                self.let_the_rest_finish(finished).await?;
-                self.stop_all(grace).await?;
-                self.wait_for_ports().await?;
-                self.store
-                    .transition(&id, RunState::Completed, &format!("{finished} finished"))?;
+                report(self.let_the_rest_finish(finished).await);
+                (RunState::Completed, format!("{finished} finished"))
+            }
+        };
+        let survivors = self.stop_all(grace).await;
+        let busy_ports = self.wait_for_ports().await;
+        let (end, message) = if survivors.is_empty() {
+            outcome
+        } else {
+            let message = format!("processes {survivors:?} of the run survived SIGKILL");
+            report(self.store.set_error(&id, &message));
+            (RunState::Failed, message)
+        };
+        if !busy_ports.is_empty() {
+            let message = format!(
+                "the run's processes are gone but ports {busy_ports:?} are still in use, by a \
+                 process outside the run"
+            );
+            // A failure keeps its own cause as the run's error.
+            if end == RunState::Failed {
+                report(self.store.note(&id, "warning", &message));
+            } else {
+                report(self.store.set_error(&id, &message));
             }
         }
+        report(self.store.transition(&id, end, &message).map(drop));
         self.store.state(&id)
     }
 
@@ -369,7 +389,7 @@ impl<'a> Supervisor<'a> {
             Component::Env => Component::Trainer,
             _ => Component::Env,
         };
-        if !self.live.iter().any(|live| live.component == other) {
+        if !self.is_running(other) {
             return Ok(());
         }
         let grace = self.plan.timing.completion_grace_secs;
@@ -383,7 +403,7 @@ impl<'a> Supervisor<'a> {
             ),
         )?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(grace);
-        while self.live.iter().any(|live| live.component == other) {
+        while self.is_running(other) {
             tokio::select! {
                 Some((component, status)) = self.exits.recv() => self.record_end(component, status)?,
                 () = stop_signal(&mut self.stop_requested) => break,
@@ -392,33 +412,50 @@ impl<'a> Supervisor<'a> {
                     self.store.note(&id, "completing", &message)?;
                     break;
                 }
+                () = tokio::time::sleep(TICK) => {
+                    if self.stop_is_requested()? {
+                        break;
+                    }
+                }
             }
         }
         Ok(())
     }
 
-    /// Stops every live component in stop order and records how each ended. Returns the pids
-    /// that survived SIGKILL (none, short of a process stuck in the kernel).
-    async fn stop_all(&mut self, grace: Duration) -> Result<Vec<u32>, ProcessError> {
+    fn is_running(&self, component: Component) -> bool {
+        self.launched.iter().any(|l| l.component == component)
+            && !self.ended.contains_key(&component)
+    }
+
+    /// Stops every launched component's group in stop order, including the groups of
+    /// components whose leader has ended (their children may remain), and records how each
+    /// ended. Returns the pids that survived SIGKILL (none, short of a process stuck in the
+    /// kernel).
+    async fn stop_all(&mut self, grace: Duration) -> Vec<u32> {
         let id = self.run_id.clone();
         let mut survivors = Vec::new();
         for component in Component::STOP_ORDER {
-            let Some(live) = self.live.iter().find(|l| l.component == component) else {
+            let Some(launched) = self.launched.iter().find(|l| l.component == component) else {
                 continue;
             };
-            let (pid, process_group) = (live.identity.pid, live.process_group);
+            let (leader, process_group) = (launched.identity, launched.process_group);
+            if !group_is_ours(leader) {
+                continue;
+            }
             let outcome = self.launcher.stop_group(process_group, grace).await;
-            let how = if outcome.graceful {
-                "ended on SIGTERM"
-            } else {
-                "killed (SIGKILL) after the grace period"
-            };
-            self.store
-                .note(&id, "stop", &format!("{component} (group {pid}) {how}"))?;
+            if !outcome.was_empty {
+                let how = match (outcome.graceful, self.ended.contains_key(&component)) {
+                    (true, false) => "ended on SIGTERM",
+                    (true, true) => "had left processes behind; they ended on SIGTERM",
+                    (false, _) => "killed (SIGKILL) after the grace period",
+                };
+                let message = format!("{component} (group {}) {how}", leader.pid);
+                report(self.store.note(&id, "stop", &message));
+            }
             survivors.extend(outcome.survivors);
-            self.reap(component).await?;
+            report(self.reap(component).await);
         }
-        Ok(survivors)
+        survivors
     }
 
     /// Waits for the exit report of a stopped component, recording every exit that arrives.
@@ -427,34 +464,24 @@ impl<'a> Supervisor<'a> {
         while !self.ended.contains_key(&component) {
             tokio::select! {
                 Some((ended, status)) = self.exits.recv() => self.record_end(ended, status)?,
-                () = tokio::time::sleep_until(deadline) => {
-                    self.live.retain(|live| live.component != component);
-                    break;
-                }
+                () = tokio::time::sleep_until(deadline) => break,
             }
         }
         Ok(())
     }
 
     /// The run's ports are free again once its groups are gone; a socket in the kernel may
-    /// take a moment. Something else holding one is recorded, not hidden.
-    async fn wait_for_ports(&mut self) -> Result<(), ProcessError> {
+    /// take a moment. Returns the ports still in use after that.
+    async fn wait_for_ports(&mut self) -> Vec<u16> {
         let ports = [self.plan.api_port, self.plan.trainer_port];
         let deadline = Instant::now() + REAP_WAIT;
-        while ports.iter().any(|port| is_listening(*port)) {
-            if Instant::now() >= deadline {
-                let busy: Vec<u16> = ports.into_iter().filter(|p| is_listening(*p)).collect();
-                let id = self.run_id.clone();
-                self.store.note(
-                    &id,
-                    "warning",
-                    &format!("ports {busy:?} are still in use, by a process outside this run"),
-                )?;
-                break;
+        loop {
+            let busy: Vec<u16> = ports.into_iter().filter(|p| is_listening(*p)).collect();
+            if busy.is_empty() || Instant::now() >= deadline {
+                return busy;
             }
             tokio::time::sleep(TICK).await;
         }
-        Ok(())
     }
 
     fn log_tail(&self, component: Component) -> String {
@@ -501,18 +528,42 @@ pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> 
         }
         tokio::spawn(async move { while hangup.recv().await.is_some() {} });
         let mut store = RunStore::open(home)?;
-        if let Some(me) = ProcessIdentity::of(std::process::id()) {
-            store.set_supervisor(run_id, me)?;
-        }
-        let plan = LaunchPlan::load(home, run_id)?;
+        let me = ProcessIdentity::of(std::process::id()).ok_or_else(|| {
+            ProcessError::Store("cannot read this process's own identity in /proc".to_owned())
+        })?;
+        store.claim_supervisor(run_id, me)?;
+        let setup = LaunchPlan::load(home, run_id)
+            .and_then(|plan| Ok((plan, crate::probe::HttpProbe::new()?)));
+        let (plan, probe) = match setup {
+            Ok(setup) => setup,
+            Err(error) => {
+                // Nothing was launched; say why rather than leave a run that later reads `lost`.
+                let message = format!("the supervisor could not start the run: {error}");
+                report(store.set_error(run_id, &message));
+                report(
+                    store
+                        .transition(run_id, RunState::Failed, &message)
+                        .map(drop),
+                );
+                return Err(error);
+            }
+        };
         let environment: BTreeMap<String, String> = std::env::vars().collect();
         let secrets = Secrets::load(home, &environment);
-        let probe = crate::probe::HttpProbe::new()?;
         let launcher = crate::launcher::LocalLauncher;
         Supervisor::new(store, plan, &launcher, &probe, stop_requested, secrets)
             .run()
             .await
     })
+}
+
+/// A store write that failed while the run is being ended: said in the supervisor's log (its
+/// stderr), never allowed to stop the clean-up.
+fn report(result: Result<(), ProcessError>) {
+    use std::io::Write;
+    if let Err(error) = result {
+        let _ = writeln!(std::io::stderr(), "rl supervise: could not record: {error}");
+    }
 }
 
 /// Resolves when a stop has been requested; never when the sender is gone.

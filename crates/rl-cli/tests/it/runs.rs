@@ -522,36 +522,53 @@ fn two_runs_at_once_use_their_own_ports_and_both_complete() {
     assert_nothing_left(&stack, &second);
 }
 
-/// A component leaves a process behind in its group (started and abandoned by a subshell);
-/// stopping the run ends it too.
+/// A component leaves a process behind in its group (started and abandoned by a subshell).
+/// Whether the run is stopped or the component itself ends (killed), that process goes too.
 #[test]
-fn a_grandchild_left_by_a_component_is_gone_after_stop() {
+fn a_grandchild_left_by_a_component_is_gone_after_stop_or_its_end() {
     let Some(python) = test_python() else { return };
     let trainer = r#"trainer = ["sh", "-c", "(sleep 600 &); exec \"$0\" \"$@\"", "{python}", "launch_training.py""#;
-    let stack = Stack::new(
-        &python,
-        &[
-            (r#"trainer = ["{python}", "launch_training.py""#, trainer),
-            SLOW_STEPS,
-        ],
-    );
-    let (id, running) = stack.start_running();
-    let trainer_group = i32::try_from(pid_of(&running, "trainer").unwrap()).unwrap();
-    let sleepers: Vec<u32> = members_of_group(trainer_group)
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
-        })
-        .collect();
-    assert_eq!(
-        sleepers.len(),
-        1,
-        "the abandoned sleep is in the trainer's group"
-    );
-    let report = stack.json(&["stop", &id]);
-    assert_eq!(report["status"]["state"], "stopped");
-    assert!(!is_alive(sleepers[0]), "the grandchild survived the stop");
-    assert_nothing_left(&stack, &id);
+    for ending in ["stop", "kill -9 of the trainer"] {
+        let stack = Stack::new(
+            &python,
+            &[
+                (r#"trainer = ["{python}", "launch_training.py""#, trainer),
+                SLOW_STEPS,
+            ],
+        );
+        let (id, running) = stack.start_running();
+        let trainer_pid = pid_of(&running, "trainer").unwrap();
+        let sleepers: Vec<u32> = members_of_group(i32::try_from(trainer_pid).unwrap())
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+            .collect();
+        assert_eq!(
+            sleepers.len(),
+            1,
+            "the abandoned sleep is in the trainer's group"
+        );
+        let end = if ending == "stop" {
+            stack.json(&["stop", &id])["status"].clone()
+        } else {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(trainer_pid).unwrap()),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            stack.wait(&id, "finished", 30)
+        };
+        let expected = if ending == "stop" {
+            "stopped"
+        } else {
+            "failed"
+        };
+        assert_eq!(end["state"], expected, "{ending}: {}", stack.explain(&id));
+        assert_nothing_left(&stack, &id);
+        assert!(!is_alive(sleepers[0]), "{ending}: the grandchild survived");
+    }
 }
 
 #[test]

@@ -89,6 +89,7 @@ fn launcher(exits: &Exits, launches: usize, fail_on: Option<Component>) -> MockL
             let _ = sender.send(ComponentStatus::Signalled { signal: 15 });
         }
         StopOutcome {
+            was_empty: false,
             graceful: true,
             survivors: Vec::new(),
         }
@@ -128,6 +129,7 @@ fn new_run(timing: RunTiming) -> Run {
             .map(|c| spec_for(c, home.path()))
             .to_vec(),
         timing,
+        boot_id: None,
     };
     RunStore::open(home.path())
         .unwrap()
@@ -515,5 +517,47 @@ async fn a_stop_during_the_completion_grace_ends_the_run_completed() {
     assert_eq!(
         run.status(Component::Trainer),
         ComponentStatus::Signalled { signal: 15 }
+    );
+}
+
+#[tokio::test]
+async fn a_trainer_finishing_while_the_env_settles_completes_the_run() {
+    let run = new_run(quick());
+    let doubles = doubles(3, &[Component::Api, Component::Trainer], None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
+    let driver = async {
+        run.until(RunState::Starting(Component::Env)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        doubles
+            .exits
+            .end(Component::Trainer, ComponentStatus::Exited { code: 0 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Completed, "{:#?}", run.messages());
+}
+
+#[tokio::test]
+async fn a_ready_component_ending_is_not_said_to_end_before_it_was_ready() {
+    let run = new_run(quick());
+    let doubles = doubles(2, &[Component::Api], None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
+    let driver = async {
+        run.until(RunState::Starting(Component::Trainer)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        doubles
+            .exits
+            .end(Component::Api, ComponentStatus::Exited { code: 1 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Failed);
+    assert!(
+        run.error().starts_with("api exited with code 1"),
+        "{}",
+        run.error()
+    );
+    assert!(
+        !run.error().contains("before it was ready"),
+        "{}",
+        run.error()
     );
 }
