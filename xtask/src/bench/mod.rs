@@ -1,9 +1,12 @@
 //! `cargo xtask bench`: every benchmark of the project, written to docs/benchmarks.md.
 //!
-//! The machine is shared and noisy, so figures are medians of interleaved runs and the verdicts
-//! are ratios measured in the same run, never absolute times.
+//! The machine is shared and noisy, so figures are medians of several runs, and verdicts compare
+//! quantities measured in the same run (a speed-up, start → running over the components' own
+//! readiness) wherever the goal allows; memory and stop time are absolute budgets.
+//! `--only SECTION` measures one section and keeps the others' text.
 
 mod corpus;
+mod runs;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -13,14 +16,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::{display, run_command};
+use crate::{display, run_command, venv};
 
 #[derive(clap::Args)]
 pub(crate) struct BenchArgs {
     /// Also measure discovery on these folders (each scanned at its top level).
     #[arg(long = "dir", value_name = "DIR")]
     dirs: Vec<PathBuf>,
-    /// Timed runs of each command (after one warm-up).
+    /// Timed runs of each command (after one warm-up); training runs take at most 5.
     #[arg(long, default_value_t = 10)]
     runs: usize,
     /// Files in the generated corpus.
@@ -29,19 +32,110 @@ pub(crate) struct BenchArgs {
     /// Print the report instead of writing docs/benchmarks.md.
     #[arg(long)]
     dry_run: bool,
+    /// Measure one section only; the others keep their text in docs/benchmarks.md.
+    #[arg(long, value_enum, value_name = "SECTION")]
+    only: Option<Section>,
 }
+
+/// The sections of docs/benchmarks.md, in their order there.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Section {
+    /// `rl envs list` against the original Python scan (issue 2).
+    Discovery,
+    /// The run lifecycle on the local stack (issue 4).
+    Runs,
+}
+
+impl Section {
+    const ALL: [Self; 2] = [Self::Discovery, Self::Runs];
+
+    fn title(self) -> &'static str {
+        match self {
+            Self::Discovery => DISCOVERY_TITLE,
+            Self::Runs => runs::TITLE,
+        }
+    }
+}
+
+const DISCOVERY_TITLE: &str = "## Environment discovery (issue 2)";
 
 /// The discovery goal of issue 2: rl's scan at least this many times faster than CPython's.
 const DISCOVERY_GOAL: f64 = 20.0;
+
+const REPORT: &str = "docs/benchmarks.md";
 
 pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
+    let wanted = |section: Section| args.only.is_none_or(|only| only == section);
+    // Before the build, so that a venv that cannot be made fails at once.
+    let python = if wanted(Section::Runs) {
+        Some(venv::ensure_test_venv(root).context(
+            "the training-run benchmark needs the Python test venv that `cargo xtask test` \
+             provisions (`--only discovery` does without it)",
+        )?)
+    } else {
+        None
+    };
     run_command(Command::new("cargo").args(["build", "--quiet", "--release", "-p", "rl-cli"]))?;
     let rl = root.join("target/release/rl");
-    let python_scan = root.join("xtask/python/original_scan.py");
 
+    // Sections measured now; with `--only`, the others are kept from the written report.
+    let previous = if args.only.is_some() && !args.dry_run {
+        std::fs::read_to_string(root.join(REPORT)).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let mut sections = Vec::new();
+    for section in Section::ALL {
+        let text = match section {
+            _ if !wanted(section) => {
+                let kept = section_of(&previous, section.title()).map(str::to_owned);
+                if kept.is_none() && !args.dry_run {
+                    eprintln!("{REPORT} has no `{}` section to keep", section.title());
+                }
+                kept
+            }
+            Section::Discovery => {
+                let load = load_note();
+                Some(discovery(root, &rl, args)? + &load)
+            }
+            Section::Runs => {
+                let python = python
+                    .as_deref()
+                    .context("the Python test venv is missing")?;
+                let load = load_note();
+                Some(runs::measure(root, &rl, python, args.runs)? + &load)
+            }
+        };
+        sections.extend(text.map(|text| format!("{}\n", text.trim_end())));
+    }
+    let report = header() + &sections.join("\n");
+
+    if args.dry_run {
+        println!("{report}");
+    } else {
+        std::fs::write(root.join(REPORT), &report)?;
+        eprintln!("wrote {REPORT}");
+    }
+    Ok(())
+}
+
+/// The section of a report under `title`, up to the next `## ` heading.
+fn section_of<'a>(report: &'a str, title: &str) -> Option<&'a str> {
+    let start = report.match_indices(title).map(|(at, _)| at).find(|&at| {
+        (at == 0 || report[..at].ends_with('\n')) && report[at + title.len()..].starts_with('\n')
+    })?;
+    let body = &report[start..];
+    let end = body[title.len()..]
+        .find("\n## ")
+        .map_or(body.len(), |at| title.len() + at + 1);
+    Some(&body[..end])
+}
+
+fn discovery(root: &Path, rl: &Path, args: &BenchArgs) -> anyhow::Result<String> {
+    let python_scan = root.join("xtask/python/original_scan.py");
     let corpus_dir = root.join("target/bench/discovery-corpus");
     let facts = corpus::generate(&corpus_dir, args.corpus_files)?;
     let mut folders = vec![(
@@ -61,18 +155,19 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
         folders.push((format!("`{}`", dir.display()), dir.clone()));
     }
 
-    let mut report = header(args);
-    report.push_str(
-        "## Environment discovery (issue 2)\n\n\
+    let mut report = format!(
+        "{DISCOVERY_TITLE}\n\n\
          `rl envs list --json --envs-dir DIR` as a whole process against \
          `python3 xtask/python/original_scan.py DIR` (the original tool's algorithm with CPython's \
-         `ast`), both at the folder's top level. Goal: rl at least 20× faster, and finding every \
-         environment the Python scan finds.\n\n\
+         `ast`), both at the folder's top level, each {runs} times after one warm-up, \
+         interleaved. Goal: rl at least 20× faster, and finding every environment the Python \
+         scan finds.\n\n\
          | folder | rl median | Python median | speed-up | found by Python | found by rl | missed by rl | goal |\n\
          |---|---|---|---|---|---|---|---|\n",
+        runs = args.runs,
     );
     for (label, dir) in &folders {
-        let mut rl_cmd = Command::new(&rl);
+        let mut rl_cmd = Command::new(rl);
         rl_cmd
             .args(["envs", "list", "--json", "--envs-dir"])
             .arg(dir);
@@ -104,17 +199,10 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
          files and classes defined earlier in the same file; the Python scan only sees `BaseEnv` \
          written as a base.\n",
     );
-
-    if args.dry_run {
-        println!("{report}");
-    } else {
-        std::fs::write(root.join("docs/benchmarks.md"), &report)?;
-        eprintln!("wrote docs/benchmarks.md");
-    }
-    Ok(())
+    Ok(report)
 }
 
-fn header(args: &BenchArgs) -> String {
+fn header() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {
@@ -132,12 +220,23 @@ fn header(args: &BenchArgs) -> String {
         .unwrap_or_default();
     format!(
         "# Benchmarks\n\n\
-         Written by `cargo xtask bench` (runs: {runs} timed after one warm-up, interleaved; \
-         medians). The machine is shared and noisy: read the ratios, which are measured in one \
-         run, not the absolute times.\n\n\
+         Written by `cargo xtask bench` (`--only SECTION` rewrites one section and keeps the \
+         others). Figures are medians of timed runs after a warm-up; each section says how many. \
+         The machine is shared and noisy: read the ratios, which are measured in one run, not \
+         the absolute times.\n\n\
          Machine: {cores} cores, {cpu}; {python}; rl built with `--release`.\n\n",
-        runs = args.runs,
     )
+}
+
+/// The machine's load as a section starts: other work on a shared machine shows in the times.
+fn load_note() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .map_or_else(String::new, |load| {
+            let cores = std::thread::available_parallelism().map_or(0, usize::from);
+            format!("\nLoad average (1 min) as this section started: {load} on {cores} cores.\n")
+        })
 }
 
 /// Runs the commands in turn, `runs` times each after one warm-up, and returns their medians.
@@ -219,4 +318,24 @@ fn rebuild(command: &Command) -> Command {
     let mut copy = Command::new(command.get_program());
     copy.args(command.get_args());
     copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::section_of;
+
+    #[test]
+    fn a_section_runs_to_the_next_heading() {
+        let report = "# Benchmarks\n\nintro\n\n## A (issue 2)\n\ntext\n\n## B (issue 4)\n\nmore\n";
+        assert_eq!(
+            section_of(report, "## A (issue 2)"),
+            Some("## A (issue 2)\n\ntext\n\n")
+        );
+        assert_eq!(
+            section_of(report, "## B (issue 4)"),
+            Some("## B (issue 4)\n\nmore\n")
+        );
+        assert_eq!(section_of(report, "## A"), None);
+        assert_eq!(section_of(report, "## C"), None);
+    }
 }
