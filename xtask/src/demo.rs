@@ -21,9 +21,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&home)?;
     }
     std::fs::create_dir_all(&home)?;
-    let settings = std::fs::read_to_string(root.join("fixtures/local-stack.toml"))?
-        .replace("@REPO@", &root.display().to_string())
-        .replace("@PYTHON@", &python.display().to_string());
+    let settings = crate::venv::local_stack_settings(root, &python)?;
     std::fs::write(home.join("config.toml"), settings)?;
     let rl_with = |args: &[&str]| {
         let mut command = Command::new(&rl);

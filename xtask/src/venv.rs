@@ -18,6 +18,17 @@ const MIN_PYTHON: (u32, u32) = (3, 11);
 
 /// Returns the python executable of a venv holding the test requirements, creating or
 /// refreshing `target/python-venv` when it is missing or was built from other requirements.
+/// `fixtures/local-stack.toml` filled in for this checkout and `python`: the operator settings
+/// of the local stack, as the demo and the bench write them into their state directory.
+pub(crate) fn local_stack_settings(root: &Path, python: &Path) -> anyhow::Result<String> {
+    let path = root.join("fixtures/local-stack.toml");
+    let template = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(template
+        .replace("@REPO@", &root.display().to_string())
+        .replace("@PYTHON@", &python.display().to_string()))
+}
+
 pub(crate) fn ensure_test_venv(root: &Path) -> anyhow::Result<PathBuf> {
     if let Some(python) = std::env::var_os(PYTHON_ENV).map(PathBuf::from) {
         if python.is_file() {

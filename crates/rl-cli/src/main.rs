@@ -81,7 +81,7 @@ enum Command {
         run_id: String,
         #[arg(long, default_value_t = 0)]
         since: i64,
-        #[arg(long, default_value_t = runs::EVENT_LIMIT)]
+        #[arg(long, default_value_t = rl_process::DEFAULT_EVENT_LIMIT)]
         limit: usize,
     },
     /// Block until a run changes state, is running, or has finished.

@@ -7,8 +7,7 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use rl_config::RunId;
 use rl_process::{
-    ComponentStatus, DEFAULT_EVENT_LIMIT, Event, RunRecord, RunStatus, Runs, SupervisorCommand,
-    WaitUntil,
+    ComponentStatus, Event, RunRecord, RunStatus, Runs, SupervisorCommand, WaitUntil,
 };
 
 use crate::context::Context;
@@ -206,6 +205,3 @@ fn print_events(events: &[Event]) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// The default `--limit` of `rl events`, shown in its help.
-pub(crate) const EVENT_LIMIT: usize = DEFAULT_EVENT_LIMIT;

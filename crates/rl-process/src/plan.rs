@@ -21,19 +21,6 @@ pub struct LaunchPlan {
     /// In start order: api, trainer, env.
     pub components: Vec<LaunchSpec>,
     pub timing: RunTiming,
-    /// The boot the run was started in; none of its processes can exist in another.
-    #[serde(default)]
-    pub boot_id: Option<String>,
-}
-
-impl LaunchPlan {
-    /// Whether this machine has restarted since the run was started.
-    pub fn from_another_boot(&self) -> bool {
-        match (&self.boot_id, crate::identity::boot_id()) {
-            (Some(then), Some(now)) => *then != now,
-            _ => false,
-        }
-    }
 }
 
 impl LaunchPlan {

@@ -30,6 +30,15 @@ pub fn is_listening(port: u16) -> bool {
     .is_ok()
 }
 
+/// Those of `ports` something listens on now.
+pub fn still_listening(ports: &[u16]) -> Vec<u16> {
+    ports
+        .iter()
+        .copied()
+        .filter(|port| is_listening(*port))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

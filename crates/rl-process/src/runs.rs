@@ -15,7 +15,7 @@ use crate::groups::{KILL_WAIT, StopOutcome, group_is_ours, stop_group};
 use crate::identity::ProcessIdentity;
 use crate::launcher::{LaunchSpec, open_log};
 use crate::plan::LaunchPlan;
-use crate::ports::{free_loopback_ports, is_listening};
+use crate::ports::{free_loopback_ports, is_listening, still_listening};
 use crate::state::{Component, RunState};
 use crate::store::{Event, NewRun, RunRecord, RunStore};
 use crate::template::{TemplateValues, render};
@@ -94,10 +94,6 @@ impl Runs {
             home: home.to_path_buf(),
             store: RunStore::open(home)?,
         })
-    }
-
-    pub fn store(&self) -> &RunStore {
-        &self.store
     }
 
     /// Creates a run from the current selection and hands it to a detached supervisor. Returns
@@ -183,7 +179,6 @@ impl Runs {
             trainer_port,
             components,
             timing: settings.run.clone(),
-            boot_id: crate::identity::boot_id(),
         };
         plan.save(&self.home)?;
         let logs = Component::START_ORDER.map(|c| (c, dir.join(format!("{c}.log"))));
@@ -256,17 +251,8 @@ impl Runs {
 
     /// The run as it is now, with its events after `since`.
     pub fn status(&mut self, id: &RunId, since: i64) -> Result<RunStatus, ProcessError> {
-        self.status_with_limit(id, since, DEFAULT_EVENT_LIMIT)
-    }
-
-    pub fn status_with_limit(
-        &mut self,
-        id: &RunId,
-        since: i64,
-        limit: usize,
-    ) -> Result<RunStatus, ProcessError> {
         let run = self.reconciled(id)?;
-        let events = self.store.events(id, since, limit)?;
+        let events = self.store.events(id, since, DEFAULT_EVENT_LIMIT)?;
         let next_since = events.last().map_or(since, |e| e.seq);
         Ok(RunStatus {
             elapsed_secs: elapsed_secs(&run),
@@ -294,16 +280,12 @@ impl Runs {
 
     /// Reads a run and, when it claims to be live but its supervisor is gone, records `lost`.
     fn reconciled(&mut self, id: &RunId) -> Result<RunRecord, ProcessError> {
-        let run = self
-            .store
-            .run(id)?
-            .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))?;
+        let run = self.read(id)?;
         if run.state.is_finished() {
             return Ok(run);
         }
-        let restarted = LaunchPlan::load(&self.home, id).is_ok_and(|plan| plan.from_another_boot());
         let reason = match run.supervisor {
-            _ if restarted => {
+            _ if run.from_another_boot() => {
                 "the machine has restarted since the run started; none of its processes remain"
                     .to_owned()
             }
@@ -320,9 +302,7 @@ impl Runs {
         if self.store.transition(id, RunState::Lost, "")?.is_some() {
             self.store.set_error(id, &reason)?;
         }
-        self.store
-            .run(id)?
-            .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))
+        self.read(id)
     }
 
     /// Blocks until the run reaches `until` or `timeout` passes.
@@ -333,10 +313,11 @@ impl Runs {
         timeout: Duration,
         since: i64,
     ) -> Result<WaitOutcome, ProcessError> {
-        let first = self.reconciled(id)?.state;
         let started = Instant::now();
+        let mut first = None;
         loop {
             let state = self.reconciled(id)?.state;
+            let first = *first.get_or_insert(state);
             let reached = match until {
                 WaitUntil::Change => state != first,
                 WaitUntil::Running => state == RunState::Running || state.is_finished(),
@@ -356,9 +337,8 @@ impl Runs {
     /// when the supervisor is gone, stops the run's process groups itself.
     pub fn stop(&mut self, id: &RunId) -> Result<StopReport, ProcessError> {
         let run = self.reconciled(id)?;
-        let plan = LaunchPlan::load(&self.home, id).ok();
         if run.state == RunState::Lost {
-            return self.clean_up_lost(id, &run, plan.as_ref());
+            return self.clean_up_lost(id, &run);
         }
         let requested = !run.state.is_finished()
             && self
@@ -378,8 +358,7 @@ impl Runs {
             });
         }
         let grace = Duration::from_secs_f64(
-            plan.as_ref()
-                .map_or(10.0, |plan| plan.timing.stop_grace_secs),
+            LaunchPlan::load(&self.home, id).map_or(10.0, |plan| plan.timing.stop_grace_secs),
         );
         // The supervisor's longest stop: each group its grace, SIGKILL's wait and the reap,
         // then the ports; and a margin.
@@ -408,7 +387,7 @@ impl Runs {
                 }
                 // The supervisor is gone (or stuck): end the groups here.
                 _ => {
-                    self.stop_without_supervisor(id, &run, plan.as_ref(), grace)?;
+                    self.stop_without_supervisor(id, &run, grace)?;
                     break;
                 }
             }
@@ -426,10 +405,9 @@ impl Runs {
         &mut self,
         id: &RunId,
         run: &RunRecord,
-        plan: Option<&LaunchPlan>,
         grace: Duration,
     ) -> Result<(), ProcessError> {
-        let outcomes = stop_groups(run, plan, grace);
+        let outcomes = stop_groups(run, grace);
         self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
         let survivors: Vec<u32> = outcomes
             .iter()
@@ -457,13 +435,8 @@ impl Runs {
             .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))
     }
 
-    fn clean_up_lost(
-        &mut self,
-        id: &RunId,
-        run: &RunRecord,
-        plan: Option<&LaunchPlan>,
-    ) -> Result<StopReport, ProcessError> {
-        let outcomes = stop_groups(run, plan, Duration::from_secs(10));
+    fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
+        let outcomes = stop_groups(run, Duration::from_secs(10));
         let message = if outcomes.is_empty() {
             format!("run {id} is lost and left no process behind; nothing to stop")
         } else {
@@ -479,9 +452,7 @@ impl Runs {
     }
 
     pub fn events(&self, id: &RunId, since: i64, limit: usize) -> Result<Vec<Event>, ProcessError> {
-        if self.store.run(id)?.is_none() {
-            return Err(ProcessError::UnknownRun(id.to_string()));
-        }
+        self.read(id)?;
         self.store.events(id, since, limit)
     }
 }
@@ -501,13 +472,9 @@ fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {
 /// Stops, in stop order, each of the run's groups that still has members and is provably the
 /// run's (`group_is_ours`), unless the machine has restarted since the run started: then none
 /// of its processes can exist, and a pid names someone else's.
-fn stop_groups(
-    run: &RunRecord,
-    plan: Option<&LaunchPlan>,
-    grace: Duration,
-) -> Vec<(Component, StopOutcome)> {
+fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)> {
     let mut outcomes = Vec::new();
-    if plan.is_none_or(LaunchPlan::from_another_boot) {
+    if run.from_another_boot() {
         return outcomes;
     }
     for component in Component::STOP_ORDER {
@@ -555,7 +522,7 @@ fn wait_for_ports(run: &RunRecord) -> Vec<u16> {
         .collect();
     let started = Instant::now();
     loop {
-        let busy: Vec<u16> = ports.iter().copied().filter(|p| is_listening(*p)).collect();
+        let busy = still_listening(&ports);
         if busy.is_empty() || started.elapsed() >= Duration::from_secs(2) {
             return busy;
         }

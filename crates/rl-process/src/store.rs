@@ -15,9 +15,12 @@ use crate::state::{Component, ComponentStatus, RunState};
 
 const DATABASE_FILE: &str = "runs.db";
 const SUPERVISOR_EVENT: &str = "supervisor";
+/// The columns `run_from_row` reads, in its order.
+const RUN_COLUMNS: &str = "id, environment, state, phase, created_at, updated_at, config_path, \
+     api_port, trainer_port, supervisor_pid, supervisor_start_ticks, error, boot_id";
 
 /// Bumped with every change to the schema below; older databases are migrated on open.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE runs (
@@ -32,7 +35,8 @@ CREATE TABLE runs (
     trainer_port INTEGER,
     supervisor_pid INTEGER,
     supervisor_start_ticks INTEGER,
-    error TEXT
+    error TEXT,
+    boot_id TEXT
 );
 CREATE TABLE components (
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -85,7 +89,21 @@ pub struct RunRecord {
     pub trainer_port: Option<u16>,
     pub supervisor: Option<ProcessIdentity>,
     pub error: Option<String>,
+    /// The boot the run was created in (`/proc/sys/kernel/random/boot_id`).
+    #[serde(skip)]
+    pub boot_id: Option<String>,
     pub components: Vec<ComponentRecord>,
+}
+
+impl RunRecord {
+    /// Whether the machine has restarted since the run was created: then none of its processes
+    /// can exist, and its recorded pids name other processes.
+    pub fn from_another_boot(&self) -> bool {
+        match (&self.boot_id, crate::identity::boot_id()) {
+            (Some(then), Some(now)) => *then != now,
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -141,6 +159,11 @@ impl RunStore {
                 transaction.execute_batch(SCHEMA)?;
                 transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
+            1 => {
+                // Version 2: the boot a run started in, so pids are never trusted across one.
+                transaction.execute_batch("ALTER TABLE runs ADD COLUMN boot_id TEXT;")?;
+                transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
             SCHEMA_VERSION => {}
             newer => {
                 return Err(ProcessError::Store(format!(
@@ -171,8 +194,8 @@ impl RunStore {
         }
         let state = RunState::Starting(Component::Api);
         transaction.execute(
-            "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
+            "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port, boot_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
             params![
                 run.id.as_str(),
                 run.environment,
@@ -182,6 +205,7 @@ impl RunStore {
                 run.config_path.to_string_lossy(),
                 run.api_port,
                 run.trainer_port,
+                crate::identity::boot_id(),
             ],
         )?;
         for (component, log) in &run.logs {
@@ -267,14 +291,7 @@ impl RunStore {
         id: &RunId,
         supervisor: ProcessIdentity,
     ) -> Result<(), ProcessError> {
-        self.connection.execute(
-            "UPDATE runs SET supervisor_pid = ?2, supervisor_start_ticks = ?3 WHERE id = ?1",
-            params![
-                id.as_str(),
-                supervisor.pid,
-                ticks_to_sql(supervisor.start_ticks)
-            ],
-        )?;
+        write_supervisor(&self.connection, id, supervisor)?;
         Ok(())
     }
 
@@ -289,16 +306,15 @@ impl RunStore {
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let state = read_state(&transaction, id)?;
-        let owner: (Option<u32>, Option<i64>) = transaction.query_row(
-            "SELECT supervisor_pid, supervisor_start_ticks FROM runs WHERE id = ?1",
-            [id.as_str()],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
-        let owner = owner.0.zip(owner.1).map(|(pid, ticks)| ProcessIdentity {
-            pid,
-            start_ticks: ticks_from_sql(ticks),
-        });
+        let run = transaction
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+                [id.as_str()],
+                run_from_row,
+            )
+            .optional()?
+            .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))??;
+        let (state, owner) = (run.state, run.supervisor);
         if state.is_finished() {
             return Err(ProcessError::Store(format!(
                 "run {id} has already ended ({}); it needs no supervisor",
@@ -311,14 +327,7 @@ impl RunStore {
                 owner.pid
             )));
         }
-        transaction.execute(
-            "UPDATE runs SET supervisor_pid = ?2, supervisor_start_ticks = ?3 WHERE id = ?1",
-            params![
-                id.as_str(),
-                supervisor.pid,
-                ticks_to_sql(supervisor.start_ticks)
-            ],
-        )?;
+        write_supervisor(&transaction, id, supervisor)?;
         insert_event(
             &transaction,
             id.as_str(),
@@ -384,9 +393,7 @@ impl RunStore {
         let record = self
             .connection
             .query_row(
-                "SELECT id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port,
-                        supervisor_pid, supervisor_start_ticks, error
-                 FROM runs WHERE id = ?1",
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
                 [id.as_str()],
                 run_from_row,
             )
@@ -400,11 +407,9 @@ impl RunStore {
 
     /// Every run, newest first.
     pub fn runs(&self) -> Result<Vec<RunRecord>, ProcessError> {
-        let mut statement = self.connection.prepare(
-            "SELECT id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port,
-                    supervisor_pid, supervisor_start_ticks, error
-             FROM runs ORDER BY created_at DESC, id",
-        )?;
+        let mut statement = self.connection.prepare(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC, id"
+        ))?;
         let rows = statement.query_map([], run_from_row)?;
         let mut runs = Vec::new();
         for row in rows {
@@ -487,6 +492,21 @@ fn insert_event(
     )
 }
 
+fn write_supervisor(
+    connection: &Connection,
+    id: &RunId,
+    supervisor: ProcessIdentity,
+) -> rusqlite::Result<usize> {
+    connection.execute(
+        "UPDATE runs SET supervisor_pid = ?2, supervisor_start_ticks = ?3 WHERE id = ?1",
+        params![
+            id.as_str(),
+            supervisor.pid,
+            ticks_to_sql(supervisor.start_ticks)
+        ],
+    )
+}
+
 fn read_state(connection: &Connection, id: &RunId) -> Result<RunState, ProcessError> {
     let (name, phase): (String, Option<String>) = connection
         .query_row(
@@ -523,6 +543,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowResult> {
             .zip(supervisor_ticks)
             .map(|(pid, start_ticks)| ProcessIdentity { pid, start_ticks }),
         error: row.get(11)?,
+        boot_id: row.get(12)?,
         components: Vec::new(),
     }))
 }

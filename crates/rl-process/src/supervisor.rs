@@ -12,11 +12,9 @@ use tokio::sync::{mpsc, watch};
 use crate::ProcessError;
 use crate::groups::group_is_ours;
 use crate::identity::ProcessIdentity;
-#[cfg(test)]
-use crate::launcher::LaunchSpec;
 use crate::launcher::Launcher;
 use crate::plan::LaunchPlan;
-use crate::ports::is_listening;
+use crate::ports::{is_listening, still_listening};
 use crate::probe::{Probe, Readiness};
 use crate::state::{Component, ComponentStatus, RunState, outcome_of_exit};
 use crate::store::RunStore;
@@ -476,7 +474,7 @@ impl<'a> Supervisor<'a> {
         let ports = [self.plan.api_port, self.plan.trainer_port];
         let deadline = Instant::now() + REAP_WAIT;
         loop {
-            let busy: Vec<u16> = ports.into_iter().filter(|p| is_listening(*p)).collect();
+            let busy = still_listening(&ports);
             if busy.is_empty() || Instant::now() >= deadline {
                 return busy;
             }
@@ -573,8 +571,12 @@ async fn stop_signal(stop_requested: &mut watch::Receiver<bool>) {
     }
 }
 
-fn describe_end(status: ComponentStatus, running: bool) -> String {
-    let before = if running { "" } else { " before it was ready" };
+fn describe_end(status: ComponentStatus, passed_gate: bool) -> String {
+    let before = if passed_gate {
+        ""
+    } else {
+        " before it was ready"
+    };
     match status {
         ComponentStatus::Exited { code } => format!("exited with code {code}{before}"),
         ComponentStatus::Signalled { signal } => {
@@ -622,20 +624,6 @@ pub(crate) fn read_tail(path: &Path, lines: usize) -> String {
     let text = String::from_utf8_lossy(&bytes);
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// Everything a launch spec says, for tests that build plans by hand.
-#[cfg(test)]
-pub(crate) fn spec_for(component: Component, dir: &Path) -> LaunchSpec {
-    LaunchSpec {
-        component,
-        program: "true".into(),
-        args: Vec::new(),
-        cwd: dir.to_path_buf(),
-        env: Vec::new(),
-        env_remove: Vec::new(),
-        log_path: dir.join(format!("{component}.log")),
-    }
 }
 
 #[cfg(test)]

@@ -114,20 +114,14 @@ struct Stack {
 
 impl Stack {
     fn new(root: &Path, rl: &Path, python: &Path) -> anyhow::Result<Self> {
-        let template_path = root.join("fixtures/local-stack.toml");
-        let template = std::fs::read_to_string(&template_path)
-            .with_context(|| format!("cannot read {}", template_path.display()))?;
-        if !template.contains(TRAINER_STEP.0) {
+        let settings = crate::venv::local_stack_settings(root, python)?;
+        if !settings.contains(TRAINER_STEP.0) {
             bail!(
-                "{} no longer holds `{}`; update the bench's edit of it",
-                template_path.display(),
+                "fixtures/local-stack.toml no longer holds `{}`; update the bench's edit of it",
                 TRAINER_STEP.0
             );
         }
-        let settings = template
-            .replace("@REPO@", &root.display().to_string())
-            .replace("@PYTHON@", &python.display().to_string())
-            .replace(TRAINER_STEP.0, TRAINER_STEP.1);
+        let settings = settings.replace(TRAINER_STEP.0, TRAINER_STEP.1);
         let home = tempfile::Builder::new()
             .prefix("rl-bench-home-")
             .tempdir()

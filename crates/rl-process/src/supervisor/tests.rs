@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use rl_config::{RunId, RunTiming, Secrets};
 use tokio::sync::{oneshot, watch};
 
-use super::{Supervisor, spec_for};
+use super::Supervisor;
 use crate::groups::StopOutcome;
 use crate::identity::ProcessIdentity;
-use crate::launcher::{MockLauncher, RunningComponent};
+use crate::launcher::{LaunchSpec, MockLauncher, RunningComponent};
 use crate::plan::LaunchPlan;
 use crate::probe::{MockProbe, Readiness};
 use crate::state::{Component, ComponentStatus, RunState};
@@ -111,6 +111,19 @@ fn probe(ready: &'static [Component]) -> MockProbe {
     probe
 }
 
+/// A launch spec whose log lives in `dir`; the program never runs.
+fn spec_for(component: Component, dir: &std::path::Path) -> LaunchSpec {
+    LaunchSpec {
+        component,
+        program: "true".into(),
+        args: Vec::new(),
+        cwd: dir.to_path_buf(),
+        env: Vec::new(),
+        env_remove: Vec::new(),
+        log_path: dir.join(format!("{component}.log")),
+    }
+}
+
 struct Run {
     home: tempfile::TempDir,
     id: RunId,
@@ -129,7 +142,6 @@ fn new_run(timing: RunTiming) -> Run {
             .map(|c| spec_for(c, home.path()))
             .to_vec(),
         timing,
-        boot_id: None,
     };
     RunStore::open(home.path())
         .unwrap()

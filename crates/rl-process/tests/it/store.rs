@@ -220,3 +220,33 @@ fn a_live_run_whose_supervisor_is_another_process_now_reads_as_lost() {
         RunState::Starting(Component::Api)
     );
 }
+
+#[test]
+fn a_version_1_store_is_migrated_and_keeps_its_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = RunStore::open(home.path()).unwrap();
+    store.create_run(&new_run("0badc0de")).unwrap();
+    drop(store);
+    // What rl wrote before runs knew their boot.
+    let connection = rusqlite_connection(&home.path().join("runs.db"));
+    connection
+        .execute_batch("ALTER TABLE runs DROP COLUMN boot_id; PRAGMA user_version = 1;")
+        .unwrap();
+    drop(connection);
+
+    let mut store = RunStore::open(home.path()).unwrap();
+    let id = RunId::parse("0badc0de").unwrap();
+    let old = store.run(&id).unwrap().unwrap();
+    assert_eq!(old.boot_id, None);
+    assert!(
+        !old.from_another_boot(),
+        "an unknown boot is not taken for another"
+    );
+    store.create_run(&new_run("0badc0df")).unwrap();
+    let new = store
+        .run(&RunId::parse("0badc0df").unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(new.boot_id, rl_process::boot_id());
+    assert!(!new.from_another_boot());
+}
