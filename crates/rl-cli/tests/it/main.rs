@@ -7,12 +7,7 @@ mod runs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+pub(crate) use rl_test_support::workspace_root;
 
 fn rl(args: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
@@ -37,21 +32,8 @@ fn text(bytes: &[u8]) -> String {
 
 const ROOT: &str = "fixtures/tinker-atropos";
 
-/// The Python of the test venv (`cargo xtask test` provides it as `RL_TEST_PYTHON`). Without it
-/// the end-to-end runs are skipped loudly, except under CI, where they must run.
 pub(crate) fn test_python() -> Option<PathBuf> {
-    match std::env::var_os("RL_TEST_PYTHON").map(PathBuf::from) {
-        Some(python) if python.exists() => Some(python),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("RL_TEST_PYTHON is not set under CI: run the tests through `cargo xtask test`")
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED: RL_TEST_PYTHON is not set; run `cargo xtask test` for the end-to-end runs"
-            );
-            None
-        }
-    }
+    rl_test_support::test_python("the end-to-end runs")
 }
 
 #[test]

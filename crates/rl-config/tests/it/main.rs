@@ -10,12 +10,7 @@ mod settings_and_secrets;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+pub(crate) use rl_test_support::workspace_root;
 
 pub(crate) fn fixture_tree() -> PathBuf {
     workspace_root().join("fixtures/tinker-atropos")
@@ -46,19 +41,6 @@ pub(crate) fn service() -> (tempfile::TempDir, rl_config::ConfigService) {
     (home, service)
 }
 
-/// The Python of the test venv (`cargo xtask test` provides it as `RL_TEST_PYTHON`). Without it
-/// the Python checks are skipped loudly, except under CI, where they must run.
 pub(crate) fn test_python() -> Option<PathBuf> {
-    match std::env::var_os("RL_TEST_PYTHON").map(PathBuf::from) {
-        Some(python) if python.exists() => Some(python),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("RL_TEST_PYTHON is not set under CI: run the tests through `cargo xtask test`")
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED: RL_TEST_PYTHON is not set; run `cargo xtask test` for the Python checks"
-            );
-            None
-        }
-    }
+    rl_test_support::test_python("the Python checks")
 }

@@ -10,12 +10,7 @@ mod roots_and_files;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+pub(crate) use rl_test_support::workspace_root;
 
 pub(crate) fn fixture_environments() -> PathBuf {
     workspace_root().join("fixtures/tinker-atropos/tinker_atropos/environments")

@@ -1,0 +1,35 @@
+//! Training metrics of a run, right and available online and offline.
+//!
+//! Three sources sit behind one trait ([`MetricsSource`]): the JSON-lines file a trainer writes
+//! into the run folder, WandB's local `run-<id>.wandb` files (the only place an offline run keeps
+//! its history), and WandB's public GraphQL API. [`collect`] asks them in order; [`StatusMetrics`]
+//! is the normalised view a status shows, [`Results`] what a finished run hands over, and
+//! [`HealthDigest`] flags a run that is not learning.
+
+mod error;
+mod health;
+mod jsonl;
+mod model;
+mod results;
+mod source;
+mod trainer_log;
+mod view;
+mod wandb_api;
+mod wandb_file;
+
+pub use error::MetricsError;
+pub use health::{Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, StepWindow};
+pub use jsonl::{MetricsFile, read_metrics_file};
+pub use model::{
+    Checkpoint, HistoryRow, LoggedRun, MetricValue, RunMetrics, RunRole, SourceKind,
+    parse_python_json, summary_of,
+};
+pub use results::{Results, RunIdentity};
+pub use source::{
+    Collected, METRICS_FILE_NAME, MetricsSource, RunTarget, SourceFailure, WANDB_DIR_NAME,
+    WandbNames, collect,
+};
+pub use trainer_log::{WeightsReport, scan as scan_trainer_log};
+pub use view::StatusMetrics;
+pub use wandb_api::{WandbApi, WandbApiConfig};
+pub use wandb_file::{WandbFiles, WandbRunFile, read_wandb_file};

@@ -1,0 +1,270 @@
+//! The one trait every metrics source implements, what it is asked about, and the order in
+//! which a run's sources are tried.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::error::MetricsError;
+use crate::model::{RunMetrics, SourceKind};
+use crate::trainer_log;
+
+/// The file name, inside the run folder, of the trainer's JSON-lines metrics.
+pub const METRICS_FILE_NAME: &str = "metrics.jsonl";
+/// The folder, inside the run folder, WandB writes its run folders to (`WANDB_DIR`).
+pub const WANDB_DIR_NAME: &str = "wandb";
+
+/// How the trainer and the env name their WandB runs, as written into the run's config.
+///
+/// The trainer's run is `{wandb_run_name}-trainer-{suffix}` (a random suffix), the env's is
+/// `{wandb_name}-{date}-{random}`, and both are in the trainer's `wandb_group`; nobody's run has
+/// the bare configured name, so runs are found by prefix within the group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WandbNames {
+    pub project: String,
+    pub group: Option<String>,
+    /// `{wandb_run_name}-trainer-`.
+    pub trainer_name_prefix: String,
+    /// `{wandb_name}-`, when the env logs to WandB.
+    pub env_name_prefix: Option<String>,
+}
+
+impl WandbNames {
+    pub fn new(
+        project: impl Into<String>,
+        group: Option<String>,
+        wandb_run_name: &str,
+        env_wandb_name: Option<&str>,
+    ) -> Self {
+        Self {
+            project: project.into(),
+            group,
+            trainer_name_prefix: format!("{wandb_run_name}-trainer-"),
+            env_name_prefix: env_wandb_name.map(|name| format!("{name}-")),
+        }
+    }
+
+    pub fn is_trainer_run(&self, display_name: &str) -> bool {
+        display_name.starts_with(&self.trainer_name_prefix)
+    }
+
+    pub fn is_env_run(&self, display_name: &str) -> bool {
+        !self.is_trainer_run(display_name)
+            && self
+                .env_name_prefix
+                .as_deref()
+                .is_some_and(|prefix| display_name.starts_with(prefix))
+    }
+}
+
+/// The training run whose metrics are wanted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunTarget {
+    /// `runs/<id>/`: holds the metrics file and the WandB folder.
+    pub run_dir: PathBuf,
+    /// The trainer's log, scanned for the checkpoints and final weights it prints.
+    pub trainer_log: Option<PathBuf>,
+    pub wandb: Option<WandbNames>,
+}
+
+impl RunTarget {
+    pub fn metrics_file(&self) -> PathBuf {
+        self.run_dir.join(METRICS_FILE_NAME)
+    }
+
+    pub fn wandb_dir(&self) -> PathBuf {
+        self.run_dir.join(WANDB_DIR_NAME)
+    }
+}
+
+/// A place a run's metrics can be read from.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait MetricsSource: Send + Sync {
+    fn kind(&self) -> SourceKind;
+
+    /// `Ok(None)` when this source has nothing for the run (no file yet, no WandB run yet).
+    async fn fetch(&self, target: &RunTarget) -> Result<Option<RunMetrics>, MetricsError>;
+}
+
+/// A source that failed, kept beside whatever another source found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceFailure {
+    pub source: SourceKind,
+    pub error: String,
+}
+
+/// The outcome of asking a run's sources in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Collected {
+    pub metrics: Option<RunMetrics>,
+    pub failures: Vec<SourceFailure>,
+}
+
+/// Asks each source in turn and keeps the first that has the run's trainer metrics; the env's
+/// metrics are taken from a later source when the first has none. Checkpoints and final
+/// weights the source lacks come from the trainer's log.
+pub async fn collect(target: &RunTarget, sources: &[&dyn MetricsSource]) -> Collected {
+    let mut found: Option<RunMetrics> = None;
+    let mut failures = Vec::new();
+    for source in sources {
+        if found
+            .as_ref()
+            .is_some_and(|metrics| metrics.trainer.is_some() && metrics.env.is_some())
+        {
+            break;
+        }
+        match source.fetch(target).await {
+            Ok(Some(metrics)) => {
+                found = Some(match found {
+                    None => metrics,
+                    Some(mut first) => {
+                        fill_missing(&mut first, metrics);
+                        first
+                    }
+                });
+            }
+            Ok(None) => {}
+            Err(error) => failures.push(SourceFailure {
+                source: source.kind(),
+                error: error.to_string(),
+            }),
+        }
+    }
+    if let Some(log) = target.trainer_log.as_deref() {
+        add_from_trainer_log(&mut found, log);
+    }
+    Collected {
+        metrics: found,
+        failures,
+    }
+}
+
+/// A later source only fills what the first left empty: mixing two sources' views of the same
+/// run would make steps disagree.
+fn fill_missing(first: &mut RunMetrics, later: RunMetrics) {
+    if first.trainer.is_none() && later.trainer.is_some() {
+        first.trainer = later.trainer;
+        first.source = later.source;
+    }
+    if first.env.is_none() {
+        first.env = later.env;
+    }
+    if first.final_weights.is_none() {
+        first.final_weights = later.final_weights;
+    }
+    if first.checkpoints.is_empty() {
+        first.checkpoints = later.checkpoints;
+    }
+    first.warnings.extend(later.warnings);
+}
+
+fn add_from_trainer_log(found: &mut Option<RunMetrics>, log: &Path) {
+    let Ok(report) = trainer_log::scan(log) else {
+        // No log yet (the trainer has not started) is the common case; nothing to add.
+        return;
+    };
+    if report.final_weights.is_none() && report.checkpoints.is_empty() {
+        return;
+    }
+    let metrics = found.get_or_insert_with(|| RunMetrics::empty(SourceKind::MetricsFile));
+    if metrics.final_weights.is_none() {
+        metrics.final_weights = report.final_weights;
+    }
+    if metrics.checkpoints.is_empty() {
+        metrics.checkpoints = report.checkpoints;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LoggedRun;
+
+    fn target() -> RunTarget {
+        RunTarget {
+            run_dir: PathBuf::from("/nonexistent/run"),
+            trainer_log: None,
+            wandb: None,
+        }
+    }
+
+    fn source(kind: SourceKind, answer: Option<RunMetrics>) -> MockMetricsSource {
+        let mut source = MockMetricsSource::new();
+        source.expect_kind().return_const(kind);
+        source.expect_fetch().return_once(move |_| Ok(answer));
+        source
+    }
+
+    fn with_runs(kind: SourceKind, trainer: bool, env: bool) -> RunMetrics {
+        let mut metrics = RunMetrics::empty(kind);
+        metrics.trainer = trainer.then(LoggedRun::default);
+        metrics.env = env.then(LoggedRun::default);
+        metrics
+    }
+
+    #[tokio::test]
+    async fn the_first_source_with_the_trainer_wins_and_later_ones_are_not_asked() {
+        let file = source(
+            SourceKind::MetricsFile,
+            Some(with_runs(SourceKind::MetricsFile, true, true)),
+        );
+        let mut api = MockMetricsSource::new();
+        api.expect_fetch().never();
+        let collected = collect(&target(), &[&file, &api]).await;
+        let metrics = collected.metrics.expect("metrics");
+        assert_eq!(metrics.source, SourceKind::MetricsFile);
+        assert!(collected.failures.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failing_source_is_reported_and_the_next_one_answers() {
+        let mut files = MockMetricsSource::new();
+        files.expect_kind().return_const(SourceKind::WandbFiles);
+        files.expect_fetch().return_once(|_| {
+            Err(MetricsError::NotAWandbFile {
+                path: PathBuf::from("x.wandb"),
+                reason: "bad header".to_owned(),
+            })
+        });
+        let api = source(
+            SourceKind::WandbApi,
+            Some(with_runs(SourceKind::WandbApi, true, false)),
+        );
+        let collected = collect(&target(), &[&files, &api]).await;
+        assert_eq!(
+            collected.metrics.expect("metrics").source,
+            SourceKind::WandbApi
+        );
+        assert_eq!(collected.failures.len(), 1);
+        assert_eq!(collected.failures[0].source, SourceKind::WandbFiles);
+        assert!(collected.failures[0].error.contains("bad header"));
+    }
+
+    #[tokio::test]
+    async fn the_env_run_is_filled_from_a_later_source_without_replacing_the_trainer() {
+        let file = source(
+            SourceKind::MetricsFile,
+            Some(with_runs(SourceKind::MetricsFile, true, false)),
+        );
+        let api = source(
+            SourceKind::WandbApi,
+            Some(with_runs(SourceKind::WandbApi, true, true)),
+        );
+        let metrics = collect(&target(), &[&file, &api])
+            .await
+            .metrics
+            .expect("metrics");
+        assert_eq!(metrics.source, SourceKind::MetricsFile);
+        assert!(metrics.env.is_some());
+    }
+
+    #[tokio::test]
+    async fn nothing_anywhere_is_no_metrics_and_no_failure() {
+        let file = source(SourceKind::MetricsFile, None);
+        let collected = collect(&target(), &[&file]).await;
+        assert_eq!(collected.metrics, None);
+        assert!(collected.failures.is_empty());
+    }
+}

@@ -1,0 +1,153 @@
+//! The normalised view a status shows: a handful of numbers under stable names, each `None`
+//! when the run has not logged it. Keys are the ones the Tinker trainer and atroposlib's envs
+//! really log (the original tool read `train/reward_mean`, which nobody logs).
+
+use serde::{Serialize, Serializer};
+
+use crate::model::{HistoryRow, LoggedRun, MetricValue, RunMetrics};
+
+pub const REWARD_MEAN: &str = "reward/mean";
+pub const LOSS: &str = "train/loss";
+pub const LEARNING_RATE: &str = "train/learning_rate";
+pub const LOGPROBS_DIFF: &str = "logprobs/diff";
+pub const ADVANTAGES_STD: &str = "advantages/std";
+/// Env keys; WandB prefixes them with the env's registered name (`gsm8k_0_train/…`).
+pub const PERCENT_CORRECT: &str = "train/percent_correct";
+pub const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct StatusMetrics {
+    /// Training steps finished (the trainer logs step n after its n-th optimiser step).
+    pub step: Option<i64>,
+    #[serde(serialize_with = "number")]
+    pub reward_mean: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub loss: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub learning_rate: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub percent_correct: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub eval_percent_correct: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub logprobs_diff: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub advantages_std: Option<f64>,
+}
+
+impl StatusMetrics {
+    /// The trainer's numbers come from its latest row, not its summary: the trainer leaves
+    /// `advantages/*` out of a step whose groups all scored alike, and the summary would show an
+    /// older step's value as if it were current.
+    pub fn of(metrics: &RunMetrics) -> Self {
+        let mut view = metrics
+            .trainer
+            .as_ref()
+            .map(Self::of_trainer)
+            .unwrap_or_default();
+        if let Some(env) = &metrics.env {
+            view.percent_correct = env.summary_number(PERCENT_CORRECT);
+            view.eval_percent_correct = env.summary_number(EVAL_PERCENT_CORRECT);
+        }
+        view
+    }
+
+    fn of_trainer(trainer: &LoggedRun) -> Self {
+        match trainer.history.last() {
+            Some(row) => Self::of_row(row),
+            None => Self {
+                step: trainer.last_step(),
+                reward_mean: trainer.summary_number(REWARD_MEAN),
+                loss: trainer.summary_number(LOSS),
+                learning_rate: trainer.summary_number(LEARNING_RATE),
+                logprobs_diff: trainer.summary_number(LOGPROBS_DIFF),
+                advantages_std: trainer.summary_number(ADVANTAGES_STD),
+                ..Self::default()
+            },
+        }
+    }
+
+    /// One trainer row under the normalised names (env numbers stay `None`).
+    pub fn of_row(row: &HistoryRow) -> Self {
+        Self {
+            step: Some(row.step),
+            reward_mean: row.number(REWARD_MEAN),
+            loss: row.number(LOSS),
+            learning_rate: row.number(LEARNING_RATE),
+            logprobs_diff: row.number(LOGPROBS_DIFF),
+            advantages_std: row.number(ADVANTAGES_STD),
+            ..Self::default()
+        }
+    }
+}
+
+/// `None` → null; NaN and infinities as WandB writes them, never silently null.
+#[allow(clippy::ref_option, clippy::trivially_copy_pass_by_ref)]
+fn number<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value {
+        None => serializer.serialize_none(),
+        Some(number) => MetricValue::Number(*number).serialize(serializer),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::model::SourceKind;
+
+    fn row(step: i64, values: &[(&str, f64)]) -> HistoryRow {
+        HistoryRow {
+            step,
+            timestamp: None,
+            values: values
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), MetricValue::Number(*value)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn reads_the_keys_the_trainer_and_env_really_log() {
+        let mut metrics = RunMetrics::empty(SourceKind::WandbFiles);
+        metrics.trainer = Some(LoggedRun {
+            history: vec![
+                row(1, &[(REWARD_MEAN, 0.25), (ADVANTAGES_STD, 0.4)]),
+                row(2, &[(REWARD_MEAN, 0.5), (LOSS, 1.5), (LEARNING_RATE, 4e-5)]),
+            ],
+            ..LoggedRun::default()
+        });
+        let mut env_summary = BTreeMap::new();
+        env_summary.insert(
+            "gsm8k-20261121_0_train/percent_correct".to_owned(),
+            MetricValue::Number(0.75),
+        );
+        metrics.env = Some(LoggedRun {
+            summary: env_summary,
+            ..LoggedRun::default()
+        });
+        let view = StatusMetrics::of(&metrics);
+        assert_eq!(view.step, Some(2));
+        assert_eq!(view.reward_mean, Some(0.5));
+        assert_eq!(view.loss, Some(1.5));
+        assert_eq!(view.learning_rate, Some(4e-5));
+        assert_eq!(view.percent_correct, Some(0.75));
+        // Absent at the latest step means unknown now, not the older value.
+        assert_eq!(view.advantages_std, None);
+        assert_eq!(view.eval_percent_correct, None);
+    }
+
+    #[test]
+    fn non_finite_numbers_stay_visible_in_json() {
+        let view = StatusMetrics {
+            loss: Some(f64::NAN),
+            reward_mean: Some(f64::NEG_INFINITY),
+            ..StatusMetrics::default()
+        };
+        let json = serde_json::to_value(view).unwrap_or_default();
+        assert_eq!(json["loss"], "NaN");
+        assert_eq!(json["reward_mean"], "-Infinity");
+        assert_eq!(json["step"], serde_json::Value::Null);
+    }
+}
