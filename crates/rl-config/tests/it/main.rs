@@ -8,7 +8,7 @@ mod python;
 mod service;
 mod settings_and_secrets;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub(crate) use rl_test_support::workspace_root;
 
