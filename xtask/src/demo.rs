@@ -91,13 +91,12 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
             finished["status"]["state"]
         );
     }
-    let trainer_log = std::fs::read_to_string(home.join("runs").join(&id).join("trainer.log"))?;
-    let weights = trainer_log
-        .lines()
-        .find_map(|line| line.strip_prefix("final weights: "))
-        .context("the trainer reported no final weights")?
-        .to_owned();
-    println!("\n== 8. Start another run and stop it while it runs");
+    println!("\n== 8. Its results: metrics of every step, final weights, checkpoints, health");
+    run_command(&mut rl_with(&["results", &id]))?;
+    let results = json(&mut rl_with(&["results", &id, "--json"]))?;
+    let weights =
+        text(&results["final_weights"]).context("the trainer reported no final weights")?;
+    println!("\n== 9. Start another run and stop it while it runs");
     let second = json(&mut rl_with(&["start", "--wait", "running", "--json"]))?;
     let second_id = text(&second["id"])?;
     run_command(&mut rl_with(&["stop", &second_id]))?;

@@ -4,6 +4,7 @@
 mod config;
 mod context;
 mod envs;
+mod metrics;
 mod output;
 mod runs;
 
@@ -11,6 +12,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use crate::metrics::SourceChoice;
 
 /// Parsing thousands of Python files is allocation-heavy; mimalloc cuts the scan's time
 /// noticeably against glibc's malloc (see docs/decisions.md).
@@ -75,6 +78,16 @@ enum Command {
         /// Only events after this cursor (`next_since` of an earlier answer).
         #[arg(long, default_value_t = 0)]
         since: i64,
+        /// Where to read the run's metrics.
+        #[arg(long, value_enum, default_value_t = SourceChoice::Auto)]
+        source: SourceChoice,
+    },
+    /// A run's metrics: latest numbers, every step, final weights, checkpoints and health.
+    Results {
+        run_id: String,
+        /// Where to read the run's metrics.
+        #[arg(long, value_enum, default_value_t = SourceChoice::Auto)]
+        source: SourceChoice,
     },
     /// A run's events after a cursor.
     Events {
@@ -111,7 +124,12 @@ fn main() -> ExitCode {
         Command::Config(command) => config::run(command, &context, cli.json),
         Command::Start { wait, timeout } => runs::start(&context, wait, timeout, cli.json),
         Command::Runs => runs::list(&context, cli.json),
-        Command::Status { run_id, since } => runs::status(&context, &run_id, since, cli.json),
+        Command::Status {
+            run_id,
+            since,
+            source,
+        } => runs::status(&context, &run_id, since, source, cli.json),
+        Command::Results { run_id, source } => runs::results(&context, &run_id, source, cli.json),
         Command::Events {
             run_id,
             since,

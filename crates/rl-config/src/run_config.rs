@@ -83,7 +83,7 @@ impl RunEndpoints {
 
 /// The sections atroposlib's environment CLI reads (`env`, `openai`, `slurm`, `testing`) and
 /// the trainer's `tinker` section, which the environment ignores.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     pub env: BTreeMap<String, Value>,
     pub openai: Vec<BTreeMap<String, Value>>,
@@ -115,13 +115,15 @@ impl RunConfig {
             }
         }
         let mut tinker = locked.tinker.clone();
+        let run_name = format!("{}-{}", selection.environment.name, run_id);
         tinker.insert("wandb_project".to_owned(), wandb_project.into());
-        tinker.insert(
-            "wandb_run_name".to_owned(),
-            format!("{}-{}", selection.environment.name, run_id)
-                .as_str()
-                .into(),
-        );
+        tinker.insert("wandb_run_name".to_owned(), run_name.as_str().into());
+        // The trainer hands its group to run-api, and the env logs into the same group: one
+        // group per run is what lets the run's WandB runs be found again (the trainer's own
+        // default is a random id). An operator's locked group is kept.
+        tinker
+            .entry("wandb_group".to_owned())
+            .or_insert_with(|| run_name.as_str().into());
         let mut openai = locked.openai.clone();
         if let Some(endpoints) = endpoints {
             env.insert(
@@ -144,12 +146,52 @@ impl RunConfig {
         }
     }
 
+    /// Reads back a run's `config.yaml`.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            action: "read",
+            path: path.to_owned(),
+            source,
+        })?;
+        serde_norway::from_str(&text).map_err(|error| ConfigError::InvalidInput {
+            what: format!("run config {}", path.display()),
+            reason: error.to_string(),
+        })
+    }
+
+    /// How the run's trainer and env name their WandB runs.
+    pub fn wandb(&self) -> RunWandb {
+        let text = |section: &BTreeMap<String, Value>, key: &str| match section.get(key) {
+            Some(Value::Str(text)) if !text.is_empty() => Some(text.clone()),
+            _ => None,
+        };
+        RunWandb {
+            project: text(&self.tinker, "wandb_project"),
+            group: text(&self.tinker, "wandb_group"),
+            run_name: text(&self.tinker, "wandb_run_name"),
+            env_name: text(&self.env, "wandb_name"),
+            env_uses_wandb: !matches!(self.env.get("use_wandb"), Some(Value::Bool(false))),
+        }
+    }
+
     pub fn to_yaml(&self) -> Result<String, ConfigError> {
         serde_norway::to_string(self).map_err(|error| ConfigError::InvalidInput {
             what: "run config".to_owned(),
             reason: error.to_string(),
         })
     }
+}
+
+/// The WandB names in a run's config (`None` where the config has none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunWandb {
+    pub project: Option<String>,
+    pub group: Option<String>,
+    /// The trainer's `wandb_run_name`; its WandB run is `{run_name}-trainer-{suffix}`.
+    pub run_name: Option<String>,
+    /// The env's `wandb_name`; its WandB run is `{env_name}-{date}-{random}`.
+    pub env_name: Option<String>,
+    pub env_uses_wandb: bool,
 }
 
 /// The folder of a run in the state directory.

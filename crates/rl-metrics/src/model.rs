@@ -252,6 +252,8 @@ pub enum SourceKind {
     WandbFiles,
     /// WandB's public GraphQL API.
     WandbApi,
+    /// Only the trainer's log: the weights it saved, no numbers.
+    TrainerLog,
 }
 
 impl fmt::Display for SourceKind {
@@ -260,6 +262,7 @@ impl fmt::Display for SourceKind {
             Self::MetricsFile => "metrics_file",
             Self::WandbFiles => "wandb_files",
             Self::WandbApi => "wandb_api",
+            Self::TrainerLog => "trainer_log",
         })
     }
 }

@@ -168,7 +168,9 @@ fn add_from_trainer_log(found: &mut Option<RunMetrics>, log: &Path) {
     if report.final_weights.is_none() && report.checkpoints.is_empty() {
         return;
     }
-    let metrics = found.get_or_insert_with(|| RunMetrics::empty(SourceKind::MetricsFile));
+    // No source has the run, yet the weights it saved are worth reporting on their own (the
+    // final path is what a finished run is for).
+    let metrics = found.get_or_insert_with(|| RunMetrics::empty(SourceKind::TrainerLog));
     if metrics.final_weights.is_none() {
         metrics.final_weights = report.final_weights;
     }
@@ -258,6 +260,31 @@ mod tests {
             .expect("metrics");
         assert_eq!(metrics.source, SourceKind::MetricsFile);
         assert!(metrics.env.is_some());
+    }
+
+    #[tokio::test]
+    async fn weights_in_the_trainer_log_are_reported_when_no_source_has_numbers() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.path().join("trainer.log");
+        std::fs::write(
+            &log,
+            "Sampling client updated: tinker://m/sampler_weights/step_1\n\
+             Final weights are available here: tinker://m/sampler_weights/final\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let target = RunTarget {
+            trainer_log: Some(log),
+            ..target()
+        };
+        let file = source(SourceKind::MetricsFile, None);
+        let metrics = collect(&target, &[&file]).await.metrics.expect("metrics");
+        assert_eq!(metrics.source, SourceKind::TrainerLog);
+        assert_eq!(metrics.trainer, None);
+        assert_eq!(
+            metrics.final_weights.as_deref(),
+            Some("tinker://m/sampler_weights/final")
+        );
+        assert_eq!(metrics.checkpoints.len(), 1);
     }
 
     #[tokio::test]

@@ -97,9 +97,9 @@ impl WandbApiConfig {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// `from_env` over any lookup, so it can be tested without touching the process's
-    /// environment (tests run in parallel).
-    fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, MetricsError> {
+    /// `from_env` over any lookup: a caller that also reads keys from a `.env` file passes its
+    /// own, and tests need not touch the process's environment (they run in parallel).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, MetricsError> {
         let non_empty = |name: &str| {
             lookup(name)
                 .map(|value| value.trim().to_owned())
@@ -128,8 +128,8 @@ impl WandbApi {
             return Err(MetricsError::MissingApiKey);
         }
         let endpoint = format!("{}/graphql", config.base_url.trim_end_matches('/'));
-        // reqwest is built without a default TLS provider; without one installed, building a
-        // client panics. Another crate may have installed one already, which is fine.
+        // reqwest is built without a TLS provider; building a client without one installed
+        // panics. Err means one is installed already, which is the goal.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .timeout(config.request_timeout)

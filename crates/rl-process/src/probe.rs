@@ -50,6 +50,9 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl HttpProbe {
     pub fn new() -> Result<Self, ProcessError> {
+        // The probes are plain HTTP on loopback, but reqwest is built with TLS and without a
+        // provider, and refuses to build a client before one is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .no_proxy()
             .timeout(ATTEMPT_TIMEOUT)

@@ -159,6 +159,9 @@ impl Runs {
                 .collect();
             env.push(("RL_RUN_ID".to_owned(), run_id.to_string()));
             env.push(("RL_RUN_DIR".to_owned(), dir.to_string_lossy().into_owned()));
+            // WandB keeps each run's `run-<id>.wandb` file (offline or not) under this folder:
+            // the run's metrics are then readable without network, and runs never mix.
+            env.push(("WANDB_DIR".to_owned(), dir.to_string_lossy().into_owned()));
             components.push(LaunchSpec {
                 component,
                 program,

@@ -275,6 +275,10 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert!(environ("trainer").contains(&format!("TINKER_API_KEY={FAKE_TINKER_KEY}")));
     assert!(!environ("api").contains("TINKER_API_KEY"));
     assert!(!environ("env").contains("TINKER_API_KEY"));
+    // WandB writes the run's own files into the run folder, where metrics are read from.
+    let wandb_dir = format!("WANDB_DIR={}\0", stack.run_dir(&id).display());
+    assert!(environ("trainer").contains(&wandb_dir));
+    assert!(environ("env").contains(&wandb_dir));
 
     let finished = stack.wait(&id, "finished", 120);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
@@ -299,10 +303,52 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert!(config.contains(&format!("base_url: http://127.0.0.1:{trainer_port}/v1")));
     let trainer_log = std::fs::read_to_string(dir.join("trainer.log")).unwrap();
     assert!(
-        trainer_log.contains("final weights: tinker://"),
+        trainer_log.contains("Final weights are available here: tinker://"),
         "{trainer_log}"
     );
     assert!(dir.join("metrics.jsonl").exists());
+
+    // Its metrics, read from its own metrics file: every step, and the weights it saved.
+    let status = stack.json(&["status", &id]);
+    assert_eq!(status["metrics_source"], "metrics_file", "{status:#}");
+    assert_eq!(status["metrics"]["step"], 6, "{status:#}");
+    assert!(status["metrics"]["reward_mean"].is_number(), "{status:#}");
+    assert!(status["metrics"]["loss"].is_number(), "{status:#}");
+    assert_eq!(status["metrics"]["percent_correct"], Value::Null);
+    assert_eq!(status["health"]["window"]["last_step"], 6, "{status:#}");
+    let results = stack.json(&["results", &id]);
+    assert_eq!(results["status"], "completed");
+    assert_eq!(results["metrics"]["step"], 6, "{results:#}");
+    assert!(results["metrics"]["reward_mean"].is_number());
+    assert!(results["metrics"]["loss"].is_number());
+    assert_eq!(results["history"].as_array().unwrap().len(), 6);
+    assert!(results["final_metrics"]["train/loss"].is_number());
+    let weights = results["final_weights"].as_str().unwrap();
+    assert!(
+        weights.starts_with("tinker://fixture-") && weights.ends_with("/sampler_weights/final"),
+        "{weights}"
+    );
+    let checkpoints = results["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints.len(), 6, "{results:#}");
+    assert_eq!(checkpoints[5]["step"], 6);
+    assert!(results["wandb_run_name"].as_str().unwrap().ends_with(&id));
+    assert_eq!(results["metrics_errors"], serde_json::json!([]));
+    // Other sources on request: no WandB file has this run (WandB was disabled), yet the
+    // trainer's log still tells its weights; and the API needs a key.
+    let from_files = stack.json(&["results", &id, "--source", "wandb-files"]);
+    assert_eq!(from_files["status"], "completed");
+    assert_eq!(from_files["source"], "trainer_log", "{from_files:#}");
+    assert_eq!(from_files["metrics"]["step"], Value::Null);
+    assert_eq!(from_files["final_weights"], results["final_weights"]);
+    assert_eq!(from_files["checkpoints"], results["checkpoints"]);
+    let refused = refusal(&stack.rl(&["results", &id, "--source", "wandb-api", "--json"]));
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("WANDB_API_KEY is not set"),
+        "{refused}"
+    );
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let content = std::fs::read(&path).unwrap();
@@ -584,12 +630,22 @@ fn run_ids_from_outside_are_checked() {
             "{answer}"
         );
     }
-    let answer = refusal(&crate::rl_in(home.path(), &["stop", "0badc0de", "--json"]));
+    for command in ["stop", "results"] {
+        let answer = refusal(&crate::rl_in(home.path(), &[command, "0badc0de", "--json"]));
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("no run with id '0badc0de'"),
+            "{command}: {answer}"
+        );
+    }
+    let answer = refusal(&crate::rl_in(home.path(), &["results", "../x", "--json"]));
     assert!(
         answer["error"]
             .as_str()
             .unwrap()
-            .contains("no run with id '0badc0de'")
+            .contains("8 lowercase hexadecimal")
     );
 }
 

@@ -96,7 +96,14 @@ fn run_config_yaml_has_the_original_structure_and_no_secret() {
     insta::assert_snapshot!(text);
     let parsed: serde_json::Value = serde_norway::from_str(&text).unwrap();
     assert_eq!(parsed["tinker"]["wandb_run_name"], "gsm8k_tinker-0badc0de");
+    // One WandB group per run, shared by the trainer's and the env's WandB runs.
+    assert_eq!(parsed["tinker"]["wandb_group"], "gsm8k_tinker-0badc0de");
     assert_eq!(parsed["env"]["group_size"], 12);
+    let read_back = rl_config::RunConfig::read(&written.path).unwrap();
+    assert_eq!(read_back, written.config);
+    let wandb = read_back.wandb();
+    assert_eq!(wandb.project.as_deref(), Some("math-rl"));
+    assert_eq!(wandb.env_name.as_deref(), Some(wandb_name.as_str()));
     for secret in rl_config::SECRET_NAMES {
         assert!(!text.contains(secret));
     }

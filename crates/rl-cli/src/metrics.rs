@@ -1,0 +1,135 @@
+//! A run's metrics: where to look for them (the run folder first, WandB's API last) and under
+//! which names, from the run's record and its config.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use rl_config::{RunConfig, Secrets};
+use rl_metrics::{
+    Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, RunTarget, WandbApi,
+    WandbApiConfig, WandbFiles, WandbNames,
+};
+use rl_process::{Component, RunRecord, RunState};
+use serde::Serialize;
+
+use crate::context::process_environment;
+
+/// Where `status` and `results` read metrics from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum SourceChoice {
+    /// The run folder's metrics file, then its WandB files, then the WandB API (with a key).
+    Auto,
+    /// Only the metrics file the trainer wrote into the run folder.
+    File,
+    /// Only WandB's local run files in the run folder.
+    WandbFiles,
+    /// Only WandB's API (needs WANDB_API_KEY).
+    WandbApi,
+}
+
+/// How long a WandB request may take: a status is polled and must answer quickly; results
+/// are asked for once and may wait out a busy server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    Status,
+    Results,
+}
+
+/// The run's metrics from the chosen sources.
+pub(crate) fn collect(
+    run: &RunRecord,
+    choice: SourceChoice,
+    patience: Patience,
+    secrets: &Secrets,
+) -> anyhow::Result<Collected> {
+    let target = target_of(run)?;
+    let api = match choice {
+        SourceChoice::Auto => wandb_api(secrets, patience).ok(),
+        SourceChoice::WandbApi => Some(wandb_api(secrets, patience)?),
+        SourceChoice::File | SourceChoice::WandbFiles => None,
+    };
+    let file = MetricsFile;
+    let files = WandbFiles;
+    let mut sources: Vec<&dyn MetricsSource> = Vec::new();
+    if matches!(choice, SourceChoice::Auto | SourceChoice::File) {
+        sources.push(&file);
+    }
+    if matches!(choice, SourceChoice::Auto | SourceChoice::WandbFiles) {
+        sources.push(&files);
+    }
+    if let Some(api) = &api {
+        sources.push(api);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(runtime.block_on(rl_metrics::collect(&target, &sources)))
+}
+
+fn target_of(run: &RunRecord) -> anyhow::Result<RunTarget> {
+    let run_dir = run
+        .config_path
+        .parent()
+        .with_context(|| format!("run {} has no folder", run.id))?
+        .to_owned();
+    let trainer_log = run
+        .components
+        .iter()
+        .find(|component| component.component == Component::Trainer)
+        .map(|component| component.log_path.clone());
+    // A run whose config is gone still has its metrics file; only WandB lookups need names.
+    let wandb = RunConfig::read(&run.config_path)
+        .ok()
+        .and_then(|config| wandb_names(&config));
+    Ok(RunTarget {
+        run_dir,
+        trainer_log,
+        wandb,
+    })
+}
+
+fn wandb_names(config: &RunConfig) -> Option<WandbNames> {
+    let wandb = config.wandb();
+    Some(WandbNames::new(
+        wandb.project?,
+        wandb.group,
+        &wandb.run_name?,
+        wandb.env_name.as_deref().filter(|_| wandb.env_uses_wandb),
+    ))
+}
+
+fn wandb_api(secrets: &Secrets, patience: Patience) -> anyhow::Result<WandbApi> {
+    let environment = process_environment();
+    let mut config = WandbApiConfig::from_lookup(|name| match name {
+        "WANDB_API_KEY" => secrets.get(name).map(str::to_owned),
+        _ => environment.get(name).cloned(),
+    })?;
+    if matches!(patience, Patience::Status) {
+        config.request_timeout = Duration::from_secs(10);
+        config.max_attempts = 2;
+    }
+    Ok(WandbApi::new(config)?)
+}
+
+/// What the processes say, for the health digest's stall check.
+pub(crate) fn activity_of(run: &RunRecord) -> Activity {
+    let running = matches!(run.state, RunState::Running);
+    Activity {
+        running,
+        running_since: running.then(|| unix_seconds(&run.updated_at)).flatten(),
+        now: jiff::Timestamp::now().as_millisecond() as f64 / 1000.0,
+    }
+}
+
+fn unix_seconds(timestamp: &str) -> Option<f64> {
+    let parsed: jiff::Timestamp = timestamp.parse().ok()?;
+    #[allow(clippy::cast_precision_loss)]
+    Some(parsed.as_millisecond() as f64 / 1000.0)
+}
+
+pub(crate) fn policy() -> HealthPolicy {
+    HealthPolicy::default()
+}
