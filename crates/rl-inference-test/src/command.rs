@@ -1,0 +1,127 @@
+//! The command line of one model's `process` run: argument by argument, no shell, and no key —
+//! the key goes to the child's environment as `OPENAI_API_KEY`, which atroposlib's OpenAI client
+//! reads when `--openai.api_key None` leaves the config without one.
+
+use std::path::{Path, PathBuf};
+
+use crate::plan::TestPlan;
+
+/// The variable atroposlib's OpenAI client reads its key from.
+pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+/// Handed to endpoints that take no key (a local vLLM): the OpenAI client refuses to start
+/// without one, and this one is no secret.
+pub const NO_KEY_PLACEHOLDER: &str = "no-key-needed";
+
+/// One model's process, ready to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelJob {
+    pub model: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub working_dir: PathBuf,
+    /// Set in the child's environment (besides what it inherits minus `env_remove`).
+    pub env: Vec<(String, String)>,
+    /// Inherited variables the child must not see (every key rl knows).
+    pub env_remove: Vec<String>,
+    pub log_path: PathBuf,
+    pub output_path: PathBuf,
+    /// Groups the run writes when it completes (`--env.total_steps`).
+    pub total_groups: u32,
+}
+
+impl std::fmt::Display for ModelJob {
+    /// The command as a person would type it (the key is not in it: it never is).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.program.display())?;
+        for arg in &self.args {
+            write!(f, " {arg}")?;
+        }
+        Ok(())
+    }
+}
+
+/// File names from a model id: `qwen/qwen3-8b` → `01-qwen_qwen3-8b`. The index keeps two ids
+/// that flatten alike apart.
+pub fn file_stem(index: usize, model: &str) -> String {
+    let flat: String = model
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    format!("{:02}-{flat}", index + 1)
+}
+
+pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) -> ModelJob {
+    let stem = file_stem(index, model);
+    let output_path = test_dir.join(format!("{stem}.jsonl"));
+    let mut args = vec![
+        plan.env_file.to_string_lossy().into_owned(),
+        "process".to_owned(),
+    ];
+    let mut flag = |name: &str, value: String| {
+        args.push(format!("--{name}"));
+        args.push(value);
+    };
+    flag("env.total_steps", plan.steps.to_string());
+    flag("env.group_size", plan.group_size.to_string());
+    flag("env.use_wandb", plan.use_wandb.to_string());
+    flag(
+        "env.data_path_to_save_groups",
+        output_path.to_string_lossy().into_owned(),
+    );
+    for (field, value) in &plan.env_args {
+        flag(&format!("env.{field}"), value.clone());
+    }
+    flag("openai.base_url", plan.endpoint.base_url.clone());
+    flag("openai.model_name", model.to_owned());
+    flag("openai.server_type", "openai".to_owned());
+    flag("openai.health_check", "false".to_owned());
+    flag("openai.api_key", "None".to_owned());
+
+    let mut env: Vec<(String, String)> = plan
+        .child_environment
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let key = plan
+        .endpoint
+        .key
+        .clone()
+        .unwrap_or_else(|| NO_KEY_PLACEHOLDER.to_owned());
+    env.push((CHILD_KEY_VARIABLE.to_owned(), key));
+    let env_remove = rl_config::SECRET_NAMES
+        .iter()
+        .map(|name| (*name).to_owned())
+        .chain(std::iter::once(plan.endpoint.key_variable.clone()))
+        .filter(|name| name != CHILD_KEY_VARIABLE)
+        .collect();
+    ModelJob {
+        model: model.to_owned(),
+        program: plan.python.clone(),
+        args,
+        working_dir: plan.working_dir.clone(),
+        env,
+        env_remove,
+        log_path: test_dir.join(format!("{stem}.log")),
+        output_path,
+        total_groups: plan.steps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_stems_are_flat_and_numbered() {
+        assert_eq!(file_stem(0, "qwen/qwen3-8b"), "01-qwen_qwen3-8b");
+        assert_eq!(file_stem(11, "a b:c"), "12-a_b_c");
+        assert_eq!(file_stem(0, "../../etc"), "01-.._.._etc");
+    }
+}

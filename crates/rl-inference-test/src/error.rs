@@ -1,0 +1,35 @@
+use std::path::PathBuf;
+
+/// What rl-inference-test can refuse or fail at. A model that fails is not an error of the
+/// test: it is reported in the model's figures.
+#[derive(Debug, thiserror::Error)]
+pub enum InferenceTestError {
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+    #[error(
+        "{variable} is not set: the endpoint needs its key (in the environment or RL_HOME/.env), or name another variable"
+    )]
+    MissingKey { variable: String },
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no pre-flight test with id '{0}'; list tests to see the ids")]
+    UnknownTest(String),
+    #[error("test report {path} is unreadable ({reason})")]
+    CorruptReport { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Config(#[from] rl_config::ConfigError),
+}
+
+impl InferenceTestError {
+    pub(crate) fn invalid(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+}

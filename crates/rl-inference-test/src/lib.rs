@@ -1,0 +1,33 @@
+//! Pre-flight of an environment against several models before training.
+//!
+//! For each model, atroposlib's `process` mode runs the selected environment for a few steps
+//! against an OpenAI-compatible endpoint (OpenRouter by default), every model at once (bounded),
+//! each in its own process group with a timeout. What each wrote is read back into figures —
+//! accuracy under one notion of "correct" shared by the test, groups that give GRPO no signal —
+//! and a verdict: ready, too easy, too hard, no signal, or broken. Tests are kept in the state
+//! directory, listed and readable later.
+
+mod analysis;
+mod command;
+mod error;
+mod plan;
+mod preflight;
+mod report;
+mod runner;
+mod store;
+mod verdict;
+
+pub use analysis::{
+    CorrectRule, Figures, Groups, ScoreStats, figures, parse_groups, read_groups, threshold,
+};
+pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
+pub use error::InferenceTestError;
+pub use plan::{
+    DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
+    Endpoint, LOCKED_FIELDS, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, TestPlan, TestRequest,
+};
+pub use preflight::run_test;
+pub use report::{ModelOutcome, ModelReport, TestReport};
+pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink, Redactor};
+pub use store::{TestListing, TestStarted, TestStore};
+pub use verdict::{Summary, Verdict, VerdictBasis, VerdictPolicy, summarise};

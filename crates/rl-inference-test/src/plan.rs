@@ -1,0 +1,292 @@
+//! What a pre-flight test runs: which environment, which models at which endpoint, and with
+//! which settings; checked before anything starts.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rl_config::{Selection, Settings, Value};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::CorrectRule;
+use crate::error::InferenceTestError;
+use crate::verdict::VerdictPolicy;
+
+/// OpenRouter, and the three models the original tool tested by default.
+pub const OPENROUTER_BASE_URL: &str = "https://openrouter.ai/api/v1";
+pub const OPENROUTER_KEY_VARIABLE: &str = "OPENROUTER_API_KEY";
+pub const DEFAULT_MODELS: [&str; 3] = [
+    "qwen/qwen3-8b",
+    "z-ai/glm-4.7-flash",
+    "minimax/minimax-m2.7",
+];
+
+pub const DEFAULT_STEPS: u32 = 3;
+pub const DEFAULT_GROUP_SIZE: u32 = 16;
+pub const DEFAULT_CONCURRENCY: usize = 4;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// Locked fields the test passes on, so the test sees the tokenizer and limits training will.
+pub const LOCKED_FIELDS: [&str; 4] = [
+    "tokenizer_name",
+    "max_token_length",
+    "max_num_workers",
+    "max_batches_offpolicy",
+];
+/// Fields the test sets itself; an edit of one of them is not passed on.
+const TEST_FIELDS: [&str; 5] = [
+    "total_steps",
+    "group_size",
+    "use_wandb",
+    "data_path_to_save_groups",
+    "include_messages",
+];
+
+/// An OpenAI-compatible endpoint. The key is held here only to hand it to the child's
+/// environment; it is never serialised.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+pub struct Endpoint {
+    pub base_url: String,
+    /// The variable the key was read from (shown; its value never is).
+    pub key_variable: String,
+    #[serde(skip)]
+    pub key: Option<String>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("base_url", &self.base_url)
+            .field("key_variable", &self.key_variable)
+            .field("key", &self.key.as_ref().map(|_| "[REDACTED]"))
+            .finish()
+    }
+}
+
+/// Everything a test needs, checked.
+#[derive(Debug, Clone)]
+pub struct TestPlan {
+    /// The selected environment's key (`name@file.py`).
+    pub environment: String,
+    pub env_file: PathBuf,
+    pub python: PathBuf,
+    /// Where the environment runs from (the tinker-atropos tree, as for training).
+    pub working_dir: PathBuf,
+    pub models: Vec<String>,
+    pub endpoint: Endpoint,
+    pub steps: u32,
+    pub group_size: u32,
+    pub use_wandb: bool,
+    /// `--env.<field> <value>` pairs: the locked fields, then the selection's scalar edits.
+    pub env_args: Vec<(String, String)>,
+    /// The operator's extra variables for child processes (never keys).
+    pub child_environment: BTreeMap<String, String>,
+    pub concurrency: usize,
+    pub timeout: Duration,
+    pub correct_rule: CorrectRule,
+    pub verdict_policy: VerdictPolicy,
+}
+
+/// What a caller may choose; everything else comes from the selection and the settings.
+#[derive(Debug, Clone)]
+pub struct TestRequest {
+    pub models: Vec<String>,
+    pub endpoint: Endpoint,
+    pub steps: u32,
+    pub group_size: u32,
+    pub use_wandb: bool,
+    pub concurrency: usize,
+    pub timeout: Duration,
+    pub correct_rule: CorrectRule,
+}
+
+impl TestRequest {
+    /// The original's defaults: OpenRouter, its three models, 3 steps of groups of 16.
+    pub fn openrouter(key: Option<String>) -> Self {
+        Self {
+            models: DEFAULT_MODELS.iter().map(|m| (*m).to_owned()).collect(),
+            endpoint: Endpoint {
+                base_url: OPENROUTER_BASE_URL.to_owned(),
+                key_variable: OPENROUTER_KEY_VARIABLE.to_owned(),
+                key,
+            },
+            steps: DEFAULT_STEPS,
+            group_size: DEFAULT_GROUP_SIZE,
+            use_wandb: false,
+            concurrency: DEFAULT_CONCURRENCY,
+            timeout: DEFAULT_TIMEOUT,
+            correct_rule: CorrectRule::default(),
+        }
+    }
+}
+
+impl TestPlan {
+    pub fn new(
+        request: TestRequest,
+        selection: &Selection,
+        settings: &Settings,
+        working_dir: PathBuf,
+    ) -> Result<Self, InferenceTestError> {
+        check_models(&request.models)?;
+        check_range("steps", u64::from(request.steps), 1, 1000)?;
+        check_range("group_size", u64::from(request.group_size), 1, 1024)?;
+        check_range("concurrency", request.concurrency as u64, 1, 64)?;
+        check_range(
+            "timeout (seconds)",
+            request.timeout.as_secs(),
+            1,
+            7 * 86_400,
+        )?;
+        check_url(&request.endpoint.base_url)?;
+        if let CorrectRule::AtLeast { threshold } = request.correct_rule
+            && !threshold.is_finite()
+        {
+            return Err(InferenceTestError::invalid(
+                "threshold",
+                "must be a finite number",
+            ));
+        }
+        let env_file = selection
+            .environment
+            .environments_dir
+            .join(&selection.environment.file);
+        let mut env_args: Vec<(String, String)> = LOCKED_FIELDS
+            .iter()
+            .filter_map(|field| {
+                let value = settings.locked.env.get(*field)?;
+                Some(((*field).to_owned(), cli_text(value)?))
+            })
+            .collect();
+        for edit in &selection.edits {
+            let settable = edit.section == rl_config::Section::Env
+                && !TEST_FIELDS.contains(&edit.field.as_str())
+                && !LOCKED_FIELDS.contains(&edit.field.as_str());
+            if let Some(text) = cli_text(&edit.value).filter(|_| settable) {
+                env_args.push((edit.field.clone(), text));
+            }
+        }
+        Ok(Self {
+            environment: selection.environment.key.clone(),
+            env_file,
+            python: settings.python.clone(),
+            working_dir,
+            models: request.models,
+            endpoint: request.endpoint,
+            steps: request.steps,
+            group_size: request.group_size,
+            use_wandb: request.use_wandb,
+            env_args,
+            child_environment: settings.child_environment.clone(),
+            concurrency: request.concurrency,
+            timeout: request.timeout,
+            correct_rule: request.correct_rule,
+            verdict_policy: VerdictPolicy::default(),
+        })
+    }
+}
+
+/// A scalar as atroposlib's CLI reads it (`None` is Python's None); lists and maps have no
+/// flag form and are left to the environment's defaults.
+fn cli_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => Some("None".to_owned()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Int(i) => Some(i.to_string()),
+        Value::Float(x) => Some(x.to_string()),
+        Value::Str(s) => Some(s.clone()),
+        Value::List(_) | Value::Map(_) => None,
+    }
+}
+
+fn check_models(models: &[String]) -> Result<(), InferenceTestError> {
+    if models.is_empty() {
+        return Err(InferenceTestError::invalid(
+            "models",
+            "name at least one model",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for model in models {
+        let printable = !model.is_empty()
+            && model.len() <= 200
+            && !model.chars().any(|c| c.is_control() || c.is_whitespace());
+        if !printable {
+            return Err(InferenceTestError::invalid(
+                "models",
+                format!(
+                    "{model:?} is not a model id (1 to 200 characters, no spaces or control characters)"
+                ),
+            ));
+        }
+        if !seen.insert(model) {
+            return Err(InferenceTestError::invalid(
+                "models",
+                format!("{model} is listed twice"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_range(what: &str, value: u64, low: u64, high: u64) -> Result<(), InferenceTestError> {
+    if (low..=high).contains(&value) {
+        Ok(())
+    } else {
+        Err(InferenceTestError::invalid(
+            what,
+            format!("{value} is out of range ({low} to {high})"),
+        ))
+    }
+}
+
+fn check_url(url: &str) -> Result<(), InferenceTestError> {
+    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+    let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+    if scheme_ok && !rest.is_empty() && !url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Ok(())
+    } else {
+        Err(InferenceTestError::invalid(
+            "base_url",
+            format!("{url:?} is not an http(s) URL, e.g. http://127.0.0.1:8000/v1"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_lists_are_checked() {
+        assert!(check_models(&["a/b".to_owned(), "c".to_owned()]).is_ok());
+        for bad in [
+            vec![],
+            vec![String::new()],
+            vec!["a b".to_owned()],
+            vec!["x".to_owned(), "x".to_owned()],
+        ] {
+            assert!(check_models(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn urls_are_checked() {
+        assert!(check_url("http://127.0.0.1:8000/v1").is_ok());
+        assert!(check_url(OPENROUTER_BASE_URL).is_ok());
+        for bad in ["", "127.0.0.1:8000", "ftp://x", "http://", "http://a b"] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_key_never_shows_in_debug_or_json() {
+        let endpoint = Endpoint {
+            base_url: "http://x".to_owned(),
+            key_variable: "K".to_owned(),
+            key: Some("sk-secret-value".to_owned()),
+        };
+        assert!(!format!("{endpoint:?}").contains("sk-secret-value"));
+        let json = serde_json::to_string(&endpoint).unwrap_or_default();
+        assert!(!json.contains("sk-secret-value"), "{json}");
+    }
+}

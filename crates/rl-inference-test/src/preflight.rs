@@ -1,0 +1,135 @@
+//! A whole test: every model at once (bounded), each cut at its timeout without stopping the
+//! others, then figures against one shared notion of "correct", and the verdict.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::Semaphore;
+
+use crate::analysis::{self, Groups};
+use crate::command::{ModelJob, model_job};
+use crate::error::InferenceTestError;
+use crate::plan::TestPlan;
+use crate::report::{ModelOutcome, ModelReport, TestReport};
+use crate::runner::{ModelRun, ModelRunner, ProgressSink, Redactor};
+use crate::store::{TestStarted, TestStore};
+use crate::verdict::summarise;
+
+/// Lines of a failed model's log kept in its report.
+const ERROR_TAIL_LINES: usize = 20;
+
+pub async fn run_test(
+    plan: &TestPlan,
+    store: &TestStore,
+    runner: Arc<dyn ModelRunner>,
+    redactor: Redactor,
+    progress: ProgressSink,
+) -> Result<TestReport, InferenceTestError> {
+    let started_at = jiff::Timestamp::now().to_string();
+    let clock = Instant::now();
+    let (started, dir) = store.create(|test_id| TestStarted {
+        test_id: test_id.to_owned(),
+        environment: plan.environment.clone(),
+        models: plan.models.clone(),
+        base_url: plan.endpoint.base_url.clone(),
+        started_at: started_at.clone(),
+    })?;
+    let jobs: Vec<ModelJob> = plan
+        .models
+        .iter()
+        .enumerate()
+        .map(|(index, model)| model_job(plan, index, model, &dir))
+        .collect();
+
+    let permits = Arc::new(Semaphore::new(plan.concurrency));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, job) in jobs.iter().cloned().enumerate() {
+        let (runner, permits, redactor, progress) = (
+            runner.clone(),
+            permits.clone(),
+            redactor.clone(),
+            progress.clone(),
+        );
+        let timeout = plan.timeout;
+        tasks.spawn(async move {
+            // The semaphore is never closed, so a permit always comes.
+            let _permit = permits.acquire_owned().await.ok();
+            (index, runner.run(job, timeout, redactor, progress).await)
+        });
+    }
+    let mut runs: Vec<Option<ModelRun>> = vec![None; jobs.len()];
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok((index, run)) = joined {
+            runs[index] = Some(run);
+        }
+    }
+
+    let groups: Vec<Groups> = jobs
+        .iter()
+        .map(|job| analysis::read_groups(&job.output_path).unwrap_or_default())
+        .collect();
+    let correct_from = analysis::threshold(
+        plan.correct_rule,
+        groups
+            .iter()
+            .flat_map(|g| g.scores.iter().flatten().copied()),
+    );
+    let models: Vec<ModelReport> = jobs
+        .iter()
+        .zip(runs)
+        .zip(&groups)
+        .map(|((job, run), groups)| {
+            let run = run.unwrap_or(ModelRun {
+                outcome: ModelOutcome::NotStarted {
+                    reason: "its task ended without a result".to_owned(),
+                },
+                duration: std::time::Duration::ZERO,
+            });
+            let error_tail = if run.outcome == ModelOutcome::Succeeded {
+                Vec::new()
+            } else {
+                tail(&job.log_path, ERROR_TAIL_LINES)
+            };
+            ModelReport {
+                model: job.model.clone(),
+                outcome: run.outcome,
+                duration_secs: run.duration.as_secs_f64(),
+                figures: analysis::figures(groups, correct_from),
+                error_tail,
+                log_path: job.log_path.clone(),
+                output_path: job.output_path.clone(),
+            }
+        })
+        .collect();
+    let summary = summarise(&models, plan.verdict_policy);
+    let report = TestReport {
+        test_id: started.test_id,
+        environment: plan.environment.clone(),
+        base_url: plan.endpoint.base_url.clone(),
+        key_variable: plan.endpoint.key_variable.clone(),
+        steps: plan.steps,
+        group_size: plan.group_size,
+        correct_rule: plan.correct_rule,
+        correct_from: correct_from.filter(|threshold| threshold.is_finite()),
+        started_at,
+        duration_secs: clock.elapsed().as_secs_f64(),
+        output_dir: dir,
+        models,
+        summary,
+    };
+    store.save(&report)?;
+    Ok(report)
+}
+
+fn tail(path: &std::path::Path, lines: usize) -> Vec<String> {
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let all: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    all[all.len().saturating_sub(lines)..]
+        .iter()
+        .map(|line| (*line).to_owned())
+        .collect()
+}

@@ -1,0 +1,63 @@
+//! What a test leaves behind: per model, how its process ended and its figures; for the test,
+//! the summary and verdict. Written as `report.json` in the test's folder.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{CorrectRule, Figures};
+use crate::verdict::Summary;
+
+/// How a model's `process` run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ModelOutcome {
+    Succeeded,
+    /// Exited non-zero or by a signal.
+    Failed {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// Cut at the test's timeout; its whole process group was stopped.
+    TimedOut {
+        after_secs: f64,
+    },
+    /// Could not be started at all.
+    NotStarted {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelReport {
+    pub model: String,
+    #[serde(flatten)]
+    pub outcome: ModelOutcome,
+    pub duration_secs: f64,
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// The last lines of its log when it did not succeed (keys redacted).
+    pub error_tail: Vec<String>,
+    pub log_path: PathBuf,
+    pub output_path: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestReport {
+    pub test_id: String,
+    pub environment: String,
+    pub base_url: String,
+    /// The variable the key came from; never its value.
+    pub key_variable: String,
+    pub steps: u32,
+    pub group_size: u32,
+    pub correct_rule: CorrectRule,
+    /// The score a completion needed to count as correct in this test.
+    pub correct_from: Option<f64>,
+    pub started_at: String,
+    pub duration_secs: f64,
+    pub output_dir: PathBuf,
+    pub models: Vec<ModelReport>,
+    #[serde(flatten)]
+    pub summary: Summary,
+}

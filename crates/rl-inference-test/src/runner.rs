@@ -1,0 +1,290 @@
+//! Running one model's process: its own process group, everything it prints captured with keys
+//! redacted (atroposlib prints its whole config, key included), progress read from the groups
+//! file as it grows, and a timeout that stops the whole group.
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
+
+use crate::command::ModelJob;
+use crate::report::ModelOutcome;
+
+/// How often the groups file is looked at for progress.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// SIGTERM, then this long, then SIGKILL, for a timed-out model's group.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// What a person or agent watching the test is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    Started {
+        model: String,
+        total_groups: u32,
+    },
+    Groups {
+        model: String,
+        done: u32,
+        total: u32,
+    },
+    Finished {
+        model: String,
+        outcome: ModelOutcome,
+    },
+}
+
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// How one model's run ended, and how long it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRun {
+    pub outcome: ModelOutcome,
+    pub duration: Duration,
+}
+
+/// Runs a model's job to its end. Never fails: a model that cannot start is an outcome.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait ModelRunner: Send + Sync {
+    async fn run(
+        &self,
+        job: ModelJob,
+        timeout: Duration,
+        redactor: Redactor,
+        progress: ProgressSink,
+    ) -> ModelRun;
+}
+
+/// Replaces key values in text with `[REDACTED NAME]`.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.secrets.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("Redactor").field("names", &names).finish()
+    }
+}
+
+impl Redactor {
+    /// Values shorter than this would match ordinary text; no real key is that short.
+    const MIN_LEN: usize = 6;
+
+    pub fn add(&mut self, name: &str, value: &str) {
+        if value.len() >= Self::MIN_LEN {
+            self.secrets.push((name.to_owned(), value.to_owned()));
+        }
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (name, value) in &self.secrets {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), &format!("[REDACTED {name}]"));
+            }
+        }
+        out
+    }
+}
+
+/// Runs jobs as local processes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LocalModelRunner;
+
+#[async_trait]
+impl ModelRunner for LocalModelRunner {
+    async fn run(
+        &self,
+        job: ModelJob,
+        timeout: Duration,
+        redactor: Redactor,
+        progress: ProgressSink,
+    ) -> ModelRun {
+        let started = Instant::now();
+        progress(Progress::Started {
+            model: job.model.clone(),
+            total_groups: job.total_groups,
+        });
+        let outcome = match run_process(&job, timeout, &redactor, &progress).await {
+            Ok(outcome) => outcome,
+            Err(reason) => ModelOutcome::NotStarted {
+                reason: redactor.redact(&reason),
+            },
+        };
+        progress(Progress::Finished {
+            model: job.model.clone(),
+            outcome: outcome.clone(),
+        });
+        ModelRun {
+            outcome,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+async fn run_process(
+    job: &ModelJob,
+    timeout: Duration,
+    redactor: &Redactor,
+    progress: &ProgressSink,
+) -> Result<ModelOutcome, String> {
+    let log = tokio::fs::File::create(&job.log_path)
+        .await
+        .map_err(|error| format!("cannot create {}: {error}", job.log_path.display()))?;
+    let log = Arc::new(Mutex::new(log));
+    let mut command = tokio::process::Command::new(&job.program);
+    command
+        .args(&job.args)
+        .current_dir(&job.working_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so that a timeout stops whatever it started too.
+        .process_group(0);
+    for name in &job.env_remove {
+        command.env_remove(name);
+    }
+    for (name, value) in &job.env {
+        command.env(name, value);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|error| format!("cannot start {}: {error}", job.program.display()))?;
+    let pgid = child.id().unwrap_or_default();
+    let copiers = [
+        child
+            .stdout
+            .take()
+            .map(|out| copy_lines(out, log.clone(), redactor.clone())),
+        child
+            .stderr
+            .take()
+            .map(|err| copy_lines(err, log.clone(), redactor.clone())),
+    ];
+    let watcher = tokio::spawn(watch_progress(job.clone(), progress.clone()));
+
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    // Whatever the end, nothing of the model's group outlives it (grandchildren included).
+    let stopped = tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE))
+        .await
+        .ok();
+    let timed_out = waited.is_err();
+    let status = match waited {
+        Ok(status) => status.ok(),
+        Err(_) => {
+            let _ = child.wait().await;
+            None
+        }
+    };
+    for copier in copiers.into_iter().flatten() {
+        let _ = copier.await;
+    }
+    watcher.abort();
+    report_progress(job, progress, &mut None).await;
+    let mut notes = Vec::new();
+    if let Some(stopped) = stopped.filter(|outcome| !outcome.survivors.is_empty()) {
+        notes.push(format!(
+            "rl: processes left after the stop: {:?}",
+            stopped.survivors
+        ));
+    }
+    if timed_out {
+        notes.push(format!(
+            "rl: cut after {} s (the test's timeout)",
+            timeout.as_secs()
+        ));
+    }
+    let mut log = log.lock().await;
+    for note in notes {
+        let _ = log.write_all(format!("{note}\n").as_bytes()).await;
+    }
+    let _ = log.flush().await;
+    Ok(match status {
+        _ if timed_out => ModelOutcome::TimedOut {
+            after_secs: timeout.as_secs_f64(),
+        },
+        Some(status) if status.success() => ModelOutcome::Succeeded,
+        status => failed(status),
+    })
+}
+
+fn failed(status: Option<ExitStatus>) -> ModelOutcome {
+    use std::os::unix::process::ExitStatusExt;
+    ModelOutcome::Failed {
+        code: status.and_then(|status| status.code()),
+        signal: status.and_then(|status| status.signal()),
+    }
+}
+
+/// Lines of a child's output, redacted, appended to its log. Output is read as bytes: a child
+/// may print anything, valid UTF-8 or not.
+fn copy_lines(
+    stream: impl AsyncRead + Unpin + Send + 'static,
+    log: Arc<Mutex<tokio::fs::File>>,
+    redactor: Redactor,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let text = redactor.redact(&String::from_utf8_lossy(&line));
+                    let mut log = log.lock().await;
+                    if log.write_all(text.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+}
+
+async fn watch_progress(job: ModelJob, progress: ProgressSink) {
+    let mut last = None;
+    loop {
+        tokio::time::sleep(PROGRESS_EVERY).await;
+        report_progress(&job, &progress, &mut last).await;
+    }
+}
+
+async fn report_progress(job: &ModelJob, progress: &ProgressSink, last: &mut Option<u32>) {
+    let done = count_lines(&job.output_path).await;
+    if *last != Some(done) {
+        *last = Some(done);
+        progress(Progress::Groups {
+            model: job.model.clone(),
+            done: done.min(job.total_groups),
+            total: job.total_groups,
+        });
+    }
+}
+
+async fn count_lines(path: &Path) -> u32 {
+    let bytes = tokio::fs::read(path).await.unwrap_or_default();
+    let lines = bytes.iter().filter(|byte| **byte == b'\n').count();
+    u32::try_from(lines).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_redacted_and_short_values_ignored() {
+        let mut redactor = Redactor::default();
+        redactor.add("OPENROUTER_API_KEY", "sk-or-v1-abcdef");
+        redactor.add("SHORT", "abc");
+        let text = redactor.redact("api_key='sk-or-v1-abcdef' abc");
+        assert_eq!(text, "api_key='[REDACTED OPENROUTER_API_KEY]' abc");
+        assert!(!format!("{redactor:?}").contains("sk-or"));
+    }
+}

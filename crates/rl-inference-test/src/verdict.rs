@@ -1,0 +1,224 @@
+//! The test's answer to "is this environment ready to train on?", with the numbers behind it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{ModelOutcome, ModelReport};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Models get some groups right and some wrong: GRPO has something to learn from.
+    Ready,
+    /// Nearly every group is all correct: nothing left to learn.
+    TooEasy,
+    /// Nearly every group is all wrong: no reward to learn from.
+    TooHard,
+    /// Most groups score alike throughout (right or wrong): advantages are zero.
+    NoSignal,
+    /// No model produced a scored group: the environment, the endpoint or the models fail.
+    Broken,
+}
+
+/// "Nearly all" and "most", as shares of the scored groups of the models that produced any.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VerdictPolicy {
+    pub nearly_all: f64,
+    pub most: f64,
+}
+
+impl Default for VerdictPolicy {
+    fn default() -> Self {
+        Self {
+            nearly_all: 0.9,
+            most: 0.5,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub models_tested: usize,
+    pub models_succeeded: usize,
+    /// The succeeded model with the highest accuracy.
+    pub best_model: Option<String>,
+    /// Mean of the succeeded models' accuracies.
+    pub average_accuracy: Option<f64>,
+    /// Some model produced scored groups.
+    pub environment_working: bool,
+    pub verdict: Verdict,
+    /// The numbers the verdict was drawn from.
+    pub basis: VerdictBasis,
+    /// One sentence for people.
+    pub explanation: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VerdictBasis {
+    pub groups: usize,
+    pub all_correct_share: Option<f64>,
+    pub all_wrong_share: Option<f64>,
+    pub zero_variance_share: Option<f64>,
+    pub policy: VerdictPolicy,
+}
+
+#[allow(clippy::cast_precision_loss)]
+pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
+    let succeeded: Vec<&ModelReport> = models
+        .iter()
+        .filter(|model| model.outcome == ModelOutcome::Succeeded)
+        .collect();
+    // Groups from a model cut off or failed still show what the environment does.
+    let scored: Vec<&ModelReport> = models
+        .iter()
+        .filter(|model| model.figures.steps_tested > 0)
+        .collect();
+    let groups: usize = scored.iter().map(|m| m.figures.steps_tested).sum();
+    let share = |count: usize| (groups > 0).then(|| count as f64 / groups as f64);
+    let basis = VerdictBasis {
+        groups,
+        all_correct_share: share(scored.iter().map(|m| m.figures.all_correct_groups).sum()),
+        all_wrong_share: share(scored.iter().map(|m| m.figures.all_wrong_groups).sum()),
+        zero_variance_share: share(scored.iter().map(|m| m.figures.zero_variance_groups).sum()),
+        policy,
+    };
+    let at_least = |value: Option<f64>, bound: f64| value.is_some_and(|v| v >= bound);
+    let (verdict, explanation) = if groups == 0 {
+        (
+            Verdict::Broken,
+            "no model produced a scored group: see each model's error and log".to_owned(),
+        )
+    } else if at_least(basis.all_correct_share, policy.nearly_all) {
+        (
+            Verdict::TooEasy,
+            format!(
+                "{} of {groups} groups are all correct: little left to learn",
+                percent(basis.all_correct_share)
+            ),
+        )
+    } else if at_least(basis.all_wrong_share, policy.nearly_all) {
+        (
+            Verdict::TooHard,
+            format!(
+                "{} of {groups} groups are all wrong: no reward to learn from",
+                percent(basis.all_wrong_share)
+            ),
+        )
+    } else if basis
+        .zero_variance_share
+        .is_some_and(|share| share > policy.most)
+    {
+        (
+            Verdict::NoSignal,
+            format!(
+                "{} of {groups} groups score alike throughout: GRPO's advantages are zero there",
+                percent(basis.zero_variance_share)
+            ),
+        )
+    } else {
+        (
+            Verdict::Ready,
+            format!(
+                "{groups} groups from {} model(s), {} with mixed scores: a learnable signal",
+                scored.len(),
+                percent(basis.zero_variance_share.map(|share| 1.0 - share))
+            ),
+        )
+    };
+    let accuracies: Vec<(&str, f64)> = succeeded
+        .iter()
+        .filter_map(|model| Some((model.model.as_str(), model.figures.accuracy?)))
+        .collect();
+    Summary {
+        models_tested: models.len(),
+        models_succeeded: succeeded.len(),
+        best_model: accuracies
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(model, _)| (*model).to_owned()),
+        average_accuracy: (!accuracies.is_empty())
+            .then(|| accuracies.iter().map(|(_, a)| a).sum::<f64>() / accuracies.len() as f64),
+        environment_working: groups > 0,
+        verdict,
+        basis,
+        explanation,
+    }
+}
+
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "-".to_owned(), |share| format!("{:.0} %", share * 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{Groups, figures};
+
+    fn model(name: &str, outcome: ModelOutcome, scores: &[&[f64]]) -> ModelReport {
+        let groups = Groups {
+            scores: scores.iter().map(|g| g.to_vec()).collect(),
+            parse_failures: 0,
+        };
+        ModelReport {
+            model: name.to_owned(),
+            outcome,
+            duration_secs: 1.0,
+            figures: figures(&groups, Some(1.0)),
+            error_tail: Vec::new(),
+            log_path: "x.log".into(),
+            output_path: "x.jsonl".into(),
+        }
+    }
+
+    fn verdict_of(models: &[ModelReport]) -> Verdict {
+        summarise(models, VerdictPolicy::default()).verdict
+    }
+
+    const RIGHT: &[f64] = &[1.0, 1.0, 1.0, 1.0];
+    const WRONG: &[f64] = &[-1.0, -1.0, -1.0, -1.0];
+    const MIXED: &[f64] = &[1.0, -1.0, 1.0, -1.0];
+
+    #[test]
+    fn each_verdict_from_the_groups_behind_it() {
+        let ok = ModelOutcome::Succeeded;
+        assert_eq!(
+            verdict_of(&[model("a", ok.clone(), &[MIXED, MIXED, RIGHT])]),
+            Verdict::Ready
+        );
+        assert_eq!(
+            verdict_of(&[model("a", ok.clone(), &[RIGHT; 10])]),
+            Verdict::TooEasy
+        );
+        assert_eq!(
+            verdict_of(&[model("a", ok.clone(), &[WRONG; 10])]),
+            Verdict::TooHard
+        );
+        assert_eq!(
+            verdict_of(&[model("a", ok.clone(), &[RIGHT, RIGHT, WRONG, WRONG, MIXED])]),
+            Verdict::NoSignal
+        );
+        let failed = ModelOutcome::Failed {
+            code: Some(1),
+            signal: None,
+        };
+        assert_eq!(verdict_of(&[model("a", failed, &[])]), Verdict::Broken);
+        assert_eq!(verdict_of(&[]), Verdict::Broken);
+    }
+
+    #[test]
+    fn the_summary_names_the_best_succeeded_model_and_averages_only_those() {
+        let summary = summarise(
+            &[
+                model("strong", ModelOutcome::Succeeded, &[RIGHT, MIXED]),
+                model("weak", ModelOutcome::Succeeded, &[WRONG, MIXED]),
+                model("cut", ModelOutcome::TimedOut { after_secs: 5.0 }, &[RIGHT]),
+            ],
+            VerdictPolicy::default(),
+        );
+        assert_eq!(summary.models_tested, 3);
+        assert_eq!(summary.models_succeeded, 2);
+        assert_eq!(summary.best_model.as_deref(), Some("strong"));
+        assert_eq!(summary.average_accuracy, Some(0.5));
+        assert!(summary.environment_working);
+        assert_eq!(summary.basis.groups, 5);
+    }
+}
