@@ -6,6 +6,7 @@
 //! `--only SECTION` measures one section and keeps the others' text.
 
 mod corpus;
+mod metrics;
 mod runs;
 
 use std::collections::BTreeSet;
@@ -44,15 +45,18 @@ enum Section {
     Discovery,
     /// The run lifecycle on the local stack (issue 4).
     Runs,
+    /// Reading a run's metrics: WandB run files and the trainer's metrics file (issue 5).
+    Metrics,
 }
 
 impl Section {
-    const ALL: [Self; 2] = [Self::Discovery, Self::Runs];
+    const ALL: [Self; 3] = [Self::Discovery, Self::Runs, Self::Metrics];
 
     fn title(self) -> &'static str {
         match self {
             Self::Discovery => DISCOVERY_TITLE,
             Self::Runs => runs::TITLE,
+            Self::Metrics => metrics::TITLE,
         }
     }
 }
@@ -70,10 +74,10 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     }
     let wanted = |section: Section| args.only.is_none_or(|only| only == section);
     // Before the build, so that a venv that cannot be made fails at once.
-    let python = if wanted(Section::Runs) {
+    let python = if wanted(Section::Runs) || wanted(Section::Metrics) {
         Some(venv::ensure_test_venv(root).context(
-            "the training-run benchmark needs the Python test venv that `cargo xtask test` \
-             provisions (`--only discovery` does without it)",
+            "the training-run and metrics benchmarks need the Python test venv that \
+             `cargo xtask test` provisions (`--only discovery` does without it)",
         )?)
     } else {
         None
@@ -107,6 +111,13 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
                     .context("the Python test venv is missing")?;
                 let load = load_note();
                 Some(runs::measure(root, &rl, python, args.runs)? + &load)
+            }
+            Section::Metrics => {
+                let python = python
+                    .as_deref()
+                    .context("the Python test venv is missing")?;
+                let load = load_note();
+                Some(metrics::measure(root, python, args.runs)? + &load)
             }
         };
         sections.extend(text.map(|text| format!("{}\n", text.trim_end())));
