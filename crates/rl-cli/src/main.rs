@@ -6,6 +6,7 @@ mod context;
 mod envs;
 mod metrics;
 mod output;
+mod preflight;
 mod runs;
 
 use std::path::PathBuf;
@@ -110,6 +111,9 @@ enum Command {
     },
     /// Stop a run: environment, trainer, then API, each as a whole process group.
     Stop { run_id: String },
+    /// Pre-flight: the selected environment against several models, before training.
+    #[command(subcommand)]
+    Preflight(preflight::PreflightCommand),
     /// The supervisor of one run (started by `rl start`, detached).
     #[command(hide = true)]
     Supervise { run_id: String },
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
         } => runs::wait(&context, &run_id, until, timeout, since, cli.json),
         Command::Stop { run_id } => runs::stop(&context, &run_id, cli.json),
         Command::Supervise { run_id } => runs::supervise(&context, &run_id),
+        Command::Preflight(command) => preflight::run(&context, command, cli.json),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

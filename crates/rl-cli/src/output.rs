@@ -12,6 +12,13 @@ pub(crate) fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     ignore_broken_pipe(writeln!(stdout))
 }
 
+/// One line of JSON, for agents that read a long report in one go.
+pub(crate) fn json_compact<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, value)?;
+    ignore_broken_pipe(writeln!(stdout))
+}
+
 pub(crate) fn line(text: impl std::fmt::Display) -> anyhow::Result<()> {
     ignore_broken_pipe(writeln!(std::io::stdout().lock(), "{text}"))
 }

@@ -85,16 +85,18 @@ pub async fn run_test(
                 },
                 duration: std::time::Duration::ZERO,
             });
-            let error_tail = if run.outcome == ModelOutcome::Succeeded {
-                Vec::new()
+            let (error, error_tail) = if run.outcome == ModelOutcome::Succeeded {
+                (None, Vec::new())
             } else {
-                tail(&job.log_path, ERROR_TAIL_LINES)
+                let log = read_log(&job.log_path);
+                (cause(&log), tail(&log, ERROR_TAIL_LINES))
             };
             ModelReport {
                 model: job.model.clone(),
                 outcome: run.outcome,
                 duration_secs: run.duration.as_secs_f64(),
                 figures: analysis::figures(groups, correct_from),
+                error,
                 error_tail,
                 log_path: job.log_path.clone(),
                 output_path: job.output_path.clone(),
@@ -121,15 +123,62 @@ pub async fn run_test(
     Ok(report)
 }
 
-fn tail(path: &std::path::Path, lines: usize) -> Vec<String> {
-    let text = std::fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let all: Vec<&str> = text
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .collect();
+fn read_log(path: &std::path::Path) -> String {
+    String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
+}
+
+fn tail(log: &str, lines: usize) -> Vec<String> {
+    let all: Vec<&str> = log.lines().filter(|line| !line.trim().is_empty()).collect();
     all[all.len().saturating_sub(lines)..]
         .iter()
         .map(|line| (*line).to_owned())
         .collect()
+}
+
+/// The exception that explains a failure. atroposlib wraps the real one (an HTTP error, a
+/// timeout) in tenacity's `RetryError`, twice, and a harmless "no running event loop" follows:
+/// the last exception line that is neither is the cause. Our own notes (`rl: cut after …`) win.
+fn cause(log: &str) -> Option<String> {
+    const WRAPPERS: [&str; 2] = ["tenacity.RetryError", "RuntimeError: no running event loop"];
+    let lines: Vec<&str> = log.lines().collect();
+    if let Some(note) = lines.iter().rev().find(|line| line.starts_with("rl: ")) {
+        return Some((*note).to_owned());
+    }
+    lines
+        .iter()
+        .rev()
+        .map(|line| line.trim())
+        .find(|line| is_exception_line(line) && !WRAPPERS.iter().any(|w| line.starts_with(w)))
+        .map(str::to_owned)
+}
+
+/// `module.SomeError: message` or `SomeError` at the start of a line, as Python prints them.
+fn is_exception_line(line: &str) -> bool {
+    let name = line.split(':').next().unwrap_or_default();
+    !name.is_empty()
+        && !name.contains(' ')
+        && (name.ends_with("Error") || name.ends_with("Exception") || name.ends_with("Exit"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cause_is_the_exception_under_the_retry_wrappers() {
+        let log = "Traceback (most recent call last):\n\
+             openai.InternalServerError: Error code: 500 - boom\n\
+             The above exception was the direct cause of the following exception:\n\
+             tenacity.RetryError: RetryError[<Future raised InternalServerError>]\n\
+             RuntimeError: no running event loop\n";
+        assert_eq!(
+            cause(log).as_deref(),
+            Some("openai.InternalServerError: Error code: 500 - boom")
+        );
+        assert_eq!(
+            cause("x\nrl: cut after 5 s (the test's timeout)\n").as_deref(),
+            Some("rl: cut after 5 s (the test's timeout)")
+        );
+        assert_eq!(cause("all good\n"), None);
+    }
 }

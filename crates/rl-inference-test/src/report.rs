@@ -36,6 +36,8 @@ pub struct ModelReport {
     pub duration_secs: f64,
     #[serde(flatten)]
     pub figures: Figures,
+    /// The exception (or our note) that explains a failure, from its log.
+    pub error: Option<String>,
     /// The last lines of its log when it did not succeed (keys redacted).
     pub error_tail: Vec<String>,
     pub log_path: PathBuf,

@@ -163,6 +163,7 @@ mod tests {
             outcome,
             duration_secs: 1.0,
             figures: figures(&groups, Some(1.0)),
+            error: None,
             error_tail: Vec::new(),
             log_path: "x.log".into(),
             output_path: "x.jsonl".into(),
@@ -193,7 +194,7 @@ mod tests {
             Verdict::TooHard
         );
         assert_eq!(
-            verdict_of(&[model("a", ok.clone(), &[RIGHT, RIGHT, WRONG, WRONG, MIXED])]),
+            verdict_of(&[model("a", ok, &[RIGHT, RIGHT, WRONG, WRONG, MIXED])]),
             Verdict::NoSignal
         );
         let failed = ModelOutcome::Failed {

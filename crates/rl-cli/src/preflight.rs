@@ -1,0 +1,350 @@
+//! `rl preflight run|list|show`: the selected environment against several models before
+//! training.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use rl_inference_test::{
+    CorrectRule, DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, Endpoint,
+    InferenceTestError, LocalModelRunner, ModelOutcome, OPENROUTER_BASE_URL,
+    OPENROUTER_KEY_VARIABLE, Progress, ProgressSink, Redactor, TestPlan, TestReport, TestRequest,
+    TestStore,
+};
+
+use crate::context::{Context, process_environment};
+use crate::output;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PreflightCommand {
+    /// Run the selected environment against each model (atroposlib's `process` mode).
+    Run(RunArgs),
+    /// Earlier tests, newest first.
+    List,
+    /// One test's report.
+    Show { test_id: String },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// A model id, as the endpoint names it; repeat for several (default: the original's three
+    /// OpenRouter models).
+    #[arg(long = "model", value_name = "ID")]
+    models: Vec<String>,
+    /// An OpenAI-compatible endpoint (a local vLLM, sglang, Ollama…); default OpenRouter.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The variable holding the endpoint's key (default OPENROUTER_API_KEY for OpenRouter;
+    /// none for another endpoint).
+    #[arg(long, value_name = "NAME")]
+    key_var: Option<String>,
+    /// Groups per model (`--env.total_steps`).
+    #[arg(long, default_value_t = DEFAULT_STEPS)]
+    steps: u32,
+    /// Completions per group (`--env.group_size`).
+    #[arg(long, default_value_t = DEFAULT_GROUP_SIZE)]
+    group_size: u32,
+    /// Models run at once.
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    concurrency: usize,
+    /// Seconds before a model's process group is stopped.
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+    /// A completion is correct from this score on (default: the top score the test saw).
+    #[arg(long)]
+    threshold: Option<f64>,
+    /// Let the environment log to WandB (off by default).
+    #[arg(long)]
+    use_wandb: bool,
+}
+
+pub(crate) fn run(
+    context: &Context,
+    command: PreflightCommand,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let store = TestStore::new(&context.home()?);
+    match command {
+        PreflightCommand::Run(args) => run_test(context, &store, args, as_json),
+        PreflightCommand::List => list(&store, as_json),
+        PreflightCommand::Show { test_id } => {
+            let report = store.read(&test_id)?;
+            if as_json {
+                return output::json(&report);
+            }
+            print_report(&report)
+        }
+    }
+}
+
+fn run_test(
+    context: &Context,
+    store: &TestStore,
+    args: RunArgs,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let service = context.service()?;
+    let settings = service.settings().clone();
+    let selection = service.selection()?;
+    let secrets = context.secrets()?;
+    let environment = process_environment();
+    let is_openrouter = args.base_url.is_none();
+    let key_variable = args
+        .key_var
+        .clone()
+        .or_else(|| is_openrouter.then(|| OPENROUTER_KEY_VARIABLE.to_owned()));
+    let key = match &key_variable {
+        None => None,
+        Some(name) => Some(
+            secrets
+                .get(name)
+                .map(str::to_owned)
+                .or_else(|| environment.get(name).cloned())
+                .filter(|value| !value.is_empty())
+                .ok_or_else(|| InferenceTestError::MissingKey {
+                    variable: name.clone(),
+                })?,
+        ),
+    };
+    let timeout = Duration::try_from_secs_f64(args.timeout)
+        .ok()
+        .filter(|timeout| !timeout.is_zero())
+        .with_context(|| {
+            format!(
+                "--timeout {} is not a positive number of seconds",
+                args.timeout
+            )
+        })?;
+    let mut request = TestRequest::openrouter(key.clone());
+    if !args.models.is_empty() {
+        request.models = args.models;
+    }
+    request.endpoint = Endpoint {
+        base_url: args
+            .base_url
+            .unwrap_or_else(|| OPENROUTER_BASE_URL.to_owned()),
+        key_variable: key_variable.unwrap_or_else(|| "(none)".to_owned()),
+        key: key.clone(),
+    };
+    request.steps = args.steps;
+    request.group_size = args.group_size;
+    request.concurrency = args.concurrency;
+    request.timeout = timeout;
+    request.use_wandb = args.use_wandb;
+    if let Some(threshold) = args.threshold {
+        request.correct_rule = CorrectRule::AtLeast { threshold };
+    }
+    let working_dir = std::path::absolute(
+        settings
+            .tinker_atropos_root
+            .clone()
+            .unwrap_or_else(|| ".".into()),
+    )
+    .context("the tinker-atropos tree")?;
+    let plan = TestPlan::new(request, &selection, &settings, working_dir)?;
+
+    let mut redactor = Redactor::default();
+    for name in rl_config::SECRET_NAMES {
+        if let Some(value) = secrets.get(name) {
+            redactor.add(name, value);
+        }
+    }
+    if let Some(key) = &key {
+        redactor.add(&plan.endpoint.key_variable, key);
+    }
+    let progress = if as_json {
+        Arc::new(|_: Progress| {}) as ProgressSink
+    } else {
+        bars(&plan)
+    };
+    if !as_json {
+        output::line(format!(
+            "pre-flight of {} against {} model(s) at {} ({} groups of {} each)",
+            plan.environment,
+            plan.models.len(),
+            plan.endpoint.base_url,
+            plan.steps,
+            plan.group_size
+        ))?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = runtime.block_on(rl_inference_test::run_test(
+        &plan,
+        store,
+        Arc::new(LocalModelRunner),
+        redactor,
+        progress,
+    ))?;
+    if as_json {
+        return output::json_compact(&report);
+    }
+    print_report(&report)
+}
+
+/// One bar per model, groups done of total. atroposlib writes a model's groups only when it
+/// finishes, so a bar shows its elapsed time until then.
+fn bars(plan: &TestPlan) -> ProgressSink {
+    let multi = MultiProgress::new();
+    let style = ProgressStyle::with_template(
+        "{prefix:>24} [{bar:20}] {pos}/{len} groups  {elapsed}  {msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    let bars: BTreeMap<String, ProgressBar> = plan
+        .models
+        .iter()
+        .map(|model| {
+            let bar = multi.add(ProgressBar::new(u64::from(plan.steps)));
+            bar.set_style(style.clone());
+            bar.set_prefix(model.clone());
+            bar.set_message("waiting");
+            (model.clone(), bar)
+        })
+        .collect();
+    let bars = Mutex::new(bars);
+    Arc::new(move |event: Progress| {
+        let Ok(bars) = bars.lock() else { return };
+        match event {
+            Progress::Started { model, .. } => {
+                if let Some(bar) = bars.get(&model) {
+                    bar.set_message("running");
+                    bar.enable_steady_tick(Duration::from_millis(500));
+                }
+            }
+            Progress::Groups { model, done, .. } => {
+                if let Some(bar) = bars.get(&model) {
+                    bar.set_position(u64::from(done));
+                }
+            }
+            Progress::Finished { model, outcome } => {
+                if let Some(bar) = bars.get(&model) {
+                    bar.finish_with_message(outcome_text(&outcome));
+                }
+            }
+        }
+    })
+}
+
+fn outcome_text(outcome: &ModelOutcome) -> String {
+    match outcome {
+        ModelOutcome::Succeeded => "done".to_owned(),
+        ModelOutcome::Failed {
+            code: Some(code), ..
+        } => format!("failed (exit {code})"),
+        ModelOutcome::Failed {
+            signal: Some(signal),
+            ..
+        } => format!("failed (signal {signal})"),
+        ModelOutcome::Failed { .. } => "failed".to_owned(),
+        ModelOutcome::TimedOut { after_secs } => format!("cut after {after_secs:.0} s"),
+        ModelOutcome::NotStarted { reason } => format!("not started: {reason}"),
+    }
+}
+
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "-".to_owned(), |share| format!("{:.0} %", share * 100.0))
+}
+
+fn print_report(report: &TestReport) -> anyhow::Result<()> {
+    let mut table = output::table(&[
+        "model",
+        "outcome",
+        "groups",
+        "accuracy",
+        "score > 0",
+        "steps with a correct",
+        "zero-variance groups",
+        "mean score",
+        "seconds",
+    ]);
+    for model in &report.models {
+        let figures = &model.figures;
+        table.add_row([
+            model.model.clone(),
+            outcome_text(&model.outcome),
+            figures.steps_tested.to_string(),
+            percent(figures.accuracy),
+            percent(figures.accuracy_score_above_zero),
+            format!("{}/{}", figures.steps_with_correct, figures.steps_tested),
+            figures.zero_variance_groups.to_string(),
+            figures
+                .scores
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |s| format!("{:.2}", s.mean)),
+            format!("{:.1}", model.duration_secs),
+        ]);
+    }
+    output::line(table)?;
+    for model in report
+        .models
+        .iter()
+        .filter(|m| m.outcome != ModelOutcome::Succeeded)
+    {
+        output::line(format!(
+            "{}: {}  (log: {})",
+            model.model,
+            model.error.as_deref().unwrap_or("no error printed"),
+            model.log_path.display()
+        ))?;
+    }
+    let summary = &report.summary;
+    output::line(format!(
+        "verdict: {} — {}",
+        serde_json::to_value(summary.verdict)?
+            .as_str()
+            .unwrap_or_default()
+            .replace('_', " "),
+        summary.explanation
+    ))?;
+    output::line(format!(
+        "{} of {} models succeeded; best {}; average accuracy {}; correct from score {}",
+        summary.models_succeeded,
+        summary.models_tested,
+        summary.best_model.as_deref().unwrap_or("-"),
+        percent(summary.average_accuracy),
+        report.correct_from.map_or_else(
+            || "- (no score counted as correct)".to_owned(),
+            |s| s.to_string()
+        )
+    ))?;
+    output::line(format!(
+        "test {} in {}",
+        report.test_id,
+        report.output_dir.display()
+    ))
+}
+
+fn list(store: &TestStore, as_json: bool) -> anyhow::Result<()> {
+    let tests = store.list()?;
+    if as_json {
+        return output::json(&tests);
+    }
+    if tests.is_empty() {
+        return output::line("no pre-flight tests yet; run one with `rl preflight run`");
+    }
+    let mut table = output::table(&["test", "environment", "started", "models", "verdict"]);
+    for test in tests {
+        table.add_row([
+            test.test_id,
+            test.environment,
+            test.started_at,
+            test.models.join(", "),
+            test.verdict.map_or_else(
+                || "unfinished".to_owned(),
+                |verdict| {
+                    serde_json::to_value(verdict)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                },
+            ),
+        ]);
+    }
+    output::line(table)
+}

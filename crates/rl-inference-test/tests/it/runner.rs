@@ -1,0 +1,133 @@
+//! The runner on plain shell processes: how a run ends, what its log holds, what is left.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rl_inference_test::{
+    LocalModelRunner, ModelJob, ModelOutcome, ModelRunner, Progress, Redactor,
+};
+
+use crate::{ignore_progress, processes_mentioning};
+
+fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
+    ModelJob {
+        model: "shell".to_owned(),
+        program: "/bin/sh".into(),
+        args: vec!["-c".to_owned(), script.to_owned()],
+        working_dir: dir.to_owned(),
+        env: vec![(
+            "OPENAI_API_KEY".to_owned(),
+            "sk-runner-test-key-1234".to_owned(),
+        )],
+        env_remove: vec!["OPENROUTER_API_KEY".to_owned()],
+        log_path: dir.join("shell.log"),
+        output_path: dir.join("shell.jsonl"),
+        total_groups: 2,
+    }
+}
+
+fn redactor() -> Redactor {
+    let mut redactor = Redactor::default();
+    redactor.add("OPENAI_API_KEY", "sk-runner-test-key-1234");
+    redactor
+}
+
+#[tokio::test]
+async fn output_is_logged_with_keys_redacted_and_an_exit_code_is_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = shell_job(
+        dir.path(),
+        "echo \"api_key=$OPENAI_API_KEY\"; echo oops >&2; exit 3",
+    );
+    let run = LocalModelRunner
+        .run(
+            job.clone(),
+            Duration::from_secs(30),
+            redactor(),
+            ignore_progress(),
+        )
+        .await;
+    assert_eq!(
+        run.outcome,
+        ModelOutcome::Failed {
+            code: Some(3),
+            signal: None
+        }
+    );
+    let log = std::fs::read_to_string(&job.log_path).unwrap();
+    assert!(log.contains("api_key=[REDACTED OPENAI_API_KEY]"), "{log}");
+    assert!(log.contains("oops"), "{log}");
+    assert!(!log.contains("sk-runner-test-key-1234"));
+}
+
+#[tokio::test]
+async fn groups_are_reported_as_the_file_grows_and_success_is_exit_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = shell_job(
+        dir.path(),
+        "echo '{\"scores\":[1]}' >> shell.jsonl; sleep 0.6; echo '{\"scores\":[1]}' >> shell.jsonl",
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = {
+        let seen = seen.clone();
+        Arc::new(move |event: Progress| seen.lock().unwrap().push(event))
+    };
+    let run = LocalModelRunner
+        .run(job, Duration::from_secs(30), redactor(), sink)
+        .await;
+    assert_eq!(run.outcome, ModelOutcome::Succeeded);
+    let seen = seen.lock().unwrap();
+    assert!(matches!(
+        seen.first(),
+        Some(Progress::Started {
+            total_groups: 2,
+            ..
+        })
+    ));
+    assert!(matches!(seen.last(), Some(Progress::Finished { .. })));
+    let done: Vec<u32> = seen
+        .iter()
+        .filter_map(|event| match event {
+            Progress::Groups { done, .. } => Some(*done),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done.last(), Some(&2), "{done:?}");
+    assert!(done.windows(2).all(|pair| pair[0] <= pair[1]), "{done:?}");
+}
+
+#[tokio::test]
+async fn a_timeout_stops_the_whole_group_grandchildren_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("rl-runner-marker-{}", std::process::id());
+    let job = shell_job(
+        dir.path(),
+        &format!("sh -c 'sleep 300; echo {marker}' & sleep 300; echo {marker}"),
+    );
+    let run = LocalModelRunner
+        .run(
+            job.clone(),
+            Duration::from_secs(1),
+            redactor(),
+            ignore_progress(),
+        )
+        .await;
+    assert_eq!(run.outcome, ModelOutcome::TimedOut { after_secs: 1.0 });
+    assert!(processes_mentioning(&marker).is_empty());
+    let log = std::fs::read_to_string(&job.log_path).unwrap();
+    assert!(log.contains("rl: cut after 1 s"), "{log}");
+}
+
+#[tokio::test]
+async fn a_program_that_cannot_start_is_an_outcome_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut job = shell_job(dir.path(), "true");
+    job.program = dir.path().join("no-such-python");
+    let run = LocalModelRunner
+        .run(job, Duration::from_secs(5), redactor(), ignore_progress())
+        .await;
+    match run.outcome {
+        ModelOutcome::NotStarted { reason } => assert!(reason.contains("no-such-python")),
+        other => panic!("{other:?}"),
+    }
+}
