@@ -39,3 +39,99 @@ pub fn test_python(what_is_skipped: &str) -> Option<PathBuf> {
         }
     }
 }
+
+/// `fixtures/local-stack.toml` made concrete: the operator settings of the local stack (real
+/// atroposlib, fixture trainer, arithmetic environment) for the test venv's Python.
+///
+/// # Panics
+/// When the template is missing.
+pub fn local_stack_settings(python: &Path) -> String {
+    let root = workspace_root();
+    #[allow(clippy::expect_used)]
+    std::fs::read_to_string(root.join("fixtures/local-stack.toml"))
+        .expect("fixtures/local-stack.toml")
+        .replace("@REPO@", &root.display().to_string())
+        .replace("@PYTHON@", &python.display().to_string())
+}
+
+/// Every process whose command line mentions `needle`, but this one (to prove none is left).
+pub fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && pid != std::process::id() {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// The fixture OpenAI-compatible server (`fixtures/openai-server`) on loopback: its model
+/// names are its policies (`always-right`, `mixed`, `slow`, `http-500`, …). Stopped on drop.
+pub struct FixtureServer {
+    child: std::process::Child,
+    pub base_url: String,
+    request_log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl FixtureServer {
+    /// With `required_key_sha256`, the server refuses every other key (HTTP 401).
+    ///
+    /// # Panics
+    /// When the server cannot start or does not say where it listens.
+    #[allow(clippy::expect_used)]
+    pub fn start(python: &Path, required_key_sha256: Option<&str>) -> Self {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let request_log = dir.path().join("requests.jsonl");
+        let mut command = std::process::Command::new(python);
+        command
+            .arg(workspace_root().join("fixtures/openai-server/openai_server.py"))
+            .args(["--port", "0", "--log"])
+            .arg(&request_log)
+            .stdout(std::process::Stdio::piped());
+        if let Some(hash) = required_key_sha256 {
+            command.args(["--require-key-sha256", hash]);
+        }
+        let mut child = command.spawn().expect("the fixture server starts");
+        let mut first = String::new();
+        if let Some(stdout) = child.stdout.take() {
+            let _ = std::io::BufReader::new(stdout).read_line(&mut first);
+        }
+        let base_url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the fixture server said {first:?}"))
+            .to_owned();
+        Self {
+            child,
+            base_url,
+            request_log,
+            _dir: dir,
+        }
+    }
+
+    /// The requests it received, one JSON object each (model, n, status, auth_sha256, …).
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.request_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+impl Drop for FixtureServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod preflight;
 mod runs;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,10 @@ pub(crate) fn rl_in(home: &Path, args: &[&str]) -> Output {
         .env("RL_HOME", home)
         .env_remove("RL_TINKER_ATROPOS_ROOT")
         .env_remove("RL_ENVIRONMENTS_DIR")
+        .env_remove("TINKER_API_KEY")
+        .env_remove("WANDB_API_KEY")
+        .env_remove("OPENROUTER_API_KEY")
+        .env_remove("OPENAI_API_KEY")
         .current_dir(workspace_root())
         .output()
         .unwrap()

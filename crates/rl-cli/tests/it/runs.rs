@@ -34,11 +34,7 @@ struct Stack {
 impl Stack {
     /// The local stack with `edits` applied to `fixtures/local-stack.toml` as (old, new) text.
     fn new(python: &Path, edits: &[(&str, &str)]) -> Self {
-        let repo = workspace_root();
-        let mut settings = std::fs::read_to_string(repo.join("fixtures/local-stack.toml"))
-            .unwrap()
-            .replace("@REPO@", &repo.display().to_string())
-            .replace("@PYTHON@", &python.display().to_string());
+        let mut settings = rl_test_support::local_stack_settings(python);
         for (old, new) in edits {
             assert!(settings.contains(old), "local-stack.toml has no '{old}'");
             settings = settings.replace(old, new);

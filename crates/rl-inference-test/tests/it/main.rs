@@ -6,9 +6,7 @@
 mod preflight;
 mod runner;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,63 +15,7 @@ use rl_inference_test::{
     CorrectRule, Endpoint, LocalModelRunner, Progress, ProgressSink, Redactor, TestPlan,
     TestReport, TestRequest, TestStore,
 };
-use rl_test_support::workspace_root;
-
-/// The fixture OpenAI-compatible server (fixtures/openai-server), its model names its policies.
-pub(crate) struct FixtureServer {
-    child: Child,
-    pub(crate) base_url: String,
-    pub(crate) request_log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl FixtureServer {
-    pub(crate) fn start(python: &Path, required_key_sha256: Option<&str>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let request_log = dir.path().join("requests.jsonl");
-        let mut command = Command::new(python);
-        command
-            .arg(workspace_root().join("fixtures/openai-server/openai_server.py"))
-            .args(["--port", "0", "--log"])
-            .arg(&request_log)
-            .stdout(Stdio::piped());
-        if let Some(hash) = required_key_sha256 {
-            command.args(["--require-key-sha256", hash]);
-        }
-        let mut child = command.spawn().unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let base_url = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("the fixture server said {first:?}"))
-            .to_owned();
-        Self {
-            child,
-            base_url,
-            request_log,
-            _dir: dir,
-        }
-    }
-
-    /// Models (policies) of the requests the server received, in order.
-    pub(crate) fn requests(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.request_log)
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-}
-
-impl Drop for FixtureServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub(crate) use rl_test_support::{FixtureServer, processes_mentioning};
 
 /// A state directory with the local stack's settings and the arithmetic environment selected.
 pub(crate) struct Stack {
@@ -84,11 +26,7 @@ pub(crate) struct Stack {
 impl Stack {
     pub(crate) fn new(python: &Path) -> Self {
         let home = tempfile::tempdir().unwrap();
-        let root = workspace_root();
-        let template = std::fs::read_to_string(root.join("fixtures/local-stack.toml")).unwrap();
-        let settings = template
-            .replace("@REPO@", &root.display().to_string())
-            .replace("@PYTHON@", &python.display().to_string());
+        let settings = rl_test_support::local_stack_settings(python);
         std::fs::write(home.path().join("config.toml"), settings).unwrap();
         let settings = Settings::load(home.path(), std::iter::empty()).unwrap();
         let service = ConfigService::open(home.path(), settings).unwrap();
@@ -147,20 +85,4 @@ pub(crate) fn ignore_progress() -> ProgressSink {
 
 pub(crate) fn test_python() -> Option<PathBuf> {
     rl_test_support::test_python("the pre-flight tests against atroposlib")
-}
-
-/// Every process whose command line mentions `needle` (to prove none is left).
-pub(crate) fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(needle) && pid != std::process::id() {
-            found.push((pid, cmdline));
-        }
-    }
-    found
 }

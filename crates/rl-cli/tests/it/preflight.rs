@@ -1,0 +1,112 @@
+//! `rl preflight` as an agent uses it: one compact JSON answer, tests kept and listed, bad
+//! requests refused before anything starts.
+
+use std::process::Output;
+
+use rl_test_support::FixtureServer;
+use serde_json::Value;
+
+use crate::{rl_in, test_python};
+
+fn home_with_arithmetic(python: &std::path::Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        rl_test_support::local_stack_settings(python),
+    )
+    .unwrap();
+    assert!(
+        rl_in(home.path(), &["select", "arithmetic"])
+            .status
+            .success()
+    );
+    home
+}
+
+fn refused(output: &Output) -> String {
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    answer["error"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_test_answers_in_one_json_line_and_is_kept() {
+    let Some(python) = test_python() else { return };
+    let server = FixtureServer::start(&python, None);
+    let home = home_with_arithmetic(&python);
+    let output = rl_in(
+        home.path(),
+        &[
+            "preflight",
+            "run",
+            "--json",
+            "--base-url",
+            &server.base_url,
+            "--model",
+            "half-right",
+            "--model",
+            "always-wrong",
+            "--steps",
+            "2",
+            "--group-size",
+            "2",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["models_succeeded"], 2);
+    assert_eq!(report["best_model"], "half-right");
+    assert_eq!(report["key_variable"], "(none)");
+    assert_eq!(report["models"][0]["status"], "succeeded");
+    assert_eq!(report["models"][0]["accuracy"], 0.5);
+    let id = report["test_id"].as_str().unwrap();
+
+    let listed = rl_in(home.path(), &["preflight", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["test_id"], id);
+    let shown = rl_in(home.path(), &["preflight", "show", id, "--json"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown, report);
+    let table = rl_in(home.path(), &["preflight", "show", id]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: "));
+}
+
+#[test]
+fn bad_requests_are_refused_before_anything_starts() {
+    let Some(python) = test_python() else { return };
+    let home = home_with_arithmetic(&python);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["preflight", "run", "--json"];
+        args.extend_from_slice(extra);
+        refused(&rl_in(home.path(), &args))
+    };
+    // OpenRouter by default: its key is required (the test helper removes every key).
+    assert!(run(&[]).contains("OPENROUTER_API_KEY is not set"));
+    let local = ["--base-url", "http://127.0.0.1:9/v1"];
+    assert!(run(&[&local[..], &["--model", "a b"]].concat()).contains("not a model id"));
+    assert!(
+        run(&[&local[..], &["--model", "m", "--model", "m"]].concat()).contains("listed twice")
+    );
+    assert!(run(&[&local[..], &["--steps", "0"]].concat()).contains("steps"));
+    assert!(run(&["--base-url", "localhost:8000"]).contains("not an http(s) URL"));
+    assert!(
+        run(&[&local[..], &["--key-var", "RL_NO_SUCH_VARIABLE"]].concat())
+            .contains("RL_NO_SUCH_VARIABLE is not set")
+    );
+    assert!(!home.path().join("preflight").exists());
+    let unknown = refused(&rl_in(
+        home.path(),
+        &["preflight", "show", "0badc0de", "--json"],
+    ));
+    assert!(
+        unknown.contains("no pre-flight test with id '0badc0de'"),
+        "{unknown}"
+    );
+    let bad = refused(&rl_in(
+        home.path(),
+        &["preflight", "show", "../etc", "--json"],
+    ));
+    assert!(bad.contains("8 lowercase hexadecimal"), "{bad}");
+}
