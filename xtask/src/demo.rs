@@ -1,7 +1,7 @@
 //! `cargo xtask demo`: the main job, on the bundled fixture tree and the local stack (real
 //! atroposlib run-api, the fixture trainer, the arithmetic environment, all on loopback), with a
-//! state directory of its own: discover, configure, train to completion, stop a run. No key,
-//! no network once the test venv exists.
+//! state directory of its own: discover, configure, train to completion, collect results, stop a
+//! run, pre-flight against fixture models. No key, no network once the test venv exists.
 
 use std::path::Path;
 use std::process::Command;
@@ -102,6 +102,40 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     run_command(&mut rl_with(&["stop", &second_id]))?;
     run_command(&mut rl_with(&["runs"]))?;
 
+    println!(
+        "\n== 10. Pre-flight: the arithmetic environment against three \"models\" at once \
+         (atroposlib's process mode; the fixture OpenAI server stands in for OpenRouter)"
+    );
+    let mut server = Command::new(&python)
+        .arg(root.join("fixtures/openai-server/openai_server.py"))
+        .args(["--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot start the fixture OpenAI server")?;
+    let preflight = server_url(&mut server).and_then(|url| {
+        run_command(&mut rl_with(&[
+            "preflight",
+            "run",
+            "--base-url",
+            &url,
+            "--model",
+            "always-right",
+            "--model",
+            "half-right",
+            "--model",
+            "always-wrong",
+            "--steps",
+            "3",
+            "--group-size",
+            "4",
+        ]))
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    preflight?;
+    let tests = json(&mut rl_with(&["preflight", "list", "--json"]))?;
+    let verdict = tests[0]["verdict"].as_str().unwrap_or("none").to_owned();
+
     let output = rl_with(&["envs", "list", "--recursive", "--json"]).output()?;
     let scan: serde_json::Value =
         serde_json::from_slice(&output.stdout).context("rl envs list --json printed no JSON")?;
@@ -109,8 +143,8 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     println!(
         "\nSummary: {} environments found in {} (recursive), {} files skipped with a reason, no \
          environment code run; word_ladder selected with 3 edits, 3 bad edits refused; run {id} \
-         of arithmetic completed in {:.1} s (weights {weights}); run {second_id} stopped. State is \
-         in {}.",
+         of arithmetic completed in {:.1} s (weights {weights}); run {second_id} stopped; \
+         pre-flight verdict {verdict}. State is in {}.",
         count("environments"),
         tree.display(),
         count("skipped"),
@@ -132,6 +166,19 @@ fn json(command: &mut Command) -> anyhow::Result<serde_json::Value> {
         );
     }
     serde_json::from_slice(&output.stdout).with_context(|| format!("{command:?} printed no JSON"))
+}
+
+/// The fixture server's first line says where it listens.
+fn server_url(server: &mut std::process::Child) -> anyhow::Result<String> {
+    use std::io::BufRead;
+    let stdout = server.stdout.take().context("the fixture server has no stdout")?;
+    let mut first = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut first)?;
+    first
+        .trim()
+        .strip_prefix("listening on ")
+        .map(str::to_owned)
+        .with_context(|| format!("the fixture server said {first:?}"))
 }
 
 fn text(value: &serde_json::Value) -> anyhow::Result<String> {
