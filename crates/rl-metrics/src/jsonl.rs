@@ -14,7 +14,7 @@ use crate::model::{
     Checkpoint, HistoryRow, LoggedRun, MetricValue, RunMetrics, SourceKind, parse_python_json,
     summary_of,
 };
-use crate::source::{MetricsSource, RunTarget};
+use crate::source::{MetricsSource, RunTarget, read_off_thread};
 
 const STEP_KEYS: [&str; 2] = ["step", "_step"];
 const TIMESTAMP_KEYS: [&str; 2] = ["_timestamp", "timestamp"];
@@ -33,7 +33,7 @@ impl MetricsSource for MetricsFile {
 
     async fn fetch(&self, target: &RunTarget) -> Result<Option<RunMetrics>, MetricsError> {
         let path = target.metrics_file();
-        tokio::task::spawn_blocking(move || {
+        read_off_thread(path.clone(), move || {
             if path.is_file() {
                 read_metrics_file(&path).map(Some)
             } else {
@@ -41,11 +41,6 @@ impl MetricsSource for MetricsFile {
             }
         })
         .await
-        .map_err(|error| MetricsError::Io {
-            action: "read",
-            path: target.metrics_file(),
-            source: std::io::Error::other(error.to_string()),
-        })?
     }
 }
 

@@ -88,6 +88,21 @@ pub trait MetricsSource: Send + Sync {
     async fn fetch(&self, target: &RunTarget) -> Result<Option<RunMetrics>, MetricsError>;
 }
 
+/// Runs a source's file reading off the async threads. A reader that panicked is reported as a
+/// failure to read `path`, never passed on as a panic.
+pub(crate) async fn read_off_thread<T: Send + 'static>(
+    path: PathBuf,
+    read: impl FnOnce() -> Result<T, MetricsError> + Send + 'static,
+) -> Result<T, MetricsError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|error| MetricsError::Io {
+            action: "read",
+            path,
+            source: std::io::Error::other(error.to_string()),
+        })?
+}
+
 /// A source that failed, kept beside whatever another source found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceFailure {

@@ -17,7 +17,7 @@ use crate::model::{
     HistoryRow, LoggedRun, MetricValue, RunMetrics, RunRole, SourceKind, parse_python_json,
     summary_of,
 };
-use crate::source::{MetricsSource, RunTarget, WandbNames};
+use crate::source::{MetricsSource, RunTarget, WandbNames, read_off_thread};
 use records::{Item, Record};
 
 /// Keys WandB adds to every row; they become the row's step and time, not metrics.
@@ -231,13 +231,7 @@ impl MetricsSource for WandbFiles {
     async fn fetch(&self, target: &RunTarget) -> Result<Option<RunMetrics>, MetricsError> {
         let dir = target.wandb_dir();
         let names = target.wandb.clone();
-        tokio::task::spawn_blocking(move || read_run_files(&dir, names.as_ref()))
-            .await
-            .map_err(|error| MetricsError::Io {
-                action: "read WandB files in",
-                path: target.wandb_dir(),
-                source: std::io::Error::other(error.to_string()),
-            })?
+        read_off_thread(dir.clone(), move || read_run_files(&dir, names.as_ref())).await
     }
 }
 
