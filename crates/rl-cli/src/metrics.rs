@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use rl_config::{RunConfig, Secrets};
 use rl_metrics::{
-    Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, RunTarget, WandbApi,
-    WandbApiConfig, WandbFiles, WandbNames,
+    Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, RunTarget, SourceFailure,
+    SourceKind, WandbApi, WandbApiConfig, WandbFiles, WandbNames,
 };
 use rl_process::{Component, RunRecord, RunState};
 use serde::Serialize;
@@ -44,7 +44,7 @@ pub(crate) fn collect(
     patience: Patience,
     secrets: &Secrets,
 ) -> anyhow::Result<Collected> {
-    let target = target_of(run)?;
+    let (target, config_problem) = target_of(run)?;
     let api = match choice {
         SourceChoice::Auto => wandb_api(secrets, patience).ok(),
         SourceChoice::WandbApi => Some(wandb_api(secrets, patience)?),
@@ -66,10 +66,25 @@ pub(crate) fn collect(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    Ok(runtime.block_on(rl_metrics::collect(&target, &sources)))
+    let mut collected = runtime.block_on(rl_metrics::collect(&target, &sources));
+    // WandB is looked up by the names in the run's config: without them, say why not.
+    if let Some(problem) = config_problem
+        && choice != SourceChoice::File
+    {
+        collected.failures.push(SourceFailure {
+            source: if choice == SourceChoice::WandbFiles {
+                SourceKind::WandbFiles
+            } else {
+                SourceKind::WandbApi
+            },
+            error: format!("the run's WandB names are unknown: {problem}"),
+        });
+    }
+    Ok(collected)
 }
 
-fn target_of(run: &RunRecord) -> anyhow::Result<RunTarget> {
+/// The run's target, and why its WandB names are missing when they are.
+fn target_of(run: &RunRecord) -> anyhow::Result<(RunTarget, Option<String>)> {
     let run_dir = run
         .config_path
         .parent()
@@ -81,14 +96,23 @@ fn target_of(run: &RunRecord) -> anyhow::Result<RunTarget> {
         .find(|component| component.component == Component::Trainer)
         .map(|component| component.log_path.clone());
     // A run whose config is gone still has its metrics file; only WandB lookups need names.
-    let wandb = RunConfig::read(&run.config_path)
-        .ok()
-        .and_then(|config| wandb_names(&config));
-    Ok(RunTarget {
+    let (wandb, problem) = match RunConfig::read(&run.config_path) {
+        Ok(config) => match wandb_names(&config) {
+            Some(names) => (Some(names), None),
+            None => (
+                None,
+                Some("its config names no WandB project or run".to_owned()),
+            ),
+        },
+        Err(error) => (None, Some(error.to_string())),
+    };
+    let target = RunTarget {
         run_dir,
         trainer_log,
         wandb,
-    })
+        env_only: false,
+    };
+    Ok((target, problem))
 }
 
 fn wandb_names(config: &RunConfig) -> Option<WandbNames> {

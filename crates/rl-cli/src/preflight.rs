@@ -134,6 +134,11 @@ fn run_test(
     request.concurrency = args.concurrency;
     request.timeout = timeout;
     request.use_wandb = args.use_wandb;
+    if args.use_wandb {
+        request.wandb_key = secrets
+            .get("WANDB_API_KEY")
+            .map(|key| rl_inference_test::Key(key.to_owned()));
+    }
     if let Some(threshold) = args.threshold {
         request.correct_rule = CorrectRule::AtLeast { threshold };
     }
@@ -174,17 +179,49 @@ fn run_test(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(rl_inference_test::run_test(
-        &plan,
-        store,
-        Arc::new(LocalModelRunner),
-        redactor,
-        progress,
-    ))?;
+    let runner = LocalModelRunner::default();
+    let finished = runtime.block_on(async {
+        tokio::select! {
+            report = rl_inference_test::run_test(
+                &plan,
+                store,
+                Arc::new(runner.clone()),
+                redactor,
+                progress,
+            ) => Some(report),
+            () = interrupted() => None,
+        }
+    });
+    let Some(report) = finished else {
+        // The models run in process groups of their own: a Ctrl-C reached only `rl`.
+        runner.stop_all();
+        anyhow::bail!(
+            "interrupted: every model's processes were stopped; the test is kept, unfinished, in {}",
+            store.dir().display()
+        );
+    };
+    let report = report?;
     if as_json {
         return output::json_compact(&report);
     }
     print_report(&report)
+}
+
+/// Ctrl-C, a terminal closing, or a stop request.
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+        _ = hangup.recv() => {}
+    }
 }
 
 /// One bar per model, groups done of total. atroposlib writes a model's groups only when it

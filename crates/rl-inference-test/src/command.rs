@@ -8,12 +8,13 @@ use crate::plan::TestPlan;
 
 /// The variable atroposlib's OpenAI client reads its key from.
 pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+const WANDB_KEY_VARIABLE: &str = "WANDB_API_KEY";
 /// Handed to endpoints that take no key (a local vLLM): the OpenAI client refuses to start
 /// without one, and this one is no secret.
 pub const NO_KEY_PLACEHOLDER: &str = "no-key-needed";
 
 /// One model's process, ready to start.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ModelJob {
     pub model: String,
     pub program: PathBuf,
@@ -27,6 +28,24 @@ pub struct ModelJob {
     pub output_path: PathBuf,
     /// Groups the run writes when it completes (`--env.total_steps`).
     pub total_groups: u32,
+}
+
+impl std::fmt::Debug for ModelJob {
+    /// The environment's values are keys: only their names are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("ModelJob")
+            .field("model", &self.model)
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("working_dir", &self.working_dir)
+            .field("env", &env)
+            .field("env_remove", &self.env_remove)
+            .field("log_path", &self.log_path)
+            .field("output_path", &self.output_path)
+            .field("total_groups", &self.total_groups)
+            .finish()
+    }
 }
 
 impl std::fmt::Display for ModelJob {
@@ -95,11 +114,22 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         .clone()
         .unwrap_or_else(|| NO_KEY_PLACEHOLDER.to_owned());
     env.push((CHILD_KEY_VARIABLE.to_owned(), key));
+    if plan.use_wandb {
+        // The SDK keeps its run files in the test's folder, not in the working tree.
+        env.push((
+            "WANDB_DIR".to_owned(),
+            test_dir.to_string_lossy().into_owned(),
+        ));
+        if let Some(key) = &plan.wandb_key {
+            env.push((WANDB_KEY_VARIABLE.to_owned(), key.0.clone()));
+        }
+    }
     let env_remove = rl_config::SECRET_NAMES
         .iter()
         .map(|name| (*name).to_owned())
         .chain(std::iter::once(plan.endpoint.key_variable.clone()))
         .filter(|name| name != CHILD_KEY_VARIABLE)
+        .filter(|name| !(plan.use_wandb && name == WANDB_KEY_VARIABLE))
         .collect();
     ModelJob {
         model: model.to_owned(),
@@ -117,6 +147,76 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan(use_wandb: bool) -> TestPlan {
+        TestPlan {
+            environment: "arithmetic@arithmetic_env.py".to_owned(),
+            env_file: "/tree/envs/arithmetic_env.py".into(),
+            python: "/venv/bin/python".into(),
+            working_dir: "/tree".into(),
+            models: vec!["a/b".to_owned()],
+            endpoint: crate::plan::Endpoint {
+                base_url: "http://127.0.0.1:9/v1".to_owned(),
+                key_variable: "MY_KEY".to_owned(),
+                key: Some("sk-endpoint-key".to_owned()),
+            },
+            steps: 3,
+            group_size: 16,
+            use_wandb,
+            wandb_key: Some(crate::plan::Key("wandb-key-value".to_owned())),
+            env_args: vec![("tokenizer_name".to_owned(), "/tok".to_owned())],
+            child_environment: std::collections::BTreeMap::new(),
+            concurrency: 4,
+            timeout: std::time::Duration::from_secs(600),
+            correct_rule: crate::analysis::CorrectRule::TopScore,
+            verdict_policy: crate::verdict::VerdictPolicy::default(),
+        }
+    }
+
+    #[test]
+    fn the_command_carries_no_key_and_the_environment_only_the_endpoints() {
+        let job = model_job(
+            &plan(false),
+            0,
+            "a/b",
+            Path::new("/home/preflight/0badc0de"),
+        );
+        assert_eq!(
+            job.to_string(),
+            "/venv/bin/python /tree/envs/arithmetic_env.py process --env.total_steps 3 \
+             --env.group_size 16 --env.use_wandb false --env.data_path_to_save_groups \
+             /home/preflight/0badc0de/01-a_b.jsonl --env.tokenizer_name /tok \
+             --openai.base_url http://127.0.0.1:9/v1 --openai.model_name a/b \
+             --openai.server_type openai --openai.health_check false --openai.api_key None"
+        );
+        assert_eq!(
+            job.env,
+            vec![("OPENAI_API_KEY".to_owned(), "sk-endpoint-key".to_owned())]
+        );
+        for name in [
+            "MY_KEY",
+            "WANDB_API_KEY",
+            "TINKER_API_KEY",
+            "OPENROUTER_API_KEY",
+        ] {
+            assert!(job.env_remove.iter().any(|n| n == name), "{name}");
+        }
+        assert!(!format!("{job:?}").contains("sk-endpoint-key"));
+    }
+
+    #[test]
+    fn with_wandb_the_children_get_its_key_and_the_tests_folder() {
+        let job = model_job(&plan(true), 0, "a/b", Path::new("/home/preflight/0badc0de"));
+        assert!(
+            job.args
+                .windows(2)
+                .any(|w| w == ["--env.use_wandb", "true"])
+        );
+        let env: std::collections::BTreeMap<_, _> = job.env.iter().cloned().collect();
+        assert_eq!(env["WANDB_DIR"], "/home/preflight/0badc0de");
+        assert_eq!(env["WANDB_API_KEY"], "wandb-key-value");
+        assert!(!job.env_remove.iter().any(|n| n == "WANDB_API_KEY"));
+    }
 
     #[test]
     fn file_stems_are_flat_and_numbered() {

@@ -7,7 +7,7 @@ pub enum InferenceTestError {
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
     #[error(
-        "{variable} is not set: the endpoint needs its key (in the environment or RL_HOME/.env), or name another variable"
+        "{variable} is not set: the endpoint needs its key, from the environment (the keys rl knows are also read from RL_HOME/.env), or name another variable with --key-var"
     )]
     MissingKey { variable: String },
     #[error("{action} {path}: {source}")]

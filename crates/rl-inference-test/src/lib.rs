@@ -24,7 +24,8 @@ pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
 pub use error::InferenceTestError;
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
-    Endpoint, LOCKED_FIELDS, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, TestPlan, TestRequest,
+    Endpoint, Key, LOCKED_FIELDS, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, TestPlan,
+    TestRequest,
 };
 pub use preflight::run_test;
 pub use report::{ModelOutcome, ModelReport, TestReport};

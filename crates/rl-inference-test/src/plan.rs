@@ -63,6 +63,16 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// A key held only to hand it to a child's environment: `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key(pub String);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
 /// Everything a test needs, checked.
 #[derive(Debug, Clone)]
 pub struct TestPlan {
@@ -77,6 +87,8 @@ pub struct TestPlan {
     pub steps: u32,
     pub group_size: u32,
     pub use_wandb: bool,
+    /// Handed to the children as `WANDB_API_KEY` when they log to WandB.
+    pub wandb_key: Option<Key>,
     /// `--env.<field> <value>` pairs: the locked fields, then the selection's scalar edits.
     pub env_args: Vec<(String, String)>,
     /// The operator's extra variables for child processes (never keys).
@@ -95,6 +107,7 @@ pub struct TestRequest {
     pub steps: u32,
     pub group_size: u32,
     pub use_wandb: bool,
+    pub wandb_key: Option<Key>,
     pub concurrency: usize,
     pub timeout: Duration,
     pub correct_rule: CorrectRule,
@@ -113,6 +126,7 @@ impl TestRequest {
             steps: DEFAULT_STEPS,
             group_size: DEFAULT_GROUP_SIZE,
             use_wandb: false,
+            wandb_key: None,
             concurrency: DEFAULT_CONCURRENCY,
             timeout: DEFAULT_TIMEOUT,
             correct_rule: CorrectRule::default(),
@@ -175,6 +189,7 @@ impl TestPlan {
             steps: request.steps,
             group_size: request.group_size,
             use_wandb: request.use_wandb,
+            wandb_key: request.wandb_key,
             env_args,
             child_environment: settings.child_environment.clone(),
             concurrency: request.concurrency,

@@ -2,6 +2,7 @@
 //! redacted (atroposlib prints its whole config, key included), progress read from the groups
 //! file as it grows, and a timeout that stops the whole group.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -93,9 +94,37 @@ impl Redactor {
     }
 }
 
-/// Runs jobs as local processes.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct LocalModelRunner;
+/// Runs jobs as local processes, and knows their process groups while they run, so that a
+/// caller interrupted mid-test can stop them all (they are not in its group, so a Ctrl-C in a
+/// terminal does not reach them).
+#[derive(Debug, Default, Clone)]
+pub struct LocalModelRunner {
+    live_groups: Arc<std::sync::Mutex<BTreeSet<u32>>>,
+}
+
+impl LocalModelRunner {
+    /// Stops every model's process group still running (SIGTERM, grace, SIGKILL).
+    pub fn stop_all(&self) {
+        let groups: Vec<u32> = self
+            .live_groups
+            .lock()
+            .map(|groups| groups.iter().copied().collect())
+            .unwrap_or_default();
+        for pgid in groups {
+            rl_process::stop_group(pgid, STOP_GRACE);
+        }
+    }
+
+    fn track(&self, pgid: u32, live: bool) {
+        if let Ok(mut groups) = self.live_groups.lock() {
+            if live {
+                groups.insert(pgid);
+            } else {
+                groups.remove(&pgid);
+            }
+        }
+    }
+}
 
 #[async_trait]
 impl ModelRunner for LocalModelRunner {
@@ -111,7 +140,7 @@ impl ModelRunner for LocalModelRunner {
             model: job.model.clone(),
             total_groups: job.total_groups,
         });
-        let outcome = match run_process(&job, timeout, &redactor, &progress).await {
+        let outcome = match self.run_process(&job, timeout, &redactor, &progress).await {
             Ok(outcome) => outcome,
             Err(reason) => ModelOutcome::NotStarted {
                 reason: redactor.redact(&reason),
@@ -128,90 +157,102 @@ impl ModelRunner for LocalModelRunner {
     }
 }
 
-async fn run_process(
-    job: &ModelJob,
-    timeout: Duration,
-    redactor: &Redactor,
-    progress: &ProgressSink,
-) -> Result<ModelOutcome, String> {
-    let log = tokio::fs::File::create(&job.log_path)
-        .await
-        .map_err(|error| format!("cannot create {}: {error}", job.log_path.display()))?;
-    let log = Arc::new(Mutex::new(log));
-    let mut command = tokio::process::Command::new(&job.program);
-    command
-        .args(&job.args)
-        .current_dir(&job.working_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group, so that a timeout stops whatever it started too.
-        .process_group(0);
-    for name in &job.env_remove {
-        command.env_remove(name);
-    }
-    for (name, value) in &job.env {
-        command.env(name, value);
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|error| format!("cannot start {}: {error}", job.program.display()))?;
-    let pgid = child.id().unwrap_or_default();
-    let copiers = [
-        child
-            .stdout
-            .take()
-            .map(|out| copy_lines(out, log.clone(), redactor.clone())),
-        child
-            .stderr
-            .take()
-            .map(|err| copy_lines(err, log.clone(), redactor.clone())),
-    ];
-    let watcher = tokio::spawn(watch_progress(job.clone(), progress.clone()));
-
-    let waited = tokio::time::timeout(timeout, child.wait()).await;
-    // Whatever the end, nothing of the model's group outlives it (grandchildren included).
-    let stopped = tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE))
-        .await
-        .ok();
-    let timed_out = waited.is_err();
-    let status = match waited {
-        Ok(status) => status.ok(),
-        Err(_) => {
-            let _ = child.wait().await;
-            None
+impl LocalModelRunner {
+    async fn run_process(
+        &self,
+        job: &ModelJob,
+        timeout: Duration,
+        redactor: &Redactor,
+        progress: &ProgressSink,
+    ) -> Result<ModelOutcome, String> {
+        let log = tokio::fs::File::create(&job.log_path)
+            .await
+            .map_err(|error| format!("cannot create {}: {error}", job.log_path.display()))?;
+        let log = Arc::new(Mutex::new(log));
+        let mut command = tokio::process::Command::new(&job.program);
+        command
+            .args(&job.args)
+            .current_dir(&job.working_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group, so that a timeout stops whatever it started too.
+            .process_group(0);
+        for name in &job.env_remove {
+            command.env_remove(name);
         }
-    };
-    for copier in copiers.into_iter().flatten() {
-        let _ = copier.await;
+        for (name, value) in &job.env {
+            command.env(name, value);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|error| format!("cannot start {}: {error}", job.program.display()))?;
+        let pgid = child.id().unwrap_or_default();
+        self.track(pgid, true);
+        let copiers = [
+            child
+                .stdout
+                .take()
+                .map(|out| copy_lines(out, log.clone(), redactor.clone())),
+            child
+                .stderr
+                .take()
+                .map(|err| copy_lines(err, log.clone(), redactor.clone())),
+        ];
+        let watcher = tokio::spawn(watch_progress(job.clone(), progress.clone()));
+
+        let waited = tokio::time::timeout(timeout, child.wait()).await;
+        // Whatever the end, nothing of the model's group outlives it (grandchildren included).
+        let stopped = tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE))
+            .await
+            .ok();
+        self.track(pgid, false);
+        let timed_out = waited.is_err();
+        let status = match waited {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                let _ = child.wait().await;
+                None
+            }
+        };
+        let mut notes = Vec::new();
+        // A process outside the group (started with its own session) may hold the pipes open
+        // forever: the output is cut rather than the timeout broken.
+        for mut copier in copiers.into_iter().flatten() {
+            if tokio::time::timeout(STOP_GRACE, &mut copier).await.is_err() {
+                copier.abort();
+                notes.push(
+                    "rl: output cut: a process outside the model's group kept it open".to_owned(),
+                );
+            }
+        }
+        watcher.abort();
+        report_progress(job, progress, &mut None).await;
+        if let Some(stopped) = stopped.filter(|outcome| !outcome.survivors.is_empty()) {
+            notes.push(format!(
+                "rl: processes left after the stop: {:?}",
+                stopped.survivors
+            ));
+        }
+        if timed_out {
+            notes.push(format!(
+                "rl: cut after {} s (the test's timeout)",
+                timeout.as_secs()
+            ));
+        }
+        let mut log = log.lock().await;
+        for note in notes {
+            let _ = log.write_all(format!("{note}\n").as_bytes()).await;
+        }
+        let _ = log.flush().await;
+        Ok(match status {
+            _ if timed_out => ModelOutcome::TimedOut {
+                after_secs: timeout.as_secs_f64(),
+            },
+            Some(status) if status.success() => ModelOutcome::Succeeded,
+            status => failed(status),
+        })
     }
-    watcher.abort();
-    report_progress(job, progress, &mut None).await;
-    let mut notes = Vec::new();
-    if let Some(stopped) = stopped.filter(|outcome| !outcome.survivors.is_empty()) {
-        notes.push(format!(
-            "rl: processes left after the stop: {:?}",
-            stopped.survivors
-        ));
-    }
-    if timed_out {
-        notes.push(format!(
-            "rl: cut after {} s (the test's timeout)",
-            timeout.as_secs()
-        ));
-    }
-    let mut log = log.lock().await;
-    for note in notes {
-        let _ = log.write_all(format!("{note}\n").as_bytes()).await;
-    }
-    let _ = log.flush().await;
-    Ok(match status {
-        _ if timed_out => ModelOutcome::TimedOut {
-            after_secs: timeout.as_secs_f64(),
-        },
-        Some(status) if status.success() => ModelOutcome::Succeeded,
-        status => failed(status),
-    })
 }
 
 fn failed(status: Option<ExitStatus>) -> ModelOutcome {

@@ -47,6 +47,11 @@ impl TestStore {
         }
     }
 
+    /// Where the tests are (`<home>/preflight`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn test_dir(&self, id: &str) -> Result<PathBuf, InferenceTestError> {
         // Ids come from callers: checked before they become a path.
         let id = RunId::parse(id)?;

@@ -123,6 +123,11 @@ fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Op
         return None;
     }
     let last = rows.last();
+    // A row without a time says nothing of when it came: then no verdict, rather than a false
+    // alarm 15 minutes after the start.
+    if last.is_some_and(|row| row.timestamp.is_none()) {
+        return None;
+    }
     let last_progress = [last.and_then(|row| row.timestamp), activity.running_since]
         .into_iter()
         .flatten()
@@ -362,6 +367,20 @@ mod tests {
             ..running
         };
         assert!(HealthDigest::assess(&trainer, recent, &HealthPolicy::default()).healthy);
+    }
+
+    #[test]
+    fn rows_without_a_time_are_never_judged_stalled() {
+        let mut trainer = learning_run(3);
+        for row in &mut trainer.history {
+            row.timestamp = None;
+        }
+        let activity = Activity {
+            running: true,
+            running_since: Some(0.0),
+            now: 3600.0,
+        };
+        assert!(HealthDigest::assess(&trainer, activity, &HealthPolicy::default()).healthy);
     }
 
     #[test]

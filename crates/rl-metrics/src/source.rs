@@ -66,6 +66,9 @@ pub struct RunTarget {
     /// The trainer's log, scanned for the checkpoints and final weights it prints.
     pub trainer_log: Option<PathBuf>,
     pub wandb: Option<WandbNames>,
+    /// Set by [`collect`] for the sources after one that found the trainer's run: they are
+    /// asked for the env's run only (the API then reads no trainer history it would discard).
+    pub env_only: bool,
 }
 
 impl RunTarget {
@@ -123,14 +126,22 @@ pub struct Collected {
 pub async fn collect(target: &RunTarget, sources: &[&dyn MetricsSource]) -> Collected {
     let mut found: Option<RunMetrics> = None;
     let mut failures = Vec::new();
+    // An env that does not log to WandB has no run to look for.
+    let env_expected = target
+        .wandb
+        .as_ref()
+        .is_some_and(|names| names.env_name_prefix.is_some());
+    let mut asked = target.clone();
     for source in sources {
-        if found
-            .as_ref()
-            .is_some_and(|metrics| metrics.trainer.is_some() && metrics.env.is_some())
+        if let Some(metrics) = &found
+            && metrics.trainer.is_some()
         {
-            break;
+            if metrics.env.is_some() || !env_expected {
+                break;
+            }
+            asked.env_only = true;
         }
-        match source.fetch(target).await {
+        match source.fetch(&asked).await {
             Ok(Some(metrics)) => {
                 found = Some(match found {
                     None => metrics,
@@ -204,6 +215,7 @@ mod tests {
             run_dir: PathBuf::from("/nonexistent/run"),
             trainer_log: None,
             wandb: None,
+            env_only: false,
         }
     }
 
@@ -259,22 +271,51 @@ mod tests {
         assert!(collected.failures[0].error.contains("bad header"));
     }
 
+    fn with_env_names() -> RunTarget {
+        RunTarget {
+            wandb: Some(WandbNames::new(
+                "p",
+                None,
+                "env-1a2b3c4d",
+                Some("env-20261121"),
+            )),
+            ..target()
+        }
+    }
+
     #[tokio::test]
     async fn the_env_run_is_filled_from_a_later_source_without_replacing_the_trainer() {
         let file = source(
             SourceKind::MetricsFile,
             Some(with_runs(SourceKind::MetricsFile, true, false)),
         );
-        let api = source(
-            SourceKind::WandbApi,
-            Some(with_runs(SourceKind::WandbApi, true, true)),
-        );
-        let metrics = collect(&target(), &[&file, &api])
+        let mut api = MockMetricsSource::new();
+        api.expect_kind().return_const(SourceKind::WandbApi);
+        // Asked for the env's run only: no trainer history to fetch and discard.
+        api.expect_fetch()
+            .withf(|target| target.env_only)
+            .return_once(|_| Ok(Some(with_runs(SourceKind::WandbApi, false, true))));
+        let metrics = collect(&with_env_names(), &[&file, &api])
             .await
             .metrics
             .expect("metrics");
         assert_eq!(metrics.source, SourceKind::MetricsFile);
         assert!(metrics.env.is_some());
+    }
+
+    #[tokio::test]
+    async fn an_env_that_does_not_log_to_wandb_is_not_looked_for() {
+        let file = source(
+            SourceKind::MetricsFile,
+            Some(with_runs(SourceKind::MetricsFile, true, false)),
+        );
+        let mut api = MockMetricsSource::new();
+        api.expect_fetch().never();
+        let collected = collect(&target(), &[&file, &api]).await;
+        assert_eq!(
+            collected.metrics.expect("metrics").source,
+            SourceKind::MetricsFile
+        );
     }
 
     #[tokio::test]

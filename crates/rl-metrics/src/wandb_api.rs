@@ -60,6 +60,8 @@ pub struct WandbApiConfig {
     pub max_backoff: Duration,
     /// Steps per history request.
     pub history_page_size: u32,
+    /// History requests per run at most; steps beyond are left out with a warning.
+    pub max_history_pages: u32,
 }
 
 impl fmt::Debug for WandbApiConfig {
@@ -73,6 +75,7 @@ impl fmt::Debug for WandbApiConfig {
             .field("initial_backoff", &self.initial_backoff)
             .field("max_backoff", &self.max_backoff)
             .field("history_page_size", &self.history_page_size)
+            .field("max_history_pages", &self.max_history_pages)
             .finish()
     }
 }
@@ -88,6 +91,7 @@ impl WandbApiConfig {
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
             history_page_size: 500,
+            max_history_pages: 200,
         }
     }
 
@@ -309,7 +313,16 @@ impl WandbApi {
         warnings: &mut Vec<String>,
     ) -> Result<Vec<HistoryRow>, MetricsError> {
         let page = i64::from(self.config.history_page_size.max(1));
-        let end = last_step.saturating_add(1);
+        let mut end = last_step.saturating_add(1);
+        // A trainer that numbers steps by samples would otherwise cost thousands of requests.
+        let limit = i64::from(self.config.max_history_pages.max(1)).saturating_mul(page);
+        if end > limit {
+            warnings.push(format!(
+                "WandB run {run_id} logs steps up to {last_step}; only steps below {limit} were read ({} requests of {page} steps)",
+                self.config.max_history_pages
+            ));
+            end = limit;
+        }
         let mut rows = BTreeMap::new();
         let mut unreadable = 0usize;
         let mut min = 0i64;
@@ -507,9 +520,12 @@ impl MetricsSource for WandbApi {
         let mut warnings = Vec::new();
         // Both runs are looked up before any history is read, so a run that has not logged
         // yet costs one or two small requests.
-        let trainer = self
-            .find_run(entity, names, RunRole::Trainer, &mut warnings)
-            .await?;
+        let trainer = if target.env_only {
+            None
+        } else {
+            self.find_run(entity, names, RunRole::Trainer, &mut warnings)
+                .await?
+        };
         let env = self
             .find_run(entity, names, RunRole::Env, &mut warnings)
             .await?;

@@ -110,3 +110,56 @@ fn bad_requests_are_refused_before_anything_starts() {
     ));
     assert!(bad.contains("8 lowercase hexadecimal"), "{bad}");
 }
+
+/// A Ctrl-C reaches only `rl` (the models run in process groups of their own): `rl` stops them
+/// all before it exits, and keeps the unfinished test.
+#[test]
+fn an_interrupted_test_leaves_no_model_running() {
+    let Some(python) = test_python() else { return };
+    let server = FixtureServer::start(&python, None);
+    let home = home_with_arithmetic(&python);
+    let rl = std::process::Command::new(env!("CARGO_BIN_EXE_rl"))
+        .args(["preflight", "run", "--json", "--base-url", &server.base_url])
+        .args([
+            "--model",
+            "slow",
+            "--model",
+            "half-right@60",
+            "--timeout",
+            "600",
+        ])
+        .env("RL_HOME", home.path())
+        .env_remove("RL_TINKER_ATROPOS_ROOT")
+        .current_dir(crate::workspace_root())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let home_text = home.path().display().to_string();
+    let models_running = || {
+        rl_test_support::processes_mentioning(&home_text)
+            .iter()
+            .filter(|(_, line)| line.contains(" process "))
+            .count()
+    };
+    let started = std::time::Instant::now();
+    while models_running() < 2 && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(models_running(), 2, "the models never started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(rl.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let output = rl.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        answer["error"].as_str().unwrap().starts_with("interrupted"),
+        "{answer}"
+    );
+    assert_eq!(models_running(), 0);
+    let listed = rl_in(home.path(), &["preflight", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["verdict"], Value::Null);
+}

@@ -53,7 +53,7 @@ impl Stack {
         rl_inference_test::run_test(
             plan,
             &self.store(),
-            Arc::new(LocalModelRunner),
+            Arc::new(LocalModelRunner::default()),
             redactor,
             ignore_progress(),
         )
@@ -73,6 +73,7 @@ pub(crate) fn request(server: &FixtureServer, models: &[&str]) -> TestRequest {
         steps: 3,
         group_size: 4,
         use_wandb: false,
+        wandb_key: None,
         concurrency: 4,
         timeout: Duration::from_secs(120),
         correct_rule: CorrectRule::TopScore,

@@ -39,7 +39,7 @@ async fn output_is_logged_with_keys_redacted_and_an_exit_code_is_a_failure() {
         dir.path(),
         "echo \"api_key=$OPENAI_API_KEY\"; echo oops >&2; exit 3",
     );
-    let run = LocalModelRunner
+    let run = LocalModelRunner::default()
         .run(
             job.clone(),
             Duration::from_secs(30),
@@ -72,7 +72,7 @@ async fn groups_are_reported_as_the_file_grows_and_success_is_exit_zero() {
         let seen = seen.clone();
         Arc::new(move |event: Progress| seen.lock().unwrap().push(event))
     };
-    let run = LocalModelRunner
+    let run = LocalModelRunner::default()
         .run(job, Duration::from_secs(30), redactor(), sink)
         .await;
     assert_eq!(run.outcome, ModelOutcome::Succeeded);
@@ -104,7 +104,7 @@ async fn a_timeout_stops_the_whole_group_grandchildren_included() {
         dir.path(),
         &format!("sh -c 'sleep 300; echo {marker}' & sleep 300; echo {marker}"),
     );
-    let run = LocalModelRunner
+    let run = LocalModelRunner::default()
         .run(
             job.clone(),
             Duration::from_secs(1),
@@ -123,11 +123,83 @@ async fn a_program_that_cannot_start_is_an_outcome_not_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut job = shell_job(dir.path(), "true");
     job.program = dir.path().join("no-such-python");
-    let run = LocalModelRunner
+    let run = LocalModelRunner::default()
         .run(job, Duration::from_secs(5), redactor(), ignore_progress())
         .await;
     match run.outcome {
         ModelOutcome::NotStarted { reason } => assert!(reason.contains("no-such-python")),
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_process_outside_the_group_holding_the_output_does_not_hold_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("rl-setsid-marker-{}", std::process::id());
+    // `setsid` puts the first sleep in a session of its own, out of reach of the group stop,
+    // with the model's stdout still open.
+    let job = shell_job(
+        dir.path(),
+        &format!("setsid sh -c 'sleep 60; echo {marker}' & sleep 60"),
+    );
+    let run = tokio::time::timeout(
+        Duration::from_secs(45),
+        LocalModelRunner::default().run(
+            job.clone(),
+            Duration::from_secs(1),
+            redactor(),
+            ignore_progress(),
+        ),
+    )
+    .await
+    .expect("the run returns although its output is held open");
+    assert_eq!(run.outcome, ModelOutcome::TimedOut { after_secs: 1.0 });
+    let log = std::fs::read_to_string(&job.log_path).unwrap();
+    assert!(log.contains("rl: output cut"), "{log}");
+    for (pid, _) in processes_mentioning(&marker) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[tokio::test]
+async fn stop_all_ends_every_running_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("rl-stop-all-marker-{}", std::process::id());
+    let runner = LocalModelRunner::default();
+    let job = shell_job(dir.path(), &format!("sleep 120; echo {marker}"));
+    let running = tokio::spawn({
+        let runner = runner.clone();
+        async move {
+            runner
+                .run(job, Duration::from_secs(120), redactor(), ignore_progress())
+                .await
+        }
+    });
+    for _ in 0..100 {
+        if !processes_mentioning(&marker).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!processes_mentioning(&marker).is_empty(), "never started");
+    runner.stop_all();
+    assert!(processes_mentioning(&marker).is_empty());
+    let run = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(
+            run.outcome,
+            ModelOutcome::Failed {
+                signal: Some(15),
+                ..
+            }
+        ),
+        "{:?}",
+        run.outcome
+    );
 }

@@ -112,6 +112,7 @@ async fn the_source_reads_the_run_folders_file_and_has_nothing_without_one() {
         run_dir: dir.path().to_owned(),
         trainer_log: None,
         wandb: None,
+        env_only: false,
     };
     assert_eq!(MetricsFile.fetch(&target).await.unwrap(), None);
     std::fs::copy(fixture("complete.jsonl"), target.metrics_file()).unwrap();

@@ -256,6 +256,7 @@ fn target(names: WandbNames) -> RunTarget {
         run_dir: PathBuf::from("/nonexistent/run"),
         trainer_log: None,
         wandb: Some(names),
+        env_only: false,
     }
 }
 

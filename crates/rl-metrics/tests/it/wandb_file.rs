@@ -207,6 +207,7 @@ async fn the_run_folder_source_tells_the_trainer_from_the_env() {
             "fixture-run",
             Some("fixture-env"),
         )),
+        env_only: false,
     };
     let metrics = WandbFiles.fetch(&target).await.unwrap().unwrap();
     assert_eq!(metrics.source, SourceKind::WandbFiles);
@@ -233,6 +234,7 @@ async fn a_run_folder_without_wandb_files_has_nothing() {
         run_dir: dir.path().to_owned(),
         trainer_log: None,
         wandb: None,
+        env_only: false,
     };
     assert_eq!(WandbFiles.fetch(&target).await.unwrap(), None);
 }
