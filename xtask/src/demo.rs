@@ -171,7 +171,10 @@ fn json(command: &mut Command) -> anyhow::Result<serde_json::Value> {
 /// The fixture server's first line says where it listens.
 fn server_url(server: &mut std::process::Child) -> anyhow::Result<String> {
     use std::io::BufRead;
-    let stdout = server.stdout.take().context("the fixture server has no stdout")?;
+    let stdout = server
+        .stdout
+        .take()
+        .context("the fixture server has no stdout")?;
     let mut first = String::new();
     std::io::BufReader::new(stdout).read_line(&mut first)?;
     first
