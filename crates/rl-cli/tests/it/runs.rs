@@ -110,12 +110,17 @@ impl Stack {
         outcome["status"].clone()
     }
 
-    /// Waits until the run is in `state` (a label such as `starting: trainer`).
+    /// Waits until the run is in `state` (a label such as `starting: trainer`) and, while
+    /// starting, the phase's component has been launched: the phase is recorded before its
+    /// launch, and a stop in between rightly launches nothing.
     fn wait_for_label(&self, id: &str, label: &str) -> Value {
         let started = Instant::now();
         loop {
             let status = self.json(&["status", id]);
-            if label_of(&status) == label {
+            let launched = label
+                .strip_prefix("starting: ")
+                .is_none_or(|name| component(&status, name)["status"] == "running");
+            if label_of(&status) == label && launched {
                 return status;
             }
             assert!(
