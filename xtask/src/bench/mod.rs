@@ -7,6 +7,7 @@
 
 mod corpus;
 mod metrics;
+mod preflight;
 mod runs;
 
 use std::collections::BTreeSet;
@@ -24,7 +25,8 @@ pub(crate) struct BenchArgs {
     /// Also measure discovery on these folders (each scanned at its top level).
     #[arg(long = "dir", value_name = "DIR")]
     dirs: Vec<PathBuf>,
-    /// Timed runs of each command (after one warm-up); training runs take at most 5.
+    /// Timed runs of each command (after one warm-up); training runs and pre-flight rounds take
+    /// at most 5.
     #[arg(long, default_value_t = 10)]
     runs: usize,
     /// Files in the generated corpus.
@@ -47,16 +49,19 @@ enum Section {
     Runs,
     /// Reading a run's metrics: WandB run files and the trainer's metrics file (issue 5).
     Metrics,
+    /// Three models at once in `rl preflight run` against the slowest alone (issue 6).
+    Preflight,
 }
 
 impl Section {
-    const ALL: [Self; 3] = [Self::Discovery, Self::Runs, Self::Metrics];
+    const ALL: [Self; 4] = [Self::Discovery, Self::Runs, Self::Metrics, Self::Preflight];
 
     fn title(self) -> &'static str {
         match self {
             Self::Discovery => DISCOVERY_TITLE,
             Self::Runs => runs::TITLE,
             Self::Metrics => metrics::TITLE,
+            Self::Preflight => preflight::TITLE,
         }
     }
 }
@@ -74,9 +79,10 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     }
     let wanted = |section: Section| args.only.is_none_or(|only| only == section);
     // Before the build, so that a venv that cannot be made fails at once.
-    let python = if wanted(Section::Runs) || wanted(Section::Metrics) {
+    let python = if wanted(Section::Runs) || wanted(Section::Metrics) || wanted(Section::Preflight)
+    {
         Some(venv::ensure_test_venv(root).context(
-            "the training-run and metrics benchmarks need the Python test venv that \
+            "the training-run, metrics and pre-flight benchmarks need the Python test venv that \
              `cargo xtask test` provisions (`--only discovery` does without it)",
         )?)
     } else {
@@ -118,6 +124,13 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
                     .context("the Python test venv is missing")?;
                 let load = load_note();
                 Some(metrics::measure(root, python, args.runs)? + &load)
+            }
+            Section::Preflight => {
+                let python = python
+                    .as_deref()
+                    .context("the Python test venv is missing")?;
+                let load = load_note();
+                Some(preflight::measure(root, &rl, python, args.runs)? + &load)
             }
         };
         sections.extend(text.map(|text| format!("{}\n", text.trim_end())));
