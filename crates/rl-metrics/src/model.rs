@@ -311,15 +311,20 @@ impl RunMetrics {
 /// The summary WandB would keep for a history: the last value of every key, and `_step`.
 pub fn summary_of(history: &[HistoryRow]) -> BTreeMap<String, MetricValue> {
     let mut summary = BTreeMap::new();
-    for row in history {
+    // From the newest row back, each key is copied once: its last value.
+    for row in history.iter().rev() {
         for (key, value) in &row.values {
-            summary.insert(key.clone(), value.clone());
+            if !summary.contains_key(key) {
+                summary.insert(key.clone(), value.clone());
+            }
         }
+    }
+    if let Some(last) = history.last() {
         #[allow(clippy::cast_precision_loss)]
-        summary.insert("_step".to_owned(), MetricValue::Number(row.step as f64));
-        if let Some(timestamp) = row.timestamp {
-            summary.insert("_timestamp".to_owned(), MetricValue::Number(timestamp));
-        }
+        summary.insert("_step".to_owned(), MetricValue::Number(last.step as f64));
+    }
+    if let Some(timestamp) = history.iter().rev().find_map(|row| row.timestamp) {
+        summary.insert("_timestamp".to_owned(), MetricValue::Number(timestamp));
     }
     summary
 }
