@@ -111,6 +111,8 @@ enum Command {
     },
     /// Stop a run: environment, trainer, then API, each as a whole process group.
     Stop { run_id: String },
+    /// Check what rl needs: Python, atroposlib, the tree and its environments, keys, state.
+    Doctor,
     /// Pre-flight: the selected environment against several models, before training.
     #[command(subcommand)]
     Preflight(preflight::PreflightCommand),
@@ -118,6 +120,48 @@ enum Command {
     #[command(hide = true)]
     Supervise { run_id: String },
 }
+
+/// Exits 1 when a required check fails, so scripts can gate on it.
+fn doctor(context: &context::Context, as_json: bool) -> anyhow::Result<()> {
+    let report =
+        rl_tools::health_check(&context.home()?, &context.settings()?, &context.secrets()?);
+    if as_json {
+        output::json(&report)?;
+    } else {
+        let mut table = output::table(&["check", "", "found", "fix"]);
+        for check in &report.checks {
+            let mark = match (check.ok, check.required) {
+                (true, _) => "ok",
+                (false, true) => "MISSING",
+                (false, false) => "optional",
+            };
+            table.add_row([
+                check.name.clone(),
+                mark.to_owned(),
+                check.detail.clone(),
+                check.fix.clone().unwrap_or_default(),
+            ]);
+        }
+        output::line(table)?;
+    }
+    if report.healthy {
+        Ok(())
+    } else {
+        Err(anyhow::Error::new(NotHealthy))
+    }
+}
+
+/// A failed required check: already reported, so only the exit code is left to give.
+#[derive(Debug)]
+struct NotHealthy;
+
+impl std::fmt::Display for NotHealthy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a required check failed (see above)")
+    }
+}
+
+impl std::error::Error for NotHealthy {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -148,9 +192,11 @@ fn main() -> ExitCode {
         Command::Stop { run_id } => runs::stop(&context, &run_id, cli.json),
         Command::Supervise { run_id } => runs::supervise(&context, &run_id),
         Command::Preflight(command) => preflight::run(&context, command, cli.json),
+        Command::Doctor => doctor(&context, cli.json),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is::<NotHealthy>() => ExitCode::FAILURE,
         Err(error) => {
             output::error(&error, cli.json);
             ExitCode::FAILURE

@@ -191,3 +191,32 @@ fn config_without_selection_says_what_to_do() {
         text(&output.stderr)
     );
 }
+
+#[test]
+fn doctor_reports_every_check_and_fails_when_one_required_is_missing() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "python = \"/nonexistent/python3\"\n",
+    )
+    .unwrap();
+    let output = rl_in(
+        home.path(),
+        &["doctor", "--json", "--root", "/nonexistent/tree"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    // One JSON document: the report, not an error after it.
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["healthy"], false);
+    let missing: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|check| check["ok"] == false && check["required"] == true)
+        .map(|check| check["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        missing,
+        ["python", "atroposlib", "environments", "TINKER_API_KEY"]
+    );
+}

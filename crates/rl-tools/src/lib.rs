@@ -1,0 +1,7 @@
+//! The `rl_*` tools agents know, over the lower crates. So far: the requirements check behind
+//! `rl_health_check` and `rl doctor` (the registry of every tool, and its MCP and HTTP faces,
+//! come with the tool-registry issue).
+
+mod health;
+
+pub use health::{Check, HealthReport, MIN_PYTHON, check as health_check};

@@ -1,0 +1,126 @@
+//! Integration tests of rl-tools: the requirements check on a machine as it is and as it breaks.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rl_config::{Secrets, Settings};
+use rl_tools::{Check, HealthReport, health_check};
+
+fn settings(python: &Path, root: Option<PathBuf>) -> Settings {
+    Settings {
+        python: python.to_owned(),
+        tinker_atropos_root: root,
+        recursive_discovery: true,
+        ..Settings::default()
+    }
+}
+
+fn fixture_root() -> PathBuf {
+    rl_test_support::workspace_root().join("fixtures/tinker-atropos")
+}
+
+fn named<'a>(report: &'a HealthReport, name: &str) -> &'a Check {
+    report
+        .checks
+        .iter()
+        .find(|check| check.name == name)
+        .unwrap_or_else(|| panic!("no check {name} in {report:#?}"))
+}
+
+fn secrets_with(home: &Path, pairs: &[(&str, &str)]) -> Secrets {
+    let environment: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    Secrets::load(home, &environment)
+}
+
+#[test]
+fn the_test_venv_and_the_fixture_tree_are_healthy_with_a_tinker_key() {
+    let Some(python) = rl_test_support::test_python("the requirements check against the test venv")
+    else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let key = "tinker-key-never-shown-123";
+    let report = health_check(
+        home.path(),
+        &settings(&python, Some(fixture_root())),
+        &secrets_with(home.path(), &[("TINKER_API_KEY", key)]),
+    );
+    assert!(report.healthy, "{report:#?}");
+    assert!(named(&report, "python").detail.starts_with("3."));
+    assert_eq!(named(&report, "atroposlib").detail, "0.4.0");
+    assert!(named(&report, "environments").detail.starts_with("19 in "));
+    assert!(named(&report, "TINKER_API_KEY").ok);
+    // Optional keys missing: reported with their fix, the machine still fit.
+    let wandb = named(&report, "WANDB_API_KEY");
+    assert!(!wandb.ok && !wandb.required && wandb.fix.is_some());
+    assert!(named(&report, "state directory").ok);
+    assert!(!serde_json::to_string(&report).unwrap().contains(key));
+}
+
+#[test]
+fn each_missing_requirement_is_named_with_its_fix() {
+    let home = tempfile::tempdir().unwrap();
+    let report = health_check(
+        &home.path().join("state"),
+        &settings(Path::new("/nonexistent/python3"), None),
+        &secrets_with(home.path(), &[]),
+    );
+    assert!(!report.healthy);
+    for name in ["python", "atroposlib", "environments", "TINKER_API_KEY"] {
+        let check = named(&report, name);
+        assert!(!check.ok, "{name}: {check:?}");
+        assert!(check.fix.is_some(), "{name} has no fix");
+    }
+    assert!(
+        named(&report, "python")
+            .detail
+            .contains("/nonexistent/python3")
+    );
+    assert!(
+        named(&report, "environments")
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("RL_TINKER_ATROPOS_ROOT")
+    );
+    // The state directory is created when missing; only an unwritable one fails.
+    assert!(named(&report, "state directory").ok);
+}
+
+#[test]
+fn a_program_that_is_not_python_and_a_tree_without_environments_are_findings() {
+    let home = tempfile::tempdir().unwrap();
+    let empty_tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(empty_tree.path().join("tinker_atropos/environments")).unwrap();
+    let mut settings = settings(Path::new("/bin/echo"), Some(empty_tree.path().to_owned()));
+    settings.trainer_needs_tinker_key = false;
+    let report = health_check(home.path(), &settings, &secrets_with(home.path(), &[]));
+    assert!(named(&report, "python").detail.contains("is not a Python"));
+    assert!(
+        named(&report, "environments")
+            .detail
+            .starts_with("no environment in")
+    );
+    // A trainer that needs no key (the local stack) makes the key optional.
+    assert!(!named(&report, "TINKER_API_KEY").required);
+}
+
+#[test]
+fn an_unwritable_state_directory_fails() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let report = health_check(
+        &file,
+        &settings(Path::new("/nonexistent/python3"), None),
+        &secrets_with(home.path(), &[]),
+    );
+    let state = named(&report, "state directory");
+    assert!(!state.ok);
+    assert!(state.fix.as_deref().unwrap().contains("RL_HOME"));
+}
