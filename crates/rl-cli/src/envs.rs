@@ -21,6 +21,12 @@ pub(crate) enum EnvsCommand {
         #[arg(long, short)]
         recursive: bool,
     },
+    /// Write a new environment from rl's template (and a sample dataset) into the environments
+    /// folder; never overwrites.
+    New {
+        /// Lowercase letters, digits and underscores, e.g. `word_count`.
+        name: String,
+    },
 }
 
 pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
@@ -32,6 +38,20 @@ pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> any
             } else {
                 print_list(&scan)
             }
+        }
+        EnvsCommand::New { name } => {
+            let dir = context.settings()?.environments_dir()?;
+            let created = rl_tools::new_environment(&dir, &name)?;
+            if as_json {
+                return output::json(&created);
+            }
+            output::line(format!(
+                "wrote {} ({}) and its sample dataset {}\nnext: rl select {}, then rl preflight run to try it against models",
+                created.file.display(),
+                created.class_name,
+                created.dataset.display(),
+                created.name
+            ))
         }
         EnvsCommand::Show { name, recursive } => {
             let scan = scan(context, recursive)?;
