@@ -145,21 +145,7 @@ impl Preflight {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(&self.rl);
-        command
-            .args(args)
-            .current_dir(&self.root)
-            .env("RL_HOME", self.home.path());
-        // The caller's own `RL_*` settings would override the local stack's; no key is needed.
-        for (name, _) in std::env::vars_os() {
-            let name_text = name.to_string_lossy();
-            if (name_text.starts_with("RL_") && name != "RL_HOME")
-                || name_text.ends_with("_API_KEY")
-            {
-                command.env_remove(name);
-            }
-        }
-        command
+        super::local_stack_rl(&self.rl, &self.root, self.home.path(), args)
     }
 
     /// `rl preflight run --json` of these models; every one of them must succeed.

@@ -138,18 +138,7 @@ impl Stack {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(&self.rl);
-        command
-            .args(args)
-            .current_dir(&self.root)
-            .env("RL_HOME", self.home.path());
-        // The caller's own `RL_*` settings would override the local stack's.
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("RL_") && name != "RL_HOME" {
-                command.env_remove(name);
-            }
-        }
-        command
+        super::local_stack_rl(&self.rl, &self.root, self.home.path(), args)
     }
 
     fn rl_output(&self, args: &[&str]) -> anyhow::Result<Output> {
