@@ -720,3 +720,36 @@ fn a_busy_fixed_trainer_port_is_refused_before_anything_starts() {
     );
     assert!(!home.path().join("runs").exists());
 }
+
+/// A trainer logging to WandB offline, as the Tinker trainer names its run: the run's own
+/// `WANDB_DIR` holds the run file, and its results read from it with no network and no key.
+#[test]
+fn a_run_logged_to_wandb_offline_has_its_results_from_the_wandb_files() {
+    let Some(python) = test_python() else { return };
+    let stack = Stack::new(
+        &python,
+        &[(
+            "WANDB_MODE = \"disabled\"",
+            "WANDB_MODE = \"offline\"\nRL_FIXTURE_TRAINER_WANDB = \"1\"",
+        )],
+    );
+    let id = stack.start();
+    let finished = stack.wait(&id, "finished", 180);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let results = stack.json(&["results", &id, "--source", "wandb-files"]);
+    assert_eq!(results["source"], "wandb_files", "{results:#}");
+    assert_eq!(results["metrics"]["step"], 6, "{results:#}");
+    assert!(results["metrics"]["reward_mean"].is_number());
+    assert!(results["metrics"]["loss"].is_number());
+    assert_eq!(results["history"].as_array().unwrap().len(), 6);
+    let trainer = results["trainer_run"]["name"].as_str().unwrap();
+    assert!(
+        trainer.starts_with(&format!("arithmetic-{id}-trainer-")),
+        "{trainer}"
+    );
+    let file = results["trainer_run"]["path"].as_str().unwrap();
+    assert!(file.starts_with(&stack.run_dir(&id).join("wandb").display().to_string()));
+    // The same numbers as the trainer's own metrics file.
+    let from_file = stack.json(&["results", &id, "--source", "file"]);
+    assert_eq!(from_file["metrics"], results["metrics"]);
+}
