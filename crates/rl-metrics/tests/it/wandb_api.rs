@@ -773,3 +773,62 @@ async fn the_key_is_sent_as_basic_auth_and_nowhere_else() {
         assert!(!String::from_utf8_lossy(&request.body).contains(KEY));
     }
 }
+
+#[tokio::test]
+async fn asked_for_the_env_only_it_neither_looks_up_nor_reads_the_trainer() {
+    let mut trainer = trainer_run("tr1", "a");
+    for step in 0..5 {
+        trainer = trainer.row(step, &format!(r#""train/loss": {step}.5"#));
+    }
+    let env = FakeRun::new("en1", "gsm8k-2026-01-02-abcdef", Some(GROUP));
+    let server = serve(FakeWandb::new(vec![trainer, env])).await;
+    let target = RunTarget {
+        env_only: true,
+        ..target(names(true))
+    };
+    let metrics = api(&server, Some(ENTITY))
+        .fetch(&target)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(metrics.trainer, None);
+    assert_eq!(metrics.env.unwrap().id.as_deref(), Some("en1"));
+    let asked_for_trainer = bodies(&server)
+        .await
+        .iter()
+        .filter(|body| body.to_string().contains("-trainer-") || body.to_string().contains("tr1"))
+        .count();
+    assert_eq!(asked_for_trainer, 0);
+}
+
+#[tokio::test]
+async fn history_beyond_the_page_limit_is_left_out_with_a_warning() {
+    let mut trainer = trainer_run("tr1", "a");
+    for step in 0..10 {
+        trainer = trainer.row(step, &format!(r#""train/loss": {step}.5"#));
+    }
+    let server = serve(FakeWandb::new(vec![trainer])).await;
+    let mut config = config(&server.uri(), Some(ENTITY));
+    config.history_page_size = 3;
+    config.max_history_pages = 2;
+    let metrics = fetch(&WandbApi::new(config).unwrap(), names(false))
+        .await
+        .unwrap()
+        .unwrap();
+    let steps: Vec<i64> = metrics
+        .trainer
+        .unwrap()
+        .history
+        .iter()
+        .map(|row| row.step)
+        .collect();
+    assert_eq!(steps, [0, 1, 2, 3, 4, 5]);
+    assert!(
+        metrics
+            .warnings
+            .iter()
+            .any(|w| w.contains("only steps below 6")),
+        "{:?}",
+        metrics.warnings
+    );
+}
