@@ -63,3 +63,23 @@ pub struct TestReport {
     #[serde(flatten)]
     pub summary: Summary,
 }
+
+#[cfg(test)]
+mod tests {
+    /// Reports are read back and compared: every float must survive JSON exactly (serde_json's
+    /// `float_roundtrip`; its default parser can be off in the last bit, as CI once showed).
+    #[test]
+    fn floats_survive_json_exactly() {
+        for value in [
+            3.387_030_745_999_999_8_f64,
+            0.1,
+            2.0 / 3.0,
+            1e-300,
+            123_456.789_012_345_68,
+        ] {
+            let text = serde_json::to_string(&value).unwrap_or_default();
+            let back: f64 = serde_json::from_str(&text).unwrap_or(f64::NAN);
+            assert_eq!(back.to_bits(), value.to_bits(), "{text}");
+        }
+    }
+}
