@@ -223,6 +223,27 @@ impl Run {
             secrets,
         )
     }
+
+    /// Runs the supervisor, ending `component` with `status` once the run is `at` (after
+    /// `pause`, so that a component of a starting phase has been launched).
+    async fn run_ending(
+        &self,
+        doubles: &Doubles,
+        secrets: Secrets,
+        at: RunState,
+        pause: Duration,
+        component: Component,
+        status: ComponentStatus,
+    ) -> RunState {
+        let supervisor = self.supervisor(doubles, secrets);
+        let driver = async {
+            self.until(at).await;
+            tokio::time::sleep(pause).await;
+            doubles.exits.end(component, status);
+        };
+        let (ended, ()) = tokio::join!(supervisor.run(), driver);
+        ended.unwrap()
+    }
 }
 
 /// The launcher and probe doubles of one test, and the stop signal a supervisor would get.
@@ -364,15 +385,17 @@ async fn a_crash_fails_the_run_naming_the_component_with_its_log_and_no_secret()
         )]),
     );
     let doubles = doubles(3, ALL, None);
-    let supervisor = run.supervisor(&doubles, secrets);
-    let driver = async {
-        run.until(RunState::Running).await;
-        doubles
-            .exits
-            .end(Component::Trainer, ComponentStatus::Signalled { signal: 9 });
-    };
-    let (ended, ()) = tokio::join!(supervisor.run(), driver);
-    assert_eq!(ended.unwrap(), RunState::Failed);
+    let ended = run
+        .run_ending(
+            &doubles,
+            secrets,
+            RunState::Running,
+            Duration::from_millis(0),
+            Component::Trainer,
+            ComponentStatus::Signalled { signal: 9 },
+        )
+        .await;
+    assert_eq!(ended, RunState::Failed);
     let error = run.error();
     assert!(error.starts_with("trainer was ended by SIGKILL"), "{error}");
     assert!(error.contains("Traceback: boom"), "{error}");
@@ -388,15 +411,17 @@ async fn a_crash_fails_the_run_naming_the_component_with_its_log_and_no_secret()
 async fn the_api_ending_fails_the_run_even_with_code_zero() {
     let run = new_run(quick());
     let doubles = doubles(3, ALL, None);
-    let supervisor = run.supervisor(&doubles, Secrets::default());
-    let driver = async {
-        run.until(RunState::Running).await;
-        doubles
-            .exits
-            .end(Component::Api, ComponentStatus::Exited { code: 0 });
-    };
-    let (ended, ()) = tokio::join!(supervisor.run(), driver);
-    assert_eq!(ended.unwrap(), RunState::Failed);
+    let ended = run
+        .run_ending(
+            &doubles,
+            Secrets::default(),
+            RunState::Running,
+            Duration::from_millis(0),
+            Component::Api,
+            ComponentStatus::Exited { code: 0 },
+        )
+        .await;
+    assert_eq!(ended, RunState::Failed);
     assert!(
         run.error().starts_with("api exited with code 0"),
         "{}",
@@ -425,16 +450,17 @@ async fn a_component_that_never_answers_fails_the_run_after_its_timeout() {
 async fn a_component_ending_before_it_is_ready_fails_the_run() {
     let run = new_run(quick());
     let doubles = doubles(2, &[Component::Api], None);
-    let supervisor = run.supervisor(&doubles, Secrets::default());
-    let driver = async {
-        run.until(RunState::Starting(Component::Trainer)).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        doubles
-            .exits
-            .end(Component::Trainer, ComponentStatus::Exited { code: 0 });
-    };
-    let (ended, ()) = tokio::join!(supervisor.run(), driver);
-    assert_eq!(ended.unwrap(), RunState::Failed);
+    let ended = run
+        .run_ending(
+            &doubles,
+            Secrets::default(),
+            RunState::Starting(Component::Trainer),
+            Duration::from_millis(50),
+            Component::Trainer,
+            ComponentStatus::Exited { code: 0 },
+        )
+        .await;
+    assert_eq!(ended, RunState::Failed);
     assert!(
         run.error()
             .starts_with("trainer exited with code 0 before it was ready"),
@@ -536,32 +562,34 @@ async fn a_stop_during_the_completion_grace_ends_the_run_completed() {
 async fn a_trainer_finishing_while_the_env_settles_completes_the_run() {
     let run = new_run(quick());
     let doubles = doubles(3, &[Component::Api, Component::Trainer], None);
-    let supervisor = run.supervisor(&doubles, Secrets::default());
-    let driver = async {
-        run.until(RunState::Starting(Component::Env)).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        doubles
-            .exits
-            .end(Component::Trainer, ComponentStatus::Exited { code: 0 });
-    };
-    let (ended, ()) = tokio::join!(supervisor.run(), driver);
-    assert_eq!(ended.unwrap(), RunState::Completed, "{:#?}", run.messages());
+    let ended = run
+        .run_ending(
+            &doubles,
+            Secrets::default(),
+            RunState::Starting(Component::Env),
+            Duration::from_millis(50),
+            Component::Trainer,
+            ComponentStatus::Exited { code: 0 },
+        )
+        .await;
+    assert_eq!(ended, RunState::Completed, "{:#?}", run.messages());
 }
 
 #[tokio::test]
 async fn a_ready_component_ending_is_not_said_to_end_before_it_was_ready() {
     let run = new_run(quick());
     let doubles = doubles(2, &[Component::Api], None);
-    let supervisor = run.supervisor(&doubles, Secrets::default());
-    let driver = async {
-        run.until(RunState::Starting(Component::Trainer)).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        doubles
-            .exits
-            .end(Component::Api, ComponentStatus::Exited { code: 1 });
-    };
-    let (ended, ()) = tokio::join!(supervisor.run(), driver);
-    assert_eq!(ended.unwrap(), RunState::Failed);
+    let ended = run
+        .run_ending(
+            &doubles,
+            Secrets::default(),
+            RunState::Starting(Component::Trainer),
+            Duration::from_millis(50),
+            Component::Api,
+            ComponentStatus::Exited { code: 1 },
+        )
+        .await;
+    assert_eq!(ended, RunState::Failed);
     assert!(
         run.error().starts_with("api exited with code 1"),
         "{}",
