@@ -106,33 +106,24 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         "\n== 10. Pre-flight: the arithmetic environment against three \"models\" at once \
          (atroposlib's process mode; the fixture OpenAI server stands in for OpenRouter)"
     );
-    let mut server = Command::new(&python)
-        .arg(root.join("fixtures/openai-server/openai_server.py"))
-        .args(["--port", "0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .context("cannot start the fixture OpenAI server")?;
-    let preflight = server_url(&mut server).and_then(|url| {
-        run_command(&mut rl_with(&[
-            "preflight",
-            "run",
-            "--base-url",
-            &url,
-            "--model",
-            "always-right",
-            "--model",
-            "half-right",
-            "--model",
-            "always-wrong",
-            "--steps",
-            "3",
-            "--group-size",
-            "4",
-        ]))
-    });
-    let _ = server.kill();
-    let _ = server.wait();
-    preflight?;
+    let server = crate::fixture_server::FixtureServer::start(root, &python)?;
+    run_command(&mut rl_with(&[
+        "preflight",
+        "run",
+        "--base-url",
+        &server.base_url,
+        "--model",
+        "always-right",
+        "--model",
+        "half-right",
+        "--model",
+        "always-wrong",
+        "--steps",
+        "3",
+        "--group-size",
+        "4",
+    ]))?;
+    server.stop()?;
     let tests = json(&mut rl_with(&["preflight", "list", "--json"]))?;
     let verdict = tests[0]["verdict"].as_str().unwrap_or("none").to_owned();
 
@@ -166,22 +157,6 @@ fn json(command: &mut Command) -> anyhow::Result<serde_json::Value> {
         );
     }
     serde_json::from_slice(&output.stdout).with_context(|| format!("{command:?} printed no JSON"))
-}
-
-/// The fixture server's first line says where it listens.
-fn server_url(server: &mut std::process::Child) -> anyhow::Result<String> {
-    use std::io::BufRead;
-    let stdout = server
-        .stdout
-        .take()
-        .context("the fixture server has no stdout")?;
-    let mut first = String::new();
-    std::io::BufReader::new(stdout).read_line(&mut first)?;
-    first
-        .trim()
-        .strip_prefix("listening on ")
-        .map(str::to_owned)
-        .with_context(|| format!("the fixture server said {first:?}"))
 }
 
 fn text(value: &serde_json::Value) -> anyhow::Result<String> {

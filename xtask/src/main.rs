@@ -4,6 +4,7 @@
 
 mod bench;
 mod demo;
+mod fixture_server;
 mod test;
 mod venv;
 

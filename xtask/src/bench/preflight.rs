@@ -3,15 +3,15 @@
 //! (the original's sequential design), on the fixture OpenAI server.
 
 use std::fmt::Write as _;
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::display;
+use crate::fixture_server::{FixtureServer, SERVER};
 
 pub(super) const TITLE: &str = "## Pre-flight against several models (issue 6)";
 
@@ -28,8 +28,6 @@ const GROUP_SIZE: &str = "4";
 
 /// Issue 6: three models at once take at most this many times the slowest one alone.
 const GOAL: f64 = 1.2;
-
-const SERVER: &str = "fixtures/openai-server/openai_server.py";
 
 /// The samples of one latency, in seconds, one per round.
 #[derive(Default)]
@@ -191,64 +189,6 @@ impl Preflight {
             );
         }
         Ok(Test { wall })
-    }
-}
-
-/// `openai_server.py --port 0`, killed when dropped.
-struct FixtureServer {
-    child: Child,
-    base_url: String,
-}
-
-impl FixtureServer {
-    fn start(root: &Path, python: &Path) -> anyhow::Result<Self> {
-        let mut command = Command::new(python);
-        command
-            .arg(root.join(SERVER))
-            .args(["--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let child = command
-            .spawn()
-            .with_context(|| format!("cannot start `{}`", display(&command)))?;
-        // From here on, an error drops the server, which kills it.
-        let mut server = Self {
-            child,
-            base_url: String::new(),
-        };
-        let stdout = server
-            .child
-            .stdout
-            .take()
-            .context("the fixture server's output is not piped")?;
-        let mut first = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut first)
-            .context("cannot read the fixture server's first line")?;
-        server.base_url = first
-            .trim()
-            .strip_prefix("listening on ")
-            .with_context(|| format!("the fixture server said {first:?}, not `listening on URL`"))?
-            .to_owned();
-        Ok(server)
-    }
-
-    fn stop(mut self) -> anyhow::Result<()> {
-        self.child
-            .kill()
-            .context("cannot kill the fixture server")?;
-        self.child
-            .wait()
-            .context("cannot collect the fixture server")?;
-        Ok(())
-    }
-}
-
-impl Drop for FixtureServer {
-    fn drop(&mut self) {
-        // Already collected after `stop`: both calls then fail harmlessly.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
