@@ -106,13 +106,7 @@ fn target_of(run: &RunRecord) -> anyhow::Result<(RunTarget, Option<String>)> {
         },
         Err(error) => (None, Some(error.to_string())),
     };
-    let target = RunTarget {
-        run_dir,
-        trainer_log,
-        wandb,
-        env_only: false,
-    };
-    Ok((target, problem))
+    Ok((RunTarget::new(run_dir, trainer_log, wandb), problem))
 }
 
 fn wandb_names(config: &RunConfig) -> Option<WandbNames> {

@@ -72,6 +72,15 @@ pub struct RunTarget {
 }
 
 impl RunTarget {
+    pub fn new(run_dir: PathBuf, trainer_log: Option<PathBuf>, wandb: Option<WandbNames>) -> Self {
+        Self {
+            run_dir,
+            trainer_log,
+            wandb,
+            env_only: false,
+        }
+    }
+
     pub fn metrics_file(&self) -> PathBuf {
         self.run_dir.join(METRICS_FILE_NAME)
     }
@@ -211,12 +220,7 @@ mod tests {
     use crate::model::LoggedRun;
 
     fn target() -> RunTarget {
-        RunTarget {
-            run_dir: PathBuf::from("/nonexistent/run"),
-            trainer_log: None,
-            wandb: None,
-            env_only: false,
-        }
+        RunTarget::new(PathBuf::from("/nonexistent/run"), None, None)
     }
 
     fn source(kind: SourceKind, answer: Option<RunMetrics>) -> MockMetricsSource {

@@ -252,12 +252,7 @@ fn names(env: bool) -> WandbNames {
 }
 
 fn target(names: WandbNames) -> RunTarget {
-    RunTarget {
-        run_dir: PathBuf::from("/nonexistent/run"),
-        trainer_log: None,
-        wandb: Some(names),
-        env_only: false,
-    }
+    RunTarget::new(PathBuf::from("/nonexistent/run"), None, Some(names))
 }
 
 async fn bodies(server: &MockServer) -> Vec<Value> {

@@ -197,18 +197,14 @@ fn a_file_that_is_not_a_run_file_is_refused_with_its_path() {
 #[tokio::test]
 async fn the_run_folder_source_tells_the_trainer_from_the_env() {
     let Some(logged) = logged() else { return };
-    let target = RunTarget {
-        // The fixture's runs are in <dir>/wandb, as a run's are in runs/<id>/wandb.
-        run_dir: logged.dir.clone(),
-        trainer_log: None,
-        wandb: Some(WandbNames::new(
-            "atropos-tinker",
-            Some("fixture-group".to_owned()),
-            "fixture-run",
-            Some("fixture-env"),
-        )),
-        env_only: false,
-    };
+    // The fixture's runs are in <dir>/wandb, as a run's are in runs/<id>/wandb.
+    let names = WandbNames::new(
+        "atropos-tinker",
+        Some("fixture-group".to_owned()),
+        "fixture-run",
+        Some("fixture-env"),
+    );
+    let target = RunTarget::new(logged.dir.clone(), None, Some(names));
     let metrics = WandbFiles.fetch(&target).await.unwrap().unwrap();
     assert_eq!(metrics.source, SourceKind::WandbFiles);
     assert!(metrics.warnings.is_empty(), "{:?}", metrics.warnings);
@@ -230,11 +226,6 @@ async fn the_run_folder_source_tells_the_trainer_from_the_env() {
 #[tokio::test]
 async fn a_run_folder_without_wandb_files_has_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let target = RunTarget {
-        run_dir: dir.path().to_owned(),
-        trainer_log: None,
-        wandb: None,
-        env_only: false,
-    };
+    let target = RunTarget::new(dir.path().to_owned(), None, None);
     assert_eq!(WandbFiles.fetch(&target).await.unwrap(), None);
 }
