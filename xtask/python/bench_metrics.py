@@ -34,23 +34,11 @@ def write_wandb(out_dir, steps):
     os.environ.setdefault("WANDB_SILENT", "true")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path.insert(0, os.path.join(root, "fixtures", "wandb"))
-    from log_offline_runs import trainer_row  # noqa: E402 (the fixture's keys and values)
+    # The fixture's run, its keys and values, only longer.
+    from log_offline_runs import log_trainer_run  # noqa: E402
 
-    import wandb  # noqa: E402
-
-    run = wandb.init(
-        project="atropos-tinker",
-        group="bench-group",
-        name="bench-run-trainer",
-        tags=["trainer"],
-        dir=out_dir,
-        config={"learning_rate": 4e-05, "base_model": "fixture/model"},
-    )
-    for step in range(1, steps + 1):
-        run.log(trainer_row(step), step=step)
-    run_file = os.path.join(run.dir, "..", f"run-{run.id}.wandb")
-    run.finish()
-    print(json.dumps({"run_file": os.path.normpath(run_file)}))
+    run_file, _ = log_trainer_run(out_dir, steps, group="bench-group", name="bench-run-trainer")
+    print(json.dumps({"run_file": run_file}))
 
 
 def records(f):
