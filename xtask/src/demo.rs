@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: the main job, on the bundled fixture tree and the local stack (real
 //! atroposlib run-api, the fixture trainer, the arithmetic environment, all on loopback), with a
-//! state directory of its own: discover, configure, train to completion, collect results, stop a
-//! run, pre-flight against fixture models. No key, no network once the test venv exists.
+//! state directory of its own: list environments, select one, show and edit its config,
+//! pre-flight it against fixture models, train it to completion with live progress, collect the
+//! results, list runs. No key, no network once the test venv exists.
 
 use std::path::Path;
 use std::process::Command;
@@ -35,21 +36,20 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
 
     println!("\n== 1. Environments of the fixture tree (top level, like the original tool)");
     run_command(&mut rl_with(&["envs", "list"]))?;
-    println!("\n== 2. One environment, with where its config class comes from");
-    run_command(&mut rl_with(&["envs", "show", "gsm8k_harder"]))?;
-    println!("\n== 3. Select an environment and edit its configuration");
-    run_command(&mut rl_with(&["select", "word_ladder"]))?;
-    run_command(&mut rl_with(&["config", "set", "group_size", "12"]))?;
-    run_command(&mut rl_with(&["config", "set", "difficulty", "easy"]))?;
+    println!("\n== 2. Select one");
+    run_command(&mut rl_with(&["select", "arithmetic"]))?;
+    println!("\n== 3. Its configuration, and edits: checked against each field's type");
+    run_command(&mut rl_with(&["config", "show"]))?;
+    run_command(&mut rl_with(&["config", "set", "group_size", "8"]))?;
     run_command(&mut rl_with(&[
         "config",
         "set",
         "wandb_project",
-        "word-ladders",
+        "arithmetic-demo",
     ]))?;
-    println!("\n== 4. Bad edits are refused with the reason, and change nothing");
+    println!("Bad edits are refused with the reason, and change nothing:");
     for (field, value) in [
-        ("max_rungs", "99"),
+        ("group_size", "many"),
         ("max_token_length", "4096"),
         ("group_sise", "8"),
     ] {
@@ -58,58 +58,15 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
             bail!("`rl config set {field} {value}` should have been refused");
         }
     }
-    println!("\n== 5. What changed since selection");
     run_command(&mut rl_with(&["config", "diff"]))?;
 
-    println!("\n== 6. Train: select the arithmetic environment and start a run on the local stack");
-    run_command(&mut rl_with(&["select", "arithmetic"]))?;
-    let started = json(&mut rl_with(&["start", "--json"]))?;
-    let id = text(&started["id"])?;
-    println!("started run {id}; waiting for it to run (readiness gates, no sleeps)");
-    run_command(&mut rl_with(&[
-        "wait",
-        &id,
-        "--until",
-        "running",
-        "--timeout",
-        "120",
-    ]))?;
-    println!("\n== 7. Follow it to the end");
-    let finished = json(&mut rl_with(&[
-        "wait",
-        &id,
-        "--until",
-        "finished",
-        "--timeout",
-        "180",
-        "--json",
-    ]))?;
-    run_command(&mut rl_with(&["status", &id]))?;
-    if finished["status"]["state"] != "completed" {
-        bail!(
-            "run {id} ended {}; see target/demo-home/runs/{id}",
-            finished["status"]["state"]
-        );
-    }
-    println!("\n== 8. Its results: metrics of every step, final weights, checkpoints, health");
-    run_command(&mut rl_with(&["results", &id]))?;
-    let results = json(&mut rl_with(&["results", &id, "--json"]))?;
-    let weights =
-        text(&results["final_weights"]).context("the trainer reported no final weights")?;
-    println!("\n== 9. Start another run and stop it while it runs");
-    let second = json(&mut rl_with(&["start", "--wait", "running", "--json"]))?;
-    let second_id = text(&second["id"])?;
-    run_command(&mut rl_with(&["stop", &second_id]))?;
-    run_command(&mut rl_with(&["runs"]))?;
-
     println!(
-        "\n== 10. Pre-flight: the arithmetic environment against three \"models\" at once \
-         (atroposlib's process mode; the fixture OpenAI server stands in for OpenRouter)"
+        "\n== 4. Pre-flight: the environment against three \"models\" at once (atroposlib's \
+         process mode; the fixture OpenAI server stands in for OpenRouter)"
     );
     let server = crate::fixture_server::FixtureServer::start(root, &python)?;
     run_command(&mut rl_with(&[
-        "preflight",
-        "run",
+        "test",
         "--base-url",
         &server.base_url,
         "--model",
@@ -124,24 +81,52 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         "4",
     ]))?;
     server.stop()?;
-    let tests = json(&mut rl_with(&["preflight", "list", "--json"]))?;
+    let tests = json(&mut rl_with(&["test", "list", "--json"]))?;
     let verdict = tests[0]["verdict"].as_str().unwrap_or("none").to_owned();
 
-    let output = rl_with(&["envs", "list", "--recursive", "--json"]).output()?;
-    let scan: serde_json::Value =
-        serde_json::from_slice(&output.stdout).context("rl envs list --json printed no JSON")?;
-    let count = |key: &str| scan[key].as_array().map_or(0, Vec::len);
+    println!("\n== 5. Train: start a run on the local stack (API, trainer, environment)");
+    let started = json(&mut rl_with(&["runs", "start", "--json"]))?;
+    let id = text(&started["run_id"])?;
+    println!("started run {id}; following it to the end (readiness gates, no fixed sleeps)");
+    run_command(&mut rl_with(&[
+        "runs",
+        "wait",
+        &id,
+        "--until",
+        "finished",
+        "--timeout",
+        "300",
+    ]))?;
+    let finished = json(&mut rl_with(&["runs", "status", &id, "--json"]))?;
+    run_command(&mut rl_with(&["runs", "status", &id]))?;
+    if finished["status"] != "completed" {
+        bail!(
+            "run {id} ended {}; see {}/runs/{id}",
+            finished["status"],
+            home.display()
+        );
+    }
+    println!("\n== 6. Its results: metrics of every step, final weights, checkpoints, health");
+    run_command(&mut rl_with(&["runs", "results", &id]))?;
+    let results = json(&mut rl_with(&["runs", "results", &id, "--json"]))?;
+    let weights =
+        text(&results["final_weights"]).context("the trainer reported no final weights")?;
+    println!("\n== 7. Every run");
+    run_command(&mut rl_with(&["runs", "list"]))?;
+    println!("\n== 8. The same state through the agent tools (what MCP and HTTP answer)");
+    run_command(&mut rl_with(&["tool", "call", "rl_list_runs"]))?;
+
+    let listed = json(&mut rl_with(&["envs", "list", "--json"]))?;
     println!(
-        "\nSummary: {} environments found in {} (recursive), {} files skipped with a reason, no \
-         environment code run; word_ladder selected with 3 edits, 3 bad edits refused; run {id} \
-         of arithmetic completed in {:.1} s (weights {weights}); run {second_id} stopped; \
-         pre-flight verdict {verdict}. State is in {}.",
-        count("environments"),
+        "\nSummary: {} environments found in {} without running their code; arithmetic \
+         selected, 2 edits kept, 3 bad edits refused; pre-flight verdict {verdict}; run {id} \
+         completed in {:.1} s with final weights {weights}. Logs: {}/runs/{id}/*.log and \
+         {}/preflight/. State: {}.",
+        listed["count"],
         tree.display(),
-        count("skipped"),
-        finished["status"]["elapsed_secs"]
-            .as_f64()
-            .unwrap_or_default(),
+        finished["elapsed_secs"].as_f64().unwrap_or_default(),
+        home.display(),
+        home.display(),
         home.display(),
     );
     Ok(())

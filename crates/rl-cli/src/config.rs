@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Subcommand, ValueEnum};
-use rl_config::{CurrentConfig, DefaultValue, FieldType, Value, ValueOrigin};
+use rl_config::{FieldType, Value, ValueOrigin};
+use rl_tools::{ConfigView, FieldView};
 
 use crate::context::Context;
 use crate::output;
@@ -32,35 +33,36 @@ pub(crate) enum Introspect {
 }
 
 pub(crate) fn select(context: &Context, name: &str, as_json: bool) -> anyhow::Result<()> {
-    let report = context.service()?.select(name)?;
+    let selected = context.tools()?.select_environment(name)?;
     if as_json {
-        return output::json(&report);
+        return output::json(&selected);
     }
     output::line(format!(
         "selected {} ({}, {}); config class {} with {} fields; wandb_name {}",
-        report.environment.name,
-        report.environment.key,
-        report.environment.class_name,
-        report.config_class,
-        report.field_count,
-        report.wandb_name
+        selected.environment,
+        selected.key,
+        selected.class_name,
+        selected.config_class,
+        selected.field_count,
+        selected.wandb_name
     ))?;
-    notes(&report.notes)
+    notes(&selected.notes)
 }
 
 pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
-    let service = context.service()?;
+    let tools = context.tools()?;
     match command {
         ConfigCommand::Show {
             introspect,
             introspect_timeout,
         } => {
-            let current = service.current()?;
+            let current = tools.current_config()?;
             let disagreements = match introspect {
                 None => None,
                 Some(Introspect::Python) => {
+                    let service = tools.service()?;
                     let scan = service.scan()?;
-                    let env = scan.find(&current.environment.key)?;
+                    let env = scan.find(&current.key)?;
                     let schema = rl_config::config_schema(&scan, env)?;
                     let python = rl_config::introspect(
                         &service.settings().python,
@@ -73,10 +75,15 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
                 }
             };
             if as_json {
-                return output::json(&serde_json::json!({
-                    "config": current,
-                    "introspection_disagreements": disagreements,
-                }));
+                let mut value = serde_json::to_value(&current)?;
+                if let (Some(object), Some(disagreements)) = (value.as_object_mut(), disagreements)
+                {
+                    object.insert(
+                        "introspection_disagreements".to_owned(),
+                        serde_json::to_value(disagreements)?,
+                    );
+                }
+                return output::json(&value);
             }
             print_current(&current)?;
             if let Some(disagreements) = disagreements {
@@ -93,7 +100,7 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
             Ok(())
         }
         ConfigCommand::Set { field, value } => {
-            let report = service.edit(&field, &Value::Str(value))?;
+            let report = tools.edit_config(&field, &Value::Str(value))?;
             if as_json {
                 return output::json(&report);
             }
@@ -106,13 +113,17 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
             } else {
                 "; its type is not checked statically"
             };
+            let previous = report
+                .previous
+                .as_ref()
+                .map_or_else(|| "unset".to_owned(), ToString::to_string);
             output::line(format!(
-                "{} = {} (was {}){coerced}{unchecked}",
-                report.field, report.value, report.previous
+                "{} = {}  (was {previous}){coerced}{unchecked}",
+                report.field, report.value
             ))
         }
         ConfigCommand::Diff => {
-            let diff = service.diff()?;
+            let diff = tools.service()?.diff()?;
             if as_json {
                 return output::json(&diff);
             }
@@ -133,17 +144,22 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
     }
 }
 
-fn print_current(current: &CurrentConfig) -> anyhow::Result<()> {
+fn print_current(current: &ConfigView) -> anyhow::Result<()> {
     output::line(format!(
         "{} ({}) — config class {}; wandb_name {}; wandb_project {}",
-        current.environment.name,
-        current.environment.key,
+        current.environment,
+        current.key,
         current.config_class,
         current.wandb_name,
         current.wandb_project
     ))?;
     let mut table = output::table(&["field", "type", "value", "from", "description"]);
-    for field in &current.fields {
+    let fields: Vec<&FieldView> = current
+        .configurable_fields
+        .iter()
+        .chain(&current.locked_fields)
+        .collect();
+    for field in fields {
         let from = match field.origin {
             ValueOrigin::Locked => "locked",
             ValueOrigin::Edited => "edited",
@@ -151,20 +167,25 @@ fn print_current(current: &CurrentConfig) -> anyhow::Result<()> {
             ValueOrigin::EnvironmentDefault => "environment",
             ValueOrigin::ClassDefault => "default",
         };
-        let value = match &field.current {
-            DefaultValue::Value { value } => value.to_string(),
-            other => other.to_string(),
+        let value = match (&field.current_value, &field.default_expression) {
+            (Some(value), _) => value.to_string(),
+            (None, Some(expression)) => format!("computed: {expression}"),
+            (None, None) => "required".to_owned(),
         };
-        let kind = match &field.spec.field_type {
-            FieldType::Unknown { annotation } => annotation.clone(),
-            other => other.to_string(),
+        let tone = match field.origin {
+            ValueOrigin::Edited => output::Tone::Busy,
+            ValueOrigin::Locked => output::Tone::Quiet,
+            _ => output::Tone::Good,
         };
         table.add_row([
-            field.spec.name.clone(),
-            kind,
-            value,
-            from.to_owned(),
-            field.spec.description.clone().unwrap_or_default(),
+            output::cell(&field.name),
+            output::cell(match &field.spec.field_type {
+                FieldType::Unknown { annotation } => annotation.clone(),
+                other => other.to_string(),
+            }),
+            output::toned(value, tone),
+            output::cell(from),
+            output::cell(&field.description),
         ]);
     }
     output::line(table)?;

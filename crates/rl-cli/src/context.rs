@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use rl_config::{ConfigService, Secrets, Settings};
+use rl_config::{Secrets, Settings};
+use rl_process::SupervisorCommand;
+use rl_tools::{Registry, ToolContext, Tools};
 
 use crate::output;
 
@@ -64,9 +66,31 @@ impl Context {
         Ok(settings)
     }
 
-    pub(crate) fn service(&self) -> anyhow::Result<ConfigService> {
-        Ok(ConfigService::open(&self.home()?, self.settings()?)?)
+    /// The operations every face shares, with this command line's state and settings.
+    pub(crate) fn tools(&self) -> anyhow::Result<Tools> {
+        Ok(Tools::new(ToolContext {
+            home: self.home()?,
+            settings: self.settings()?,
+            secrets: self.secrets()?,
+            environment: process_environment(),
+            supervisor: SupervisorCommand {
+                program: std::env::current_exe().context("cannot find the rl executable")?,
+                args: vec!["supervise".to_owned()],
+            },
+        }))
     }
+
+    pub(crate) fn registry(&self) -> anyhow::Result<Registry> {
+        Ok(Registry::new(self.tools()?))
+    }
+}
+
+/// A runtime for one command's async work (metrics, pre-flight, tool calls).
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 pub(crate) fn process_environment() -> BTreeMap<String, String> {

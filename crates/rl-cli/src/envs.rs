@@ -2,7 +2,8 @@
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use rl_discovery::{Environment, Scan, ScanOptions};
+use rl_discovery::{Environment, Scan};
+use rl_tools::EnvironmentList;
 
 use crate::context::Context;
 use crate::output;
@@ -30,23 +31,26 @@ pub(crate) enum EnvsCommand {
 }
 
 pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
+    let tools = context.tools()?;
     match command {
         EnvsCommand::List { recursive } => {
-            let scan = scan(context, recursive)?;
+            let list = tools
+                .list_environments(recursive)
+                .context(WHERE_ENVIRONMENTS_ARE)?;
             if as_json {
-                output::json(&scan)
+                output::json(&list)
             } else {
-                print_list(&scan)
+                print_list(&list)
             }
         }
         EnvsCommand::New { name } => {
-            let dir = context.settings()?.environments_dir()?;
+            let dir = tools.settings().environments_dir()?;
             let created = rl_tools::new_environment(&dir, &name)?;
             if as_json {
                 return output::json(&created);
             }
             output::line(format!(
-                "wrote {} ({}) and its sample dataset {}\nnext: rl select {}, then rl preflight run to try it against models",
+                "wrote {} ({}) and its sample dataset {}\nnext: rl select {}, then rl test to try it against models",
                 created.file.display(),
                 created.class_name,
                 created.dataset.display(),
@@ -54,7 +58,7 @@ pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> any
             ))
         }
         EnvsCommand::Show { name, recursive } => {
-            let scan = scan(context, recursive)?;
+            let scan = tools.scan(recursive).context(WHERE_ENVIRONMENTS_ARE)?;
             let env = scan.find(&name)?;
             if as_json {
                 output::json(env)
@@ -65,23 +69,19 @@ pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> any
     }
 }
 
-fn scan(context: &Context, recursive: bool) -> anyhow::Result<Scan> {
-    let settings = context.settings()?;
-    let options = ScanOptions {
-        recursive: recursive || settings.recursive_discovery,
-        ..Default::default()
-    };
-    rl_discovery::scan(&settings.environments_dir()?, &options)
-        .context("pass --root DIR (a tinker-atropos tree) or --envs-dir DIR")
-}
+const WHERE_ENVIRONMENTS_ARE: &str = "pass --root DIR (a tinker-atropos tree) or --envs-dir DIR";
 
-fn print_list(scan: &Scan) -> anyhow::Result<()> {
+fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
     let mut table = output::table(&["name", "class", "file", "config", "description"]);
-    for env in &scan.environments {
+    for env in &list.environments {
+        let file = env
+            .file_path
+            .strip_prefix(&list.root)
+            .unwrap_or(&env.file_path);
         table.add_row([
-            selectable_name(scan, env),
+            env.name.clone(),
             env.class_name.clone(),
-            format!("{}:{}", env.file, env.line),
+            format!("{}:{}", file.display(), env.line),
             env.config_class.clone(),
             env.description.clone(),
         ]);
@@ -89,11 +89,11 @@ fn print_list(scan: &Scan) -> anyhow::Result<()> {
     output::line(table)?;
     output::line(format!(
         "{} environments in {} ({} files read)",
-        scan.environments.len(),
-        scan.root.display(),
-        scan.files_scanned
+        list.count,
+        list.root.display(),
+        list.files_scanned
     ))?;
-    for duplicate in &scan.duplicate_names {
+    for duplicate in &list.duplicate_names {
         output::line(format!(
             "name '{}' is used {} times; select by key: {}",
             duplicate.name,
@@ -101,9 +101,9 @@ fn print_list(scan: &Scan) -> anyhow::Result<()> {
             duplicate.keys.join(", ")
         ))?;
     }
-    if !scan.skipped.is_empty() {
-        output::line(format!("{} files skipped:", scan.skipped.len()))?;
-        for skipped in &scan.skipped {
+    if !list.skipped.is_empty() {
+        output::line(format!("{} files skipped:", list.skipped.len()))?;
+        for skipped in &list.skipped {
             output::line(format!("  {}: {}", skipped.file, skipped.reason))?;
         }
     }
@@ -132,15 +132,4 @@ fn print_one(scan: &Scan, env: &Environment) -> anyhow::Result<()> {
 
 fn yes_no(value: bool) -> &'static str {
     if value { "yes" } else { "no" }
-}
-
-/// The name where it is unique, the key where it is not, so every row can be selected by what
-/// it shows.
-fn selectable_name(scan: &Scan, env: &Environment) -> String {
-    let ambiguous = scan.duplicate_names.iter().any(|d| d.name == env.name);
-    if ambiguous {
-        env.key.clone()
-    } else {
-        env.name.clone()
-    }
 }

@@ -1,20 +1,21 @@
 //! `rl`: the command-line face of the workspace. Thin by design: parse arguments, call the
-//! library crates, print. Exit codes: 0 success, 1 a failed request, 2 a usage error.
+//! operations of rl-tools (the same ones agents reach over MCP and HTTP), print. Exit codes:
+//! 0 success, 1 a failed request, 2 a usage error.
 
 mod config;
 mod context;
 mod envs;
-mod metrics;
+mod mcp;
 mod output;
 mod preflight;
 mod runs;
+mod serve;
+mod tool;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-
-use crate::metrics::SourceChoice;
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Parsing thousands of Python files is allocation-heavy; mimalloc cuts the scan's time
 /// noticeably against glibc's malloc (see docs/decisions.md).
@@ -42,7 +43,7 @@ struct Cli {
     /// The environments folder (defaults to ROOT/tinker_atropos/environments).
     #[arg(long, global = true, env = "RL_ENVIRONMENTS_DIR", value_name = "DIR")]
     envs_dir: Option<PathBuf>,
-    /// Print JSON instead of tables.
+    /// Print JSON instead of tables (the same JSON the agent tools answer with).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -51,7 +52,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Discover environments.
+    /// Discover environments, or write a new one from rl's template.
     #[command(subcommand)]
     Envs(envs::EnvsCommand),
     /// Select the environment to configure and train.
@@ -62,84 +63,51 @@ enum Command {
     /// Show and edit the selected environment's configuration.
     #[command(subcommand)]
     Config(config::ConfigCommand),
-    /// Start a training run of the selected environment (API, trainer, environment).
-    Start {
-        /// Wait until the run reaches this point before returning.
-        #[arg(long, value_enum, value_name = "UNTIL")]
-        wait: Option<runs::Until>,
-        /// Seconds `--wait` may take.
-        #[arg(long, default_value_t = 1800.0)]
-        timeout: f64,
-    },
-    /// List runs, newest first.
-    Runs,
-    /// A run's state, components, ports, logs and events.
-    Status {
-        run_id: String,
-        /// Only events after this cursor (`next_since` of an earlier answer).
-        #[arg(long, default_value_t = 0)]
-        since: i64,
-        /// Where to read the run's metrics.
-        #[arg(long, value_enum, default_value_t = SourceChoice::Auto)]
-        source: SourceChoice,
-    },
-    /// A run's metrics: latest numbers, every step, final weights, checkpoints and health.
-    Results {
-        run_id: String,
-        /// Where to read the run's metrics.
-        #[arg(long, value_enum, default_value_t = SourceChoice::Auto)]
-        source: SourceChoice,
-    },
-    /// A run's events after a cursor.
-    Events {
-        run_id: String,
-        #[arg(long, default_value_t = 0)]
-        since: i64,
-        #[arg(long, default_value_t = rl_process::DEFAULT_EVENT_LIMIT)]
-        limit: usize,
-    },
-    /// Block until a run changes state, is running, or has finished.
-    Wait {
-        run_id: String,
-        #[arg(long, value_enum, default_value = "change")]
-        until: runs::Until,
-        /// Seconds to wait at most.
-        #[arg(long, default_value_t = 60.0)]
-        timeout: f64,
-        #[arg(long, default_value_t = 0)]
-        since: i64,
-    },
-    /// Stop a run: environment, trainer, then API, each as a whole process group.
-    Stop { run_id: String },
+    /// Start, watch, stop and collect training runs.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
+    /// Pre-flight: the selected environment against several models, before training.
+    #[command(visible_alias = "preflight")]
+    Test(preflight::TestCommand),
     /// Check what rl needs: Python, atroposlib, the tree and its environments, keys, state.
     Doctor,
-    /// Pre-flight: the selected environment against several models, before training.
+    /// The agent tools (`rl_*`) as agents call them: list, schemas, call one.
     #[command(subcommand)]
-    Preflight(preflight::PreflightCommand),
-    /// The supervisor of one run (started by `rl start`, detached).
+    Tool(tool::ToolCommand),
+    /// Serve the agent tools over the Model Context Protocol on stdin/stdout.
+    Mcp,
+    /// Serve the RL API over HTTP (loopback only unless told otherwise).
+    Serve(serve::ServeArgs),
+    /// Print a shell completion script (e.g. `rl completions bash > ~/.local/share/bash-completion/completions/rl`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The supervisor of one run (started by `rl runs start`, detached).
     #[command(hide = true)]
     Supervise { run_id: String },
 }
 
 /// Exits 1 when a required check fails, so scripts can gate on it.
 fn doctor(context: &context::Context, as_json: bool) -> anyhow::Result<()> {
-    let report =
-        rl_tools::health_check(&context.home()?, &context.settings()?, &context.secrets()?);
+    let tools = context.tools()?;
+    let settings = tools.settings();
+    let report = rl_tools::health_check(tools.home(), settings, tools.secrets());
     if as_json {
         output::json(&report)?;
     } else {
         let mut table = output::table(&["check", "", "found", "fix"]);
         for check in &report.checks {
-            let mark = match (check.ok, check.required) {
-                (true, _) => "ok",
-                (false, true) => "MISSING",
-                (false, false) => "optional",
+            let (mark, tone) = match (check.ok, check.required) {
+                (true, _) => ("ok", output::Tone::Good),
+                (false, true) => ("MISSING", output::Tone::Bad),
+                (false, false) => ("optional", output::Tone::Quiet),
             };
             table.add_row([
-                check.name.clone(),
-                mark.to_owned(),
-                check.detail.clone(),
-                check.fix.clone().unwrap_or_default(),
+                output::cell(&check.name),
+                output::toned(mark, tone),
+                output::cell(&check.detail),
+                output::cell(check.fix.as_deref().unwrap_or_default()),
             ]);
         }
         output::line(table)?;
@@ -147,59 +115,39 @@ fn doctor(context: &context::Context, as_json: bool) -> anyhow::Result<()> {
     if report.healthy {
         Ok(())
     } else {
-        Err(anyhow::Error::new(NotHealthy))
+        Err(anyhow::Error::new(output::AlreadyReported(1)))
     }
 }
-
-/// A failed required check: already reported, so only the exit code is left to give.
-#[derive(Debug)]
-struct NotHealthy;
-
-impl std::fmt::Display for NotHealthy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a required check failed (see above)")
-    }
-}
-
-impl std::error::Error for NotHealthy {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let context = context::Context::new(cli.home, cli.root, cli.envs_dir);
+    let as_json = cli.json;
     let outcome = match cli.command {
-        Command::Envs(command) => envs::run(command, &context, cli.json),
-        Command::Select { name } => config::select(&context, &name, cli.json),
-        Command::Config(command) => config::run(command, &context, cli.json),
-        Command::Start { wait, timeout } => runs::start(&context, wait, timeout, cli.json),
-        Command::Runs => runs::list(&context, cli.json),
-        Command::Status {
-            run_id,
-            since,
-            source,
-        } => runs::status(&context, &run_id, since, source, cli.json),
-        Command::Results { run_id, source } => runs::results(&context, &run_id, source, cli.json),
-        Command::Events {
-            run_id,
-            since,
-            limit,
-        } => runs::events(&context, &run_id, since, limit, cli.json),
-        Command::Wait {
-            run_id,
-            until,
-            timeout,
-            since,
-        } => runs::wait(&context, &run_id, until, timeout, since, cli.json),
-        Command::Stop { run_id } => runs::stop(&context, &run_id, cli.json),
+        Command::Envs(command) => envs::run(command, &context, as_json),
+        Command::Select { name } => config::select(&context, &name, as_json),
+        Command::Config(command) => config::run(command, &context, as_json),
+        Command::Runs(command) => runs::run(command, &context, as_json),
+        Command::Test(command) => preflight::run(&context, command, as_json),
+        Command::Doctor => doctor(&context, as_json),
+        Command::Tool(command) => tool::run(command, &context),
+        Command::Mcp => mcp::run(&context),
+        Command::Serve(args) => serve::run(&context, args),
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "rl", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Supervise { run_id } => runs::supervise(&context, &run_id),
-        Command::Preflight(command) => preflight::run(&context, command, cli.json),
-        Command::Doctor => doctor(&context, cli.json),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) if error.is::<NotHealthy>() => ExitCode::FAILURE,
-        Err(error) => {
-            output::error(&error, cli.json);
-            ExitCode::FAILURE
-        }
+        Err(error) => match error.downcast_ref::<output::AlreadyReported>() {
+            Some(output::AlreadyReported(code)) => ExitCode::from(*code),
+            None => {
+                output::error(&error, as_json);
+                ExitCode::FAILURE
+            }
+        },
     }
 }

@@ -1,10 +1,69 @@
 //! Writing to the terminal. Writes go through `io::Write` so a closed pipe (`rl … | head`)
 //! ends quietly instead of panicking.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::sync::OnceLock;
 
-use comfy_table::{ContentArrangement, Table, presets};
+use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use serde::Serialize;
+
+/// A failure the command has already shown (a failed health check, a tool's error answer):
+/// only its exit code is left to give.
+#[derive(Debug)]
+pub(crate) struct AlreadyReported(pub(crate) u8);
+
+impl std::fmt::Display for AlreadyReported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the command failed (see above)")
+    }
+}
+
+impl std::error::Error for AlreadyReported {}
+
+/// What a coloured cell says at a glance.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Tone {
+    Good,
+    Busy,
+    Bad,
+    Quiet,
+}
+
+/// Colour only for a person at a terminal who has not asked for none (https://no-color.org).
+pub(crate) fn colour() -> bool {
+    static COLOUR: OnceLock<bool> = OnceLock::new();
+    *COLOUR.get_or_init(|| {
+        std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+            && std::io::stdout().is_terminal()
+    })
+}
+
+pub(crate) fn cell(text: impl std::fmt::Display) -> Cell {
+    Cell::new(text)
+}
+
+pub(crate) fn toned(text: impl std::fmt::Display, tone: Tone) -> Cell {
+    let cell = Cell::new(text);
+    if !colour() {
+        return cell;
+    }
+    match tone {
+        Tone::Good => cell.fg(Color::Green),
+        Tone::Busy => cell.fg(Color::Cyan),
+        Tone::Bad => cell.fg(Color::Red),
+        Tone::Quiet => cell.fg(Color::DarkGrey),
+    }
+}
+
+/// The tone of a run state's name.
+pub(crate) fn state_tone(state: &str) -> Tone {
+    match state {
+        "completed" | "running" => Tone::Good,
+        "failed" | "lost" => Tone::Bad,
+        "stopped" => Tone::Quiet,
+        _ => Tone::Busy,
+    }
+}
 
 pub(crate) fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
@@ -29,6 +88,9 @@ pub(crate) fn table(header: &[&str]) -> Table {
         .load_preset(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.iter().copied());
+    if !colour() {
+        table.force_no_tty();
+    }
     table
 }
 
@@ -41,6 +103,11 @@ pub(crate) fn error(error: &anyhow::Error, as_json: bool) {
     } else {
         let _ = writeln!(std::io::stderr().lock(), "error: {message}");
     }
+}
+
+/// What a long command is doing, for a log or a pipe (a terminal gets a spinner instead).
+pub(crate) fn progress(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
 }
 
 /// A problem worth knowing that does not stop the command; stderr, so JSON on stdout stays clean.

@@ -1,5 +1,4 @@
-//! `rl preflight run|list|show`: the selected environment against several models before
-//! training.
+//! `rl test [list|show]`: the selected environment against several models before training.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,19 +8,25 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rl_inference_test::{
-    CorrectRule, DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, Endpoint,
-    InferenceTestError, LocalModelRunner, ModelOutcome, OPENROUTER_BASE_URL,
-    OPENROUTER_KEY_VARIABLE, Progress, ProgressSink, Redactor, TestPlan, TestReport, TestRequest,
-    TestStore,
+    DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, Progress, ProgressSink,
+    TestPlan, TestReport, TestStore,
 };
+use rl_tools::{InferenceOptions, Tools};
 
-use crate::context::{Context, process_environment};
+use crate::context::{Context, runtime};
 use crate::output;
 
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct TestCommand {
+    #[command(subcommand)]
+    command: Option<TestSubcommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
 #[derive(Debug, Subcommand)]
-pub(crate) enum PreflightCommand {
-    /// Run the selected environment against each model (atroposlib's `process` mode).
-    Run(RunArgs),
+enum TestSubcommand {
     /// Earlier tests, newest first.
     List,
     /// One test's report.
@@ -29,12 +34,13 @@ pub(crate) enum PreflightCommand {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    /// A model id, as the endpoint names it; repeat for several (default: the original's three
-    /// OpenRouter models).
+struct RunArgs {
+    /// A model id, as the endpoint names it; repeat for several (default: the operator's
+    /// `[inference] models`, else the original's three OpenRouter models).
     #[arg(long = "model", value_name = "ID")]
     models: Vec<String>,
-    /// An OpenAI-compatible endpoint (a local vLLM, sglang, Ollama…); default OpenRouter.
+    /// An OpenAI-compatible endpoint (a local vLLM, sglang, Ollama…); default: the operator's
+    /// `[inference] base_url`, else OpenRouter.
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
     /// The variable holding the endpoint's key (default OPENROUTER_API_KEY for OpenRouter;
@@ -61,54 +67,23 @@ pub(crate) struct RunArgs {
     use_wandb: bool,
 }
 
-pub(crate) fn run(
-    context: &Context,
-    command: PreflightCommand,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let store = TestStore::new(&context.home()?);
-    match command {
-        PreflightCommand::Run(args) => run_test(context, &store, args, as_json),
-        PreflightCommand::List => list(&store, as_json),
-        PreflightCommand::Show { test_id } => {
+pub(crate) fn run(context: &Context, command: TestCommand, as_json: bool) -> anyhow::Result<()> {
+    let tools = context.tools()?;
+    let store = tools.test_store();
+    match command.command {
+        None => run_test(&tools, &store, command.run, as_json),
+        Some(TestSubcommand::List) => list(&store, as_json),
+        Some(TestSubcommand::Show { test_id }) => {
             let report = store.read(&test_id)?;
             if as_json {
-                return output::json(&report);
+                return output::json(&rl_tools::report_json(&report)?);
             }
             print_report(&report)
         }
     }
 }
 
-fn run_test(
-    context: &Context,
-    store: &TestStore,
-    args: RunArgs,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let service = context.service()?;
-    let settings = service.settings().clone();
-    let selection = service.selection()?;
-    let secrets = context.secrets()?;
-    let environment = process_environment();
-    let is_openrouter = args.base_url.is_none();
-    let key_variable = args
-        .key_var
-        .clone()
-        .or_else(|| is_openrouter.then(|| OPENROUTER_KEY_VARIABLE.to_owned()));
-    let key = match &key_variable {
-        None => None,
-        Some(name) => Some(
-            secrets
-                .get(name)
-                .map(str::to_owned)
-                .or_else(|| environment.get(name).cloned())
-                .filter(|value| !value.is_empty())
-                .ok_or_else(|| InferenceTestError::MissingKey {
-                    variable: name.clone(),
-                })?,
-        ),
-    };
+fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
     let timeout = Duration::try_from_secs_f64(args.timeout)
         .ok()
         .filter(|timeout| !timeout.is_zero())
@@ -118,54 +93,20 @@ fn run_test(
                 args.timeout
             )
         })?;
-    let mut request = TestRequest::openrouter(key.clone());
-    if !args.models.is_empty() {
-        request.models = args.models;
-    }
-    request.endpoint = Endpoint {
-        base_url: args
-            .base_url
-            .unwrap_or_else(|| OPENROUTER_BASE_URL.to_owned()),
-        key_variable: key_variable.unwrap_or_else(|| "(none)".to_owned()),
-        key: key.clone(),
-    };
-    request.steps = args.steps;
-    request.group_size = args.group_size;
-    request.concurrency = args.concurrency;
-    request.timeout = timeout;
-    request.use_wandb = args.use_wandb;
-    if args.use_wandb {
-        request.wandb_key = secrets
-            .get("WANDB_API_KEY")
-            .map(|key| rl_inference_test::Key(key.to_owned()));
-    }
-    if let Some(threshold) = args.threshold {
-        request.correct_rule = CorrectRule::AtLeast { threshold };
-    }
-    let working_dir = std::path::absolute(
-        settings
-            .tinker_atropos_root
-            .clone()
-            .unwrap_or_else(|| ".".into()),
-    )
-    .context("the tinker-atropos tree")?;
-    let plan = TestPlan::new(request, &selection, &settings, working_dir)?;
-
-    let mut redactor = Redactor::default();
-    for name in rl_config::SECRET_NAMES {
-        if let Some(value) = secrets.get(name) {
-            redactor.add(name, value);
-        }
-    }
-    if let Some(key) = &key {
-        redactor.add(&plan.endpoint.key_variable, key);
-    }
+    let plan = tools.inference_plan(InferenceOptions {
+        models: args.models,
+        num_steps: Some(args.steps),
+        group_size: Some(args.group_size),
+        base_url: args.base_url,
+        key_variable: args.key_var,
+        concurrency: Some(args.concurrency),
+        timeout: Some(timeout),
+        threshold: args.threshold,
+        use_wandb: args.use_wandb,
+    })?;
     let progress = if as_json {
         Arc::new(|_: Progress| {}) as ProgressSink
     } else {
-        bars(&plan)
-    };
-    if !as_json {
         output::line(format!(
             "pre-flight of {} against {} model(s) at {} ({} groups of {} each)",
             plan.environment,
@@ -174,27 +115,17 @@ fn run_test(
             plan.steps,
             plan.group_size
         ))?;
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let runner = LocalModelRunner::default();
-    let finished = runtime.block_on(async {
+        bars(&plan)
+    };
+    let finished = runtime()?.block_on(async {
         tokio::select! {
-            report = rl_inference_test::run_test(
-                &plan,
-                store,
-                Arc::new(runner.clone()),
-                redactor,
-                progress,
-            ) => Some(report),
+            report = tools.test_inference(&plan, progress) => Some(report),
             () = interrupted() => None,
         }
     });
     let Some(report) = finished else {
         // The models run in process groups of their own: a Ctrl-C reached only `rl`.
-        runner.stop_all();
+        tools.model_runner().stop_all();
         anyhow::bail!(
             "interrupted: every model's processes were stopped; the test is kept, unfinished, in {}",
             store.dir().display()
@@ -202,7 +133,7 @@ fn run_test(
     };
     let report = report?;
     if as_json {
-        return output::json_compact(&report);
+        return output::json_compact(&rl_tools::report_json(&report)?);
     }
     print_report(&report)
 }
@@ -363,7 +294,7 @@ fn list(store: &TestStore, as_json: bool) -> anyhow::Result<()> {
         return output::json(&tests);
     }
     if tests.is_empty() {
-        return output::line("no pre-flight tests yet; run one with `rl preflight run`");
+        return output::line("no pre-flight tests yet; run one with `rl test`");
     }
     let mut table = output::table(&["test", "environment", "started", "models", "verdict"]);
     for test in tests {

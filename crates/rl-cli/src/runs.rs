@@ -1,20 +1,81 @@
-//! `rl start|runs|status|results|events|wait|stop`: training runs; and the hidden `rl supervise`, the
-//! body of each run's detached supervisor.
+//! `rl runs start|status|stop|results|list|events|logs|wait`: training runs; and the hidden
+//! `rl supervise`, the body of each run's detached supervisor.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::ValueEnum;
-use rl_config::{RunConfig, RunId};
-use rl_metrics::{HealthDigest, MetricValue, Results, SourceFailure, SourceKind, StatusMetrics};
-use rl_process::{
-    ComponentStatus, Event, RunRecord, RunStatus, Runs, SupervisorCommand, WaitUntil,
-};
-use serde::Serialize;
+use clap::{Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use rl_metrics::{HealthDigest, MetricValue, SourceFailure, StatusMetrics};
+use rl_process::{Event, RunRecord, RunState, RunStatus, WaitOutcome, WaitUntil};
+use rl_tools::{ResultsView, SourceChoice, StatusView, Tools, process_label};
 
-use crate::context::Context;
-use crate::metrics::{self, Patience, SourceChoice};
+use crate::context::{Context, runtime};
 use crate::output;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// Start a training run of the selected environment (API, trainer, environment).
+    Start {
+        /// Wait until the run reaches this point before returning.
+        #[arg(long, value_enum, value_name = "UNTIL")]
+        wait: Option<Until>,
+        /// Seconds `--wait` may take.
+        #[arg(long, default_value_t = 1800.0)]
+        timeout: f64,
+    },
+    /// A run's state, processes, latest metrics, health and events.
+    Status {
+        run_id: String,
+        /// Only events after this cursor (`next_since` of an earlier answer).
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+        /// Where to read the run's metrics: auto, file, wandb-files or wandb-api.
+        #[arg(long, default_value = "auto", value_parser = source_choice)]
+        source: SourceChoice,
+    },
+    /// Stop a run: environment, trainer, then API, each as a whole process group.
+    Stop { run_id: String },
+    /// A run's metrics: latest numbers, every step, final weights, checkpoints and health.
+    Results {
+        run_id: String,
+        /// Where to read the run's metrics: auto, file, wandb-files or wandb-api.
+        #[arg(long, default_value = "auto", value_parser = source_choice)]
+        source: SourceChoice,
+    },
+    /// Every run, newest first.
+    List,
+    /// A run's events after a cursor.
+    Events {
+        run_id: String,
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+        #[arg(long, default_value_t = rl_process::DEFAULT_EVENT_LIMIT)]
+        limit: usize,
+    },
+    /// The end of a run's logs (api, trainer, env, supervisor), keys masked.
+    Logs {
+        run_id: String,
+        /// Only this component's log.
+        #[arg(long, value_name = "NAME")]
+        component: Option<String>,
+        /// Lines from the end of each log.
+        #[arg(long, short = 'n', default_value_t = 40)]
+        lines: usize,
+    },
+    /// Block until a run changes state, is running, or has finished.
+    Wait {
+        run_id: String,
+        #[arg(long, value_enum, default_value = "change")]
+        until: Until,
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 60.0)]
+        timeout: f64,
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+    },
+}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum Until {
@@ -36,201 +97,208 @@ impl From<Until> for WaitUntil {
     }
 }
 
-fn runs(context: &Context) -> anyhow::Result<Runs> {
-    Ok(Runs::open(&context.home()?)?)
+fn source_choice(text: &str) -> Result<SourceChoice, String> {
+    text.parse()
 }
 
-fn run_id(text: &str) -> anyhow::Result<RunId> {
-    Ok(RunId::parse(text)?)
-}
-
-pub(crate) fn start(
-    context: &Context,
-    wait: Option<Until>,
-    timeout: f64,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let service = context.service()?;
-    let secrets = context.secrets()?;
-    let supervisor = SupervisorCommand {
-        program: std::env::current_exe().context("cannot find the rl executable")?,
-        args: vec!["supervise".to_owned()],
-    };
-    let mut runs = runs(context)?;
-    let started = runs.start(&service, &secrets, &supervisor)?;
-    let id = run_id(&started.run.id)?;
-    let status = match wait {
-        None => started,
-        Some(until) => runs.wait(&id, until.into(), seconds(timeout)?, 0)?.status,
-    };
-    if as_json {
-        return output::json(&status);
+pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
+    let tools = context.tools()?;
+    match command {
+        RunsCommand::Start { wait, timeout } => start(&tools, wait, timeout, as_json),
+        RunsCommand::Status {
+            run_id,
+            since,
+            source,
+        } => {
+            let id = tools.run_id(&run_id)?;
+            let view = runtime()?.block_on(tools.check_status(&id, since, source))?;
+            if as_json {
+                return output::json(&view);
+            }
+            print_status(&view.run)?;
+            print_metrics(&view)
+        }
+        RunsCommand::Stop { run_id } => {
+            let report = tools.stop_training(&tools.run_id(&run_id)?)?;
+            if as_json {
+                return output::json(&report);
+            }
+            output::line(&report.message)
+        }
+        RunsCommand::Results { run_id, source } => {
+            let id = tools.run_id(&run_id)?;
+            let view = runtime()?.block_on(tools.results(&id, source))?;
+            if as_json {
+                return output::json(&view);
+            }
+            print_results(&view)
+        }
+        RunsCommand::List => list(&tools, as_json),
+        RunsCommand::Events {
+            run_id,
+            since,
+            limit,
+        } => {
+            let view = tools.events(&tools.run_id(&run_id)?, since, limit)?;
+            if as_json {
+                return output::json(&view);
+            }
+            print_events(&view.events)
+        }
+        RunsCommand::Logs {
+            run_id,
+            component,
+            lines,
+        } => {
+            let tails = tools.logs(&tools.run_id(&run_id)?, component.as_deref(), lines)?;
+            if as_json {
+                return output::json(&tails);
+            }
+            for tail in tails {
+                let more = if tail.truncated { ", end only" } else { "" };
+                output::line(format!(
+                    "── {} ({}{more})",
+                    tail.component,
+                    tail.path.display()
+                ))?;
+                for line in tail.lines {
+                    output::line(line)?;
+                }
+            }
+            Ok(())
+        }
+        RunsCommand::Wait {
+            run_id,
+            until,
+            timeout,
+            since,
+        } => {
+            let id = tools.run_id(&run_id)?;
+            let outcome = waiting(&tools, &id, until, timeout, since, as_json)?;
+            if as_json {
+                return output::json(&outcome);
+            }
+            if outcome.timed_out {
+                output::line(format!("timed out after {timeout} s"))?;
+            }
+            print_status(&outcome.status)
+        }
     }
-    print_status(&status)
 }
 
-pub(crate) fn list(context: &Context, as_json: bool) -> anyhow::Result<()> {
-    let all = runs(context)?.list()?;
+/// Waits, showing the run's state and, once it trains, its latest step: a spinner on a
+/// terminal, else a line on stderr each time that changes (nothing with `--json`).
+fn waiting(
+    tools: &Tools,
+    id: &rl_config::RunId,
+    until: Until,
+    timeout: f64,
+    since: i64,
+    as_json: bool,
+) -> anyhow::Result<WaitOutcome> {
+    let limit = seconds(timeout)?;
+    let on_terminal = std::io::stderr().is_terminal();
+    let spinner = if as_json || !on_terminal {
+        ProgressBar::hidden()
+    } else {
+        let spinner = ProgressBar::new_spinner();
+        spinner.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed:>4} run {prefix}: {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        spinner.set_prefix(id.to_string());
+        spinner.enable_steady_tick(Duration::from_millis(120));
+        spinner
+    };
+    let runtime = runtime()?;
+    let started = std::time::Instant::now();
+    let mut cursor = since;
+    let mut shown = String::new();
+    // Wait in short slices so each state the run passes through, and each step, can be shown.
+    let outcome = loop {
+        let left = limit.saturating_sub(started.elapsed());
+        let slice = left.min(Duration::from_secs(1));
+        let outcome = tools.wait(id, until.into(), slice, cursor)?;
+        cursor = outcome.status.next_since;
+        let state = outcome.status.run.state;
+        let mut message = state.label();
+        if matches!(state, RunState::Running | RunState::Completed) {
+            let view = runtime.block_on(tools.check_status(id, i64::MAX, SourceChoice::File))?;
+            if let Some(step) = view.metrics.step {
+                message.push_str(&format!(" — step {step}"));
+                for (name, value) in metric_rows(&view.metrics).into_iter().skip(1).take(4) {
+                    if value != "-" {
+                        message.push_str(&format!(", {name} {value}"));
+                    }
+                }
+            }
+        }
+        if message != shown {
+            spinner.set_message(message.clone());
+            if !as_json && !on_terminal {
+                output::progress(&format!("run {id}: {message}"));
+            }
+            shown = message;
+        }
+        if !outcome.timed_out || left <= slice {
+            break outcome;
+        }
+    };
+    spinner.finish_and_clear();
+    // The caller asked from `since`: give the events since then, not just the last slice's.
+    Ok(WaitOutcome {
+        timed_out: outcome.timed_out,
+        status: tools.run_status(id, since)?,
+    })
+}
+
+fn start(tools: &Tools, wait: Option<Until>, timeout: f64, as_json: bool) -> anyhow::Result<()> {
+    let mut started = tools.start_training()?;
+    if let Some(until) = wait {
+        let id = tools.run_id(&started.run_id)?;
+        let outcome = waiting(tools, &id, until, timeout, 0, as_json)?;
+        started.status = outcome.status.run.state.name();
+        started.run = outcome.status;
+    }
+    if as_json {
+        return output::json(&started);
+    }
+    print_status(&started.run)
+}
+
+fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
+    let all = tools.list_runs()?;
     if as_json {
         return output::json(&all);
     }
-    if all.is_empty() {
-        return output::line("no runs yet; start one with `rl start`");
+    if all.runs.is_empty() {
+        return output::line("no runs yet; start one with `rl runs start`");
     }
     let mut table = output::table(&["run", "environment", "state", "created", "error"]);
-    for run in all {
+    for run in all.runs {
+        let state = match &run.phase {
+            Some(phase) => format!("{}: {phase}", run.status),
+            None => run.status.to_owned(),
+        };
         table.add_row([
-            run.id.clone(),
-            run.environment.clone(),
-            run.state.label(),
-            run.created_at.clone(),
-            run.error
-                .as_deref()
-                .and_then(|e| e.lines().next())
-                .unwrap_or_default()
-                .to_owned(),
+            output::cell(&run.run_id),
+            output::cell(&run.environment),
+            output::toned(state, output::state_tone(run.status)),
+            output::cell(&run.created_at),
+            output::cell(
+                run.error
+                    .as_deref()
+                    .and_then(|e| e.lines().next())
+                    .unwrap_or_default(),
+            ),
         ]);
     }
     output::line(table)
 }
 
-/// A status with the run's latest numbers and health.
-#[derive(Serialize)]
-struct StatusWithMetrics<'a> {
-    #[serde(flatten)]
-    status: &'a RunStatus,
-    /// Every key present; each `null` until the run logs it.
-    metrics: StatusMetrics,
-    health: Option<HealthDigest>,
-    metrics_source: Option<SourceKind>,
-    metrics_warnings: Vec<String>,
-    metrics_errors: Vec<SourceFailure>,
-}
-
-pub(crate) fn status(
-    context: &Context,
-    id: &str,
-    since: i64,
-    source: SourceChoice,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let status = runs(context)?.status(&run_id(id)?, since)?;
-    let collected = metrics::collect(&status.run, source, Patience::Status, &context.secrets()?)?;
-    let found = collected.metrics.as_ref();
-    let view = StatusWithMetrics {
-        status: &status,
-        metrics: found.map(StatusMetrics::of).unwrap_or_default(),
-        health: found.and_then(|metrics| {
-            let trainer = metrics.trainer.as_ref()?;
-            Some(HealthDigest::assess(
-                trainer,
-                metrics::activity_of(&status.run),
-                &metrics::policy(),
-            ))
-        }),
-        metrics_source: found.map(|metrics| metrics.source),
-        metrics_warnings: found.map(|m| m.warnings.clone()).unwrap_or_default(),
-        metrics_errors: collected.failures.clone(),
-    };
-    if as_json {
-        return output::json(&view);
-    }
-    print_status(&status)?;
-    print_metrics(&view)
-}
-
-pub(crate) fn results(
-    context: &Context,
-    id: &str,
-    source: SourceChoice,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let status = runs(context)?.status(&run_id(id)?, i64::MAX)?;
-    let run = &status.run;
-    let collected = metrics::collect(run, source, Patience::Results, &context.secrets()?)?;
-    let results = collected
-        .metrics
-        .as_ref()
-        .map(|found| Results::of(found, metrics::activity_of(run), &metrics::policy()));
-    let wandb = RunConfig::read(&run.config_path)
-        .ok()
-        .map(|config| config.wandb());
-    let view = RunResults {
-        run_id: &run.id,
-        environment: &run.environment,
-        status: run.state.label(),
-        error: run.error.as_deref(),
-        wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
-        wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
-        wandb_run_name: wandb.as_ref().and_then(|w| w.run_name.clone()),
-        results: results.as_ref(),
-        metrics_errors: &collected.failures,
-    };
-    if as_json {
-        return output::json(&view);
-    }
-    print_results(&view)
-}
-
-#[derive(Serialize)]
-struct RunResults<'a> {
-    run_id: &'a str,
-    environment: &'a str,
-    status: String,
-    error: Option<&'a str>,
-    wandb_project: Option<String>,
-    wandb_group: Option<String>,
-    wandb_run_name: Option<String>,
-    /// Absent when no source has anything yet.
-    #[serde(flatten)]
-    results: Option<&'a Results>,
-    metrics_errors: &'a [SourceFailure],
-}
-
-pub(crate) fn events(
-    context: &Context,
-    id: &str,
-    since: i64,
-    limit: usize,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let events = runs(context)?.events(&run_id(id)?, since, limit)?;
-    if as_json {
-        let next_since = events.last().map_or(since, |e| e.seq);
-        return output::json(&serde_json::json!({ "events": events, "next_since": next_since }));
-    }
-    print_events(&events)
-}
-
-pub(crate) fn wait(
-    context: &Context,
-    id: &str,
-    until: Until,
-    timeout: f64,
-    since: i64,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let outcome = runs(context)?.wait(&run_id(id)?, until.into(), seconds(timeout)?, since)?;
-    if as_json {
-        return output::json(&outcome);
-    }
-    if outcome.timed_out {
-        output::line(format!("timed out after {timeout} s"))?;
-    }
-    print_status(&outcome.status)
-}
-
-pub(crate) fn stop(context: &Context, id: &str, as_json: bool) -> anyhow::Result<()> {
-    let report = runs(context)?.stop(&run_id(id)?)?;
-    if as_json {
-        return output::json(&report);
-    }
-    output::line(&report.message)
-}
-
 /// The detached supervisor's body: its output goes to the run's `supervisor.log`.
 pub(crate) fn supervise(context: &Context, id: &str) -> anyhow::Result<()> {
-    let id = run_id(id)?;
+    let id = rl_config::RunId::parse(id)?;
     let ended = rl_process::supervise(&context.home()?, &id)?;
     output::line(format!("run {id} ended: {}", ended.label()))
 }
@@ -257,20 +325,23 @@ fn print_status(status: &RunStatus) -> anyhow::Result<()> {
     }
     let mut table = output::table(&["component", "status", "pid", "log"]);
     for component in &run.components {
-        let state = match component.status {
-            ComponentStatus::NotStarted => "not started".to_owned(),
-            ComponentStatus::Running => "running".to_owned(),
-            ComponentStatus::Exited { code } => format!("exited ({code})"),
-            ComponentStatus::Signalled { signal } => format!("signalled ({signal})"),
+        let state = process_label(&component.status);
+        let tone = match state.as_str() {
+            "running" => output::Tone::Busy,
+            "exited (0)" => output::Tone::Good,
+            "not started" => output::Tone::Quiet,
+            _ => output::Tone::Bad,
         };
         table.add_row([
-            component.component.to_string(),
-            state,
-            component
-                .process
-                .map(|p| p.pid.to_string())
-                .unwrap_or_default(),
-            component.log_path.display().to_string(),
+            output::cell(component.component),
+            output::toned(state, tone),
+            output::cell(
+                component
+                    .process
+                    .map(|p| p.pid.to_string())
+                    .unwrap_or_default(),
+            ),
+            output::cell(component.log_path.display()),
         ]);
     }
     output::line(table)?;
@@ -279,7 +350,7 @@ fn print_status(status: &RunStatus) -> anyhow::Result<()> {
     }
     print_events(&status.events)?;
     output::line(format!(
-        "next events: rl events {} --since {}",
+        "next events: rl runs events {} --since {}",
         run.id, status.next_since
     ))
 }
@@ -305,7 +376,7 @@ fn metric_rows(metrics: &StatusMetrics) -> [(&'static str, String); 8] {
     ]
 }
 
-fn print_metrics(view: &StatusWithMetrics<'_>) -> anyhow::Result<()> {
+fn print_metrics(view: &StatusView) -> anyhow::Result<()> {
     match view.metrics_source {
         None => output::line("metrics: none logged yet")?,
         Some(source) => {
@@ -355,17 +426,17 @@ fn print_problems(warnings: &[String], failures: &[SourceFailure]) -> anyhow::Re
     Ok(())
 }
 
-fn print_results(view: &RunResults<'_>) -> anyhow::Result<()> {
+fn print_results(view: &ResultsView) -> anyhow::Result<()> {
     output::line(format!(
         "run {}  {}  {}",
         view.run_id, view.environment, view.status
     ))?;
-    if let Some(error) = view.error {
+    if let Some(error) = &view.error {
         output::line(format!("error: {error}"))?;
     }
-    let Some(results) = view.results else {
+    let Some(results) = &view.results else {
         output::line("no metrics logged yet")?;
-        return print_problems(&[], view.metrics_errors);
+        return print_problems(&[], &view.metrics_errors);
     };
     output::line(format!(
         "source: {}, {} steps",
@@ -397,7 +468,7 @@ fn print_results(view: &RunResults<'_>) -> anyhow::Result<()> {
         }
     }
     print_health(&results.health)?;
-    print_problems(&results.warnings, view.metrics_errors)
+    print_problems(&results.warnings, &view.metrics_errors)
 }
 
 fn print_events(events: &[Event]) -> anyhow::Result<()> {

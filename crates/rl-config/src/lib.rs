@@ -24,7 +24,9 @@ pub use service::{
     ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, RunConfigFile,
     SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD,
 };
-pub use settings::{Commands, Locked, RunTiming, SETTINGS_FILE, Settings, default_home};
+pub use settings::{
+    Commands, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings, default_home,
+};
 pub use store::{Edit, Section, SelectedEnvironment, Selection};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};
 pub use value::Value;

@@ -44,6 +44,25 @@ pub struct Settings {
     /// `trainer_port = 8001` (and allows one run at a time). Unset: each run gets a free port,
     /// written into its config (`openai[0].base_url`) and offered to templates as `{trainer_port}`.
     pub trainer_port: Option<u16>,
+    /// The least time between two agent status checks of one run (the original's 30 minutes);
+    /// 0 lets agents check as often as they like. People at the CLI are never limited.
+    pub status_check_interval_secs: f64,
+    /// Where the pre-flight inference test sends its requests when the caller does not say.
+    pub inference: InferenceSettings,
+}
+
+/// The endpoint and models of `rl_test_inference`: an agent chooses models and sizes, never
+/// where requests (and the key) go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct InferenceSettings {
+    /// An OpenAI-compatible endpoint; unset means OpenRouter.
+    pub base_url: Option<String>,
+    /// The variable holding the endpoint's key: OPENROUTER_API_KEY for OpenRouter when unset;
+    /// no key for another endpoint unless named here.
+    pub key_variable: Option<String>,
+    /// Models tested when the caller names none; empty means the original's three.
+    pub models: Vec<String>,
 }
 
 /// How long each phase of a run may take, in seconds.
@@ -134,6 +153,8 @@ impl Default for Settings {
             child_environment: BTreeMap::new(),
             run: RunTiming::default(),
             trainer_port: None,
+            status_check_interval_secs: 1800.0,
+            inference: InferenceSettings::default(),
         }
     }
 }
@@ -225,18 +246,22 @@ impl Settings {
         }
         let timing = &self.run;
         for (name, value) in [
-            ("api_ready_timeout_secs", timing.api_ready_timeout_secs),
+            ("run.api_ready_timeout_secs", timing.api_ready_timeout_secs),
             (
-                "trainer_ready_timeout_secs",
+                "run.trainer_ready_timeout_secs",
                 timing.trainer_ready_timeout_secs,
             ),
-            ("env_settle_secs", timing.env_settle_secs),
-            ("stop_grace_secs", timing.stop_grace_secs),
-            ("completion_grace_secs", timing.completion_grace_secs),
+            ("run.env_settle_secs", timing.env_settle_secs),
+            ("run.stop_grace_secs", timing.stop_grace_secs),
+            ("run.completion_grace_secs", timing.completion_grace_secs),
+            (
+                "status_check_interval_secs",
+                self.status_check_interval_secs,
+            ),
         ] {
             if !(value.is_finite() && (0.0..=86_400.0).contains(&value)) {
                 return Err(ConfigError::Settings(format!(
-                    "run.{name} is {value}; it must be between 0 and 86400 seconds"
+                    "{name} is {value}; it must be between 0 and 86400 seconds"
                 )));
             }
         }

@@ -1,5 +1,11 @@
 use std::path::PathBuf;
 
+use rl_config::ConfigError;
+use rl_discovery::DiscoveryError;
+use rl_inference_test::InferenceTestError;
+use rl_metrics::MetricsError;
+use rl_process::ProcessError;
+
 /// What rl-tools can refuse or fail at.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolsError {
@@ -14,4 +20,99 @@ pub enum ToolsError {
         #[source]
         source: std::io::Error,
     },
+    #[error("no tool named '{name}'")]
+    UnknownTool { name: String },
+    #[error("{tool}: {reason}")]
+    BadArguments { tool: String, reason: String },
+    #[error("no run with id '{run_id}'")]
+    UnknownRun { run_id: String, known: Vec<String> },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    #[error(transparent)]
+    InferenceTest(#[from] InferenceTestError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// What kind of failure a tool result is: decides the HTTP status and tells a caller whether
+/// to change the request, look something up, or retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The request is wrong: arguments, values, names.
+    BadRequest,
+    /// It names something that does not exist (a run, a tool, an environment).
+    NotFound,
+    /// Something must happen first (select an environment, set a key, configure a tree).
+    Precondition,
+    /// The machine or a service failed; the same request may work later.
+    Internal,
+}
+
+impl ToolsError {
+    pub(crate) fn invalid(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn kind(&self) -> FailureKind {
+        use FailureKind::*;
+        match self {
+            Self::Invalid { .. } | Self::Exists { .. } | Self::BadArguments { .. } => BadRequest,
+            Self::UnknownTool { .. } | Self::UnknownRun { .. } => NotFound,
+            Self::Io { .. } | Self::Internal(_) => Internal,
+            Self::Discovery(error) => discovery_kind(error),
+            Self::Config(error) => config_kind(error),
+            Self::Process(error) => match error {
+                ProcessError::UnknownRun(_) => NotFound,
+                ProcessError::Config(error) => config_kind(error),
+                ProcessError::MissingTinkerKey { .. }
+                | ProcessError::NoRoot
+                | ProcessError::FixedPortInUse { .. } => Precondition,
+                _ => Internal,
+            },
+            Self::Metrics(error) => match error {
+                MetricsError::MissingApiKey | MetricsError::Unauthorized { .. } => Precondition,
+                MetricsError::NotFound { .. } => NotFound,
+                _ => Internal,
+            },
+            Self::InferenceTest(error) => match error {
+                InferenceTestError::Invalid { .. } => BadRequest,
+                InferenceTestError::MissingKey { .. } => Precondition,
+                InferenceTestError::UnknownTest(_) => NotFound,
+                InferenceTestError::Config(error) => config_kind(error),
+                _ => Internal,
+            },
+        }
+    }
+}
+
+fn discovery_kind(error: &DiscoveryError) -> FailureKind {
+    match error {
+        DiscoveryError::UnknownEnvironment { .. } => FailureKind::NotFound,
+        DiscoveryError::AmbiguousEnvironment { .. } => FailureKind::BadRequest,
+        _ => FailureKind::Precondition,
+    }
+}
+
+fn config_kind(error: &ConfigError) -> FailureKind {
+    match error {
+        ConfigError::Discovery(error) => discovery_kind(error),
+        ConfigError::NothingSelected | ConfigError::Settings(_) => FailureKind::Precondition,
+        ConfigError::UnknownField { .. }
+        | ConfigError::LockedField { .. }
+        | ConfigError::WrongType { .. }
+        | ConfigError::NotAllowed { .. }
+        | ConfigError::OutOfRange { .. }
+        | ConfigError::InvalidInput { .. } => FailureKind::BadRequest,
+        _ => FailureKind::Internal,
+    }
 }

@@ -229,7 +229,7 @@ fn key_checks(settings: &Settings, secrets: &Secrets) -> Vec<Check> {
         (
             "OPENROUTER_API_KEY",
             false,
-            "the pre-flight against OpenRouter's models (rl preflight run)",
+            "the pre-flight against OpenRouter's models (rl test)",
         ),
     ];
     keys.into_iter()

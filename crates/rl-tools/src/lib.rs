@@ -1,11 +1,29 @@
-//! The `rl_*` tools agents know, over the lower crates. So far: the requirements check behind
-//! `rl_health_check` and `rl doctor`, and `rl envs new` (the registry of every tool, and its MCP
-//! and HTTP faces, come with the tool-registry issue).
+//! The `rl_*` tools agents know, over the lower crates: typed operations ([`Tools`]) that every
+//! face shares, and the [`Registry`] that exposes them to agents as named tools with JSON
+//! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
+mod environments;
 mod error;
 mod health;
+mod inference;
+mod metrics;
 mod new_env;
+mod rate_limit;
+mod registry;
+mod runs;
+mod tools;
 
-pub use error::ToolsError;
+pub use environments::{
+    ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
+};
+pub use error::{FailureKind, ToolsError};
 pub use health::{Check, HealthReport, MIN_PYTHON, check as health_check};
+pub use inference::{InferenceOptions, report_json};
+pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
+pub use registry::{Caller, Registry, TOOL_NAMES, ToolReply, ToolSpec, specs};
+pub use runs::{
+    EventsView, LogTail, ResultsView, RunEntry, RunList, Started, StatusView, Stopped,
+    process_label,
+};
+pub use tools::{ToolContext, Tools};

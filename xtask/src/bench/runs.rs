@@ -24,7 +24,7 @@ const COMPONENTS: [&str; 3] = ["api", "trainer", "env"];
 const START_GOAL_SECS: f64 = 1.0;
 /// Issue 4: the supervisor's resident memory, in bytes (MB = 10⁶ bytes).
 const MEMORY_GOAL_BYTES: f64 = 15e6;
-/// Issue 4: `rl stop` of a running run whose components exit on SIGTERM.
+/// Issue 4: `rl runs stop` of a running run whose components exit on SIGTERM.
 const STOP_GOAL_SECS: f64 = 1.0;
 
 /// The fixture trainer's step, slowed from 0.2 s so that a run stays `running` (about 30 s)
@@ -65,11 +65,11 @@ pub(super) fn measure(
     Ok(report(&samples))
 }
 
-/// One run, from `rl start` to its stop; times in seconds.
+/// One run, from `rl runs start` to its stop; times in seconds.
 struct Sample {
-    /// `rl start --json` alone, until it returns.
+    /// `rl runs start --json` alone, until it returns.
     start_returns: f64,
-    /// Before `rl start` until `rl wait --until running` returns.
+    /// Before `rl runs start` until `rl runs wait --until running` returns.
     to_running: f64,
     /// The run's `created` event to its `running` event.
     store_to_running: f64,
@@ -77,7 +77,7 @@ struct Sample {
     ready: [f64; 3],
     rss_bytes: f64,
     hwm_bytes: f64,
-    /// `rl stop --json`, until it returns.
+    /// `rl runs stop --json`, until it returns.
     stop: f64,
     /// The run's `stopping` event to its `stopped` event.
     store_stop: f64,
@@ -158,19 +158,27 @@ impl Stack {
 
     fn lifecycle(&mut self) -> anyhow::Result<Sample> {
         let started = Instant::now();
-        let output = self.rl_output(&["start", "--json"])?;
+        let output = self.rl_output(&["runs", "start", "--json"])?;
         let start_returns = started.elapsed().as_secs_f64();
-        let status = parse_json(&["start", "--json"], &output)?;
+        let status = parse_json(&["runs", "start", "--json"], &output)?;
         let id = status["id"]
             .as_str()
-            .context("`rl start --json` printed no run id")?
+            .context("`rl runs start --json` printed no run id")?
             .to_owned();
         self.live.push(id.clone());
         let supervisor = status["supervisor"]["pid"]
             .as_u64()
-            .context("`rl start --json` printed no supervisor pid")?;
+            .context("`rl runs start --json` printed no supervisor pid")?;
 
-        let outcome = self.rl_json(&["wait", &id, "--until", "running", "--timeout", "120"])?;
+        let outcome = self.rl_json(&[
+            "runs",
+            "wait",
+            &id,
+            "--until",
+            "running",
+            "--timeout",
+            "120",
+        ])?;
         let to_running = started.elapsed().as_secs_f64();
         let status = &outcome["status"];
         if outcome["timed_out"] != false || status["state"] != "running" {
@@ -192,12 +200,12 @@ impl Stack {
         }
 
         let stopping_started = Instant::now();
-        let report = self.rl_json(&["stop", &id])?;
+        let report = self.rl_json(&["runs", "stop", &id])?;
         let stop = stopping_started.elapsed().as_secs_f64();
-        let status = &report["status"];
+        let status = &report["run"];
         if status["state"] != "stopped" {
             bail!(
-                "run {id} is {} after `rl stop`, not stopped: {}",
+                "run {id} is {} after `rl runs stop`, not stopped: {}",
                 status["state"].as_str().unwrap_or("unknown"),
                 self.explain(&id)
             );
@@ -230,7 +238,7 @@ impl Stack {
     /// The run's status and the tails of its logs, for error messages (the state directory is
     /// removed afterwards).
     fn explain(&self, id: &str) -> String {
-        let mut text = self.rl_output(&["status", id]).map_or_else(
+        let mut text = self.rl_output(&["runs", "status", id]).map_or_else(
             |error| format!("{error:#}"),
             |output| String::from_utf8_lossy(&output.stdout).into_owned(),
         );
@@ -250,10 +258,10 @@ impl Stack {
         let mut trouble = Vec::new();
         for id in std::mem::take(&mut self.live) {
             eprintln!("stopping run {id}, left running by an error");
-            match self.rl_output(&["stop", &id, "--json"]) {
+            match self.rl_output(&["runs", "stop", &id, "--json"]) {
                 Ok(output) if output.status.success() => {}
                 Ok(output) => trouble.push(format!(
-                    "`rl stop {id}` failed: {}",
+                    "`rl runs stop {id}` failed: {}",
                     String::from_utf8_lossy(&output.stderr).trim()
                 )),
                 Err(error) => trouble.push(format!("{error:#}")),
@@ -527,12 +535,12 @@ fn report(samples: &[Sample]) -> String {
 
     let rows = [
         Row::new(
-            "`rl start --json` returns",
+            "`rl runs start --json` returns",
             Unit::Millis,
             spread(|s| s.start_returns),
         ),
         Row::new(
-            "**start → running**, as the caller sees it (`rl start` + `rl wait --until running`)",
+            "**start → running**, as the caller sees it (`rl runs start` + `rl runs wait --until running`)",
             Unit::Seconds,
             to_running,
         ),
@@ -597,7 +605,7 @@ fn report(samples: &[Sample]) -> String {
             hwm,
         ),
         Row::new(
-            "**`rl stop --json`** of a running run, until it returns",
+            "**`rl runs stop --json`** of a running run, until it returns",
             Unit::Seconds,
             stop,
         )
@@ -614,8 +622,8 @@ fn report(samples: &[Sample]) -> String {
          The run lifecycle on the local stack (`fixtures/local-stack.toml` in a temporary \
          `RL_HOME`: atroposlib 0.4.0's run-api, the fixture trainer and the arithmetic \
          environment, on loopback), driven through the release `rl` binary: `rl select \
-         arithmetic` once, then for each run `rl start --json`, `rl wait ID --until running \
-         --json`, the supervisor's `/proc/PID/status`, and `rl stop ID --json`. The fixture \
+         arithmetic` once, then for each run `rl runs start --json`, `rl runs wait ID --until running \
+         --json`, the supervisor's `/proc/PID/status`, and `rl runs stop ID --json`. The fixture \
          trainer's step is 5 s instead of 0.2 s, so that a run stays `running` (about 30 s) \
          until it is stopped. {n} runs one after another after one warm-up; ratios and \
          differences are taken within each run, then the median, min and max over the runs. A \
@@ -680,13 +688,13 @@ fn report(samples: &[Sample]) -> String {
         text,
         " The meaningful number for a sequential start is the orchestration's own overhead, \
          start → running minus the sum: {:.0} ms (two `rl` processes, the detached supervisor's \
-         launch, the store writes between components, `rl wait` reading the store every 50 ms; \
+         launch, the store writes between components, `rl runs wait` reading the store every 50 ms; \
          the gates' 100 ms polling is inside the readiness times), so the same 1 s budget over \
          the sum is **{}**.\n\n\
          **Memory.** The supervisor (the `rl` binary itself, detached), read once just after the \
          run is running, holds {:.1} MB resident at most (peak {:.1} MB; MB = 10⁶ bytes), \
          {:.0} % of the budget: the ≤ 15 MB goal is **{}**.\n\n\
-         **Stop.** `rl stop` of a running run returns in {:.2} s (median; {:.2} s in the \
+         **Stop.** `rl runs stop` of a running run returns in {:.2} s (median; {:.2} s in the \
          store); all three components ended on SIGTERM, without SIGKILL, in {graceful} of {} \
          runs. The ≤ 1 s goal is **{}**.",
         over_sum.median * 1e3,

@@ -2,9 +2,12 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod mcp;
 mod new_env;
 mod preflight;
 mod runs;
+mod serve;
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -153,7 +156,7 @@ fn selection_and_edits_are_shared_between_processes() {
 
     let shown = ok(&["config", "show", "--root", ROOT, "--json"]);
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
-    let group_size = shown["config"]["fields"]
+    let group_size = shown["configurable_fields"]
         .as_array()
         .unwrap()
         .iter()
@@ -161,7 +164,7 @@ fn selection_and_edits_are_shared_between_processes() {
         .unwrap();
     assert_eq!(
         (
-            group_size["current"]["value"].clone(),
+            group_size["current_value"].clone(),
             group_size["origin"].clone()
         ),
         (12.into(), "edited".into())

@@ -37,8 +37,7 @@ fn a_new_environment_is_discovered_selected_and_preflighted_unchanged() {
     let report = rl_in(
         home.path(),
         &[
-            "preflight",
-            "run",
+            "test",
             "--json",
             "--base-url",
             &server.base_url,

@@ -37,8 +37,7 @@ fn a_test_answers_in_one_json_line_and_is_kept() {
     let output = rl_in(
         home.path(),
         &[
-            "preflight",
-            "run",
+            "test",
             "--json",
             "--base-url",
             &server.base_url,
@@ -63,13 +62,13 @@ fn a_test_answers_in_one_json_line_and_is_kept() {
     assert_eq!(report["models"][0]["accuracy"], 0.5);
     let id = report["test_id"].as_str().unwrap();
 
-    let listed = rl_in(home.path(), &["preflight", "list", "--json"]);
+    let listed = rl_in(home.path(), &["test", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed[0]["test_id"], id);
-    let shown = rl_in(home.path(), &["preflight", "show", id, "--json"]);
+    let shown = rl_in(home.path(), &["test", "show", id, "--json"]);
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown, report);
-    let table = rl_in(home.path(), &["preflight", "show", id]);
+    let table = rl_in(home.path(), &["test", "show", id]);
     assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: "));
 }
 
@@ -78,7 +77,7 @@ fn bad_requests_are_refused_before_anything_starts() {
     let Some(python) = test_python() else { return };
     let home = home_with_arithmetic(&python);
     let run = |extra: &[&str]| {
-        let mut args = vec!["preflight", "run", "--json"];
+        let mut args = vec!["test", "--json"];
         args.extend_from_slice(extra);
         refused(&rl_in(home.path(), &args))
     };
@@ -96,18 +95,12 @@ fn bad_requests_are_refused_before_anything_starts() {
             .contains("RL_NO_SUCH_VARIABLE is not set")
     );
     assert!(!home.path().join("preflight").exists());
-    let unknown = refused(&rl_in(
-        home.path(),
-        &["preflight", "show", "0badc0de", "--json"],
-    ));
+    let unknown = refused(&rl_in(home.path(), &["test", "show", "0badc0de", "--json"]));
     assert!(
         unknown.contains("no pre-flight test with id '0badc0de'"),
         "{unknown}"
     );
-    let bad = refused(&rl_in(
-        home.path(),
-        &["preflight", "show", "../etc", "--json"],
-    ));
+    let bad = refused(&rl_in(home.path(), &["test", "show", "../etc", "--json"]));
     assert!(bad.contains("8 lowercase hexadecimal"), "{bad}");
 }
 
@@ -119,7 +112,7 @@ fn an_interrupted_test_leaves_no_model_running() {
     let server = FixtureServer::start(&python, None);
     let home = home_with_arithmetic(&python);
     let rl = std::process::Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(["preflight", "run", "--json", "--base-url", &server.base_url])
+        .args(["test", "--json", "--base-url", &server.base_url])
         .args([
             "--model",
             "slow",
@@ -159,7 +152,7 @@ fn an_interrupted_test_leaves_no_model_running() {
         "{answer}"
     );
     assert_eq!(models_running(), 0);
-    let listed = rl_in(home.path(), &["preflight", "list", "--json"]);
+    let listed = rl_in(home.path(), &["test", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed[0]["verdict"], Value::Null);
 }

@@ -80,7 +80,7 @@ impl Stack {
     }
 
     fn start(&self) -> String {
-        let status = self.json(&["start"]);
+        let status = self.json(&["runs", "start"]);
         status["id"].as_str().unwrap().to_owned()
     }
 
@@ -94,6 +94,7 @@ impl Stack {
 
     fn wait(&self, id: &str, until: &str, timeout_secs: u32) -> Value {
         let outcome = self.json(&[
+            "runs",
             "wait",
             id,
             "--until",
@@ -116,7 +117,7 @@ impl Stack {
     fn wait_for_label(&self, id: &str, label: &str) -> Value {
         let started = Instant::now();
         loop {
-            let status = self.json(&["status", id]);
+            let status = self.json(&["runs", "status", id]);
             let launched = label
                 .strip_prefix("starting: ")
                 .is_none_or(|name| component(&status, name)["status"] == "running");
@@ -134,7 +135,7 @@ impl Stack {
 
     /// Status, events and log tails, for assertion messages.
     fn explain(&self, id: &str) -> String {
-        let status = self.rl(&["status", id]);
+        let status = self.rl(&["runs", "status", id]);
         let dir = self.home.path().join("runs").join(id);
         let mut text = String::from_utf8_lossy(&status.stdout).into_owned();
         for log in ["supervisor", "api", "trainer", "env"] {
@@ -201,7 +202,7 @@ fn ports(status: &Value) -> [u16; 2] {
 }
 
 fn assert_nothing_left(stack: &Stack, id: &str) {
-    let status = stack.json(&["status", id]);
+    let status = stack.json(&["runs", "status", id]);
     // The supervisor exits right after recording the end; give it a moment.
     let started = Instant::now();
     while status["supervisor"]["pid"]
@@ -310,14 +311,14 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert!(dir.join("metrics.jsonl").exists());
 
     // Its metrics, read from its own metrics file: every step, and the weights it saved.
-    let status = stack.json(&["status", &id]);
+    let status = stack.json(&["runs", "status", &id]);
     assert_eq!(status["metrics_source"], "metrics_file", "{status:#}");
     assert_eq!(status["metrics"]["step"], 6, "{status:#}");
     assert!(status["metrics"]["reward_mean"].is_number(), "{status:#}");
     assert!(status["metrics"]["loss"].is_number(), "{status:#}");
     assert_eq!(status["metrics"]["percent_correct"], Value::Null);
     assert_eq!(status["health"]["window"]["last_step"], 6, "{status:#}");
-    let results = stack.json(&["results", &id]);
+    let results = stack.json(&["runs", "results", &id]);
     assert_eq!(results["status"], "completed");
     assert_eq!(results["metrics"]["step"], 6, "{results:#}");
     assert!(results["metrics"]["reward_mean"].is_number());
@@ -336,13 +337,13 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert_eq!(results["metrics_errors"], serde_json::json!([]));
     // Other sources on request: no WandB file has this run (WandB was disabled), yet the
     // trainer's log still tells its weights; and the API needs a key.
-    let from_files = stack.json(&["results", &id, "--source", "wandb-files"]);
+    let from_files = stack.json(&["runs", "results", &id, "--source", "wandb-files"]);
     assert_eq!(from_files["status"], "completed");
     assert_eq!(from_files["source"], "trainer_log", "{from_files:#}");
     assert_eq!(from_files["metrics"]["step"], Value::Null);
     assert_eq!(from_files["final_weights"], results["final_weights"]);
     assert_eq!(from_files["checkpoints"], results["checkpoints"]);
-    let refused = refusal(&stack.rl(&["results", &id, "--source", "wandb-api", "--json"]));
+    let refused = refusal(&stack.rl(&["runs", "results", &id, "--source", "wandb-api", "--json"]));
     assert!(
         refused["error"]
             .as_str()
@@ -362,7 +363,7 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     let database = std::fs::read(stack.home.path().join("runs.db")).unwrap();
     assert!(!String::from_utf8_lossy(&database).contains(FAKE_TINKER_KEY));
 
-    let again = stack.rl(&["stop", &id]);
+    let again = stack.rl(&["runs", "stop", &id]);
     assert!(again.status.success());
     assert!(
         String::from_utf8_lossy(&again.stdout).contains("has already completed; nothing to stop")
@@ -379,7 +380,7 @@ fn a_missing_tinker_key_is_refused_before_anything_starts() {
             "trainer_needs_tinker_key = true",
         )],
     );
-    let answer = refusal(&stack.rl(&["start", "--json"]));
+    let answer = refusal(&stack.rl(&["runs", "start", "--json"]));
     assert!(
         answer["error"]
             .as_str()
@@ -387,7 +388,10 @@ fn a_missing_tinker_key_is_refused_before_anything_starts() {
             .starts_with("TINKER_API_KEY is not set"),
         "{answer}"
     );
-    assert_eq!(stack.json(&["runs"]), serde_json::json!([]));
+    assert_eq!(
+        stack.json(&["runs", "list"]),
+        serde_json::json!({"runs": [], "count": 0})
+    );
     assert!(!stack.home.path().join("runs").exists());
 }
 
@@ -423,9 +427,9 @@ fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
         let stack = Stack::new(&python, &[edit]);
         let id = stack.start();
         stack.wait_for_label(&id, phase);
-        let report = stack.json(&["stop", &id]);
+        let report = stack.json(&["runs", "stop", &id]);
         assert_eq!(report["stopped"], true);
-        let status = &report["status"];
+        let status = &report["run"];
         assert_eq!(
             status["state"],
             "stopped",
@@ -514,7 +518,7 @@ fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
     let Some(python) = test_python() else { return };
     let stack = Stack::new(&python, &[SLOW_STEPS]);
     let mut caller = Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(["start", "--wait", "finished", "--json"])
+        .args(["runs", "start", "--wait", "finished", "--json"])
         .env("RL_HOME", stack.home.path())
         .current_dir(workspace_root())
         .stdout(std::process::Stdio::null())
@@ -522,8 +526,8 @@ fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
         .unwrap();
     let started = Instant::now();
     let id = loop {
-        let runs = stack.json(&["runs"]);
-        if let Some(id) = runs[0]["id"].as_str() {
+        let runs = stack.json(&["runs", "list"]);
+        if let Some(id) = runs["runs"][0]["run_id"].as_str() {
             break id.to_owned();
         }
         assert!(
@@ -537,12 +541,12 @@ fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
     caller.wait().unwrap();
 
     std::thread::sleep(Duration::from_millis(500));
-    let status = stack.json(&["status", &id]);
+    let status = stack.json(&["runs", "status", &id]);
     assert_eq!(status["state"], "running", "{}", stack.explain(&id));
     let cursor = status["next_since"].as_i64().unwrap();
-    let report = stack.json(&["stop", &id]);
-    assert_eq!(report["status"]["state"], "stopped");
-    let newer = stack.json(&["events", &id, "--since", &cursor.to_string()]);
+    let report = stack.json(&["runs", "stop", &id]);
+    assert_eq!(report["run"]["state"], "stopped");
+    let newer = stack.json(&["runs", "events", &id, "--since", &cursor.to_string()]);
     let events = newer["events"].as_array().unwrap();
     assert!(events.iter().all(|e| e["seq"].as_i64().unwrap() > cursor));
     assert!(
@@ -598,7 +602,7 @@ fn a_grandchild_left_by_a_component_is_gone_after_stop_or_its_end() {
             "the abandoned sleep is in the trainer's group"
         );
         let end = if ending == "stop" {
-            stack.json(&["stop", &id])["status"].clone()
+            stack.json(&["runs", "stop", &id])["run"].clone()
         } else {
             nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(i32::try_from(trainer_pid).unwrap()),
@@ -622,7 +626,10 @@ fn a_grandchild_left_by_a_component_is_gone_after_stop_or_its_end() {
 fn run_ids_from_outside_are_checked() {
     let home = tempfile::tempdir().unwrap();
     for bad in ["../../etc", "0BADC0DE", "12345", "0badc0de0"] {
-        let answer = refusal(&crate::rl_in(home.path(), &["status", bad, "--json"]));
+        let answer = refusal(&crate::rl_in(
+            home.path(),
+            &["runs", "status", bad, "--json"],
+        ));
         assert!(
             answer["error"]
                 .as_str()
@@ -632,7 +639,10 @@ fn run_ids_from_outside_are_checked() {
         );
     }
     for command in ["stop", "results"] {
-        let answer = refusal(&crate::rl_in(home.path(), &[command, "0badc0de", "--json"]));
+        let answer = refusal(&crate::rl_in(
+            home.path(),
+            &["runs", command, "0badc0de", "--json"],
+        ));
         assert!(
             answer["error"]
                 .as_str()
@@ -641,7 +651,10 @@ fn run_ids_from_outside_are_checked() {
             "{command}: {answer}"
         );
     }
-    let answer = refusal(&crate::rl_in(home.path(), &["results", "../x", "--json"]));
+    let answer = refusal(&crate::rl_in(
+        home.path(),
+        &["runs", "results", "../x", "--json"],
+    ));
     assert!(
         answer["error"]
             .as_str()
@@ -676,17 +689,17 @@ fn a_run_whose_supervisor_vanished_is_lost_and_stop_ends_what_it_left() {
         !run_processes(&lost).is_empty(),
         "the components outlive their supervisor"
     );
-    let listed = stack.json(&["runs"]);
-    assert_eq!(listed[0]["state"], "lost");
+    let listed = stack.json(&["runs", "list"]);
+    assert_eq!(listed["runs"][0]["status"], "lost");
 
-    let report = stack.json(&["stop", &id]);
+    let report = stack.json(&["runs", "stop", &id]);
     assert_eq!(report["stopped"], true);
     let message = report["message"].as_str().unwrap();
     assert!(
         message.starts_with(&format!("run {id} is lost; env ended on SIGTERM")),
         "{message}"
     );
-    assert_eq!(report["status"]["state"], "lost", "a lost run stays lost");
+    assert_eq!(report["run"]["state"], "lost", "a lost run stays lost");
     assert_nothing_left(&stack, &id);
 }
 
@@ -710,7 +723,7 @@ fn a_busy_fixed_trainer_port_is_refused_before_anything_starts() {
             .status
             .success()
     );
-    let answer = refusal(&crate::rl_in(home.path(), &["start", "--json"]));
+    let answer = refusal(&crate::rl_in(home.path(), &["runs", "start", "--json"]));
     let error = answer["error"].as_str().unwrap();
     assert!(
         error.starts_with(&format!(
@@ -736,7 +749,7 @@ fn a_run_logged_to_wandb_offline_has_its_results_from_the_wandb_files() {
     let id = stack.start();
     let finished = stack.wait(&id, "finished", 180);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
-    let results = stack.json(&["results", &id, "--source", "wandb-files"]);
+    let results = stack.json(&["runs", "results", &id, "--source", "wandb-files"]);
     assert_eq!(results["source"], "wandb_files", "{results:#}");
     assert_eq!(results["metrics"]["step"], 6, "{results:#}");
     assert!(results["metrics"]["reward_mean"].is_number());
@@ -750,6 +763,6 @@ fn a_run_logged_to_wandb_offline_has_its_results_from_the_wandb_files() {
     let file = results["trainer_run"]["path"].as_str().unwrap();
     assert!(file.starts_with(&stack.run_dir(&id).join("wandb").display().to_string()));
     // The same numbers as the trainer's own metrics file.
-    let from_file = stack.json(&["results", &id, "--source", "file"]);
+    let from_file = stack.json(&["runs", "results", &id, "--source", "file"]);
     assert_eq!(from_file["metrics"], results["metrics"]);
 }

@@ -148,3 +148,31 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
     assert_eq!(settings.child_environment["HF_HUB_OFFLINE"], "1");
     assert!((settings.run.env_settle_secs - 5.0).abs() < f64::EPSILON);
 }
+
+#[test]
+fn the_status_limit_and_the_inference_endpoint_are_settings() {
+    let home = tempfile::tempdir().unwrap();
+    let defaults = Settings::load(home.path(), vars(&[])).unwrap();
+    assert_eq!(defaults.status_check_interval_secs, 1800.0);
+    assert_eq!(defaults.inference.base_url, None);
+    std::fs::write(
+        home.path().join("config.toml"),
+        "status_check_interval_secs = 60\n[inference]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m1\"]\n",
+    )
+    .unwrap();
+    let settings =
+        Settings::load(home.path(), vars(&[("RL_STATUS_CHECK_INTERVAL_SECS", "0")])).unwrap();
+    assert_eq!(settings.status_check_interval_secs, 0.0);
+    assert_eq!(
+        settings.inference.base_url.as_deref(),
+        Some("http://127.0.0.1:9/v1")
+    );
+    assert_eq!(settings.inference.models, ["m1"]);
+    let error = Settings::load(
+        home.path(),
+        vars(&[("RL_STATUS_CHECK_INTERVAL_SECS", "-5")]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("status_check_interval_secs"), "{error}");
+}

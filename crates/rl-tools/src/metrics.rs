@@ -1,25 +1,25 @@
 //! A run's metrics: where to look for them (the run folder first, WandB's API last) and under
 //! which names, from the run's record and its config.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use clap::ValueEnum;
 use rl_config::{RunConfig, Secrets};
 use rl_metrics::{
     Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, RunTarget, SourceFailure,
     SourceKind, WandbApi, WandbApiConfig, WandbFiles, WandbNames,
 };
 use rl_process::{Component, RunRecord, RunState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::context::process_environment;
+use crate::ToolsError;
 
 /// Where `status` and `results` read metrics from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum SourceChoice {
+pub enum SourceChoice {
     /// The run folder's metrics file, then its WandB files, then the WandB API (with a key).
+    #[default]
     Auto,
     /// Only the metrics file the trainer wrote into the run folder.
     File,
@@ -29,25 +29,47 @@ pub(crate) enum SourceChoice {
     WandbApi,
 }
 
+impl SourceChoice {
+    pub const NAMES: [&'static str; 4] = ["auto", "file", "wandb-files", "wandb-api"];
+}
+
+impl std::str::FromStr for SourceChoice {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "auto" => Ok(Self::Auto),
+            "file" => Ok(Self::File),
+            "wandb-files" => Ok(Self::WandbFiles),
+            "wandb-api" => Ok(Self::WandbApi),
+            other => Err(format!(
+                "'{other}' is not a metrics source; one of {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
 /// How long a WandB request may take: a status is polled and must answer quickly; results
 /// are asked for once and may wait out a busy server.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Patience {
+pub enum Patience {
     Status,
     Results,
 }
 
 /// The run's metrics from the chosen sources.
-pub(crate) fn collect(
+pub(crate) async fn collect(
     run: &RunRecord,
     choice: SourceChoice,
     patience: Patience,
     secrets: &Secrets,
-) -> anyhow::Result<Collected> {
+    environment: &BTreeMap<String, String>,
+) -> Result<Collected, ToolsError> {
     let (target, config_problem) = target_of(run)?;
     let api = match choice {
-        SourceChoice::Auto => wandb_api(secrets, patience).ok(),
-        SourceChoice::WandbApi => Some(wandb_api(secrets, patience)?),
+        SourceChoice::Auto => wandb_api(secrets, environment, patience).ok(),
+        SourceChoice::WandbApi => Some(wandb_api(secrets, environment, patience)?),
         SourceChoice::File | SourceChoice::WandbFiles => None,
     };
     let file = MetricsFile;
@@ -62,11 +84,7 @@ pub(crate) fn collect(
     if let Some(api) = &api {
         sources.push(api);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let mut collected = runtime.block_on(rl_metrics::collect(&target, &sources));
+    let mut collected = rl_metrics::collect(&target, &sources).await;
     // WandB is looked up by the names in the run's config: without them, say why not.
     if let Some(problem) = config_problem
         && choice != SourceChoice::File
@@ -84,11 +102,11 @@ pub(crate) fn collect(
 }
 
 /// The run's target, and why its WandB names are missing when they are.
-fn target_of(run: &RunRecord) -> anyhow::Result<(RunTarget, Option<String>)> {
+fn target_of(run: &RunRecord) -> Result<(RunTarget, Option<String>), ToolsError> {
     let run_dir = run
         .config_path
         .parent()
-        .with_context(|| format!("run {} has no folder", run.id))?
+        .ok_or_else(|| ToolsError::Internal(format!("run {} has no folder", run.id)))?
         .to_owned();
     let trainer_log = run
         .components
@@ -119,8 +137,11 @@ fn wandb_names(config: &RunConfig) -> Option<WandbNames> {
     ))
 }
 
-fn wandb_api(secrets: &Secrets, patience: Patience) -> anyhow::Result<WandbApi> {
-    let environment = process_environment();
+fn wandb_api(
+    secrets: &Secrets,
+    environment: &BTreeMap<String, String>,
+    patience: Patience,
+) -> Result<WandbApi, ToolsError> {
     let mut config = WandbApiConfig::from_lookup(|name| match name {
         "WANDB_API_KEY" => secrets.get(name).map(str::to_owned),
         _ => environment.get(name).cloned(),
@@ -133,7 +154,7 @@ fn wandb_api(secrets: &Secrets, patience: Patience) -> anyhow::Result<WandbApi> 
 }
 
 /// What the processes say, for the health digest's stall check.
-pub(crate) fn activity_of(run: &RunRecord) -> Activity {
+pub fn activity_of(run: &RunRecord) -> Activity {
     let running = matches!(run.state, RunState::Running);
     Activity {
         running,
@@ -148,6 +169,7 @@ fn unix_seconds(timestamp: &str) -> Option<f64> {
     Some(parsed.as_millisecond() as f64 / 1000.0)
 }
 
+/// One policy for every face until operators ask to tune it.
 pub(crate) fn policy() -> HealthPolicy {
     HealthPolicy::default()
 }

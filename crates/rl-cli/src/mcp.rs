@@ -1,0 +1,215 @@
+//! `rl mcp`: the tool registry as a Model Context Protocol server over stdio.
+//!
+//! The tools are a runtime table (`rl_tools::Registry`), so the handler is written by hand: each
+//! spec becomes a tool whose input schema is the spec's parameters, and each call's reply — a
+//! JSON object, `{"error": ...}` on failure — is returned as one compact JSON text block, also as
+//! structured content, with `isError` set from the reply. Standard output carries protocol
+//! messages only. When the client closes standard input, or on SIGINT / SIGTERM, the server
+//! ends and stops the pre-flight models it started; training runs are detached and go on.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rl_tools::{Caller, Registry, ToolReply, ToolSpec};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{QuitReason, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::context::Context;
+
+/// What an agent reads first: the order the tools are meant to be used in.
+const INSTRUCTIONS: &str = "rl trains language models with reinforcement learning on Atropos \
+environments. Workflow: rl_list_environments to see the environments, rl_select_environment to \
+pick one (read its file_path to see how it loads data and scores answers), \
+rl_get_current_config and rl_edit_config to review and change its configuration, \
+rl_test_inference to check that models can learn from it (takes minutes), \
+rl_start_training to start a run (it goes on in the background and takes hours), \
+rl_check_status now and then (agents may check a run once per interval, 30 minutes unless the \
+operator changed it), rl_stop_training to stop a run that looks wrong, rl_get_results for the \
+metrics and final weights. rl_list_runs lists the runs; rl_health_check says what the machine \
+lacks. Every answer is a JSON object; a failed call answers {\"error\": ..., \"hint\": ...} and \
+says how to correct it.";
+
+/// How long pending tool calls may take to wind down once the session is over.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+pub(crate) fn run(context: &Context) -> anyhow::Result<()> {
+    let registry = context.registry()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("rl-mcp")
+        .enable_all()
+        .build()
+        .context("cannot start the MCP server's runtime")?;
+    let served = runtime.block_on(serve(RlServer::new(registry.clone())));
+    // A pre-flight still running belongs to this session: stop its models (whole process
+    // groups), then drop the calls still pending, then stop whatever they started meanwhile.
+    let models = registry.tools().model_runner();
+    models.stop_all();
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    models.stop_all();
+    served
+}
+
+/// Serves one session on stdio until the client closes it or a signal arrives.
+async fn serve(server: RlServer) -> anyhow::Result<()> {
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let transport = rmcp::transport::stdio_pipes();
+    let running = tokio::select! {
+        started = server.serve(transport) => started.context("the MCP session did not start")?,
+        _ = terminate.recv() => return Ok(()),
+        _ = interrupt.recv() => return Ok(()),
+    };
+    let token = running.cancellation_token();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    let quit = tokio::select! {
+        quit = &mut waiting => quit,
+        _ = terminate.recv() => {
+            token.cancel();
+            waiting.await
+        }
+        _ = interrupt.recv() => {
+            token.cancel();
+            waiting.await
+        }
+    };
+    match quit {
+        Ok(QuitReason::JoinError(error)) | Err(error) => {
+            Err(anyhow::anyhow!("the MCP session failed: {error}"))
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The MCP face of the registry.
+#[derive(Clone)]
+struct RlServer {
+    registry: Registry,
+    tools: Vec<Tool>,
+}
+
+impl RlServer {
+    fn new(registry: Registry) -> Self {
+        let tools = registry.specs().iter().map(tool_of).collect();
+        Self { registry, tools }
+    }
+}
+
+impl ServerHandler for RlServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("rl", env!("CARGO_PKG_VERSION"))
+                    .with_title("rl: RL training of language models on Atropos environments"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|tool| tool.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request
+            .arguments
+            .map_or_else(|| Value::Object(JsonObject::new()), Value::Object);
+        let registry = self.registry.clone();
+        let name = request.name.into_owned();
+        // Its own task: the call runs to its end even if the client gives up on it (a run
+        // half-started is worse than an answer nobody reads), and a panic is an error reply.
+        let reply = tokio::spawn(async move { registry.call(&name, arguments, Caller::Agent).await })
+            .await
+            .unwrap_or_else(|error| ToolReply {
+                value: json!({
+                    "error": format!("the tool failed unexpectedly: {error}"),
+                    "kind": rl_tools::FailureKind::Internal,
+                    "hint": "rl_health_check shows whether the machine is ready; the same call may work again",
+                }),
+                failure: Some(rl_tools::FailureKind::Internal),
+            });
+        Ok(result_of(reply).into())
+    }
+}
+
+/// A registry spec as an MCP tool: the parameters are the input schema.
+fn tool_of(spec: &ToolSpec) -> Tool {
+    let schema = match &spec.parameters {
+        Value::Object(schema) => schema.clone(),
+        _ => {
+            let mut schema = JsonObject::new();
+            schema.insert("type".to_owned(), json!("object"));
+            schema
+        }
+    };
+    Tool::new(spec.name, spec.description, schema)
+}
+
+/// A reply as one compact JSON text block, the same object as structured content.
+fn result_of(reply: ToolReply) -> CallToolResult {
+    if reply.is_error() {
+        CallToolResult::structured_error(reply.value)
+    } else {
+        CallToolResult::structured(reply.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn every_spec_is_a_tool_with_its_schema() {
+        for spec in rl_tools::specs() {
+            let tool = tool_of(&spec);
+            assert_eq!(tool.name, spec.name);
+            assert_eq!(tool.description.as_deref(), Some(spec.description));
+            assert_eq!(tool.schema_as_json_value(), spec.parameters);
+            assert_eq!(tool.input_schema["type"], "object");
+        }
+    }
+
+    #[test]
+    fn a_reply_is_one_compact_text_and_structured_content() {
+        let value = json!({"run_id": "0123abcd", "status": "starting"});
+        let ok = result_of(ToolReply {
+            value: value.clone(),
+            failure: None,
+        });
+        assert_eq!(ok.is_error, Some(false));
+        assert_eq!(ok.structured_content.as_ref(), Some(&value));
+        assert_eq!(ok.content.len(), 1);
+        let text = &ok.content[0].as_text().unwrap().text;
+        assert_eq!(text, &serde_json::to_string(&value).unwrap());
+
+        let failed = result_of(ToolReply {
+            value: json!({"error": "no such run"}),
+            failure: Some(rl_tools::FailureKind::NotFound),
+        });
+        assert_eq!(failed.is_error, Some(true));
+        assert_eq!(
+            failed.content[0].as_text().unwrap().text,
+            r#"{"error":"no such run"}"#
+        );
+    }
+}

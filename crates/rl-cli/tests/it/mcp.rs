@@ -1,0 +1,522 @@
+//! `rl mcp` as MCP clients use it: the official Python SDK's client over the local stack, raw
+//! JSON-RPC lines for what a client library would hide (stdout holds protocol messages only,
+//! closing stdin ends the server), and the end of a session stopping its pre-flight models.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rl_test_support::{FixtureServer, processes_mentioning};
+use serde_json::{Value, json};
+
+use crate::workspace_root;
+
+const SECRETS: [&str; 4] = [
+    "TINKER_API_KEY",
+    "WANDB_API_KEY",
+    "OPENROUTER_API_KEY",
+    "OPENAI_API_KEY",
+];
+
+fn test_python() -> Option<PathBuf> {
+    rl_test_support::test_python("the MCP client test")
+}
+
+fn tree() -> PathBuf {
+    workspace_root().join("fixtures/tinker-atropos")
+}
+
+/// A state directory holding the local stack's operator settings.
+fn stack_home(python: &Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        rl_test_support::local_stack_settings(python),
+    )
+    .unwrap();
+    home
+}
+
+/// `command` with the state directory, the fixture tree and no key at all.
+fn isolate(command: &mut Command, home: &Path) {
+    command
+        .env("RL_HOME", home)
+        .env("RL_TINKER_ATROPOS_ROOT", tree())
+        .env_remove("RL_ENVIRONMENTS_DIR")
+        .current_dir(workspace_root());
+    for name in SECRETS {
+        command.env_remove(name);
+    }
+}
+
+/// Waits for `done` for at most `limit`, polling.
+fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if started.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `rl mcp` spoken to line by line, as a client library would.
+struct RawServer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    /// Every stdout line, for the "protocol only" check.
+    seen: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl RawServer {
+    fn start(home: &Path, env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
+        command
+            .arg("mcp")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        isolate(&mut command, home);
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let (send, lines) = channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut text);
+            sink.lock().unwrap().push_str(&text);
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method}));
+    }
+
+    /// Sends a request and waits (30 s at most) for the message answering it.
+    fn request(&mut self, id: u64, method: &str, params: &Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(error) => panic!("no answer to {method} ({error}): {}", self.stderr()),
+            };
+            self.seen.push(line.clone());
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout holds a line that is not JSON ({e}): {line}"));
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        let answer = self.request(
+            1,
+            "initialize",
+            &json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "rl-it", "version": "0"}
+            }),
+        );
+        self.notify("notifications/initialized");
+        answer
+    }
+
+    fn call(&mut self, id: u64, tool: &str, arguments: Option<Value>) -> Value {
+        let mut params = json!({"name": tool});
+        if let Some(arguments) = arguments {
+            params["arguments"] = arguments;
+        }
+        let answer = self.request(id, "tools/call", &params);
+        answer["result"].clone()
+    }
+
+    fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let mut status = None;
+        let ended = eventually(limit, || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(
+            ended,
+            "rl mcp did not end within {limit:?}: {}",
+            self.stderr()
+        );
+        status.unwrap()
+    }
+
+    /// The stdout lines not read yet, once the server has ended.
+    fn rest(&mut self) -> Vec<String> {
+        let mut rest = Vec::new();
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(5)) {
+                Ok(line) => rest.push(line),
+                Err(RecvTimeoutError::Disconnected) => return rest,
+                Err(RecvTimeoutError::Timeout) => panic!("stdout stayed open after the exit"),
+            }
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tool result's one text block, checked to be the structured content as compact JSON.
+fn reply(result: &Value) -> &Value {
+    let content = result["content"].as_array().unwrap();
+    assert_eq!(content.len(), 1, "{result}");
+    assert_eq!(content[0]["type"], "text");
+    let text = content[0]["text"].as_str().unwrap();
+    assert!(!text.contains('\n'), "{text}");
+    let parsed: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(parsed, result["structuredContent"], "{result}");
+    assert!(parsed.is_object());
+    &result["structuredContent"]
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .unwrap_or_else(|| item["name"].as_str().unwrap())
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn raw_json_rpc_gets_protocol_only_and_closing_stdin_ends_the_server() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = RawServer::start(home.path(), &[]);
+
+    let init = server.initialize();
+    let info = &init["result"];
+    assert_eq!(info["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(info["serverInfo"]["name"], "rl");
+    assert_eq!(info["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(info["capabilities"]["tools"].is_object(), "{info}");
+    let instructions = info["instructions"].as_str().unwrap();
+    for tool in [
+        "rl_list_environments",
+        "rl_select_environment",
+        "rl_start_training",
+    ] {
+        assert!(instructions.contains(tool), "{instructions}");
+    }
+
+    let listed = server.request(2, "tools/list", &json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert_eq!(names(&listed["result"]["tools"]), rl_tools::TOOL_NAMES);
+    for (tool, spec) in tools.iter().zip(rl_tools::specs()) {
+        assert_eq!(tool["inputSchema"], spec.parameters, "{}", spec.name);
+        assert_eq!(tool["description"], spec.description);
+    }
+
+    // No `arguments` at all counts as `{}`.
+    let found = server.call(3, "rl_list_environments", None);
+    assert_eq!(found["isError"], false, "{found}");
+    let environments = &reply(&found)["environments"];
+    assert!(
+        names(environments).contains(&"arithmetic".to_owned()),
+        "{found}"
+    );
+
+    let malformed = server.call(4, "rl_check_status", Some(json!({"run_id": 5})));
+    assert_eq!(malformed["isError"], true, "{malformed}");
+    let refusal = reply(&malformed);
+    assert_eq!(refusal["kind"], "bad_request", "{refusal}");
+    assert!(
+        refusal["error"]
+            .as_str()
+            .unwrap()
+            .contains("rl_check_status")
+    );
+    assert_eq!(refusal["parameters"]["required"], json!(["run_id"]));
+
+    let unknown = server.call(5, "rl_no_such_tool", Some(json!({})));
+    assert_eq!(unknown["isError"], true, "{unknown}");
+    assert_eq!(names(&reply(&unknown)["available"]), rl_tools::TOOL_NAMES);
+
+    // Arguments that are not an object cannot be a `tools/call` at all: a protocol error, and
+    // the session goes on.
+    let not_an_object = server.request(
+        6,
+        "tools/call",
+        &json!({"name": "rl_list_runs", "arguments": 5}),
+    );
+    assert!(not_an_object["error"]["code"].is_i64(), "{not_an_object}");
+    let runs = server.call(7, "rl_list_runs", Some(json!({})));
+    assert_eq!(runs["isError"], false, "{runs}");
+    assert_eq!(reply(&runs)["count"], 0);
+
+    server.close_stdin();
+    let status = server.wait(Duration::from_secs(15));
+    assert!(status.success(), "{status:?}: {}", server.stderr());
+    let rest = server.rest();
+    for line in server.seen.iter().chain(&rest) {
+        let message: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(message["jsonrpc"], "2.0", "{line}");
+    }
+    assert!(!server.stderr().contains("panicked"), "{}", server.stderr());
+}
+
+#[test]
+fn sigterm_ends_the_server() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = RawServer::start(home.path(), &[]);
+    server.initialize();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = server.wait(Duration::from_secs(15));
+    assert!(status.success(), "{status:?}: {}", server.stderr());
+}
+
+/// The official Python SDK's client walks an agent's workflow, the run on the local stack.
+#[test]
+fn a_real_mcp_client_walks_the_workflow() {
+    let Some(python) = test_python() else { return };
+    let home = stack_home(&python);
+    let script = workspace_root().join("crates/rl-cli/tests/it/mcp_client.py");
+    let mut command = Command::new(&python);
+    command
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_rl"))
+        .env("RL_STATUS_CHECK_INTERVAL_SECS", "1800")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    isolate(&mut command, home.path());
+    let mut child = command.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let ended = eventually(Duration::from_secs(150), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let stdout = out.join().unwrap();
+    let stderr = err.join().unwrap();
+    assert!(ended && status.success(), "{status:?}\n{stdout}\n{stderr}");
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no summary ({e}):\n{stdout}\n{stderr}"));
+    let context = format!("{summary:#}\n--- client's stderr (and the server's)\n{stderr}");
+
+    // Whatever else happened, the run must be gone: stopped by the tool, or here.
+    let run_id = summary["run_id"].as_str().map(str::to_owned);
+    let left = || {
+        let mut left = processes_mentioning(&home.path().display().to_string());
+        if let Some(id) = &run_id {
+            left.extend(processes_mentioning(id));
+        }
+        left
+    };
+    let gone = eventually(Duration::from_secs(30), || left().is_empty());
+    if !gone && let Some(id) = &run_id {
+        let mut stop = Command::new(env!("CARGO_BIN_EXE_rl"));
+        isolate(&mut stop, home.path());
+        let _ = stop.args(["runs", "stop", id]).output();
+    }
+    assert!(gone, "processes left: {:?}\n{context}", left());
+
+    assert!(summary["failure"].is_null(), "{context}");
+    assert_eq!(summary["stream_errors"], json!([]), "{context}");
+    let server = &summary["server"];
+    assert_eq!(server["name"], "rl");
+    assert_eq!(server["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(server["tools_capability"], true);
+    for spec in rl_tools::specs() {
+        assert_eq!(
+            summary["tools"][spec.name], spec.parameters,
+            "{}",
+            spec.name
+        );
+    }
+
+    let calls = &summary["calls"];
+    for (step, call) in calls.as_object().unwrap() {
+        assert!(call["protocol_error"].is_null(), "{step}: {context}");
+        assert_eq!(call["content_blocks"], 1, "{step}: {context}");
+        assert_eq!(call["text_blocks"], 1, "{step}");
+        assert_eq!(call["one_line"], true, "{step}");
+        assert!(call["value"].is_object(), "{step}: {context}");
+        assert_eq!(call["value"], call["structured"], "{step}");
+    }
+    let ok = |step: &str| {
+        let call = &calls[step];
+        assert_eq!(call["is_error"], false, "{step} failed: {context}");
+        &call["value"]
+    };
+    let refused = |step: &str| {
+        let call = &calls[step];
+        assert_eq!(call["is_error"], true, "{step} was not refused: {context}");
+        assert!(call["value"]["error"].is_string(), "{step}: {context}");
+        &call["value"]
+    };
+
+    let environments = ok("list_environments");
+    assert!(names(&environments["environments"]).contains(&"arithmetic".to_owned()));
+    assert_eq!(ok("list_environments_without_arguments"), environments);
+    let unknown = refused("select_unknown");
+    assert!(
+        names(&unknown["available"]).contains(&"arithmetic".to_owned()),
+        "{unknown}"
+    );
+    assert!(ok("select")["file_path"].is_string(), "{context}");
+    let fields = &ok("current_config")["configurable_fields"];
+    assert!(
+        names(fields).contains(&"eval_items".to_owned()),
+        "{context}"
+    );
+    let edited = ok("edit");
+    assert_eq!(edited["value"], 3, "{edited}");
+    assert_eq!(edited["coerced_from"], "3", "{edited}");
+    refused("edit_bad_value");
+    let malformed = refused("malformed_arguments");
+    assert_eq!(malformed["kind"], "bad_request", "{malformed}");
+    refused("unexpected_argument");
+    assert_eq!(refused("unknown_tool")["kind"], "not_found");
+    assert_eq!(refused("status_unknown_run")["kind"], "not_found");
+
+    let started = ok("start");
+    assert_eq!(started["run_id"], summary["run_id"], "{started}");
+    let first = ok("status_first");
+    assert!(first["rate_limited"].is_null(), "{first}");
+    assert_eq!(first["run_id"], summary["run_id"], "{first}");
+    let second = ok("status_second");
+    assert_eq!(second["rate_limited"], true, "{second}");
+    assert!(
+        second["next_check_in_seconds"].as_f64().unwrap() > 0.0,
+        "{second}"
+    );
+    assert_eq!(ok("list_runs")["count"], 1);
+    let stopped = ok("stop");
+    assert!(
+        matches!(stopped["status"].as_str(), Some("stopped" | "completed")),
+        "{stopped}"
+    );
+}
+
+/// A pre-flight belongs to its session: when the client goes away (stdin closed) or the server
+/// is told to end (SIGTERM), its models are stopped, whole process groups, before the exit.
+#[test]
+fn the_end_of_a_session_stops_its_preflight_models() {
+    let Some(python) = test_python() else { return };
+    let fixture = FixtureServer::start(&python, None);
+    for ending in ["stdin closed", "SIGTERM"] {
+        let home = stack_home(&python);
+        let base_url = fixture.base_url.clone();
+        let mut server = RawServer::start(
+            home.path(),
+            &[
+                ("RL_INFERENCE__BASE_URL", base_url.as_str()),
+                ("RL_STATUS_CHECK_INTERVAL_SECS", "1800"),
+            ],
+        );
+        server.initialize();
+        let selected = server.call(
+            2,
+            "rl_select_environment",
+            Some(json!({"name": "arithmetic"})),
+        );
+        assert_eq!(selected["isError"], false, "{selected}");
+        // The answer never comes: the session ends first.
+        server.send(&json!({
+            "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "rl_test_inference", "arguments": {"models": ["slow"], "num_steps": 1, "group_size": 1}}
+        }));
+        let home_text = home.path().display().to_string();
+        let models = || {
+            processes_mentioning(&home_text)
+                .into_iter()
+                .filter(|(_, line)| line.contains(" process "))
+                .count()
+        };
+        assert!(
+            eventually(Duration::from_secs(60), || models() >= 1),
+            "{ending}: the model never started: {}",
+            server.stderr()
+        );
+        let started = Instant::now();
+        if ending == "SIGTERM" {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap()),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .unwrap();
+        } else {
+            server.close_stdin();
+        }
+        let status = server.wait(Duration::from_secs(40));
+        assert!(
+            status.success(),
+            "{ending}: {status:?}: {}",
+            server.stderr()
+        );
+        assert_eq!(models(), 0, "{ending}: a model outlived the server");
+        eprintln!("{ending}: ended in {:?}", started.elapsed());
+    }
+}

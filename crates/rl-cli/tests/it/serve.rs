@@ -1,0 +1,748 @@
+//! `rl serve` as its clients use it: the real binary on a free loopback port, every route
+//! asked over plain HTTP/1.1, every answer (errors included) JSON.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{test_python, workspace_root};
+
+/// Longest wait for one answer: a pre-flight test against the fixture server takes seconds.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// `rl serve --addr 127.0.0.1:0` with its own state directory; killed on drop.
+struct Server {
+    child: Child,
+    address: SocketAddr,
+    /// Everything it wrote, stdout and stderr.
+    output: Arc<Mutex<String>>,
+    home: tempfile::TempDir,
+    /// Sent as `Authorization: Bearer` by [`Server::request`].
+    token: Option<String>,
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    /// The header block, lower-cased.
+    headers: String,
+    body: Value,
+}
+
+fn serve_command(home: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
+    command
+        .arg("serve")
+        .args(extra)
+        .env("RL_HOME", home)
+        .env_remove("RL_TINKER_ATROPOS_ROOT")
+        .env_remove("RL_ENVIRONMENTS_DIR")
+        .env_remove("RL_INFERENCE__BASE_URL")
+        .current_dir(workspace_root());
+    for name in rl_config::SECRET_NAMES {
+        command.env_remove(name);
+    }
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+}
+
+impl Server {
+    fn start(home: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut args = vec!["--addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = serve_command(home.path(), &args, env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = Arc::new(Mutex::new(String::new()));
+        let (lines, first_lines) = mpsc::channel::<String>();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        for (stream, lines) in [
+            (Box::new(stdout) as Box<dyn Read + Send>, None),
+            (Box::new(stderr), Some(lines)),
+        ] {
+            let output = Arc::clone(&output);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    output.lock().unwrap().push_str(&format!("{line}\n"));
+                    if let Some(lines) = &lines {
+                        let _ = lines.send(line);
+                    }
+                }
+            });
+        }
+        let started = Instant::now();
+        let address = loop {
+            let left = Duration::from_secs(60).saturating_sub(started.elapsed());
+            match first_lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.split("listening on http://").nth(1) {
+                        let address = rest.split_whitespace().next().unwrap();
+                        break address.parse::<SocketAddr>().unwrap();
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "rl serve never said where it listens: {}",
+                        output.lock().unwrap()
+                    );
+                }
+            }
+        };
+        Self {
+            child,
+            address,
+            output,
+            home,
+            token: None,
+        }
+    }
+
+    fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// A request with the server's token, if it has one; `body` is sent as JSON.
+    fn request(&self, method: &str, path: &str, body: Option<&str>) -> Answer {
+        let mut headers = Vec::new();
+        let authorization = self.token.as_ref().map(|token| format!("Bearer {token}"));
+        if let Some(authorization) = &authorization {
+            headers.push(("Authorization", authorization.as_str()));
+        }
+        if body.is_some() {
+            headers.push(("Content-Type", "application/json"));
+        }
+        self.raw(method, path, &headers, body.unwrap_or_default())
+    }
+
+    fn get(&self, path: &str) -> Answer {
+        self.request("GET", path, None)
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Answer {
+        self.request("POST", path, Some(&body.to_string()))
+    }
+
+    /// A request exactly as given (no token added); the answer must be JSON.
+    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut stream = TcpStream::connect_timeout(&self.address, Duration::from_secs(10))
+            .unwrap_or_else(|error| panic!("cannot connect: {error}\n{}", self.output()));
+        stream.set_read_timeout(Some(ANSWER_TIMEOUT)).unwrap();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.address
+        );
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !body.is_empty() || method == "POST" {
+            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut bytes = Vec::new();
+        stream.read_to_end(&mut bytes).unwrap_or_else(|error| {
+            panic!("{method} {path}: no answer: {error}\n{}", self.output())
+        });
+        let text = String::from_utf8(bytes).unwrap();
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{method} {path}: not HTTP: {text:?}"));
+        let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let headers = head.to_ascii_lowercase();
+        assert!(
+            !headers.contains("transfer-encoding: chunked"),
+            "{method} {path}: chunked answers are not read here: {head}"
+        );
+        assert!(
+            headers.contains("content-type: application/json"),
+            "{method} {path}: {status} is not JSON: {head}\n{body}"
+        );
+        let body = serde_json::from_str(body)
+            .unwrap_or_else(|error| panic!("{method} {path}: {error}: {body:?}"));
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// SIGTERM, then the exit status, within a bound.
+    fn terminate(&mut self) -> ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        wait_bounded(&mut self.child, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("rl serve did not stop on SIGTERM: {}", self.output()))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Asserts the status, and hands back the body.
+#[track_caller]
+fn expect(answer: Answer, status: u16) -> Value {
+    assert_eq!(answer.status, status, "{}", answer.body);
+    if status != 200 {
+        assert!(answer.body["error"].is_string(), "{}", answer.body);
+    }
+    answer.body
+}
+
+fn error_of(body: &Value) -> &str {
+    body["error"].as_str().unwrap()
+}
+
+fn fixture_tree() -> String {
+    workspace_root()
+        .join("fixtures/tinker-atropos")
+        .display()
+        .to_string()
+}
+
+/// A state directory with the local stack's settings (and `extra` TOML), `arithmetic` selected
+/// over HTTP by the caller.
+fn stack_home(python: &Path, extra: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let settings = rl_test_support::local_stack_settings(python) + extra;
+    std::fs::write(home.path().join("config.toml"), settings).unwrap();
+    home
+}
+
+/// Runs started by a test, stopped with `rl stop` even when it panics.
+struct StartedRuns<'a> {
+    home: &'a Path,
+    ids: Vec<String>,
+}
+
+impl Drop for StartedRuns<'_> {
+    fn drop(&mut self) {
+        for id in &self.ids {
+            let _ = crate::rl_in(self.home, &["runs", "stop", id, "--json"]);
+        }
+    }
+}
+
+#[test]
+fn every_route_answers_json_and_errors_have_their_status() {
+    let tree = fixture_tree();
+    let mut server = Server::start(
+        tempfile::tempdir().unwrap(),
+        &[],
+        &[("RL_TINKER_ATROPOS_ROOT", tree.as_str())],
+    );
+
+    let health = expect(server.get("/health"), 200);
+    assert!(health["healthy"].is_boolean(), "{health}");
+
+    let environments = expect(server.get("/environments"), 200);
+    let names: Vec<&str> = environments
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|env| env["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"word_ladder"), "{names:?}");
+
+    // Nothing selected yet: a precondition, 409.
+    let nothing = expect(server.get("/config"), 409);
+    assert!(
+        nothing["hint"]
+            .as_str()
+            .unwrap()
+            .contains("rl_select_environment")
+    );
+
+    let unknown = expect(
+        server.request("POST", "/environments/gsm8k/select", None),
+        404,
+    );
+    assert!(
+        unknown["available"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("word_ladder")),
+        "{unknown}"
+    );
+    let selected = expect(
+        server.request("POST", "/environments/word_ladder/select", None),
+        200,
+    );
+    assert_eq!(selected["environment"], "word_ladder");
+    assert!(selected["file_path"].as_str().unwrap().ends_with(".py"));
+    // The original client's `{}`-less POST, and an explicit `{}`, are the same; more is not.
+    expect(
+        server.post("/environments/word_ladder/select", &json!({})),
+        200,
+    );
+    expect(
+        server.post("/environments/word_ladder/select", &json!({"name": "x"})),
+        400,
+    );
+
+    let config = expect(server.get("/config"), 200);
+    assert_eq!(config["environment"], "word_ladder");
+    assert!(config["configurable_fields"].as_array().unwrap().len() > 1);
+    let edited = expect(
+        server.post("/config", &json!({"field": "group_size", "value": "12"})),
+        200,
+    );
+    assert_eq!(edited["value"], 12, "{edited}");
+    let config = expect(server.get("/config"), 200);
+    let group_size = config["configurable_fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|field| field["name"] == "group_size")
+        .unwrap();
+    assert_eq!(group_size["current_value"], 12);
+    let bad_value = expect(
+        server.post("/config", &json!({"field": "group_size", "value": "many"})),
+        400,
+    );
+    assert!(!bad_value["expected"].is_null(), "{bad_value}");
+    let bad_field = expect(
+        server.post("/config", &json!({"field": "no_such_field", "value": 1})),
+        400,
+    );
+    assert!(bad_field["available_fields"].is_array(), "{bad_field}");
+    expect(server.post("/config", &json!({"field": "group_size"})), 400);
+
+    // Bodies that are not JSON, or not sent as JSON.
+    let malformed = expect(server.request("POST", "/config", Some("{\"field\": ")), 400);
+    assert!(
+        error_of(&malformed).contains("not valid JSON"),
+        "{malformed}"
+    );
+    let form = expect(
+        server.raw(
+            "POST",
+            "/config",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            "field=group_size&value=3",
+        ),
+        400,
+    );
+    assert!(error_of(&form).contains("content type"), "{form}");
+    expect(server.request("POST", "/runs", Some("[1, 2")), 400);
+    // Bodies are limited to 1 MiB: one byte more is refused before it is read as JSON.
+    let json_type = [("Content-Type", "application/json")];
+    let at_limit = expect(
+        server.raw("POST", "/config", &json_type, &"x".repeat(1 << 20)),
+        400,
+    );
+    assert!(error_of(&at_limit).contains("not valid JSON"), "{at_limit}");
+    let too_large = expect(
+        server.raw("POST", "/config", &json_type, &"x".repeat((1 << 20) + 1)),
+        413,
+    );
+    assert!(error_of(&too_large).contains("larger than"), "{too_large}");
+
+    let runs = expect(server.get("/runs"), 200);
+    assert_eq!(
+        (runs["runs"].clone(), runs["count"].clone()),
+        (json!([]), json!(0))
+    );
+    // word_ladder with the default settings needs TINKER_API_KEY, which is not set: refused
+    // before anything starts, as a precondition.
+    let refused = expect(server.request("POST", "/runs", None), 409);
+    assert_eq!(refused["missing_key"], "TINKER_API_KEY", "{refused}");
+    expect(server.post("/runs", &json!({"environment": "x"})), 400);
+
+    for (method, path) in [
+        ("GET", "/runs/0badc0de"),
+        ("POST", "/runs/0badc0de/stop"),
+        ("GET", "/runs/0badc0de/metrics"),
+    ] {
+        let unknown = expect(server.request(method, path, None), 404);
+        assert_eq!(unknown["active_runs"], json!([]), "{path}: {unknown}");
+    }
+    for path in [
+        "/runs/..%2Fx",
+        "/runs/..%2F..%2Fetc",
+        "/runs/0BADC0DE",
+        "/runs/..%2Fx/metrics",
+    ] {
+        let bad = expect(server.get(path), 400);
+        assert!(
+            error_of(&bad).contains("8 lowercase hexadecimal"),
+            "{path}: {bad}"
+        );
+    }
+    expect(server.request("POST", "/runs/..%2Fx/stop", None), 400);
+    expect(server.get("/runs/0badc0de?since=-1"), 400);
+    expect(server.get("/runs/0badc0de?until=3"), 400);
+
+    // The pre-flight's body checks come before anything runs.
+    let mixed = expect(
+        server.post(
+            "/test/inference",
+            &json!({"prompts": ["1+1?"], "num_steps": 2}),
+        ),
+        400,
+    );
+    assert!(error_of(&mixed).contains("mixes"), "{mixed}");
+    let unknown_key = expect(server.post("/test/inference", &json!({"steps": 2})), 400);
+    assert!(error_of(&unknown_key).contains("steps"), "{unknown_key}");
+    expect(
+        server.post("/test/inference", &json!({"prompts": "1+1?"})),
+        400,
+    );
+    // OpenRouter by default, whose key is not set.
+    let no_key = expect(server.post("/test/inference", &json!({})), 409);
+    assert_eq!(no_key["missing_key"], "OPENROUTER_API_KEY", "{no_key}");
+
+    for path in ["/", "/nope", "/runs/0badc0de/stop/now", "/environments/x"] {
+        let missing = expect(server.get(path), 404);
+        assert!(
+            missing["routes"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("GET /health")),
+            "{path}: {missing}"
+        );
+        assert!(missing["hint"].as_str().unwrap().contains("POST /runs"));
+    }
+    for (method, path) in [
+        ("DELETE", "/runs"),
+        ("GET", "/runs/0badc0de/stop"),
+        ("PUT", "/config"),
+        ("GET", "/test/inference"),
+        ("POST", "/health"),
+    ] {
+        let wrong = expect(server.request(method, path, None), 405);
+        assert!(!wrong["allowed"].as_array().unwrap().is_empty(), "{wrong}");
+    }
+
+    let status = server.terminate();
+    assert!(status.success(), "{status}: {}", server.output());
+    assert!(server.output().contains("rl serve: stopping"));
+}
+
+#[test]
+fn unsafe_addresses_and_missing_tokens_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str], env: &[(&str, &str)]| {
+        let mut child = serve_command(home.path(), args, env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let Some(status) = wait_bounded(&mut child, Duration::from_secs(30)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rl serve {args:?} started instead of refusing");
+        };
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert_eq!(status.code(), Some(1), "{args:?}: {stderr}");
+        stderr
+    };
+    let remote = refused(&["--addr", "0.0.0.0:0"], &[]);
+    assert!(remote.contains("--allow-remote"), "{remote}");
+    let no_token = refused(&["--addr", "0.0.0.0:0", "--allow-remote"], &[]);
+    assert!(no_token.contains("--token-env"), "{no_token}");
+    let unset = refused(
+        &["--addr", "127.0.0.1:0", "--token-env", "RL_NO_SUCH_TOKEN"],
+        &[],
+    );
+    assert!(
+        unset.contains("RL_NO_SUCH_TOKEN") && unset.contains("not set"),
+        "{unset}"
+    );
+    let empty = refused(
+        &["--addr", "127.0.0.1:0", "--token-env", "RL_EMPTY_TOKEN"],
+        &[("RL_EMPTY_TOKEN", "")],
+    );
+    assert!(empty.contains("empty"), "{empty}");
+    let nonsense = refused(&["--addr", "not an address"], &[]);
+    assert!(nonsense.contains("HOST:PORT"), "{nonsense}");
+}
+
+#[test]
+fn a_token_guards_every_route_and_is_never_shown() {
+    const TOKEN: &str = "rl-serve-test-token-7f3a9c21e5";
+    let tree = fixture_tree();
+    let mut server = Server::start(
+        tempfile::tempdir().unwrap(),
+        &["--token-env", "RL_SERVE_TEST_TOKEN"],
+        &[
+            ("RL_TINKER_ATROPOS_ROOT", tree.as_str()),
+            ("RL_SERVE_TEST_TOKEN", TOKEN),
+        ],
+    );
+    for path in ["/health", "/environments", "/runs", "/nope"] {
+        let missing = server.raw("GET", path, &[], "");
+        assert!(
+            missing.headers.contains("www-authenticate: bearer"),
+            "{missing:?}"
+        );
+        expect(missing, 401);
+        let wrong = server.raw(
+            "GET",
+            path,
+            &[("Authorization", "Bearer rl-serve-test-token-7f3a9c21e6")],
+            "",
+        );
+        expect(wrong, 401);
+        let truncated = server.raw(
+            "GET",
+            path,
+            &[("Authorization", "Bearer rl-serve-test")],
+            "",
+        );
+        expect(truncated, 401);
+        let basic = server.raw("GET", path, &[("Authorization", TOKEN)], "");
+        expect(basic, 401);
+    }
+    expect(server.request("POST", "/runs", None), 401);
+    server.token = Some(TOKEN.to_owned());
+    expect(server.get("/health"), 200);
+    let environments = expect(server.get("/environments"), 200);
+    assert!(environments.as_array().unwrap().len() > 1);
+    expect(server.get("/runs"), 200);
+    expect(server.get("/nope"), 404);
+    let lower = server.raw(
+        "GET",
+        "/runs",
+        &[("authorization", &format!("bearer {TOKEN}"))],
+        "",
+    );
+    expect(lower, 200);
+
+    server.terminate();
+    let output = server.output();
+    assert!(output.contains("RL_SERVE_TEST_TOKEN"), "{output}");
+    assert!(!output.contains(TOKEN), "the token was printed: {output}");
+}
+
+/// Two runs of the local stack started over HTTP (no body, and the original client's `{}`),
+/// followed to the end, read, and stopped.
+#[test]
+fn runs_are_started_followed_read_and_stopped_over_http() {
+    let Some(python) = test_python() else { return };
+    let server = Server::start(stack_home(&python, ""), &[], &[]);
+    let home = server.home.path().to_owned();
+    let mut runs = StartedRuns {
+        home: &home,
+        ids: Vec::new(),
+    };
+    expect(
+        server.request("POST", "/environments/arithmetic/select", None),
+        200,
+    );
+
+    let first = expect(server.request("POST", "/runs", None), 200);
+    let first_id = first["run_id"].as_str().unwrap().to_owned();
+    runs.ids.push(first_id.clone());
+    assert_eq!(first["status"], "starting", "{first}");
+    let second = expect(server.post("/runs", &json!({})), 200);
+    let second_id = second["run_id"].as_str().unwrap().to_owned();
+    runs.ids.push(second_id.clone());
+
+    let listed = expect(server.get("/runs"), 200);
+    assert_eq!(listed["count"], 2, "{listed}");
+    let listed_ids: Vec<&str> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["run_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        listed_ids.contains(&first_id.as_str()) && listed_ids.contains(&second_id.as_str()),
+        "{listed}"
+    );
+
+    let status = expect(server.get(&format!("/runs/{second_id}")), 200);
+    assert_eq!(status["run_id"], second_id.as_str());
+    let stopped = expect(
+        server.request("POST", &format!("/runs/{second_id}/stop"), None),
+        200,
+    );
+    assert_eq!(stopped["run_id"], second_id.as_str());
+    assert!(stopped["stopped"].is_boolean(), "{stopped}");
+    assert!(
+        ["stopped", "completed", "failed"].contains(&stopped["status"].as_str().unwrap()),
+        "{stopped}"
+    );
+
+    // The first runs to its end (6 steps of 0.2 s once the stack is up).
+    let started = Instant::now();
+    let finished = loop {
+        let status = expect(server.get(&format!("/runs/{first_id}")), 200);
+        let state = status["status"].as_str().unwrap().to_owned();
+        if ["completed", "failed", "stopped", "lost"].contains(&state.as_str()) {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "run {first_id} did not end: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(finished["status"], "completed", "{finished}");
+    assert!(finished["metrics"].is_object(), "{finished}");
+    let events = expect(server.get(&format!("/runs/{first_id}?since=0")), 200);
+    let next = events["next_since"].as_i64().unwrap();
+    assert!(
+        next > 0 && !events["events"].as_array().unwrap().is_empty(),
+        "{events}"
+    );
+    let later = expect(server.get(&format!("/runs/{first_id}?since={next}")), 200);
+    assert_eq!(later["events"], json!([]), "{later}");
+
+    let results = expect(server.get(&format!("/runs/{first_id}/metrics")), 200);
+    assert_eq!(results["run_id"], first_id.as_str());
+    assert_eq!(results["status"], "completed");
+    assert!(results["final_metrics"].is_object(), "{results}");
+
+    let again = expect(
+        server.request("POST", &format!("/runs/{first_id}/stop"), None),
+        200,
+    );
+    assert_eq!(again["stopped"], false, "{again}");
+}
+
+/// The pre-flight against the fixture OpenAI server: today's body, and the original client's
+/// prompts, read as a number of steps.
+#[test]
+fn the_inference_test_takes_the_new_body_and_translates_the_old_one() {
+    let Some(python) = test_python() else { return };
+    let fixture = rl_test_support::FixtureServer::start(&python, None);
+    let inference = format!(
+        "\n[inference]\nbase_url = \"{}\"\nmodels = [\"half-right\"]\n",
+        fixture.base_url
+    );
+    let server = Server::start(stack_home(&python, &inference), &[], &[]);
+    expect(
+        server.request("POST", "/environments/arithmetic/select", None),
+        200,
+    );
+
+    let new = expect(
+        server.post(
+            "/test/inference",
+            &json!({"num_steps": 1, "group_size": 2, "models": ["always-right"]}),
+        ),
+        200,
+    );
+    assert_eq!(new["models_succeeded"], 1, "{new}");
+    assert_eq!(new["models"][0]["model"], "always-right", "{new}");
+    assert_eq!(new["steps"], 1, "{new}");
+    assert!(new.get("translated_from_old_body").is_none());
+
+    let old = expect(
+        server.post(
+            "/test/inference",
+            &json!({"prompts": ["What is 2+2?", "What is 3*3?"], "max_tokens": 64, "temperature": 0.7}),
+        ),
+        200,
+    );
+    assert_eq!(old["models"][0]["model"], "half-right", "{old}");
+    assert_eq!(old["steps"], 2, "{old}");
+    let translated = &old["translated_from_old_body"];
+    assert_eq!(translated["num_steps"], 2, "{old}");
+    assert_eq!(
+        translated["not_sent"],
+        json!(["prompts", "max_tokens", "temperature"])
+    );
+    assert!(
+        translated["message"]
+            .as_str()
+            .unwrap()
+            .contains("process mode has no per-request prompt input")
+    );
+}
+
+/// A stop signal while a test runs ends its models (they run in process groups of their own,
+/// which a signal to the server does not reach), and the server exits.
+#[test]
+fn a_stopped_server_leaves_no_model_running() {
+    let Some(python) = test_python() else { return };
+    let fixture = rl_test_support::FixtureServer::start(&python, None);
+    let inference = format!("\n[inference]\nbase_url = \"{}\"\n", fixture.base_url);
+    let mut server = Server::start(stack_home(&python, &inference), &[], &[]);
+    expect(
+        server.request("POST", "/environments/arithmetic/select", None),
+        200,
+    );
+    let home = server.home.path().display().to_string();
+    let models_running = || {
+        rl_test_support::processes_mentioning(&home)
+            .iter()
+            .filter(|(_, line)| line.contains(" process "))
+            .count()
+    };
+    let address = server.address;
+    let body =
+        json!({"models": ["slow", "half-right@60"], "num_steps": 1, "group_size": 1}).to_string();
+    // The answer (if any) is not the point: the request only has to be in flight.
+    let request = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(10)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let head = format!(
+            "POST /test/inference HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream
+            .write_all(format!("{head}{body}").as_bytes())
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+    });
+    let started = Instant::now();
+    while models_running() < 2 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        models_running(),
+        2,
+        "the models never started: {}",
+        server.output()
+    );
+    let status = server.terminate();
+    assert!(status.success(), "{status}: {}", server.output());
+    assert_eq!(models_running(), 0, "{}", server.output());
+    assert!(server.output().contains("rl serve: stopping"));
+    request.join().unwrap();
+}

@@ -1,0 +1,365 @@
+//! The agent tools through `rl tool`: the same JSON an agent gets over MCP, exit codes for
+//! scripts, the status limit that applies to agents only, and state shared with the human
+//! commands.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::{ROOT, rl_in, test_python, workspace_root};
+
+fn tool(home: &Path, name: &str, arguments: Option<&str>, extra_env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
+    command.args(["tool", "call", name]);
+    if let Some(arguments) = arguments {
+        command.arg(arguments);
+    }
+    command
+        .env("RL_HOME", home)
+        .env("RL_TINKER_ATROPOS_ROOT", workspace_root().join(ROOT))
+        .env_remove("RL_ENVIRONMENTS_DIR")
+        .current_dir(workspace_root());
+    for name in rl_config::SECRET_NAMES {
+        command.env_remove(name);
+    }
+    for (name, value) in extra_env {
+        command.env(name, value);
+    }
+    command.output().unwrap()
+}
+
+fn answer(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "not JSON ({error}): {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+#[test]
+fn the_schema_is_every_tool_in_function_calling_form() {
+    let home = tempfile::tempdir().unwrap();
+    let output = rl_in(home.path(), &["tool", "schema"]);
+    assert!(output.status.success());
+    let functions = answer(&output);
+    let names: Vec<&str> = functions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            assert_eq!(f["type"], "function");
+            assert_eq!(f["function"]["parameters"]["type"], "object");
+            assert!(f["function"]["description"].as_str().unwrap().len() > 80);
+            f["function"]["name"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(names, rl_tools::TOOL_NAMES);
+    let edit = &functions[3]["function"]["parameters"];
+    assert_eq!(edit["required"], serde_json::json!(["field", "value"]));
+
+    let listed = rl_in(home.path(), &["tool", "list"]);
+    let table = String::from_utf8_lossy(&listed.stdout);
+    assert!(rl_tools::TOOL_NAMES.iter().all(|name| table.contains(name)));
+}
+
+#[test]
+fn answers_keep_the_original_keys_and_errors_say_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+
+    let listed = tool(home, "rl_list_environments", None, &[]);
+    assert_eq!(listed.status.code(), Some(0));
+    let listed = answer(&listed);
+    assert_eq!(
+        listed["count"],
+        listed["environments"].as_array().unwrap().len()
+    );
+    assert!(listed["tips"].as_array().unwrap().len() >= 3);
+    let first = &listed["environments"][0];
+    for key in ["name", "class_name", "file_path", "description"] {
+        assert!(first[key].is_string(), "{key} in {first}");
+    }
+
+    let unselected = tool(home, "rl_get_current_config", Some("{}"), &[]);
+    assert_eq!(unselected.status.code(), Some(1));
+    let unselected = answer(&unselected);
+    assert!(
+        unselected["hint"]
+            .as_str()
+            .unwrap()
+            .contains("rl_select_environment")
+    );
+
+    let unknown = answer(&tool(
+        home,
+        "rl_select_environment",
+        Some(r#"{"name": "gsm9k"}"#),
+        &[],
+    ));
+    assert_eq!(unknown["kind"], "not_found");
+    assert!(
+        unknown["available"]
+            .as_array()
+            .unwrap()
+            .contains(&"word_ladder".into())
+    );
+
+    let selected = tool(
+        home,
+        "rl_select_environment",
+        Some(r#"{"name": "word_ladder"}"#),
+        &[],
+    );
+    assert_eq!(selected.status.code(), Some(0));
+    let selected = answer(&selected);
+    assert_eq!(selected["environment"], "word_ladder");
+    assert!(selected["file_path"].as_str().unwrap().ends_with(".py"));
+
+    let config = answer(&tool(home, "rl_get_current_config", None, &[]));
+    assert_eq!(config["environment"], "word_ladder");
+    assert!(config["tip"].is_string());
+    let locked = config["locked_fields"].as_array().unwrap();
+    assert!(locked.iter().all(|f| !f["locked_value"].is_null()));
+    assert!(locked.iter().any(|f| f["name"] == "max_token_length"));
+
+    // A number as JSON, not text: the agent's value reaches the validator as it was sent.
+    let edited = answer(&tool(
+        home,
+        "rl_edit_config",
+        Some(r#"{"field": "group_size", "value": 12}"#),
+        &[],
+    ));
+    assert_eq!(
+        (
+            edited["value"].clone(),
+            edited["config"]["group_size"].clone()
+        ),
+        (12.into(), 12.into())
+    );
+    let wrong = answer(&tool(
+        home,
+        "rl_edit_config",
+        Some(r#"{"field": "group_size", "value": "many"}"#),
+        &[],
+    ));
+    assert_eq!(wrong["kind"], "bad_request");
+    assert!(wrong["expected"].is_string(), "{wrong}");
+    let locked = answer(&tool(
+        home,
+        "rl_edit_config",
+        Some(r#"{"field": "max_token_length", "value": 10}"#),
+        &[],
+    ));
+    assert_eq!(locked["locked_value"], 8192);
+    let typo = answer(&tool(
+        home,
+        "rl_edit_config",
+        Some(r#"{"field": "group_sise", "value": 4}"#),
+        &[],
+    ));
+    assert!(
+        typo["closest"]
+            .as_array()
+            .unwrap()
+            .contains(&"group_size".into())
+    );
+    assert!(typo["available_fields"].as_array().unwrap().len() > 5);
+
+    // The edit made by the agent is what a person sees.
+    let shown = answer(&rl_in(home, &["config", "show", "--root", ROOT, "--json"]));
+    let group_size = shown["configurable_fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "group_size")
+        .unwrap()
+        .clone();
+    assert_eq!(group_size["current_value"], 12);
+
+    let no_key = tool(home, "rl_start_training", None, &[]);
+    assert_eq!(no_key.status.code(), Some(1));
+    let no_key = answer(&no_key);
+    assert_eq!(
+        (no_key["kind"].clone(), no_key["missing_key"].clone()),
+        ("precondition".into(), "TINKER_API_KEY".into())
+    );
+    assert!(
+        !home.join("runs").exists(),
+        "a refused start leaves nothing"
+    );
+
+    let health = answer(&tool(home, "rl_health_check", None, &[]));
+    assert!(health["checks"].as_array().unwrap().len() >= 6);
+}
+
+#[test]
+fn malformed_calls_are_errors_with_their_exit_codes() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    for (arguments, code) in [
+        ("{not json", 2),
+        ("[1, 2]", 2),
+        (r#"{"run_id": 5}"#, 1),
+        (r#"{"run_id": "0badc0de", "extra": true}"#, 1),
+        (r#"{}"#, 1),
+    ] {
+        let output = tool(home, "rl_check_status", Some(arguments), &[]);
+        assert_eq!(output.status.code(), Some(code), "{arguments}");
+        let error = answer(&output);
+        assert!(error["error"].is_string(), "{arguments}: {error}");
+        if code == 1 {
+            assert_eq!(error["kind"], "bad_request", "{arguments}: {error}");
+            assert_eq!(
+                error["parameters"]["required"],
+                serde_json::json!(["run_id"])
+            );
+        }
+    }
+    let bad_id = answer(&tool(
+        home,
+        "rl_stop_training",
+        Some(r#"{"run_id": "../etc"}"#),
+        &[],
+    ));
+    assert_eq!(bad_id["kind"], "bad_request", "{bad_id}");
+    let unknown = tool(
+        home,
+        "rl_get_results",
+        Some(r#"{"run_id": "0badc0de"}"#),
+        &[],
+    );
+    assert_eq!(unknown.status.code(), Some(1));
+    assert_eq!(answer(&unknown)["active_runs"], serde_json::json!([]));
+
+    let no_tool = tool(home, "rl_train_harder", None, &[]);
+    assert_eq!(no_tool.status.code(), Some(2));
+    assert_eq!(answer(&no_tool)["available"].as_array().unwrap().len(), 11);
+}
+
+/// Agents may check a run once per interval; people may always; an unknown id uses up nothing;
+/// 0 turns the limit off.
+#[test]
+fn the_status_limit_applies_to_agents_and_known_runs_only() {
+    let Some(python) = test_python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::write(
+        home.join("config.toml"),
+        rl_test_support::local_stack_settings(&python),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let output = rl_in(home, args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        answer(&output)
+    };
+    run(&["select", "arithmetic", "--json"]);
+    let started = run(&[
+        "runs",
+        "start",
+        "--wait",
+        "finished",
+        "--timeout",
+        "120",
+        "--json",
+    ]);
+    assert_eq!(started["state"], "completed", "{started}");
+    let id = started["run_id"].as_str().unwrap().to_owned();
+    let limited = [("RL_STATUS_CHECK_INTERVAL_SECS", "1800")];
+    let args = format!(r#"{{"run_id": "{id}"}}"#);
+
+    // A mistyped id first: it must not use up the check of the real one.
+    let unknown = tool(
+        home,
+        "rl_check_status",
+        Some(r#"{"run_id": "0badc0de"}"#),
+        &limited,
+    );
+    assert_eq!(answer(&unknown)["active_runs"], serde_json::json!([id]));
+
+    let first = answer(&tool(home, "rl_check_status", Some(&args), &limited));
+    assert_eq!(
+        (first["run_id"].clone(), first["status"].clone()),
+        (id.clone().into(), "completed".into())
+    );
+    for key in [
+        "processes",
+        "logs",
+        "metrics",
+        "wandb_project",
+        "wandb_run_name",
+        "running_time_minutes",
+    ] {
+        assert!(!first[key].is_null(), "{key} in {first}");
+    }
+    assert_eq!(first["processes"]["trainer"], "exited (0)");
+    assert!(first["metrics"]["step"].is_number(), "{first}");
+
+    let second = tool(home, "rl_check_status", Some(&args), &limited);
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "a limited check is an answer, not an error"
+    );
+    let second = answer(&second);
+    assert_eq!(second["rate_limited"], true, "{second}");
+    let left = second["next_check_in_seconds"].as_f64().unwrap();
+    assert!(left > 1700.0 && left <= 1800.0, "{left}");
+    let message = second["message"].as_str().unwrap();
+    assert!(
+        message.contains("rl runs wait") && message.contains("rl runs events"),
+        "{message}"
+    );
+
+    // A person is never limited, and 0 switches the limit off for agents.
+    let person = run(&["runs", "status", &id, "--json"]);
+    assert_eq!(person["status"], "completed");
+    let unlimited = answer(&tool(
+        home,
+        "rl_check_status",
+        Some(&args),
+        &[("RL_STATUS_CHECK_INTERVAL_SECS", "0")],
+    ));
+    assert_eq!(unlimited["status"], "completed", "{unlimited}");
+
+    let results = answer(&tool(home, "rl_get_results", Some(&args), &[]));
+    assert!(
+        results["final_weights"]
+            .as_str()
+            .unwrap()
+            .starts_with("tinker://"),
+        "{results}"
+    );
+    assert!(!results["history"].as_array().unwrap().is_empty());
+    let runs = answer(&tool(home, "rl_list_runs", None, &[]));
+    assert_eq!(
+        (runs["count"].clone(), runs["runs"][0]["run_id"].clone()),
+        (1.into(), id.clone().into())
+    );
+    let stopped = answer(&tool(home, "rl_stop_training", Some(&args), &[]));
+    assert_eq!(
+        (stopped["stopped"].clone(), stopped["status"].clone()),
+        (false.into(), "completed".into())
+    );
+
+    let logs = run(&[
+        "runs",
+        "logs",
+        &id,
+        "--component",
+        "trainer",
+        "-n",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(logs[0]["lines"].as_array().unwrap().len(), 3, "{logs}");
+    let no_such = rl_in(home, &["runs", "logs", &id, "--component", "gpu"]);
+    assert_eq!(no_such.status.code(), Some(1));
+}

@@ -1,0 +1,168 @@
+//! The pre-flight inference test of the selected environment (`rl_test_inference`, `rl test`).
+
+use std::time::Duration;
+
+use rl_inference_test::{
+    CorrectRule, Endpoint, InferenceTestError, Key, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE,
+    ProgressSink, Redactor, TestPlan, TestReport, TestRequest, TestStore,
+};
+use serde_json::json;
+
+use crate::{Tools, ToolsError};
+
+/// What a caller may choose; everything left `None` comes from the operator's settings
+/// (`[inference]` in config.toml), then the original tool's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct InferenceOptions {
+    pub models: Vec<String>,
+    pub num_steps: Option<u32>,
+    pub group_size: Option<u32>,
+    /// Where requests go. Agents cannot set it: the key goes wherever this points.
+    pub base_url: Option<String>,
+    /// The variable holding the endpoint's key. Agents cannot set it either.
+    pub key_variable: Option<String>,
+    pub concurrency: Option<usize>,
+    pub timeout: Option<Duration>,
+    /// A completion is correct from this score on (default: the top score the test saw).
+    pub threshold: Option<f64>,
+    pub use_wandb: bool,
+}
+
+impl Tools {
+    pub fn test_store(&self) -> TestStore {
+        TestStore::new(self.home())
+    }
+
+    /// The plan of a test of the selected environment, with every key it needs at hand.
+    pub fn inference_plan(&self, options: InferenceOptions) -> Result<TestPlan, ToolsError> {
+        let settings = self.settings();
+        let selection = self.service()?.selection()?;
+        let configured = &settings.inference;
+        let base_url = options
+            .base_url
+            .or_else(|| configured.base_url.clone())
+            .unwrap_or_else(|| OPENROUTER_BASE_URL.to_owned());
+        let key_variable = options
+            .key_variable
+            .or_else(|| configured.key_variable.clone())
+            .or_else(|| {
+                (base_url == OPENROUTER_BASE_URL).then(|| OPENROUTER_KEY_VARIABLE.to_owned())
+            });
+        let key = match &key_variable {
+            None => None,
+            Some(name) => Some(
+                self.key(name)
+                    .ok_or_else(|| InferenceTestError::MissingKey {
+                        variable: name.clone(),
+                    })?,
+            ),
+        };
+        let mut request = TestRequest::openrouter(key.clone());
+        if !options.models.is_empty() {
+            request.models = options.models;
+        } else if !configured.models.is_empty() {
+            request.models.clone_from(&configured.models);
+        }
+        request.endpoint = Endpoint {
+            base_url,
+            key_variable: key_variable.unwrap_or_else(|| "(none)".to_owned()),
+            key,
+        };
+        if let Some(steps) = options.num_steps {
+            request.steps = steps;
+        }
+        if let Some(group_size) = options.group_size {
+            request.group_size = group_size;
+        }
+        if let Some(concurrency) = options.concurrency {
+            request.concurrency = concurrency;
+        }
+        if let Some(timeout) = options.timeout {
+            request.timeout = timeout;
+        }
+        request.use_wandb = options.use_wandb;
+        if options.use_wandb {
+            request.wandb_key = self.key("WANDB_API_KEY").map(Key);
+        }
+        if let Some(threshold) = options.threshold {
+            request.correct_rule = CorrectRule::AtLeast { threshold };
+        }
+        let root = settings
+            .tinker_atropos_root
+            .clone()
+            .unwrap_or_else(|| ".".into());
+        let working_dir = std::path::absolute(&root).map_err(|source| ToolsError::Io {
+            action: "cannot resolve the tinker-atropos tree",
+            path: root,
+            source,
+        })?;
+        Ok(TestPlan::new(request, &selection, settings, working_dir)?)
+    }
+
+    /// Runs the plan: every model at once up to its concurrency, each in a process group of
+    /// its own. The keys rl knows are masked in every log the test writes.
+    pub async fn test_inference(
+        &self,
+        plan: &TestPlan,
+        progress: ProgressSink,
+    ) -> Result<TestReport, ToolsError> {
+        let mut redactor = Redactor::default();
+        for name in rl_config::SECRET_NAMES {
+            if let Some(value) = self.secrets().get(name) {
+                redactor.add(name, value);
+            }
+        }
+        if let Some(key) = &plan.endpoint.key {
+            redactor.add(&plan.endpoint.key_variable, key);
+        }
+        let store = self.test_store();
+        Ok(rl_inference_test::run_test(
+            plan,
+            &store,
+            std::sync::Arc::new(self.model_runner().clone()),
+            redactor,
+            progress,
+        )
+        .await?)
+    }
+}
+
+/// A report with the keys the original tool returned added (`models_tested` per model, and
+/// `summary.steps_requested` / `avg_accuracy` / `output_directory`).
+pub fn report_json(report: &TestReport) -> Result<serde_json::Value, ToolsError> {
+    let mut value = serde_json::to_value(report)
+        .map_err(|error| ToolsError::Internal(format!("cannot encode the report: {error}")))?;
+    let models_tested: Vec<serde_json::Value> = report
+        .models
+        .iter()
+        .map(|model| {
+            let figures = &model.figures;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let correct = figures
+                .accuracy
+                .map(|share| (share * figures.completions as f64).round() as usize);
+            json!({
+                "model": model.model,
+                "steps_tested": figures.steps_tested,
+                "total_completions": figures.completions,
+                "correct_completions": correct,
+                "accuracy": figures.accuracy,
+                "steps_with_correct": figures.steps_with_correct,
+                "step_success_rate": figures.step_success_rate,
+                "error": model.error,
+            })
+        })
+        .collect();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("models_tested".to_owned(), json!(models_tested));
+        if let Some(summary) = object.get_mut("summary").and_then(|s| s.as_object_mut()) {
+            summary.insert("steps_requested".to_owned(), json!(report.steps));
+            summary.insert(
+                "avg_accuracy".to_owned(),
+                json!(report.summary.average_accuracy),
+            );
+            summary.insert("output_directory".to_owned(), json!(report.output_dir));
+        }
+    }
+    Ok(value)
+}

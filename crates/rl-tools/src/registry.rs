@@ -1,0 +1,634 @@
+//! The `rl_*` tools as agents call them: a name, a JSON schema, a description, and a call that
+//! takes a JSON argument object and always answers with a JSON object, `{"error": ...}` on
+//! failure. MCP, HTTP and `rl tool call` are adapters of this one table.
+
+use std::sync::Arc;
+
+use rl_config::Value;
+use rl_inference_test::Progress;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, json};
+
+use crate::environments::selectable_name;
+use crate::error::FailureKind;
+use crate::inference::{InferenceOptions, report_json};
+use crate::metrics::SourceChoice;
+use crate::rate_limit::StatusChecks;
+use crate::{Tools, ToolsError};
+
+/// One tool as agents see it.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the argument object.
+    pub parameters: serde_json::Value,
+}
+
+/// Who is calling: the status limit applies to agents only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Agent,
+    Person,
+}
+
+/// A tool's answer: always a JSON object; `failure` says what kind of error it holds, if any.
+#[derive(Debug, Clone)]
+pub struct ToolReply {
+    pub value: serde_json::Value,
+    pub failure: Option<FailureKind>,
+}
+
+impl ToolReply {
+    pub fn is_error(&self) -> bool {
+        self.failure.is_some()
+    }
+}
+
+pub const TOOL_NAMES: [&str; 11] = [
+    "rl_list_environments",
+    "rl_select_environment",
+    "rl_get_current_config",
+    "rl_edit_config",
+    "rl_start_training",
+    "rl_check_status",
+    "rl_stop_training",
+    "rl_get_results",
+    "rl_list_runs",
+    "rl_test_inference",
+    "rl_health_check",
+];
+
+fn no_parameters() -> serde_json::Value {
+    json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
+}
+
+fn run_id_parameter(what: &str) -> serde_json::Value {
+    json!({"type": "string", "description": what, "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"})
+}
+
+/// Every tool, in the order an agent meets them.
+pub fn specs() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: "rl_list_environments",
+            description: "List the RL environments found in the environments folder (Python classes \
+                derived from atroposlib's BaseEnv, read without running them). Use it first, to \
+                pick an environment. Returns `environments` (each with `name` to pass to \
+                rl_select_environment, `class_name`, `file_path`, `description`, `config_class`, \
+                `runnable`), `count`, `tips`, and the files that could not be read.",
+            parameters: no_parameters(),
+        },
+        ToolSpec {
+            name: "rl_select_environment",
+            description: "Select the environment to configure and train; the choice is saved and \
+                replaces the previous selection and its edits. Returns the environment's \
+                `file_path` (read it to see how it loads data and scores answers), its config \
+                class, its number of fields, the locked fields and the WandB run name it will \
+                use. An unknown name is an error listing the names that exist.",
+            parameters: json!({
+                "type": "object",
+                "properties": {"name": {"type": "string", "description": "An environment's name from rl_list_environments (or its key, `name@file.py`, where names repeat)"}},
+                "required": ["name"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: "rl_get_current_config",
+            description: "Show every field of the selected environment's configuration with the \
+                value a run would use now. Returns `configurable_fields` (name, type, default, \
+                current_value, description, allowed values) and `locked_fields` (set by the \
+                operator, with `locked_value`). Use it before rl_edit_config to see which fields \
+                exist and what they accept.",
+            parameters: no_parameters(),
+        },
+        ToolSpec {
+            name: "rl_edit_config",
+            description: "Set one configuration field of the selected environment for the next \
+                run. The value is checked against the field's type, range and allowed values \
+                (\"16\" is read as 16 for an integer field); locked fields are refused. Also \
+                accepts `wandb_project`. Returns the new and previous value and the whole \
+                configuration; a refused edit changes nothing and says what is allowed.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "field": {"type": "string", "description": "A field name from rl_get_current_config"},
+                    "value": {"description": "The new value: a number, string, boolean, list or null, as the field's type allows"}
+                },
+                "required": ["field", "value"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: "rl_start_training",
+            description: "Start a training run of the selected environment with its current \
+                configuration: the Atropos API, the Tinker trainer and the environment, on free \
+                local ports. Returns at once with `run_id`, `status` (starting), the run's \
+                config file, WandB names and log paths; the run goes on in the background and \
+                survives this call. Needs TINKER_API_KEY unless the operator's trainer needs \
+                none. Training takes hours: check it with rl_check_status now and then.",
+            parameters: no_parameters(),
+        },
+        ToolSpec {
+            name: "rl_check_status",
+            description: "A run's state and latest training numbers. Returns `status` (starting, \
+                running, stopping, stopped, completed, failed, lost), each process's state, \
+                log paths, `metrics` (step, reward_mean, loss, percent_correct, \
+                eval_percent_correct, ... each null until logged), a health digest with warning \
+                signs, and the run's events. Agents may check one run once per interval set by \
+                the operator (30 minutes unless changed); an earlier call answers \
+                `rate_limited` with the time left.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "run_id": run_id_parameter("The run id from rl_start_training or rl_list_runs"),
+                    "since": {"type": "integer", "minimum": 0, "default": 0, "description": "Only events after this cursor (`next_since` of an earlier answer)"}
+                },
+                "required": ["run_id"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: "rl_stop_training",
+            description: "Stop a run: the environment, the trainer and the API, each with all its \
+                child processes. Use it when metrics look wrong or flat, or to try other \
+                settings. Returns `message`, the run's `status` afterwards and whether anything \
+                was stopped (a run that has already ended is left as it is).",
+            parameters: json!({
+                "type": "object",
+                "properties": {"run_id": run_id_parameter("The run to stop")},
+                "required": ["run_id"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: "rl_get_results",
+            description: "A run's results so far or final: `metrics` (latest numbers), \
+                `final_metrics` (the trainer's last value of every logged key), `history` \
+                (every step), `final_weights` (the tinker:// path, once the trainer reports \
+                it), checkpoints, a health digest and WandB links. Read from the run's folder \
+                first, WandB's API only when needed.",
+            parameters: json!({
+                "type": "object",
+                "properties": {"run_id": run_id_parameter("The run to read")},
+                "required": ["run_id"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: "rl_list_runs",
+            description: "List every training run this machine knows, newest first, running or \
+                ended, with `run_id`, `environment`, `status` and the WandB run name. Returns \
+                `runs` and `count`.",
+            parameters: no_parameters(),
+        },
+        ToolSpec {
+            name: "rl_test_inference",
+            description: "Pre-flight the selected environment before training: run it in \
+                atroposlib's process mode against several models (num_steps groups of \
+                group_size completions each, models at once) on the operator's inference \
+                endpoint (OpenRouter unless configured; needs its key). Takes minutes. Returns \
+                per model the accuracy, steps with a correct answer, zero-variance groups and \
+                errors with their log, and a `summary` with a verdict (ready, too easy, too \
+                hard, no signal, broken) explaining whether training can learn from it.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "num_steps": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3, "description": "Groups per model"},
+                    "group_size": {"type": "integer", "minimum": 1, "maximum": 256, "default": 16, "description": "Completions per group, as in training"},
+                    "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7)"}
+                },
+                "required": [],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: "rl_health_check",
+            description: "Check what training needs on this machine: Python 3.11 or newer, \
+                atroposlib importable (and its version), the tinker-atropos tree and its \
+                environments, TINKER_API_KEY / WANDB_API_KEY / OPENROUTER_API_KEY present (never \
+                their values), a writable state directory. Returns `healthy` and each check with \
+                what was found and the fix when it is missing.",
+            parameters: no_parameters(),
+        },
+    ]
+}
+
+/// The tool table with its operations.
+#[derive(Clone)]
+pub struct Registry {
+    tools: Tools,
+    specs: Arc<Vec<ToolSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SelectArgs {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditArgs {
+    field: String,
+    value: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunArgs {
+    run_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusArgs {
+    run_id: String,
+    #[serde(default)]
+    since: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InferenceArgs {
+    num_steps: Option<u32>,
+    group_size: Option<u32>,
+    #[serde(default)]
+    models: Option<Vec<String>>,
+}
+
+impl Registry {
+    pub fn new(tools: Tools) -> Self {
+        Self {
+            tools,
+            specs: Arc::new(specs()),
+        }
+    }
+
+    pub fn tools(&self) -> &Tools {
+        &self.tools
+    }
+
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    /// Calls a tool. Never fails and never panics outward: every problem is an error reply.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+        caller: Caller,
+    ) -> ToolReply {
+        let outcome = self.dispatch(name, arguments, caller).await;
+        match outcome {
+            Ok(value) => ToolReply {
+                value,
+                failure: None,
+            },
+            Err(error) => ToolReply {
+                failure: Some(error.kind()),
+                value: self.error_json(&error).await,
+            },
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+        caller: Caller,
+    ) -> Result<serde_json::Value, ToolsError> {
+        match name {
+            "rl_list_environments" => {
+                let NoArgs {} = parse(name, arguments)?;
+                self.blocking(|tools| to_json(tools.list_environments(false)?))
+                    .await
+            }
+            "rl_select_environment" => {
+                let SelectArgs { name } = parse(name, arguments)?;
+                self.blocking(move |tools| to_json(tools.select_environment(&name)?))
+                    .await
+            }
+            "rl_get_current_config" => {
+                let NoArgs {} = parse(name, arguments)?;
+                self.blocking(|tools| to_json(tools.current_config()?))
+                    .await
+            }
+            "rl_edit_config" => {
+                let EditArgs { field, value } = parse(name, arguments)?;
+                self.blocking(move |tools| to_json(tools.edit_config(&field, &value)?))
+                    .await
+            }
+            "rl_start_training" => {
+                let NoArgs {} = parse(name, arguments)?;
+                self.blocking(|tools| to_json(tools.start_training()?))
+                    .await
+            }
+            "rl_check_status" => {
+                let StatusArgs { run_id, since } = parse(name, arguments)?;
+                self.check_status(&run_id, i64::from(since), caller).await
+            }
+            "rl_stop_training" => {
+                let RunArgs { run_id } = parse(name, arguments)?;
+                self.blocking(move |tools| {
+                    let id = tools.run_id(&run_id)?;
+                    to_json(tools.stop_training(&id)?)
+                })
+                .await
+            }
+            "rl_get_results" => {
+                let RunArgs { run_id } = parse(name, arguments)?;
+                let id = self.tools.run_id(&run_id)?;
+                to_json(self.tools.results(&id, SourceChoice::Auto).await?)
+            }
+            "rl_list_runs" => {
+                let NoArgs {} = parse(name, arguments)?;
+                self.blocking(|tools| to_json(tools.list_runs()?)).await
+            }
+            "rl_test_inference" => {
+                let args: InferenceArgs = parse(name, arguments)?;
+                self.test_inference(args).await
+            }
+            "rl_health_check" => {
+                let NoArgs {} = parse(name, arguments)?;
+                self.blocking(|tools| {
+                    let context = tools.context();
+                    to_json(crate::health_check(
+                        &context.home,
+                        &context.settings,
+                        &context.secrets,
+                    ))
+                })
+                .await
+            }
+            _ => Err(ToolsError::UnknownTool {
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    async fn blocking<F>(&self, work: F) -> Result<serde_json::Value, ToolsError>
+    where
+        F: FnOnce(&Tools) -> Result<serde_json::Value, ToolsError> + Send + 'static,
+    {
+        self.tools.blocking(work).await
+    }
+
+    async fn check_status(
+        &self,
+        run_id: &str,
+        since: i64,
+        caller: Caller,
+    ) -> Result<serde_json::Value, ToolsError> {
+        let id = self.tools.run_id(run_id)?;
+        let interval = self.tools.settings().status_check_interval_secs;
+        if caller == Caller::Agent && interval > 0.0 {
+            let owned = id.clone();
+            let limited = self
+                .blocking(move |tools| {
+                    // Only a run that exists counts: a mistyped id must not use up a check.
+                    tools.run_status(&owned, i64::MAX)?;
+                    let checks = StatusChecks::new(tools.home());
+                    let left = checks.admit(owned.as_str(), interval, now_seconds())?;
+                    Ok(left.map_or(serde_json::Value::Null, |left| rate_limited(&owned, left)))
+                })
+                .await?;
+            if !limited.is_null() {
+                return Ok(limited);
+            }
+        }
+        to_json(
+            self.tools
+                .check_status(&id, since, SourceChoice::Auto)
+                .await?,
+        )
+    }
+
+    async fn test_inference(&self, args: InferenceArgs) -> Result<serde_json::Value, ToolsError> {
+        let options = InferenceOptions {
+            models: args.models.unwrap_or_default(),
+            num_steps: args.num_steps,
+            group_size: args.group_size,
+            ..InferenceOptions::default()
+        };
+        let plan = self
+            .tools
+            .blocking(move |tools| tools.inference_plan(options))
+            .await?;
+        let report = self
+            .tools
+            .test_inference(&plan, Arc::new(|_: Progress| {}))
+            .await?;
+        report_json(&report)
+    }
+
+    /// `{"error": ..., "kind": ..., "hint": ...}` and what the caller needs to correct the call.
+    async fn error_json(&self, error: &ToolsError) -> serde_json::Value {
+        let mut object = Map::new();
+        object.insert("error".to_owned(), json!(error.to_string()));
+        object.insert("kind".to_owned(), json!(error.kind()));
+        let (hint, extra) = self.advice(error).await;
+        object.insert("hint".to_owned(), json!(hint));
+        object.extend(extra);
+        serde_json::Value::Object(object)
+    }
+
+    async fn advice(&self, error: &ToolsError) -> (String, Map<String, serde_json::Value>) {
+        use rl_config::ConfigError as C;
+        use rl_discovery::DiscoveryError as D;
+        let mut extra = Map::new();
+        let config_error = match error {
+            ToolsError::Config(error) => Some(error),
+            ToolsError::Process(rl_process::ProcessError::Config(error)) => Some(error),
+            ToolsError::InferenceTest(rl_inference_test::InferenceTestError::Config(error)) => {
+                Some(error)
+            }
+            _ => None,
+        };
+        let discovery_error = match (error, config_error) {
+            (ToolsError::Discovery(error), _) | (_, Some(C::Discovery(error))) => Some(error),
+            _ => None,
+        };
+        if let Some(error) = discovery_error {
+            return match error {
+                D::UnknownEnvironment { suggestions, .. } => {
+                    extra.insert("suggestions".to_owned(), json!(suggestions));
+                    extra.insert("available".to_owned(), json!(self.environment_names().await));
+                    ("Pass one of `available` (rl_list_environments shows them all)".to_owned(), extra)
+                }
+                D::AmbiguousEnvironment { candidates, .. } => {
+                    extra.insert("candidates".to_owned(), json!(candidates));
+                    ("Several environments share this name: pass one of `candidates`".to_owned(), extra)
+                }
+                _ => (
+                    "The operator must point rl at a tinker-atropos tree (RL_TINKER_ATROPOS_ROOT or tinker_atropos_root in config.toml); rl_health_check shows what is missing".to_owned(),
+                    extra,
+                ),
+            };
+        }
+        if let Some(error) = config_error {
+            let hint = match error {
+                C::NothingSelected => {
+                    "Select an environment first with rl_select_environment(name)"
+                }
+                C::UnknownField { closest, .. } => {
+                    extra.insert("closest".to_owned(), json!(closest));
+                    extra.insert(
+                        "available_fields".to_owned(),
+                        json!(self.field_names().await),
+                    );
+                    "Pass one of `available_fields` (rl_get_current_config describes them)"
+                }
+                C::LockedField { value, .. } => {
+                    extra.insert("locked_value".to_owned(), json!(value));
+                    "Locked fields are the operator's; change another field"
+                }
+                C::WrongType { expected, .. } => {
+                    extra.insert("expected".to_owned(), json!(expected));
+                    "Pass a value of the expected type"
+                }
+                C::NotAllowed { allowed, .. } => {
+                    extra.insert("allowed_values".to_owned(), json!(allowed));
+                    "Pass one of `allowed_values`"
+                }
+                C::OutOfRange { range, .. } => {
+                    extra.insert("allowed_range".to_owned(), json!(range));
+                    "Pass a value inside `allowed_range`"
+                }
+                C::Settings(_) => {
+                    "The operator's configuration needs fixing; rl_health_check shows what is missing"
+                }
+                _ => "Check the request; rl_health_check shows whether the machine is ready",
+            };
+            return (hint.to_owned(), extra);
+        }
+        let hint = match error {
+            ToolsError::UnknownTool { .. } => {
+                extra.insert("available".to_owned(), json!(TOOL_NAMES));
+                "Call one of `available`".to_owned()
+            }
+            ToolsError::BadArguments { tool, .. } => {
+                if let Some(spec) = self.specs.iter().find(|spec| spec.name == tool) {
+                    extra.insert("parameters".to_owned(), spec.parameters.clone());
+                }
+                "Pass an argument object that matches `parameters`".to_owned()
+            }
+            ToolsError::UnknownRun { known, .. } => {
+                extra.insert("active_runs".to_owned(), json!(known));
+                "Pass a run id from rl_list_runs (`active_runs` lists them)".to_owned()
+            }
+            ToolsError::Process(rl_process::ProcessError::MissingTinkerKey { .. }) => {
+                extra.insert("missing_key".to_owned(), json!("TINKER_API_KEY"));
+                "The operator must provide TINKER_API_KEY (environment or the state directory's .env)".to_owned()
+            }
+            ToolsError::InferenceTest(rl_inference_test::InferenceTestError::MissingKey {
+                variable,
+            }) => {
+                extra.insert("missing_key".to_owned(), json!(variable));
+                format!("The operator must provide {variable} (environment or the state directory's .env)")
+            }
+            ToolsError::Metrics(rl_metrics::MetricsError::MissingApiKey) => {
+                extra.insert("missing_key".to_owned(), json!("WANDB_API_KEY"));
+                "The operator must provide WANDB_API_KEY".to_owned()
+            }
+            ToolsError::InferenceTest(_) | ToolsError::Invalid { .. } => {
+                "Correct the request as the error says".to_owned()
+            }
+            _ => "rl_health_check shows whether the machine is ready; the same call may work once the cause is fixed".to_owned(),
+        };
+        (hint, extra)
+    }
+
+    async fn environment_names(&self) -> Vec<String> {
+        self.tools
+            .blocking(|tools| {
+                let scan = tools.scan(false)?;
+                Ok(scan
+                    .environments
+                    .iter()
+                    .map(|env| selectable_name(&scan, env))
+                    .collect())
+            })
+            .await
+            .unwrap_or_default()
+    }
+
+    async fn field_names(&self) -> Vec<String> {
+        self.tools
+            .blocking(|tools| {
+                let mut names: Vec<String> = tools
+                    .service()?
+                    .current()?
+                    .fields
+                    .into_iter()
+                    .filter(|field| !field.locked)
+                    .map(|field| field.spec.name)
+                    .collect();
+                names.push(rl_config::WANDB_PROJECT_FIELD.to_owned());
+                Ok(names)
+            })
+            .await
+            .unwrap_or_default()
+    }
+}
+
+/// The argument object, `null` or absent counting as `{}`.
+fn parse<T: DeserializeOwned>(tool: &str, arguments: serde_json::Value) -> Result<T, ToolsError> {
+    let arguments = match arguments {
+        serde_json::Value::Null => serde_json::Value::Object(Map::new()),
+        serde_json::Value::Object(_) => arguments,
+        other => {
+            return Err(ToolsError::BadArguments {
+                tool: tool.to_owned(),
+                reason: format!("arguments must be a JSON object, not {}", json_kind(&other)),
+            });
+        }
+    };
+    serde_json::from_value(arguments).map_err(|error| ToolsError::BadArguments {
+        tool: tool.to_owned(),
+        reason: error.to_string(),
+    })
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: T) -> Result<serde_json::Value, ToolsError> {
+    serde_json::to_value(value)
+        .map_err(|error| ToolsError::Internal(format!("cannot encode the answer: {error}")))
+}
+
+fn now_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |elapsed| elapsed.as_secs_f64())
+}
+
+fn rate_limited(run_id: &rl_config::RunId, left: f64) -> serde_json::Value {
+    let minutes = (left / 60.0).ceil();
+    json!({
+        "rate_limited": true,
+        "run_id": run_id.as_str(),
+        "message": format!(
+            "Run {run_id} was checked less than the allowed interval ago; the next check is allowed in {minutes:.0} minute(s). \
+             Training changes slowly: to follow it without polling, block until it changes with \
+             `rl runs wait {run_id} --until change` or read only new events with `rl runs events {run_id} --since N`."
+        ),
+        "next_check_in_seconds": left.ceil(),
+        "hint": "Wait until next_check_in_seconds have passed, or use `rl runs wait` / `rl runs events`",
+    })
+}

@@ -1,0 +1,430 @@
+//! Training runs: start, status with metrics, stop, results, list, events, wait, logs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rl_config::{RunConfig, RunId, RunWandb, Value};
+use rl_metrics::{Collected, HealthDigest, Results, SourceFailure, SourceKind, StatusMetrics};
+use rl_process::{
+    ComponentStatus, Event, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
+};
+use serde::Serialize;
+
+use crate::metrics::{self, Patience, SourceChoice};
+use crate::{Tools, ToolsError};
+
+/// `rl_start_training`: the original's keys next to the run's full record (`id`, `state`,
+/// `environment`, `config_path`, `components`, `events`, ...).
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    pub run_id: String,
+    pub status: &'static str,
+    /// The environment section of the run's config: what the environment will use.
+    pub config: BTreeMap<String, Value>,
+    pub wandb_project: Option<String>,
+    pub wandb_group: Option<String>,
+    pub wandb_run_name: Option<String>,
+    pub logs: BTreeMap<String, PathBuf>,
+    pub message: String,
+    #[serde(flatten)]
+    pub run: RunStatus,
+}
+
+/// `rl_check_status`: the original's keys and the latest metrics next to the run's full
+/// record (`state`, `phase`, `environment`, `error`, `components`, `events`, `next_since`, ...).
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusView {
+    pub run_id: String,
+    /// starting, running, stopping, stopped, completed, failed or lost.
+    pub status: &'static str,
+    pub running_time_minutes: f64,
+    /// Each component: `running`, `not started`, `exited (0)`, `signalled (15)`.
+    pub processes: BTreeMap<String, String>,
+    pub wandb_project: Option<String>,
+    pub wandb_group: Option<String>,
+    pub wandb_run_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wandb_url: Option<String>,
+    pub logs: BTreeMap<String, PathBuf>,
+    /// Every key present; each `null` until the run logs it.
+    pub metrics: StatusMetrics,
+    pub health: Option<HealthDigest>,
+    pub metrics_source: Option<SourceKind>,
+    pub metrics_warnings: Vec<String>,
+    pub metrics_errors: Vec<SourceFailure>,
+    #[serde(flatten)]
+    pub run: RunStatus,
+}
+
+/// `rl_stop_training`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stopped {
+    pub message: String,
+    pub run_id: String,
+    pub status: &'static str,
+    /// Whether this call stopped anything (false for a run that had already ended).
+    pub stopped: bool,
+    pub run: RunStatus,
+}
+
+/// `rl_get_results`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsView {
+    pub run_id: String,
+    pub status: &'static str,
+    pub environment: String,
+    pub error: Option<String>,
+    pub wandb_project: Option<String>,
+    pub wandb_group: Option<String>,
+    pub wandb_run_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wandb_url: Option<String>,
+    /// Absent when no source has anything yet.
+    #[serde(flatten)]
+    pub results: Option<Results>,
+    pub metrics_errors: Vec<SourceFailure>,
+}
+
+/// `rl_list_runs`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunList {
+    pub runs: Vec<RunEntry>,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunEntry {
+    pub run_id: String,
+    pub environment: String,
+    pub status: &'static str,
+    pub phase: Option<String>,
+    pub wandb_run_name: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub error: Option<String>,
+}
+
+/// A run's events after a cursor.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventsView {
+    pub run_id: String,
+    pub events: Vec<Event>,
+    pub next_since: i64,
+}
+
+/// The end of a component's log.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogTail {
+    pub component: String,
+    pub path: PathBuf,
+    /// The last lines, oldest first; secrets the run could see are masked.
+    pub lines: Vec<String>,
+    /// Whether earlier lines were left out.
+    pub truncated: bool,
+}
+
+impl Tools {
+    /// A run id as given, checked for shape.
+    pub fn run_id(&self, text: &str) -> Result<RunId, ToolsError> {
+        Ok(RunId::parse(text)?)
+    }
+
+    /// Maps the store's "no such run" to an error that lists the ids that exist.
+    fn known_run<T>(&self, id: &RunId, result: Result<T, ProcessError>) -> Result<T, ToolsError> {
+        match result {
+            Err(ProcessError::UnknownRun(_)) => Err(ToolsError::UnknownRun {
+                run_id: id.to_string(),
+                known: self
+                    .runs()
+                    .and_then(|mut runs| Ok(runs.list()?))
+                    .map(|runs| runs.into_iter().map(|run| run.id).collect())
+                    .unwrap_or_default(),
+            }),
+            other => Ok(other?),
+        }
+    }
+
+    pub fn start_training(&self) -> Result<Started, ToolsError> {
+        let service = self.service()?;
+        let mut runs = self.runs()?;
+        let status = runs.start(&service, self.secrets(), &self.context().supervisor)?;
+        let wandb = wandb_of(&status.run);
+        let config = RunConfig::read(&status.run.config_path)
+            .map(|config| config.env)
+            .unwrap_or_default();
+        Ok(Started {
+            run_id: status.run.id.clone(),
+            status: status.run.state.name(),
+            config,
+            wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
+            wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
+            wandb_run_name: wandb.as_ref().and_then(|w| w.run_name.clone()),
+            logs: logs_of(&status.run),
+            message: format!(
+                "Training run {} is starting. Follow it with rl_check_status(run_id), or block \
+                 until it changes with `rl runs wait {}`; training takes hours.",
+                status.run.id, status.run.id
+            ),
+            run: status,
+        })
+    }
+
+    /// The run's record and events, without metrics (quick: no WandB).
+    pub fn run_status(&self, id: &RunId, since: i64) -> Result<RunStatus, ToolsError> {
+        let result = self.runs()?.status(id, since);
+        self.known_run(id, result)
+    }
+
+    pub async fn check_status(
+        &self,
+        id: &RunId,
+        since: i64,
+        source: SourceChoice,
+    ) -> Result<StatusView, ToolsError> {
+        let owned = id.clone();
+        let status = self
+            .blocking(move |tools| tools.run_status(&owned, since))
+            .await?;
+        let collected = metrics::collect(
+            &status.run,
+            source,
+            Patience::Status,
+            self.secrets(),
+            &self.context().environment,
+        )
+        .await?;
+        Ok(status_view(status, &collected))
+    }
+
+    pub fn stop_training(&self, id: &RunId) -> Result<Stopped, ToolsError> {
+        let result = self.runs()?.stop(id);
+        let StopReport {
+            message,
+            stopped,
+            status,
+        } = self.known_run(id, result)?;
+        Ok(Stopped {
+            message,
+            run_id: status.run.id.clone(),
+            status: status.run.state.name(),
+            stopped,
+            run: status,
+        })
+    }
+
+    pub async fn results(
+        &self,
+        id: &RunId,
+        source: SourceChoice,
+    ) -> Result<ResultsView, ToolsError> {
+        let owned = id.clone();
+        let status = self
+            .blocking(move |tools| tools.run_status(&owned, i64::MAX))
+            .await?;
+        let run = status.run;
+        let collected = metrics::collect(
+            &run,
+            source,
+            Patience::Results,
+            self.secrets(),
+            &self.context().environment,
+        )
+        .await?;
+        let results = collected
+            .metrics
+            .as_ref()
+            .map(|found| Results::of(found, metrics::activity_of(&run), &metrics::policy()));
+        let wandb = wandb_of(&run);
+        Ok(ResultsView {
+            wandb_url: results
+                .as_ref()
+                .and_then(|r| r.trainer_run.as_ref())
+                .and_then(|r| r.url.clone()),
+            run_id: run.id,
+            status: run.state.name(),
+            environment: run.environment,
+            error: run.error,
+            wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
+            wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
+            wandb_run_name: wandb.and_then(|w| w.run_name),
+            results,
+            metrics_errors: collected.failures,
+        })
+    }
+
+    pub fn list_runs(&self) -> Result<RunList, ToolsError> {
+        let runs: Vec<RunEntry> = self
+            .runs()?
+            .list()?
+            .into_iter()
+            .map(|run| RunEntry {
+                wandb_run_name: wandb_of(&run).and_then(|w| w.run_name),
+                phase: phase_of(&run),
+                run_id: run.id,
+                environment: run.environment,
+                status: run.state.name(),
+                created_at: run.created_at,
+                updated_at: run.updated_at,
+                error: run.error,
+            })
+            .collect();
+        Ok(RunList {
+            count: runs.len(),
+            runs,
+        })
+    }
+
+    pub fn events(&self, id: &RunId, since: i64, limit: usize) -> Result<EventsView, ToolsError> {
+        let result = self.runs()?.events(id, since, limit);
+        let events = self.known_run(id, result)?;
+        Ok(EventsView {
+            run_id: id.to_string(),
+            next_since: events.last().map_or(since, |event| event.seq),
+            events,
+        })
+    }
+
+    pub fn wait(
+        &self,
+        id: &RunId,
+        until: WaitUntil,
+        timeout: Duration,
+        since: i64,
+    ) -> Result<WaitOutcome, ToolsError> {
+        let result = self.runs()?.wait(id, until, timeout, since);
+        self.known_run(id, result)
+    }
+
+    /// The last `lines` lines of each chosen component's log (all components when `component`
+    /// is `None`).
+    pub fn logs(
+        &self,
+        id: &RunId,
+        component: Option<&str>,
+        lines: usize,
+    ) -> Result<Vec<LogTail>, ToolsError> {
+        let status = self.run_status(id, i64::MAX)?;
+        let mut chosen: Vec<(String, PathBuf)> = status
+            .run
+            .components
+            .iter()
+            .map(|c| (c.component.to_string(), c.log_path.clone()))
+            .collect();
+        chosen.push(("supervisor".to_owned(), status.supervisor_log));
+        if let Some(wanted) = component {
+            let names: Vec<String> = chosen.iter().map(|(name, _)| name.clone()).collect();
+            chosen.retain(|(name, _)| name == wanted);
+            if chosen.is_empty() {
+                return Err(ToolsError::invalid(
+                    format!("component '{wanted}'"),
+                    format!("a run's logs are {}", names.join(", ")),
+                ));
+            }
+        }
+        chosen
+            .into_iter()
+            .map(|(name, path)| {
+                let (lines, truncated) = tail(&path, lines)?;
+                Ok(LogTail {
+                    component: name,
+                    lines: lines
+                        .into_iter()
+                        .map(|line| self.secrets().redact(&line))
+                        .collect(),
+                    truncated,
+                    path,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The last `count` lines of a file; a file not written yet has none.
+fn tail(path: &Path, count: usize) -> Result<(Vec<String>, bool), ToolsError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), false));
+        }
+        Err(source) => {
+            return Err(ToolsError::Io {
+                action: "cannot read log",
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(count);
+    Ok((
+        all[start..].iter().map(|line| (*line).to_owned()).collect(),
+        start > 0,
+    ))
+}
+
+fn wandb_of(run: &RunRecord) -> Option<RunWandb> {
+    RunConfig::read(&run.config_path)
+        .ok()
+        .map(|config| config.wandb())
+}
+
+fn phase_of(run: &RunRecord) -> Option<String> {
+    match run.state {
+        rl_process::RunState::Starting(phase) => Some(phase.to_string()),
+        _ => None,
+    }
+}
+
+pub(crate) fn logs_of(run: &RunRecord) -> BTreeMap<String, PathBuf> {
+    run.components
+        .iter()
+        .map(|c| (c.component.to_string(), c.log_path.clone()))
+        .collect()
+}
+
+pub fn process_label(status: &ComponentStatus) -> String {
+    match status {
+        ComponentStatus::NotStarted => "not started".to_owned(),
+        ComponentStatus::Running => "running".to_owned(),
+        ComponentStatus::Exited { code } => format!("exited ({code})"),
+        ComponentStatus::Signalled { signal } => format!("signalled ({signal})"),
+    }
+}
+
+fn status_view(status: RunStatus, collected: &Collected) -> StatusView {
+    let found = collected.metrics.as_ref();
+    let run = &status.run;
+    let wandb = wandb_of(run);
+    StatusView {
+        run_id: run.id.clone(),
+        status: run.state.name(),
+        running_time_minutes: status.elapsed_secs / 60.0,
+        processes: run
+            .components
+            .iter()
+            .map(|c| (c.component.to_string(), process_label(&c.status)))
+            .collect(),
+        wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
+        wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
+        wandb_run_name: wandb.and_then(|w| w.run_name),
+        wandb_url: found
+            .and_then(|m| m.trainer.as_ref())
+            .and_then(|t| t.url.clone()),
+        logs: logs_of(run),
+        metrics: found.map(StatusMetrics::of).unwrap_or_default(),
+        health: found.and_then(|metrics| {
+            let trainer = metrics.trainer.as_ref()?;
+            Some(HealthDigest::assess(
+                trainer,
+                metrics::activity_of(run),
+                &metrics::policy(),
+            ))
+        }),
+        metrics_source: found.map(|metrics| metrics.source),
+        metrics_warnings: found.map(|m| m.warnings.clone()).unwrap_or_default(),
+        metrics_errors: collected.failures.clone(),
+        run: status,
+    }
+}
