@@ -130,7 +130,7 @@ fn main() -> ExitCode {
         Command::Runs(command) => runs::run(command, &context, as_json),
         Command::Test(command) => preflight::run(&context, command, as_json),
         Command::Doctor => doctor(&context, as_json),
-        Command::Tool(command) => tool::run(command, &context),
+        Command::Tool(command) => tool::run(command, &context, as_json),
         Command::Mcp => mcp::run(&context),
         Command::Serve(args) => serve::run(&context, args),
         Command::Completions { shell } => {

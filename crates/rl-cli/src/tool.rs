@@ -27,8 +27,17 @@ pub(crate) enum ToolCommand {
     },
 }
 
-pub(crate) fn run(command: ToolCommand, context: &Context) -> anyhow::Result<()> {
+pub(crate) fn run(command: ToolCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
     match command {
+        ToolCommand::List if as_json => {
+            let tools: Vec<serde_json::Value> = specs()
+                .into_iter()
+                .map(|spec| {
+                    json!({"name": spec.name, "description": spec.description, "parameters": spec.parameters})
+                })
+                .collect();
+            output::json(&tools)
+        }
         ToolCommand::List => {
             let mut table = output::table(&["tool", "what it does"]);
             for spec in specs() {

@@ -9,6 +9,7 @@ mod corpus;
 mod metrics;
 mod preflight;
 mod runs;
+mod tools;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -51,10 +52,18 @@ enum Section {
     Metrics,
     /// Three models at once in `rl test` against the slowest alone (issue 6).
     Preflight,
+    /// `rl tool call rl_list_runs` against Python's start-up (issue 7).
+    Tools,
 }
 
 impl Section {
-    const ALL: [Self; 4] = [Self::Discovery, Self::Runs, Self::Metrics, Self::Preflight];
+    const ALL: [Self; 5] = [
+        Self::Discovery,
+        Self::Runs,
+        Self::Metrics,
+        Self::Preflight,
+        Self::Tools,
+    ];
 
     fn title(self) -> &'static str {
         match self {
@@ -62,6 +71,7 @@ impl Section {
             Self::Runs => runs::TITLE,
             Self::Metrics => metrics::TITLE,
             Self::Preflight => preflight::TITLE,
+            Self::Tools => tools::TITLE,
         }
     }
 }
@@ -79,7 +89,10 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     }
     let wanted = |section: Section| args.only.is_none_or(|only| only == section);
     // Before the build, so that a venv that cannot be made fails at once.
-    let python = if wanted(Section::Runs) || wanted(Section::Metrics) || wanted(Section::Preflight)
+    let python = if wanted(Section::Runs)
+        || wanted(Section::Metrics)
+        || wanted(Section::Preflight)
+        || wanted(Section::Tools)
     {
         Some(venv::ensure_test_venv(root).context(
             "the training-run, metrics and pre-flight benchmarks need the Python test venv that \
@@ -131,6 +144,13 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
                     .context("the Python test venv is missing")?;
                 let load = load_note();
                 Some(preflight::measure(root, &rl, python, args.runs)? + &load)
+            }
+            Section::Tools => {
+                let python = python
+                    .as_deref()
+                    .context("the Python test venv is missing")?;
+                let load = load_note();
+                Some(tools::measure(root, &rl, python, args.runs)? + &load)
             }
         };
         sections.extend(text.map(|text| format!("{}\n", text.trim_end())));

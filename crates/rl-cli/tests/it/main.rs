@@ -224,3 +224,96 @@ fn doctor_reports_every_check_and_fails_when_one_required_is_missing() {
         ["python", "atroposlib", "environments", "TINKER_API_KEY"]
     );
 }
+
+#[test]
+fn completions_cover_every_command() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = rl(&["completions", shell]);
+        assert!(output.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&output.stdout);
+        for command in ["runs", "tool", "serve", "mcp", "doctor"] {
+            assert!(script.contains(command), "{shell} lacks {command}");
+        }
+    }
+    assert_eq!(rl(&["completions", "tcsh"]).status.code(), Some(2));
+}
+
+/// Colour is for a person at a terminal: none in a pipe, none with NO_COLOR.
+#[test]
+fn colour_only_on_a_terminal_without_no_color() {
+    let doctor = rl(&["doctor", "--root", ROOT]);
+    assert!(!text(&doctor.stdout).contains('\u{1b}'), "colour in a pipe");
+    // `script` gives the command a terminal; skip where util-linux's `script` is missing.
+    let command = format!(
+        "stty cols 160; {} doctor --root {ROOT}",
+        env!("CARGO_BIN_EXE_rl")
+    );
+    let on_terminal = |no_color: Option<&str>| {
+        let home = tempfile::tempdir().unwrap();
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &command, "/dev/null"])
+            .env("RL_HOME", home.path())
+            .env_remove("NO_COLOR")
+            .current_dir(workspace_root());
+        if let Some(value) = no_color {
+            script.env("NO_COLOR", value);
+        }
+        script
+            .output()
+            .ok()
+            .filter(|output| output.status.code().is_some())
+    };
+    let Some(coloured) = on_terminal(None) else {
+        eprintln!("SKIPPED: no `script` to give rl a terminal");
+        return;
+    };
+    assert!(
+        text(&coloured.stdout).contains("\u{1b}["),
+        "no colour on a terminal"
+    );
+    let plain = on_terminal(Some("1")).unwrap();
+    assert!(text(&plain.stdout).contains("MISSING"));
+    assert!(
+        !text(&plain.stdout).contains("\u{1b}["),
+        "colour despite NO_COLOR"
+    );
+}
+
+/// `--json` works on every command that prints something: each answers with one JSON document.
+#[test]
+fn every_command_answers_in_json() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    for args in [
+        &["envs", "list", "--root", ROOT][..],
+        &["envs", "show", "word_ladder", "--root", ROOT],
+        &["select", "word_ladder", "--root", ROOT],
+        &["config", "show", "--root", ROOT],
+        &["config", "set", "group_size", "8", "--root", ROOT],
+        &["config", "diff", "--root", ROOT],
+        &["runs", "list"],
+        &["test", "list"],
+        &["tool", "list"],
+        &["tool", "schema"],
+        &["doctor", "--root", ROOT],
+        &["runs", "status", "0badc0de"],
+        &["runs", "events", "0badc0de"],
+        &["runs", "logs", "0badc0de"],
+        &["runs", "wait", "0badc0de", "--timeout", "1"],
+        &["runs", "results", "0badc0de"],
+        &["runs", "stop", "0badc0de"],
+        &["test", "show", "0badc0de"],
+    ] {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let output = rl_in(home, &all);
+        let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", text(&output.stdout)));
+        if !output.status.success() {
+            // A failed health check is the report itself, with `healthy: false`.
+            let reported = answer["error"].is_string() || answer["healthy"] == false;
+            assert!(reported, "{args:?}: {answer}");
+        }
+    }
+}
