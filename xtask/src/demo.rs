@@ -9,7 +9,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::run_command;
+use crate::{local_stack_rl, run_command};
 
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     // The dev profile shares its build with `cargo xtask test`, so CI pays for one build.
@@ -25,12 +25,9 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let settings = crate::venv::local_stack_settings(root, &python)?;
     std::fs::write(home.join("config.toml"), settings)?;
     let rl_with = |args: &[&str]| {
-        let mut command = Command::new(&rl);
-        command
-            .args(args)
-            .arg("--root")
-            .arg(&tree)
-            .env("RL_HOME", &home);
+        // The demo promises no keys: the local stack needs none, and none of the caller's leak in.
+        let mut command = local_stack_rl(&rl, root, &home, args);
+        command.arg("--root").arg(&tree);
         command
     };
 
@@ -88,29 +85,12 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let started = json(&mut rl_with(&["runs", "start", "--json"]))?;
     let id = text(&started["run_id"])?;
     println!("started run {id}; following it to the end (readiness gates, no fixed sleeps)");
-    run_command(&mut rl_with(&[
-        "runs",
-        "wait",
-        &id,
-        "--until",
-        "finished",
-        "--timeout",
-        "300",
-    ]))?;
-    let finished = json(&mut rl_with(&["runs", "status", &id, "--json"]))?;
-    run_command(&mut rl_with(&["runs", "status", &id]))?;
-    if finished["status"] != "completed" {
-        bail!(
-            "run {id} ended {}; see {}/runs/{id}",
-            finished["status"],
-            home.display()
-        );
+    let followed = follow(&rl_with, &id, &home);
+    if followed.is_err() {
+        // Whatever went wrong, the demo leaves no run behind.
+        let _ = rl_with(&["runs", "stop", &id]).output();
     }
-    println!("\n== 6. Its results: metrics of every step, final weights, checkpoints, health");
-    run_command(&mut rl_with(&["runs", "results", &id]))?;
-    let results = json(&mut rl_with(&["runs", "results", &id, "--json"]))?;
-    let weights =
-        text(&results["final_weights"]).context("the trainer reported no final weights")?;
+    let (finished, weights) = followed?;
     println!("\n== 7. Every run");
     run_command(&mut rl_with(&["runs", "list"]))?;
     println!("\n== 8. The same state through the agent tools (what MCP and HTTP answer)");
@@ -130,6 +110,39 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         home.display(),
     );
     Ok(())
+}
+
+/// Follows run `id` to its end with live progress, then shows its results; returns its final
+/// status and weights.
+fn follow(
+    rl_with: &dyn Fn(&[&str]) -> Command,
+    id: &str,
+    home: &Path,
+) -> anyhow::Result<(serde_json::Value, String)> {
+    run_command(&mut rl_with(&[
+        "runs",
+        "wait",
+        id,
+        "--until",
+        "finished",
+        "--timeout",
+        "300",
+    ]))?;
+    let finished = json(&mut rl_with(&["runs", "status", id, "--json"]))?;
+    run_command(&mut rl_with(&["runs", "status", id]))?;
+    if finished["status"] != "completed" {
+        bail!(
+            "run {id} ended {}; see {}/runs/{id}",
+            finished["status"],
+            home.display()
+        );
+    }
+    println!("\n== 6. Its results: metrics of every step, final weights, checkpoints, health");
+    run_command(&mut rl_with(&["runs", "results", id]))?;
+    let results = json(&mut rl_with(&["runs", "results", id, "--json"]))?;
+    let weights =
+        text(&results["final_weights"]).context("the trainer reported no final weights")?;
+    Ok((finished, weights))
 }
 
 fn json(command: &mut Command) -> anyhow::Result<serde_json::Value> {

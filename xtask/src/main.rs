@@ -77,3 +77,17 @@ pub(crate) fn display(command: &Command) -> String {
     );
     parts.join(" ")
 }
+
+/// `rl ARGS` on the local stack in `home`: the caller's own `RL_*` settings would override the
+/// stack's, and no key is needed, so neither is passed on.
+pub(crate) fn local_stack_rl(rl: &Path, root: &Path, home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(rl);
+    command.args(args).current_dir(root).env("RL_HOME", home);
+    for (name, _) in std::env::vars_os() {
+        let text = name.to_string_lossy();
+        if (text.starts_with("RL_") && name != "RL_HOME") || text.ends_with("_API_KEY") {
+            command.env_remove(name);
+        }
+    }
+    command
+}

@@ -145,7 +145,9 @@ fn main() -> ExitCode {
         Err(error) => match error.downcast_ref::<output::AlreadyReported>() {
             Some(output::AlreadyReported(code)) => ExitCode::from(*code),
             None => {
-                output::error(&error, as_json);
+                // The names an error answer offers (environments, fields) need the tools.
+                let tools = as_json.then(|| context.tools().ok()).flatten();
+                output::error(&error, as_json, tools.as_ref());
                 ExitCode::FAILURE
             }
         },

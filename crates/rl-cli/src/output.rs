@@ -94,15 +94,32 @@ pub(crate) fn table(header: &[&str]) -> Table {
     table
 }
 
-/// Errors go to stderr as a sentence, or with `--json` to stdout as `{"error": ...}` so agents
-/// read one stream.
-pub(crate) fn error(error: &anyhow::Error, as_json: bool) {
-    let message = format!("{error:#}");
+/// Errors go to stderr as a sentence, or with `--json` to stdout in the tools' shape
+/// (`{"error", "kind", "hint", ...}`) so agents read one stream.
+pub(crate) fn error(error: &anyhow::Error, as_json: bool, tools: Option<&rl_tools::Tools>) {
     if as_json {
-        let _ = json(&serde_json::json!({ "error": message }));
+        let _ = json(&error_json(error, tools));
     } else {
-        let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+        let _ = writeln!(std::io::stderr().lock(), "error: {error:#}");
     }
+}
+
+/// The tools' error answer for an error of any layer, its message the whole chain of context.
+pub(crate) fn error_json(
+    error: &anyhow::Error,
+    tools: Option<&rl_tools::Tools>,
+) -> serde_json::Value {
+    let mut answer = if let Some(error) = error.downcast_ref::<rl_tools::ToolsError>() {
+        rl_tools::error_answer(error, tools)
+    } else if let Some(error) = error.downcast_ref::<rl_config::ConfigError>() {
+        rl_tools::config_error_answer(error, tools)
+    } else {
+        serde_json::json!({ "kind": "bad_request", "hint": "Correct the command as the error says" })
+    };
+    if let Some(object) = answer.as_object_mut() {
+        object.insert("error".to_owned(), serde_json::json!(format!("{error:#}")));
+    }
+    answer
 }
 
 /// What a long command is doing, for a log or a pipe (a terminal gets a spinner instead).

@@ -13,7 +13,7 @@ use rl_inference_test::{
 };
 use rl_tools::{InferenceOptions, Tools};
 
-use crate::context::{Context, runtime};
+use crate::context::{Context, interrupted, runtime};
 use crate::output;
 
 #[derive(Debug, Args)]
@@ -136,23 +136,6 @@ fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> a
         return output::json_compact(&rl_tools::report_json(&report)?);
     }
     print_report(&report)
-}
-
-/// Ctrl-C, a terminal closing, or a stop request.
-async fn interrupted() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-        _ = hangup.recv() => {}
-    }
 }
 
 /// One bar per model, groups done of total. atroposlib writes a model's groups only when it

@@ -214,8 +214,10 @@ fn waiting(
     let started = std::time::Instant::now();
     let mut cursor = since;
     let mut shown = String::new();
+    // A change is a change from the state this wait began in, whichever slice it falls in.
+    let initial = tools.run_status(id, i64::MAX)?.run.state;
     // Wait in short slices so each state the run passes through, and each step, can be shown.
-    let outcome = loop {
+    let reached = loop {
         let left = limit.saturating_sub(started.elapsed());
         let slice = left.min(Duration::from_secs(1));
         let outcome = tools.wait(id, until.into(), slice, cursor)?;
@@ -240,14 +242,15 @@ fn waiting(
             }
             shown = message;
         }
-        if !outcome.timed_out || left <= slice {
-            break outcome;
+        let reached = !outcome.timed_out || (matches!(until, Until::Change) && state != initial);
+        if reached || left <= slice {
+            break reached;
         }
     };
     spinner.finish_and_clear();
     // The caller asked from `since`: give the events since then, not just the last slice's.
     Ok(WaitOutcome {
-        timed_out: outcome.timed_out,
+        timed_out: !reached,
         status: tools.run_status(id, since)?,
     })
 }

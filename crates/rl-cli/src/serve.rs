@@ -6,10 +6,14 @@
 //! Every answer is JSON, errors included (`{"error": ...}` with a non-200 status): a tool's
 //! failure kind decides the status (see [`status_of`]), and axum's own plain-text refusals
 //! (bad path parameters, bodies, methods) are rewritten as JSON on the way out.
+//!
+//! Browsers are kept out: the API starts processes, and any page a user visits could otherwise
+//! make their browser call it (cross-site requests, DNS rebinding). See [`browser_guard`] and
+//! [`read_body`] for the rules.
 
 use std::future::IntoFuture;
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,11 +22,12 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use rl_tools::{Caller, FailureKind, Registry, ToolReply};
+use axum::routing::{MethodFilter, MethodRouter, on};
+use rl_tools::{Caller, FailureKind, MAX_TEST_STEPS, Registry, ToolReply};
 use serde_json::{Map, Value, json};
 
 use crate::context::Context;
@@ -33,22 +38,113 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// How long open connections may take to finish after a stop signal before the server quits.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// The schema's maximum of `rl_test_inference`'s `num_steps`.
-const MAX_TEST_STEPS: usize = 100;
+/// One route: [`router`] is built from [`ROUTES`], and the 404 and 405 answers list them.
+struct Route {
+    method: Method,
+    /// The path as axum matches it (`{x}` a parameter).
+    path: &'static str,
+    /// What the 404's list shows after the path: a query, a body.
+    usage: &'static str,
+    handler: fn(MethodFilter) -> MethodRouter<AppState>,
+}
 
-/// Every route, for the 404 answer.
-const ROUTES: [&str; 11] = [
-    "GET /health",
-    "GET /environments",
-    "POST /environments/{name}/select",
-    "GET /config",
-    "POST /config  {\"field\": ..., \"value\": ...}",
-    "POST /runs",
-    "GET /runs",
-    "GET /runs/{id}?since=N",
-    "POST /runs/{id}/stop",
-    "GET /runs/{id}/metrics",
-    "POST /test/inference  {\"num_steps\": ..., \"group_size\": ..., \"models\": [...]}",
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Get,
+    Post,
+}
+
+impl Method {
+    fn filter(self) -> MethodFilter {
+        match self {
+            Self::Get => MethodFilter::GET,
+            Self::Post => MethodFilter::POST,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Get => "GET",
+            Self::Post => "POST",
+        }
+    }
+}
+
+impl Route {
+    /// `METHOD /path  usage`, as the 404 lists it.
+    fn describe(&self) -> String {
+        format!("{} {}{}", self.method.name(), self.path, self.usage)
+    }
+}
+
+/// Every route.
+const ROUTES: [Route; 11] = [
+    Route {
+        method: Method::Get,
+        path: "/health",
+        usage: "",
+        handler: |method| on(method, health),
+    },
+    Route {
+        method: Method::Get,
+        path: "/environments",
+        usage: "",
+        handler: |method| on(method, list_environments),
+    },
+    Route {
+        method: Method::Post,
+        path: "/environments/{name}/select",
+        usage: "",
+        handler: |method| on(method, select_environment),
+    },
+    Route {
+        method: Method::Get,
+        path: "/config",
+        usage: "",
+        handler: |method| on(method, current_config),
+    },
+    Route {
+        method: Method::Post,
+        path: "/config",
+        usage: "  {\"field\": ..., \"value\": ...}",
+        handler: |method| on(method, edit_config),
+    },
+    Route {
+        method: Method::Post,
+        path: "/runs",
+        usage: "  {}",
+        handler: |method| on(method, start_training),
+    },
+    Route {
+        method: Method::Get,
+        path: "/runs",
+        usage: "",
+        handler: |method| on(method, list_runs),
+    },
+    Route {
+        method: Method::Get,
+        path: "/runs/{id}",
+        usage: "?since=N",
+        handler: |method| on(method, check_status),
+    },
+    Route {
+        method: Method::Post,
+        path: "/runs/{id}/stop",
+        usage: "",
+        handler: |method| on(method, stop_training),
+    },
+    Route {
+        method: Method::Get,
+        path: "/runs/{id}/metrics",
+        usage: "",
+        handler: |method| on(method, results),
+    },
+    Route {
+        method: Method::Post,
+        path: "/test/inference",
+        usage: "  {\"num_steps\": ..., \"group_size\": ..., \"models\": [...]}",
+        handler: |method| on(method, test_inference),
+    },
 ];
 
 /// The body keys of `POST /test/inference` today, and those of the original client.
@@ -76,6 +172,19 @@ struct AppState {
     registry: Registry,
     /// The bearer token, when one is required. Never printed: no `Debug` here.
     token: Option<Arc<[u8]>>,
+    /// The `Host` headers answered.
+    hosts: Hosts,
+}
+
+/// Which names a request may call the server by (its `Host` header).
+#[derive(Clone, Copy, Debug)]
+enum Hosts {
+    /// Any: `--allow-remote` with a token, which a page elsewhere cannot make a browser send.
+    Any,
+    /// A loopback address or `localhost`, or the address listened on (once known). A name a
+    /// page elsewhere controls can point at loopback (DNS rebinding): its requests carry that
+    /// name, and are refused.
+    Local(Option<IpAddr>),
 }
 
 pub(crate) fn run(context: &Context, args: ServeArgs) -> anyhow::Result<()> {
@@ -110,9 +219,15 @@ pub(crate) fn run(context: &Context, args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let hosts = if allow_remote && token.is_some() {
+        Hosts::Any
+    } else {
+        Hosts::Local(None)
+    };
     let state = AppState {
         registry: registry.clone(),
         token: token.map(|token| Arc::from(token.into_bytes())),
+        hosts,
     };
     let outcome = runtime.block_on(serve(
         state,
@@ -153,7 +268,7 @@ fn read_token(variable: Option<&str>) -> anyhow::Result<Option<String>> {
 }
 
 async fn serve(
-    state: AppState,
+    mut state: AppState,
     addresses: &[SocketAddr],
     remote: bool,
     token_env: Option<&str>,
@@ -164,6 +279,9 @@ async fn serve(
     let local = listener
         .local_addr()
         .context("cannot read the address listened on")?;
+    if let Hosts::Local(listened) = &mut state.hosts {
+        *listened = Some(local.ip());
+    }
     let registry = state.registry.clone();
     let app = router(state);
     let mut line = format!("rl serve: listening on http://{local}");
@@ -234,23 +352,24 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
+/// The routes of [`ROUTES`]; around them, from the outside in: errors as JSON, the browser
+/// guard, the token, the body limit.
 fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/health", get(health))
-        .route("/environments", get(list_environments))
-        .route("/environments/{name}/select", post(select_environment))
-        .route("/config", get(current_config).post(edit_config))
-        .route("/runs", get(list_runs).post(start_training))
-        .route("/runs/{id}", get(check_status))
-        .route("/runs/{id}/stop", post(stop_training))
-        .route("/runs/{id}/metrics", get(results))
-        .route("/test/inference", post(test_inference))
+    ROUTES
+        .iter()
+        .fold(Router::new(), |router, route| {
+            router.route(route.path, (route.handler)(route.method.filter()))
+        })
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            browser_guard,
         ))
         .layer(axum::middleware::map_response(errors_as_json))
         .with_state(state)
@@ -313,7 +432,7 @@ async fn edit_config(
     }
 }
 
-/// `POST /runs` with no body, `{}` (the original client's), or nothing else.
+/// `POST /runs` with `{}` (the original client's) or an empty body, as JSON; nothing else.
 async fn start_training(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -490,7 +609,9 @@ fn inference_arguments(body: Value) -> Result<(Value, Option<Value>), Response> 
             shapes,
         ));
     }
-    let num_steps = prompts.clamp(1, MAX_TEST_STEPS);
+    let num_steps = u32::try_from(prompts)
+        .unwrap_or(u32::MAX)
+        .clamp(1, MAX_TEST_STEPS);
     let translation = json!({
         "message": format!(
             "The original body was read as num_steps = {num_steps} (one group per prompt, at \
@@ -517,20 +638,21 @@ async fn not_found(request: Request) -> Response {
             request.uri().path()
         )),
     );
+    let routes: Vec<String> = ROUTES.iter().map(Route::describe).collect();
     body.insert(
         "hint".to_owned(),
-        json!(format!("The routes are: {}", ROUTES.join("; "))),
+        json!(format!("The routes are: {}", routes.join("; "))),
     );
-    body.insert("routes".to_owned(), json!(ROUTES));
+    body.insert("routes".to_owned(), json!(routes));
     (StatusCode::NOT_FOUND, axum::Json(Value::Object(body))).into_response()
 }
 
 async fn method_not_allowed(request: Request) -> Response {
     let path = request.uri().path();
-    let allowed: Vec<&str> = ROUTES
+    let allowed: Vec<String> = ROUTES
         .iter()
-        .copied()
-        .filter(|route| route_matches(route, path))
+        .filter(|route| route_matches(route.path, path))
+        .map(Route::describe)
         .collect();
     let body = json!({
         "error": format!("{} is not allowed on {path}", request.method()),
@@ -540,10 +662,8 @@ async fn method_not_allowed(request: Request) -> Response {
     (StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response()
 }
 
-/// Whether a route of [`ROUTES`] (`METHOD /a/{x}/b  body`) has the shape of `path`.
-fn route_matches(route: &str, path: &str) -> bool {
-    let pattern = route.split_whitespace().nth(1).unwrap_or_default();
-    let pattern = pattern.split('?').next().unwrap_or_default();
+/// Whether a route's path (`/a/{x}/b`) has the shape of `path`.
+fn route_matches(pattern: &str, path: &str) -> bool {
     let pattern: Vec<&str> = pattern.split('/').collect();
     let path: Vec<&str> = path.split('/').collect();
     pattern.len() == path.len()
@@ -601,10 +721,31 @@ fn status_of(kind: FailureKind) -> StatusCode {
 // ---------------------------------------------------------------------------------------------
 // Bodies
 
-/// The JSON body, `None` when there is none (empty or blank). A body sent with a content type
-/// other than JSON is refused; one without a content type is read as JSON.
+/// What a route reads from its body.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// A JSON object (`POST /config`, `/runs`, `/test/inference`).
+    Json,
+    /// Nothing: the arguments are in the path (`select`, `stop`).
+    Nothing,
+}
+
+/// The body as JSON, `None` when there is none (empty or blank), after its content type.
+///
+/// A page on another site can make a browser POST here without asking first (a CORS "simple"
+/// request) only with no content type, a form's, or `text/plain`; `application/json` makes the
+/// browser ask first (a preflight), which this server never grants. So:
+/// - a route that reads a JSON body needs `Content-Type: application/json`, even for an empty
+///   body: the original client always sent it (`json=data`, `{}` included);
+/// - a route whose arguments are in the path also takes a request with no body and no content
+///   type, as the original client sent it (`json=None`); a body, or any content type, must be
+///   JSON. These two rely on [`browser_guard`] alone against browsers.
+///
+/// The refusal is 415 Unsupported Media Type, HTTP's status for content in a type the route
+/// does not read (the request itself may be well formed, so not 400).
 #[allow(clippy::result_large_err)]
-fn json_body(
+fn read_body(
+    expected: Body,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Option<Value>, Response> {
@@ -619,34 +760,63 @@ fn json_body(
             rejected(rejection.status(), &rejection.body_text())
         }
     })?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
+    let blank = bytes.iter().all(u8::is_ascii_whitespace);
+    let hint = match expected {
+        Body::Json => {
+            "Send the body as JSON with `Content-Type: application/json`, `{}` when there is \
+             nothing to say"
+        }
+        Body::Nothing => {
+            "This route's arguments are in the path: send no body and no content type, or `{}` \
+             with `Content-Type: application/json`"
+        }
+    };
+    match headers.get(header::CONTENT_TYPE) {
+        Some(kind) if !is_json_type(kind) => {
+            return Err(with_hint(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                &format!(
+                    "the content type is {}, not JSON",
+                    String::from_utf8_lossy(kind.as_bytes())
+                ),
+                hint,
+            ));
+        }
+        None if expected == Body::Json || !blank => {
+            return Err(with_hint(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the request has no content type: this route needs `Content-Type: \
+                 application/json`",
+                hint,
+            ));
+        }
+        _ => {}
     }
-    if let Some(kind) = headers.get(header::CONTENT_TYPE)
-        && !is_json_type(kind)
-    {
-        return Err(with_hint(
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "the body's content type is {}, not JSON",
-                String::from_utf8_lossy(kind.as_bytes())
-            ),
-            "Send a JSON object with `Content-Type: application/json`",
-        ));
+    if blank {
+        return Ok(None);
     }
     serde_json::from_slice(&bytes).map(Some).map_err(|error| {
         with_hint(
             StatusCode::BAD_REQUEST,
             &format!("the body is not valid JSON: {error}"),
-            "Send a JSON object with `Content-Type: application/json`",
+            hint,
         )
     })
+}
+
+/// A route's JSON body: see [`read_body`].
+#[allow(clippy::result_large_err)]
+fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Option<Value>, Response> {
+    read_body(Body::Json, headers, body)
 }
 
 /// A route that takes its arguments from the path: no body, or an empty object.
 #[allow(clippy::result_large_err)]
 fn no_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<(), Response> {
-    match json_body(headers, body)? {
+    match read_body(Body::Nothing, headers, body)? {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Object(object)) if object.is_empty() => Ok(()),
         Some(_) => Err(with_hint(
@@ -695,6 +865,120 @@ fn rejected(status: StatusCode, text: &str) -> Response {
         StatusCode::BAD_REQUEST
     };
     failure(status, text)
+}
+
+/// Keeps browsers out: a page on another site must not drive the API through a visitor's
+/// browser. Refused with 403, each before anything else is looked at (the token included):
+/// - a `Host` the server is not (see [`Hosts`]): DNS rebinding, a name a page controls that
+///   points at loopback, which makes its requests same-origin to the browser;
+/// - `Sec-Fetch-Site` other than `same-origin` or `none` (typed in the address bar): every
+///   modern browser sends it, and `same-site` includes other ports of localhost;
+/// - an `Origin` other than the server's own (`http://` + the `Host` asked): browsers send it
+///   with every POST, and with cross-origin reads. `Origin: null` (sandboxes, files) included.
+///
+/// Scripts and `curl` send none of these headers but `Host`, and are not affected.
+async fn browser_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match cross_site(state.hosts, request.headers(), request.uri()) {
+        None => next.run(request).await,
+        Some((error, hint)) => with_hint(StatusCode::FORBIDDEN, &error, hint),
+    }
+}
+
+/// Why a request is refused as cross-site, if it is: the error and its hint.
+fn cross_site(hosts: Hosts, headers: &HeaderMap, uri: &Uri) -> Option<(String, &'static str)> {
+    let shown = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
+    // HTTP/1.1 names the server in `Host`; an absolute request target in its authority.
+    let host = match headers.get(header::HOST) {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+                .ok_or_else(|| shown(value)),
+        ),
+        None => uri
+            .authority()
+            .map(|authority| Ok(authority.as_str().to_owned())),
+    };
+    if let Some(host) = &host {
+        let allowed = host.as_ref().is_ok_and(|host| host_allowed(hosts, host));
+        if !allowed {
+            let host = match host {
+                Ok(host) | Err(host) => host,
+            };
+            return Some((
+                format!("a request for `{host}` is refused: that is not this server's name"),
+                "Call it by a loopback address (http://127.0.0.1:PORT, http://localhost:PORT, \
+                 http://[::1]:PORT) or the address it listens on. Other names are refused: a \
+                 page elsewhere can point a name it owns at this machine (DNS rebinding). \
+                 `--allow-remote` with `--token-env` accepts any name",
+            ));
+        }
+    }
+    if let Some(site) = headers.get("sec-fetch-site")
+        && !matches!(site.as_bytes(), b"same-origin" | b"none")
+    {
+        return Some((
+            format!(
+                "a browser request from another site (Sec-Fetch-Site: {}) is refused",
+                shown(site)
+            ),
+            "The API starts processes on this machine: it answers its own clients (scripts, \
+             curl, the first version's client), never pages of other sites",
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let own = match &host {
+            Some(Ok(host)) => same_origin(origin.as_bytes(), host),
+            _ => false,
+        };
+        if !own {
+            return Some((
+                format!(
+                    "a browser request from the page at {} is refused",
+                    shown(origin)
+                ),
+                "The API starts processes on this machine: only its own origin may call it \
+                 from a browser, never pages of other sites",
+            ));
+        }
+    }
+    None
+}
+
+/// Whether `Host` (`name[:port]`) names this server; see [`Hosts`]. The port is not compared:
+/// a name that reaches the server with another port cannot be a browser's.
+fn host_allowed(hosts: Hosts, host: &str) -> bool {
+    let Hosts::Local(listened) = hosts else {
+        return true;
+    };
+    let Ok(authority) = host.parse::<Authority>() else {
+        return false;
+    };
+    if authority.as_str().contains('@') {
+        return false;
+    }
+    let name = authority.host().trim_end_matches('.').to_ascii_lowercase();
+    if name == "localhost" {
+        return true;
+    }
+    let address = name
+        .strip_prefix('[')
+        .and_then(|name| name.strip_suffix(']'));
+    address
+        .unwrap_or(&name)
+        .parse::<IpAddr>()
+        .is_ok_and(|ip| ip.to_canonical().is_loopback() || Some(ip) == listened)
+}
+
+/// Whether `Origin` is the server's own: `http://` (or `https://`, behind a TLS proxy) and the
+/// `Host` asked, in any case.
+fn same_origin(origin: &[u8], host: &str) -> bool {
+    let origin = origin.to_ascii_lowercase();
+    let rest = origin
+        .strip_prefix(b"http://")
+        .or_else(|| origin.strip_prefix(b"https://"));
+    rest.is_some_and(|rest| rest.eq_ignore_ascii_case(host.as_bytes()))
 }
 
 /// Every request carries the token when one is set, `/health` and unknown paths included.
@@ -835,9 +1119,113 @@ mod tests {
 
     #[test]
     fn method_routes_match_their_shape() {
-        assert!(route_matches("GET /runs/{id}?since=N", "/runs/0badc0de"));
-        assert!(route_matches("POST /runs/{id}/stop", "/runs/x/stop"));
-        assert!(!route_matches("POST /runs/{id}/stop", "/runs/x"));
-        assert!(route_matches("POST /config  {\"field\": ...}", "/config"));
+        assert!(route_matches("/runs/{id}", "/runs/0badc0de"));
+        assert!(route_matches("/runs/{id}/stop", "/runs/x/stop"));
+        assert!(!route_matches("/runs/{id}/stop", "/runs/x"));
+        assert!(route_matches("/config", "/config"));
+    }
+
+    /// The router is built from [`ROUTES`], so each is answered; the table must not hold one
+    /// twice (axum would panic at start) and the 405's lists come from it.
+    #[test]
+    fn the_route_table_is_the_router() {
+        let mut seen = std::collections::HashSet::new();
+        for route in &ROUTES {
+            assert!(seen.insert(route.describe()), "{} twice", route.describe());
+            assert!(route_matches(route.path, route.path), "{}", route.path);
+        }
+        let described: Vec<String> = ROUTES.iter().map(Route::describe).collect();
+        assert!(described.contains(&"GET /runs/{id}?since=N".to_owned()));
+        assert!(described.contains(&"POST /environments/{name}/select".to_owned()));
+    }
+
+    fn local() -> Hosts {
+        Hosts::Local(Some(IpAddr::from([127, 0, 0, 2])))
+    }
+
+    #[test]
+    fn hosts_are_loopback_names_or_the_address_listened_on() {
+        for host in [
+            "localhost",
+            "LocalHost:8080",
+            "localhost.:8080",
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "127.0.0.2:8080",
+            "[::1]:8080",
+            "[::1]",
+            "[::ffff:127.0.0.1]:8080",
+        ] {
+            assert!(host_allowed(local(), host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8080",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "user@localhost",
+            "10.0.0.5:8080",
+            "",
+            "[::1",
+        ] {
+            assert!(!host_allowed(local(), host), "{host}");
+        }
+        assert!(host_allowed(Hosts::Any, "evil.example"));
+        let listened = Hosts::Local(Some(IpAddr::from([10, 0, 0, 5])));
+        assert!(host_allowed(listened, "10.0.0.5:8080"));
+        assert!(!host_allowed(Hosts::Local(None), "10.0.0.5:8080"));
+    }
+
+    #[test]
+    fn origins_are_the_host_asked_for() {
+        assert!(same_origin(b"http://127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(same_origin(b"HTTP://LOCALHOST:8080", "localhost:8080"));
+        assert!(same_origin(b"https://rl.example.org", "rl.example.org"));
+        assert!(!same_origin(b"http://localhost:8080", "127.0.0.1:8080"));
+        assert!(!same_origin(b"http://127.0.0.1:8081", "127.0.0.1:8080"));
+        assert!(!same_origin(b"null", "127.0.0.1:8080"));
+        assert!(!same_origin(b"http://127.0.0.1:8080/", "127.0.0.1:8080"));
+        assert!(!same_origin(b"ftp://127.0.0.1:8080", "127.0.0.1:8080"));
+    }
+
+    #[test]
+    fn cross_site_requests_are_told_apart() {
+        let uri: Uri = "/config".parse().unwrap();
+        let check = |pairs: &[(&'static str, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(*name, HeaderValue::from_static(value));
+            }
+            cross_site(local(), &headers, &uri).map(|(error, _)| error)
+        };
+        // curl, scripts, the original client.
+        assert_eq!(check(&[]), None);
+        assert_eq!(check(&[("host", "127.0.0.1:8080")]), None);
+        // A browser on the server's own page, or its address bar.
+        let own = [
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:8080"),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        assert_eq!(check(&own), None);
+        assert_eq!(
+            check(&[("host", "127.0.0.1:8080"), ("sec-fetch-site", "none")]),
+            None
+        );
+        for refused in [
+            &[("host", "evil.example:8080")][..],
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "https://evil.example"),
+            ],
+            &[("origin", "http://127.0.0.1:8080")],
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "cross-site")],
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "same-site")],
+        ] {
+            assert!(check(refused).is_some(), "{refused:?}");
+        }
+        // An absolute request target names the server as a Host would.
+        let absolute: Uri = "http://evil.example/config".parse().unwrap();
+        assert!(cross_site(local(), &HeaderMap::new(), &absolute).is_some());
     }
 }

@@ -5,10 +5,10 @@ use std::io::Read;
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use rl_tools::{Caller, specs};
+use rl_tools::{Caller, ToolsError, error_answer, specs};
 use serde_json::json;
 
-use crate::context::{Context, runtime};
+use crate::context::{Context, interrupted, runtime};
 use crate::output;
 
 #[derive(Debug, Subcommand)]
@@ -79,16 +79,38 @@ fn call(context: &Context, name: &str, arguments: Option<&str>) -> anyhow::Resul
         }
     };
     if !rl_tools::TOOL_NAMES.contains(&name) {
-        output::json_compact(&json!({
-            "error": format!("no tool named '{name}'"),
-            "kind": "not_found",
-            "hint": "Call one of `available`",
-            "available": rl_tools::TOOL_NAMES,
-        }))?;
+        let unknown = ToolsError::UnknownTool {
+            name: name.to_owned(),
+        };
+        output::json(&error_answer(&unknown, None))?;
         return Err(output::AlreadyReported(2).into());
     }
-    let registry = context.registry()?;
-    let reply = runtime()?.block_on(registry.call(name, arguments, Caller::Agent));
+    // An agent reads stdout only: a state directory or settings rl cannot use is answered
+    // there too, in the tools' shape.
+    let registry = match context.registry() {
+        Ok(registry) => registry,
+        Err(error) => {
+            output::json(&output::error_json(&error, None))?;
+            return Err(output::AlreadyReported(1).into());
+        }
+    };
+    let finished = runtime()?.block_on(async {
+        tokio::select! {
+            reply = registry.call(name, arguments, Caller::Agent) => Some(reply),
+            () = interrupted() => None,
+        }
+    });
+    let Some(reply) = finished else {
+        // Pre-flight models run in process groups of their own: an agent's shell that gives
+        // up on this call must not leave them running.
+        registry.tools().model_runner().stop_all();
+        output::json(&json!({
+            "error": "interrupted: the call was stopped, with every model process it started",
+            "kind": "internal",
+            "hint": "Call again; a run already started keeps running (rl_list_runs shows it)",
+        }))?;
+        return Err(output::AlreadyReported(1).into());
+    };
     output::json(&reply.value)?;
     if reply.is_error() {
         return Err(output::AlreadyReported(1).into());

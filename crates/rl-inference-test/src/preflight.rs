@@ -107,6 +107,7 @@ pub async fn run_test(
     let report = TestReport {
         test_id: started.test_id,
         environment: plan.environment.clone(),
+        environment_file: Some(plan.env_file.clone()),
         base_url: plan.endpoint.base_url.clone(),
         key_variable: plan.endpoint.key_variable.clone(),
         steps: plan.steps,

@@ -48,6 +48,9 @@ pub struct ModelReport {
 pub struct TestReport {
     pub test_id: String,
     pub environment: String,
+    /// The environment's file as tested (absent in reports of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_file: Option<PathBuf>,
     pub base_url: String,
     /// The variable the key came from; never its value.
     pub key_variable: String,

@@ -1,7 +1,7 @@
 //! The one trait every metrics source implements, what it is asked about, and the order in
 //! which a run's sources are tried.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -167,8 +167,10 @@ pub async fn collect(target: &RunTarget, sources: &[&dyn MetricsSource]) -> Coll
             }),
         }
     }
-    if let Some(log) = target.trainer_log.as_deref() {
-        add_from_trainer_log(&mut found, log);
+    if let Some(log) = target.trainer_log.clone() {
+        // A trainer log of a long run is large: read it where it cannot stall the runtime.
+        let report = read_off_thread(log.clone(), move || trainer_log::scan(&log)).await;
+        add_from_trainer_log(&mut found, report);
     }
     Collected {
         metrics: found,
@@ -195,8 +197,11 @@ fn fill_missing(first: &mut RunMetrics, later: RunMetrics) {
     first.warnings.extend(later.warnings);
 }
 
-fn add_from_trainer_log(found: &mut Option<RunMetrics>, log: &Path) {
-    let Ok(report) = trainer_log::scan(log) else {
+fn add_from_trainer_log(
+    found: &mut Option<RunMetrics>,
+    report: Result<trainer_log::WeightsReport, MetricsError>,
+) {
+    let Ok(report) = report else {
         // No log yet (the trainer has not started) is the common case; nothing to add.
         return;
     };

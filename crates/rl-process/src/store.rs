@@ -88,6 +88,8 @@ pub struct RunRecord {
     pub api_port: Option<u16>,
     pub trainer_port: Option<u16>,
     pub supervisor: Option<ProcessIdentity>,
+    /// Absent while there is none: a present `error` key means a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The boot the run was created in (`/proc/sys/kernel/random/boot_id`).
     #[serde(skip)]

@@ -170,19 +170,16 @@ impl Tools {
 
     pub fn current_config(&self) -> Result<ConfigView, ToolsError> {
         let current = self.service()?.current()?;
-        let (locked, configurable): (Vec<FieldView>, Vec<FieldView>) = current
-            .fields
-            .iter()
-            .map(field_view)
-            .partition(|field| field.locked_value.is_some());
+        let (locked, configurable): (Vec<&CurrentField>, Vec<&CurrentField>) =
+            current.fields.iter().partition(|field| field.locked);
         Ok(ConfigView {
             environment: current.environment.name.clone(),
             key: current.environment.key.clone(),
             config_class: current.config_class,
             wandb_name: current.wandb_name,
             wandb_project: current.wandb_project,
-            configurable_fields: configurable,
-            locked_fields: locked,
+            configurable_fields: configurable.into_iter().map(field_view).collect(),
+            locked_fields: locked.into_iter().map(field_view).collect(),
             notes: current.notes,
             tip: "Change a configurable field with rl_edit_config(field, value); values are \
                   checked against the field's type, so \"16\" becomes 16 for an integer field"

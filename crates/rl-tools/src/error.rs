@@ -103,7 +103,7 @@ fn discovery_kind(error: &DiscoveryError) -> FailureKind {
     }
 }
 
-fn config_kind(error: &ConfigError) -> FailureKind {
+pub(crate) fn config_kind(error: &ConfigError) -> FailureKind {
     match error {
         ConfigError::Discovery(error) => discovery_kind(error),
         ConfigError::NothingSelected | ConfigError::Settings(_) => FailureKind::Precondition,

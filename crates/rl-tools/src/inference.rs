@@ -127,8 +127,10 @@ impl Tools {
     }
 }
 
-/// A report with the keys the original tool returned added (`models_tested` per model, and
-/// `summary.steps_requested` / `avg_accuracy` / `output_directory`).
+/// A report as agents get it: the report, with the original tool's keys beside it —
+/// `models_tested` (one entry per model), `summary` (`steps_requested`, `models_tested`,
+/// `models_succeeded`, `best_model`, `avg_accuracy`, `environment_working`,
+/// `output_directory`, and the verdict with its explanation), `test_config`; `environment_file` is the report's own.
 pub fn report_json(report: &TestReport) -> Result<serde_json::Value, ToolsError> {
     let mut value = serde_json::to_value(report)
         .map_err(|error| ToolsError::Internal(format!("cannot encode the report: {error}")))?;
@@ -137,7 +139,11 @@ pub fn report_json(report: &TestReport) -> Result<serde_json::Value, ToolsError>
         .iter()
         .map(|model| {
             let figures = &model.figures;
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                clippy::cast_precision_loss
+            )]
             let correct = figures
                 .accuracy
                 .map(|share| (share * figures.completions as f64).round() as usize);
@@ -150,19 +156,40 @@ pub fn report_json(report: &TestReport) -> Result<serde_json::Value, ToolsError>
                 "steps_with_correct": figures.steps_with_correct,
                 "step_success_rate": figures.step_success_rate,
                 "error": model.error,
+                "output_file": model.output_path,
+                "log_file": model.log_path,
             })
         })
         .collect();
-    if let Some(object) = value.as_object_mut() {
-        object.insert("models_tested".to_owned(), json!(models_tested));
-        if let Some(summary) = object.get_mut("summary").and_then(|s| s.as_object_mut()) {
-            summary.insert("steps_requested".to_owned(), json!(report.steps));
-            summary.insert(
-                "avg_accuracy".to_owned(),
-                json!(report.summary.average_accuracy),
-            );
-            summary.insert("output_directory".to_owned(), json!(report.output_dir));
-        }
-    }
+    let summary = &report.summary;
+    let rollouts_per_model = u64::from(report.steps) * u64::from(report.group_size);
+    let object = value
+        .as_object_mut()
+        .ok_or_else(|| ToolsError::Internal("a report is not a JSON object".to_owned()))?;
+    // The original's `models_tested` is the list; its count lives in `summary`.
+    object.insert("models_tested".to_owned(), json!(models_tested));
+    object.insert(
+        "summary".to_owned(),
+        json!({
+            "steps_requested": report.steps,
+            "models_tested": summary.models_tested,
+            "models_succeeded": summary.models_succeeded,
+            "best_model": summary.best_model,
+            "avg_accuracy": summary.average_accuracy,
+            "environment_working": summary.environment_working,
+            "output_directory": report.output_dir,
+            "verdict": summary.verdict,
+            "explanation": summary.explanation,
+        }),
+    );
+    object.insert(
+        "test_config".to_owned(),
+        json!({
+            "num_steps": report.steps,
+            "group_size": report.group_size,
+            "rollouts_per_model": rollouts_per_model,
+            "total_rollouts": rollouts_per_model * report.models.len() as u64,
+        }),
+    );
     Ok(value)
 }

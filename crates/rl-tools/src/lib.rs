@@ -2,6 +2,7 @@
 //! face shares, and the [`Registry`] that exposes them to agents as named tools with JSON
 //! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
+mod answer;
 mod environments;
 mod error;
 mod health;
@@ -13,6 +14,7 @@ mod registry;
 mod runs;
 mod tools;
 
+pub use answer::{config_error_answer, error_answer};
 pub use environments::{
     ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
 };
@@ -21,7 +23,9 @@ pub use health::{Check, HealthReport, MIN_PYTHON, check as health_check};
 pub use inference::{InferenceOptions, report_json};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
-pub use registry::{Caller, Registry, TOOL_NAMES, ToolReply, ToolSpec, specs};
+pub use registry::{
+    Caller, MAX_TEST_GROUP_SIZE, MAX_TEST_STEPS, Registry, TOOL_NAMES, ToolReply, ToolSpec, specs,
+};
 pub use runs::{
     EventsView, LogTail, ResultsView, RunEntry, RunList, Started, StatusView, Stopped,
     process_label,

@@ -2,19 +2,28 @@
 //! directory because each `rl tool call` is a process of its own.
 
 use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::ToolsError;
 
 const FILE: &str = "status-checks.json";
+/// Held while a check is decided and recorded, so two agents checking at once cannot both be
+/// let through, nor lose each other's records.
+const LOCK_FILE: &str = "status-checks.lock";
 
 pub(crate) struct StatusChecks {
+    home: PathBuf,
     path: PathBuf,
 }
 
 impl StatusChecks {
     pub(crate) fn new(home: &Path) -> Self {
         Self {
+            home: home.to_owned(),
             path: home.join(FILE),
         }
     }
@@ -27,6 +36,24 @@ impl StatusChecks {
         interval: f64,
         now: f64,
     ) -> Result<Option<f64>, ToolsError> {
+        let lock_path = self.home.join(LOCK_FILE);
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|source| ToolsError::Io {
+                action: "cannot open",
+                path: lock_path.clone(),
+                source,
+            })?;
+        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, errno)| {
+            ToolsError::Io {
+                action: "cannot lock",
+                path: lock_path.clone(),
+                source: errno.into(),
+            }
+        })?;
         let mut checks = self.read();
         if let Some(last) = checks.get(run_id) {
             let left = interval - (now - last);
@@ -58,11 +85,15 @@ impl StatusChecks {
         let bytes = serde_json::to_vec(checks)
             .map_err(|error| ToolsError::Internal(format!("status checks: {error}")))?;
         // Written aside and renamed, so a reader never sees half a file.
-        let temporary = self
-            .path
-            .with_extension(format!("json.{}.tmp", std::process::id()));
-        std::fs::write(&temporary, bytes).map_err(|e| io("cannot write", e))?;
-        std::fs::rename(&temporary, &self.path).map_err(|e| io("cannot replace", e))
+        let mut temporary = tempfile::NamedTempFile::new_in(&self.home)
+            .map_err(|e| io("cannot write beside", e))?;
+        temporary
+            .write_all(&bytes)
+            .map_err(|e| io("cannot write", e))?;
+        temporary
+            .persist(&self.path)
+            .map(drop)
+            .map_err(|e| io("cannot replace", e.error))
     }
 }
 
@@ -83,6 +114,35 @@ mod tests {
         let other = StatusChecks::new(home.path());
         assert_eq!(other.admit("aaaa0000", 100.0, 1099.0).unwrap(), Some(1.0));
         assert_eq!(other.admit("aaaa0000", 100.0, 1100.0).unwrap(), None);
+    }
+
+    #[test]
+    fn concurrent_checks_of_one_run_let_exactly_one_through() {
+        let home = tempfile::tempdir().unwrap();
+        let admitted: usize = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..16)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let checks = StatusChecks::new(home.path());
+                        checks.admit("aaaa0000", 100.0, 1000.0).unwrap().is_none()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| usize::from(worker.join().unwrap()))
+                .sum()
+        });
+        assert_eq!(admitted, 1);
+        // Checks of different runs at once keep each other's records.
+        std::thread::scope(|scope| {
+            for run in ["b0000000", "c0000000", "d0000000", "e0000000"] {
+                let home = home.path();
+                scope.spawn(move || StatusChecks::new(home).admit(run, 100.0, 1000.0).unwrap());
+            }
+        });
+        let kept = StatusChecks::new(home.path()).read();
+        assert_eq!(kept.len(), 5, "{kept:?}");
     }
 
     #[test]

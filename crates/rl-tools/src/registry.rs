@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
 
-use crate::environments::selectable_name;
+use crate::answer::error_answer;
 use crate::error::FailureKind;
 use crate::inference::{InferenceOptions, report_json};
 use crate::metrics::SourceChoice;
@@ -46,6 +46,11 @@ impl ToolReply {
     }
 }
 
+/// The largest pre-flight an agent may ask for: a test is a quick check, not a run, and every
+/// completion is paid for at the endpoint.
+pub const MAX_TEST_STEPS: u32 = 100;
+pub const MAX_TEST_GROUP_SIZE: u32 = 256;
+
 pub const TOOL_NAMES: [&str; 11] = [
     "rl_list_environments",
     "rl_select_environment",
@@ -65,7 +70,7 @@ fn no_parameters() -> serde_json::Value {
 }
 
 fn run_id_parameter(what: &str) -> serde_json::Value {
-    json!({"type": "string", "description": what, "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"})
+    json!({"type": "string", "description": what, "pattern": "^[0-9a-f]{8}$"})
 }
 
 /// Every tool, in the order an agent meets them.
@@ -195,8 +200,8 @@ pub fn specs() -> Vec<ToolSpec> {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "num_steps": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3, "description": "Groups per model"},
-                    "group_size": {"type": "integer", "minimum": 1, "maximum": 256, "default": 16, "description": "Completions per group, as in training"},
+                    "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_TEST_STEPS, "default": 3, "description": "Groups per model"},
+                    "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_TEST_GROUP_SIZE, "default": 16, "description": "Completions per group, as in training"},
                     "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7)"}
                 },
                 "required": [],
@@ -291,10 +296,15 @@ impl Registry {
                 value,
                 failure: None,
             },
-            Err(error) => ToolReply {
-                failure: Some(error.kind()),
-                value: self.error_json(&error).await,
-            },
+            Err(error) => {
+                let failure = Some(error.kind());
+                let value = self
+                    .tools
+                    .blocking(move |tools| Ok(error_answer(&error, Some(tools))))
+                    .await
+                    .unwrap_or_else(|error| error_answer(&error, None));
+                ToolReply { value, failure }
+            }
         }
     }
 
@@ -388,29 +398,42 @@ impl Registry {
     ) -> Result<serde_json::Value, ToolsError> {
         let id = self.tools.run_id(run_id)?;
         let interval = self.tools.settings().status_check_interval_secs;
-        if caller == Caller::Agent && interval > 0.0 {
-            let owned = id.clone();
-            let limited = self
-                .blocking(move |tools| {
-                    // Only a run that exists counts: a mistyped id must not use up a check.
-                    tools.run_status(&owned, i64::MAX)?;
+        let limited = caller == Caller::Agent && interval > 0.0;
+        let owned = id.clone();
+        let read = self
+            .tools
+            .blocking(move |tools| {
+                // Read first: only a run that exists counts, so a mistyped id uses up no check.
+                let status = tools.run_status(&owned, since)?;
+                if limited {
                     let checks = StatusChecks::new(tools.home());
-                    let left = checks.admit(owned.as_str(), interval, now_seconds())?;
-                    Ok(left.map_or(serde_json::Value::Null, |left| rate_limited(&owned, left)))
-                })
-                .await?;
-            if !limited.is_null() {
-                return Ok(limited);
-            }
+                    if let Some(left) = checks.admit(owned.as_str(), interval, now_seconds())? {
+                        return Ok(Err(rate_limited(&owned, left)));
+                    }
+                }
+                Ok(Ok(status))
+            })
+            .await?;
+        match read {
+            Ok(status) => to_json(self.tools.with_metrics(status, SourceChoice::Auto).await?),
+            Err(rate_limited) => Ok(rate_limited),
         }
-        to_json(
-            self.tools
-                .check_status(&id, since, SourceChoice::Auto)
-                .await?,
-        )
     }
 
     async fn test_inference(&self, args: InferenceArgs) -> Result<serde_json::Value, ToolsError> {
+        for (name, value, limit) in [
+            ("num_steps", args.num_steps, MAX_TEST_STEPS),
+            ("group_size", args.group_size, MAX_TEST_GROUP_SIZE),
+        ] {
+            if let Some(value) = value
+                && !(1..=limit).contains(&value)
+            {
+                return Err(ToolsError::BadArguments {
+                    tool: "rl_test_inference".to_owned(),
+                    reason: format!("{name} is {value}; it must be between 1 and {limit}"),
+                });
+            }
+        }
         let options = InferenceOptions {
             models: args.models.unwrap_or_default(),
             num_steps: args.num_steps,
@@ -426,155 +449,6 @@ impl Registry {
             .test_inference(&plan, Arc::new(|_: Progress| {}))
             .await?;
         report_json(&report)
-    }
-
-    /// `{"error": ..., "kind": ..., "hint": ...}` and what the caller needs to correct the call.
-    async fn error_json(&self, error: &ToolsError) -> serde_json::Value {
-        let mut object = Map::new();
-        object.insert("error".to_owned(), json!(error.to_string()));
-        object.insert("kind".to_owned(), json!(error.kind()));
-        let (hint, extra) = self.advice(error).await;
-        object.insert("hint".to_owned(), json!(hint));
-        object.extend(extra);
-        serde_json::Value::Object(object)
-    }
-
-    async fn advice(&self, error: &ToolsError) -> (String, Map<String, serde_json::Value>) {
-        use rl_config::ConfigError as C;
-        use rl_discovery::DiscoveryError as D;
-        let mut extra = Map::new();
-        let config_error = match error {
-            ToolsError::Config(error) => Some(error),
-            ToolsError::Process(rl_process::ProcessError::Config(error)) => Some(error),
-            ToolsError::InferenceTest(rl_inference_test::InferenceTestError::Config(error)) => {
-                Some(error)
-            }
-            _ => None,
-        };
-        let discovery_error = match (error, config_error) {
-            (ToolsError::Discovery(error), _) | (_, Some(C::Discovery(error))) => Some(error),
-            _ => None,
-        };
-        if let Some(error) = discovery_error {
-            return match error {
-                D::UnknownEnvironment { suggestions, .. } => {
-                    extra.insert("suggestions".to_owned(), json!(suggestions));
-                    extra.insert("available".to_owned(), json!(self.environment_names().await));
-                    ("Pass one of `available` (rl_list_environments shows them all)".to_owned(), extra)
-                }
-                D::AmbiguousEnvironment { candidates, .. } => {
-                    extra.insert("candidates".to_owned(), json!(candidates));
-                    ("Several environments share this name: pass one of `candidates`".to_owned(), extra)
-                }
-                _ => (
-                    "The operator must point rl at a tinker-atropos tree (RL_TINKER_ATROPOS_ROOT or tinker_atropos_root in config.toml); rl_health_check shows what is missing".to_owned(),
-                    extra,
-                ),
-            };
-        }
-        if let Some(error) = config_error {
-            let hint = match error {
-                C::NothingSelected => {
-                    "Select an environment first with rl_select_environment(name)"
-                }
-                C::UnknownField { closest, .. } => {
-                    extra.insert("closest".to_owned(), json!(closest));
-                    extra.insert(
-                        "available_fields".to_owned(),
-                        json!(self.field_names().await),
-                    );
-                    "Pass one of `available_fields` (rl_get_current_config describes them)"
-                }
-                C::LockedField { value, .. } => {
-                    extra.insert("locked_value".to_owned(), json!(value));
-                    "Locked fields are the operator's; change another field"
-                }
-                C::WrongType { expected, .. } => {
-                    extra.insert("expected".to_owned(), json!(expected));
-                    "Pass a value of the expected type"
-                }
-                C::NotAllowed { allowed, .. } => {
-                    extra.insert("allowed_values".to_owned(), json!(allowed));
-                    "Pass one of `allowed_values`"
-                }
-                C::OutOfRange { range, .. } => {
-                    extra.insert("allowed_range".to_owned(), json!(range));
-                    "Pass a value inside `allowed_range`"
-                }
-                C::Settings(_) => {
-                    "The operator's configuration needs fixing; rl_health_check shows what is missing"
-                }
-                _ => "Check the request; rl_health_check shows whether the machine is ready",
-            };
-            return (hint.to_owned(), extra);
-        }
-        let hint = match error {
-            ToolsError::UnknownTool { .. } => {
-                extra.insert("available".to_owned(), json!(TOOL_NAMES));
-                "Call one of `available`".to_owned()
-            }
-            ToolsError::BadArguments { tool, .. } => {
-                if let Some(spec) = self.specs.iter().find(|spec| spec.name == tool) {
-                    extra.insert("parameters".to_owned(), spec.parameters.clone());
-                }
-                "Pass an argument object that matches `parameters`".to_owned()
-            }
-            ToolsError::UnknownRun { known, .. } => {
-                extra.insert("active_runs".to_owned(), json!(known));
-                "Pass a run id from rl_list_runs (`active_runs` lists them)".to_owned()
-            }
-            ToolsError::Process(rl_process::ProcessError::MissingTinkerKey { .. }) => {
-                extra.insert("missing_key".to_owned(), json!("TINKER_API_KEY"));
-                "The operator must provide TINKER_API_KEY (environment or the state directory's .env)".to_owned()
-            }
-            ToolsError::InferenceTest(rl_inference_test::InferenceTestError::MissingKey {
-                variable,
-            }) => {
-                extra.insert("missing_key".to_owned(), json!(variable));
-                format!("The operator must provide {variable} (environment or the state directory's .env)")
-            }
-            ToolsError::Metrics(rl_metrics::MetricsError::MissingApiKey) => {
-                extra.insert("missing_key".to_owned(), json!("WANDB_API_KEY"));
-                "The operator must provide WANDB_API_KEY".to_owned()
-            }
-            ToolsError::InferenceTest(_) | ToolsError::Invalid { .. } => {
-                "Correct the request as the error says".to_owned()
-            }
-            _ => "rl_health_check shows whether the machine is ready; the same call may work once the cause is fixed".to_owned(),
-        };
-        (hint, extra)
-    }
-
-    async fn environment_names(&self) -> Vec<String> {
-        self.tools
-            .blocking(|tools| {
-                let scan = tools.scan(false)?;
-                Ok(scan
-                    .environments
-                    .iter()
-                    .map(|env| selectable_name(&scan, env))
-                    .collect())
-            })
-            .await
-            .unwrap_or_default()
-    }
-
-    async fn field_names(&self) -> Vec<String> {
-        self.tools
-            .blocking(|tools| {
-                let mut names: Vec<String> = tools
-                    .service()?
-                    .current()?
-                    .fields
-                    .into_iter()
-                    .filter(|field| !field.locked)
-                    .map(|field| field.spec.name)
-                    .collect();
-                names.push(rl_config::WANDB_PROJECT_FIELD.to_owned());
-                Ok(names)
-            })
-            .await
-            .unwrap_or_default()
     }
 }
 
@@ -625,10 +499,11 @@ fn rate_limited(run_id: &rl_config::RunId, left: f64) -> serde_json::Value {
         "run_id": run_id.as_str(),
         "message": format!(
             "Run {run_id} was checked less than the allowed interval ago; the next check is allowed in {minutes:.0} minute(s). \
-             Training changes slowly: to follow it without polling, block until it changes with \
-             `rl runs wait {run_id} --until change` or read only new events with `rl runs events {run_id} --since N`."
+             Training changes slowly. With a shell, follow it without polling: block until it changes with \
+             `rl runs wait {run_id} --until change`, or read only new events with `rl runs events {run_id} --since N`; \
+             otherwise call rl_check_status again after next_check_in_seconds."
         ),
         "next_check_in_seconds": left.ceil(),
-        "hint": "Wait until next_check_in_seconds have passed, or use `rl runs wait` / `rl runs events`",
+        "hint": "Call again after next_check_in_seconds, or follow the run with `rl runs wait` / `rl runs events`",
     })
 }

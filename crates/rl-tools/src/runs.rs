@@ -74,6 +74,8 @@ pub struct ResultsView {
     pub run_id: String,
     pub status: &'static str,
     pub environment: String,
+    /// Absent while there is none: a present `error` key means a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub wandb_project: Option<String>,
     pub wandb_group: Option<String>,
@@ -102,6 +104,8 @@ pub struct RunEntry {
     pub wandb_run_name: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// Absent while there is none: a present `error` key means a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -186,6 +190,15 @@ impl Tools {
         let status = self
             .blocking(move |tools| tools.run_status(&owned, since))
             .await?;
+        self.with_metrics(status, source).await
+    }
+
+    /// A status read already, with the run's latest metrics and health.
+    pub async fn with_metrics(
+        &self,
+        status: RunStatus,
+        source: SourceChoice,
+    ) -> Result<StatusView, ToolsError> {
         let collected = metrics::collect(
             &status.run,
             source,

@@ -246,20 +246,6 @@ fn discovery(root: &Path, rl: &Path, args: &BenchArgs) -> anyhow::Result<String>
     Ok(report)
 }
 
-/// `rl ARGS` on the local stack in `home`: the caller's own `RL_*` settings would override the
-/// stack's, and no key is needed, so neither is passed on.
-fn local_stack_rl(rl: &Path, root: &Path, home: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(rl);
-    command.args(args).current_dir(root).env("RL_HOME", home);
-    for (name, _) in std::env::vars_os() {
-        let text = name.to_string_lossy();
-        if (text.starts_with("RL_") && name != "RL_HOME") || text.ends_with("_API_KEY") {
-            command.env_remove(name);
-        }
-    }
-    command
-}
-
 fn header() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()

@@ -143,7 +143,7 @@ impl Preflight {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        super::local_stack_rl(&self.rl, &self.root, self.home.path(), args)
+        crate::local_stack_rl(&self.rl, &self.root, self.home.path(), args)
     }
 
     /// `rl test --json` of these models; every one of them must succeed.

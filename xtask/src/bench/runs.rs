@@ -138,7 +138,7 @@ impl Stack {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        super::local_stack_rl(&self.rl, &self.root, self.home.path(), args)
+        crate::local_stack_rl(&self.rl, &self.root, self.home.path(), args)
     }
 
     fn rl_output(&self, args: &[&str]) -> anyhow::Result<Output> {

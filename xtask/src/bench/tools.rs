@@ -6,7 +6,8 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use super::{interleaved_medians, local_stack_rl, millis};
+use super::{interleaved_medians, millis};
+use crate::local_stack_rl;
 
 pub(super) const TITLE: &str = "## Agent tools from a shell (issue 7)";
 

@@ -12,32 +12,11 @@ use std::time::{Duration, Instant};
 use rl_test_support::{FixtureServer, processes_mentioning};
 use serde_json::{Value, json};
 
-use crate::workspace_root;
-
-const SECRETS: [&str; 4] = [
-    "TINKER_API_KEY",
-    "WANDB_API_KEY",
-    "OPENROUTER_API_KEY",
-    "OPENAI_API_KEY",
-];
-
-fn test_python() -> Option<PathBuf> {
-    rl_test_support::test_python("the MCP client test")
-}
+use crate::serve::stack_home;
+use crate::{test_python, workspace_root};
 
 fn tree() -> PathBuf {
     workspace_root().join("fixtures/tinker-atropos")
-}
-
-/// A state directory holding the local stack's operator settings.
-fn stack_home(python: &Path) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("config.toml"),
-        rl_test_support::local_stack_settings(python),
-    )
-    .unwrap();
-    home
 }
 
 /// `command` with the state directory, the fixture tree and no key at all.
@@ -47,7 +26,7 @@ fn isolate(command: &mut Command, home: &Path) {
         .env("RL_TINKER_ATROPOS_ROOT", tree())
         .env_remove("RL_ENVIRONMENTS_DIR")
         .current_dir(workspace_root());
-    for name in SECRETS {
+    for name in rl_config::SECRET_NAMES {
         command.env_remove(name);
     }
 }
@@ -324,11 +303,12 @@ fn sigterm_ends_the_server() {
     assert!(status.success(), "{status:?}: {}", server.stderr());
 }
 
-/// The official Python SDK's client walks an agent's workflow, the run on the local stack.
+/// The official Python SDK's client walks an agent's workflow, the run on the local stack; the
+/// selection and the edit it made are what `rl config show` (a process of its own) shows.
 #[test]
 fn a_real_mcp_client_walks_the_workflow() {
     let Some(python) = test_python() else { return };
-    let home = stack_home(&python);
+    let home = stack_home(&python, "");
     let script = workspace_root().join("crates/rl-cli/tests/it/mcp_client.py");
     let mut command = Command::new(&python);
     command
@@ -458,6 +438,31 @@ fn a_real_mcp_client_walks_the_workflow() {
         matches!(stopped["status"].as_str(), Some("stopped" | "completed")),
         "{stopped}"
     );
+
+    let mut show = Command::new(env!("CARGO_BIN_EXE_rl"));
+    isolate(&mut show, home.path());
+    let shown = show.args(["config", "show", "--json"]).output().unwrap();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["environment"], "arithmetic", "{shown}");
+    let eval_items = shown["configurable_fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|field| field["name"] == "eval_items")
+        .unwrap_or_else(|| panic!("no eval_items: {shown}"));
+    assert_eq!(
+        (
+            eval_items["current_value"].clone(),
+            eval_items["origin"].clone()
+        ),
+        (json!(3), json!("edited")),
+        "{shown}"
+    );
 }
 
 /// A pre-flight belongs to its session: when the client goes away (stdin closed) or the server
@@ -467,7 +472,7 @@ fn the_end_of_a_session_stops_its_preflight_models() {
     let Some(python) = test_python() else { return };
     let fixture = FixtureServer::start(&python, None);
     for ending in ["stdin closed", "SIGTERM"] {
-        let home = stack_home(&python);
+        let home = stack_home(&python, "");
         let base_url = fixture.base_url.clone();
         let mut server = RawServer::start(
             home.path(),

@@ -62,7 +62,8 @@ async def scenario(rl_binary, summary):
         if isinstance(message, Exception):
             stream_errors.append(repr(message))
 
-    env = {k: v for k, v in os.environ.items() if k not in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY")}
+    # The whole environment: the Rust test has set RL_HOME and the tree, and removed every key.
+    env = dict(os.environ)
     params = StdioServerParameters(command=rl_binary, args=["mcp"], env=env, cwd=os.getcwd())
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, read_timeout_seconds=CALL_SECONDS, message_handler=on_message) as session:

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::{rl_in, test_python};
 
-fn home_with_arithmetic(python: &std::path::Path) -> tempfile::TempDir {
+pub(crate) fn home_with_arithmetic(python: &std::path::Path) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.toml"),

@@ -35,11 +35,10 @@ struct Answer {
     body: Value,
 }
 
-fn serve_command(home: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
+/// `rl` with the state directory `home` (`RL_HOME`), no tree and no key from this process.
+fn rl_command(home: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
     command
-        .arg("serve")
-        .args(extra)
         .env("RL_HOME", home)
         .env_remove("RL_TINKER_ATROPOS_ROOT")
         .env_remove("RL_ENVIRONMENTS_DIR")
@@ -48,17 +47,52 @@ fn serve_command(home: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
     for name in rl_config::SECRET_NAMES {
         command.env_remove(name);
     }
-    for (name, value) in env {
-        command.env(name, value);
-    }
     command
+}
+
+fn serve_command(home: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = rl_command(home);
+    command.arg("serve").args(extra).envs(env.iter().copied());
+    command
+}
+
+/// `rl --home DIR ARGS --json` with no `RL_HOME`, as a separate process: its answer, which
+/// must be a success.
+fn rl_by_home_flag(home: &Path, args: &[&str]) -> Value {
+    let output = rl_command(home)
+        .env_remove("RL_HOME")
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "rl {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 impl Server {
     fn start(home: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut args = vec!["--addr", "127.0.0.1:0"];
         args.extend_from_slice(extra);
-        let mut child = serve_command(home.path(), &args, env)
+        let command = serve_command(home.path(), &args, env);
+        Self::spawn(command, home)
+    }
+
+    /// With `--home DIR` and no `RL_HOME`.
+    fn start_with_home_flag(home: tempfile::TempDir) -> Self {
+        let mut command = serve_command(home.path(), &["--addr", "127.0.0.1:0"], &[]);
+        command.env_remove("RL_HOME").arg("--home").arg(home.path());
+        Self::spawn(command, home)
+    }
+
+    fn spawn(mut command: Command, home: tempfile::TempDir) -> Self {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -136,7 +170,8 @@ impl Server {
         self.request("POST", path, Some(&body.to_string()))
     }
 
-    /// A request exactly as given (no token added); the answer must be JSON.
+    /// A request exactly as given (no token added; `Host` the address listened on unless
+    /// `headers` has one); the answer must be JSON.
     fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
         let mut stream = TcpStream::connect_timeout(&self.address, Duration::from_secs(10))
             .unwrap_or_else(|error| panic!("cannot connect: {error}\n{}", self.output()));
@@ -144,10 +179,13 @@ impl Server {
         stream
             .set_write_timeout(Some(Duration::from_secs(10)))
             .unwrap();
-        let mut request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.address
-        );
+        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        {
+            request.push_str(&format!("Host: {}\r\n", self.address));
+        }
         for (name, value) in headers {
             request.push_str(&format!("{name}: {value}\r\n"));
         }
@@ -225,6 +263,18 @@ fn error_of(body: &Value) -> &str {
     body["error"].as_str().unwrap()
 }
 
+/// One of `GET /config`'s `configurable_fields`.
+fn field(server: &Server, name: &str) -> Value {
+    let config = expect(server.get("/config"), 200);
+    config["configurable_fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|field| field["name"] == name)
+        .unwrap_or_else(|| panic!("no field {name}: {config}"))
+        .clone()
+}
+
 fn fixture_tree() -> String {
     workspace_root()
         .join("fixtures/tinker-atropos")
@@ -232,9 +282,8 @@ fn fixture_tree() -> String {
         .to_string()
 }
 
-/// A state directory with the local stack's settings (and `extra` TOML), `arithmetic` selected
-/// over HTTP by the caller.
-fn stack_home(python: &Path, extra: &str) -> tempfile::TempDir {
+/// A state directory with the local stack's settings (and `extra` TOML).
+pub(crate) fn stack_home(python: &Path, extra: &str) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     let settings = rl_test_support::local_stack_settings(python) + extra;
     std::fs::write(home.path().join("config.toml"), settings).unwrap();
@@ -320,14 +369,7 @@ fn every_route_answers_json_and_errors_have_their_status() {
         200,
     );
     assert_eq!(edited["value"], 12, "{edited}");
-    let config = expect(server.get("/config"), 200);
-    let group_size = config["configurable_fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|field| field["name"] == "group_size")
-        .unwrap();
-    assert_eq!(group_size["current_value"], 12);
+    assert_eq!(field(&server, "group_size")["current_value"], 12);
     let bad_value = expect(
         server.post("/config", &json!({"field": "group_size", "value": "many"})),
         400,
@@ -346,16 +388,61 @@ fn every_route_answers_json_and_errors_have_their_status() {
         error_of(&malformed).contains("not valid JSON"),
         "{malformed}"
     );
-    let form = expect(
-        server.raw(
-            "POST",
-            "/config",
-            &[("Content-Type", "application/x-www-form-urlencoded")],
+    // What a browser sends cross-site without asking first (no content type, a form's,
+    // text/plain) is refused with 415, body or not, and changes nothing.
+    let edit = r#"{"field": "group_size", "value": 3}"#;
+    for (kind, body) in [
+        (None, edit),
+        (Some("text/plain"), edit),
+        (
+            Some("application/x-www-form-urlencoded"),
             "field=group_size&value=3",
         ),
-        400,
+        (Some("multipart/form-data; boundary=x"), ""),
+    ] {
+        let headers: Vec<(&str, &str)> = kind
+            .map(|kind| ("Content-Type", kind))
+            .into_iter()
+            .collect();
+        let refused = expect(server.raw("POST", "/config", &headers, body), 415);
+        assert!(
+            error_of(&refused).contains("content type"),
+            "{kind:?}: {refused}"
+        );
+    }
+    let bare = expect(server.raw("POST", "/runs", &[], ""), 415);
+    assert!(error_of(&bare).contains("no content type"), "{bare}");
+    expect(
+        server.raw("POST", "/runs", &[("Content-Type", "text/plain")], "{}"),
+        415,
     );
-    assert!(error_of(&form).contains("content type"), "{form}");
+    assert_eq!(field(&server, "group_size")["current_value"], 12);
+    // The routes whose arguments are in the path take a bare POST (the original client's),
+    // else JSON.
+    let select = "/environments/word_ladder/select";
+    expect(server.raw("POST", select, &[], "{}"), 415);
+    expect(
+        server.raw("POST", select, &[("Content-Type", "text/plain")], ""),
+        415,
+    );
+    expect(
+        server.raw(
+            "POST",
+            select,
+            &[("Content-Type", "application/json; charset=utf-8")],
+            "",
+        ),
+        200,
+    );
+    expect(
+        server.raw(
+            "POST",
+            "/runs/0badc0de/stop",
+            &[("Content-Type", "text/plain")],
+            "",
+        ),
+        415,
+    );
     expect(server.request("POST", "/runs", Some("[1, 2")), 400);
     // Bodies are limited to 1 MiB: one byte more is refused before it is read as JSON.
     let json_type = [("Content-Type", "application/json")];
@@ -376,9 +463,10 @@ fn every_route_answers_json_and_errors_have_their_status() {
         (json!([]), json!(0))
     );
     // word_ladder with the default settings needs TINKER_API_KEY, which is not set: refused
-    // before anything starts, as a precondition.
-    let refused = expect(server.request("POST", "/runs", None), 409);
+    // before anything starts, as a precondition. `{}` and an empty JSON body are the same.
+    let refused = expect(server.post("/runs", &json!({})), 409);
     assert_eq!(refused["missing_key"], "TINKER_API_KEY", "{refused}");
+    expect(server.raw("POST", "/runs", &json_type, ""), 409);
     expect(server.post("/runs", &json!({"environment": "x"})), 400);
 
     for (method, path) in [
@@ -449,6 +537,184 @@ fn every_route_answers_json_and_errors_have_their_status() {
     let status = server.terminate();
     assert!(status.success(), "{status}: {}", server.output());
     assert!(server.output().contains("rl serve: stopping"));
+}
+
+/// What a page on another site can make a browser send is refused with 403 and changes
+/// nothing: an `Origin` other than the server's, `Sec-Fetch-Site` other than same-origin, a
+/// `Host` that is not this server (DNS rebinding). The original client's requests still work.
+#[test]
+fn browsers_on_other_sites_are_refused() {
+    let tree = fixture_tree();
+    let server = Server::start(
+        tempfile::tempdir().unwrap(),
+        &[],
+        &[("RL_TINKER_ATROPOS_ROOT", tree.as_str())],
+    );
+    let port = server.address.port();
+    let own = format!("http://{}", server.address);
+    let json_type = ("Content-Type", "application/json");
+
+    // The original client (aiohttp): `json=None` for select and stop, `json=data` otherwise.
+    let aiohttp = [
+        ("Accept", "*/*"),
+        ("Accept-Encoding", "gzip, deflate"),
+        ("User-Agent", "Python/3.11 aiohttp/3.9.5"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&'static str, &'static str)> {
+        aiohttp.iter().chain(extra).copied().collect()
+    };
+    let selected = expect(
+        server.raw("POST", "/environments/word_ladder/select", &with(&[]), ""),
+        200,
+    );
+    assert_eq!(selected["environment"], "word_ladder");
+    let edited = expect(
+        server.raw(
+            "POST",
+            "/config",
+            &with(&[json_type]),
+            r#"{"field": "group_size", "value": 12}"#,
+        ),
+        200,
+    );
+    assert_eq!(edited["value"], 12, "{edited}");
+    let started = expect(server.raw("POST", "/runs", &with(&[json_type]), "{}"), 409);
+    assert_eq!(started["missing_key"], "TINKER_API_KEY", "{started}");
+    expect(
+        server.raw("POST", "/runs/0badc0de/stop", &with(&[]), ""),
+        404,
+    );
+    expect(server.raw("GET", "/health", &with(&[]), ""), 200);
+
+    // The reproduced attacks: a page at evil.example edits, selects, starts.
+    let evil = ("Origin", "https://evil.example");
+    let edit = r#"{"field": "group_size", "value": 3}"#;
+    for (method, path, headers, body) in [
+        ("POST", "/config", vec![evil], edit),
+        (
+            "POST",
+            "/config",
+            vec![evil, ("Content-Type", "text/plain")],
+            edit,
+        ),
+        ("POST", "/config", vec![evil, json_type], edit),
+        ("POST", "/runs", vec![evil], ""),
+        ("POST", "/runs", vec![evil, json_type], "{}"),
+        ("POST", "/environments/arithmetic/select", vec![evil], ""),
+        ("GET", "/config", vec![evil], ""),
+        (
+            "OPTIONS",
+            "/config",
+            vec![evil, ("Access-Control-Request-Method", "POST")],
+            "",
+        ),
+        ("POST", "/config", vec![("Origin", "null"), json_type], edit),
+        // Another port of the same machine is another origin.
+        (
+            "POST",
+            "/config",
+            vec![("Origin", "http://127.0.0.1:1"), json_type],
+            edit,
+        ),
+    ] {
+        let refused = expect(server.raw(method, path, &headers, body), 403);
+        let error = error_of(&refused);
+        assert!(
+            error.contains("refused"),
+            "{method} {path} {headers:?}: {refused}"
+        );
+        assert!(refused["hint"].is_string(), "{refused}");
+    }
+    // Sec-Fetch-Site: what a browser says of the page that makes the request.
+    for site in ["cross-site", "same-site"] {
+        let headers = [("Sec-Fetch-Site", site), json_type];
+        let refused = expect(server.raw("POST", "/config", &headers, edit), 403);
+        assert!(error_of(&refused).contains(site), "{refused}");
+        expect(
+            server.raw("POST", "/runs", &[("Sec-Fetch-Site", site)], ""),
+            403,
+        );
+    }
+    // DNS rebinding: a name the page owns, pointed at 127.0.0.1.
+    let rebound = format!("evil.example:{port}");
+    for host in [
+        "evil.example",
+        rebound.as_str(),
+        "127.0.0.1.evil.example",
+        "localhost@evil.example",
+    ] {
+        let headers = [("Host", host), json_type];
+        let refused = expect(server.raw("POST", "/config", &headers, edit), 403);
+        assert!(error_of(&refused).contains(host), "{refused}");
+        expect(server.raw("GET", "/health", &[("Host", host)], ""), 403);
+    }
+    let rebound_origin = format!("http://{rebound}");
+    expect(
+        server.raw(
+            "POST",
+            "/config",
+            &[("Host", &rebound), ("Origin", &rebound_origin), json_type],
+            edit,
+        ),
+        403,
+    );
+    let config = expect(server.get("/config"), 200);
+    assert_eq!(config["environment"], "word_ladder", "{config}");
+    assert_eq!(field(&server, "group_size")["current_value"], 12);
+    assert_eq!(expect(server.get("/runs"), 200)["count"], 0);
+
+    // The server's own names, and its own origin, are answered.
+    let localhost = format!("localhost:{port}");
+    let ipv6 = format!("[::1]:{port}");
+    for host in [localhost.as_str(), "LOCALHOST", "127.0.0.1", ipv6.as_str()] {
+        expect(server.raw("GET", "/health", &[("Host", host)], ""), 200);
+    }
+    for site in ["same-origin", "none"] {
+        expect(
+            server.raw("GET", "/config", &[("Sec-Fetch-Site", site)], ""),
+            200,
+        );
+    }
+    let same_origin = [
+        ("Origin", own.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+        json_type,
+    ];
+    let edited = expect(
+        server.raw(
+            "POST",
+            "/config",
+            &same_origin,
+            r#"{"field": "group_size", "value": 4}"#,
+        ),
+        200,
+    );
+    assert_eq!(edited["value"], 4, "{edited}");
+    let localhost_origin = format!("http://{localhost}");
+    expect(
+        server.raw(
+            "POST",
+            "/config",
+            &[
+                ("Host", &localhost),
+                ("Origin", &localhost_origin),
+                json_type,
+            ],
+            edit,
+        ),
+        200,
+    );
+    // An origin is the whole scheme://host:port: the server's address under another name is
+    // another origin.
+    expect(
+        server.raw(
+            "POST",
+            "/config",
+            &[("Origin", &localhost_origin), json_type],
+            edit,
+        ),
+        403,
+    );
 }
 
 #[test]
@@ -546,49 +812,115 @@ fn a_token_guards_every_route_and_is_never_shown() {
         "",
     );
     expect(lower, 200);
+    // A token does not open the server to other names, nor to other sites' pages.
+    let bearer = format!("Bearer {TOKEN}");
+    let authorized = ("Authorization", bearer.as_str());
+    expect(
+        server.raw(
+            "GET",
+            "/health",
+            &[authorized, ("Host", "evil.example")],
+            "",
+        ),
+        403,
+    );
+    expect(
+        server.raw(
+            "GET",
+            "/health",
+            &[authorized, ("Origin", "https://evil.example")],
+            "",
+        ),
+        403,
+    );
 
     server.terminate();
     let output = server.output();
     assert!(output.contains("RL_SERVE_TEST_TOKEN"), "{output}");
     assert!(!output.contains(TOKEN), "the token was printed: {output}");
+
+    // `--allow-remote` (here on loopback) with a token answers any name, behind a proxy say;
+    // other sites' pages are still refused.
+    let mut remote = Server::start(
+        tempfile::tempdir().unwrap(),
+        &["--allow-remote", "--token-env", "RL_SERVE_TEST_TOKEN"],
+        &[
+            ("RL_TINKER_ATROPOS_ROOT", tree.as_str()),
+            ("RL_SERVE_TEST_TOKEN", TOKEN),
+        ],
+    );
+    let proxied = [authorized, ("Host", "rl.example.org")];
+    expect(remote.raw("GET", "/health", &proxied, ""), 200);
+    expect(
+        remote.raw("GET", "/health", &[("Host", "rl.example.org")], ""),
+        401,
+    );
+    let same_origin = [
+        authorized,
+        ("Host", "rl.example.org"),
+        ("Origin", "https://rl.example.org"),
+    ];
+    expect(remote.raw("GET", "/health", &same_origin, ""), 200);
+    let cross = [
+        authorized,
+        ("Host", "rl.example.org"),
+        ("Origin", "https://evil.example"),
+    ];
+    expect(remote.raw("GET", "/health", &cross, ""), 403);
+    remote.terminate();
 }
 
-/// Two runs of the local stack started over HTTP (no body, and the original client's `{}`),
-/// followed to the end, read, and stopped.
+/// Runs of the local stack started over HTTP by a server given `--home DIR` (no `RL_HOME`):
+/// the first followed to its end and read, the second stopped over HTTP, the third stopped by
+/// `rl runs stop` in a process of its own, which the server then reports. `rl --home DIR`
+/// sees the server's selection and runs.
 #[test]
 fn runs_are_started_followed_read_and_stopped_over_http() {
     let Some(python) = test_python() else { return };
-    let server = Server::start(stack_home(&python, ""), &[], &[]);
+    let server = Server::start_with_home_flag(stack_home(&python, ""));
     let home = server.home.path().to_owned();
     let mut runs = StartedRuns {
         home: &home,
         ids: Vec::new(),
     };
+    // The original client's select: no body, no content type.
     expect(
         server.request("POST", "/environments/arithmetic/select", None),
         200,
     );
+    let shown = rl_by_home_flag(&home, &["config", "show"]);
+    assert_eq!(shown["environment"], "arithmetic", "{shown}");
 
-    let first = expect(server.request("POST", "/runs", None), 200);
+    // The original client's `{}`, and an empty JSON body.
+    let first = expect(server.post("/runs", &json!({})), 200);
     let first_id = first["run_id"].as_str().unwrap().to_owned();
     runs.ids.push(first_id.clone());
     assert_eq!(first["status"], "starting", "{first}");
-    let second = expect(server.post("/runs", &json!({})), 200);
+    let json_type = [("Content-Type", "application/json")];
+    let second = expect(server.raw("POST", "/runs", &json_type, ""), 200);
     let second_id = second["run_id"].as_str().unwrap().to_owned();
     runs.ids.push(second_id.clone());
 
     let listed = expect(server.get("/runs"), 200);
     assert_eq!(listed["count"], 2, "{listed}");
-    let listed_ids: Vec<&str> = listed["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|run| run["run_id"].as_str().unwrap())
-        .collect();
+    let run_ids = |listed: &Value| -> Vec<String> {
+        listed["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run["run_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed_ids = run_ids(&listed);
     assert!(
-        listed_ids.contains(&first_id.as_str()) && listed_ids.contains(&second_id.as_str()),
+        listed_ids.contains(&first_id) && listed_ids.contains(&second_id),
         "{listed}"
     );
+    let mut seen_ids = run_ids(&rl_by_home_flag(&home, &["runs", "list"]));
+    seen_ids.sort();
+    let mut listed_ids = listed_ids;
+    listed_ids.sort();
+    assert_eq!(seen_ids, listed_ids, "rl runs list differs from GET /runs");
 
     let status = expect(server.get(&format!("/runs/{second_id}")), 200);
     assert_eq!(status["run_id"], second_id.as_str());
@@ -602,6 +934,19 @@ fn runs_are_started_followed_read_and_stopped_over_http() {
         ["stopped", "completed", "failed"].contains(&stopped["status"].as_str().unwrap()),
         "{stopped}"
     );
+
+    // A run the server started, stopped by another face.
+    let third = expect(server.post("/runs", &json!({})), 200);
+    let third_id = third["run_id"].as_str().unwrap().to_owned();
+    runs.ids.push(third_id.clone());
+    let stopped = rl_by_home_flag(&home, &["runs", "stop", &third_id]);
+    assert_eq!(
+        (stopped["stopped"].clone(), stopped["status"].clone()),
+        (json!(true), json!("stopped")),
+        "{stopped}"
+    );
+    let reported = expect(server.get(&format!("/runs/{third_id}")), 200);
+    assert_eq!(reported["status"], "stopped", "{reported}");
 
     // The first runs to its end (6 steps of 0.2 s once the stack is up).
     let started = Instant::now();

@@ -275,14 +275,21 @@ fn the_status_limit_applies_to_agents_and_known_runs_only() {
     let limited = [("RL_STATUS_CHECK_INTERVAL_SECS", "1800")];
     let args = format!(r#"{{"run_id": "{id}"}}"#);
 
-    // A mistyped id first: it must not use up the check of the real one.
-    let unknown = tool(
-        home,
-        "rl_check_status",
-        Some(r#"{"run_id": "0badc0de"}"#),
-        &limited,
-    );
-    assert_eq!(answer(&unknown)["active_runs"], serde_json::json!([id]));
+    // A mistyped id, twice: it is unknown both times (the original answered the second with
+    // `rate_limited`), and records no check.
+    for _ in 0..2 {
+        let unknown = tool(
+            home,
+            "rl_check_status",
+            Some(r#"{"run_id": "0badc0de"}"#),
+            &limited,
+        );
+        let unknown = answer(&unknown);
+        assert_eq!(unknown["kind"], "not_found", "{unknown}");
+        assert_eq!(unknown["active_runs"], serde_json::json!([id]));
+    }
+    let recorded = std::fs::read_to_string(home.join("status-checks.json")).unwrap_or_default();
+    assert!(!recorded.contains("0badc0de"), "{recorded}");
 
     let first = answer(&tool(home, "rl_check_status", Some(&args), &limited));
     assert_eq!(
@@ -362,4 +369,123 @@ fn the_status_limit_applies_to_agents_and_known_runs_only() {
     assert_eq!(logs[0]["lines"].as_array().unwrap().len(), 3, "{logs}");
     let no_such = rl_in(home, &["runs", "logs", &id, "--component", "gpu"]);
     assert_eq!(no_such.status.code(), Some(1));
+}
+
+/// The pre-flight as an agent calls it: the endpoint is the operator's (`[inference]`), the
+/// answer has the original's keys, and sizes beyond the schema's bounds are refused.
+#[test]
+fn the_inference_test_uses_the_operators_endpoint_and_answers_with_the_original_keys() {
+    let Some(python) = test_python() else { return };
+    let server = rl_test_support::FixtureServer::start(&python, None);
+    let home = crate::preflight::home_with_arithmetic(&python);
+    let home = home.path();
+    let settings = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "{settings}\n[inference]\nbase_url = \"{}\"\nmodels = [\"always-right\", \"half-right\"]\n",
+            server.base_url
+        ),
+    )
+    .unwrap();
+
+    let too_big = tool(
+        home,
+        "rl_test_inference",
+        Some(r#"{"num_steps": 101}"#),
+        &[],
+    );
+    assert_eq!(answer(&too_big)["kind"], "bad_request");
+    assert!(
+        !home.join("preflight").exists(),
+        "a refused test starts nothing"
+    );
+
+    let output = tool(
+        home,
+        "rl_test_inference",
+        Some(r#"{"num_steps": 2, "group_size": 4}"#),
+        &[],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = answer(&output);
+    let summary = &report["summary"];
+    assert_eq!(
+        (
+            summary["steps_requested"].clone(),
+            summary["models_tested"].clone(),
+            summary["models_succeeded"].clone(),
+            summary["environment_working"].clone(),
+        ),
+        (2.into(), 2.into(), 2.into(), true.into()),
+        "{report}"
+    );
+    assert!(summary["avg_accuracy"].is_number() && summary["verdict"].is_string());
+    assert!(summary["output_directory"].is_string());
+    assert_eq!(report["test_config"]["total_rollouts"], 16);
+    assert!(
+        report["environment_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("arithmetic_env.py")
+    );
+    let models = report["models_tested"].as_array().unwrap();
+    assert_eq!(models.len(), 2);
+    let right = models
+        .iter()
+        .find(|m| m["model"] == "always-right")
+        .unwrap();
+    assert_eq!(
+        (right["steps_tested"].clone(), right["accuracy"].clone()),
+        (2.into(), 1.0.into())
+    );
+    assert!(std::path::Path::new(right["output_file"].as_str().unwrap()).exists());
+    assert!(std::path::Path::new(right["log_file"].as_str().unwrap()).exists());
+    // Every request went to the operator's endpoint, for the operator's models.
+    let requests = server.requests();
+    assert!(!requests.is_empty());
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["model"] == "always-right" || r["model"] == "half-right"),
+        "{requests:?}"
+    );
+}
+
+/// With `--json`, a failed command answers in the tools' shape: what to do next included.
+#[test]
+fn json_errors_of_commands_carry_the_tools_hints() {
+    let home = tempfile::tempdir().unwrap();
+    let unknown = rl_in(home.path(), &["select", "gsm9k", "--root", ROOT, "--json"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    let unknown = answer(&unknown);
+    assert_eq!(unknown["kind"], "not_found", "{unknown}");
+    assert!(
+        unknown["available"]
+            .as_array()
+            .unwrap()
+            .contains(&"word_ladder".into())
+    );
+    assert!(unknown["hint"].is_string());
+
+    std::fs::write(
+        home.path().join("config.toml"),
+        "status_check_interval_secs = \"soon\"\n",
+    )
+    .unwrap();
+    let broken = tool(home.path(), "rl_list_runs", None, &[]);
+    assert_eq!(broken.status.code(), Some(1));
+    let broken = answer(&broken);
+    assert_eq!(broken["kind"], "precondition", "{broken}");
+    assert!(
+        broken["error"]
+            .as_str()
+            .unwrap()
+            .contains("status_check_interval_secs")
+    );
 }
