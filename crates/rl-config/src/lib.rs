@@ -25,7 +25,8 @@ pub use service::{
     SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD,
 };
 pub use settings::{
-    Commands, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings, default_home,
+    Backend, Commands, ComponentGpus, InferenceSettings, Locked, RunTiming, SETTINGS_FILE,
+    Settings, SlurmSettings, default_home,
 };
 pub use store::{Edit, Section, SelectedEnvironment, Selection};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};

@@ -49,6 +49,49 @@ pub struct Settings {
     pub status_check_interval_secs: f64,
     /// Where the pre-flight inference test sends its requests when the caller does not say.
     pub inference: InferenceSettings,
+    /// Where a run's components run: on this machine, or as steps of a SLURM job.
+    pub backend: Backend,
+    /// The SLURM job of each run, when `backend = "slurm"`.
+    pub slurm: SlurmSettings,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// Child processes of the run's supervisor on this machine.
+    #[default]
+    Local,
+    /// A SLURM job per run that holds the allocation; each component is a job step in it.
+    Slurm,
+}
+
+/// What the batch script of a run asks SLURM for. Each field left unset is SLURM's default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct SlurmSettings {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    /// `--time` (e.g. `"04:00:00"`, `"2-00:00:00"`); SLURM enforces it to the minute.
+    pub time_limit: Option<String>,
+    /// Nodes of the allocation; the components run on its first node.
+    pub nodes: Option<u32>,
+    /// GPUs of each component's step (`--gpus` of its `srun`); the allocation asks for the sum.
+    pub gpus: ComponentGpus,
+    /// More `#SBATCH` lines, as written after `#SBATCH ` (e.g. `"--qos=high"`).
+    pub extra_sbatch: Vec<String>,
+    /// Pass `--slurm true` to the environment, so that atroposlib uses the allocation's nodes.
+    pub env_uses_allocation: bool,
+    /// Where the supervisor reaches the components for readiness checks; default: the job's
+    /// batch host as SLURM names it. The API and trainer commands must listen there.
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ComponentGpus {
+    pub api: u32,
+    pub trainer: u32,
+    pub env: u32,
 }
 
 /// The endpoint and models of `rl_test_inference`: an agent chooses models and sizes, never
@@ -155,6 +198,8 @@ impl Default for Settings {
             trainer_port: None,
             status_check_interval_secs: 1800.0,
             inference: InferenceSettings::default(),
+            backend: Backend::Local,
+            slurm: SlurmSettings::default(),
         }
     }
 }
@@ -243,6 +288,30 @@ impl Settings {
                 "child_environment sets {name}; keys are never kept in config.toml: put it in the \
                  environment or in <home>/.env"
             )));
+        }
+        // Each goes into a line of a batch script: one line, no control characters.
+        let slurm = &self.slurm;
+        let one_liners = [
+            ("slurm.partition", slurm.partition.as_deref()),
+            ("slurm.account", slurm.account.as_deref()),
+            ("slurm.time_limit", slurm.time_limit.as_deref()),
+            ("slurm.host", slurm.host.as_deref()),
+        ]
+        .into_iter()
+        .chain(
+            slurm
+                .extra_sbatch
+                .iter()
+                .map(|line| ("slurm.extra_sbatch", Some(line.as_str()))),
+        );
+        for (name, value) in one_liners {
+            if let Some(value) = value
+                && (value.is_empty() || value.chars().any(char::is_control))
+            {
+                return Err(ConfigError::Settings(format!(
+                    "{name} is {value:?}; it must be one line of text without control characters"
+                )));
+            }
         }
         let timing = &self.run;
         for (name, value) in [

@@ -36,6 +36,8 @@ pub enum ProcessError {
     FixedPortInUse { port: u16 },
     #[error("cannot start the supervisor of run {run_id}: {reason}")]
     Supervisor { run_id: String, reason: String },
+    #[error("SLURM: {0}")]
+    Slurm(String),
     #[error("cannot start {component}: {reason}")]
     Launch {
         component: crate::Component,

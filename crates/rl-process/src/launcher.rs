@@ -29,14 +29,69 @@ pub struct LaunchSpec {
     pub log_path: PathBuf,
 }
 
+/// Where a run's components run, once the launcher has a place for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Where the supervisor reaches the components' ports.
+    pub host: String,
+    /// On this machine: the supervisor may check its own ports.
+    pub local: bool,
+    /// For the run's events (`SLURM job 12 on node7`).
+    pub description: String,
+}
+
+impl Placement {
+    pub fn here() -> Self {
+        Self {
+            host: "127.0.0.1".to_owned(),
+            local: true,
+            description: "this machine".to_owned(),
+        }
+    }
+}
+
+/// What a launcher says while it waits for a place (a scheduler's queue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllocationNote {
+    Submitted { job: String },
+    Waiting { job: String, reason: String },
+}
+
+/// How a cluster ended the run's work, when that says more than a component's exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterEnd {
+    /// Completed, Stopped (cancelled outside rl) or Failed.
+    pub outcome: crate::state::RunState,
+    pub message: String,
+}
+
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait Launcher: Send + Sync {
+    /// Finds the place the components will run in before the first is launched, saying what
+    /// it waits for on the way. Locally there is nothing to wait for.
+    async fn allocate(
+        &self,
+        notes: tokio::sync::mpsc::UnboundedSender<AllocationNote>,
+    ) -> Result<Placement, ProcessError> {
+        let _ = notes;
+        Ok(Placement::here())
+    }
+
     /// Starts the component in a process group of its own.
     async fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn RunningComponent>, ProcessError>;
 
     /// Stops a whole process group: SIGTERM, up to `grace`, then SIGKILL.
     async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome;
+
+    /// After a component ended by itself: whether the cluster ended the run's work (a time
+    /// limit, a cancel, a failed node), and how.
+    async fn cluster_end(&self) -> Option<ClusterEnd> {
+        None
+    }
+
+    /// Gives back what `allocate` took, once every component is stopped.
+    async fn release(&self) {}
 }
 
 /// A started component.

@@ -14,6 +14,7 @@ mod plan;
 mod ports;
 mod probe;
 mod runs;
+mod slurm;
 mod state;
 mod store;
 mod supervisor;
@@ -22,14 +23,20 @@ mod template;
 pub use error::ProcessError;
 pub use groups::{StopOutcome, group_is_ours, stop_group};
 pub use identity::{ProcessIdentity, boot_id, members_of_group};
-pub use launcher::{LaunchSpec, Launcher, LocalLauncher, RunningComponent};
+pub use launcher::{
+    AllocationNote, ClusterEnd, LaunchSpec, Launcher, LocalLauncher, Placement, RunningComponent,
+};
 pub use plan::LaunchPlan;
 pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};
 pub use runs::{
     DEFAULT_EVENT_LIMIT, RunStatus, Runs, StopReport, SupervisorCommand, WaitOutcome, WaitUntil,
 };
-pub use state::{Component, ComponentStatus, RunState, outcome_of_exit};
+pub use slurm::{
+    BATCH_SCRIPT, JobInfo, JobPhase, SlurmCli, SlurmCommands, SlurmLauncher, batch_script,
+    parse_job, phase_of,
+};
+pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};
 pub use supervisor::{Supervisor, supervise};
 pub use template::{TemplateValues, render};

@@ -1,4 +1,4 @@
-//! Readiness gates: questions asked over loopback HTTP instead of sleeping and hoping.
+//! Readiness gates: questions asked over HTTP instead of sleeping and hoping.
 
 use std::time::Duration;
 
@@ -21,12 +21,12 @@ pub enum Readiness {
 
 impl Readiness {
     /// What was asked, for messages when the answer never came.
-    pub fn describe(self) -> String {
+    pub fn describe(self, host: &str) -> String {
         match self {
-            Readiness::ApiAnswers { port } => format!("GET http://127.0.0.1:{port}/"),
-            Readiness::TrainerHealthy { port } => format!("GET http://127.0.0.1:{port}/health"),
+            Readiness::ApiAnswers { port } => format!("GET http://{host}:{port}/"),
+            Readiness::TrainerHealthy { port } => format!("GET http://{host}:{port}/health"),
             Readiness::EnvRegistered { api_port } => {
-                format!("registration via GET http://127.0.0.1:{api_port}/status-env")
+                format!("registration via GET http://{host}:{api_port}/status-env")
             }
         }
     }
@@ -35,11 +35,12 @@ impl Readiness {
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait Probe: Send + Sync {
-    /// One attempt; `false` for "not yet" of every kind (refused, timed out, error status).
-    async fn is_ready(&self, readiness: Readiness) -> bool;
+    /// One attempt at `host`; `false` for "not yet" of every kind (refused, timed out, error
+    /// status).
+    async fn is_ready(&self, host: &str, readiness: Readiness) -> bool;
 }
 
-/// Asks over HTTP, on loopback only, never through a proxy.
+/// Asks over HTTP, never through a proxy.
 #[derive(Debug, Clone)]
 pub struct HttpProbe {
     client: reqwest::Client,
@@ -65,23 +66,23 @@ impl HttpProbe {
 
 #[async_trait]
 impl Probe for HttpProbe {
-    async fn is_ready(&self, readiness: Readiness) -> bool {
+    async fn is_ready(&self, host: &str, readiness: Readiness) -> bool {
         let request = match readiness {
             Readiness::ApiAnswers { port } => {
                 // Any HTTP answer means the server is up; the root has no route of its own.
                 return self
                     .client
-                    .get(format!("http://127.0.0.1:{port}/"))
+                    .get(format!("http://{host}:{port}/"))
                     .send()
                     .await
                     .is_ok();
             }
             Readiness::TrainerHealthy { port } => {
-                self.client.get(format!("http://127.0.0.1:{port}/health"))
+                self.client.get(format!("http://{host}:{port}/health"))
             }
             Readiness::EnvRegistered { api_port } => self
                 .client
-                .get(format!("http://127.0.0.1:{api_port}/status-env"))
+                .get(format!("http://{host}:{api_port}/status-env"))
                 .json(&serde_json::json!({ "env_id": 0 })),
         };
         request

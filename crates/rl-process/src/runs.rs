@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rl_config::{ConfigService, RunEndpoints, RunId, SECRET_NAMES, Secrets, run_dir};
+use rl_config::{Backend, ConfigService, RunEndpoints, RunId, SECRET_NAMES, Secrets, run_dir};
 use serde::Serialize;
 
 use crate::ProcessError;
@@ -16,6 +16,7 @@ use crate::identity::ProcessIdentity;
 use crate::launcher::{LaunchSpec, open_log};
 use crate::plan::LaunchPlan;
 use crate::ports::{free_loopback_ports, is_listening, still_listening};
+use crate::slurm::{SlurmCli, SlurmCommands};
 use crate::state::{Component, RunState};
 use crate::store::{Event, NewRun, RunRecord, RunStore};
 use crate::template::{TemplateValues, render};
@@ -150,7 +151,15 @@ impl Runs {
                 Component::Trainer => &settings.commands.trainer,
                 Component::Env => &settings.commands.env,
             };
-            let mut argv = render(component, template, &values)?.into_iter();
+            let mut rendered = render(component, template, &values)?;
+            if component == Component::Env
+                && settings.backend == Backend::Slurm
+                && settings.slurm.env_uses_allocation
+            {
+                // atroposlib's own switch for spreading its workers over the allocation.
+                rendered.extend(["--slurm".to_owned(), "true".to_owned()]);
+            }
+            let mut argv = rendered.into_iter();
             let program = PathBuf::from(argv.next().unwrap_or_default());
             let mut env: Vec<(String, String)> = settings
                 .child_environment
@@ -182,6 +191,8 @@ impl Runs {
             trainer_port,
             components,
             timing: settings.run.clone(),
+            backend: settings.backend,
+            slurm: (settings.backend == Backend::Slurm).then(|| settings.slurm.clone()),
         };
         plan.save(&self.home)?;
         let logs = Component::START_ORDER.map(|c| (c, dir.join(format!("{c}.log"))));
@@ -192,6 +203,7 @@ impl Runs {
             api_port: Some(api_port),
             trainer_port: Some(trainer_port),
             logs,
+            queued: settings.backend == Backend::Slurm,
         })?;
         if let Err(error) = self.spawn_supervisor(&run_id, secrets, supervisor) {
             self.store.set_error(&run_id, &error.to_string())?;
@@ -440,15 +452,26 @@ impl Runs {
 
     fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
         let outcomes = stop_groups(run, Duration::from_secs(10));
-        let message = if outcomes.is_empty() {
+        // Its SLURM job outlives the supervisor (and any reboot of this machine): cancel it.
+        let cancelled = match &run.slurm_job {
+            Some(job) => cancel_slurm_job(job)?,
+            None => false,
+        };
+        let message = if outcomes.is_empty() && !cancelled {
             format!("run {id} is lost and left no process behind; nothing to stop")
         } else {
-            let text = describe_outcomes(&outcomes);
+            let mut text = describe_outcomes(&outcomes);
+            if let Some(job) = run.slurm_job.as_deref().filter(|_| cancelled) {
+                if !text.is_empty() {
+                    text.push_str("; ");
+                }
+                text.push_str(&format!("SLURM job {job} cancelled"));
+            }
             self.store.note(id, "stop", &format!("lost run: {text}"))?;
             format!("run {id} is lost; {text}")
         };
         Ok(StopReport {
-            stopped: !outcomes.is_empty(),
+            stopped: !outcomes.is_empty() || cancelled,
             message,
             status: self.status(id, 0)?,
         })
@@ -458,6 +481,28 @@ impl Runs {
         self.read(id)?;
         self.store.events(id, since, limit)
     }
+}
+
+/// `scancel JOB` for a job SLURM still holds; whether there was one to cancel.
+fn cancel_slurm_job(job: &str) -> Result<bool, ProcessError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| ProcessError::Slurm(format!("cannot start a runtime: {error}")))?;
+    runtime.block_on(async {
+        let slurm = SlurmCli;
+        let alive = match slurm.job(job).await? {
+            Some(info) => !matches!(
+                crate::slurm::phase_of(job, &info),
+                crate::slurm::JobPhase::Ended(_)
+            ),
+            None => false,
+        };
+        if alive {
+            slurm.cancel(job, None, false).await?;
+        }
+        Ok(alive)
+    })
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, ProcessError> {

@@ -47,11 +47,59 @@ impl FromStr for Component {
     }
 }
 
-/// Where a run is. `Starting` carries the component whose readiness is awaited.
+/// What a starting run waits for: its place on a cluster, then each component's readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Submitted to a cluster's scheduler, waiting for an allocation.
+    Queued,
+    Api,
+    Trainer,
+    Env,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Queued => "queued",
+            Phase::Api => "api",
+            Phase::Trainer => "trainer",
+            Phase::Env => "env",
+        }
+    }
+}
+
+impl From<Component> for Phase {
+    fn from(component: Component) -> Self {
+        match component {
+            Component::Api => Phase::Api,
+            Component::Trainer => Phase::Trainer,
+            Component::Env => Phase::Env,
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Phase {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Phase::Queued, Phase::Api, Phase::Trainer, Phase::Env]
+            .into_iter()
+            .find(|phase| phase.as_str() == s)
+            .ok_or_else(|| format!("unknown phase '{s}'"))
+    }
+}
+
+/// Where a run is. `Starting` carries what the run waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "state", content = "phase")]
 pub enum RunState {
-    Starting(Component),
+    Starting(Phase),
     Running,
     Stopping,
     Stopped,
@@ -121,7 +169,7 @@ impl RunState {
         })
     }
 
-    pub fn phase(self) -> Option<Component> {
+    pub fn phase(self) -> Option<Phase> {
         match self {
             RunState::Starting(phase) => Some(phase),
             _ => None,
@@ -172,9 +220,11 @@ mod tests {
 
     #[test]
     fn phases_only_move_forward() {
-        let api = RunState::Starting(Component::Api);
-        let env = RunState::Starting(Component::Env);
-        assert!(api.can_become(RunState::Starting(Component::Trainer)));
+        let api = RunState::Starting(Phase::Api);
+        let env = RunState::Starting(Phase::Env);
+        assert!(RunState::Starting(Phase::Queued).can_become(api));
+        assert!(!api.can_become(RunState::Starting(Phase::Queued)));
+        assert!(api.can_become(RunState::Starting(Phase::Trainer)));
         assert!(!env.can_become(api));
         assert!(env.can_become(RunState::Running));
     }
@@ -190,7 +240,7 @@ mod tests {
             for next in [
                 RunState::Running,
                 RunState::Stopping,
-                RunState::Starting(Component::Api),
+                RunState::Starting(Phase::Api),
                 RunState::Failed,
             ] {
                 assert!(!finished.can_become(next), "{finished} -> {next}");
@@ -201,8 +251,8 @@ mod tests {
     #[test]
     fn stopping_is_reachable_from_every_live_state_and_ends_stopped() {
         for live in [
-            RunState::Starting(Component::Api),
-            RunState::Starting(Component::Env),
+            RunState::Starting(Phase::Api),
+            RunState::Starting(Phase::Env),
             RunState::Running,
         ] {
             assert!(live.can_become(RunState::Stopping));
@@ -260,15 +310,15 @@ mod tests {
     #[test]
     fn stored_form_round_trips() {
         for state in [
-            RunState::Starting(Component::Trainer),
+            RunState::Starting(Phase::Trainer),
             RunState::Running,
             RunState::Lost,
         ] {
-            let phase = state.phase().map(Component::as_str);
+            let phase = state.phase().map(Phase::as_str);
             assert_eq!(RunState::from_parts(state.name(), phase).unwrap(), state);
         }
         assert!(RunState::from_parts("starting", None).is_err());
         assert!(RunState::from_parts("paused", None).is_err());
-        assert_eq!(RunState::Starting(Component::Env).label(), "starting: env");
+        assert_eq!(RunState::Starting(Phase::Env).label(), "starting: env");
     }
 }

@@ -11,16 +11,16 @@ use serde::Serialize;
 
 use crate::ProcessError;
 use crate::identity::ProcessIdentity;
-use crate::state::{Component, ComponentStatus, RunState};
+use crate::state::{Component, ComponentStatus, Phase, RunState};
 
 const DATABASE_FILE: &str = "runs.db";
 const SUPERVISOR_EVENT: &str = "supervisor";
 /// The columns `run_from_row` reads, in its order.
 const RUN_COLUMNS: &str = "id, environment, state, phase, created_at, updated_at, config_path, \
-     api_port, trainer_port, supervisor_pid, supervisor_start_ticks, error, boot_id";
+     api_port, trainer_port, supervisor_pid, supervisor_start_ticks, error, boot_id, slurm_job";
 
 /// Bumped with every change to the schema below; older databases are migrated on open.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE runs (
@@ -36,7 +36,8 @@ CREATE TABLE runs (
     supervisor_pid INTEGER,
     supervisor_start_ticks INTEGER,
     error TEXT,
-    boot_id TEXT
+    boot_id TEXT,
+    slurm_job TEXT
 );
 CREATE TABLE components (
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -73,6 +74,8 @@ pub struct NewRun {
     pub trainer_port: Option<u16>,
     /// Log file of each component.
     pub logs: [(Component, PathBuf); 3],
+    /// Submitted to a scheduler: the run starts `starting: queued`, not `starting: api`.
+    pub queued: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -94,6 +97,9 @@ pub struct RunRecord {
     /// The boot the run was created in (`/proc/sys/kernel/random/boot_id`).
     #[serde(skip)]
     pub boot_id: Option<String>,
+    /// The SLURM job holding the run (the SLURM backend only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<String>,
     pub components: Vec<ComponentRecord>,
 }
 
@@ -161,9 +167,13 @@ impl RunStore {
                 transaction.execute_batch(SCHEMA)?;
                 transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
-            1 => {
+            1 | 2 => {
                 // Version 2: the boot a run started in, so pids are never trusted across one.
-                transaction.execute_batch("ALTER TABLE runs ADD COLUMN boot_id TEXT;")?;
+                if version < 2 {
+                    transaction.execute_batch("ALTER TABLE runs ADD COLUMN boot_id TEXT;")?;
+                }
+                // Version 3: the SLURM job holding a run, so any later `rl` can cancel it.
+                transaction.execute_batch("ALTER TABLE runs ADD COLUMN slurm_job TEXT;")?;
                 transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
             SCHEMA_VERSION => {}
@@ -194,7 +204,11 @@ impl RunStore {
         if exists {
             return Err(ProcessError::DuplicateRun(run.id.to_string()));
         }
-        let state = RunState::Starting(Component::Api);
+        let state = RunState::Starting(if run.queued {
+            Phase::Queued
+        } else {
+            Phase::Api
+        });
         transaction.execute(
             "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port, boot_id)
              VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
@@ -202,7 +216,7 @@ impl RunStore {
                 run.id.as_str(),
                 run.environment,
                 state.name(),
-                state.phase().map(Component::as_str),
+                state.phase().map(Phase::as_str),
                 at,
                 run.config_path.to_string_lossy(),
                 run.api_port,
@@ -249,7 +263,7 @@ impl RunStore {
             params![
                 id.as_str(),
                 next.name(),
-                next.phase().map(Component::as_str),
+                next.phase().map(Phase::as_str),
                 at
             ],
         )?;
@@ -271,6 +285,15 @@ impl RunStore {
     /// An event that changes nothing but is worth following (readiness, stop details).
     pub fn note(&mut self, id: &RunId, kind: &str, message: &str) -> Result<(), ProcessError> {
         insert_event(&self.connection, id.as_str(), &now(), kind, message)?;
+        Ok(())
+    }
+
+    /// Records the SLURM job that holds the run.
+    pub fn set_slurm_job(&mut self, id: &RunId, job: &str) -> Result<(), ProcessError> {
+        self.connection.execute(
+            "UPDATE runs SET slurm_job = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id.as_str(), job, now()],
+        )?;
         Ok(())
     }
 
@@ -546,6 +569,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowResult> {
             .map(|(pid, start_ticks)| ProcessIdentity { pid, start_ticks }),
         error: row.get(11)?,
         boot_id: row.get(12)?,
+        slurm_job: row.get(13)?,
         components: Vec::new(),
     }))
 }

@@ -6,17 +6,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rl_config::{RunId, Secrets};
+use rl_config::{Backend, RunId, Secrets};
 use tokio::sync::{mpsc, watch};
 
 use crate::ProcessError;
 use crate::groups::group_is_ours;
 use crate::identity::ProcessIdentity;
-use crate::launcher::Launcher;
+use crate::launcher::{AllocationNote, Launcher, Placement};
 use crate::plan::LaunchPlan;
 use crate::ports::{is_listening, still_listening};
 use crate::probe::{Probe, Readiness};
-use crate::state::{Component, ComponentStatus, RunState, outcome_of_exit};
+use crate::slurm::{SlurmCli, SlurmLauncher};
+use crate::state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 use crate::store::RunStore;
 
 /// How often readiness is asked and the store is checked for a stop recorded by another process
@@ -57,6 +58,7 @@ pub struct Supervisor<'a> {
     exits_tx: mpsc::UnboundedSender<(Component, ComponentStatus)>,
     exits: mpsc::UnboundedReceiver<(Component, ComponentStatus)>,
     ticks: u32,
+    placement: Placement,
 }
 
 enum Gate {
@@ -87,6 +89,7 @@ impl<'a> Supervisor<'a> {
             exits_tx,
             exits,
             ticks: 0,
+            placement: Placement::here(),
         }
     }
 
@@ -103,13 +106,17 @@ impl<'a> Supervisor<'a> {
     }
 
     async fn start_and_watch(&mut self) -> Result<Ending, ProcessError> {
+        match self.allocate().await? {
+            Ok(placement) => self.placement = placement,
+            Err(ending) => return Ok(ending),
+        }
         let started = Instant::now();
         for component in Component::START_ORDER {
             if component != Component::Api {
                 let id = self.run_id.clone();
                 if self
                     .store
-                    .transition(&id, RunState::Starting(component), "")?
+                    .transition(&id, RunState::Starting(component.into()), "")?
                     .is_none()
                 {
                     // Refused: a stop was recorded before this component was launched.
@@ -144,7 +151,7 @@ impl<'a> Supervisor<'a> {
         loop {
             tokio::select! {
                 Some((component, status)) = self.exits.recv() => {
-                    return self.ended_by_itself(component, status, true);
+                    return self.ended_by_itself(component, status, true).await;
                 }
                 () = stop_signal(&mut self.stop_requested) => return Ok(Ending::Stop),
                 () = tokio::time::sleep(TICK) => {
@@ -153,6 +160,71 @@ impl<'a> Supervisor<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// Waits for the launcher's place for the run (a SLURM allocation; nothing locally),
+    /// recording what it waits for, and moves a queued run on to starting its API.
+    async fn allocate(&mut self) -> Result<Result<Placement, Ending>, ProcessError> {
+        if self.stop_is_requested()? {
+            return Ok(Err(Ending::Stop));
+        }
+        let launcher: &'a dyn Launcher = self.launcher;
+        let (notes_tx, mut notes) = mpsc::unbounded_channel();
+        let allocation = launcher.allocate(notes_tx);
+        tokio::pin!(allocation);
+        let placement = loop {
+            tokio::select! {
+                // A stop wins over a place granted at the same moment.
+                biased;
+                () = stop_signal(&mut self.stop_requested) => return Ok(Err(Ending::Stop)),
+                result = &mut allocation => break result,
+                Some(note) = notes.recv() => self.record_allocation(note)?,
+                () = tokio::time::sleep(TICK) => {
+                    if self.stop_is_requested()? {
+                        return Ok(Err(Ending::Stop));
+                    }
+                }
+            }
+        };
+        while let Ok(note) = notes.try_recv() {
+            self.record_allocation(note)?;
+        }
+        let placement = match placement {
+            Ok(placement) => placement,
+            Err(error) => {
+                return Ok(Err(Ending::Failed {
+                    message: error.to_string(),
+                }));
+            }
+        };
+        let id = self.run_id.clone();
+        if self.store.state(&id)? == RunState::Starting(Phase::Queued) {
+            let message = format!("placed: {}", placement.description);
+            if self
+                .store
+                .transition(&id, RunState::Starting(Phase::Api), &message)?
+                .is_none()
+            {
+                return Ok(Err(Ending::Stop));
+            }
+        }
+        Ok(Ok(placement))
+    }
+
+    fn record_allocation(&mut self, note: AllocationNote) -> Result<(), ProcessError> {
+        let id = self.run_id.clone();
+        match note {
+            AllocationNote::Submitted { job } => {
+                self.store.set_slurm_job(&id, &job)?;
+                self.store
+                    .note(&id, "queued", &format!("submitted to SLURM as job {job}"))
+            }
+            AllocationNote::Waiting { job, reason } => self.store.note(
+                &id,
+                "queued",
+                &format!("SLURM job {job} is pending: {reason}"),
+            ),
         }
     }
 
@@ -168,7 +240,9 @@ impl<'a> Supervisor<'a> {
             Component::Trainer => Some(self.plan.trainer_port),
             Component::Env => None,
         };
+        // Only this machine's ports can be checked here.
         if let Some(port) = port
+            && self.placement.local
             && is_listening(port)
         {
             return Ok(Some(Ending::Failed {
@@ -233,11 +307,11 @@ impl<'a> Supervisor<'a> {
         let limit = Duration::from_secs_f64(limit);
         let launched = Instant::now();
         loop {
-            if self.probe.is_ready(readiness).await {
+            if self.probe.is_ready(&self.placement.host, readiness).await {
                 return Ok(Gate::Ready(format!(
                     "{component} ready after {:.2} s ({})",
                     launched.elapsed().as_secs_f64(),
-                    readiness.describe()
+                    readiness.describe(&self.placement.host)
                 )));
             }
             if launched.elapsed() >= limit {
@@ -250,7 +324,7 @@ impl<'a> Supervisor<'a> {
                 let message = format!(
                     "{component} was not ready within {}: {} never answered{}",
                     seconds(limit.as_secs_f64()),
-                    readiness.describe(),
+                    readiness.describe(&self.placement.host),
                     self.log_tail(component)
                 );
                 return Ok(Gate::End(Ending::Failed { message }));
@@ -260,7 +334,7 @@ impl<'a> Supervisor<'a> {
                     // A component that passed its gate may finish (a short run can end before
                     // the environment's registration is seen); the one still awaited may not.
                     let passed_gate = ended != component || ended == Component::Env;
-                    return Ok(Gate::End(self.ended_by_itself(ended, status, passed_gate)?));
+                    return Ok(Gate::End(self.ended_by_itself(ended, status, passed_gate).await?));
                 }
                 () = stop_signal(&mut self.stop_requested) => return Ok(Gate::End(Ending::Stop)),
                 () = tokio::time::sleep(TICK) => {
@@ -273,13 +347,32 @@ impl<'a> Supervisor<'a> {
     }
 
     /// A component ended without being asked to: record it and decide what the run becomes.
-    fn ended_by_itself(
+    async fn ended_by_itself(
         &mut self,
         component: Component,
         status: ComponentStatus,
         passed_gate: bool,
     ) -> Result<Ending, ProcessError> {
         self.record_end(component, status)?;
+        // A cluster that ended the run's work (a time limit, a cancel) says more than the exit.
+        if let Some(end) = self.launcher.cluster_end().await {
+            let id = self.run_id.clone();
+            self.store.note(&id, "cluster", &end.message)?;
+            match end.outcome {
+                RunState::Stopped => return Ok(Ending::Stop),
+                RunState::Failed => {
+                    return Ok(Ending::Failed {
+                        message: format!(
+                            "{}; {component} {}{}",
+                            end.message,
+                            describe_end(status, passed_gate),
+                            self.log_tail(component)
+                        ),
+                    });
+                }
+                _ => {}
+            }
+        }
         let outcome = if passed_gate {
             outcome_of_exit(component, status)
         } else {
@@ -356,7 +449,12 @@ impl<'a> Supervisor<'a> {
             }
         };
         let survivors = self.stop_all(grace).await;
-        let busy_ports = self.wait_for_ports().await;
+        self.launcher.release().await;
+        let busy_ports = if self.placement.local {
+            self.wait_for_ports().await
+        } else {
+            Vec::new()
+        };
         let (end, message) = if survivors.is_empty() {
             outcome
         } else {
@@ -548,10 +646,25 @@ pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> 
         };
         let environment: BTreeMap<String, String> = std::env::vars().collect();
         let secrets = Secrets::load(home, &environment);
-        let launcher = crate::launcher::LocalLauncher;
-        Supervisor::new(store, plan, &launcher, &probe, stop_requested, secrets)
-            .run()
-            .await
+        let launcher: Box<dyn Launcher> = match plan.backend {
+            Backend::Local => Box::new(crate::launcher::LocalLauncher),
+            Backend::Slurm => Box::new(SlurmLauncher::new(
+                run_id.clone(),
+                plan.slurm.clone().unwrap_or_default(),
+                rl_config::run_dir(home, run_id),
+                Box::new(SlurmCli),
+            )),
+        };
+        Supervisor::new(
+            store,
+            plan,
+            launcher.as_ref(),
+            &probe,
+            stop_requested,
+            secrets,
+        )
+        .run()
+        .await
     })
 }
 

@@ -7,6 +7,7 @@ mod new_env;
 mod preflight;
 mod runs;
 mod serve;
+mod slurm;
 mod tools;
 
 use std::path::{Path, PathBuf};

@@ -12,10 +12,12 @@ use tokio::sync::{oneshot, watch};
 use super::Supervisor;
 use crate::groups::StopOutcome;
 use crate::identity::ProcessIdentity;
-use crate::launcher::{LaunchSpec, MockLauncher, RunningComponent};
+use crate::launcher::{
+    AllocationNote, ClusterEnd, LaunchSpec, MockLauncher, Placement, RunningComponent,
+};
 use crate::plan::LaunchPlan;
 use crate::probe::{MockProbe, Readiness};
-use crate::state::{Component, ComponentStatus, RunState};
+use crate::state::{Component, ComponentStatus, Phase, RunState};
 use crate::store::{NewRun, RunStore};
 use crate::{ProcessError, free_loopback_ports};
 
@@ -95,12 +97,17 @@ fn launcher(exits: &Exits, launches: usize, fail_on: Option<Component>) -> MockL
         }
     });
     launcher
+        .expect_allocate()
+        .returning(|_| Ok(Placement::here()));
+    launcher.expect_cluster_end().returning(|| None);
+    launcher.expect_release().returning(|| ());
+    launcher
 }
 
 /// A probe that answers for the components in `ready`.
 fn probe(ready: &'static [Component]) -> MockProbe {
     let mut probe = MockProbe::new();
-    probe.expect_is_ready().returning(move |readiness| {
+    probe.expect_is_ready().returning(move |_, readiness| {
         let component = match readiness {
             Readiness::ApiAnswers { .. } => Component::Api,
             Readiness::TrainerHealthy { .. } => Component::Trainer,
@@ -131,6 +138,11 @@ struct Run {
 }
 
 fn new_run(timing: RunTiming) -> Run {
+    new_run_queued(timing, false)
+}
+
+/// A run as a scheduler backend creates it: `starting: queued` when `queued`.
+fn new_run_queued(timing: RunTiming, queued: bool) -> Run {
     let home = tempfile::tempdir().unwrap();
     let id = RunId::parse("0badc0de").unwrap();
     let [api_port, trainer_port] = free_loopback_ports::<2>().unwrap();
@@ -142,6 +154,8 @@ fn new_run(timing: RunTiming) -> Run {
             .map(|c| spec_for(c, home.path()))
             .to_vec(),
         timing,
+        backend: rl_config::Backend::Local,
+        slurm: None,
     };
     RunStore::open(home.path())
         .unwrap()
@@ -152,6 +166,7 @@ fn new_run(timing: RunTiming) -> Run {
             api_port: Some(api_port),
             trainer_port: Some(trainer_port),
             logs: Component::START_ORDER.map(|c| (c, home.path().join(format!("{c}.log")))),
+            queued,
         })
         .unwrap();
     Run { home, id, plan }
@@ -323,7 +338,7 @@ async fn a_stop_while_the_trainer_starts_launches_nothing_more() {
     let doubles = doubles(2, &[Component::Api], None);
     let supervisor = run.supervisor(&doubles, Secrets::default());
     let driver = async {
-        run.until(RunState::Starting(Component::Trainer)).await;
+        run.until(RunState::Starting(Phase::Trainer)).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         doubles.stop.send(true).unwrap();
     };
@@ -454,7 +469,7 @@ async fn a_component_ending_before_it_is_ready_fails_the_run() {
         .run_ending(
             &doubles,
             Secrets::default(),
-            RunState::Starting(Component::Trainer),
+            RunState::Starting(Phase::Trainer),
             Duration::from_millis(50),
             Component::Trainer,
             ComponentStatus::Exited { code: 0 },
@@ -566,7 +581,7 @@ async fn a_trainer_finishing_while_the_env_settles_completes_the_run() {
         .run_ending(
             &doubles,
             Secrets::default(),
-            RunState::Starting(Component::Env),
+            RunState::Starting(Phase::Env),
             Duration::from_millis(50),
             Component::Trainer,
             ComponentStatus::Exited { code: 0 },
@@ -583,7 +598,7 @@ async fn a_ready_component_ending_is_not_said_to_end_before_it_was_ready() {
         .run_ending(
             &doubles,
             Secrets::default(),
-            RunState::Starting(Component::Trainer),
+            RunState::Starting(Phase::Trainer),
             Duration::from_millis(50),
             Component::Api,
             ComponentStatus::Exited { code: 1 },
@@ -600,4 +615,183 @@ async fn a_ready_component_ending_is_not_said_to_end_before_it_was_ready() {
         "{}",
         run.error()
     );
+}
+
+/// A launcher double that queues before placing the run on `node1`, as the SLURM backend does,
+/// and reports `end` as the cluster's verdict when a component ends.
+fn queued_launcher(exits: &Exits, end: Option<ClusterEnd>) -> MockLauncher {
+    let mut launcher = MockLauncher::new();
+    let started = exits.clone();
+    launcher.expect_launch().returning(move |spec| {
+        let (sender, exit) = oneshot::channel();
+        started.0.lock().unwrap().insert(spec.component, sender);
+        let identity = ProcessIdentity {
+            pid: fake_pid(spec.component),
+            start_ticks: 1,
+        };
+        Ok(Box::new(FakeProcess { identity, exit }) as Box<dyn RunningComponent>)
+    });
+    let stopped = exits.clone();
+    launcher.expect_stop_group().returning(move |pgid, _| {
+        let component = Component::START_ORDER
+            .into_iter()
+            .find(|c| fake_pid(*c) == pgid)
+            .expect("stop of a group the run does not own");
+        if let Some(sender) = stopped.0.lock().unwrap().remove(&component) {
+            let _ = sender.send(ComponentStatus::Signalled { signal: 15 });
+        }
+        StopOutcome {
+            was_empty: false,
+            graceful: true,
+            survivors: Vec::new(),
+        }
+    });
+    launcher.expect_allocate().returning(|notes| {
+        let _ = notes.send(AllocationNote::Submitted {
+            job: "4242".to_owned(),
+        });
+        let _ = notes.send(AllocationNote::Waiting {
+            job: "4242".to_owned(),
+            reason: "Resources".to_owned(),
+        });
+        Ok(Placement {
+            host: "node1".to_owned(),
+            local: false,
+            description: "SLURM job 4242 on node1".to_owned(),
+        })
+    });
+    launcher.expect_cluster_end().returning(move || end.clone());
+    launcher.expect_release().times(1).returning(|| ());
+    launcher
+}
+
+#[tokio::test]
+async fn a_queued_run_records_its_job_and_wait_then_starts_on_the_placed_host() {
+    let run = new_run_queued(quick(), true);
+    assert_eq!(
+        run.store().state(&run.id).unwrap(),
+        RunState::Starting(Phase::Queued)
+    );
+    // The local launcher double is replaced, so it expects no launch.
+    let mut doubles = doubles(0, ALL, None);
+    doubles.launcher = queued_launcher(&doubles.exits, None);
+    let mut probe = MockProbe::new();
+    probe.expect_is_ready().returning(|host, _| host == "node1");
+    doubles.probe = probe;
+    let ended = run
+        .run_ending(
+            &doubles,
+            Secrets::default(),
+            RunState::Running,
+            Duration::ZERO,
+            Component::Env,
+            ComponentStatus::Exited { code: 0 },
+        )
+        .await;
+    assert_eq!(ended, RunState::Completed);
+    let record = run.store().run(&run.id).unwrap().unwrap();
+    assert_eq!(record.slurm_job.as_deref(), Some("4242"));
+    let messages = run.messages().join("\n");
+    for expected in [
+        "queued: submitted to SLURM as job 4242",
+        "queued: SLURM job 4242 is pending: Resources",
+        "placed: SLURM job 4242 on node1",
+        "GET http://node1:",
+    ] {
+        assert!(messages.contains(expected), "{expected} in {messages}");
+    }
+}
+
+#[tokio::test]
+async fn the_clusters_verdict_decides_how_a_run_ends() {
+    for (end, expected, in_error) in [
+        (
+            ClusterEnd {
+                outcome: RunState::Failed,
+                message: "SLURM job 4242 reached its time limit (TIMEOUT, reason TimeLimit, exit code 0:15)".to_owned(),
+            },
+            RunState::Failed,
+            "reached its time limit",
+        ),
+        (
+            ClusterEnd {
+                outcome: RunState::Stopped,
+                message: "SLURM job 4242 was cancelled (CANCELLED, reason None, exit code 0:15)".to_owned(),
+            },
+            RunState::Stopped,
+            "",
+        ),
+    ] {
+        let run = new_run_queued(quick(), true);
+        let mut doubles = doubles(0, ALL, None);
+        doubles.launcher = queued_launcher(&doubles.exits, Some(end));
+        let ended = run
+            .run_ending(
+                &doubles,
+                Secrets::default(),
+                RunState::Running,
+                Duration::ZERO,
+                Component::Trainer,
+                ComponentStatus::Signalled { signal: 9 },
+            )
+            .await;
+        assert_eq!(ended, expected);
+        assert!(run.error().contains(in_error), "{}", run.error());
+        assert!(run.messages().iter().any(|m| m.starts_with("cluster: SLURM job 4242")));
+    }
+}
+
+#[tokio::test]
+async fn a_stop_while_queued_ends_the_run_stopped_and_cancels_the_job() {
+    use crate::slurm::{JobInfo, MockSlurmCommands, SlurmLauncher};
+    let run = new_run_queued(quick(), true);
+    let cancels = Arc::new(Mutex::new(Vec::new()));
+    let mut commands = MockSlurmCommands::new();
+    commands
+        .expect_submit()
+        .returning(|_, _| Ok("77".to_owned()));
+    // A scheduler that never places the run.
+    commands.expect_job().returning(|_| {
+        Ok(Some(JobInfo {
+            state: "PENDING".to_owned(),
+            reason: "Priority".to_owned(),
+            batch_host: None,
+            exit_code: "0:0".to_owned(),
+        }))
+    });
+    let seen = cancels.clone();
+    commands
+        .expect_cancel()
+        .returning(move |target, signal, _| {
+            seen.lock().unwrap().push((target.to_owned(), signal));
+            Ok(())
+        });
+    let launcher = SlurmLauncher::new(
+        run.id.clone(),
+        rl_config::SlurmSettings::default(),
+        run.home.path().to_owned(),
+        Box::new(commands),
+    );
+    let doubles = doubles(0, ALL, None);
+    let supervisor = Supervisor::new(
+        run.store(),
+        run.plan.clone(),
+        &launcher,
+        &doubles.probe,
+        doubles.stop.subscribe(),
+        Secrets::default(),
+    );
+    let driver = async {
+        while !run
+            .messages()
+            .iter()
+            .any(|m| m.contains("is pending: Priority"))
+        {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        doubles.stop.send_replace(true);
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Stopped);
+    assert_eq!(*cancels.lock().unwrap(), [("77".to_owned(), None)]);
 }

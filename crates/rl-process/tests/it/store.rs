@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use rl_config::RunId;
 use rl_process::{
-    Component, ComponentStatus, NewRun, ProcessError, ProcessIdentity, RunState, RunStore,
+    Component, ComponentStatus, NewRun, Phase, ProcessError, ProcessIdentity, RunState, RunStore,
 };
 
 fn new_run(id: &str) -> NewRun {
@@ -14,6 +14,7 @@ fn new_run(id: &str) -> NewRun {
         trainer_port: Some(41001),
         logs: Component::START_ORDER
             .map(|c| (c, PathBuf::from(format!("/state/runs/{id}/{c}.log")))),
+        queued: false,
     }
 }
 
@@ -25,7 +26,7 @@ fn a_run_is_seen_by_every_connection_with_its_events() {
     writer.create_run(&new_run("00c0ffee")).unwrap();
     let reader = RunStore::open(home.path()).unwrap();
     let run = reader.run(&id).unwrap().unwrap();
-    assert_eq!(run.state, RunState::Starting(Component::Api));
+    assert_eq!(run.state, RunState::Starting(Phase::Api));
     assert_eq!(run.components.len(), 3);
     assert!(
         run.components
@@ -38,10 +39,10 @@ fn a_run_is_seen_by_every_connection_with_its_events() {
         .record_component(&id, Component::Api, Some(me), ComponentStatus::Running)
         .unwrap();
     writer
-        .transition(&id, RunState::Starting(Component::Trainer), "api ready")
+        .transition(&id, RunState::Starting(Phase::Trainer), "api ready")
         .unwrap();
     writer
-        .transition(&id, RunState::Starting(Component::Env), "")
+        .transition(&id, RunState::Starting(Phase::Env), "")
         .unwrap();
     writer
         .transition(&id, RunState::Running, "env registered")
@@ -217,7 +218,7 @@ fn a_live_run_whose_supervisor_is_another_process_now_reads_as_lost() {
     store.set_supervisor(&live.id, me).unwrap();
     assert_eq!(
         runs.status(&live.id, 0).unwrap().run.state,
-        RunState::Starting(Component::Api)
+        RunState::Starting(Phase::Api)
     );
 }
 
@@ -230,7 +231,10 @@ fn a_version_1_store_is_migrated_and_keeps_its_runs() {
     // What rl wrote before runs knew their boot.
     let connection = rusqlite_connection(&home.path().join("runs.db"));
     connection
-        .execute_batch("ALTER TABLE runs DROP COLUMN boot_id; PRAGMA user_version = 1;")
+        .execute_batch(
+            "ALTER TABLE runs DROP COLUMN boot_id; ALTER TABLE runs DROP COLUMN slurm_job; \
+             PRAGMA user_version = 1;",
+        )
         .unwrap();
     drop(connection);
 
@@ -249,4 +253,57 @@ fn a_version_1_store_is_migrated_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(new.boot_id, rl_process::boot_id());
     assert!(!new.from_another_boot());
+}
+
+#[test]
+fn a_queued_run_moves_on_to_its_api_and_keeps_its_slurm_job() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = RunStore::open(home.path()).unwrap();
+    let id = RunId::parse("1234abcd").unwrap();
+    store
+        .create_run(&NewRun {
+            queued: true,
+            ..new_run("1234abcd")
+        })
+        .unwrap();
+    assert_eq!(store.state(&id).unwrap(), RunState::Starting(Phase::Queued));
+    store.set_slurm_job(&id, "4242").unwrap();
+    store
+        .transition(&id, RunState::Starting(Phase::Api), "placed")
+        .unwrap()
+        .unwrap();
+    let run = store.run(&id).unwrap().unwrap();
+    assert_eq!(run.slurm_job.as_deref(), Some("4242"));
+    assert_eq!(run.state.label(), "starting: api");
+    let json = serde_json::to_value(&run).unwrap();
+    assert_eq!(
+        (
+            json["state"].clone(),
+            json["phase"].clone(),
+            json["slurm_job"].clone()
+        ),
+        ("starting".into(), "api".into(), "4242".into())
+    );
+}
+
+/// A store written by version 2 (no SLURM job column) is migrated on open, its runs kept.
+#[test]
+fn a_version_2_store_is_migrated() {
+    let home = tempfile::tempdir().unwrap();
+    {
+        let mut store = RunStore::open(home.path()).unwrap();
+        store.create_run(&new_run("1234abcd")).unwrap();
+    }
+    let connection = rusqlite::Connection::open(home.path().join("runs.db")).unwrap();
+    connection
+        .execute_batch("ALTER TABLE runs DROP COLUMN slurm_job; PRAGMA user_version = 2;")
+        .unwrap();
+    drop(connection);
+    let mut store = RunStore::open(home.path()).unwrap();
+    let id = RunId::parse("1234abcd").unwrap();
+    store.set_slurm_job(&id, "7").unwrap();
+    assert_eq!(
+        store.run(&id).unwrap().unwrap().slurm_job.as_deref(),
+        Some("7")
+    );
 }

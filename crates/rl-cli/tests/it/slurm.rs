@@ -1,0 +1,376 @@
+//! Runs on a REAL single-node SLURM (`ci/slurm/up.sh` starts it; `.ci/run` does so before
+//! the tests): the local stack's run submitted as a job, its components as job steps. Skipped
+//! loudly where no SLURM answers, except under CI, where they must run.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::{test_python, workspace_root};
+
+/// A made-up key: it must reach the trainer's step and never SLURM's files.
+const FAKE_TINKER_KEY: &str = "tk-fake-slurm-0123456789";
+
+/// Whether a SLURM controller answers; under CI its absence fails the test.
+fn slurm_cluster() -> bool {
+    let answer = Command::new("sinfo").args(["-h", "-o", "%t"]).output();
+    let up = answer.is_ok_and(|output| {
+        output.status.success() && !String::from_utf8_lossy(&output.stdout).trim().is_empty()
+    });
+    if !up {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no SLURM answers under CI: `.ci/run` starts one with ci/slurm/up.sh"
+        );
+        eprintln!("SKIPPED: no SLURM answers (`sinfo`); start one with `sudo ci/slurm/up.sh`");
+    }
+    up
+}
+
+struct SlurmStack {
+    home: tempfile::TempDir,
+}
+
+impl SlurmStack {
+    /// The local stack with `backend = "slurm"`, `slurm_lines` added to its `[slurm]` table and
+    /// `edits` applied to the local stack's settings as (old, new) text.
+    fn new(python: &Path, slurm_lines: &str, edits: &[(&str, &str)]) -> Self {
+        let mut settings = rl_test_support::local_stack_settings(python);
+        for (old, new) in edits {
+            assert!(settings.contains(old), "local-stack.toml has no '{old}'");
+            settings = settings.replace(old, new);
+        }
+        // Top-level keys must precede the first table.
+        let settings = format!(
+            "backend = \"slurm\"\n{settings}\n[slurm]\npartition = \"debug\"\n{slurm_lines}\n"
+        );
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), settings).unwrap();
+        let stack = Self { home };
+        stack.json(&["select", "arithmetic"]);
+        stack
+    }
+
+    fn rl(&self, args: &[&str]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
+        command
+            .args(args)
+            .env("RL_HOME", self.home.path())
+            .env_remove("RL_TINKER_ATROPOS_ROOT")
+            .current_dir(workspace_root());
+        for name in rl_config::SECRET_NAMES {
+            command.env_remove(name);
+        }
+        command.env("TINKER_API_KEY", FAKE_TINKER_KEY);
+        command.output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let output = self.rl(&all);
+        assert!(
+            output.status.success(),
+            "rl {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    fn start(&self) -> (String, String) {
+        let started = self.json(&["runs", "start"]);
+        assert_eq!(started["phase"], "queued", "{started}");
+        let id = started["run_id"].as_str().unwrap().to_owned();
+        let job = self.job_of(&id);
+        (id, job)
+    }
+
+    /// The SLURM job id the run records, once it is submitted.
+    fn job_of(&self, id: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let status = self.json(&["runs", "status", id]);
+            if let Some(job) = status["slurm_job"].as_str() {
+                return job.to_owned();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "run {id} was never submitted: {status}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn until(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool, limit: u64) -> Value {
+        let started = Instant::now();
+        loop {
+            let status = self.json(&["runs", "status", id]);
+            if done(&status) {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(limit),
+                "run {id} never {what}: {status}\n{}",
+                self.logs(id)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    fn finished(&self, id: &str, limit: u64) -> Value {
+        self.until(
+            id,
+            "finished",
+            |s| {
+                ["stopped", "completed", "failed", "lost"]
+                    .contains(&s["status"].as_str().unwrap_or(""))
+            },
+            limit,
+        )
+    }
+
+    fn logs(&self, id: &str) -> String {
+        let dir = self.home.path().join("runs").join(id);
+        let mut text = String::new();
+        for log in ["supervisor.log", "api.log", "trainer.log", "env.log"] {
+            let content = std::fs::read_to_string(dir.join(log)).unwrap_or_default();
+            let lines: Vec<&str> = content.lines().collect();
+            let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+            text.push_str(&format!("\n--- {log}\n{tail}"));
+        }
+        text
+    }
+}
+
+/// SLURM's view of a job: its state, or `None` once it has forgotten it.
+fn slurm_state(job: &str) -> Option<String> {
+    let output = Command::new("scontrol")
+        .args(["show", "job", "-o", job])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.split_whitespace()
+        .find_map(|pair| pair.strip_prefix("JobState="))
+        .map(str::to_owned)
+}
+
+fn events(status: &Value) -> String {
+    status["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["kind"].as_str().unwrap(),
+                e["message"].as_str().unwrap()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Held in the queue, then released: `starting: queued` with SLURM's reason, then the
+/// components as steps, a completed run, a completed job, and no key in SLURM's files.
+#[test]
+fn a_run_waits_in_the_queue_then_runs_as_job_steps_and_completes() {
+    let Some(python) = test_python() else { return };
+    if !slurm_cluster() {
+        return;
+    }
+    let stack = SlurmStack::new(&python, "extra_sbatch = [\"--hold\"]", &[]);
+    let (id, job) = stack.start();
+    let queued = stack.until(
+        &id,
+        "waited in the queue",
+        |s| events(s).contains("is pending: JobHeldUser"),
+        60,
+    );
+    assert_eq!(
+        (queued["status"].clone(), queued["phase"].clone()),
+        ("starting".into(), "queued".into())
+    );
+    assert!(events(&queued).contains(&format!("submitted to SLURM as job {job}")));
+    let released = Command::new("scontrol")
+        .args(["release", &job])
+        .status()
+        .unwrap();
+    assert!(released.success());
+
+    let finished = stack.finished(&id, 180);
+    assert_eq!(
+        finished["status"],
+        "completed",
+        "{}\n{}",
+        events(&finished),
+        stack.logs(&id)
+    );
+    let events = events(&finished);
+    assert!(
+        events.contains(&format!("placed: SLURM job {job} on ")),
+        "{events}"
+    );
+    // The holding script ended cleanly once the steps were done.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while slurm_state(&job).as_deref() != Some("COMPLETED") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(slurm_state(&job).as_deref(), Some("COMPLETED"));
+
+    let dir = stack.home.path().join("runs").join(&id);
+    let results = stack.json(&["runs", "results", &id]);
+    assert!(
+        results["final_weights"]
+            .as_str()
+            .unwrap()
+            .starts_with("tinker://"),
+        "{results}"
+    );
+    let script = std::fs::read_to_string(dir.join("slurm.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --hold") && script.contains("#SBATCH --partition=debug"));
+    // Keys: not in the script, not in what SLURM keeps of the job (its environment file,
+    // kept under the state folder for a while), not in SLURM's description of it.
+    let state_dir = std::env::var("RL_SLURM_DIR").unwrap_or_else(|_| "/tmp/rl-slurm".to_owned());
+    let kept = walk(Path::new(&state_dir).join("state").as_path());
+    let described = Command::new("scontrol")
+        .args(["show", "job", "-dd", &job])
+        .output()
+        .unwrap();
+    for (what, text) in [
+        ("the batch script", script),
+        ("SLURM's state folder", kept),
+        (
+            "scontrol show job",
+            String::from_utf8_lossy(&described.stdout).into_owned(),
+        ),
+    ] {
+        assert!(!text.contains(FAKE_TINKER_KEY), "the key is in {what}");
+    }
+}
+
+/// Every file under `dir`, concatenated (lossy), for a search.
+fn walk(dir: &Path) -> String {
+    let mut text = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return text;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&walk(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    text
+}
+
+/// Stopped by `rl runs stop` while it runs, and cancelled by someone else with `scancel`:
+/// both end `stopped`, and SLURM holds nothing of the run afterwards.
+#[test]
+fn a_run_is_stopped_by_rl_or_cancelled_in_slurm() {
+    let Some(python) = test_python() else { return };
+    if !slurm_cluster() {
+        return;
+    }
+    let slow = (
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
+    );
+    for by_rl in [true, false] {
+        let stack = SlurmStack::new(&python, "", &[slow]);
+        let (id, job) = stack.start();
+        stack.until(&id, "ran", |s| s["status"] == "running", 120);
+        if by_rl {
+            let report = stack.json(&["runs", "stop", &id]);
+            assert_eq!(report["status"], "stopped", "{report}");
+        } else {
+            assert!(
+                Command::new("scancel")
+                    .arg(&job)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+        let finished = stack.finished(&id, 60);
+        assert_eq!(
+            finished["status"],
+            "stopped",
+            "by rl: {by_rl}: {}",
+            events(&finished)
+        );
+        if !by_rl {
+            assert!(
+                events(&finished).contains(&format!("SLURM job {job} was cancelled")),
+                "{}",
+                events(&finished)
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let gone = |state: Option<String>| {
+            !matches!(state.as_deref(), Some("RUNNING" | "PENDING" | "COMPLETING"))
+        };
+        while !gone(slurm_state(&job)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        assert!(
+            gone(slurm_state(&job)),
+            "job {job} is {:?}",
+            slurm_state(&job)
+        );
+        let steps = Command::new("squeue")
+            .args(["-h", "-s", "-j", &job])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&steps.stdout).trim().is_empty(),
+            "steps left"
+        );
+    }
+}
+
+/// A component that exits non-zero fails the run, naming it; a time limit fails it with
+/// SLURM's TIMEOUT.
+#[test]
+fn a_failing_component_or_a_time_limit_fails_the_run() {
+    let Some(python) = test_python() else { return };
+    if !slurm_cluster() {
+        return;
+    }
+    let failing = SlurmStack::new(
+        &python,
+        "",
+        &[(
+            "[commands]\n",
+            "[commands]\nenv = [\"sh\", \"-c\", \"echo no environment today; exit 3\"]\n",
+        )],
+    );
+    let (id, _) = failing.start();
+    let failed = failing.finished(&id, 120);
+    assert_eq!(failed["status"], "failed");
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains("env exited with code 3"), "{error}");
+    assert!(
+        error.contains("no environment today"),
+        "the log comes from the step: {error}"
+    );
+
+    // SLURM enforces limits to the minute, checked every ~30 s: about 90 s in all.
+    let slow = (
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"30\"",
+    );
+    let limited = SlurmStack::new(&python, "time_limit = \"00:01:00\"", &[slow]);
+    let (id, job) = limited.start();
+    let timed_out = limited.finished(&id, 240);
+    assert_eq!(timed_out["status"], "failed", "{}", events(&timed_out));
+    let error = timed_out["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("SLURM job {job} reached its time limit (TIMEOUT")),
+        "{error}"
+    );
+}

@@ -1,0 +1,541 @@
+//! Runs on SLURM: one batch job per run holds the allocation (its script, kept in the run
+//! folder, only waits), and the supervisor starts each component in it as a job step with
+//! `srun --jobid`, so the readiness gates, logs and stop order stay those of a local run.
+//!
+//! Measured on slurm 22.05 (ci/slurm/FINDINGS.md): a SIGTERM to a local `srun` kills its step at
+//! once, so a graceful stop is `scancel --signal=TERM JOB.STEP`; killing every `srun` process
+//! orphans the step, so the step is cancelled through SLURM before the local group is ended.
+//! `sbatch` keeps the submitter's environment on disk, so it is submitted without keys; an
+//! outside `srun`'s environment is kept nowhere, and keys reach each step only through it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rl_config::{RunId, SECRET_NAMES, SlurmSettings};
+use tokio::sync::mpsc;
+
+use crate::ProcessError;
+use crate::groups::StopOutcome;
+use crate::launcher::{
+    AllocationNote, ClusterEnd, LaunchSpec, Launcher, LocalLauncher, Placement, RunningComponent,
+};
+use crate::state::{Component, RunState};
+
+/// The batch script's file in the run folder.
+pub const BATCH_SCRIPT: &str = "slurm.sbatch";
+/// How often the queue is asked while the job waits, and while it ends.
+const POLL: Duration = Duration::from_secs(1);
+/// A job ending (COMPLETING) settles into its final state within SLURM's `KillWait` and the
+/// epilog; this bounds the wait for it.
+const SETTLE: Duration = Duration::from_secs(20);
+/// One call of a SLURM command may take this long before it counts as failed.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What `scontrol show job -o` says of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    pub state: String,
+    pub reason: String,
+    /// The node the batch script runs on (the components' node), once it runs.
+    pub batch_host: Option<String>,
+    /// `exit code:signal`, as SLURM reports it.
+    pub exit_code: String,
+}
+
+/// Where a job is, as a run sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobPhase {
+    Queued {
+        reason: String,
+    },
+    Running,
+    /// Its processes are being ended; the final state follows.
+    Completing,
+    Ended(ClusterEnd),
+}
+
+/// The SLURM commands the backend uses, behind a trait so tests can stand in for a cluster.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait SlurmCommands: Send + Sync {
+    /// `sbatch --parsable SCRIPT`, without keys in its environment; returns the job id.
+    async fn submit(&self, script: &Path, workdir: &Path) -> Result<String, ProcessError>;
+    /// `scontrol show job -o JOB`; `None` once SLURM no longer knows the job.
+    async fn job(&self, job: &str) -> Result<Option<JobInfo>, ProcessError>;
+    /// The id (`JOB.STEP`) of the job's step named `name`, while it exists.
+    async fn step(&self, job: &str, name: &str) -> Result<Option<String>, ProcessError>;
+    /// `scancel [--signal=SIGNAL] [--batch] TARGET` (a job or `JOB.STEP`).
+    async fn cancel(
+        &self,
+        target: &str,
+        signal: Option<&'static str>,
+        batch_only: bool,
+    ) -> Result<(), ProcessError>;
+}
+
+/// The SLURM client commands on the PATH.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlurmCli;
+
+impl SlurmCli {
+    async fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        workdir: Option<&Path>,
+    ) -> Result<std::process::Output, ProcessError> {
+        let mut command = tokio::process::Command::new(program);
+        command.args(args).stdin(std::process::Stdio::null());
+        if let Some(dir) = workdir {
+            command.current_dir(dir);
+        }
+        // SLURM keeps a batch job's environment on disk: no key goes into it.
+        for name in SECRET_NAMES {
+            command.env_remove(name);
+        }
+        let output = tokio::time::timeout(COMMAND_TIMEOUT, command.output())
+            .await
+            .map_err(|_| ProcessError::Slurm(format!("`{program}` did not answer within 30 s")))?
+            .map_err(|error| ProcessError::Slurm(format!("cannot run `{program}`: {error}")))?;
+        Ok(output)
+    }
+}
+
+fn failed(program: &str, output: &std::process::Output) -> ProcessError {
+    ProcessError::Slurm(format!(
+        "`{program}` failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    ))
+}
+
+#[async_trait]
+impl SlurmCommands for SlurmCli {
+    async fn submit(&self, script: &Path, workdir: &Path) -> Result<String, ProcessError> {
+        let script = script.to_string_lossy();
+        let output = self
+            .run("sbatch", &["--parsable", &script], Some(workdir))
+            .await?;
+        if !output.status.success() {
+            return Err(failed("sbatch", &output));
+        }
+        // `--parsable` prints `JOB` or `JOB;CLUSTER`.
+        let text = String::from_utf8_lossy(&output.stdout);
+        let job = text.trim().split(';').next().unwrap_or_default();
+        if job.is_empty() || !job.chars().all(|c| c.is_ascii_digit()) {
+            return Err(ProcessError::Slurm(format!(
+                "sbatch printed no job id: {text:?}"
+            )));
+        }
+        Ok(job.to_owned())
+    }
+
+    async fn job(&self, job: &str) -> Result<Option<JobInfo>, ProcessError> {
+        let output = self
+            .run("scontrol", &["show", "job", "-o", job], None)
+            .await?;
+        if !output.status.success() {
+            // An id SLURM has purged (or never had) is exit code 1 with "Invalid job id".
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if stderr.contains("Invalid job id") {
+                return Ok(None);
+            }
+            return Err(failed("scontrol", &output));
+        }
+        Ok(parse_job(&String::from_utf8_lossy(&output.stdout)))
+    }
+
+    async fn step(&self, job: &str, name: &str) -> Result<Option<String>, ProcessError> {
+        let output = self
+            .run("squeue", &["-h", "-s", "-j", job, "-o", "%i|%j"], None)
+            .await?;
+        if !output.status.success() {
+            return Ok(None);
+        }
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_once('|'))
+            .find(|(_, step_name)| step_name.trim() == name)
+            .map(|(id, _)| id.trim().to_owned()))
+    }
+
+    async fn cancel(
+        &self,
+        target: &str,
+        signal: Option<&'static str>,
+        batch_only: bool,
+    ) -> Result<(), ProcessError> {
+        let signal_arg = signal.map(|signal| format!("--signal={signal}"));
+        let mut args: Vec<&str> = Vec::new();
+        if let Some(signal) = &signal_arg {
+            args.push(signal);
+        }
+        if batch_only {
+            args.push("--batch");
+        }
+        args.push(target);
+        let output = self.run("scancel", &args, None).await?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(failed("scancel", &output))
+        }
+    }
+}
+
+/// `scontrol show job -o` output (`Key=Value` pairs on one line).
+pub fn parse_job(text: &str) -> Option<JobInfo> {
+    let line = text.lines().find(|line| line.contains("JobState="))?;
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+            .map(str::to_owned)
+    };
+    Some(JobInfo {
+        state: field("JobState")?,
+        reason: field("Reason").unwrap_or_else(|| "None".to_owned()),
+        batch_host: field("BatchHost").filter(|host| !host.is_empty() && host != "(null)"),
+        exit_code: field("ExitCode").unwrap_or_else(|| "0:0".to_owned()),
+    })
+}
+
+/// A job's SLURM state as a run's: waiting, running, ending, or ended (and how).
+pub fn phase_of(job_id: &str, info: &JobInfo) -> JobPhase {
+    let ended = |outcome: RunState, what: &str| {
+        JobPhase::Ended(ClusterEnd {
+            outcome,
+            message: format!(
+                "SLURM job {job_id} {what} ({}, reason {}, exit code {})",
+                info.state, info.reason, info.exit_code
+            ),
+        })
+    };
+    match info.state.as_str() {
+        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "SUSPENDED" | "RESV_DEL_HOLD"
+        | "CONFIGURING" | "RESIZING" => JobPhase::Queued {
+            reason: info.reason.clone(),
+        },
+        "RUNNING" => JobPhase::Running,
+        "COMPLETING" | "STAGE_OUT" | "SIGNALING" => JobPhase::Completing,
+        "COMPLETED" => ended(RunState::Completed, "completed"),
+        "CANCELLED" => ended(RunState::Stopped, "was cancelled"),
+        "TIMEOUT" => ended(RunState::Failed, "reached its time limit"),
+        "OUT_OF_MEMORY" => ended(RunState::Failed, "ran out of memory"),
+        "NODE_FAIL" | "BOOT_FAIL" => ended(RunState::Failed, "lost its node"),
+        "PREEMPTED" => ended(RunState::Failed, "was preempted"),
+        "DEADLINE" => ended(RunState::Failed, "missed its deadline"),
+        _ => ended(RunState::Failed, "failed"),
+    }
+}
+
+/// The batch script of a run: `#SBATCH` lines from the operator's settings, and a body that
+/// only holds the allocation until the supervisor ends it (SIGUSR1, a clean end) or SLURM does.
+pub fn batch_script(run_id: &RunId, settings: &SlurmSettings, run_dir: &Path) -> String {
+    let gpus = settings.gpus;
+    let mut lines = vec![
+        "#!/bin/bash".to_owned(),
+        format!("#SBATCH --job-name=rl-{run_id}"),
+        format!(
+            "#SBATCH --output={}",
+            run_dir.join("slurm-%j.out").display()
+        ),
+        format!("#SBATCH --chdir={}", run_dir.display()),
+        // One task, this script; the components' steps share its allocation (`--overlap`).
+        // Asking for a task per component would wait forever on a node with fewer CPUs.
+        format!("#SBATCH --nodes={}", settings.nodes.unwrap_or(1)),
+    ];
+    if let Some(partition) = &settings.partition {
+        lines.push(format!("#SBATCH --partition={partition}"));
+    }
+    if let Some(account) = &settings.account {
+        lines.push(format!("#SBATCH --account={account}"));
+    }
+    if let Some(time) = &settings.time_limit {
+        lines.push(format!("#SBATCH --time={time}"));
+    }
+    let total_gpus = gpus.api + gpus.trainer + gpus.env;
+    if total_gpus > 0 {
+        lines.push(format!("#SBATCH --gpus={total_gpus}"));
+    }
+    lines.extend(
+        settings
+            .extra_sbatch
+            .iter()
+            .map(|line| format!("#SBATCH {line}")),
+    );
+    lines.push(String::new());
+    lines.push(format!(
+        "# rl run {run_id}: this job holds the allocation. rl's supervisor starts the API, the\n\
+         # trainer and the environment in it as job steps (srun --jobid) behind readiness checks,\n\
+         # and ends this script with SIGUSR1 once they have stopped. No key is in this file or\n\
+         # in this job's environment: each step gets only its own, through srun's environment."
+    ));
+    lines.push("trap 'exit 0' USR1".to_owned());
+    lines.push("while true; do sleep 5 & wait $!; done".to_owned());
+    lines.join("\n") + "\n"
+}
+
+/// The name of a component's step, to find it in the queue.
+fn step_name(run_id: &RunId, component: Component) -> String {
+    format!("rl-{run_id}-{component}")
+}
+
+/// Components as steps of one SLURM job per run.
+pub struct SlurmLauncher {
+    run_id: RunId,
+    settings: SlurmSettings,
+    run_dir: PathBuf,
+    commands: Box<dyn SlurmCommands>,
+    local: LocalLauncher,
+    state: Mutex<SlurmState>,
+}
+
+#[derive(Default)]
+struct SlurmState {
+    job: Option<String>,
+    node: Option<String>,
+    /// Process group of each step's local `srun`, and the step's name.
+    steps: Vec<(u32, String)>,
+    released: bool,
+}
+
+impl SlurmLauncher {
+    pub fn new(
+        run_id: RunId,
+        settings: SlurmSettings,
+        run_dir: PathBuf,
+        commands: Box<dyn SlurmCommands>,
+    ) -> Self {
+        Self {
+            run_id,
+            settings,
+            run_dir,
+            commands,
+            local: LocalLauncher,
+            state: Mutex::new(SlurmState::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SlurmState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn job(&self) -> Option<String> {
+        self.state().job.clone()
+    }
+
+    /// The `srun` that starts `spec` as a step of the job, on the job's node, its output going
+    /// to the local `srun` and from there to the component's log.
+    fn step_spec(&self, spec: &LaunchSpec, job: &str, node: &str) -> LaunchSpec {
+        let gpus = match spec.component {
+            Component::Api => self.settings.gpus.api,
+            Component::Trainer => self.settings.gpus.trainer,
+            Component::Env => self.settings.gpus.env,
+        };
+        let mut args = vec![
+            format!("--jobid={job}"),
+            "--overlap".to_owned(),
+            "--nodes=1".to_owned(),
+            "--ntasks=1".to_owned(),
+            format!("--nodelist={node}"),
+            format!("--job-name={}", step_name(&self.run_id, spec.component)),
+            format!("--chdir={}", spec.cwd.display()),
+            // The step gets srun's own environment: the component's variables and keys.
+            "--export=ALL".to_owned(),
+        ];
+        if gpus > 0 {
+            args.push(format!("--gpus={gpus}"));
+        }
+        args.push(spec.program.to_string_lossy().into_owned());
+        args.extend(spec.args.iter().cloned());
+        LaunchSpec {
+            program: PathBuf::from("srun"),
+            args,
+            ..spec.clone()
+        }
+    }
+
+    /// The job's phase once it is no longer in `passing` (or the wait's bound is reached);
+    /// `None` when SLURM cannot say.
+    async fn after(&self, job: &str, passing: &[&JobPhase]) -> Option<JobPhase> {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        loop {
+            let phase = match self.commands.job(job).await {
+                Ok(Some(info)) => phase_of(job, &info),
+                Ok(None) | Err(_) => return None,
+            };
+            if !passing.contains(&&phase) || tokio::time::Instant::now() >= deadline {
+                return Some(phase);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Launcher for SlurmLauncher {
+    async fn allocate(
+        &self,
+        notes: mpsc::UnboundedSender<AllocationNote>,
+    ) -> Result<Placement, ProcessError> {
+        let script = self.run_dir.join(BATCH_SCRIPT);
+        let text = batch_script(&self.run_id, &self.settings, &self.run_dir);
+        std::fs::write(&script, text).map_err(|source| ProcessError::Io {
+            action: "write",
+            path: script.clone(),
+            source,
+        })?;
+        let job = self.commands.submit(&script, &self.run_dir).await?;
+        self.state().job = Some(job.clone());
+        let _ = notes.send(AllocationNote::Submitted { job: job.clone() });
+        let mut last_reason = None;
+        loop {
+            let info =
+                self.commands.job(&job).await?.ok_or_else(|| {
+                    ProcessError::Slurm(format!("SLURM no longer knows job {job}"))
+                })?;
+            match phase_of(&job, &info) {
+                JobPhase::Queued { reason } => {
+                    if last_reason.as_ref() != Some(&reason) {
+                        let _ = notes.send(AllocationNote::Waiting {
+                            job: job.clone(),
+                            reason: reason.clone(),
+                        });
+                        last_reason = Some(reason);
+                    }
+                }
+                JobPhase::Running => {
+                    let node = info.batch_host.clone().ok_or_else(|| {
+                        ProcessError::Slurm(format!("job {job} runs but SLURM names no node"))
+                    })?;
+                    self.state().node = Some(node.clone());
+                    let host = self.settings.host.clone().unwrap_or_else(|| node.clone());
+                    return Ok(Placement {
+                        host,
+                        local: false,
+                        description: format!("SLURM job {job} on {node}"),
+                    });
+                }
+                JobPhase::Completing | JobPhase::Ended(_) => {
+                    return Err(ProcessError::Slurm(format!(
+                        "SLURM job {job} ended before the run could start in it ({}, reason {}, \
+                         exit code {})",
+                        info.state, info.reason, info.exit_code
+                    )));
+                }
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn RunningComponent>, ProcessError> {
+        let (job, node) = {
+            let state = self.state();
+            (state.job.clone(), state.node.clone())
+        };
+        let (Some(job), Some(node)) = (job, node) else {
+            return Err(ProcessError::Launch {
+                component: spec.component,
+                reason: "the run has no SLURM allocation".to_owned(),
+            });
+        };
+        // A step whose output folder is missing stays listed forever: the log's folder first.
+        if let Some(dir) = spec.log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| ProcessError::Io {
+                action: "create",
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let running = self
+            .local
+            .launch(&self.step_spec(spec, &job, &node))
+            .await?;
+        self.state().steps.push((
+            running.process_group(),
+            step_name(&self.run_id, spec.component),
+        ));
+        Ok(running)
+    }
+
+    async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome {
+        let (job, name) = {
+            let state = self.state();
+            let name = state
+                .steps
+                .iter()
+                .find(|(group, _)| *group == pgid)
+                .map(|(_, name)| name.clone());
+            (state.job.clone(), name)
+        };
+        let step = match (&job, &name) {
+            (Some(job), Some(name)) => self.commands.step(job, name).await.ok().flatten(),
+            _ => None,
+        };
+        let Some(step) = step else {
+            // The step is gone (its component ended): only the local srun may be left.
+            return self.local.stop_group(pgid, grace).await;
+        };
+        // SIGTERM through SLURM reaches the component itself; a signal to srun would kill it.
+        let _ = self.commands.cancel(&step, Some("TERM"), false).await;
+        let deadline = tokio::time::Instant::now() + grace;
+        let pid = i32::try_from(pgid).unwrap_or(0);
+        while !crate::identity::members_of_group(pid).is_empty() {
+            if tokio::time::Instant::now() >= deadline {
+                // Cancelled through SLURM first: killing srun alone would orphan the step.
+                let _ = self.commands.cancel(&step, None, false).await;
+                let mut outcome = self.local.stop_group(pgid, Duration::from_secs(2)).await;
+                outcome.graceful = false;
+                return outcome;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        StopOutcome {
+            was_empty: false,
+            graceful: true,
+            survivors: Vec::new(),
+        }
+    }
+
+    async fn cluster_end(&self) -> Option<ClusterEnd> {
+        let job = self.job()?;
+        // A job that ends (a time limit, a cancel) kills its steps, and is seen COMPLETING
+        // when they exit; a job still RUNNING means the component ended by itself.
+        match self.after(&job, &[&JobPhase::Completing]).await? {
+            JobPhase::Ended(end) => Some(end),
+            _ => None,
+        }
+    }
+
+    async fn release(&self) {
+        let Some(job) = self.job() else { return };
+        {
+            let mut state = self.state();
+            if state.released {
+                return;
+            }
+            state.released = true;
+        }
+        let running = matches!(
+            self.commands.job(&job).await,
+            Ok(Some(ref info)) if phase_of(&job, info) == JobPhase::Running
+        );
+        let ending = [&JobPhase::Running, &JobPhase::Completing];
+        if running {
+            // SIGUSR1 ends the holding script cleanly: the job ends COMPLETED.
+            let _ = self.commands.cancel(&job, Some("USR1"), true).await;
+            if let Some(JobPhase::Ended(_)) | None = self.after(&job, &ending).await {
+                return;
+            }
+        }
+        let _ = self.commands.cancel(&job, None, false).await;
+        let _ = self.after(&job, &ending).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;
