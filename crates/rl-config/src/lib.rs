@@ -17,7 +17,7 @@ mod value;
 pub use error::ConfigError;
 pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
-pub use run_config::{RunConfig, RunEndpoints, RunId, RunWandb, run_dir};
+pub use run_config::{RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunId, RunWandb, run_dir};
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use secrets::{SECRET_NAMES, Secrets};
 pub use service::{

@@ -174,6 +174,25 @@ impl RunConfig {
         }
     }
 
+    /// Points the run's own addresses (the API, and the trainer as first inference server) at
+    /// `host` instead of loopback: the node the components run on, as a cluster names it, so
+    /// that workers on other nodes of the allocation reach them too.
+    pub fn place_on(&mut self, host: &str) {
+        let moved = |value: &mut Value| {
+            if let Value::Str(url) = value
+                && let Some(rest) = url.strip_prefix("http://127.0.0.1:")
+            {
+                *url = format!("http://{host}:{rest}");
+            }
+        };
+        if let Some(url) = self.env.get_mut("rollout_server_url") {
+            moved(url);
+        }
+        if let Some(url) = self.openai.first_mut().and_then(|s| s.get_mut("base_url")) {
+            moved(url);
+        }
+    }
+
     pub fn to_yaml(&self) -> Result<String, ConfigError> {
         serde_norway::to_string(self).map_err(|error| ConfigError::InvalidInput {
             what: "run config".to_owned(),
@@ -194,6 +213,9 @@ pub struct RunWandb {
     pub env_uses_wandb: bool,
 }
 
+/// A run's config file in its folder.
+pub const RUN_CONFIG_FILE: &str = "config.yaml";
+
 /// The folder of a run in the state directory.
 pub fn run_dir(home: &Path, run_id: &RunId) -> PathBuf {
     home.join("runs").join(run_id.as_str())
@@ -207,7 +229,7 @@ pub(crate) fn write(
 ) -> Result<PathBuf, ConfigError> {
     let dir = run_dir(home, run_id);
     create_private_dir(&dir)?;
-    let path = dir.join("config.yaml");
+    let path = dir.join(RUN_CONFIG_FILE);
     let header = format!(
         "# Run {run_id} of {} ({}), written by rl. Holds no secret: keys reach the processes \
          through their environment.\n",

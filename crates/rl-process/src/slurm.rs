@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_config::{RunId, SECRET_NAMES, SlurmSettings};
+use rl_config::{RUN_CONFIG_FILE, RunConfig, RunId, SECRET_NAMES, SlurmSettings};
 use tokio::sync::mpsc;
 
 use crate::ProcessError;
@@ -359,6 +359,30 @@ impl SlurmLauncher {
         }
     }
 
+    /// The run's config names its API and trainer by the node they run on, not loopback: the
+    /// node is known only now, and an environment's workers may run on other nodes.
+    fn place_config_on(&self, node: &str) -> Result<(), ProcessError> {
+        let path = self.run_dir.join(RUN_CONFIG_FILE);
+        let mut config = RunConfig::read(&path)?;
+        config.place_on(node);
+        // The file's own comment (whose run it is) is kept above the placed config.
+        let header: String = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let text = header + &config.to_yaml()?;
+        let temporary = path.with_extension("yaml.placing");
+        let io = |action, source| ProcessError::Io {
+            action,
+            path: path.clone(),
+            source,
+        };
+        std::fs::write(&temporary, text).map_err(|e| io("write", e))?;
+        std::fs::rename(&temporary, &path).map_err(|e| io("replace", e))
+    }
+
     /// The job's phase once it is no longer in `passing` (or the wait's bound is reached);
     /// `None` when SLURM cannot say.
     async fn after(&self, job: &str, passing: &[&JobPhase]) -> Option<JobPhase> {
@@ -413,6 +437,7 @@ impl Launcher for SlurmLauncher {
                         ProcessError::Slurm(format!("job {job} runs but SLURM names no node"))
                     })?;
                     self.state().node = Some(node.clone());
+                    self.place_config_on(&node)?;
                     let host = self.settings.host.clone().unwrap_or_else(|| node.clone());
                     return Ok(Placement {
                         host,

@@ -221,6 +221,18 @@ fn a_run_waits_in_the_queue_then_runs_as_job_steps_and_completes() {
     assert_eq!(slurm_state(&job).as_deref(), Some("COMPLETED"));
 
     let dir = stack.home.path().join("runs").join(&id);
+    // The components were told where the API runs: the job's node, not loopback.
+    let config = rl_config::RunConfig::read(&dir.join("config.yaml")).unwrap();
+    let node = events
+        .split(&format!("placed: SLURM job {job} on "))
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        config.env["rollout_server_url"],
+        rl_config::Value::from(format!("http://{node}:{}", finished["api_port"]))
+    );
     let results = stack.json(&["runs", "results", &id]);
     assert!(
         results["final_weights"]

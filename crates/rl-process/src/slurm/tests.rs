@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use rl_config::{ComponentGpus, RunId, SlurmSettings};
+use rl_config::{ComponentGpus, RunConfig, RunId, SlurmSettings};
 use tokio::sync::mpsc;
 
 use super::*;
@@ -186,8 +186,37 @@ async fn allocation_submits_the_script_reports_the_wait_and_places_the_run_on_it
         ("RUNNING", "None"),
     ]);
     let launcher = launcher(&cluster, dir.path());
+    let loopback = RunConfig {
+        env: [(
+            "rollout_server_url".to_owned(),
+            "http://127.0.0.1:41000".into(),
+        )]
+        .into(),
+        openai: vec![[("base_url".to_owned(), "http://127.0.0.1:41001/v1".into())].into()],
+        tinker: Default::default(),
+        slurm: false,
+        testing: false,
+    };
+    let config_path = dir.path().join("config.yaml");
+    std::fs::write(
+        &config_path,
+        format!("# Run 0badc0de\n{}", loopback.to_yaml().unwrap()),
+    )
+    .unwrap();
     let (notes, mut received) = mpsc::unbounded_channel();
     let placement = launcher.allocate(notes).await.unwrap();
+    // The run's config now names the node, so workers elsewhere in the allocation reach it.
+    let placed = RunConfig::read(&config_path).unwrap();
+    assert_eq!(
+        placed.env["rollout_server_url"],
+        "http://node1:41000".into()
+    );
+    assert_eq!(placed.openai[0]["base_url"], "http://node1:41001/v1".into());
+    assert!(
+        std::fs::read_to_string(&config_path)
+            .unwrap()
+            .starts_with("# Run 0badc0de\n")
+    );
     assert_eq!(
         placement,
         Placement {
