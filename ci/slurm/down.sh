@@ -9,25 +9,8 @@ set -euo pipefail
 DIR="${RL_SLURM_DIR:-/tmp/rl-slurm}"
 log() { echo "rl-slurm down: $*" >&2; }
 
-pid_alive() {
-  local f="$1" name="$2" pid
-  [ -s "$f" ] || return 1
-  pid="$(cat "$f" 2>/dev/null)" || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 1
-  # A zombie (exited, not yet reaped by PID 1) counts as stopped.
-  ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
-}
-stop_pidfile() {
-  local f="$1" name="$2" pid i
-  if ! pid_alive "$f" "$name"; then return 0; fi
-  pid="$(cat "$f")"
-  log "stopping $name (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 50); do pid_alive "$f" "$name" || return 0; sleep 0.2; done
-  log "$name did not exit after 10 s; sending KILL"
-  kill -KILL "$pid" 2>/dev/null || true
-}
+# shellcheck source=ci/slurm/pids.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pids.sh"
 
 # 1. Cancel all jobs while the controller still answers, then give steps a
 #    moment to be killed (KillWait=5 in our slurm.conf).

@@ -52,26 +52,8 @@ if ! awk -v h="$HOST" '$1=="127.0.0.1" { for (i=2;i<=NF;i++) if ($i==h) f=1 } EN
   echo "127.0.0.1 $HOST" >>/etc/hosts
 fi
 
-# --- helpers -----------------------------------------------------------------
-# pid_alive PIDFILE NAME: pid file exists and names a live process called NAME.
-pid_alive() {
-  local f="$1" name="$2" pid
-  [ -s "$f" ] || return 1
-  pid="$(cat "$f" 2>/dev/null)" || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 1
-  # A zombie (exited, not yet reaped by PID 1) counts as stopped.
-  ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
-}
-# stop_pidfile PIDFILE NAME: TERM, wait up to 10 s, then KILL.
-stop_pidfile() {
-  local f="$1" name="$2" pid i
-  pid_alive "$f" "$name" || return 0
-  pid="$(cat "$f")"
-  kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 50); do pid_alive "$f" "$name" || return 0; sleep 0.2; done
-  kill -KILL "$pid" 2>/dev/null || true
-}
+# shellcheck source=ci/slurm/pids.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pids.sh"
 
 # --- 3. config ---------------------------------------------------------------
 mkdir -p "$DIR"/{state,spool,log,run}

@@ -79,7 +79,10 @@ pub struct SlurmSettings {
     pub gpus: ComponentGpus,
     /// More `#SBATCH` lines, as written after `#SBATCH ` (e.g. `"--qos=high"`).
     pub extra_sbatch: Vec<String>,
-    /// Pass `--slurm true` to the environment, so that atroposlib uses the allocation's nodes.
+    /// Pass `--slurm true` to the environment. atroposlib then, in an allocation of 2+ nodes,
+    /// replaces its inference servers by `http://<node>:9000+i/v1` on the nodes after the first
+    /// `NUM_TRAINING_NODES` (a variable of `[child_environment]`, required then): for
+    /// inference servers the operator runs on those nodes. On one node it changes nothing.
     pub env_uses_allocation: bool,
     /// Where the supervisor reaches the components for readiness checks; default: the job's
     /// batch host as SLURM names it. The API and trainer commands must listen there.
@@ -312,6 +315,29 @@ impl Settings {
                     "{name} is {value:?}; it must be one line of text without control characters"
                 )));
             }
+        }
+        if slurm.env_uses_allocation
+            && slurm.nodes.unwrap_or(1) > 1
+            && !self.child_environment.contains_key("NUM_TRAINING_NODES")
+        {
+            return Err(ConfigError::Settings(
+                "slurm.env_uses_allocation on several nodes needs NUM_TRAINING_NODES in \
+                 [child_environment]: atroposlib reads it to tell training nodes from inference \
+                 nodes"
+                    .to_owned(),
+            ));
+        }
+        // rl ends each run's holding script with SIGUSR1; a job signal of the same kind would
+        // end it early.
+        if let Some(line) = slurm
+            .extra_sbatch
+            .iter()
+            .find(|line| line.contains("--signal") && line.contains("USR1"))
+        {
+            return Err(ConfigError::Settings(format!(
+                "slurm.extra_sbatch has {line:?}: rl ends each run's job with SIGUSR1 to its \
+                 script; ask for another signal"
+            )));
         }
         let timing = &self.run;
         for (name, value) in [

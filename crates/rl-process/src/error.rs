@@ -38,6 +38,9 @@ pub enum ProcessError {
     Supervisor { run_id: String, reason: String },
     #[error("SLURM: {0}")]
     Slurm(String),
+    /// The cluster ended the run's job before the run could start in it.
+    #[error("{}", .0.message)]
+    SlurmEnded(crate::launcher::ClusterEnd),
     #[error("cannot start {component}: {reason}")]
     Launch {
         component: crate::Component,

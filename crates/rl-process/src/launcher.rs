@@ -90,8 +90,11 @@ pub trait Launcher: Send + Sync {
         None
     }
 
-    /// Gives back what `allocate` took, once every component is stopped.
-    async fn release(&self) {}
+    /// Gives back what `allocate` took, once every component is stopped; errs when it cannot
+    /// (a job SLURM still holds), so the run says so.
+    async fn release(&self) -> Result<(), ProcessError> {
+        Ok(())
+    }
 }
 
 /// A started component.

@@ -372,12 +372,18 @@ impl Runs {
                 status: self.status(id, 0)?,
             });
         }
+        let plan = LaunchPlan::load(&self.home, id).ok();
         let grace = Duration::from_secs_f64(
-            LaunchPlan::load(&self.home, id).map_or(10.0, |plan| plan.timing.stop_grace_secs),
+            plan.as_ref()
+                .map_or(10.0, |plan| plan.timing.stop_grace_secs),
         );
         // The supervisor's longest stop: each group its grace, SIGKILL's wait and the reap,
-        // then the ports; and a margin.
-        let limit = (grace + KILL_WAIT + Duration::from_secs(2)) * 3 + Duration::from_secs(12);
+        // then the ports; and a margin. On SLURM each step is also ended through the cluster,
+        // and the job after them.
+        let mut limit = (grace + KILL_WAIT + Duration::from_secs(2)) * 3 + Duration::from_secs(12);
+        if plan.is_some_and(|plan| plan.backend == Backend::Slurm) {
+            limit += Duration::from_secs(120);
+        }
         let started = Instant::now();
         let mut signalled = false;
         loop {
@@ -422,6 +428,7 @@ impl Runs {
         run: &RunRecord,
         grace: Duration,
     ) -> Result<(), ProcessError> {
+        self.end_slurm_job_of(id, run)?;
         let outcomes = stop_groups(run, grace);
         self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
         let survivors: Vec<u32> = outcomes
@@ -450,13 +457,28 @@ impl Runs {
             .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))
     }
 
-    fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
-        let outcomes = stop_groups(run, Duration::from_secs(10));
-        // Its SLURM job outlives the supervisor (and any reboot of this machine): cancel it.
-        let cancelled = match &run.slurm_job {
-            Some(job) => cancel_slurm_job(job)?,
-            None => false,
+    /// Ends the run's SLURM job, if it has one SLURM still holds: its steps get SIGTERM through
+    /// SLURM first (a signal to a local `srun` would kill its step at once, and killing every
+    /// `srun` would orphan it). Whether there was a job to end; an end SLURM refuses is
+    /// recorded as the run's error rather than failing the stop.
+    fn end_slurm_job_of(&mut self, id: &RunId, run: &RunRecord) -> Result<bool, ProcessError> {
+        let Some(job) = &run.slurm_job else {
+            return Ok(false);
         };
+        match end_slurm_job(job) {
+            Ok(ended) => Ok(ended),
+            Err(error) => {
+                self.store.set_error(id, &error.to_string())?;
+                Ok(true)
+            }
+        }
+    }
+
+    fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
+        // Its SLURM job outlives the supervisor (and any reboot of this machine): ended first,
+        // so that its steps stop gracefully before their local `srun`s are.
+        let cancelled = self.end_slurm_job_of(id, run)?;
+        let outcomes = stop_groups(run, Duration::from_secs(10));
         let message = if outcomes.is_empty() && !cancelled {
             format!("run {id} is lost and left no process behind; nothing to stop")
         } else {
@@ -483,25 +505,41 @@ impl Runs {
     }
 }
 
-/// `scancel JOB` for a job SLURM still holds; whether there was one to cancel.
-fn cancel_slurm_job(job: &str) -> Result<bool, ProcessError> {
+/// Ends a job SLURM still holds: SIGTERM to its steps, a grace, then `scancel`, checked.
+/// Whether there was one to end.
+fn end_slurm_job(job: &str) -> Result<bool, ProcessError> {
+    use crate::slurm::{JobPhase, phase_of};
+    const STEP_GRACE: Duration = Duration::from_secs(5);
+    const END_WAIT: Duration = Duration::from_secs(45);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ProcessError::Slurm(format!("cannot start a runtime: {error}")))?;
     runtime.block_on(async {
         let slurm = SlurmCli;
-        let alive = match slurm.job(job).await? {
-            Some(info) => !matches!(
-                crate::slurm::phase_of(job, &info),
-                crate::slurm::JobPhase::Ended(_)
-            ),
-            None => false,
+        let held = |info: &Option<crate::slurm::JobInfo>| {
+            info.as_ref()
+                .is_some_and(|info| !matches!(phase_of(job, info), JobPhase::Ended(_)))
         };
-        if alive {
-            slurm.cancel(job, None, false).await?;
+        if !held(&slurm.job(job).await?) {
+            return Ok(false);
         }
-        Ok(alive)
+        // TERM to every step (not the holding script), a grace to act on it, then the job.
+        let _ = slurm.cancel(job, Some("TERM"), false).await;
+        tokio::time::sleep(STEP_GRACE).await;
+        for _ in 0..2 {
+            let _ = slurm.cancel(job, None, false).await;
+            let waited = tokio::time::Instant::now();
+            while waited.elapsed() < END_WAIT {
+                if !held(&slurm.job(job).await?) {
+                    return Ok(true);
+                }
+                tokio::time::sleep(POLL * 10).await;
+            }
+        }
+        Err(ProcessError::Slurm(format!(
+            "job {job} is still held by SLURM after scancel; cancel it with `scancel {job}`"
+        )))
     })
 }
 

@@ -25,11 +25,26 @@ use crate::state::{Component, RunState};
 
 /// The batch script's file in the run folder.
 pub const BATCH_SCRIPT: &str = "slurm.sbatch";
-/// How often the queue is asked while the job waits, and while it ends.
+/// How often the queue is asked while a job ends, and at first while it waits.
 const POLL: Duration = Duration::from_secs(1);
-/// A job ending (COMPLETING) settles into its final state within SLURM's `KillWait` and the
-/// epilog; this bounds the wait for it.
-const SETTLE: Duration = Duration::from_secs(20);
+/// A job that waits long is asked ever less often, up to this: a scheduler is shared.
+const MAX_QUEUE_POLL: Duration = Duration::from_secs(15);
+/// A job ending (COMPLETING) settles into its final state within SLURM's `KillWait` (30 s by
+/// default) and the epilog; this bounds the wait for it.
+const SETTLE: Duration = Duration::from_secs(45);
+/// Failed queries of a queued job in a row before the run gives up on it.
+const QUERY_ATTEMPTS: u32 = 5;
+/// Reasons a job waits for that no amount of waiting changes: its request exceeds what the
+/// partition can give, or names what the user may not use.
+const NEVER_RUNS: &[&str] = &[
+    "PartitionConfig",
+    "PartitionNodeLimit",
+    "PartitionTimeLimit",
+    "InvalidAccount",
+    "InvalidQOS",
+    "AccountNotAllowed",
+    "QOSNotAllowed",
+];
 /// One call of a SLURM command may take this long before it counts as failed.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -54,6 +69,10 @@ pub enum JobPhase {
     /// Its processes are being ended; the final state follows.
     Completing,
     Ended(ClusterEnd),
+    /// A state this backend does not know: no verdict, asked again later.
+    Unknown {
+        state: String,
+    },
 }
 
 /// The SLURM commands the backend uses, behind a trait so tests can stand in for a cluster.
@@ -66,6 +85,9 @@ pub trait SlurmCommands: Send + Sync {
     async fn job(&self, job: &str) -> Result<Option<JobInfo>, ProcessError>;
     /// The id (`JOB.STEP`) of the job's step named `name`, while it exists.
     async fn step(&self, job: &str, name: &str) -> Result<Option<String>, ProcessError>;
+    /// The ids of the jobs named `name` that SLURM still knows (a submission whose answer was
+    /// lost still has its job found and cancelled).
+    async fn jobs_named(&self, name: &str) -> Result<Vec<String>, ProcessError>;
     /// `scancel [--signal=SIGNAL] [--batch] TARGET` (a job or `JOB.STEP`).
     async fn cancel(
         &self,
@@ -87,13 +109,24 @@ impl SlurmCli {
         workdir: Option<&Path>,
     ) -> Result<std::process::Output, ProcessError> {
         let mut command = tokio::process::Command::new(program);
-        command.args(args).stdin(std::process::Stdio::null());
+        command
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            // A command given up on (timed out, its caller stopped) must not go on by itself.
+            .kill_on_drop(true);
         if let Some(dir) = workdir {
             command.current_dir(dir);
         }
-        // SLURM keeps a batch job's environment on disk: no key goes into it.
+        // SLURM keeps a batch job's environment on disk: no key goes into it (and `sbatch`
+        // exports none of the caller's environment, see `submit`).
         for name in SECRET_NAMES {
             command.env_remove(name);
+        }
+        // A user's `SBATCH_*` variables would silently override the operator's settings.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("SBATCH_") {
+                command.env_remove(name);
+            }
         }
         let output = tokio::time::timeout(COMMAND_TIMEOUT, command.output())
             .await
@@ -116,7 +149,13 @@ impl SlurmCommands for SlurmCli {
     async fn submit(&self, script: &Path, workdir: &Path) -> Result<String, ProcessError> {
         let script = script.to_string_lossy();
         let output = self
-            .run("sbatch", &["--parsable", &script], Some(workdir))
+            .run(
+                "sbatch",
+                // Nothing of the caller's environment is kept with the job (SLURM stores it
+                // on disk); the script sets its own PATH, the steps get theirs from srun.
+                &["--parsable", "--export=NIL", &script],
+                Some(workdir),
+            )
             .await?;
         if !output.status.success() {
             return Err(failed("sbatch", &output));
@@ -159,6 +198,19 @@ impl SlurmCommands for SlurmCli {
             .filter_map(|line| line.split_once('|'))
             .find(|(_, step_name)| step_name.trim() == name)
             .map(|(id, _)| id.trim().to_owned()))
+    }
+
+    async fn jobs_named(&self, name: &str) -> Result<Vec<String>, ProcessError> {
+        let output = self
+            .run("squeue", &["-h", "--me", "-n", name, "-o", "%i"], None)
+            .await?;
+        if !output.status.success() {
+            return Err(failed("squeue", &output));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect())
     }
 
     async fn cancel(
@@ -226,7 +278,10 @@ pub fn phase_of(job_id: &str, info: &JobInfo) -> JobPhase {
         "NODE_FAIL" | "BOOT_FAIL" => ended(RunState::Failed, "lost its node"),
         "PREEMPTED" => ended(RunState::Failed, "was preempted"),
         "DEADLINE" => ended(RunState::Failed, "missed its deadline"),
-        _ => ended(RunState::Failed, "failed"),
+        "FAILED" => ended(RunState::Failed, "failed"),
+        other => JobPhase::Unknown {
+            state: other.to_owned(),
+        },
     }
 }
 
@@ -272,6 +327,8 @@ pub fn batch_script(run_id: &RunId, settings: &SlurmSettings, run_dir: &Path) ->
          # and ends this script with SIGUSR1 once they have stopped. No key is in this file or\n\
          # in this job's environment: each step gets only its own, through srun's environment."
     ));
+    // Submitted with none of the caller's environment: a PATH of its own for `sleep`.
+    lines.push("export PATH=/usr/local/bin:/usr/bin:/bin".to_owned());
     lines.push("trap 'exit 0' USR1".to_owned());
     lines.push("while true; do sleep 5 & wait $!; done".to_owned());
     lines.join("\n") + "\n"
@@ -359,8 +416,14 @@ impl SlurmLauncher {
         }
     }
 
+    /// Whether parts of the run may run on other nodes than its components' (more nodes, or an
+    /// environment told to use the allocation); otherwise loopback stays right.
+    fn spans_nodes(&self) -> bool {
+        self.settings.nodes.unwrap_or(1) > 1 || self.settings.env_uses_allocation
+    }
+
     /// The run's config names its API and trainer by the node they run on, not loopback: the
-    /// node is known only now, and an environment's workers may run on other nodes.
+    /// node is known only now, and workers on other nodes of the allocation must reach them.
     fn place_config_on(&self, node: &str) -> Result<(), ProcessError> {
         let path = self.run_dir.join(RUN_CONFIG_FILE);
         let mut config = RunConfig::read(&path)?;
@@ -383,20 +446,73 @@ impl SlurmLauncher {
         std::fs::rename(&temporary, &path).map_err(|e| io("replace", e))
     }
 
-    /// The job's phase once it is no longer in `passing` (or the wait's bound is reached);
-    /// `None` when SLURM cannot say.
-    async fn after(&self, job: &str, passing: &[&JobPhase]) -> Option<JobPhase> {
+    /// Waits until the job has ended (or the wait's bound is reached) and returns the last
+    /// phase seen; `None` when SLURM no longer knows the job or cannot be asked.
+    async fn until_ended(&self, job: &str) -> Option<JobPhase> {
         let deadline = tokio::time::Instant::now() + SETTLE;
         loop {
             let phase = match self.commands.job(job).await {
                 Ok(Some(info)) => phase_of(job, &info),
                 Ok(None) | Err(_) => return None,
             };
-            if !passing.contains(&&phase) || tokio::time::Instant::now() >= deadline {
+            if matches!(phase, JobPhase::Ended(_)) || tokio::time::Instant::now() >= deadline {
                 return Some(phase);
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// The job's id: the one submitted, else (a submission given up on before its answer) any
+    /// job of this run's name SLURM still knows.
+    async fn jobs(&self) -> Vec<String> {
+        if let Some(job) = self.job() {
+            return vec![job];
+        }
+        self.commands
+            .jobs_named(&format!("rl-{}", self.run_id))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Ends a job: SIGUSR1 to its holding script when it runs (it then ends COMPLETED), else
+    /// or when that does not end it, `scancel`, tried twice. Errs naming the job when SLURM
+    /// still holds it after all that.
+    async fn end_job(&self, job: &str) -> Result<(), ProcessError> {
+        let running = matches!(
+            self.commands.job(job).await,
+            Ok(Some(ref info)) if phase_of(job, info) == JobPhase::Running
+        );
+        if running {
+            let _ = self.commands.cancel(job, Some("USR1"), true).await;
+            if !matches!(
+                self.until_ended(job).await,
+                Some(
+                    JobPhase::Queued { .. }
+                        | JobPhase::Running
+                        | JobPhase::Completing
+                        | JobPhase::Unknown { .. }
+                )
+            ) {
+                return Ok(());
+            }
+        }
+        for _ in 0..2 {
+            let _ = self.commands.cancel(job, None, false).await;
+            if !matches!(
+                self.until_ended(job).await,
+                Some(
+                    JobPhase::Queued { .. }
+                        | JobPhase::Running
+                        | JobPhase::Completing
+                        | JobPhase::Unknown { .. }
+                )
+            ) {
+                return Ok(());
+            }
+        }
+        Err(ProcessError::Slurm(format!(
+            "job {job} is still held by SLURM after scancel; cancel it with `scancel {job}`"
+        )))
     }
 }
 
@@ -417,13 +533,35 @@ impl Launcher for SlurmLauncher {
         self.state().job = Some(job.clone());
         let _ = notes.send(AllocationNote::Submitted { job: job.clone() });
         let mut last_reason = None;
+        let mut failed_queries = 0;
+        let mut pause = POLL;
         loop {
-            let info =
-                self.commands.job(&job).await?.ok_or_else(|| {
-                    ProcessError::Slurm(format!("SLURM no longer knows job {job}"))
-                })?;
+            let info = match self.commands.job(&job).await {
+                Ok(Some(info)) => info,
+                Ok(None) => {
+                    return Err(ProcessError::Slurm(format!(
+                        "SLURM no longer knows job {job}"
+                    )));
+                }
+                // A busy controller: asked again, a few times.
+                Err(error) => {
+                    failed_queries += 1;
+                    if failed_queries >= QUERY_ATTEMPTS {
+                        return Err(error);
+                    }
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+            };
+            failed_queries = 0;
             match phase_of(&job, &info) {
                 JobPhase::Queued { reason } => {
+                    if NEVER_RUNS.contains(&reason.as_str()) {
+                        return Err(ProcessError::Slurm(format!(
+                            "SLURM will never run job {job} as asked (pending: {reason}); \
+                             change the [slurm] settings"
+                        )));
+                    }
                     if last_reason.as_ref() != Some(&reason) {
                         let _ = notes.send(AllocationNote::Waiting {
                             job: job.clone(),
@@ -437,7 +575,9 @@ impl Launcher for SlurmLauncher {
                         ProcessError::Slurm(format!("job {job} runs but SLURM names no node"))
                     })?;
                     self.state().node = Some(node.clone());
-                    self.place_config_on(&node)?;
+                    if self.spans_nodes() {
+                        self.place_config_on(&node)?;
+                    }
                     let host = self.settings.host.clone().unwrap_or_else(|| node.clone());
                     return Ok(Placement {
                         host,
@@ -445,15 +585,18 @@ impl Launcher for SlurmLauncher {
                         description: format!("SLURM job {job} on {node}"),
                     });
                 }
-                JobPhase::Completing | JobPhase::Ended(_) => {
+                JobPhase::Unknown { .. } => {}
+                JobPhase::Ended(end) => return Err(ProcessError::SlurmEnded(end)),
+                JobPhase::Completing => {
                     return Err(ProcessError::Slurm(format!(
-                        "SLURM job {job} ended before the run could start in it ({}, reason {}, \
-                         exit code {})",
-                        info.state, info.reason, info.exit_code
+                        "SLURM job {job} is ending before the run could start in it \
+                         (COMPLETING, reason {})",
+                        info.reason
                     )));
                 }
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_QUEUE_POLL);
         }
     }
 
@@ -508,8 +651,9 @@ impl Launcher for SlurmLauncher {
         // SIGTERM through SLURM reaches the component itself; a signal to srun would kill it.
         let _ = self.commands.cancel(&step, Some("TERM"), false).await;
         let deadline = tokio::time::Instant::now() + grace;
-        let pid = i32::try_from(pgid).unwrap_or(0);
-        while !crate::identity::members_of_group(pid).is_empty() {
+        // Signal 0 to the group asks only whether it has members: no scan of /proc.
+        let group = nix::unistd::Pid::from_raw(i32::try_from(pgid).unwrap_or(0));
+        while nix::sys::signal::killpg(group, None).is_ok() {
             if tokio::time::Instant::now() >= deadline {
                 // Cancelled through SLURM first: killing srun alone would orphan the step.
                 let _ = self.commands.cancel(&step, None, false).await;
@@ -528,37 +672,43 @@ impl Launcher for SlurmLauncher {
 
     async fn cluster_end(&self) -> Option<ClusterEnd> {
         let job = self.job()?;
-        // A job that ends (a time limit, a cancel) kills its steps, and is seen COMPLETING
-        // when they exit; a job still RUNNING means the component ended by itself.
-        match self.after(&job, &[&JobPhase::Completing]).await? {
+        // A job that ends (a time limit, a cancel) kills its steps and is seen COMPLETING as
+        // they exit; a job still RUNNING means the component ended by itself.
+        let mut phase = None;
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        while tokio::time::Instant::now() < deadline {
+            let info = self.commands.job(&job).await.ok()??;
+            let now = phase_of(&job, &info);
+            if now != JobPhase::Completing {
+                phase = Some(now);
+                break;
+            }
+            phase = Some(JobPhase::Completing);
+            tokio::time::sleep(POLL).await;
+        }
+        match phase? {
             JobPhase::Ended(end) => Some(end),
+            // Still ending after the wait: the cluster is ending it all the same.
+            JobPhase::Completing => Some(ClusterEnd {
+                outcome: RunState::Failed,
+                message: format!("SLURM job {job} is being ended by SLURM (COMPLETING)"),
+            }),
             _ => None,
         }
     }
 
-    async fn release(&self) {
-        let Some(job) = self.job() else { return };
+    async fn release(&self) -> Result<(), ProcessError> {
         {
             let mut state = self.state();
             if state.released {
-                return;
+                return Ok(());
             }
             state.released = true;
         }
-        let running = matches!(
-            self.commands.job(&job).await,
-            Ok(Some(ref info)) if phase_of(&job, info) == JobPhase::Running
-        );
-        let ending = [&JobPhase::Running, &JobPhase::Completing];
-        if running {
-            // SIGUSR1 ends the holding script cleanly: the job ends COMPLETED.
-            let _ = self.commands.cancel(&job, Some("USR1"), true).await;
-            if let Some(JobPhase::Ended(_)) | None = self.after(&job, &ending).await {
-                return;
-            }
+        for job in self.jobs().await {
+            self.end_job(&job).await?;
         }
-        let _ = self.commands.cancel(&job, None, false).await;
-        let _ = self.after(&job, &ending).await;
+        Ok(())
     }
 }
 

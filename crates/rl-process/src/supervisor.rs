@@ -177,22 +177,34 @@ impl<'a> Supervisor<'a> {
             tokio::select! {
                 // A stop wins over a place granted at the same moment.
                 biased;
-                () = stop_signal(&mut self.stop_requested) => return Ok(Err(Ending::Stop)),
-                result = &mut allocation => break result,
+                () = stop_signal(&mut self.stop_requested) => break None,
+                result = &mut allocation => break Some(result),
                 Some(note) = notes.recv() => self.record_allocation(note)?,
                 () = tokio::time::sleep(TICK) => {
                     if self.stop_is_requested()? {
-                        return Ok(Err(Ending::Stop));
+                        break None;
                     }
                 }
             }
         };
+        // What the launcher said before it ended or was given up on (its job id) is kept.
         while let Ok(note) = notes.try_recv() {
             self.record_allocation(note)?;
         }
         let placement = match placement {
-            Ok(placement) => placement,
-            Err(error) => {
+            None => return Ok(Err(Ending::Stop)),
+            Some(Ok(placement)) => placement,
+            Some(Err(ProcessError::SlurmEnded(end))) => {
+                let id = self.run_id.clone();
+                self.store.note(&id, "cluster", &end.message)?;
+                return Ok(Err(match end.outcome {
+                    RunState::Stopped => Ending::Stop,
+                    _ => Ending::Failed {
+                        message: end.message,
+                    },
+                }));
+            }
+            Some(Err(error)) => {
                 return Ok(Err(Ending::Failed {
                     message: error.to_string(),
                 }));
@@ -449,7 +461,11 @@ impl<'a> Supervisor<'a> {
             }
         };
         let survivors = self.stop_all(grace).await;
-        self.launcher.release().await;
+        if let Err(error) = self.launcher.release().await {
+            // The run's processes are gone, but the cluster still holds its place: say so.
+            let message = error.to_string();
+            report(self.store.set_error(&id, &message));
+        }
         let busy_ports = if self.placement.local {
             self.wait_for_ports().await
         } else {

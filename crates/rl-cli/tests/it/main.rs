@@ -20,20 +20,36 @@ fn rl(args: &[&str]) -> Output {
     rl_in(home.path(), args)
 }
 
-/// `rl` with its own state directory, as a separate process each time.
-pub(crate) fn rl_in(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(args)
+/// `rl` with its own state directory, from the workspace, with none of the caller's keys or
+/// `RL_*` settings: each test says what it gives.
+pub(crate) fn rl_command(home: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
+    command
         .env("RL_HOME", home)
         .env_remove("RL_TINKER_ATROPOS_ROOT")
         .env_remove("RL_ENVIRONMENTS_DIR")
-        .env_remove("TINKER_API_KEY")
-        .env_remove("WANDB_API_KEY")
-        .env_remove("OPENROUTER_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .current_dir(workspace_root())
-        .output()
-        .unwrap()
+        .env_remove("RL_INFERENCE__BASE_URL")
+        .current_dir(workspace_root());
+    for name in rl_config::SECRET_NAMES {
+        command.env_remove(name);
+    }
+    command
+}
+
+/// `rl ARGS` with its own state directory, as a separate process each time.
+pub(crate) fn rl_in(home: &Path, args: &[&str]) -> Output {
+    rl_command(home).args(args).output().unwrap()
+}
+
+/// The JSON answer of a call that must succeed.
+pub(crate) fn success_json(args: &[&str], output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "rl {args:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {

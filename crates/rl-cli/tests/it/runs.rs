@@ -50,16 +50,8 @@ impl Stack {
     }
 
     fn rl(&self, args: &[&str]) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
-        command
-            .args(args)
-            .env("RL_HOME", self.home.path())
-            .env_remove("RL_TINKER_ATROPOS_ROOT")
-            .env_remove("RL_ENVIRONMENTS_DIR")
-            .current_dir(workspace_root());
-        for name in rl_config::SECRET_NAMES {
-            command.env_remove(name);
-        }
+        let mut command = crate::rl_command(self.home.path());
+        command.args(args);
         if let Some(key) = self.tinker_key {
             command.env("TINKER_API_KEY", key);
         }
@@ -69,14 +61,7 @@ impl Stack {
     fn json(&self, args: &[&str]) -> Value {
         let mut all = args.to_vec();
         all.push("--json");
-        let output = self.rl(&all);
-        assert!(
-            output.status.success(),
-            "rl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).unwrap()
+        crate::success_json(args, &self.rl(&all))
     }
 
     fn start(&self) -> String {

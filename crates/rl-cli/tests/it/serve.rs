@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::{test_python, workspace_root};
+use crate::{rl_command, test_python, workspace_root};
 
 /// Longest wait for one answer: a pre-flight test against the fixture server takes seconds.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(240);
@@ -36,20 +36,6 @@ struct Answer {
 }
 
 /// `rl` with the state directory `home` (`RL_HOME`), no tree and no key from this process.
-fn rl_command(home: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
-    command
-        .env("RL_HOME", home)
-        .env_remove("RL_TINKER_ATROPOS_ROOT")
-        .env_remove("RL_ENVIRONMENTS_DIR")
-        .env_remove("RL_INFERENCE__BASE_URL")
-        .current_dir(workspace_root());
-    for name in rl_config::SECRET_NAMES {
-        command.env_remove(name);
-    }
-    command
-}
-
 fn serve_command(home: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = rl_command(home);
     command.arg("serve").args(extra).envs(env.iter().copied());
@@ -67,13 +53,7 @@ fn rl_by_home_flag(home: &Path, args: &[&str]) -> Value {
         .arg("--json")
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "rl {args:?}: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    crate::success_json(args, &output)
 }
 
 impl Server {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{test_python, workspace_root};
+use crate::test_python;
 
 /// A made-up key: it must reach the trainer's step and never SLURM's files.
 const FAKE_TINKER_KEY: &str = "tk-fake-slurm-0123456789";
@@ -54,30 +54,17 @@ impl SlurmStack {
     }
 
     fn rl(&self, args: &[&str]) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
-        command
+        crate::rl_command(self.home.path())
             .args(args)
-            .env("RL_HOME", self.home.path())
-            .env_remove("RL_TINKER_ATROPOS_ROOT")
-            .current_dir(workspace_root());
-        for name in rl_config::SECRET_NAMES {
-            command.env_remove(name);
-        }
-        command.env("TINKER_API_KEY", FAKE_TINKER_KEY);
-        command.output().unwrap()
+            .env("TINKER_API_KEY", FAKE_TINKER_KEY)
+            .output()
+            .unwrap()
     }
 
     fn json(&self, args: &[&str]) -> Value {
         let mut all = args.to_vec();
         all.push("--json");
-        let output = self.rl(&all);
-        assert!(
-            output.status.success(),
-            "rl {args:?}: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).unwrap()
+        crate::success_json(args, &self.rl(&all))
     }
 
     fn start(&self) -> (String, String) {
@@ -221,17 +208,11 @@ fn a_run_waits_in_the_queue_then_runs_as_job_steps_and_completes() {
     assert_eq!(slurm_state(&job).as_deref(), Some("COMPLETED"));
 
     let dir = stack.home.path().join("runs").join(&id);
-    // The components were told where the API runs: the job's node, not loopback.
+    // All on one node: the components reach each other on loopback.
     let config = rl_config::RunConfig::read(&dir.join("config.yaml")).unwrap();
-    let node = events
-        .split(&format!("placed: SLURM job {job} on "))
-        .nth(1)
-        .and_then(|rest| rest.lines().next())
-        .unwrap()
-        .to_owned();
     assert_eq!(
         config.env["rollout_server_url"],
-        rl_config::Value::from(format!("http://{node}:{}", finished["api_port"]))
+        rl_config::Value::from(format!("http://127.0.0.1:{}", finished["api_port"]))
     );
     let results = stack.json(&["runs", "results", &id]);
     assert!(
@@ -261,6 +242,46 @@ fn a_run_waits_in_the_queue_then_runs_as_job_steps_and_completes() {
     ] {
         assert!(!text.contains(FAKE_TINKER_KEY), "the key is in {what}");
     }
+}
+
+/// `--slurm true` reached the environment; the config names the node; the key is in the
+/// trainer's step and not in the environment's.
+fn the_allocation_is_used_and_the_key_reaches_only_the_trainer(dir: &Path, running: &Value) {
+    let plan: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("launch.json")).unwrap()).unwrap();
+    let env_args: Vec<&str> = plan["components"][2]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        env_args[env_args.len() - 2..],
+        ["--slurm", "true"],
+        "{env_args:?}"
+    );
+    let config = rl_config::RunConfig::read(&dir.join("config.yaml")).unwrap();
+    let rl_config::Value::Str(url) = &config.env["rollout_server_url"] else {
+        panic!("{:?}", config.env["rollout_server_url"]);
+    };
+    assert!(
+        !url.contains("127.0.0.1") && url.ends_with(&format!(":{}", running["api_port"])),
+        "{url}"
+    );
+    let step_environment = |script: &str| {
+        let run_dir = dir.to_string_lossy();
+        let (pid, _) = rl_test_support::processes_mentioning(&run_dir)
+            .into_iter()
+            .find(|(_, command)| command.contains(script) && !command.starts_with("srun"))
+            .unwrap_or_else(|| panic!("no step process of {script}"));
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/environ")).unwrap())
+            .into_owned()
+    };
+    assert!(
+        step_environment("launch_training.py")
+            .contains(&format!("TINKER_API_KEY={FAKE_TINKER_KEY}"))
+    );
+    assert!(!step_environment("arithmetic_env.py").contains("TINKER_API_KEY"));
 }
 
 /// Every file under `dir`, concatenated (lossy), for a search.
@@ -293,12 +314,33 @@ fn a_run_is_stopped_by_rl_or_cancelled_in_slurm() {
         "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
     );
     for by_rl in [true, false] {
-        let stack = SlurmStack::new(&python, "", &[slow]);
+        // The environment is told to use the allocation (`--slurm true`); the run's config then
+        // names the node, for workers elsewhere in it.
+        let stack = SlurmStack::new(&python, "env_uses_allocation = true", &[slow]);
         let (id, job) = stack.start();
-        stack.until(&id, "ran", |s| s["status"] == "running", 120);
+        let running = stack.until(&id, "ran", |s| s["status"] == "running", 120);
+        let dir = stack.home.path().join("runs").join(&id);
         if by_rl {
+            the_allocation_is_used_and_the_key_reaches_only_the_trainer(&dir, &running);
             let report = stack.json(&["runs", "stop", &id]);
             assert_eq!(report["status"], "stopped", "{report}");
+            // Each step got SIGTERM through SLURM, not a kill.
+            let events = events(&stack.json(&["runs", "status", &id]));
+            for component in ["env", "trainer", "api"] {
+                assert!(
+                    events.contains(&format!("stop: {component} (group "))
+                        && events.contains("ended on SIGTERM"),
+                    "{component}: {events}"
+                );
+            }
+            assert!(!events.contains("killed (SIGKILL)"), "{events}");
+            // atroposlib read `--slurm true` (it says so on a single node); printed at its
+            // start, flushed by the end.
+            let env_log = std::fs::read_to_string(dir.join("env.log")).unwrap_or_default();
+            assert!(
+                env_log.contains("Not enough nodes to distribute to"),
+                "{env_log}"
+            );
         } else {
             assert!(
                 Command::new("scancel")

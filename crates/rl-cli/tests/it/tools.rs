@@ -3,26 +3,18 @@
 //! commands.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
 use crate::{ROOT, rl_in, test_python, workspace_root};
 
 fn tool(home: &Path, name: &str, arguments: Option<&str>, extra_env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
-    command.args(["tool", "call", name]);
-    if let Some(arguments) = arguments {
-        command.arg(arguments);
-    }
+    let mut command = crate::rl_command(home);
     command
-        .env("RL_HOME", home)
-        .env("RL_TINKER_ATROPOS_ROOT", workspace_root().join(ROOT))
-        .env_remove("RL_ENVIRONMENTS_DIR")
-        .current_dir(workspace_root());
-    for name in rl_config::SECRET_NAMES {
-        command.env_remove(name);
-    }
+        .args(["tool", "call", name])
+        .args(arguments)
+        .env("RL_TINKER_ATROPOS_ROOT", workspace_root().join(ROOT));
     for (name, value) in extra_env {
         command.env(name, value);
     }

@@ -176,3 +176,37 @@ fn the_status_limit_and_the_inference_endpoint_are_settings() {
     .to_string();
     assert!(error.contains("status_check_interval_secs"), "{error}");
 }
+
+#[test]
+fn slurm_settings_that_cannot_work_are_refused() {
+    for (text, expected) in [
+        (
+            "[slurm]\npartition = \"gpu\\n#SBATCH --x\"\n",
+            "slurm.partition",
+        ),
+        (
+            "[slurm]\nextra_sbatch = [\"--signal=B:USR1@60\"]\n",
+            "SIGUSR1",
+        ),
+        (
+            "[slurm]\nnodes = 4\nenv_uses_allocation = true\n",
+            "NUM_TRAINING_NODES",
+        ),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), text).unwrap();
+        let error = Settings::load(home.path(), vars(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{text}: {error}");
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "backend = \"slurm\"\n[child_environment]\nNUM_TRAINING_NODES = \"1\"\n[slurm]\nnodes = 4\nenv_uses_allocation = true\n[slurm.gpus]\ntrainer = 2\n",
+    )
+    .unwrap();
+    let settings = Settings::load(home.path(), vars(&[])).unwrap();
+    assert_eq!(settings.backend, rl_config::Backend::Slurm);
+    assert_eq!(settings.slurm.gpus.trainer, 2);
+}

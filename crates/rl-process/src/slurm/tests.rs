@@ -114,6 +114,8 @@ struct Cluster {
     /// Successive answers to `scontrol show job`; the last one repeats.
     states: Arc<Mutex<Vec<JobInfo>>>,
     calls: Arc<Mutex<Vec<String>>>,
+    /// What `squeue -n` finds by the run's job name.
+    named: Arc<Mutex<Vec<String>>>,
 }
 
 impl Cluster {
@@ -149,6 +151,10 @@ impl Cluster {
         commands
             .expect_step()
             .returning(|job, name| Ok(Some(format!("{job}.1")).filter(|_| name.ends_with("-env"))));
+        let named = self.named.clone();
+        commands
+            .expect_jobs_named()
+            .returning(move |_| Ok(named.lock().unwrap().clone()));
         let calls = self.calls.clone();
         commands
             .expect_cancel()
@@ -294,16 +300,19 @@ async fn allocation_submits_the_script_reports_the_wait_and_places_the_run_on_it
 #[tokio::test(start_paused = true)]
 async fn a_job_that_ends_before_it_runs_is_an_error_naming_slurms_state() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::answering(&[("PENDING", "Priority"), ("CANCELLED", "None")]);
+    let cluster = Cluster::answering(&[("PENDING", "Priority"), ("FAILED", "BadConstraints")]);
     let (notes, _received) = mpsc::unbounded_channel();
-    let error = launcher(&cluster, dir.path())
+    let ended = launcher(&cluster, dir.path())
         .allocate(notes)
         .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.contains("job 27 ended before the run could start in it (CANCELLED"),
-        "{error}"
+        .unwrap_err();
+    let ProcessError::SlurmEnded(end) = ended else {
+        panic!("{ended}");
+    };
+    assert_eq!(end.outcome, RunState::Failed);
+    assert_eq!(
+        end.message,
+        "SLURM job 27 failed (FAILED, reason BadConstraints, exit code 0:0)"
     );
 }
 
@@ -339,29 +348,109 @@ async fn release_ends_the_holding_script_cleanly_once_and_cancels_only_if_it_mus
     ]);
     let launcher = launcher(&cluster, dir.path());
     launcher.state().job = Some("27".to_owned());
-    launcher.release().await;
-    launcher.release().await;
+    launcher.release().await.unwrap();
+    launcher.release().await.unwrap();
     assert_eq!(cluster.calls(), ["scancel 27 signal=USR1 batch=true"]);
 
-    // A job that does not end on SIGUSR1 is cancelled.
+    // A job still queued is cancelled, and its end checked.
+    let queued = Cluster::answering(&[("PENDING", "Priority"), ("CANCELLED", "None")]);
+    let launcher = self::launcher(&queued, dir.path());
+    launcher.state().job = Some("27".to_owned());
+    launcher.release().await.unwrap();
+    assert_eq!(queued.calls(), ["scancel 27 signal=- batch=false"]);
+
+    // A job that ends on nothing: SIGUSR1, two cancels, then an error naming it.
     let stubborn = Cluster::answering(&[("RUNNING", "None")]);
     let launcher = self::launcher(&stubborn, dir.path());
     launcher.state().job = Some("27".to_owned());
-    launcher.release().await;
+    let error = launcher.release().await.unwrap_err().to_string();
+    assert!(error.contains("job 27 is still held by SLURM"), "{error}");
     assert_eq!(
         stubborn.calls(),
         [
             "scancel 27 signal=USR1 batch=true",
+            "scancel 27 signal=- batch=false",
             "scancel 27 signal=- batch=false"
         ]
     );
+}
 
-    // A job still queued is simply cancelled.
-    let queued = Cluster::answering(&[("PENDING", "Priority")]);
-    let launcher = self::launcher(&queued, dir.path());
+/// A submission given up on before its answer (a stop, a timeout) may still have made a job:
+/// it is found by the run's name and ended.
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_id_was_never_heard_is_found_by_name_and_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::answering(&[("PENDING", "Priority"), ("CANCELLED", "None")]);
+    *cluster.named.lock().unwrap() = vec!["31".to_owned()];
+    launcher(&cluster, dir.path()).release().await.unwrap();
+    assert_eq!(cluster.calls(), ["scancel 31 signal=- batch=false"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_copes_with_a_busy_controller_and_gives_up_on_what_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    // Failed queries are asked again.
+    let mut commands = MockSlurmCommands::new();
+    commands
+        .expect_submit()
+        .returning(|_, _| Ok("27".to_owned()));
+    let mut answers = vec![
+        Err(ProcessError::Slurm("timed out".to_owned())),
+        Err(ProcessError::Slurm("timed out".to_owned())),
+        Ok(Some(info("RUNNING", "None"))),
+    ]
+    .into_iter();
+    commands
+        .expect_job()
+        .returning(move |_| answers.next().unwrap_or(Ok(None)));
+    let launcher = SlurmLauncher::new(
+        id(),
+        SlurmSettings::default(),
+        dir.path().to_owned(),
+        Box::new(commands),
+    );
+    let (notes, _received) = mpsc::unbounded_channel();
+    assert!(launcher.allocate(notes).await.is_ok());
+
+    // A request the partition can never meet fails the run at once, saying why.
+    let cluster = Cluster::answering(&[("PENDING", "PartitionConfig")]);
+    let (notes, _received) = mpsc::unbounded_channel();
+    let error = self::launcher(&cluster, dir.path())
+        .allocate(notes)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("will never run job 27 as asked (pending: PartitionConfig)"),
+        "{error}"
+    );
+
+    // A job cancelled while it waits ends the run stopped, not failed.
+    let cluster = Cluster::answering(&[("PENDING", "Priority"), ("CANCELLED", "None")]);
+    let (notes, _received) = mpsc::unbounded_channel();
+    let ended = self::launcher(&cluster, dir.path())
+        .allocate(notes)
+        .await
+        .unwrap_err();
+    let ProcessError::SlurmEnded(end) = ended else {
+        panic!("{ended}");
+    };
+    assert_eq!(end.outcome, RunState::Stopped);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_still_ending_after_the_wait_is_the_clusters_doing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::answering(&[("COMPLETING", "TimeLimit")]);
+    let launcher = launcher(&cluster, dir.path());
     launcher.state().job = Some("27".to_owned());
-    launcher.release().await;
-    assert_eq!(queued.calls(), ["scancel 27 signal=- batch=false"]);
+    let end = launcher.cluster_end().await.unwrap();
+    assert_eq!(end.outcome, RunState::Failed);
+    assert!(
+        end.message.contains("being ended by SLURM (COMPLETING"),
+        "{}",
+        end.message
+    );
 }
 
 #[tokio::test]

@@ -59,28 +59,47 @@ impl Exits {
     }
 }
 
-/// A launcher double whose processes end when the test says, or when stopped (SIGTERM).
+/// A launcher double whose processes end when the test says, or when stopped (SIGTERM), on
+/// this machine.
 fn launcher(exits: &Exits, launches: usize, fail_on: Option<Component>) -> MockLauncher {
     let mut launcher = MockLauncher::new();
-    let started = exits.clone();
+    fake_processes(&mut launcher, exits, Some(launches), fail_on);
     launcher
-        .expect_launch()
-        .times(launches)
-        .returning(move |spec| {
-            if Some(spec.component) == fail_on {
-                return Err(ProcessError::Launch {
-                    component: spec.component,
-                    reason: "no such program".to_owned(),
-                });
-            }
-            let (sender, exit) = oneshot::channel();
-            started.0.lock().unwrap().insert(spec.component, sender);
-            let identity = ProcessIdentity {
-                pid: fake_pid(spec.component),
-                start_ticks: 1,
-            };
-            Ok(Box::new(FakeProcess { identity, exit }))
-        });
+        .expect_allocate()
+        .returning(|_| Ok(Placement::here()));
+    launcher.expect_cluster_end().returning(|| None);
+    launcher.expect_release().returning(|| Ok(()));
+    launcher
+}
+
+/// Launches and stops of fake processes: `launches` of them if given (the one named `fail_on`
+/// fails), each ending when the test says or when its group is stopped.
+fn fake_processes(
+    launcher: &mut MockLauncher,
+    exits: &Exits,
+    launches: Option<usize>,
+    fail_on: Option<Component>,
+) {
+    let started = exits.clone();
+    let launch = launcher.expect_launch();
+    if let Some(launches) = launches {
+        launch.times(launches);
+    }
+    launch.returning(move |spec| {
+        if Some(spec.component) == fail_on {
+            return Err(ProcessError::Launch {
+                component: spec.component,
+                reason: "no such program".to_owned(),
+            });
+        }
+        let (sender, exit) = oneshot::channel();
+        started.0.lock().unwrap().insert(spec.component, sender);
+        let identity = ProcessIdentity {
+            pid: fake_pid(spec.component),
+            start_ticks: 1,
+        };
+        Ok(Box::new(FakeProcess { identity, exit }))
+    });
     let stopped = exits.clone();
     launcher.expect_stop_group().returning(move |pgid, _| {
         let component = Component::START_ORDER
@@ -96,12 +115,6 @@ fn launcher(exits: &Exits, launches: usize, fail_on: Option<Component>) -> MockL
             survivors: Vec::new(),
         }
     });
-    launcher
-        .expect_allocate()
-        .returning(|_| Ok(Placement::here()));
-    launcher.expect_cluster_end().returning(|| None);
-    launcher.expect_release().returning(|| ());
-    launcher
 }
 
 /// A probe that answers for the components in `ready`.
@@ -621,31 +634,7 @@ async fn a_ready_component_ending_is_not_said_to_end_before_it_was_ready() {
 /// and reports `end` as the cluster's verdict when a component ends.
 fn queued_launcher(exits: &Exits, end: Option<ClusterEnd>) -> MockLauncher {
     let mut launcher = MockLauncher::new();
-    let started = exits.clone();
-    launcher.expect_launch().returning(move |spec| {
-        let (sender, exit) = oneshot::channel();
-        started.0.lock().unwrap().insert(spec.component, sender);
-        let identity = ProcessIdentity {
-            pid: fake_pid(spec.component),
-            start_ticks: 1,
-        };
-        Ok(Box::new(FakeProcess { identity, exit }) as Box<dyn RunningComponent>)
-    });
-    let stopped = exits.clone();
-    launcher.expect_stop_group().returning(move |pgid, _| {
-        let component = Component::START_ORDER
-            .into_iter()
-            .find(|c| fake_pid(*c) == pgid)
-            .expect("stop of a group the run does not own");
-        if let Some(sender) = stopped.0.lock().unwrap().remove(&component) {
-            let _ = sender.send(ComponentStatus::Signalled { signal: 15 });
-        }
-        StopOutcome {
-            was_empty: false,
-            graceful: true,
-            survivors: Vec::new(),
-        }
-    });
+    fake_processes(&mut launcher, exits, None, None);
     launcher.expect_allocate().returning(|notes| {
         let _ = notes.send(AllocationNote::Submitted {
             job: "4242".to_owned(),
@@ -661,7 +650,7 @@ fn queued_launcher(exits: &Exits, end: Option<ClusterEnd>) -> MockLauncher {
         })
     });
     launcher.expect_cluster_end().returning(move || end.clone());
-    launcher.expect_release().times(1).returning(|| ());
+    launcher.expect_release().times(1).returning(|| Ok(()));
     launcher
 }
 
@@ -750,10 +739,16 @@ async fn a_stop_while_queued_ends_the_run_stopped_and_cancels_the_job() {
     commands
         .expect_submit()
         .returning(|_, _| Ok("77".to_owned()));
-    // A scheduler that never places the run.
-    commands.expect_job().returning(|_| {
+    // A scheduler that never places the run, and cancels it when told.
+    let cancelled = cancels.clone();
+    commands.expect_job().returning(move |_| {
+        let state = if cancelled.lock().unwrap().is_empty() {
+            "PENDING"
+        } else {
+            "CANCELLED"
+        };
         Ok(Some(JobInfo {
-            state: "PENDING".to_owned(),
+            state: state.to_owned(),
             reason: "Priority".to_owned(),
             batch_host: None,
             exit_code: "0:0".to_owned(),
