@@ -428,3 +428,63 @@ fn a_failing_component_or_a_time_limit_fails_the_run() {
         "{error}"
     );
 }
+
+/// The supervisor killed: the run is `lost`, its job still held by SLURM with its steps
+/// running; `rl runs stop` (any later `rl`, from the job id in the store) ends the job through
+/// SLURM and leaves nothing.
+#[test]
+fn a_lost_runs_job_is_ended_by_a_later_stop() {
+    let Some(python) = test_python() else { return };
+    if !slurm_cluster() {
+        return;
+    }
+    let slow = (
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
+    );
+    let stack = SlurmStack::new(&python, "", &[slow]);
+    let (id, job) = stack.start();
+    let running = stack.until(&id, "ran", |s| s["status"] == "running", 120);
+    let supervisor = i32::try_from(running["supervisor"]["pid"].as_u64().unwrap()).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let lost = stack.until(&id, "was lost", |s| s["status"] == "lost", 30);
+    assert_eq!(lost["slurm_job"], job.as_str());
+    assert_eq!(
+        slurm_state(&job).as_deref(),
+        Some("RUNNING"),
+        "the job outlives the supervisor"
+    );
+
+    let report = stack.json(&["runs", "stop", &id]);
+    assert_eq!(report["stopped"], true, "{report}");
+    let message = report["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("SLURM job {job} cancelled")),
+        "{message}"
+    );
+    assert!(
+        !matches!(
+            slurm_state(&job).as_deref(),
+            Some("RUNNING" | "PENDING" | "COMPLETING")
+        ),
+        "job {job} is {:?}",
+        slurm_state(&job)
+    );
+    let steps = Command::new("squeue")
+        .args(["-h", "-s", "-j", &job])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&steps.stdout).trim().is_empty(),
+        "steps left"
+    );
+    let run_dir = stack.home.path().join("runs").join(&id);
+    assert!(
+        rl_test_support::processes_mentioning(&run_dir.to_string_lossy()).is_empty(),
+        "a process of the run is left"
+    );
+}
