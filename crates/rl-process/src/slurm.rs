@@ -446,17 +446,17 @@ impl SlurmLauncher {
         std::fs::rename(&temporary, &path).map_err(|e| io("replace", e))
     }
 
-    /// Waits until the job has ended (or the wait's bound is reached) and returns the last
-    /// phase seen; `None` when SLURM no longer knows the job or cannot be asked.
-    async fn until_ended(&self, job: &str) -> Option<JobPhase> {
+    /// Whether the job ends within the wait's bound (a job SLURM no longer knows, or cannot
+    /// say anything of, counts as ended: nothing more can be done to it from here).
+    async fn ends(&self, job: &str) -> bool {
         let deadline = tokio::time::Instant::now() + SETTLE;
         loop {
-            let phase = match self.commands.job(job).await {
-                Ok(Some(info)) => phase_of(job, &info),
-                Ok(None) | Err(_) => return None,
-            };
-            if matches!(phase, JobPhase::Ended(_)) || tokio::time::Instant::now() >= deadline {
-                return Some(phase);
+            match self.commands.job(job).await {
+                Ok(Some(info)) if !matches!(phase_of(job, &info), JobPhase::Ended(_)) => {}
+                _ => return true,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
             }
             tokio::time::sleep(POLL).await;
         }
@@ -484,29 +484,13 @@ impl SlurmLauncher {
         );
         if running {
             let _ = self.commands.cancel(job, Some("USR1"), true).await;
-            if !matches!(
-                self.until_ended(job).await,
-                Some(
-                    JobPhase::Queued { .. }
-                        | JobPhase::Running
-                        | JobPhase::Completing
-                        | JobPhase::Unknown { .. }
-                )
-            ) {
+            if self.ends(job).await {
                 return Ok(());
             }
         }
         for _ in 0..2 {
             let _ = self.commands.cancel(job, None, false).await;
-            if !matches!(
-                self.until_ended(job).await,
-                Some(
-                    JobPhase::Queued { .. }
-                        | JobPhase::Running
-                        | JobPhase::Completing
-                        | JobPhase::Unknown { .. }
-                )
-            ) {
+            if self.ends(job).await {
                 return Ok(());
             }
         }

@@ -144,6 +144,30 @@ fn slurm_state(job: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The job has ended (within a bound: SLURM takes a moment) and has no step left.
+fn assert_slurm_holds_nothing_of(job: &str) {
+    let held = |state: Option<String>| {
+        matches!(state.as_deref(), Some("RUNNING" | "PENDING" | "COMPLETING"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while held(slurm_state(job)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        !held(slurm_state(job)),
+        "job {job} is {:?}",
+        slurm_state(job)
+    );
+    let steps = Command::new("squeue")
+        .args(["-h", "-s", "-j", job])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&steps.stdout).trim().is_empty(),
+        "steps of job {job} are left"
+    );
+}
+
 fn events(status: &Value) -> String {
     status["events"]
         .as_array()
@@ -364,26 +388,7 @@ fn a_run_is_stopped_by_rl_or_cancelled_in_slurm() {
                 events(&finished)
             );
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let gone = |state: Option<String>| {
-            !matches!(state.as_deref(), Some("RUNNING" | "PENDING" | "COMPLETING"))
-        };
-        while !gone(slurm_state(&job)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        assert!(
-            gone(slurm_state(&job)),
-            "job {job} is {:?}",
-            slurm_state(&job)
-        );
-        let steps = Command::new("squeue")
-            .args(["-h", "-s", "-j", &job])
-            .output()
-            .unwrap();
-        assert!(
-            String::from_utf8_lossy(&steps.stdout).trim().is_empty(),
-            "steps left"
-        );
+        assert_slurm_holds_nothing_of(&job);
     }
 }
 
@@ -466,22 +471,7 @@ fn a_lost_runs_job_is_ended_by_a_later_stop() {
         message.contains(&format!("SLURM job {job} cancelled")),
         "{message}"
     );
-    assert!(
-        !matches!(
-            slurm_state(&job).as_deref(),
-            Some("RUNNING" | "PENDING" | "COMPLETING")
-        ),
-        "job {job} is {:?}",
-        slurm_state(&job)
-    );
-    let steps = Command::new("squeue")
-        .args(["-h", "-s", "-j", &job])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&steps.stdout).trim().is_empty(),
-        "steps left"
-    );
+    assert_slurm_holds_nothing_of(&job);
     let run_dir = stack.home.path().join("runs").join(&id);
     assert!(
         rl_test_support::processes_mentioning(&run_dir.to_string_lossy()).is_empty(),
