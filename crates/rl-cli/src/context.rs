@@ -14,6 +14,8 @@ pub(crate) struct Context {
     home: Option<PathBuf>,
     root: Option<PathBuf>,
     envs_dir: Option<PathBuf>,
+    /// Built once per command: settings and keys read (and their warnings shown) once.
+    tools: std::cell::OnceCell<Tools>,
 }
 
 impl Context {
@@ -26,6 +28,7 @@ impl Context {
             home,
             root,
             envs_dir,
+            tools: std::cell::OnceCell::new(),
         }
     }
 
@@ -68,7 +71,10 @@ impl Context {
 
     /// The operations every face shares, with this command line's state and settings.
     pub(crate) fn tools(&self) -> anyhow::Result<Tools> {
-        Ok(Tools::new(ToolContext {
+        if let Some(tools) = self.tools.get() {
+            return Ok(tools.clone());
+        }
+        let tools = Tools::new(ToolContext {
             home: self.home()?,
             settings: self.settings()?,
             secrets: self.secrets()?,
@@ -77,7 +83,8 @@ impl Context {
                 program: std::env::current_exe().context("cannot find the rl executable")?,
                 args: vec!["supervise".to_owned()],
             },
-        }))
+        });
+        Ok(self.tools.get_or_init(|| tools).clone())
     }
 
     pub(crate) fn registry(&self) -> anyhow::Result<Registry> {

@@ -90,9 +90,7 @@ enum Command {
 
 /// Exits 1 when a required check fails, so scripts can gate on it.
 fn doctor(context: &context::Context, as_json: bool) -> anyhow::Result<()> {
-    let tools = context.tools()?;
-    let settings = tools.settings();
-    let report = rl_tools::health_check(tools.home(), settings, tools.secrets());
+    let report = context.tools()?.health_check();
     if as_json {
         output::json(&report)?;
     } else {
@@ -147,7 +145,7 @@ fn main() -> ExitCode {
             None => {
                 // The names an error answer offers (environments, fields) need the tools.
                 let tools = as_json.then(|| context.tools().ok()).flatten();
-                output::error(&error, as_json, tools.as_ref());
+                output::error(error, as_json, tools.as_ref());
                 ExitCode::FAILURE
             }
         },

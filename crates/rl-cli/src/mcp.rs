@@ -4,7 +4,7 @@
 //! spec becomes a tool whose input schema is the spec's parameters, and each call's reply — a
 //! JSON object, `{"error": ...}` on failure — is returned as one compact JSON text block, also as
 //! structured content, with `isError` set from the reply. Standard output carries protocol
-//! messages only. When the client closes standard input, or on SIGINT / SIGTERM, the server
+//! messages only. When the client closes standard input, or on SIGINT / SIGTERM / SIGHUP, the server
 //! ends and stops the pre-flight models it started; training runs are detached and go on.
 
 use std::time::Duration;
@@ -18,9 +18,8 @@ use rmcp::model::{
 use rmcp::service::{QuitReason, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use tokio::signal::unix::{SignalKind, signal};
 
-use crate::context::Context;
+use crate::context::{Context, interrupted};
 
 /// What an agent reads first: the order the tools are meant to be used in.
 const INSTRUCTIONS: &str = "rl trains language models with reinforcement learning on Atropos \
@@ -58,24 +57,20 @@ pub(crate) fn run(context: &Context) -> anyhow::Result<()> {
 
 /// Serves one session on stdio until the client closes it or a signal arrives.
 async fn serve(server: RlServer) -> anyhow::Result<()> {
-    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    // One future for the whole session, so no signal falls between the two waits.
+    let stop = interrupted();
+    tokio::pin!(stop);
     let transport = rmcp::transport::stdio_pipes();
     let running = tokio::select! {
         started = server.serve(transport) => started.context("the MCP session did not start")?,
-        _ = terminate.recv() => return Ok(()),
-        _ = interrupt.recv() => return Ok(()),
+        () = &mut stop => return Ok(()),
     };
     let token = running.cancellation_token();
     let waiting = running.waiting();
     tokio::pin!(waiting);
     let quit = tokio::select! {
         quit = &mut waiting => quit,
-        _ = terminate.recv() => {
-            token.cancel();
-            waiting.await
-        }
-        _ = interrupt.recv() => {
+        () = &mut stop => {
             token.cancel();
             waiting.await
         }
@@ -97,7 +92,7 @@ struct RlServer {
 
 impl RlServer {
     fn new(registry: Registry) -> Self {
-        let tools = registry.specs().iter().map(tool_of).collect();
+        let tools = rl_tools::specs().iter().map(tool_of).collect();
         Self { registry, tools }
     }
 }

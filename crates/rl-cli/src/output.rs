@@ -96,7 +96,7 @@ pub(crate) fn table(header: &[&str]) -> Table {
 
 /// Errors go to stderr as a sentence, or with `--json` to stdout in the tools' shape
 /// (`{"error", "kind", "hint", ...}`) so agents read one stream.
-pub(crate) fn error(error: &anyhow::Error, as_json: bool, tools: Option<&rl_tools::Tools>) {
+pub(crate) fn error(error: anyhow::Error, as_json: bool, tools: Option<&rl_tools::Tools>) {
     if as_json {
         let _ = json(&error_json(error, tools));
     } else {
@@ -106,20 +106,46 @@ pub(crate) fn error(error: &anyhow::Error, as_json: bool, tools: Option<&rl_tool
 
 /// The tools' error answer for an error of any layer, its message the whole chain of context.
 pub(crate) fn error_json(
-    error: &anyhow::Error,
+    error: anyhow::Error,
     tools: Option<&rl_tools::Tools>,
 ) -> serde_json::Value {
-    let mut answer = if let Some(error) = error.downcast_ref::<rl_tools::ToolsError>() {
-        rl_tools::error_answer(error, tools)
-    } else if let Some(error) = error.downcast_ref::<rl_config::ConfigError>() {
-        rl_tools::config_error_answer(error, tools)
-    } else {
-        serde_json::json!({ "kind": "bad_request", "hint": "Correct the command as the error says" })
+    let message = format!("{error:#}");
+    let mut answer = match as_tools_error(error) {
+        Ok(error) => rl_tools::error_answer(&error, tools),
+        Err(_) => serde_json::json!({
+            "kind": "bad_request",
+            "hint": "Correct the command as the error says",
+        }),
     };
     if let Some(object) = answer.as_object_mut() {
-        object.insert("error".to_owned(), serde_json::json!(format!("{error:#}")));
+        object.insert("error".to_owned(), serde_json::json!(message));
     }
     answer
+}
+
+/// The error of a lower crate as the tools see it, so every face gives the same advice.
+fn as_tools_error(error: anyhow::Error) -> Result<rl_tools::ToolsError, anyhow::Error> {
+    let error = match error.downcast::<rl_tools::ToolsError>() {
+        Ok(error) => return Ok(error),
+        Err(error) => error,
+    };
+    let error = match error.downcast::<rl_config::ConfigError>() {
+        Ok(error) => return Ok(error.into()),
+        Err(error) => error,
+    };
+    let error = match error.downcast::<rl_discovery::DiscoveryError>() {
+        Ok(error) => return Ok(error.into()),
+        Err(error) => error,
+    };
+    let error = match error.downcast::<rl_process::ProcessError>() {
+        Ok(error) => return Ok(error.into()),
+        Err(error) => error,
+    };
+    let error = match error.downcast::<rl_inference_test::InferenceTestError>() {
+        Ok(error) => return Ok(error.into()),
+        Err(error) => error,
+    };
+    error.downcast::<rl_metrics::MetricsError>().map(Into::into)
 }
 
 /// What a long command is doing, for a log or a pipe (a terminal gets a spinner instead).

@@ -5,10 +5,11 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::builder::TypedValueParser as _;
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rl_metrics::{HealthDigest, MetricValue, SourceFailure, StatusMetrics};
-use rl_process::{Event, RunRecord, RunState, RunStatus, WaitOutcome, WaitUntil};
+use rl_process::{ComponentStatus, Event, RunRecord, RunState, RunStatus, WaitOutcome, WaitUntil};
 use rl_tools::{ResultsView, SourceChoice, StatusView, Tools, process_label};
 
 use crate::context::{Context, runtime};
@@ -32,7 +33,7 @@ pub(crate) enum RunsCommand {
         #[arg(long, default_value_t = 0)]
         since: i64,
         /// Where to read the run's metrics: auto, file, wandb-files or wandb-api.
-        #[arg(long, default_value = "auto", value_parser = source_choice)]
+        #[arg(long, default_value = "auto", value_parser = source_parser())]
         source: SourceChoice,
     },
     /// Stop a run: environment, trainer, then API, each as a whole process group.
@@ -41,7 +42,7 @@ pub(crate) enum RunsCommand {
     Results {
         run_id: String,
         /// Where to read the run's metrics: auto, file, wandb-files or wandb-api.
-        #[arg(long, default_value = "auto", value_parser = source_choice)]
+        #[arg(long, default_value = "auto", value_parser = source_parser())]
         source: SourceChoice,
     },
     /// Every run, newest first.
@@ -97,8 +98,10 @@ impl From<Until> for WaitUntil {
     }
 }
 
-fn source_choice(text: &str) -> Result<SourceChoice, String> {
-    text.parse()
+/// The metrics sources by name, listed in `--help` and completions.
+fn source_parser() -> impl clap::builder::TypedValueParser<Value = SourceChoice> {
+    clap::builder::PossibleValuesParser::new(SourceChoice::NAMES)
+        .try_map(|name| name.parse::<SourceChoice>())
 }
 
 pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
@@ -224,8 +227,10 @@ fn waiting(
         cursor = outcome.status.next_since;
         let state = outcome.status.run.state;
         let mut message = state.label();
-        if matches!(state, RunState::Running | RunState::Completed) {
-            let view = runtime.block_on(tools.check_status(id, i64::MAX, SourceChoice::File))?;
+        // The latest step only where someone sees it: `--json` shows no progress.
+        if !as_json && matches!(state, RunState::Running | RunState::Completed) {
+            let view =
+                runtime.block_on(tools.with_metrics(outcome.status.clone(), SourceChoice::File))?;
             if let Some(step) = view.metrics.step {
                 message.push_str(&format!(" — step {step}"));
                 for (name, value) in metric_rows(&view.metrics).into_iter().skip(1).take(4) {
@@ -329,10 +334,10 @@ fn print_status(status: &RunStatus) -> anyhow::Result<()> {
     let mut table = output::table(&["component", "status", "pid", "log"]);
     for component in &run.components {
         let state = process_label(&component.status);
-        let tone = match state.as_str() {
-            "running" => output::Tone::Busy,
-            "exited (0)" => output::Tone::Good,
-            "not started" => output::Tone::Quiet,
+        let tone = match component.status {
+            ComponentStatus::Running => output::Tone::Busy,
+            ComponentStatus::Exited { code: 0 } => output::Tone::Good,
+            ComponentStatus::NotStarted => output::Tone::Quiet,
             _ => output::Tone::Bad,
         };
         table.add_row([

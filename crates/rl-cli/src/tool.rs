@@ -90,7 +90,7 @@ fn call(context: &Context, name: &str, arguments: Option<&str>) -> anyhow::Resul
     let registry = match context.registry() {
         Ok(registry) => registry,
         Err(error) => {
-            output::json(&output::error_json(&error, None))?;
+            output::json(&output::error_json(error, None))?;
             return Err(output::AlreadyReported(1).into());
         }
     };

@@ -28,6 +28,6 @@ pub use settings::{
     Backend, Commands, ComponentGpus, InferenceSettings, Locked, RunTiming, SETTINGS_FILE,
     Settings, SlurmSettings, default_home,
 };
-pub use store::{Edit, Section, SelectedEnvironment, Selection};
+pub use store::{Edit, Section, SelectedEnvironment, Selection, lock_exclusive, write_atomically};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};
 pub use value::Value;

@@ -148,15 +148,28 @@ impl RunConfig {
 
     /// Reads back a run's `config.yaml`.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            action: "read",
-            path: path.to_owned(),
-            source,
-        })?;
-        serde_norway::from_str(&text).map_err(|error| ConfigError::InvalidInput {
+        Self::parse(&read_text(path)?, path)
+    }
+
+    fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        serde_norway::from_str(text).map_err(|error| ConfigError::InvalidInput {
             what: format!("run config {}", path.display()),
             reason: error.to_string(),
         })
+    }
+
+    /// Points the run config at `path` to `host` (see `place_on`), keeping the comment it was
+    /// written with; replaced atomically.
+    pub fn place_file_on(path: &Path, host: &str) -> Result<(), ConfigError> {
+        let text = read_text(path)?;
+        let mut config = Self::parse(&text, path)?;
+        config.place_on(host);
+        let header: String = text
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        crate::store::write_atomically(path, (header + &config.to_yaml()?).as_bytes())
     }
 
     /// How the run's trainer and env name their WandB runs.
@@ -177,7 +190,7 @@ impl RunConfig {
     /// Points the run's own addresses (the API, and the trainer as first inference server) at
     /// `host` instead of loopback: the node the components run on, as a cluster names it, so
     /// that workers on other nodes of the allocation reach them too.
-    pub fn place_on(&mut self, host: &str) {
+    fn place_on(&mut self, host: &str) {
         let moved = |value: &mut Value| {
             if let Value::Str(url) = value
                 && let Some(rest) = url.strip_prefix("http://127.0.0.1:")
@@ -211,6 +224,14 @@ pub struct RunWandb {
     /// The env's `wandb_name`; its WandB run is `{env_name}-{date}-{random}`.
     pub env_name: Option<String>,
     pub env_uses_wandb: bool,
+}
+
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        action: "read",
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// A run's config file in its folder.

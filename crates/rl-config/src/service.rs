@@ -161,6 +161,10 @@ impl ConfigService {
     pub fn current(&self) -> Result<CurrentConfig, ConfigError> {
         let selection = self.selection()?;
         let (_, schema) = self.selected_schema(&selection)?;
+        Ok(self.current_of(selection, schema))
+    }
+
+    fn current_of(&self, selection: Selection, schema: ConfigSchema) -> CurrentConfig {
         let fields = schema
             .fields
             .iter()
@@ -174,14 +178,14 @@ impl ConfigService {
                 }
             })
             .collect();
-        Ok(CurrentConfig {
+        CurrentConfig {
             wandb_project: self.wandb_project(&selection),
             environment: selection.environment,
             config_class: schema.config_class,
             wandb_name: selection.wandb_name,
             fields,
             notes: schema.notes,
-        })
+        }
     }
 
     fn current_value(
@@ -257,6 +261,15 @@ impl ConfigService {
 
     /// Validates and stores one edit. Nothing is stored when the edit is refused.
     pub fn edit(&self, field: &str, value: &Value) -> Result<EditReport, ConfigError> {
+        Ok(self.edit_and_show(field, value)?.0)
+    }
+
+    /// [`Self::edit`], and the configuration after it (read from the same scan).
+    pub fn edit_and_show(
+        &self,
+        field: &str,
+        value: &Value,
+    ) -> Result<(EditReport, CurrentConfig), ConfigError> {
         check_name("field name", field, MAX_FIELD_NAME_CHARS)?;
         let selection = self.selection()?;
         let (_, schema) = self.selected_schema(&selection)?;
@@ -293,7 +306,7 @@ impl ConfigService {
             value: checked.value.clone(),
             edited_at: jiff::Timestamp::now().to_string(),
         };
-        self.store.update(|stored| {
+        let updated = self.store.update(|stored| {
             // Another process may have selected a different environment meanwhile.
             let mut stored = match stored {
                 Some(stored) if stored.environment.key == key => stored,
@@ -309,16 +322,17 @@ impl ConfigService {
                 Some(existing) => *existing = edit.clone(),
                 None => stored.edits.push(edit.clone()),
             }
-            Ok((Some(stored), ()))
+            Ok((Some(stored.clone()), stored))
         })?;
-        Ok(EditReport {
+        let report = EditReport {
             field: field.to_owned(),
             section,
             value: checked.value,
             previous,
             coerced_from: checked.coerced_from,
             checked: checked.checked,
-        })
+        };
+        Ok((report, self.current_of(updated, schema)))
     }
 
     /// Every edit next to the default it replaced.

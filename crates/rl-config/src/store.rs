@@ -80,20 +80,7 @@ impl Store {
         &self,
         change: impl FnOnce(Option<Selection>) -> Result<(Option<Selection>, T), ConfigError>,
     ) -> Result<T, ConfigError> {
-        let lock_path = self.home.join(LOCK_FILE);
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io("cannot open", &lock_path))?;
-        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, errno)| {
-            ConfigError::Io {
-                action: "cannot lock",
-                path: lock_path.clone(),
-                source: std::io::Error::from(errno),
-            }
-        })?;
+        let _lock = lock_exclusive(&self.home.join(LOCK_FILE))?;
         let path = self.home.join(SELECTION_FILE);
         let (next, result) = change(read_selection(&path)?)?;
         if let Some(next) = next {
@@ -123,7 +110,25 @@ fn read_selection(path: &Path) -> Result<Option<Selection>, ConfigError> {
 }
 
 /// Writes `bytes` to `path` so that readers see either the old file or the new one, whole.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
+/// Holds an exclusive `flock` on `path` (created if missing) until the guard is dropped: the
+/// read-modify-write of a state file by several processes at once.
+pub fn lock_exclusive(path: &Path) -> Result<Flock<std::fs::File>, ConfigError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io("cannot open", path))?;
+    Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| ConfigError::Io {
+        action: "cannot lock",
+        path: path.to_owned(),
+        source: std::io::Error::from(errno),
+    })
+}
+
+/// Replaces `path` with `bytes` through a file written beside it and renamed: a reader sees the
+/// old file or the new one, never half of one.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut temporary = tempfile::NamedTempFile::new_in(dir).map_err(io("cannot write in", dir))?;
     temporary

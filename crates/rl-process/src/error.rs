@@ -36,6 +36,8 @@ pub enum ProcessError {
     FixedPortInUse { port: u16 },
     #[error("cannot start the supervisor of run {run_id}: {reason}")]
     Supervisor { run_id: String, reason: String },
+    #[error("cannot start an async runtime: {0}")]
+    Runtime(std::io::Error),
     #[error("SLURM: {0}")]
     Slurm(String),
     /// The cluster ended the run's job before the run could start in it.

@@ -32,11 +32,16 @@ pub use probe::{HttpProbe, Probe, Readiness};
 pub use runs::{
     DEFAULT_EVENT_LIMIT, RunStatus, Runs, StopReport, SupervisorCommand, WaitOutcome, WaitUntil,
 };
-pub use slurm::{
-    BATCH_SCRIPT, JobInfo, JobPhase, SlurmCli, SlurmCommands, SlurmLauncher, batch_script,
-    parse_job, phase_of,
-};
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};
 pub use supervisor::{Supervisor, supervise};
 pub use template::{TemplateValues, render};
+
+/// The single-threaded runtime the synchronous entry points (the supervisor, a stop without
+/// it) run their async work on.
+pub(crate) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, ProcessError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ProcessError::Runtime)
+}

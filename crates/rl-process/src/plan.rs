@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rl_config::{Backend, RunId, RunTiming, SlurmSettings, run_dir};
+use rl_config::{RunId, RunTiming, SlurmSettings, run_dir};
 use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;
@@ -21,10 +21,8 @@ pub struct LaunchPlan {
     /// In start order: api, trainer, env.
     pub components: Vec<LaunchSpec>,
     pub timing: RunTiming,
-    /// Where the components run (plans of earlier versions: this machine).
-    #[serde(default)]
-    pub backend: Backend,
-    /// The SLURM job's settings as they were when the run started.
+    /// The SLURM job's settings as they were when the run started, for a run on SLURM; a run
+    /// without them (and every plan of earlier versions) runs on this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmSettings>,
 }

@@ -16,7 +16,7 @@ use crate::identity::ProcessIdentity;
 use crate::launcher::{LaunchSpec, open_log};
 use crate::plan::LaunchPlan;
 use crate::ports::{free_loopback_ports, is_listening, still_listening};
-use crate::slurm::{SlurmCli, SlurmCommands};
+use crate::slurm::SlurmCli;
 use crate::state::{Component, RunState};
 use crate::store::{Event, NewRun, RunRecord, RunStore};
 use crate::template::{TemplateValues, render};
@@ -151,15 +151,7 @@ impl Runs {
                 Component::Trainer => &settings.commands.trainer,
                 Component::Env => &settings.commands.env,
             };
-            let mut rendered = render(component, template, &values)?;
-            if component == Component::Env
-                && settings.backend == Backend::Slurm
-                && settings.slurm.env_uses_allocation
-            {
-                // atroposlib's own switch for spreading its workers over the allocation.
-                rendered.extend(["--slurm".to_owned(), "true".to_owned()]);
-            }
-            let mut argv = rendered.into_iter();
+            let mut argv = render(component, template, &values)?.into_iter();
             let program = PathBuf::from(argv.next().unwrap_or_default());
             let mut env: Vec<(String, String)> = settings
                 .child_environment
@@ -191,7 +183,6 @@ impl Runs {
             trainer_port,
             components,
             timing: settings.run.clone(),
-            backend: settings.backend,
             slurm: (settings.backend == Backend::Slurm).then(|| settings.slurm.clone()),
         };
         plan.save(&self.home)?;
@@ -381,7 +372,7 @@ impl Runs {
         // then the ports; and a margin. On SLURM each step is also ended through the cluster,
         // and the job after them.
         let mut limit = (grace + KILL_WAIT + Duration::from_secs(2)) * 3 + Duration::from_secs(12);
-        if plan.is_some_and(|plan| plan.backend == Backend::Slurm) {
+        if plan.is_some_and(|plan| plan.slurm.is_some()) {
             limit += Duration::from_secs(120);
         }
         let started = Instant::now();
@@ -435,7 +426,12 @@ impl Runs {
             .iter()
             .flat_map(|(_, outcome)| outcome.survivors.iter().copied())
             .collect();
-        let busy = wait_for_ports(run);
+        // A run on SLURM listens on its node, not here.
+        let busy = if run.slurm_job.is_some() {
+            Vec::new()
+        } else {
+            wait_for_ports(run)
+        };
         if !busy.is_empty() {
             let message = format!("ports {busy:?} are still in use, by a process outside the run");
             self.store.set_error(id, &message)?;
@@ -505,42 +501,13 @@ impl Runs {
     }
 }
 
-/// Ends a job SLURM still holds: SIGTERM to its steps, a grace, then `scancel`, checked.
-/// Whether there was one to end.
+/// Ends a job SLURM still holds, its steps first; whether there was one to end.
 fn end_slurm_job(job: &str) -> Result<bool, ProcessError> {
-    use crate::slurm::{JobPhase, phase_of};
-    const STEP_GRACE: Duration = Duration::from_secs(5);
-    const END_WAIT: Duration = Duration::from_secs(45);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| ProcessError::Slurm(format!("cannot start a runtime: {error}")))?;
-    runtime.block_on(async {
-        let slurm = SlurmCli;
-        let held = |info: &Option<crate::slurm::JobInfo>| {
-            info.as_ref()
-                .is_some_and(|info| !matches!(phase_of(job, info), JobPhase::Ended(_)))
-        };
-        if !held(&slurm.job(job).await?) {
-            return Ok(false);
-        }
-        // TERM to every step (not the holding script), a grace to act on it, then the job.
-        let _ = slurm.cancel(job, Some("TERM"), false).await;
-        tokio::time::sleep(STEP_GRACE).await;
-        for _ in 0..2 {
-            let _ = slurm.cancel(job, None, false).await;
-            let waited = tokio::time::Instant::now();
-            while waited.elapsed() < END_WAIT {
-                if !held(&slurm.job(job).await?) {
-                    return Ok(true);
-                }
-                tokio::time::sleep(POLL * 10).await;
-            }
-        }
-        Err(ProcessError::Slurm(format!(
-            "job {job} is still held by SLURM after scancel; cancel it with `scancel {job}`"
-        )))
-    })
+    crate::current_thread_runtime()?.block_on(crate::slurm::end_job(
+        &SlurmCli,
+        job,
+        crate::slurm::JobEnding::StepsFirst,
+    ))
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, ProcessError> {

@@ -70,9 +70,7 @@ pub enum JobPhase {
     Completing,
     Ended(ClusterEnd),
     /// A state this backend does not know: no verdict, asked again later.
-    Unknown {
-        state: String,
-    },
+    Unknown,
 }
 
 /// The SLURM commands the backend uses, behind a trait so tests can stand in for a cluster.
@@ -122,15 +120,22 @@ impl SlurmCli {
         for name in SECRET_NAMES {
             command.env_remove(name);
         }
-        // A user's `SBATCH_*` variables would silently override the operator's settings.
+        // A user's `SBATCH_*` (`SQUEUE_*`, `SCANCEL_*`…) variables would change what the
+        // command does behind the operator's settings: each command gets none of its own.
+        let own = format!("{}_", program.to_ascii_uppercase());
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("SBATCH_") {
+            if name.to_string_lossy().starts_with(&own) {
                 command.env_remove(name);
             }
         }
         let output = tokio::time::timeout(COMMAND_TIMEOUT, command.output())
             .await
-            .map_err(|_| ProcessError::Slurm(format!("`{program}` did not answer within 30 s")))?
+            .map_err(|_| {
+                ProcessError::Slurm(format!(
+                    "`{program}` did not answer within {} s",
+                    COMMAND_TIMEOUT.as_secs()
+                ))
+            })?
             .map_err(|error| ProcessError::Slurm(format!("cannot run `{program}`: {error}")))?;
         Ok(output)
     }
@@ -279,9 +284,7 @@ pub fn phase_of(job_id: &str, info: &JobInfo) -> JobPhase {
         "PREEMPTED" => ended(RunState::Failed, "was preempted"),
         "DEADLINE" => ended(RunState::Failed, "missed its deadline"),
         "FAILED" => ended(RunState::Failed, "failed"),
-        other => JobPhase::Unknown {
-            state: other.to_owned(),
-        },
+        _ => JobPhase::Unknown,
     }
 }
 
@@ -345,7 +348,6 @@ pub struct SlurmLauncher {
     settings: SlurmSettings,
     run_dir: PathBuf,
     commands: Box<dyn SlurmCommands>,
-    local: LocalLauncher,
     state: Mutex<SlurmState>,
 }
 
@@ -355,7 +357,6 @@ struct SlurmState {
     node: Option<String>,
     /// Process group of each step's local `srun`, and the step's name.
     steps: Vec<(u32, String)>,
-    released: bool,
 }
 
 impl SlurmLauncher {
@@ -370,7 +371,6 @@ impl SlurmLauncher {
             settings,
             run_dir,
             commands,
-            local: LocalLauncher,
             state: Mutex::new(SlurmState::default()),
         }
     }
@@ -409,6 +409,10 @@ impl SlurmLauncher {
         }
         args.push(spec.program.to_string_lossy().into_owned());
         args.extend(spec.args.iter().cloned());
+        if spec.component == Component::Env && self.settings.env_uses_allocation {
+            // atroposlib's own switch for taking inference servers from the allocation.
+            args.extend(["--slurm".to_owned(), "true".to_owned()]);
+        }
         LaunchSpec {
             program: PathBuf::from("srun"),
             args,
@@ -425,41 +429,10 @@ impl SlurmLauncher {
     /// The run's config names its API and trainer by the node they run on, not loopback: the
     /// node is known only now, and workers on other nodes of the allocation must reach them.
     fn place_config_on(&self, node: &str) -> Result<(), ProcessError> {
-        let path = self.run_dir.join(RUN_CONFIG_FILE);
-        let mut config = RunConfig::read(&path)?;
-        config.place_on(node);
-        // The file's own comment (whose run it is) is kept above the placed config.
-        let header: String = std::fs::read_to_string(&path)
-            .unwrap_or_default()
-            .lines()
-            .take_while(|line| line.starts_with('#'))
-            .map(|line| format!("{line}\n"))
-            .collect();
-        let text = header + &config.to_yaml()?;
-        let temporary = path.with_extension("yaml.placing");
-        let io = |action, source| ProcessError::Io {
-            action,
-            path: path.clone(),
-            source,
-        };
-        std::fs::write(&temporary, text).map_err(|e| io("write", e))?;
-        std::fs::rename(&temporary, &path).map_err(|e| io("replace", e))
-    }
-
-    /// Whether the job ends within the wait's bound (a job SLURM no longer knows, or cannot
-    /// say anything of, counts as ended: nothing more can be done to it from here).
-    async fn ends(&self, job: &str) -> bool {
-        let deadline = tokio::time::Instant::now() + SETTLE;
-        loop {
-            match self.commands.job(job).await {
-                Ok(Some(info)) if !matches!(phase_of(job, &info), JobPhase::Ended(_)) => {}
-                _ => return true,
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        Ok(RunConfig::place_file_on(
+            &self.run_dir.join(RUN_CONFIG_FILE),
+            node,
+        )?)
     }
 
     /// The job's id: the one submitted, else (a submission given up on before its answer) any
@@ -473,30 +446,73 @@ impl SlurmLauncher {
             .await
             .unwrap_or_default()
     }
+}
 
-    /// Ends a job: SIGUSR1 to its holding script when it runs (it then ends COMPLETED), else
-    /// or when that does not end it, `scancel`, tried twice. Errs naming the job when SLURM
-    /// still holds it after all that.
-    async fn end_job(&self, job: &str) -> Result<(), ProcessError> {
-        let running = matches!(
-            self.commands.job(job).await,
-            Ok(Some(ref info)) if phase_of(job, info) == JobPhase::Running
-        );
-        if running {
-            let _ = self.commands.cancel(job, Some("USR1"), true).await;
-            if self.ends(job).await {
-                return Ok(());
+/// How a job is ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobEnding {
+    /// Its steps are done: SIGUSR1 to the holding script ends the job COMPLETED.
+    Clean,
+    /// Its steps may still run (their supervisor is gone): SIGTERM to them through SLURM, a
+    /// grace, then the job is cancelled.
+    StepsFirst,
+}
+
+/// A grace for steps told to stop by [`JobEnding::StepsFirst`].
+const STEP_GRACE: Duration = Duration::from_secs(5);
+
+/// Ends a job SLURM still holds, as `how` says, then `scancel`, tried twice, each checked.
+/// Whether there was a job to end; errs naming the job when SLURM still holds it.
+pub(crate) async fn end_job(
+    commands: &dyn SlurmCommands,
+    job: &str,
+    how: JobEnding,
+) -> Result<bool, ProcessError> {
+    let phase = match commands.job(job).await? {
+        Some(info) => phase_of(job, &info),
+        None => return Ok(false),
+    };
+    if matches!(phase, JobPhase::Ended(_)) {
+        return Ok(false);
+    }
+    match how {
+        JobEnding::Clean if phase == JobPhase::Running => {
+            let _ = commands.cancel(job, Some("USR1"), true).await;
+            if job_ends(commands, job).await {
+                return Ok(true);
             }
         }
-        for _ in 0..2 {
-            let _ = self.commands.cancel(job, None, false).await;
-            if self.ends(job).await {
-                return Ok(());
-            }
+        JobEnding::Clean => {}
+        JobEnding::StepsFirst => {
+            // TERM to every step (not the holding script), then a grace to act on it.
+            let _ = commands.cancel(job, Some("TERM"), false).await;
+            tokio::time::sleep(STEP_GRACE).await;
         }
-        Err(ProcessError::Slurm(format!(
-            "job {job} is still held by SLURM after scancel; cancel it with `scancel {job}`"
-        )))
+    }
+    for _ in 0..2 {
+        let _ = commands.cancel(job, None, false).await;
+        if job_ends(commands, job).await {
+            return Ok(true);
+        }
+    }
+    Err(ProcessError::Slurm(format!(
+        "job {job} is still held by SLURM after scancel; cancel it with `scancel {job}`"
+    )))
+}
+
+/// Whether the job ends within the wait's bound (a job SLURM no longer knows, or cannot say
+/// anything of, counts as ended: nothing more can be done to it from here).
+async fn job_ends(commands: &dyn SlurmCommands, job: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        match commands.job(job).await {
+            Ok(Some(info)) if !matches!(phase_of(job, &info), JobPhase::Ended(_)) => {}
+            _ => return true,
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -569,7 +585,7 @@ impl Launcher for SlurmLauncher {
                         description: format!("SLURM job {job} on {node}"),
                     });
                 }
-                JobPhase::Unknown { .. } => {}
+                JobPhase::Unknown => {}
                 JobPhase::Ended(end) => return Err(ProcessError::SlurmEnded(end)),
                 JobPhase::Completing => {
                     return Err(ProcessError::Slurm(format!(
@@ -603,8 +619,7 @@ impl Launcher for SlurmLauncher {
                 source,
             })?;
         }
-        let running = self
-            .local
+        let running = LocalLauncher
             .launch(&self.step_spec(spec, &job, &node))
             .await?;
         self.state().steps.push((
@@ -630,7 +645,7 @@ impl Launcher for SlurmLauncher {
         };
         let Some(step) = step else {
             // The step is gone (its component ended): only the local srun may be left.
-            return self.local.stop_group(pgid, grace).await;
+            return LocalLauncher.stop_group(pgid, grace).await;
         };
         // SIGTERM through SLURM reaches the component itself; a signal to srun would kill it.
         let _ = self.commands.cancel(&step, Some("TERM"), false).await;
@@ -641,7 +656,7 @@ impl Launcher for SlurmLauncher {
             if tokio::time::Instant::now() >= deadline {
                 // Cancelled through SLURM first: killing srun alone would orphan the step.
                 let _ = self.commands.cancel(&step, None, false).await;
-                let mut outcome = self.local.stop_group(pgid, Duration::from_secs(2)).await;
+                let mut outcome = LocalLauncher.stop_group(pgid, Duration::from_secs(2)).await;
                 outcome.graceful = false;
                 return outcome;
             }
@@ -658,39 +673,29 @@ impl Launcher for SlurmLauncher {
         let job = self.job()?;
         // A job that ends (a time limit, a cancel) kills its steps and is seen COMPLETING as
         // they exit; a job still RUNNING means the component ended by itself.
-        let mut phase = None;
         let deadline = tokio::time::Instant::now() + SETTLE;
-        while tokio::time::Instant::now() < deadline {
+        loop {
             let info = self.commands.job(&job).await.ok()??;
-            let now = phase_of(&job, &info);
-            if now != JobPhase::Completing {
-                phase = Some(now);
-                break;
+            match phase_of(&job, &info) {
+                JobPhase::Ended(end) => return Some(end),
+                JobPhase::Completing if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(POLL).await;
+                }
+                // Still ending after the wait: the cluster is ending it all the same.
+                JobPhase::Completing => {
+                    return Some(ClusterEnd {
+                        outcome: RunState::Failed,
+                        message: format!("SLURM job {job} is being ended by SLURM (COMPLETING)"),
+                    });
+                }
+                _ => return None,
             }
-            phase = Some(JobPhase::Completing);
-            tokio::time::sleep(POLL).await;
-        }
-        match phase? {
-            JobPhase::Ended(end) => Some(end),
-            // Still ending after the wait: the cluster is ending it all the same.
-            JobPhase::Completing => Some(ClusterEnd {
-                outcome: RunState::Failed,
-                message: format!("SLURM job {job} is being ended by SLURM (COMPLETING)"),
-            }),
-            _ => None,
         }
     }
 
     async fn release(&self) -> Result<(), ProcessError> {
-        {
-            let mut state = self.state();
-            if state.released {
-                return Ok(());
-            }
-            state.released = true;
-        }
         for job in self.jobs().await {
-            self.end_job(&job).await?;
+            end_job(self.commands.as_ref(), &job, JobEnding::Clean).await?;
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rl_config::{Backend, RunId, Secrets};
+use rl_config::{RunId, Secrets};
 use tokio::sync::{mpsc, watch};
 
 use crate::ProcessError;
@@ -618,15 +618,7 @@ impl<'a> Supervisor<'a> {
 /// may close.
 pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| ProcessError::Io {
-            action: "start the runtime for",
-            path: home.to_path_buf(),
-            source,
-        })?;
-    runtime.block_on(async {
+    crate::current_thread_runtime()?.block_on(async {
         let (stop, stop_requested) = watch::channel(false);
         let mut hangup = signal(SignalKind::hangup()).map_err(ProcessError::Signal)?;
         for kind in [SignalKind::terminate(), SignalKind::interrupt()] {
@@ -662,11 +654,11 @@ pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> 
         };
         let environment: BTreeMap<String, String> = std::env::vars().collect();
         let secrets = Secrets::load(home, &environment);
-        let launcher: Box<dyn Launcher> = match plan.backend {
-            Backend::Local => Box::new(crate::launcher::LocalLauncher),
-            Backend::Slurm => Box::new(SlurmLauncher::new(
+        let launcher: Box<dyn Launcher> = match plan.slurm.clone() {
+            None => Box::new(crate::launcher::LocalLauncher),
+            Some(slurm) => Box::new(SlurmLauncher::new(
                 run_id.clone(),
-                plan.slurm.clone().unwrap_or_default(),
+                slurm,
                 rl_config::run_dir(home, run_id),
                 Box::new(SlurmCli),
             )),

@@ -7,7 +7,6 @@ use rl_discovery::DiscoveryError;
 use serde_json::{Map, Value, json};
 
 use crate::environments::selectable_name;
-use crate::error::config_kind;
 use crate::registry::{TOOL_NAMES, specs};
 use crate::{Tools, ToolsError};
 
@@ -17,13 +16,6 @@ pub fn error_answer(error: &ToolsError, tools: Option<&Tools>) -> Value {
     let mut extra = Map::new();
     let hint = advice(error, tools, &mut extra);
     answer(&error.to_string(), json!(error.kind()), &hint, extra)
-}
-
-/// The answer to a configuration error met outside a tool (reading the operator's settings).
-pub fn config_error_answer(error: &ConfigError, tools: Option<&Tools>) -> Value {
-    let mut extra = Map::new();
-    let hint = config_advice(error, tools, &mut extra);
-    answer(&error.to_string(), json!(config_kind(error)), &hint, extra)
 }
 
 fn answer(message: &str, kind: Value, hint: &str, extra: Map<String, Value>) -> Value {

@@ -188,10 +188,8 @@ impl Tools {
     }
 
     pub fn edit_config(&self, field: &str, value: &Value) -> Result<Edited, ToolsError> {
-        let service = self.service()?;
-        let report = service.edit(field, value)?;
-        let config = service
-            .current()?
+        let (report, current) = self.service()?.edit_and_show(field, value)?;
+        let config = current
             .fields
             .iter()
             .map(|f| (f.spec.name.clone(), f.current.value().cloned()))

@@ -14,7 +14,7 @@ mod registry;
 mod runs;
 mod tools;
 
-pub use answer::{config_error_answer, error_answer};
+pub use answer::error_answer;
 pub use environments::{
     ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
 };

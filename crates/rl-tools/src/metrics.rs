@@ -4,22 +4,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rl_config::{RunConfig, Secrets};
+use rl_config::{RunWandb, Secrets};
 use rl_metrics::{
     Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, RunTarget, SourceFailure,
     SourceKind, WandbApi, WandbApiConfig, WandbFiles, WandbNames,
 };
 use rl_process::{Component, RunRecord, RunState};
-use serde::{Deserialize, Serialize};
 
 use crate::ToolsError;
 
 /// Where `status` and `results` read metrics from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceChoice {
     /// The run folder's metrics file, then its WandB files, then the WandB API (with a key).
-    #[default]
     Auto,
     /// Only the metrics file the trainer wrote into the run folder.
     File,
@@ -61,12 +58,13 @@ pub enum Patience {
 /// The run's metrics from the chosen sources.
 pub(crate) async fn collect(
     run: &RunRecord,
+    wandb: &Result<RunWandb, String>,
     choice: SourceChoice,
     patience: Patience,
     secrets: &Secrets,
     environment: &BTreeMap<String, String>,
 ) -> Result<Collected, ToolsError> {
-    let (target, config_problem) = target_of(run)?;
+    let (target, config_problem) = target_of(run, wandb)?;
     let api = match choice {
         SourceChoice::Auto => wandb_api(secrets, environment, patience).ok(),
         SourceChoice::WandbApi => Some(wandb_api(secrets, environment, patience)?),
@@ -102,7 +100,10 @@ pub(crate) async fn collect(
 }
 
 /// The run's target, and why its WandB names are missing when they are.
-fn target_of(run: &RunRecord) -> Result<(RunTarget, Option<String>), ToolsError> {
+fn target_of(
+    run: &RunRecord,
+    wandb: &Result<RunWandb, String>,
+) -> Result<(RunTarget, Option<String>), ToolsError> {
     let run_dir = run
         .config_path
         .parent()
@@ -114,25 +115,24 @@ fn target_of(run: &RunRecord) -> Result<(RunTarget, Option<String>), ToolsError>
         .find(|component| component.component == Component::Trainer)
         .map(|component| component.log_path.clone());
     // A run whose config is gone still has its metrics file; only WandB lookups need names.
-    let (wandb, problem) = match RunConfig::read(&run.config_path) {
-        Ok(config) => match wandb_names(&config) {
+    let (wandb, problem) = match wandb {
+        Ok(wandb) => match wandb_names(wandb) {
             Some(names) => (Some(names), None),
             None => (
                 None,
                 Some("its config names no WandB project or run".to_owned()),
             ),
         },
-        Err(error) => (None, Some(error.to_string())),
+        Err(error) => (None, Some(error.clone())),
     };
     Ok((RunTarget::new(run_dir, trainer_log, wandb), problem))
 }
 
-fn wandb_names(config: &RunConfig) -> Option<WandbNames> {
-    let wandb = config.wandb();
+fn wandb_names(wandb: &RunWandb) -> Option<WandbNames> {
     Some(WandbNames::new(
-        wandb.project?,
-        wandb.group,
-        &wandb.run_name?,
+        wandb.project.clone()?,
+        wandb.group.clone(),
+        wandb.run_name.as_deref()?,
         wandb.env_name.as_deref().filter(|_| wandb.env_uses_wandb),
     ))
 }

@@ -2,11 +2,7 @@
 //! directory because each `rl tool call` is a process of its own.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-
-use nix::fcntl::{Flock, FlockArg};
 
 use crate::ToolsError;
 
@@ -36,24 +32,7 @@ impl StatusChecks {
         interval: f64,
         now: f64,
     ) -> Result<Option<f64>, ToolsError> {
-        let lock_path = self.home.join(LOCK_FILE);
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|source| ToolsError::Io {
-                action: "cannot open",
-                path: lock_path.clone(),
-                source,
-            })?;
-        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, errno)| {
-            ToolsError::Io {
-                action: "cannot lock",
-                path: lock_path.clone(),
-                source: errno.into(),
-            }
-        })?;
+        let _lock = rl_config::lock_exclusive(&self.home.join(LOCK_FILE))?;
         let mut checks = self.read();
         if let Some(last) = checks.get(run_id) {
             let left = interval - (now - last);
@@ -77,23 +56,9 @@ impl StatusChecks {
     }
 
     fn write(&self, checks: &BTreeMap<String, f64>) -> Result<(), ToolsError> {
-        let io = |action, source| ToolsError::Io {
-            action,
-            path: self.path.clone(),
-            source,
-        };
         let bytes = serde_json::to_vec(checks)
             .map_err(|error| ToolsError::Internal(format!("status checks: {error}")))?;
-        // Written aside and renamed, so a reader never sees half a file.
-        let mut temporary = tempfile::NamedTempFile::new_in(&self.home)
-            .map_err(|e| io("cannot write beside", e))?;
-        temporary
-            .write_all(&bytes)
-            .map_err(|e| io("cannot write", e))?;
-        temporary
-            .persist(&self.path)
-            .map(drop)
-            .map_err(|e| io("cannot replace", e.error))
+        Ok(rl_config::write_atomically(&self.path, &bytes)?)
     }
 }
 

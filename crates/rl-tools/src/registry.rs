@@ -224,7 +224,6 @@ pub fn specs() -> Vec<ToolSpec> {
 #[derive(Clone)]
 pub struct Registry {
     tools: Tools,
-    specs: Arc<Vec<ToolSpec>>,
 }
 
 #[derive(Deserialize)]
@@ -269,18 +268,11 @@ struct InferenceArgs {
 
 impl Registry {
     pub fn new(tools: Tools) -> Self {
-        Self {
-            tools,
-            specs: Arc::new(specs()),
-        }
+        Self { tools }
     }
 
     pub fn tools(&self) -> &Tools {
         &self.tools
-    }
-
-    pub fn specs(&self) -> &[ToolSpec] {
-        &self.specs
     }
 
     /// Calls a tool. Never fails and never panics outward: every problem is an error reply.
@@ -317,27 +309,32 @@ impl Registry {
         match name {
             "rl_list_environments" => {
                 let NoArgs {} = parse(name, arguments)?;
-                self.blocking(|tools| to_json(tools.list_environments(false)?))
+                self.tools
+                    .blocking(|tools| to_json(tools.list_environments(false)?))
                     .await
             }
             "rl_select_environment" => {
                 let SelectArgs { name } = parse(name, arguments)?;
-                self.blocking(move |tools| to_json(tools.select_environment(&name)?))
+                self.tools
+                    .blocking(move |tools| to_json(tools.select_environment(&name)?))
                     .await
             }
             "rl_get_current_config" => {
                 let NoArgs {} = parse(name, arguments)?;
-                self.blocking(|tools| to_json(tools.current_config()?))
+                self.tools
+                    .blocking(|tools| to_json(tools.current_config()?))
                     .await
             }
             "rl_edit_config" => {
                 let EditArgs { field, value } = parse(name, arguments)?;
-                self.blocking(move |tools| to_json(tools.edit_config(&field, &value)?))
+                self.tools
+                    .blocking(move |tools| to_json(tools.edit_config(&field, &value)?))
                     .await
             }
             "rl_start_training" => {
                 let NoArgs {} = parse(name, arguments)?;
-                self.blocking(|tools| to_json(tools.start_training()?))
+                self.tools
+                    .blocking(|tools| to_json(tools.start_training()?))
                     .await
             }
             "rl_check_status" => {
@@ -346,11 +343,12 @@ impl Registry {
             }
             "rl_stop_training" => {
                 let RunArgs { run_id } = parse(name, arguments)?;
-                self.blocking(move |tools| {
-                    let id = tools.run_id(&run_id)?;
-                    to_json(tools.stop_training(&id)?)
-                })
-                .await
+                self.tools
+                    .blocking(move |tools| {
+                        let id = tools.run_id(&run_id)?;
+                        to_json(tools.stop_training(&id)?)
+                    })
+                    .await
             }
             "rl_get_results" => {
                 let RunArgs { run_id } = parse(name, arguments)?;
@@ -359,7 +357,9 @@ impl Registry {
             }
             "rl_list_runs" => {
                 let NoArgs {} = parse(name, arguments)?;
-                self.blocking(|tools| to_json(tools.list_runs()?)).await
+                self.tools
+                    .blocking(|tools| to_json(tools.list_runs()?))
+                    .await
             }
             "rl_test_inference" => {
                 let args: InferenceArgs = parse(name, arguments)?;
@@ -367,27 +367,14 @@ impl Registry {
             }
             "rl_health_check" => {
                 let NoArgs {} = parse(name, arguments)?;
-                self.blocking(|tools| {
-                    let context = tools.context();
-                    to_json(crate::health_check(
-                        &context.home,
-                        &context.settings,
-                        &context.secrets,
-                    ))
-                })
-                .await
+                self.tools
+                    .blocking(|tools| to_json(tools.health_check()))
+                    .await
             }
             _ => Err(ToolsError::UnknownTool {
                 name: name.to_owned(),
             }),
         }
-    }
-
-    async fn blocking<F>(&self, work: F) -> Result<serde_json::Value, ToolsError>
-    where
-        F: FnOnce(&Tools) -> Result<serde_json::Value, ToolsError> + Send + 'static,
-    {
-        self.tools.blocking(work).await
     }
 
     async fn check_status(

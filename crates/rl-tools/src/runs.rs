@@ -153,10 +153,9 @@ impl Tools {
         let service = self.service()?;
         let mut runs = self.runs()?;
         let status = runs.start(&service, self.secrets(), &self.context().supervisor)?;
-        let wandb = wandb_of(&status.run);
-        let config = RunConfig::read(&status.run.config_path)
-            .map(|config| config.env)
-            .unwrap_or_default();
+        let config = RunConfig::read(&status.run.config_path).ok();
+        let wandb = config.as_ref().map(RunConfig::wandb);
+        let config = config.map(|config| config.env).unwrap_or_default();
         Ok(Started {
             run_id: status.run.id.clone(),
             status: status.run.state.name(),
@@ -199,15 +198,17 @@ impl Tools {
         status: RunStatus,
         source: SourceChoice,
     ) -> Result<StatusView, ToolsError> {
+        let wandb = wandb_of(&status.run);
         let collected = metrics::collect(
             &status.run,
+            &wandb,
             source,
             Patience::Status,
             self.secrets(),
             &self.context().environment,
         )
         .await?;
-        Ok(status_view(status, &collected))
+        Ok(status_view(status, &collected, wandb.ok()))
     }
 
     pub fn stop_training(&self, id: &RunId) -> Result<Stopped, ToolsError> {
@@ -236,8 +237,10 @@ impl Tools {
             .blocking(move |tools| tools.run_status(&owned, i64::MAX))
             .await?;
         let run = status.run;
+        let wandb = wandb_of(&run);
         let collected = metrics::collect(
             &run,
+            &wandb,
             source,
             Patience::Results,
             self.secrets(),
@@ -248,7 +251,7 @@ impl Tools {
             .metrics
             .as_ref()
             .map(|found| Results::of(found, metrics::activity_of(&run), &metrics::policy()));
-        let wandb = wandb_of(&run);
+        let wandb = wandb.ok();
         Ok(ResultsView {
             wandb_url: results
                 .as_ref()
@@ -272,7 +275,7 @@ impl Tools {
             .list()?
             .into_iter()
             .map(|run| RunEntry {
-                wandb_run_name: wandb_of(&run).and_then(|w| w.run_name),
+                wandb_run_name: wandb_of(&run).ok().and_then(|w| w.run_name),
                 phase: phase_of(&run),
                 run_id: run.id,
                 environment: run.environment,
@@ -377,10 +380,11 @@ fn tail(path: &Path, count: usize) -> Result<(Vec<String>, bool), ToolsError> {
     ))
 }
 
-fn wandb_of(run: &RunRecord) -> Option<RunWandb> {
+/// The run's WandB names from its config, or why they are unknown.
+fn wandb_of(run: &RunRecord) -> Result<RunWandb, String> {
     RunConfig::read(&run.config_path)
-        .ok()
         .map(|config| config.wandb())
+        .map_err(|error| error.to_string())
 }
 
 fn phase_of(run: &RunRecord) -> Option<String> {
@@ -406,10 +410,9 @@ pub fn process_label(status: &ComponentStatus) -> String {
     }
 }
 
-fn status_view(status: RunStatus, collected: &Collected) -> StatusView {
+fn status_view(status: RunStatus, collected: &Collected, wandb: Option<RunWandb>) -> StatusView {
     let found = collected.metrics.as_ref();
     let run = &status.run;
-    let wandb = wandb_of(run);
     StatusView {
         run_id: run.id.clone(),
         status: run.state.name(),

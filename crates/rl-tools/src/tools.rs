@@ -84,6 +84,15 @@ impl Tools {
             .filter(|value| !value.is_empty())
     }
 
+    /// What `rl_health_check` / `rl doctor` report.
+    pub fn health_check(&self) -> crate::HealthReport {
+        crate::health_check(
+            &self.context.home,
+            &self.context.settings,
+            &self.context.secrets,
+        )
+    }
+
     /// Runs blocking work (SQLite, process checks, file scans) off the async runtime.
     pub(crate) async fn blocking<T, F>(&self, work: F) -> Result<T, ToolsError>
     where

@@ -11,6 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use super::median;
 use crate::{display, run_command};
 
 pub(super) const TITLE: &str = "## Reading metrics (issue 5)";
@@ -198,7 +199,7 @@ fn measure_case(
             }
         }
     }
-    let [rl_read, python_read, rl_process, python_process] = samples.map(median);
+    let [rl_read, python_read, rl_process, python_process] = samples.map(|values| median(&values));
     Ok((
         Measured {
             bytes,
@@ -250,11 +251,6 @@ fn json_of(command: &mut Command) -> anyhow::Result<Value> {
 }
 
 /// The upper one of an even count, as elsewhere in the report.
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 fn millis(seconds: f64) -> String {
     let ms = seconds * 1e3;
     if ms < 10.0 {
@@ -337,13 +333,6 @@ fn report(cases: &[Case], measured: &[Measured], about: &Value, runs: usize) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_median_is_the_upper_middle() {
-        assert!((median(vec![3.0, 1.0, 2.0]) - 2.0).abs() < 1e-12);
-        assert!((median(vec![4.0, 1.0, 3.0, 2.0]) - 3.0).abs() < 1e-12);
-        assert!(median(Vec::new()).is_nan());
-    }
 
     #[test]
     fn the_metrics_file_is_read_back_whole() -> anyhow::Result<()> {

@@ -223,11 +223,7 @@ fn discovery(root: &Path, rl: &Path, args: &BenchArgs) -> anyhow::Result<String>
         let missed = py_found.difference(&rl_found).count();
         let [rl_time, py_time] = interleaved_medians([&mut rl_cmd, &mut py_cmd], args.runs)?;
         let speedup = py_time.as_secs_f64() / rl_time.as_secs_f64();
-        let verdict = if speedup >= DISCOVERY_GOAL && missed == 0 {
-            "met"
-        } else {
-            "NOT met"
-        };
+        let verdict = verdict(speedup >= DISCOVERY_GOAL && missed == 0);
         let _ = writeln!(
             report,
             "| {label} | {} | {} | **{speedup:.1}×** | {} | {} | {missed} | {verdict} |",
@@ -362,6 +358,18 @@ fn rebuild(command: &Command) -> Command {
     let mut copy = Command::new(command.get_program());
     copy.args(command.get_args());
     copy
+}
+
+/// The middle of the samples (the upper one of an even count); NaN for none.
+fn median(values: &[f64]) -> f64 {
+    let mut values = values.to_vec();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// How a goal fares, in the report's words.
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use super::{median, verdict};
 use crate::display;
 use crate::fixture_server::{FixtureServer, SERVER};
 
@@ -225,16 +226,6 @@ fn parse_children_ticks(stat: &str) -> Option<u64> {
 }
 
 /// The upper middle of an even count, as elsewhere in the report.
-fn median(values: &[f64]) -> f64 {
-    let mut values = values.to_vec();
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met { "met" } else { "NOT met" }
-}
-
 fn report(samples: &[Samples; 2], rounds: usize, minutes: f64) -> String {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     let models = MODELS.join("`, `");

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use super::verdict;
 use crate::display;
 
 pub(super) const TITLE: &str = "## Training runs (issue 4)";
@@ -496,10 +497,6 @@ impl Row {
         self.goal = format!("{goal}: **{}**", verdict(met));
         self
     }
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met { "met" } else { "NOT met" }
 }
 
 fn report(samples: &[Sample]) -> String {

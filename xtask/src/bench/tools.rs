@@ -77,7 +77,7 @@ pub(super) fn measure(
     python_start.args(["-c", "import yaml, json"]);
     let [tool_time, python_time] = interleaved_medians([&mut tool, &mut python_start], runs)?;
     let ratio = tool_time.as_secs_f64() / python_time.as_secs_f64();
-    let verdict = if ratio <= GOAL { "met" } else { "NOT met" };
+    let verdict = super::verdict(ratio <= GOAL);
     eprintln!("tools: rl tool call rl_list_runs at {ratio:.2}× python3 -c 'import yaml, json'");
     Ok(format!(
         "{TITLE}\n\n\

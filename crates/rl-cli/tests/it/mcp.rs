@@ -368,6 +368,12 @@ fn a_real_mcp_client_walks_the_workflow() {
     assert_eq!(server["name"], "rl");
     assert_eq!(server["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(server["tools_capability"], true);
+    // Exactly the registry's tools (the names are the registry's, not a copy in the client).
+    assert_eq!(
+        summary["tools"].as_object().map(|tools| tools.len()),
+        Some(rl_tools::TOOL_NAMES.len()),
+        "{context}"
+    );
     for spec in rl_tools::specs() {
         assert_eq!(
             summary["tools"][spec.name], spec.parameters,

@@ -16,20 +16,6 @@ import traceback
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-TOOL_NAMES = [
-    "rl_list_environments",
-    "rl_select_environment",
-    "rl_get_current_config",
-    "rl_edit_config",
-    "rl_start_training",
-    "rl_check_status",
-    "rl_stop_training",
-    "rl_get_results",
-    "rl_list_runs",
-    "rl_test_inference",
-    "rl_health_check",
-]
-
 # Whole session, and each request: far above what the local stack needs.
 SESSION_SECONDS = 90
 CALL_SECONDS = 45
@@ -80,7 +66,6 @@ async def scenario(rl_binary, summary):
             with anyio.fail_after(CALL_SECONDS):
                 listed = await session.list_tools()
             tools = {tool.name: tool for tool in listed.tools}
-            assert sorted(tools) == sorted(TOOL_NAMES), f"tools listed: {sorted(tools)}"
             for name, tool in tools.items():
                 assert tool.input_schema.get("type") == "object", f"{name}: {tool.input_schema}"
                 assert tool.description, f"{name} has no description"

@@ -20,7 +20,7 @@ const FAKE_TINKER_KEY: &str = "tk-fake-0123456789abcdef";
 const SLOW_START: &str = r#""sh", "-c", "sleep 60; exec \"$0\" \"$@\"""#;
 
 /// Trainer steps of 5 s instead of 0.2 s: the run stays `running` for half a minute.
-const SLOW_STEPS: (&str, &str) = (
+pub(crate) const SLOW_STEPS: (&str, &str) = (
     "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
     "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
 );

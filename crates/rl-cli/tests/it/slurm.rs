@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::runs::SLOW_STEPS;
 use crate::test_python;
 
 /// A made-up key: it must reach the trainer's step and never SLURM's files.
@@ -271,19 +272,6 @@ fn a_run_waits_in_the_queue_then_runs_as_job_steps_and_completes() {
 /// `--slurm true` reached the environment; the config names the node; the key is in the
 /// trainer's step and not in the environment's.
 fn the_allocation_is_used_and_the_key_reaches_only_the_trainer(dir: &Path, running: &Value) {
-    let plan: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("launch.json")).unwrap()).unwrap();
-    let env_args: Vec<&str> = plan["components"][2]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    assert_eq!(
-        env_args[env_args.len() - 2..],
-        ["--slurm", "true"],
-        "{env_args:?}"
-    );
     let config = rl_config::RunConfig::read(&dir.join("config.yaml")).unwrap();
     let rl_config::Value::Str(url) = &config.env["rollout_server_url"] else {
         panic!("{:?}", config.env["rollout_server_url"]);
@@ -292,20 +280,27 @@ fn the_allocation_is_used_and_the_key_reaches_only_the_trainer(dir: &Path, runni
         !url.contains("127.0.0.1") && url.ends_with(&format!(":{}", running["api_port"])),
         "{url}"
     );
-    let step_environment = |script: &str| {
+    // The step's own process (not its local `srun`): its command line and environment.
+    let step = |script: &str| {
         let run_dir = dir.to_string_lossy();
-        let (pid, _) = rl_test_support::processes_mentioning(&run_dir)
+        let (pid, command) = rl_test_support::processes_mentioning(&run_dir)
             .into_iter()
             .find(|(_, command)| command.contains(script) && !command.starts_with("srun"))
             .unwrap_or_else(|| panic!("no step process of {script}"));
-        String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/environ")).unwrap())
-            .into_owned()
+        let environment =
+            String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/environ")).unwrap())
+                .into_owned();
+        (command, environment)
     };
+    let (trainer_command, trainer_environment) = step("launch_training.py");
+    let (env_command, env_environment) = step("arithmetic_env.py");
     assert!(
-        step_environment("launch_training.py")
-            .contains(&format!("TINKER_API_KEY={FAKE_TINKER_KEY}"))
+        env_command.trim_end().ends_with("--slurm true"),
+        "{env_command}"
     );
-    assert!(!step_environment("arithmetic_env.py").contains("TINKER_API_KEY"));
+    assert!(!trainer_command.contains("--slurm"), "{trainer_command}");
+    assert!(trainer_environment.contains(&format!("TINKER_API_KEY={FAKE_TINKER_KEY}")));
+    assert!(!env_environment.contains("TINKER_API_KEY"));
 }
 
 /// Every file under `dir`, concatenated (lossy), for a search.
@@ -333,14 +328,10 @@ fn a_run_is_stopped_by_rl_or_cancelled_in_slurm() {
     if !slurm_cluster() {
         return;
     }
-    let slow = (
-        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
-        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
-    );
     for by_rl in [true, false] {
         // The environment is told to use the allocation (`--slurm true`); the run's config then
         // names the node, for workers elsewhere in it.
-        let stack = SlurmStack::new(&python, "env_uses_allocation = true", &[slow]);
+        let stack = SlurmStack::new(&python, "env_uses_allocation = true", &[SLOW_STEPS]);
         let (id, job) = stack.start();
         let running = stack.until(&id, "ran", |s| s["status"] == "running", 120);
         let dir = stack.home.path().join("runs").join(&id);
@@ -443,11 +434,7 @@ fn a_lost_runs_job_is_ended_by_a_later_stop() {
     if !slurm_cluster() {
         return;
     }
-    let slow = (
-        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
-        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"5\"",
-    );
-    let stack = SlurmStack::new(&python, "", &[slow]);
+    let stack = SlurmStack::new(&python, "", &[SLOW_STEPS]);
     let (id, job) = stack.start();
     let running = stack.until(&id, "ran", |s| s["status"] == "running", 120);
     let supervisor = i32::try_from(running["supervisor"]["pid"].as_u64().unwrap()).unwrap();

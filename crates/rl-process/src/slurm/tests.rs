@@ -294,6 +294,19 @@ async fn allocation_submits_the_script_reports_the_wait_and_places_the_run_on_it
             "c.yaml",
         ]
     );
+    // The environment, told to use the allocation, gets atroposlib's switch.
+    let env_step = launcher.step_spec(
+        &LaunchSpec {
+            component: Component::Env,
+            ..spec.clone()
+        },
+        "27",
+        "node1",
+    );
+    assert_eq!(
+        env_step.args[env_step.args.len() - 2..],
+        ["--slurm", "true"]
+    );
     assert_eq!((step.env, step.env_remove), (spec.env, spec.env_remove));
 }
 

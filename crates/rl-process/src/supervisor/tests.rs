@@ -167,7 +167,6 @@ fn new_run_queued(timing: RunTiming, queued: bool) -> Run {
             .map(|c| spec_for(c, home.path()))
             .to_vec(),
         timing,
-        backend: rl_config::Backend::Local,
         slurm: None,
     };
     RunStore::open(home.path())
