@@ -105,18 +105,34 @@ pub(crate) fn process_environment() -> BTreeMap<String, String> {
 }
 
 /// Ctrl-C, a terminal closing, or a stop request.
-pub(crate) async fn interrupted() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-        _ = hangup.recv() => {}
+///
+/// The handlers are installed by this call, not when the future is first polled: once a caller
+/// has announced itself (a server's first answer, a "listening" line), a signal must find them
+/// in place, or it gets the default action and the process dies without cleaning up. Call it
+/// inside a runtime.
+pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    let streams = [
+        SignalKind::interrupt(),
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+    ]
+    .map(|kind| signal(kind).ok());
+    async fn received(stream: Option<Signal>) {
+        match stream {
+            Some(mut stream) => {
+                stream.recv().await;
+            }
+            // A handler that could not be installed never fires; the others still do.
+            None => std::future::pending().await,
+        }
+    }
+    let [interrupt, terminate, hangup] = streams;
+    async move {
+        tokio::select! {
+            () = received(interrupt) => {}
+            () = received(terminate) => {}
+            () = received(hangup) => {}
+        }
     }
 }

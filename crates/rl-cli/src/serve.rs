@@ -30,7 +30,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use rl_tools::{Caller, FailureKind, MAX_TEST_STEPS, Registry, ToolReply};
 use serde_json::{Map, Value, json};
 
-use crate::context::Context;
+use crate::context::{Context, interrupted};
 
 /// The largest request body accepted; the API's bodies are a few hundred bytes.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -282,6 +282,8 @@ async fn serve(
     if let Hosts::Local(listened) = &mut state.hosts {
         *listened = Some(local.ip());
     }
+    // Before the "listening" line: whoever reads it may signal at once.
+    let stop = interrupted();
     let registry = state.registry.clone();
     let app = router(state);
     let mut line = format!("rl serve: listening on http://{local}");
@@ -302,7 +304,7 @@ async fn serve(
     let signal = {
         let stopping = Arc::clone(&stopping);
         async move {
-            stop_signal().await;
+            stop.await;
             say("rl serve: stopping");
             // Models of a test in flight would keep its request open: end them first.
             let runner = registry.tools().model_runner().clone();
@@ -329,22 +331,6 @@ fn describe(addresses: &[SocketAddr]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Ctrl-C or SIGTERM. If the SIGTERM handler cannot be set, Ctrl-C alone.
-async fn stop_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
 }
 
 /// One line on stderr; a closed stderr is not worth failing for.
