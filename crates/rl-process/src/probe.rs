@@ -9,7 +9,7 @@ use crate::ProcessError;
 /// What "ready" means for each phase of a start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Readiness {
-    /// run-api answers `GET /`.
+    /// run-api answers `GET /status` with its step counter.
     ApiAnswers { port: u16 },
     /// The trainer's inference server answers `GET /health` with a success.
     TrainerHealthy { port: u16 },
@@ -23,7 +23,7 @@ impl Readiness {
     /// What was asked, for messages when the answer never came.
     pub fn describe(self, host: &str) -> String {
         match self {
-            Readiness::ApiAnswers { port } => format!("GET http://{host}:{port}/"),
+            Readiness::ApiAnswers { port } => format!("GET http://{host}:{port}/status"),
             Readiness::TrainerHealthy { port } => format!("GET http://{host}:{port}/health"),
             Readiness::EnvRegistered { api_port } => {
                 format!("registration via GET http://{host}:{api_port}/status-env")
@@ -69,13 +69,21 @@ impl Probe for HttpProbe {
     async fn is_ready(&self, host: &str, readiness: Readiness) -> bool {
         let request = match readiness {
             Readiness::ApiAnswers { port } => {
-                // Any HTTP answer means the server is up; the root has no route of its own.
-                return self
+                // run-api's own route and shape, so that another server on the port (one that
+                // took it before the API could bind it) is never taken for the run's API.
+                let Ok(response) = self
                     .client
-                    .get(format!("http://{host}:{port}/"))
+                    .get(format!("http://{host}:{port}/status"))
                     .send()
                     .await
-                    .is_ok();
+                else {
+                    return false;
+                };
+                return response.status().is_success()
+                    && response
+                        .json::<serde_json::Value>()
+                        .await
+                        .is_ok_and(|status| status.get("current_step").is_some());
             }
             Readiness::TrainerHealthy { port } => {
                 self.client.get(format!("http://{host}:{port}/health"))
@@ -89,5 +97,49 @@ impl Probe for HttpProbe {
             .send()
             .await
             .is_ok_and(|response| response.status().is_success())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// Answers every request on a loopback port with `body` (200, JSON), until dropped.
+    fn server_answering(body: &'static str) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().map_while(Result::ok) {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn only_run_api_itself_counts_as_the_api() {
+        let probe = HttpProbe::new().unwrap();
+        let api = server_answering(r#"{"current_step":0,"queue_size":0}"#);
+        assert!(
+            probe
+                .is_ready("127.0.0.1", Readiness::ApiAnswers { port: api })
+                .await
+        );
+        let stranger = server_answering(r#"{"message":"hello"}"#);
+        assert!(
+            !probe
+                .is_ready("127.0.0.1", Readiness::ApiAnswers { port: stranger })
+                .await
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::identity::ProcessIdentity;
 use crate::state::{Component, ComponentStatus, Phase, RunState};
 
 const DATABASE_FILE: &str = "runs.db";
+const OPENING_LOCK_FILE: &str = "runs.db.lock";
 const SUPERVISOR_EVENT: &str = "supervisor";
 /// The columns `run_from_row` reads, in its order.
 const RUN_COLUMNS: &str = "id, environment, state, phase, created_at, updated_at, config_path, \
@@ -141,6 +142,10 @@ fn now() -> String {
 impl RunStore {
     pub fn open(home: &Path) -> Result<Self, ProcessError> {
         let path = home.join(DATABASE_FILE);
+        // Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
+        // (busy at once, whatever the timeout): two processes opening a new store together
+        // must take turns. Held only while opening.
+        let _opening = rl_config::lock_exclusive(&home.join(OPENING_LOCK_FILE))?;
         let connection = Connection::open(&path)?;
         // Several processes share the file: readers must not block the supervisor's writes,
         // and a writer waits for another instead of failing at once.

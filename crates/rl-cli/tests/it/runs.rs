@@ -232,12 +232,16 @@ fn state_events(status: &Value) -> Vec<String> {
 #[test]
 fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_environment() {
     let Some(python) = test_python() else { return };
+    // Slow steps: `running` lasts long enough to be seen and read on a loaded machine.
     let mut stack = Stack::new(
         &python,
-        &[(
-            "trainer_needs_tinker_key = false",
-            "trainer_needs_tinker_key = true",
-        )],
+        &[
+            (
+                "trainer_needs_tinker_key = false",
+                "trainer_needs_tinker_key = true",
+            ),
+            SLOW_STEPS,
+        ],
     );
     stack.tinker_key = Some(FAKE_TINKER_KEY);
     let (id, running) = stack.start_running();

@@ -21,6 +21,8 @@ struct Server {
     address: SocketAddr,
     /// Everything it wrote, stdout and stderr.
     output: Arc<Mutex<String>>,
+    /// The threads copying its stdout and stderr into `output`; they end at end of stream.
+    readers: Vec<std::thread::JoinHandle<()>>,
     home: tempfile::TempDir,
     /// Sent as `Authorization: Bearer` by [`Server::request`].
     token: Option<String>,
@@ -81,12 +83,13 @@ impl Server {
         let (lines, first_lines) = mpsc::channel::<String>();
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
+        let mut readers = Vec::new();
         for (stream, lines) in [
             (Box::new(stdout) as Box<dyn Read + Send>, None),
             (Box::new(stderr), Some(lines)),
         ] {
             let output = Arc::clone(&output);
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { break };
                     output.lock().unwrap().push_str(&format!("{line}\n"));
@@ -94,7 +97,7 @@ impl Server {
                         let _ = lines.send(line);
                     }
                 }
-            });
+            }));
         }
         let started = Instant::now();
         let address = loop {
@@ -120,6 +123,7 @@ impl Server {
             child,
             address,
             output,
+            readers,
             home,
             token: None,
         }
@@ -202,12 +206,23 @@ impl Server {
         }
     }
 
-    /// SIGTERM, then the exit status, within a bound.
+    /// SIGTERM, then the exit status, within a bound; by then `output` holds all it wrote.
     fn terminate(&mut self) -> ExitStatus {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        wait_bounded(&mut self.child, Duration::from_secs(30))
-            .unwrap_or_else(|| panic!("rl serve did not stop on SIGTERM: {}", self.output()))
+        let status = wait_bounded(&mut self.child, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("rl serve did not stop on SIGTERM: {}", self.output()));
+        // An exited process's last lines may still be in the pipes, not yet copied.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self
+            .readers
+            .iter()
+            .all(std::thread::JoinHandle::is_finished)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        status
     }
 }
 

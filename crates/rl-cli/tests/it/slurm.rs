@@ -331,7 +331,13 @@ fn a_run_is_stopped_by_rl_or_cancelled_in_slurm() {
     for by_rl in [true, false] {
         // The environment is told to use the allocation (`--slurm true`); the run's config then
         // names the node, for workers elsewhere in it.
-        let stack = SlurmStack::new(&python, "env_uses_allocation = true", &[SLOW_STEPS]);
+        // A SIGTERM through SLURM passes slurmctld, slurmd and slurmstepd: a loaded machine
+        // gets time enough that the test checks the path taken, not its speed.
+        let stack = SlurmStack::new(
+            &python,
+            "env_uses_allocation = true",
+            &[SLOW_STEPS, ("stop_grace_secs = 5", "stop_grace_secs = 20")],
+        );
         let (id, job) = stack.start();
         let running = stack.until(&id, "ran", |s| s["status"] == "running", 120);
         let dir = stack.home.path().join("runs").join(&id);

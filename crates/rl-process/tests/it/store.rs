@@ -18,6 +18,31 @@ fn new_run(id: &str) -> NewRun {
     }
 }
 
+/// Several processes (a start and a list, a server's concurrent calls) may open a store that
+/// does not exist yet at the same moment; none of them may fail for it.
+#[test]
+fn a_new_store_opened_by_many_at_once_opens_for_all() {
+    const OPENERS: usize = 8;
+    for _round in 0..10 {
+        let home = tempfile::tempdir().unwrap();
+        let start = std::sync::Barrier::new(OPENERS);
+        std::thread::scope(|scope| {
+            let openers: Vec<_> = (0..OPENERS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        RunStore::open(home.path()).map(|_| ())
+                    })
+                })
+                .collect();
+            for opener in openers {
+                let opened = opener.join().unwrap();
+                assert!(opened.is_ok(), "{opened:?}");
+            }
+        });
+    }
+}
+
 #[test]
 fn a_run_is_seen_by_every_connection_with_its_events() {
     let home = tempfile::tempdir().unwrap();
