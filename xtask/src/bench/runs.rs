@@ -547,7 +547,7 @@ fn report(samples: &[Sample]) -> String {
             spread(|s| s.store_to_running),
         ),
         Row::new(
-            "api readiness (launch → `GET /` answers)",
+            "api readiness (launch → `GET /status` answers)",
             Unit::Seconds,
             spread(|s| s.ready[0]),
         ),
