@@ -60,11 +60,12 @@ pub fn stop_group(pgid: u32, grace: Duration) -> StopOutcome {
 pub const KILL_WAIT: Duration = AFTER_KILL;
 
 /// Whether the process group led (once) by `leader` is still the one we started: its leader is
-/// that very process, or the leader has ended and no other process has its pid (Linux does not
-/// hand out a pid while a group of that id has members). Only valid within the boot the leader
-/// was started in; callers check the boot first.
+/// that very process — running, or a zombie not yet reaped while the rest of its group lives
+/// on — or the leader has ended and no other process has its pid (Linux does not hand out a pid
+/// while a group of that id has members). Only valid within the boot the leader was started in;
+/// callers check the boot first.
 pub fn group_is_ours(leader: ProcessIdentity) -> bool {
-    leader.is_alive() || ProcessIdentity::of(leader.pid).is_none()
+    ProcessIdentity::of(leader.pid).is_none_or(|now| now.start_ticks == leader.start_ticks)
 }
 
 fn wait_until_empty(pgid: i32, limit: Duration) -> bool {

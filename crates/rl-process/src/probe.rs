@@ -130,11 +130,19 @@ mod tests {
     async fn only_run_api_itself_counts_as_the_api() {
         let probe = HttpProbe::new().unwrap();
         let api = server_answering(r#"{"current_step":0,"queue_size":0}"#);
-        assert!(
-            probe
-                .is_ready("127.0.0.1", Readiness::ApiAnswers { port: api })
-                .await
-        );
+        // Asked again and again, as the supervisor's gate does: one attempt may time out on a
+        // loaded machine.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !probe
+            .is_ready("127.0.0.1", Readiness::ApiAnswers { port: api })
+            .await
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "run-api never ready"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let stranger = server_answering(r#"{"message":"hello"}"#);
         assert!(
             !probe

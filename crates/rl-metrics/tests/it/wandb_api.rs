@@ -2,7 +2,6 @@
 //! the real service's (JSON strings for summaries and history rows, `null` for a missing
 //! project, Relay cursors), dispatched on the query text and its variables.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -708,11 +707,12 @@ async fn a_slow_server_times_out_after_max_attempts() {
     let server = answering(
         ResponseTemplate::new(200)
             .set_body_json(json!({ "data": { "project": null } }))
-            .set_delay(Duration::from_secs(2)),
+            .set_delay(Duration::from_secs(60)),
     )
     .await;
     let mut config = config(&server.uri(), Some(ENTITY));
-    config.request_timeout = Duration::from_millis(100);
+    // Long enough that each attempt is sent and received however loaded the machine is.
+    config.request_timeout = Duration::from_secs(1);
     config.max_attempts = 2;
     let error = fetch(&WandbApi::new(config).unwrap(), names(false))
         .await
@@ -727,16 +727,23 @@ async fn a_slow_server_times_out_after_max_attempts() {
         ),
         "{error:?}"
     );
+    // The server may record the second request a moment after the client gave up on it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while server.received_requests().await.unwrap().len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second attempt never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(server.received_requests().await.unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_transport_error() {
-    let port = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let uri = format!("http://127.0.0.1:{port}");
+    // Port 1 (tcpmux) is privileged and served by nothing: a port freed by this test could be
+    // taken by another test's server before the connection is tried.
+    let uri = "http://127.0.0.1:1".to_owned();
     let error = fetch(
         &WandbApi::new(config(&uri, Some(ENTITY))).unwrap(),
         names(false),

@@ -1,8 +1,8 @@
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rl_process::{members_of_group, stop_group};
+use rl_process::{ProcessIdentity, group_is_ours, members_of_group, stop_group};
 
 /// A shell in a group of its own that leaves a grandchild behind, as components do.
 fn spawn_group(script: &str) -> std::process::Child {
@@ -13,14 +13,45 @@ fn spawn_group(script: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// Waits (30 s at most: forks are slow on a loaded machine) for `count` members.
 fn wait_for_members(pgid: u32, count: usize) {
-    for _ in 0..200 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
         if members_of_group(pgid as i32).len() >= count {
             return;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     panic!("group {pgid} never had {count} members");
+}
+
+/// A leader that has exited but is not reaped yet (its parent — a supervisor, or init after the
+/// supervisor died — has not waited for it) still leads its group: the group is ours to stop.
+#[test]
+fn a_group_whose_leader_is_a_zombie_is_still_ours() {
+    let mut leader = spawn_group("sleep 300 & echo started");
+    let pgid = leader.id();
+    let identity = ProcessIdentity::of(pgid).unwrap();
+    // Not waited for: the leader becomes a zombie once it has started its grandchild.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(format!("/proc/{pgid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(") ")
+            .next()
+            .is_some_and(|rest| rest.starts_with('Z'))
+    }) {
+        assert!(Instant::now() < deadline, "the leader never exited");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!identity.is_alive());
+    assert!(group_is_ours(identity));
+    let outcome = stop_group(pgid, Duration::from_secs(5));
+    assert!(
+        !outcome.was_empty && outcome.survivors.is_empty(),
+        "{outcome:?}"
+    );
+    leader.wait().unwrap();
+    // Reaped, the pid is free: still ours, as no one else can lead a group of that id.
+    assert!(group_is_ours(identity));
 }
 
 #[test]
