@@ -97,32 +97,66 @@ impl Redactor {
 /// Runs jobs as local processes, and knows their process groups while they run, so that a
 /// caller interrupted mid-test can stop them all (they are not in its group, so a Ctrl-C in a
 /// terminal does not reach them).
+///
+/// `stop_all` is final: every clone shares one state, and once stopped the runner starts no
+/// model again — each is reported not started. Every caller stops it only as its process
+/// ends (`rl serve` at shutdown, `rl mcp` when its session is over, `rl test` and `rl tool
+/// call` on a signal), and a permanent stop is what keeps the models of a test still waiting
+/// for their turn from starting after it.
 #[derive(Debug, Default, Clone)]
 pub struct LocalModelRunner {
-    live_groups: Arc<std::sync::Mutex<BTreeSet<u32>>>,
+    state: Arc<std::sync::Mutex<RunnerState>>,
 }
 
+#[derive(Debug, Default)]
+struct RunnerState {
+    stopped: bool,
+    live_groups: BTreeSet<u32>,
+}
+
+/// Why a model was not run: the runner was stopped before, or as, it started.
+const STOPPED_REASON: &str = "the test was stopped before this model could run";
+
 impl LocalModelRunner {
-    /// Stops every model's process group still running (SIGTERM, grace, SIGKILL).
+    /// Stops every model's process group still running (SIGTERM, grace, SIGKILL), and every
+    /// model asked to run from now on is refused.
     pub fn stop_all(&self) {
-        let groups: Vec<u32> = self
-            .live_groups
-            .lock()
-            .map(|groups| groups.iter().copied().collect())
-            .unwrap_or_default();
+        let groups: Vec<u32> = {
+            let mut state = self.lock_state();
+            state.stopped = true;
+            state.live_groups.iter().copied().collect()
+        };
         for pgid in groups {
             rl_process::stop_group(pgid, STOP_GRACE);
         }
     }
 
-    fn track(&self, pgid: u32, live: bool) {
-        if let Ok(mut groups) = self.live_groups.lock() {
-            if live {
-                groups.insert(pgid);
-            } else {
-                groups.remove(&pgid);
-            }
+    fn is_stopped(&self) -> bool {
+        self.lock_state().stopped
+    }
+
+    /// Records a just-spawned group, unless the runner has been stopped: checked under the
+    /// lock `stop_all` takes, so a group is either seen by `stop_all` or refused here, never
+    /// missed by both. Returns whether the group may run.
+    fn track_started(&self, pgid: u32) -> bool {
+        let mut state = self.lock_state();
+        if state.stopped {
+            return false;
         }
+        state.live_groups.insert(pgid);
+        true
+    }
+
+    fn track_ended(&self, pgid: u32) {
+        self.lock_state().live_groups.remove(&pgid);
+    }
+
+    /// A panic elsewhere while holding the lock must not stop `stop_all` from stopping
+    /// anything: the state is a flag and a set, consistent after any single update.
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, RunnerState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -136,6 +170,20 @@ impl ModelRunner for LocalModelRunner {
         progress: ProgressSink,
     ) -> ModelRun {
         let started = Instant::now();
+        // Not announced as started: it never will be.
+        if self.is_stopped() {
+            let outcome = ModelOutcome::NotStarted {
+                reason: STOPPED_REASON.to_owned(),
+            };
+            progress(Progress::Finished {
+                model: job.model.clone(),
+                outcome: outcome.clone(),
+            });
+            return ModelRun {
+                outcome,
+                duration: started.elapsed(),
+            };
+        }
         progress(Progress::Started {
             model: job.model.clone(),
             total_groups: job.total_groups,
@@ -188,7 +236,14 @@ impl LocalModelRunner {
             .spawn()
             .map_err(|error| format!("cannot start {}: {error}", job.program.display()))?;
         let pgid = child.id().unwrap_or_default();
-        self.track(pgid, true);
+        if !self.track_started(pgid) {
+            // `stop_all` ran between the check in `run` and the spawn: this group is ours to
+            // stop, nobody else knows of it.
+            let _ =
+                tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE)).await;
+            let _ = child.wait().await;
+            return Err(STOPPED_REASON.to_owned());
+        }
         let copiers = [
             child
                 .stdout
@@ -206,7 +261,7 @@ impl LocalModelRunner {
         let stopped = tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE))
             .await
             .ok();
-        self.track(pgid, false);
+        self.track_ended(pgid);
         let timed_out = waited.is_err();
         let status = match waited {
             Ok(status) => status.ok(),
@@ -327,5 +382,15 @@ mod tests {
         let text = redactor.redact("api_key='sk-or-v1-abcdef' abc");
         assert_eq!(text, "api_key='[REDACTED OPENROUTER_API_KEY]' abc");
         assert!(!format!("{redactor:?}").contains("sk-or"));
+    }
+
+    #[test]
+    fn a_group_spawned_as_the_runner_stops_is_refused_not_tracked() {
+        let runner = LocalModelRunner::default();
+        assert!(runner.track_started(4242));
+        runner.track_ended(4242);
+        runner.stop_all();
+        assert!(!runner.track_started(4243));
+        assert!(runner.lock_state().live_groups.is_empty());
     }
 }

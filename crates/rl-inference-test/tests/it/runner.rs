@@ -1,13 +1,56 @@
 //! The runner on plain shell processes: how a run ends, what its log holds, what is left.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rl_inference_test::{
-    LocalModelRunner, ModelJob, ModelOutcome, ModelRunner, Progress, Redactor,
+    CorrectRule, Endpoint, LocalModelRunner, ModelJob, ModelOutcome, ModelRun, ModelRunner,
+    Progress, ProgressSink, Redactor, TestPlan, TestStore, VerdictPolicy,
 };
 
 use crate::{ignore_progress, processes_mentioning};
+
+/// Generous: these only fail when something never happens, and a loaded CI machine is slow.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Kills, when dropped, every process whose command line holds the marker, with its process
+/// group: a failing assertion must not leave a test's sleepers behind, least of all ones
+/// started in a session of their own, which nothing else would stop.
+struct KillOnDrop {
+    marker: String,
+}
+
+impl KillOnDrop {
+    fn new(name: &str) -> Self {
+        Self {
+            marker: format!("rl-{name}-marker-{}", std::process::id()),
+        }
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
+        for (pid, _) in processes_mentioning(&self.marker) {
+            let Ok(pid) = i32::try_from(pid) else {
+                continue;
+            };
+            // Its group too: a marked shell's children (`sleep`) do not hold the marker.
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not after {PATIENCE:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
     ModelJob {
@@ -99,7 +142,8 @@ async fn groups_are_reported_as_the_file_grows_and_success_is_exit_zero() {
 #[tokio::test]
 async fn a_timeout_stops_the_whole_group_grandchildren_included() {
     let dir = tempfile::tempdir().unwrap();
-    let marker = format!("rl-runner-marker-{}", std::process::id());
+    let guard = KillOnDrop::new("runner");
+    let marker = &guard.marker;
     let job = shell_job(
         dir.path(),
         &format!("sh -c 'sleep 300; echo {marker}' & sleep 300; echo {marker}"),
@@ -113,7 +157,7 @@ async fn a_timeout_stops_the_whole_group_grandchildren_included() {
         )
         .await;
     assert_eq!(run.outcome, ModelOutcome::TimedOut { after_secs: 1.0 });
-    assert!(processes_mentioning(&marker).is_empty());
+    assert!(processes_mentioning(marker).is_empty());
     let log = std::fs::read_to_string(&job.log_path).unwrap();
     assert!(log.contains("rl: cut after 1 s"), "{log}");
 }
@@ -135,39 +179,44 @@ async fn a_program_that_cannot_start_is_an_outcome_not_an_error() {
 #[tokio::test]
 async fn a_process_outside_the_group_holding_the_output_does_not_hold_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let marker = format!("rl-setsid-marker-{}", std::process::id());
-    // `setsid` puts the first sleep in a session of its own, out of reach of the group stop,
-    // with the model's stdout still open.
+    let guard = KillOnDrop::new("setsid");
+    let marker = &guard.marker;
+    // `setsid` puts the inner shell in a session of its own, out of reach of the group stop,
+    // with the model's stdout still open. The model waits for it to be there, so that the
+    // timeout, however slow the machine, cuts a model whose output is held from outside.
     let job = shell_job(
         dir.path(),
-        &format!("setsid sh -c 'sleep 60; echo {marker}' & sleep 60"),
+        &format!(
+            "setsid sh -c 'touch detached; sleep 60; echo {marker}' & \
+             while [ ! -e detached ]; do sleep 0.05; done; sleep 60"
+        ),
     );
     let run = tokio::time::timeout(
         Duration::from_secs(45),
         LocalModelRunner::default().run(
             job.clone(),
-            Duration::from_secs(1),
+            Duration::from_secs(5),
             redactor(),
             ignore_progress(),
         ),
     )
     .await
     .expect("the run returns although its output is held open");
-    assert_eq!(run.outcome, ModelOutcome::TimedOut { after_secs: 1.0 });
+    assert!(
+        dir.path().join("detached").exists(),
+        "the detached process never started: the test proves nothing"
+    );
+    assert_eq!(run.outcome, ModelOutcome::TimedOut { after_secs: 5.0 });
     let log = std::fs::read_to_string(&job.log_path).unwrap();
     assert!(log.contains("rl: output cut"), "{log}");
-    for (pid, _) in processes_mentioning(&marker) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    assert!(log.contains("rl: cut after 5 s"), "{log}");
 }
 
 #[tokio::test]
 async fn stop_all_ends_every_running_model() {
     let dir = tempfile::tempdir().unwrap();
-    let marker = format!("rl-stop-all-marker-{}", std::process::id());
+    let guard = KillOnDrop::new("stop-all");
+    let marker = guard.marker.clone();
     let runner = LocalModelRunner::default();
     let job = shell_job(dir.path(), &format!("sleep 120; echo {marker}"));
     let running = tokio::spawn({
@@ -178,16 +227,13 @@ async fn stop_all_ends_every_running_model() {
                 .await
         }
     });
-    for _ in 0..100 {
-        if !processes_mentioning(&marker).is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(!processes_mentioning(&marker).is_empty(), "never started");
+    wait_until("the model starts", || {
+        !processes_mentioning(&marker).is_empty()
+    })
+    .await;
     runner.stop_all();
     assert!(processes_mentioning(&marker).is_empty());
-    let run = tokio::time::timeout(Duration::from_secs(30), running)
+    let run = tokio::time::timeout(PATIENCE, running)
         .await
         .unwrap()
         .unwrap();
@@ -202,4 +248,161 @@ async fn stop_all_ends_every_running_model() {
         "{:?}",
         run.outcome
     );
+}
+
+#[tokio::test]
+async fn after_stop_all_no_model_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let runner = LocalModelRunner::default();
+    // The CLI stops the runner its tools hold, a clone of the one the test runs with.
+    let held_by_the_cli = runner.clone();
+    held_by_the_cli.stop_all();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink: ProgressSink = {
+        let seen = seen.clone();
+        Arc::new(move |event: Progress| seen.lock().unwrap().push(event))
+    };
+    let job = shell_job(dir.path(), "touch ran");
+    let run = tokio::time::timeout(
+        PATIENCE,
+        runner.run(job, Duration::from_secs(30), redactor(), sink),
+    )
+    .await
+    .unwrap();
+    match &run.outcome {
+        ModelOutcome::NotStarted { reason } => assert!(reason.contains("stopped"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!dir.path().join("ran").exists(), "the model ran");
+    let seen = seen.lock().unwrap();
+    assert!(
+        matches!(seen.as_slice(), [Progress::Finished { outcome, .. }] if *outcome == run.outcome),
+        "{seen:?}"
+    );
+}
+
+/// Pre-flight models faked by a shell script (`$1` is the model), run by the real runner.
+struct ShellModels {
+    runner: LocalModelRunner,
+    script: String,
+}
+
+#[async_trait::async_trait]
+impl ModelRunner for ShellModels {
+    async fn run(
+        &self,
+        mut job: ModelJob,
+        timeout: Duration,
+        redactor: Redactor,
+        progress: ProgressSink,
+    ) -> ModelRun {
+        job.program = "/bin/sh".into();
+        job.args = vec![
+            "-c".to_owned(),
+            self.script.clone(),
+            "sh".to_owned(),
+            job.model.clone(),
+        ];
+        self.runner.run(job, timeout, redactor, progress).await
+    }
+}
+
+/// A plan for the shell models: nothing in it is read but the models, the concurrency, the
+/// timeout and the working directory.
+fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize) -> TestPlan {
+    TestPlan {
+        environment: "shell@shell.py".to_owned(),
+        env_file: working_dir.join("shell.py"),
+        python: "/bin/false".into(),
+        working_dir: working_dir.to_owned(),
+        models: models.iter().map(|m| (*m).to_owned()).collect(),
+        endpoint: Endpoint {
+            base_url: "http://127.0.0.1:9/v1".to_owned(),
+            key_variable: "FIXTURE_KEY".to_owned(),
+            key: None,
+        },
+        steps: 1,
+        group_size: 1,
+        use_wandb: false,
+        wandb_key: None,
+        env_args: Vec::new(),
+        child_environment: Default::default(),
+        concurrency,
+        timeout: Duration::from_secs(120),
+        correct_rule: CorrectRule::TopScore,
+        verdict_policy: VerdictPolicy::default(),
+    }
+}
+
+fn started_models(dir: &Path) -> Vec<String> {
+    let mut started: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("started-").map(str::to_owned)
+        })
+        .collect();
+    started.sort();
+    started
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_all_during_a_preflight_starts_none_of_the_models_still_waiting() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let guard = KillOnDrop::new("preflight-stop");
+    let marker = guard.marker.clone();
+    let runner = LocalModelRunner::default();
+    let models = ShellModels {
+        runner: runner.clone(),
+        script: format!("touch \"started-$1\"; sleep 120; echo {marker}"),
+    };
+    let plan = shell_plan(work.path(), &["m1", "m2", "m3", "m4", "m5"], 2);
+    let test = tokio::spawn(async move {
+        rl_inference_test::run_test(
+            &plan,
+            &TestStore::new(home.path()),
+            Arc::new(models),
+            Redactor::default(),
+            ignore_progress(),
+        )
+        .await
+    });
+    wait_until("two models start", || {
+        started_models(work.path()).len() == 2
+    })
+    .await;
+    // Blocking (it waits for the groups to end), as in `rl serve`'s shutdown.
+    tokio::task::spawn_blocking(move || runner.stop_all())
+        .await
+        .unwrap();
+    let report = tokio::time::timeout(PATIENCE, test)
+        .await
+        .expect("the test ends once its running models are stopped")
+        .unwrap()
+        .unwrap();
+
+    let started = started_models(work.path());
+    assert_eq!(started.len(), 2, "{started:?}");
+    for model in &report.models {
+        if started.contains(&model.model) {
+            assert!(
+                matches!(
+                    model.outcome,
+                    ModelOutcome::Failed {
+                        signal: Some(15),
+                        ..
+                    }
+                ),
+                "{model:#?}"
+            );
+        } else {
+            assert!(
+                matches!(&model.outcome, ModelOutcome::NotStarted { reason } if reason.contains("stopped")),
+                "{model:#?}"
+            );
+        }
+    }
+    let left = processes_mentioning(&marker);
+    assert!(left.is_empty(), "left running: {left:?}");
 }
