@@ -1,10 +1,10 @@
 //! Where `rl` finds its state and settings, with the command line's overrides applied.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use rl_config::{Secrets, Settings};
+use rl_config::{ConfigError, Secrets, Settings};
 use rl_process::SupervisorCommand;
 use rl_tools::{Registry, ToolContext, Tools};
 
@@ -54,8 +54,8 @@ impl Context {
 
     /// Operator settings, then `--root` / `--envs-dir`; with no tree configured anywhere, the
     /// current folder is taken as the tinker-atropos tree.
-    pub(crate) fn settings(&self) -> anyhow::Result<Settings> {
-        let mut settings = Settings::load(&self.home()?, std::env::vars())?;
+    fn settings(&self, home: &Path) -> Result<Settings, ConfigError> {
+        let mut settings = Settings::load(home, std::env::vars())?;
         if let Some(root) = &self.root {
             settings.tinker_atropos_root = Some(root.clone());
             settings.environments_dir = None;
@@ -74,9 +74,16 @@ impl Context {
         if let Some(tools) = self.tools.get() {
             return Ok(tools.clone());
         }
+        let home = self.home()?;
+        // Kept as the reason, not as an error of this command: only the tools that need the
+        // settings fail for it (`rl runs stop` works with a broken config.toml).
+        let settings = self.settings(&home).map_err(|error| match error {
+            ConfigError::Settings(reason) => reason,
+            other => other.to_string(),
+        });
         let tools = Tools::new(ToolContext {
-            home: self.home()?,
-            settings: self.settings()?,
+            home,
+            settings,
             secrets: self.secrets()?,
             environment: process_environment(),
             supervisor: SupervisorCommand {

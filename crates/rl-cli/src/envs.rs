@@ -44,7 +44,7 @@ pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> any
             }
         }
         EnvsCommand::New { name } => {
-            let dir = tools.settings().environments_dir()?;
+            let dir = tools.settings()?.environments_dir()?;
             let created = rl_tools::new_environment(&dir, &name)?;
             if as_json {
                 return output::json(&created);

@@ -116,7 +116,7 @@ pub(crate) const LIST_TIPS: [&str; 4] = [
 
 impl Tools {
     pub fn scan(&self, recursive: bool) -> Result<Scan, ToolsError> {
-        let settings = self.settings();
+        let settings = self.settings()?;
         let options = ScanOptions {
             recursive: recursive || settings.recursive_discovery,
             ..Default::default()

@@ -1,13 +1,14 @@
 //! What `rl` needs from the machine, checked one by one, each with the fix when it is missing:
-//! the Python that runs atroposlib, atroposlib itself, the tinker-atropos tree and its
-//! environments, the keys (present or not, never their values), and a writable state directory.
+//! the operator's settings, the Python that runs atroposlib, atroposlib itself, the
+//! tinker-atropos tree and its environments, the keys (present or not, never their values), and
+//! a writable state directory.
 
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rl_config::{Secrets, Settings};
+use rl_config::{SETTINGS_FILE, Secrets, Settings};
 use serde::{Deserialize, Serialize};
 use wait_timeout::ChildExt;
 
@@ -37,11 +38,34 @@ pub struct HealthReport {
     pub checks: Vec<Check>,
 }
 
-/// Runs every check. Never fails: a check that cannot be made is a failed check.
-pub fn check(home: &Path, settings: &Settings, secrets: &Secrets) -> HealthReport {
-    let mut checks = python_checks(&settings.python);
-    checks.extend(tree_checks(settings));
-    checks.extend(key_checks(settings, secrets));
+/// Runs every check. Never fails: a check that cannot be made is a failed check. `settings` is
+/// the operator's settings or why they could not be read; without them the interpreter and the
+/// tree are unknown, so only the keys (as the defaults require them) and the state directory
+/// are checked beside the settings' own finding.
+pub fn check(home: &Path, settings: Result<&Settings, &str>, secrets: &Secrets) -> HealthReport {
+    let file = home.join(SETTINGS_FILE);
+    let mut checks = Vec::new();
+    match settings {
+        Ok(settings) => {
+            let read = if file.is_file() {
+                format!("{} and RL_* variables", file.display())
+            } else {
+                format!("defaults and RL_* variables (no {})", file.display())
+            };
+            checks.push(finding("settings", true, Ok(read)));
+            checks.extend(python_checks(&settings.python));
+            checks.extend(tree_checks(settings));
+            checks.extend(key_checks(settings, secrets));
+        }
+        Err(reason) => {
+            let fix = format!(
+                "correct {} (or the RL_* variable) as the detail says; the other checks need it",
+                file.display()
+            );
+            checks.push(finding("settings", true, Err((reason.to_owned(), fix))));
+            checks.extend(key_checks(&Settings::default(), secrets));
+        }
+    }
     checks.push(state_dir_check(home));
     HealthReport {
         healthy: checks.iter().all(|check| check.ok || !check.required),

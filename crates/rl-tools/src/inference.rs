@@ -35,7 +35,7 @@ impl Tools {
 
     /// The plan of a test of the selected environment, with every key it needs at hand.
     pub fn inference_plan(&self, options: InferenceOptions) -> Result<TestPlan, ToolsError> {
-        let settings = self.settings();
+        let settings = self.settings()?;
         let selection = self.service()?.selection()?;
         let configured = &settings.inference;
         let base_url = options

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rl_config::{ConfigService, Secrets, Settings};
+use rl_config::{ConfigError, ConfigService, Secrets, Settings};
 use rl_inference_test::LocalModelRunner;
 use rl_process::{Runs, SupervisorCommand};
 
@@ -17,7 +17,10 @@ use crate::ToolsError;
 #[derive(Clone)]
 pub struct ToolContext {
     pub home: PathBuf,
-    pub settings: Settings,
+    /// The operator's settings, or why they could not be read. Only the operations that need
+    /// them (environments, configuration, start, pre-flight) fail for it: a broken
+    /// `config.toml` must never keep anyone from watching, stopping or collecting a run.
+    pub settings: Result<Settings, String>,
     pub secrets: Secrets,
     /// The process environment: WandB's base URL and entity, and keys not in `<home>/.env`.
     pub environment: BTreeMap<String, String>,
@@ -49,8 +52,11 @@ impl Tools {
         &self.context.home
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.context.settings
+    pub fn settings(&self) -> Result<&Settings, ToolsError> {
+        self.context
+            .settings
+            .as_ref()
+            .map_err(|reason| ConfigError::Settings(reason.clone()).into())
     }
 
     pub fn secrets(&self) -> &Secrets {
@@ -65,7 +71,7 @@ impl Tools {
     pub fn service(&self) -> Result<ConfigService, ToolsError> {
         Ok(ConfigService::open(
             &self.context.home,
-            self.context.settings.clone(),
+            self.settings()?.clone(),
         )?)
     }
 
@@ -88,7 +94,7 @@ impl Tools {
     pub fn health_check(&self) -> crate::HealthReport {
         crate::health_check(
             &self.context.home,
-            &self.context.settings,
+            self.context.settings.as_ref().map_err(String::as_str),
             &self.context.secrets,
         )
     }

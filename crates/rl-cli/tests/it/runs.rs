@@ -529,6 +529,22 @@ fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
     caller.kill().unwrap();
     caller.wait().unwrap();
 
+    // The operator breaks config.toml meanwhile: new runs are refused, saying why, but the
+    // running one can still be watched and stopped.
+    let settings = stack.home.path().join("config.toml");
+    let good = std::fs::read_to_string(&settings).unwrap();
+    std::fs::write(
+        &settings,
+        format!("status_check_interval_secs = \"soon\"\n{good}"),
+    )
+    .unwrap();
+    let refused = stack.rl(&["runs", "start"]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("status_check_interval_secs"),
+        "{refused:?}"
+    );
+
     std::thread::sleep(Duration::from_millis(500));
     let status = stack.json(&["runs", "status", &id]);
     assert_eq!(status["state"], "running", "{}", stack.explain(&id));

@@ -470,7 +470,9 @@ fn json_errors_of_commands_carry_the_tools_hints() {
         "status_check_interval_secs = \"soon\"\n",
     )
     .unwrap();
-    let broken = tool(home.path(), "rl_list_runs", None, &[]);
+    // A broken config.toml fails the tools that need the settings, saying which setting; the
+    // runs stay reachable and the health check names it.
+    let broken = tool(home.path(), "rl_list_environments", None, &[]);
     assert_eq!(broken.status.code(), Some(1));
     let broken = answer(&broken);
     assert_eq!(broken["kind"], "precondition", "{broken}");
@@ -479,5 +481,21 @@ fn json_errors_of_commands_carry_the_tools_hints() {
             .as_str()
             .unwrap()
             .contains("status_check_interval_secs")
+    );
+    let runs = tool(home.path(), "rl_list_runs", None, &[]);
+    assert_eq!(runs.status.code(), Some(0), "{runs:?}");
+    assert_eq!(answer(&runs)["count"], 0);
+    let health = tool(home.path(), "rl_health_check", None, &[]);
+    let health = answer(&health);
+    assert_eq!(health["healthy"], false, "{health}");
+    let settings = &health["checks"][0];
+    assert_eq!(settings["name"], "settings", "{health}");
+    assert_eq!(settings["ok"], false, "{health}");
+    assert!(
+        settings["detail"]
+            .as_str()
+            .unwrap()
+            .contains("status_check_interval_secs"),
+        "{health}"
     );
 }

@@ -47,7 +47,7 @@ fn the_test_venv_and_the_fixture_tree_are_healthy_with_a_tinker_key() {
     let key = "tinker-key-never-shown-123";
     let report = health_check(
         home.path(),
-        &settings(&python, Some(fixture_root())),
+        Ok(&settings(&python, Some(fixture_root()))),
         &secrets_with(home.path(), &[("TINKER_API_KEY", key)]),
     );
     assert!(report.healthy, "{report:#?}");
@@ -67,7 +67,7 @@ fn each_missing_requirement_is_named_with_its_fix() {
     let home = tempfile::tempdir().unwrap();
     let report = health_check(
         &home.path().join("state"),
-        &settings(Path::new("/nonexistent/python3"), None),
+        Ok(&settings(Path::new("/nonexistent/python3"), None)),
         &secrets_with(home.path(), &[]),
     );
     assert!(!report.healthy);
@@ -99,7 +99,7 @@ fn a_program_that_is_not_python_and_a_tree_without_environments_are_findings() {
     std::fs::create_dir_all(empty_tree.path().join("tinker_atropos/environments")).unwrap();
     let mut settings = settings(Path::new("/bin/echo"), Some(empty_tree.path().to_owned()));
     settings.trainer_needs_tinker_key = false;
-    let report = health_check(home.path(), &settings, &secrets_with(home.path(), &[]));
+    let report = health_check(home.path(), Ok(&settings), &secrets_with(home.path(), &[]));
     assert!(named(&report, "python").detail.contains("is not a Python"));
     assert!(
         named(&report, "environments")
@@ -117,7 +117,7 @@ fn an_unwritable_state_directory_fails() {
     std::fs::write(&file, b"x").unwrap();
     let report = health_check(
         &file,
-        &settings(Path::new("/nonexistent/python3"), None),
+        Ok(&settings(Path::new("/nonexistent/python3"), None)),
         &secrets_with(home.path(), &[]),
     );
     let state = named(&report, "state directory");
