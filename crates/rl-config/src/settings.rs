@@ -277,6 +277,7 @@ impl Settings {
         let settings: Settings = figment
             .extract()
             .map_err(|error| ConfigError::Settings(error.to_string()))?;
+        refuse_unknown_keys(&home.join(SETTINGS_FILE))?;
         settings.check()?;
         Ok(settings)
     }
@@ -386,6 +387,30 @@ impl Settings {
 
 /// `RL_*` variables that configure something other than these settings.
 const NOT_SETTINGS: &[&str] = &["RL_HOME", "RL_TEST_PYTHON"];
+
+/// A key of `config.toml` that no setting reads is a mistake (a misspelling, a key outside its
+/// table): silently ignored, it would leave the operator believing a run is configured as they
+/// wrote. `RL_*` variables are not checked this way: other programs use the prefix too.
+fn refuse_unknown_keys(file: &Path) -> Result<(), ConfigError> {
+    let Ok(text) = std::fs::read_to_string(file) else {
+        // No file: nothing to check. An unreadable one has been reported by the load.
+        return Ok(());
+    };
+    let mut unknown = Vec::new();
+    let parsed: Result<Settings, _> =
+        serde_ignored::deserialize(toml::Deserializer::new(&text), |path| {
+            unknown.push(format!("`{path}`"));
+        });
+    // A file the load accepted parses here too; should it not, the load's verdict stands.
+    if parsed.is_err() || unknown.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::Settings(format!(
+        "{}: no setting is named {}; check the spelling and the [table] it is under",
+        file.display(),
+        unknown.join(", ")
+    )))
+}
 
 /// Environment values are text; numbers and booleans are read as such, as figment's own
 /// environment provider does.

@@ -79,6 +79,47 @@ fn a_broken_settings_file_is_a_clear_error() {
     assert!(error.to_string().contains("recursive_discovery"), "{error}");
 }
 
+/// A misspelt key, or one outside its table, would be silently without effect: refused, named
+/// by its path. Free-form tables (`[child_environment]`, `[locked.env]`) take any key, and
+/// unknown `RL_*` variables belong to other programs.
+#[test]
+fn keys_no_setting_reads_are_refused_by_name() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("config.toml");
+    std::fs::write(
+        &file,
+        "stop_grace_secs = 30
+[run]
+stop_grace_sec = 30
+[child_environment]
+ANY_NAME = \"1\"
+",
+    )
+    .unwrap();
+    let error = Settings::load(home.path(), vars(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`stop_grace_secs`") && error.contains("`run.stop_grace_sec`"),
+        "{error}"
+    );
+    assert!(!error.contains("ANY_NAME"), "{error}");
+
+    std::fs::write(
+        &file,
+        "[run]
+stop_grace_secs = 30
+[child_environment]
+ANY_NAME = \"1\"
+         [locked.env]
+max_token_length = 4096
+",
+    )
+    .unwrap();
+    let settings = Settings::load(home.path(), vars(&[("RL_SOMETHING_ELSE", "x")])).unwrap();
+    assert!((settings.run.stop_grace_secs - 30.0).abs() < f64::EPSILON);
+}
+
 #[test]
 fn secrets_from_env_file_and_environment_never_shown() {
     let home = tempfile::tempdir().unwrap();
