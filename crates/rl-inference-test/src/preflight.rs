@@ -88,7 +88,7 @@ pub async fn run_test(
             let (error, error_tail) = if run.outcome == ModelOutcome::Succeeded {
                 (None, Vec::new())
             } else {
-                let log = read_log(&job.log_path);
+                let log = read_log_end(&job.log_path);
                 (cause(&log), tail(&log, ERROR_TAIL_LINES))
             };
             ModelReport {
@@ -124,8 +124,14 @@ pub async fn run_test(
     Ok(report)
 }
 
-fn read_log(path: &std::path::Path) -> String {
-    String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
+/// Enough of a failed model's log to find the exception that ended it (tracebacks wrapped in
+/// retries run to a few hundred lines), without reading a log of any length whole.
+const CAUSE_SEARCH_LINES: usize = 2000;
+
+fn read_log_end(path: &std::path::Path) -> String {
+    rl_process::read_log_tail(path, CAUSE_SEARCH_LINES)
+        .map(|tail| tail.lines.join("\n"))
+        .unwrap_or_default()
 }
 
 fn tail(log: &str, lines: usize) -> Vec<String> {

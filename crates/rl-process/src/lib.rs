@@ -10,6 +10,7 @@ mod error;
 mod groups;
 mod identity;
 mod launcher;
+mod log_tail;
 mod plan;
 mod ports;
 mod probe;
@@ -26,6 +27,7 @@ pub use identity::{ProcessIdentity, boot_id, members_of_group};
 pub use launcher::{
     AllocationNote, ClusterEnd, LaunchSpec, Launcher, LocalLauncher, Placement, RunningComponent,
 };
+pub use log_tail::{LogTail, read_log_tail};
 pub use plan::LaunchPlan;
 pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};

@@ -600,7 +600,9 @@ impl<'a> Supervisor<'a> {
         let Some(spec) = self.plan.spec(component) else {
             return String::new();
         };
-        let tail = read_tail(&spec.log_path, LOG_TAIL_LINES);
+        let tail = crate::read_log_tail(&spec.log_path, LOG_TAIL_LINES)
+            .map(|tail| tail.lines.join("\n"))
+            .unwrap_or_default();
         if tail.trim().is_empty() {
             format!("; its log {} is empty", spec.log_path.display())
         } else {
@@ -722,29 +724,6 @@ fn seconds(value: f64) -> String {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
-}
-
-/// The last `lines` lines of a log, reading at most its last 64 KiB.
-pub(crate) fn read_tail(path: &Path, lines: usize) -> String {
-    use std::io::{Read, Seek, SeekFrom};
-    const WINDOW: u64 = 64 * 1024;
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return String::new();
-    };
-    let length = file.metadata().map_or(0, |m| m.len());
-    if file
-        .seek(SeekFrom::Start(length.saturating_sub(WINDOW)))
-        .is_err()
-    {
-        return String::new();
-    }
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return String::new();
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 #[cfg(test)]

@@ -358,26 +358,15 @@ impl Tools {
 
 /// The last `count` lines of a file; a file not written yet has none.
 fn tail(path: &Path, count: usize) -> Result<(Vec<String>, bool), ToolsError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Ok((Vec::new(), false));
-        }
-        Err(source) => {
-            return Err(ToolsError::Io {
-                action: "cannot read log",
-                path: path.to_owned(),
-                source,
-            });
-        }
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let all: Vec<&str> = text.lines().collect();
-    let start = all.len().saturating_sub(count);
-    Ok((
-        all[start..].iter().map(|line| (*line).to_owned()).collect(),
-        start > 0,
-    ))
+    match rl_process::read_log_tail(path, count) {
+        Ok(tail) => Ok((tail.lines, tail.earlier)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok((Vec::new(), false)),
+        Err(source) => Err(ToolsError::Io {
+            action: "cannot read log",
+            path: path.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// The run's WandB names from its config, or why they are unknown.

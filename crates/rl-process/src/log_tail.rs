@@ -1,0 +1,107 @@
+//! The last lines of a log, read from its end: a component's log grows for hours, and showing
+//! its tail must cost what the tail costs, not what the log does.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// The first read from the end; most tails fit in it.
+const FIRST_WINDOW: u64 = 64 * 1024;
+/// The most read for one tail: lines so long that the tail does not fit are cut at its start.
+const LARGEST_WINDOW: u64 = 4 * 1024 * 1024;
+
+/// The last lines of a log.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogTail {
+    pub lines: Vec<String>,
+    /// Whether the log has lines before these.
+    pub earlier: bool,
+}
+
+/// The last `count` lines of the file at `path`, invalid UTF-8 replaced. A missing file is an
+/// error of kind `NotFound`, for the caller to read as "nothing written yet" where it is.
+pub fn read_log_tail(path: &Path, count: usize) -> std::io::Result<LogTail> {
+    let mut file = std::fs::File::open(path)?;
+    let length = file.metadata()?.len();
+    let mut window = FIRST_WINDOW;
+    loop {
+        let start = length.saturating_sub(window);
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = Vec::new();
+        file.by_ref().take(length - start).read_to_end(&mut bytes)?;
+        let mut lines: Vec<&[u8]> = bytes.split(|&byte| byte == b'\n').collect();
+        // A final newline ends the last line; it does not begin another.
+        if lines.last().is_some_and(|line| line.is_empty()) {
+            lines.pop();
+        }
+        // Unless the window reaches the start, its first line is the end of a longer one.
+        let whole = if start == 0 {
+            &lines[..]
+        } else {
+            &lines[1.min(lines.len())..]
+        };
+        if whole.len() > count || start == 0 || window >= LARGEST_WINDOW {
+            let first = whole.len().saturating_sub(count);
+            return Ok(LogTail {
+                lines: whole[first..]
+                    .iter()
+                    .map(|line| {
+                        let line = line.strip_suffix(b"\r").unwrap_or(line);
+                        String::from_utf8_lossy(line).into_owned()
+                    })
+                    .collect(),
+                earlier: first > 0 || start > 0,
+            });
+        }
+        window = window.saturating_mul(4).min(LARGEST_WINDOW);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tail_of(text: &[u8], count: usize) -> LogTail {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, text).unwrap();
+        read_log_tail(&path, count).unwrap()
+    }
+
+    #[test]
+    fn the_last_lines_and_whether_any_precede_them() {
+        let tail = tail_of(b"one\ntwo\r\nthree\n", 2);
+        assert_eq!(tail.lines, ["two", "three"]);
+        assert!(tail.earlier);
+        let all = tail_of(b"one\ntwo", 5);
+        assert_eq!(all.lines, ["one", "two"]);
+        assert!(!all.earlier);
+        assert_eq!(tail_of(b"", 5), LogTail::default());
+    }
+
+    #[test]
+    fn a_long_log_is_read_from_its_end_past_the_first_window() {
+        // Lines longer than the first window: the window grows until the tail is whole.
+        let line = "x".repeat(50_000);
+        let text = format!("first\n{line}\n{line}\n{line}\nlast\n");
+        let tail = tail_of(text.as_bytes(), 3);
+        assert_eq!(tail.lines.len(), 3);
+        assert_eq!(tail.lines[0], line);
+        assert_eq!(tail.lines[2], "last");
+        assert!(tail.earlier);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_largest_window_is_cut_not_read_whole() {
+        let giant = "y".repeat(usize::try_from(LARGEST_WINDOW).unwrap() + 10);
+        let tail = tail_of(format!("{giant}\nend\n").as_bytes(), 2);
+        assert_eq!(tail.lines, ["end"]);
+        assert!(tail.earlier);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_and_a_missing_file_is_not_found() {
+        assert_eq!(tail_of(b"a\xffb\n", 1).lines, ["a\u{fffd}b"]);
+        let error = read_log_tail(Path::new("/nonexistent/log"), 1).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+    }
+}
