@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rl_discovery::{Environment, Scan, ScanOptions};
+use rl_discovery::{Environment, Scan};
 use serde::Serialize;
 
 use crate::run_config::{RunConfig, RunEndpoints, RunId};
@@ -111,14 +111,7 @@ impl ConfigService {
     }
 
     pub fn scan(&self) -> Result<Scan, ConfigError> {
-        let options = ScanOptions {
-            recursive: self.settings.recursive_discovery,
-            ..Default::default()
-        };
-        Ok(rl_discovery::scan(
-            &self.settings.environments_dir()?,
-            &options,
-        )?)
+        self.settings.scan_environments(false)
     }
 
     /// Selects an environment by name, key or class name; clears earlier edits, as a new

@@ -364,6 +364,16 @@ impl Settings {
         Ok(())
     }
 
+    /// The environments in [`Self::environments_dir`], its subfolders too when the operator
+    /// set `recursive_discovery` or the caller asks for them.
+    pub fn scan_environments(&self, recursive: bool) -> Result<rl_discovery::Scan, ConfigError> {
+        let options = rl_discovery::ScanOptions {
+            recursive: recursive || self.recursive_discovery,
+            ..Default::default()
+        };
+        Ok(rl_discovery::scan(&self.environments_dir()?, &options)?)
+    }
+
     /// The folder environments are discovered in.
     pub fn environments_dir(&self) -> Result<PathBuf, ConfigError> {
         if let Some(dir) = &self.environments_dir {

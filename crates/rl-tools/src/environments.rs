@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use rl_config::{CurrentField, DefaultValue, FieldType, Value, ValueOrigin};
-use rl_discovery::{DuplicateName, Environment, Scan, ScanOptions, SkippedFile};
+use rl_discovery::{DuplicateName, Environment, Scan, SkippedFile};
 use serde::Serialize;
 
 use crate::{Tools, ToolsError};
@@ -116,12 +116,7 @@ pub(crate) const LIST_TIPS: [&str; 4] = [
 
 impl Tools {
     pub fn scan(&self, recursive: bool) -> Result<Scan, ToolsError> {
-        let settings = self.settings()?;
-        let options = ScanOptions {
-            recursive: recursive || settings.recursive_discovery,
-            ..Default::default()
-        };
-        Ok(rl_discovery::scan(&settings.environments_dir()?, &options)?)
+        Ok(self.settings()?.scan_environments(recursive)?)
     }
 
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {

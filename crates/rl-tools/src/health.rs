@@ -211,11 +211,10 @@ fn tree_checks(settings: &Settings) -> Vec<Check> {
             Err((format!("{} is not a folder", dir.display()), set_root)),
         )];
     }
-    let options = rl_discovery::ScanOptions {
-        recursive: settings.recursive_discovery,
-        ..Default::default()
-    };
-    match rl_discovery::scan(&dir, &options).map(|scan| scan.environments.len()) {
+    match settings
+        .scan_environments(false)
+        .map(|scan| scan.environments.len())
+    {
         Ok(count) if count > 0 => vec![finding(
             "environments",
             true,
