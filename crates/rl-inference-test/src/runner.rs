@@ -126,9 +126,12 @@ impl LocalModelRunner {
             state.stopped = true;
             state.live_groups.iter().copied().collect()
         };
-        for pgid in groups {
-            rl_process::stop_group(pgid, STOP_GRACE);
-        }
+        // Side by side: each group may take its whole grace period to end.
+        std::thread::scope(|scope| {
+            for pgid in groups {
+                scope.spawn(move || rl_process::stop_group(pgid, STOP_GRACE));
+            }
+        });
     }
 
     fn is_stopped(&self) -> bool {
