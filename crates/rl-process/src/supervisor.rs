@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 use crate::ProcessError;
 use crate::groups::group_is_ours;
 use crate::identity::ProcessIdentity;
-use crate::launcher::{AllocationNote, Launcher, Placement};
+use crate::launcher::{AllocationNote, ClusterEnd, Launcher, Placement};
 use crate::plan::LaunchPlan;
 use crate::ports::{is_listening, still_listening};
 use crate::probe::{Probe, Readiness};
@@ -195,14 +195,12 @@ impl<'a> Supervisor<'a> {
             None => return Ok(Err(Ending::Stop)),
             Some(Ok(placement)) => placement,
             Some(Err(ProcessError::SlurmEnded(end))) => {
-                let id = self.run_id.clone();
-                self.store.note(&id, "cluster", &end.message)?;
-                return Ok(Err(match end.outcome {
-                    RunState::Stopped => Ending::Stop,
-                    _ => Ending::Failed {
-                        message: end.message,
-                    },
-                }));
+                // Nothing ran: a job that ends before its place is found failed, whatever
+                // SLURM calls it, unless it was cancelled.
+                let ending = self.cluster_ending(&end, "")?;
+                return Ok(Err(ending.unwrap_or(Ending::Failed {
+                    message: end.message,
+                })));
             }
             Some(Err(error)) => {
                 return Ok(Err(Ending::Failed {
@@ -358,6 +356,25 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// What the cluster's end of the run's work makes of the run, noted in its events: stopped
+    /// when cancelled, failed (`detail` added to the cluster's reason) on a time limit, a node
+    /// failure and the like; `None` when the job completed and the components' exits decide.
+    fn cluster_ending(
+        &mut self,
+        end: &ClusterEnd,
+        detail: &str,
+    ) -> Result<Option<Ending>, ProcessError> {
+        let id = self.run_id.clone();
+        self.store.note(&id, "cluster", &end.message)?;
+        Ok(match end.outcome {
+            RunState::Stopped => Some(Ending::Stop),
+            RunState::Failed => Some(Ending::Failed {
+                message: format!("{}{detail}", end.message),
+            }),
+            _ => None,
+        })
+    }
+
     /// A component ended without being asked to: record it and decide what the run becomes.
     async fn ended_by_itself(
         &mut self,
@@ -368,21 +385,13 @@ impl<'a> Supervisor<'a> {
         self.record_end(component, status)?;
         // A cluster that ended the run's work (a time limit, a cancel) says more than the exit.
         if let Some(end) = self.launcher.cluster_end().await {
-            let id = self.run_id.clone();
-            self.store.note(&id, "cluster", &end.message)?;
-            match end.outcome {
-                RunState::Stopped => return Ok(Ending::Stop),
-                RunState::Failed => {
-                    return Ok(Ending::Failed {
-                        message: format!(
-                            "{}; {component} {}{}",
-                            end.message,
-                            describe_end(status, passed_gate),
-                            self.log_tail(component)
-                        ),
-                    });
-                }
-                _ => {}
+            let detail = format!(
+                "; {component} {}{}",
+                describe_end(status, passed_gate),
+                self.log_tail(component)
+            );
+            if let Some(ending) = self.cluster_ending(&end, &detail)? {
+                return Ok(ending);
             }
         }
         let outcome = if passed_gate {
