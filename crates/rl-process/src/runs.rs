@@ -34,6 +34,8 @@ pub const DEFAULT_EVENT_LIMIT: usize = 200;
 pub struct SupervisorCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Variables the supervisor needs from its first instruction on (its allocator's options).
+    pub env: Vec<(String, String)>,
 }
 
 /// Which secrets each component receives; the others are removed from its environment.
@@ -234,6 +236,7 @@ impl Runs {
         command
             .args(&supervisor.args)
             .arg(run_id.as_str())
+            .envs(supervisor.env.iter().map(|(name, value)| (name, value)))
             .env("RL_HOME", &self.home)
             .stdin(Stdio::null())
             .stdout(log)

@@ -315,13 +315,21 @@ fn millis(duration: Duration) -> String {
 
 type Found = BTreeSet<(String, String)>;
 
+/// rl lists each environment's `file_path`; the Python scan, its file name as `file`.
 fn found_by_rl(command: &Command) -> anyhow::Result<Found> {
     let scan = json_output(command)?;
-    collect_found(&scan["environments"])
+    collect_found(&scan["environments"], |env| {
+        Path::new(env["file_path"].as_str()?)
+            .file_name()?
+            .to_str()
+            .map(str::to_owned)
+    })
 }
 
 fn found_by_python(command: &Command) -> anyhow::Result<Found> {
-    collect_found(&json_output(command)?)
+    collect_found(&json_output(command)?, |env| {
+        env["file"].as_str().map(str::to_owned)
+    })
 }
 
 fn json_output(command: &Command) -> anyhow::Result<serde_json::Value> {
@@ -338,19 +346,25 @@ fn json_output(command: &Command) -> anyhow::Result<serde_json::Value> {
         .with_context(|| format!("`{}` printed no JSON", display(&command)))
 }
 
-fn collect_found(list: &serde_json::Value) -> anyhow::Result<Found> {
+fn collect_found(
+    list: &serde_json::Value,
+    file_of: impl Fn(&serde_json::Value) -> Option<String>,
+) -> anyhow::Result<Found> {
     let list = list
         .as_array()
         .context("expected a JSON list of environments")?;
-    Ok(list
+    let found: Found = list
         .iter()
-        .filter_map(|env| {
-            Some((
-                env["file"].as_str()?.to_owned(),
-                env["class_name"].as_str()?.to_owned(),
-            ))
-        })
-        .collect())
+        .filter_map(|env| Some((file_of(env)?, env["class_name"].as_str()?.to_owned())))
+        .collect();
+    // An empty set from a non-empty list is a misread answer, not a finding.
+    anyhow::ensure!(
+        found.len() == list.len(),
+        "{} of {} environments lack a file or a class name",
+        list.len() - found.len(),
+        list.len()
+    );
+    Ok(found)
 }
 
 /// `Command` is not `Clone`; rebuild one from its parts.

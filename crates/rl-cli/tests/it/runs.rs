@@ -266,6 +266,11 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert!(environ("trainer").contains(&format!("TINKER_API_KEY={FAKE_TINKER_KEY}")));
     assert!(!environ("api").contains("TINKER_API_KEY"));
     assert!(!environ("env").contains("TINKER_API_KEY"));
+    // The supervisor, alive for the whole run, keeps its allocator lean (benchmarks.md).
+    let supervisor_environ = std::fs::read(format!("/proc/{supervisor}/environ")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&supervisor_environ).contains("MIMALLOC_ARENA_EAGER_COMMIT=0\0")
+    );
     // WandB writes the run's own files into the run folder, where metrics are read from.
     let wandb_dir = format!("WANDB_DIR={}\0", stack.run_dir(&id).display());
     assert!(environ("trainer").contains(&wandb_dir));
