@@ -10,6 +10,9 @@ use rl_tools::{Registry, ToolContext, Tools};
 
 use crate::output;
 
+/// mimalloc's option for a long-lived process, as an environment variable.
+const LEAN_ALLOCATOR: (&str, &str) = ("MIMALLOC_ARENA_EAGER_COMMIT", "0");
+
 pub(crate) struct Context {
     home: Option<PathBuf>,
     root: Option<PathBuf>,
@@ -93,7 +96,13 @@ impl Context {
                 // (`madvise`) each page it touches there is 2 MiB: 6 MiB resident for a few
                 // hundred KiB of heap. A supervisor lives as long as its run, one per run; the
                 // short-lived commands are left with mimalloc's defaults.
-                env: vec![("MIMALLOC_ARENA_EAGER_COMMIT".to_owned(), "0".to_owned())],
+                // An operator's own setting stands. The components inherit the variable; Python
+                // does not read it.
+                env: std::env::var_os(LEAN_ALLOCATOR.0)
+                    .is_none()
+                    .then(|| (LEAN_ALLOCATOR.0.to_owned(), LEAN_ALLOCATOR.1.to_owned()))
+                    .into_iter()
+                    .collect(),
             },
         });
         Ok(self.tools.get_or_init(|| tools).clone())
@@ -116,7 +125,8 @@ pub(crate) fn process_environment() -> BTreeMap<String, String> {
     std::env::vars().collect()
 }
 
-/// Ctrl-C, a terminal closing, or a stop request.
+/// Ctrl-C, a terminal closing, or a stop request. A terminal closing counts only when SIGHUP
+/// is not ignored: started with `nohup`, the caller asked to outlive its terminal.
 ///
 /// The handlers are installed by this call, not when the future is first polled: once a caller
 /// has announced itself (a server's first answer, a "listening" line), a signal must find them
@@ -124,18 +134,19 @@ pub(crate) fn process_environment() -> BTreeMap<String, String> {
 /// inside a runtime.
 pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{Signal, SignalKind, signal};
+    let hangup_wanted = !hangup_ignored();
     let streams = [
-        SignalKind::interrupt(),
-        SignalKind::terminate(),
-        SignalKind::hangup(),
+        (SignalKind::interrupt(), true),
+        (SignalKind::terminate(), true),
+        (SignalKind::hangup(), hangup_wanted),
     ]
-    .map(|kind| signal(kind).ok());
+    .map(|(kind, wanted)| wanted.then(|| signal(kind).ok()).flatten());
     async fn received(stream: Option<Signal>) {
         match stream {
             Some(mut stream) => {
                 stream.recv().await;
             }
-            // A handler that could not be installed never fires; the others still do.
+            // A handler not wanted or not installed never fires; the others still do.
             None => std::future::pending().await,
         }
     }
@@ -147,4 +158,18 @@ pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
             () = received(hangup) => {}
         }
     }
+}
+
+/// Whether this process ignores SIGHUP (`SigIgn` in `/proc/self/status`, SIGHUP being bit 0):
+/// installing a handler would undo what `nohup` set up.
+fn hangup_ignored() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("SigIgn:"))
+                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & 1 != 0)
 }

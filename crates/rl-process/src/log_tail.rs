@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// The first read from the end; most tails fit in it.
 const FIRST_WINDOW: u64 = 64 * 1024;
-/// The most read for one tail: lines so long that the tail does not fit are cut at its start.
+/// The most read for one tail: the first line of a tail that does not fit is cut at its start.
 const LARGEST_WINDOW: u64 = 4 * 1024 * 1024;
 
 /// The last lines of a log.
@@ -33,8 +33,9 @@ pub fn read_log_tail(path: &Path, count: usize) -> std::io::Result<LogTail> {
         if lines.last().is_some_and(|line| line.is_empty()) {
             lines.pop();
         }
-        // Unless the window reaches the start, its first line is the end of a longer one.
-        let whole = if start == 0 {
+        // Unless the window reaches the start, its first line is the end of a longer one; once
+        // the window can grow no more, that end is shown rather than nothing.
+        let whole = if start == 0 || window >= LARGEST_WINDOW {
             &lines[..]
         } else {
             &lines[1.min(lines.len())..]
@@ -94,8 +95,14 @@ mod tests {
     fn a_line_longer_than_the_largest_window_is_cut_not_read_whole() {
         let giant = "y".repeat(usize::try_from(LARGEST_WINDOW).unwrap() + 10);
         let tail = tail_of(format!("{giant}\nend\n").as_bytes(), 2);
-        assert_eq!(tail.lines, ["end"]);
+        assert_eq!(tail.lines.len(), 2);
+        assert!(tail.lines[0].len() < giant.len() && tail.lines[0].starts_with('y'));
+        assert_eq!(tail.lines[1], "end");
         assert!(tail.earlier);
+        // A log that is one endless line (a progress bar rewriting itself) still shows its end.
+        let endless = tail_of(giant.as_bytes(), 5);
+        assert_eq!(endless.lines.len(), 1);
+        assert!(!endless.lines[0].is_empty());
     }
 
     #[test]

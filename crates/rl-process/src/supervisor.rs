@@ -28,6 +28,8 @@ const STORE_CHECK_EVERY: u32 = 5;
 const REAP_WAIT: Duration = Duration::from_secs(2);
 /// Lines of a component's log quoted in the error of a failed run.
 const LOG_TAIL_LINES: usize = 15;
+/// A log line longer than this is shown by its end in a run's error.
+const LOG_LINE_CHARS: usize = 500;
 
 /// A component the supervisor has launched. Kept after its leader ends: what the leader started
 /// may still run in its group, and is stopped with the run.
@@ -609,8 +611,15 @@ impl<'a> Supervisor<'a> {
         let Some(spec) = self.plan.spec(component) else {
             return String::new();
         };
+        // The message is a run's error, in every status answer: each line is kept short.
         let tail = crate::read_log_tail(&spec.log_path, LOG_TAIL_LINES)
-            .map(|tail| tail.lines.join("\n"))
+            .map(|tail| {
+                tail.lines
+                    .iter()
+                    .map(|line| end_of(line, LOG_LINE_CHARS))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
             .unwrap_or_default();
         if tail.trim().is_empty() {
             format!("; its log {} is empty", spec.log_path.display())
@@ -729,6 +738,16 @@ fn seconds(value: f64) -> String {
     } else {
         format!("{value:.0} s")
     }
+}
+
+/// The last `chars` characters of `line`, marked as cut when it is longer.
+fn end_of(line: &str, chars: usize) -> String {
+    let total = line.chars().count();
+    if total <= chars {
+        return line.to_owned();
+    }
+    let kept: String = line.chars().skip(total - chars).collect();
+    format!("…{kept}")
 }
 
 fn first_line(text: &str) -> &str {

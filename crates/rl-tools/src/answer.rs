@@ -103,7 +103,8 @@ fn config_advice(
         C::InvalidInput { .. } => "Correct the request as the error says",
         C::Settings(_) => {
             "The operator's configuration (config.toml in the state directory, or RL_* \
-             variables) needs fixing; `rl doctor` shows what is missing"
+             variables) needs fixing; `rl doctor` shows what is missing. Settings are read when \
+             `rl serve` or `rl mcp` starts: restart a running one after the fix"
         }
         _ => "Check the state directory; rl_health_check shows whether the machine is ready",
     };

@@ -59,7 +59,8 @@ pub fn check(home: &Path, settings: Result<&Settings, &str>, secrets: &Secrets) 
         }
         Err(reason) => {
             let fix = format!(
-                "correct {} (or the RL_* variable) as the detail says; the other checks need it",
+                "correct {} (or the RL_* variable) as the detail says, then restart any running \
+                 `rl serve` / `rl mcp` (they read settings as they start); the other checks need it",
                 file.display()
             );
             checks.push(finding("settings", true, Err((reason.to_owned(), fix))));

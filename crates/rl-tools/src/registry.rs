@@ -52,7 +52,7 @@ pub const MAX_TEST_STEPS: u32 = 100;
 pub const MAX_TEST_GROUP_SIZE: u32 = 256;
 
 /// The tools by name; the spec and the call of each are exhaustive matches, so a tool cannot
-/// be added without both.
+/// be added without both. `ALL` must list it too, or no face can reach it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ToolName {
     ListEnvironments,

@@ -210,10 +210,15 @@ fn discovery(root: &Path, rl: &Path, args: &BenchArgs) -> anyhow::Result<String>
          |---|---|---|---|---|---|---|---|\n",
         runs = args.runs,
     );
+    let bench_home = root.join("target/bench/discovery-home");
+    std::fs::create_dir_all(&bench_home)?;
     for (label, dir) in &folders {
+        // A state directory of its own: the developer's config.toml must not change the scan.
         let mut rl_cmd = Command::new(rl);
         rl_cmd
-            .args(["envs", "list", "--json", "--envs-dir"])
+            .args(["envs", "list", "--json", "--home"])
+            .arg(&bench_home)
+            .arg("--envs-dir")
             .arg(dir);
         let mut py_cmd = Command::new("python3");
         py_cmd.arg(&python_scan).arg(dir);
@@ -353,18 +358,18 @@ fn collect_found(
     let list = list
         .as_array()
         .context("expected a JSON list of environments")?;
-    let found: Found = list
+    let read: Vec<Option<(String, String)>> = list
         .iter()
-        .filter_map(|env| Some((file_of(env)?, env["class_name"].as_str()?.to_owned())))
+        .map(|env| Some((file_of(env)?, env["class_name"].as_str()?.to_owned())))
         .collect();
-    // An empty set from a non-empty list is a misread answer, not a finding.
+    // An entry without them is a misread answer, not a finding.
+    let misread = read.iter().filter(|entry| entry.is_none()).count();
     anyhow::ensure!(
-        found.len() == list.len(),
-        "{} of {} environments lack a file or a class name",
-        list.len() - found.len(),
+        misread == 0,
+        "{misread} of {} environments lack a file or a class name",
         list.len()
     );
-    Ok(found)
+    Ok(read.into_iter().flatten().collect())
 }
 
 /// `Command` is not `Clone`; rebuild one from its parts.

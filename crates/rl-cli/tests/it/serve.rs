@@ -1031,6 +1031,38 @@ fn the_inference_test_takes_the_new_body_and_translates_the_old_one() {
     );
 }
 
+/// Started with `nohup`, a server outlives its terminal: a SIGHUP leaves it serving, and
+/// SIGTERM still stops it.
+#[test]
+fn a_server_started_with_nohup_survives_its_terminal_closing() {
+    let home = tempfile::tempdir().unwrap();
+    let plain = serve_command(home.path(), &["--addr", "127.0.0.1:0"], &[]);
+    let mut command = Command::new("nohup");
+    command
+        .arg(plain.get_program())
+        .args(plain.get_args())
+        .current_dir(workspace_root());
+    for (name, value) in plain.get_envs() {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let mut server = Server::spawn(command, home);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    // Had the signal stopped it, it would be gone well within this.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "{}",
+        server.output()
+    );
+    assert_eq!(server.request("GET", "/health", None).status, 200);
+    assert!(server.terminate().success(), "{}", server.output());
+    assert!(!server.output().contains("panicked"), "{}", server.output());
+}
+
 /// A stop signal while a test runs ends its models (they run in process groups of their own,
 /// which a signal to the server does not reach), and the server exits.
 #[test]
