@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use rl_config::{ConfigError, Secrets, Settings};
+use rl_inference_test::LocalModelRunner;
 use rl_process::SupervisorCommand;
 use rl_tools::{Registry, ToolContext, Tools};
 
@@ -134,13 +135,13 @@ pub(crate) fn process_environment() -> BTreeMap<String, String> {
 /// inside a runtime.
 pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{Signal, SignalKind, signal};
-    let hangup_wanted = !hangup_ignored();
-    let streams = [
-        (SignalKind::interrupt(), true),
-        (SignalKind::terminate(), true),
-        (SignalKind::hangup(), hangup_wanted),
-    ]
-    .map(|(kind, wanted)| wanted.then(|| signal(kind).ok()).flatten());
+    let interrupt = signal(SignalKind::interrupt()).ok();
+    let terminate = signal(SignalKind::terminate()).ok();
+    let hangup = if hangup_ignored() {
+        None
+    } else {
+        signal(SignalKind::hangup()).ok()
+    };
     async fn received(stream: Option<Signal>) {
         match stream {
             Some(mut stream) => {
@@ -150,7 +151,6 @@ pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
             None => std::future::pending().await,
         }
     }
-    let [interrupt, terminate, hangup] = streams;
     async move {
         tokio::select! {
             () = received(interrupt) => {}
@@ -158,6 +158,25 @@ pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
             () = received(hangup) => {}
         }
     }
+}
+
+/// Runs `work` to its end unless an interruption comes first. Then the pre-flight models
+/// `models` started are stopped — they run in process groups of their own, which a Ctrl-C or a
+/// signal to `rl` does not reach — and the answer is `None`.
+pub(crate) fn until_interrupted<T>(
+    models: &LocalModelRunner,
+    work: impl Future<Output = T>,
+) -> anyhow::Result<Option<T>> {
+    let finished = runtime()?.block_on(async {
+        tokio::select! {
+            value = work => Some(value),
+            () = interrupted() => None,
+        }
+    });
+    if finished.is_none() {
+        models.stop_all();
+    }
+    Ok(finished)
 }
 
 /// Whether this process ignores SIGHUP (`SigIgn` in `/proc/self/status`, SIGHUP being bit 0):

@@ -125,27 +125,19 @@ pub(crate) fn error_json(
 
 /// The error of a lower crate as the tools see it, so every face gives the same advice.
 fn as_tools_error(error: anyhow::Error) -> Result<rl_tools::ToolsError, anyhow::Error> {
-    let error = match error.downcast::<rl_tools::ToolsError>() {
-        Ok(error) => return Ok(error),
-        Err(error) => error,
-    };
-    let error = match error.downcast::<rl_config::ConfigError>() {
-        Ok(error) => return Ok(error.into()),
-        Err(error) => error,
-    };
-    let error = match error.downcast::<rl_discovery::DiscoveryError>() {
-        Ok(error) => return Ok(error.into()),
-        Err(error) => error,
-    };
-    let error = match error.downcast::<rl_process::ProcessError>() {
-        Ok(error) => return Ok(error.into()),
-        Err(error) => error,
-    };
-    let error = match error.downcast::<rl_inference_test::InferenceTestError>() {
-        Ok(error) => return Ok(error.into()),
-        Err(error) => error,
-    };
-    error.downcast::<rl_metrics::MetricsError>().map(Into::into)
+    fn lower<E>(error: anyhow::Error) -> Result<rl_tools::ToolsError, anyhow::Error>
+    where
+        E: Into<rl_tools::ToolsError> + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
+    {
+        error.downcast::<E>().map(Into::into)
+    }
+    error
+        .downcast::<rl_tools::ToolsError>()
+        .or_else(lower::<rl_config::ConfigError>)
+        .or_else(lower::<rl_discovery::DiscoveryError>)
+        .or_else(lower::<rl_process::ProcessError>)
+        .or_else(lower::<rl_inference_test::InferenceTestError>)
+        .or_else(lower::<rl_metrics::MetricsError>)
 }
 
 /// What a long command is doing, for a log or a pipe (a terminal gets a spinner instead).

@@ -13,7 +13,7 @@ use rl_inference_test::{
 };
 use rl_tools::{InferenceOptions, Tools};
 
-use crate::context::{Context, interrupted, runtime};
+use crate::context::{Context, until_interrupted};
 use crate::output;
 
 #[derive(Debug, Args)]
@@ -117,15 +117,8 @@ fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> a
         ))?;
         bars(&plan)
     };
-    let finished = runtime()?.block_on(async {
-        tokio::select! {
-            report = tools.test_inference(&plan, progress) => Some(report),
-            () = interrupted() => None,
-        }
-    });
+    let finished = until_interrupted(tools.model_runner(), tools.test_inference(&plan, progress))?;
     let Some(report) = finished else {
-        // The models run in process groups of their own: a Ctrl-C reached only `rl`.
-        tools.model_runner().stop_all();
         anyhow::bail!(
             "interrupted: every model's processes were stopped; the test is kept, unfinished, in {}",
             store.dir().display()

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use rl_tools::{Caller, ToolsError, error_answer, specs};
 use serde_json::json;
 
-use crate::context::{Context, interrupted, runtime};
+use crate::context::{Context, until_interrupted};
 use crate::output;
 
 #[derive(Debug, Subcommand)]
@@ -94,16 +94,12 @@ fn call(context: &Context, name: &str, arguments: Option<&str>) -> anyhow::Resul
             return Err(output::AlreadyReported(1).into());
         }
     };
-    let finished = runtime()?.block_on(async {
-        tokio::select! {
-            reply = registry.call(name, arguments, Caller::Agent) => Some(reply),
-            () = interrupted() => None,
-        }
-    });
+    // An agent's shell that gives up on this call must not leave its pre-flight models running.
+    let finished = until_interrupted(
+        registry.tools().model_runner(),
+        registry.call(name, arguments, Caller::Agent),
+    )?;
     let Some(reply) = finished else {
-        // Pre-flight models run in process groups of their own: an agent's shell that gives
-        // up on this call must not leave them running.
-        registry.tools().model_runner().stop_all();
         output::json(&json!({
             "error": "interrupted: the call was stopped, with every model process it started",
             "kind": "internal",

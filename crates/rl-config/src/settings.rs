@@ -15,6 +15,8 @@ use crate::{ConfigError, Value};
 
 /// The file in the state directory that holds the operator's settings.
 pub const SETTINGS_FILE: &str = "config.toml";
+/// The original tool's limit: one status check per run per 30 minutes for an agent.
+pub const DEFAULT_STATUS_CHECK_INTERVAL_SECS: f64 = 1800.0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -199,7 +201,7 @@ impl Default for Settings {
             child_environment: BTreeMap::new(),
             run: RunTiming::default(),
             trainer_port: None,
-            status_check_interval_secs: 1800.0,
+            status_check_interval_secs: DEFAULT_STATUS_CHECK_INTERVAL_SECS,
             inference: InferenceSettings::default(),
             backend: Backend::Local,
             slurm: SlurmSettings::default(),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rl_config::{Settings, Value};
+use rl_config::Value;
 use rl_inference_test::Progress;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -445,10 +445,12 @@ impl Registry {
     ) -> Result<serde_json::Value, ToolsError> {
         let id = self.tools.run_id(run_id)?;
         // Settings that cannot be read leave the limit at its default, never off.
-        let interval = self.tools.settings().map_or_else(
-            |_| Settings::default().status_check_interval_secs,
-            |settings| settings.status_check_interval_secs,
-        );
+        let interval = self
+            .tools
+            .settings()
+            .map_or(rl_config::DEFAULT_STATUS_CHECK_INTERVAL_SECS, |settings| {
+                settings.status_check_interval_secs
+            });
         let limited = caller == Caller::Agent && interval > 0.0;
         let owned = id.clone();
         let read = self
