@@ -1,8 +1,10 @@
-//! `cargo xtask demo`: the main job, on the bundled fixture tree and the local stack (real
-//! atroposlib run-api, the fixture trainer, the arithmetic environment, all on loopback), with a
-//! state directory of its own: list environments, select one, show and edit its config,
-//! pre-flight it against fixture models, train it to completion with live progress, collect the
-//! results, list runs. No key, no network once the test venv exists.
+//! `cargo xtask demo`: the main job, on the bundled fixture tree and the embedded local stack
+//! (real atroposlib run-api, rl's own trainer on the tinker SDK, the local Tinker-compatible
+//! engine on CPU JAX, a tiny model made here), with a state directory of its own: list
+//! environments, select one, show and edit its config, pre-flight it against fixture models,
+//! then train the digits environment for real with live progress and show what the engine
+//! computed: losses, rewards, the checkpoints it saved, a completion sampled from the final
+//! weights. No key, no network once the venvs exist.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,12 +19,13 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let rl = root.join("target/debug/rl");
     let tree = root.join("fixtures/tinker-atropos");
     let python = crate::venv::ensure_test_venv(root)?;
+    let engine = crate::venv::ensure_local_engine(root)?;
     let home = root.join("target/demo-home");
     if home.exists() {
         std::fs::remove_dir_all(&home)?;
     }
     std::fs::create_dir_all(&home)?;
-    let settings = crate::venv::local_stack_settings(root, &python)?;
+    let settings = crate::venv::local_engine_settings(root, &python, &engine)?;
     std::fs::write(home.join("config.toml"), settings)?;
     let rl_with = |args: &[&str]| {
         // The demo promises no keys: the local stack needs none, and none of the caller's leak in.
@@ -81,27 +84,48 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let tests = json(&mut rl_with(&["test", "list", "--json"]))?;
     let verdict = tests[0]["verdict"].as_str().unwrap_or("none").to_owned();
 
-    println!("\n== 5. Train: start a run on the local stack (API, trainer, environment)");
+    println!(
+        "\n== 5. Train for real: the digits environment (reward = the share of digits in a \
+         completion) on the local engine, with rl's own trainer and a tiny random Qwen3"
+    );
+    run_command(&mut rl_with(&["select", "digits"]))?;
+    run_command(&mut rl_with(&["doctor"]))?;
     let started = json(&mut rl_with(&["runs", "start", "--json"]))?;
     let id = text(&started["run_id"])?;
-    println!("started run {id}; following it to the end (readiness gates, no fixed sleeps)");
+    println!(
+        "started run {id} (engine, API, trainer, environment); following it to the end \
+         (readiness gates, no fixed sleeps)"
+    );
     let followed = follow(&rl_with, &id, &home);
     if followed.is_err() {
         // Whatever went wrong, the demo leaves no run behind.
         let _ = rl_with(&["runs", "stop", &id]).output();
     }
-    let (finished, weights) = followed?;
-    println!("\n== 7. Every run");
+    let (finished, results) = followed?;
+    let weights = text(&results["final_weights"]).context("the trainer saved no final weights")?;
+    let trend = show_training(&results)?;
+    let state = results["checkpoints"]
+        .as_array()
+        .and_then(|all| all.last())
+        .map(|last| text(&last["state_path"]))
+        .context("the results list no checkpoint")??;
+    println!(
+        "\n== 7. A completion sampled from the final weights (the run's engine started again on \
+         its saved state {state})"
+    );
+    let sample = crate::sample::from_run(root, &engine, &home.join("runs").join(&id), &state)?;
+    println!("{sample}");
+    println!("\n== 8. Every run");
     run_command(&mut rl_with(&["runs", "list"]))?;
-    println!("\n== 8. The same state through the agent tools (what MCP and HTTP answer)");
+    println!("\n== 9. The same state through the agent tools (what MCP and HTTP answer)");
     run_command(&mut rl_with(&["tool", "call", "rl_list_runs"]))?;
 
     let listed = json(&mut rl_with(&["envs", "list", "--json"]))?;
     println!(
         "\nSummary: {} environments found in {} without running their code; arithmetic \
          selected, 2 edits kept, 3 bad edits refused; pre-flight verdict {verdict}; run {id} \
-         completed in {:.1} s with final weights {weights}. Logs: {}/runs/{id}/*.log and \
-         {}/preflight/. State: {}.",
+         trained digits on the local engine in {:.1} s ({trend}), final weights {weights}. \
+         Logs: {}/runs/{id}/*.log and {}/preflight/. State: {}.",
         listed["count"],
         tree.display(),
         finished["elapsed_secs"].as_f64().unwrap_or_default(),
@@ -112,13 +136,68 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints each step's loss (the engine's) and reward, and the checkpoints the trainer
+/// recorded; returns how the reward moved, said plainly whichever way it went.
+fn show_training(results: &serde_json::Value) -> anyhow::Result<String> {
+    let history = results["history"]
+        .as_array()
+        .context("the results have no history")?;
+    println!("\n   step   loss (engine)   reward/mean");
+    let mut rewards = Vec::new();
+    for row in history {
+        let cell = |key: &str| {
+            row[key]
+                .as_f64()
+                .map_or_else(|| "—".to_owned(), |value| format!("{value:.4}"))
+        };
+        println!(
+            "   {:>4}   {:>13}   {:>11}",
+            row["step"],
+            cell("loss"),
+            cell("reward_mean")
+        );
+        if let Some(reward) = row["reward_mean"].as_f64() {
+            rewards.push(reward);
+        }
+    }
+    println!("\n   checkpoints (checkpoints.jsonl):");
+    for checkpoint in results["checkpoints"].as_array().into_iter().flatten() {
+        println!(
+            "   step {:>3}  {}{}",
+            checkpoint["step"],
+            checkpoint["path"].as_str().unwrap_or_default(),
+            checkpoint["state_path"]
+                .as_str()
+                .map_or_else(String::new, |state| format!("  (state {state})"))
+        );
+    }
+    let third = (rewards.len() / 3).max(1);
+    if rewards.len() < 2 {
+        return Ok("too few steps to tell a trend".to_owned());
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64;
+    let first = mean(&rewards[..third]);
+    let last = mean(&rewards[rewards.len() - third..]);
+    let verdict = if last > first + 0.02 {
+        "rose"
+    } else if last < first - 0.02 {
+        "fell"
+    } else {
+        "stayed flat"
+    };
+    Ok(format!(
+        "mean reward {verdict}: {first:.3} over the first {third} step(s), {last:.3} over the last {third}"
+    ))
+}
+
 /// Follows run `id` to its end with live progress, then shows its results; returns its final
-/// status and weights.
+/// status and results.
 fn follow(
     rl_with: &dyn Fn(&[&str]) -> Command,
     id: &str,
     home: &Path,
-) -> anyhow::Result<(serde_json::Value, String)> {
+) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
     run_command(&mut rl_with(&[
         "runs",
         "wait",
@@ -126,7 +205,7 @@ fn follow(
         "--until",
         "finished",
         "--timeout",
-        "300",
+        "1200",
     ]))?;
     let finished = json(&mut rl_with(&["runs", "status", id, "--json"]))?;
     run_command(&mut rl_with(&["runs", "status", id]))?;
@@ -140,9 +219,7 @@ fn follow(
     println!("\n== 6. Its results: metrics of every step, final weights, checkpoints, health");
     run_command(&mut rl_with(&["runs", "results", id]))?;
     let results = json(&mut rl_with(&["runs", "results", id, "--json"]))?;
-    let weights =
-        text(&results["final_weights"]).context("the trainer reported no final weights")?;
-    Ok((finished, weights))
+    Ok((finished, results))
 }
 
 fn json(command: &mut Command) -> anyhow::Result<serde_json::Value> {

@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod fixture_server;
+mod sample;
 mod test;
 mod venv;
 

@@ -38,15 +38,24 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
     let python = if args.no_python {
         None
     } else {
-        Some(venv::ensure_test_venv(root)?)
+        Some((
+            venv::ensure_test_venv(root)?,
+            venv::ensure_local_engine(root)?,
+        ))
     };
     let test_command = |cargo_args: &[&str]| {
         let mut command = Command::new("cargo");
         command.args(cargo_args);
         match &python {
-            Some(python) => command.env(venv::PYTHON_ENV, python),
+            Some((python, engine)) => command
+                .env(venv::PYTHON_ENV, python)
+                .env(venv::ENGINE_PYTHON_ENV, &engine.python)
+                .env(venv::BASE_MODEL_ENV, &engine.base_model),
             // An inherited value would bring the Python parts back despite `--no-python`.
-            None => command.env_remove(venv::PYTHON_ENV),
+            None => command
+                .env_remove(venv::PYTHON_ENV)
+                .env_remove(venv::ENGINE_PYTHON_ENV)
+                .env_remove(venv::BASE_MODEL_ENV),
         };
         command
     };

@@ -1,4 +1,6 @@
-//! The Python virtual environment the test suite runs its Python parts against.
+//! The Python virtual environments the test suite, the demo and the bench run against: the
+//! test venv (atroposlib, rl's trainer's pins, the test tools) and the local engine's venv
+//! (skyrl-tx on CPU JAX), plus the tiny model the engine trains.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,25 +12,138 @@ use crate::{display, run_command};
 
 /// Tells the tests which interpreter to use; when already set, nothing is provisioned.
 pub(crate) const PYTHON_ENV: &str = "RL_TEST_PYTHON";
+/// Tells the tests the local engine's interpreter.
+pub(crate) const ENGINE_PYTHON_ENV: &str = "RL_TEST_ENGINE_PYTHON";
+/// Tells the tests the tiny model's folder.
+pub(crate) const BASE_MODEL_ENV: &str = "RL_TEST_BASE_MODEL";
+const TINY_MODEL_SCRIPT: &str = "fixtures/tiny-model/make_tiny_model.py";
+const TOKENIZER_DIR: &str = "fixtures/tokenizer";
 
 const REQUIREMENTS: &str = "xtask/python/test-requirements.txt";
+const TRAINER_REQUIREMENTS: &str = "crates/rl-python/requirements/trainer.txt";
 /// Inside the venv, so deleting the venv (or `cargo clean`) also forgets what it holds.
 const STAMP: &str = ".rl-requirements";
 const MIN_PYTHON: (u32, u32) = (3, 11);
 
-/// Returns the python executable of a venv holding the test requirements, creating or
-/// refreshing `target/python-venv` when it is missing or was built from other requirements.
 /// `fixtures/local-stack.toml` filled in for this checkout and `python`: the operator settings
 /// of the local stack, as the demo and the bench write them into their state directory.
 pub(crate) fn local_stack_settings(root: &Path, python: &Path) -> anyhow::Result<String> {
-    let path = root.join("fixtures/local-stack.toml");
-    let template = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(template
-        .replace("@REPO@", &root.display().to_string())
-        .replace("@PYTHON@", &python.display().to_string()))
+    filled(root, "fixtures/local-stack.toml", python, &[])
 }
 
+/// The settings template `file` with the checkout, `python` and `more` filled in.
+fn filled(
+    root: &Path,
+    file: &str,
+    python: &Path,
+    more: &[(&str, &Path)],
+) -> anyhow::Result<String> {
+    let path = root.join(file);
+    let mut text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .replace("@REPO@", &root.display().to_string())
+        .replace("@PYTHON@", &python.display().to_string());
+    for (placeholder, value) in more {
+        text = text.replace(placeholder, &value.display().to_string());
+    }
+    Ok(text)
+}
+
+/// The local engine's interpreter and the model it trains.
+pub(crate) struct LocalEngine {
+    pub(crate) python: PathBuf,
+    pub(crate) base_model: PathBuf,
+}
+
+/// `fixtures/local-engine.toml` filled in: the operator settings of real training on the
+/// local engine (rl's trainer, skyrl-tx, the tiny model, the digits environment).
+pub(crate) fn local_engine_settings(
+    root: &Path,
+    python: &Path,
+    engine: &LocalEngine,
+) -> anyhow::Result<String> {
+    filled(
+        root,
+        "fixtures/local-engine.toml",
+        python,
+        &[
+            ("@ENGINE_PYTHON@", &engine.python),
+            ("@BASE_MODEL@", &engine.base_model),
+        ],
+    )
+}
+
+/// The engine's venv (`target/engine-venv`: skyrl-tx without its CUDA-pinning dependencies,
+/// then `crates/rl-python/requirements/engine.txt`) and the tiny model (`target/tiny-model`,
+/// random weights and the fixture tokenizer: no hub), each made when missing or outdated.
+pub(crate) fn ensure_local_engine(root: &Path) -> anyhow::Result<LocalEngine> {
+    let python = match std::env::var_os(ENGINE_PYTHON_ENV).map(PathBuf::from) {
+        Some(python) if python.is_file() => python,
+        _ => {
+            let package = rl_python::ENGINE_PACKAGE;
+            let pinned = format!("{}=={}", package.name, package.version);
+            let requirements = root.join("crates/rl-python/requirements/engine.txt");
+            let stamp = format!(
+                "{pinned}\n{}",
+                std::fs::read_to_string(&requirements)
+                    .with_context(|| format!("cannot read {}", requirements.display()))?
+            );
+            ensure_venv(
+                &root.join("target").join("engine-venv"),
+                &stamp,
+                "the local engine (skyrl-tx, CPU JAX), about two minutes",
+                &[
+                    &["install", "--no-deps", &pinned],
+                    &["install", "-r", &requirements.to_string_lossy()],
+                ],
+            )?
+        }
+    };
+    let base_model = match std::env::var_os(BASE_MODEL_ENV).map(PathBuf::from) {
+        Some(model) if model.is_dir() => model,
+        _ => ensure_tiny_model(root, &python)?,
+    };
+    Ok(LocalEngine { python, base_model })
+}
+
+/// `target/tiny-model`, remade whenever its script or the tokenizer it copies changes.
+fn ensure_tiny_model(root: &Path, python: &Path) -> anyhow::Result<PathBuf> {
+    let model = root.join("target").join("tiny-model");
+    let mut inputs = vec![root.join(TINY_MODEL_SCRIPT)];
+    for entry in std::fs::read_dir(root.join(TOKENIZER_DIR))? {
+        inputs.push(entry?.path());
+    }
+    inputs.sort();
+    let mut stamp = String::new();
+    for input in &inputs {
+        let bytes =
+            std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
+        stamp.push_str(&format!("{} {}\n", input.display(), fnv(&bytes)));
+    }
+    let stamp_path = model.join(".rl-inputs");
+    if std::fs::read_to_string(&stamp_path).is_ok_and(|made| made == stamp) {
+        return Ok(model);
+    }
+    run_command(
+        Command::new(python)
+            .arg(root.join(TINY_MODEL_SCRIPT))
+            .arg(&model),
+    )
+    .context("making the tiny model failed")?;
+    std::fs::write(&stamp_path, stamp)
+        .with_context(|| format!("cannot write {}", stamp_path.display()))?;
+    Ok(model)
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Returns the python executable of a venv holding the test requirements (the test tools and
+/// rl's trainer's pins), creating or refreshing `target/python-venv` when it is missing or was
+/// built from other requirements.
 pub(crate) fn ensure_test_venv(root: &Path) -> anyhow::Result<PathBuf> {
     if let Some(python) = std::env::var_os(PYTHON_ENV).map(PathBuf::from) {
         if python.is_file() {
@@ -42,47 +157,69 @@ pub(crate) fn ensure_test_venv(root: &Path) -> anyhow::Result<PathBuf> {
     }
 
     let requirements_path = root.join(REQUIREMENTS);
-    let requirements = std::fs::read_to_string(&requirements_path)
-        .with_context(|| format!("cannot read {}", requirements_path.display()))?;
-    let venv = root.join("target").join("python-venv");
-    let python = venv_python(&venv);
-    let stamp = venv.join(STAMP);
+    let trainer_path = root.join(TRAINER_REQUIREMENTS);
+    let mut stamp = String::new();
+    for path in [&requirements_path, &trainer_path] {
+        stamp.push_str(
+            &std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?,
+        );
+    }
+    ensure_venv(
+        &root.join("target").join("python-venv"),
+        &stamp,
+        "the test venv (atroposlib 0.4.0, rl's trainer's pins), about two minutes",
+        &[&[
+            "install",
+            "-r",
+            &requirements_path.to_string_lossy(),
+            "-r",
+            &trainer_path.to_string_lossy(),
+        ]],
+    )
+}
+
+/// The python of the venv at `venv`, (re)built with `pip` + each of `installs` unless it was
+/// built from the same `stamp` (the requirements' text) already.
+fn ensure_venv(
+    venv: &Path,
+    stamp: &str,
+    what: &str,
+    installs: &[&[&str]],
+) -> anyhow::Result<PathBuf> {
+    let python = venv_python(venv);
+    let stamp_path = venv.join(STAMP);
     let up_to_date = python.is_file()
-        && std::fs::read_to_string(&stamp).is_ok_and(|installed| installed == requirements);
+        && std::fs::read_to_string(&stamp_path).is_ok_and(|installed| installed == stamp);
     if up_to_date {
         return Ok(python);
     }
-
-    eprintln!("xtask: provisioning Python test venv (atroposlib 0.4.0), about a minute…");
+    eprintln!("xtask: provisioning {what}…");
     let started = Instant::now();
     check_version(Path::new("python3"))?;
     // A half-built or outdated venv can hold packages the new requirements no longer want.
     if venv.exists() {
-        std::fs::remove_dir_all(&venv)
+        std::fs::remove_dir_all(venv)
             .with_context(|| format!("cannot remove the stale venv {}", venv.display()))?;
     }
-    run_command(Command::new("python3").arg("-m").arg("venv").arg(&venv))
-        .context("creating the Python test venv failed")?;
-    run_command(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(&requirements_path),
-    )
-    .with_context(|| format!("pip install of {REQUIREMENTS} into the test venv failed"))?;
+    run_command(Command::new("python3").arg("-m").arg("venv").arg(venv))
+        .with_context(|| format!("creating {} failed", venv.display()))?;
+    for install in installs {
+        run_command(
+            Command::new(&python)
+                .args(["-m", "pip", "--disable-pip-version-check"])
+                .args(*install)
+                .arg("--quiet"),
+        )
+        .with_context(|| format!("pip failed while provisioning {}", venv.display()))?;
+    }
     // Written last: an interrupted install leaves no stamp and is redone next time.
-    std::fs::write(&stamp, &requirements)
-        .with_context(|| format!("cannot write {}", stamp.display()))?;
+    std::fs::write(&stamp_path, stamp)
+        .with_context(|| format!("cannot write {}", stamp_path.display()))?;
     eprintln!(
-        "xtask: Python test venv ready in {:.0?} at {}",
-        started.elapsed(),
-        venv.display()
+        "xtask: {} ready in {:.0?}",
+        venv.display(),
+        started.elapsed()
     );
     Ok(python)
 }

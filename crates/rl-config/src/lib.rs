@@ -25,8 +25,9 @@ pub use service::{
     SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD,
 };
 pub use settings::{
-    Backend, Commands, ComponentGpus, DEFAULT_STATUS_CHECK_INTERVAL_SECS, InferenceSettings,
-    Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings, default_home,
+    Backend, Commands, ComponentGpus, DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind,
+    EngineSettings, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings,
+    default_home,
 };
 pub use store::{Edit, Section, SelectedEnvironment, Selection, lock_exclusive, write_atomically};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};

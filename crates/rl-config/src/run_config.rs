@@ -62,11 +62,13 @@ impl fmt::Display for RunId {
     }
 }
 
-/// Where a run's own API and trainer listen (loopback), replacing the locked addresses.
+/// Where a run's own API, trainer and engine listen (loopback), replacing the locked addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RunEndpoints {
     pub api_port: u16,
     pub trainer_port: u16,
+    /// The local engine's port, for a run that starts one.
+    pub engine_port: Option<u16>,
 }
 
 impl RunEndpoints {
@@ -78,6 +80,12 @@ impl RunEndpoints {
     /// set, so anything else could lose letters.
     pub fn inference_base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.trainer_port)
+    }
+
+    /// The Tinker API of the run's own engine (the SDK's `base_url`).
+    pub fn engine_url(&self) -> Option<String> {
+        self.engine_port
+            .map(|port| format!("http://127.0.0.1:{port}"))
     }
 }
 
@@ -136,7 +144,11 @@ impl RunConfig {
                     endpoints.inference_base_url().as_str().into(),
                 );
             }
+            if let Some(url) = endpoints.engine_url() {
+                tinker.insert("base_url".to_owned(), url.as_str().into());
+            }
         }
+
         Self {
             env,
             openai,
@@ -202,6 +214,9 @@ impl RunConfig {
             moved(url);
         }
         if let Some(url) = self.openai.first_mut().and_then(|s| s.get_mut("base_url")) {
+            moved(url);
+        }
+        if let Some(url) = self.tinker.get_mut("base_url") {
             moved(url);
         }
     }

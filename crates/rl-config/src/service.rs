@@ -363,13 +363,30 @@ impl ConfigService {
         endpoints: Option<RunEndpoints>,
     ) -> Result<RunConfigFile, ConfigError> {
         let selection = self.selection()?;
-        let config = RunConfig::build(
+        let mut config = RunConfig::build(
             &self.settings,
             &selection,
             &self.wandb_project(&selection),
             run_id,
             endpoints,
         );
+        // The trainer reads these from the run config, and never sees the environment's own
+        // defaults (`config_init`): without them it would register another batch size or step
+        // count than the environment uses.
+        let (_, schema) = self.selected_schema(&selection)?;
+        let current = self.current_of(selection.clone(), schema);
+        for field in current
+            .fields
+            .iter()
+            .filter(|field| TRAINER_READS.contains(&field.spec.name.as_str()))
+        {
+            if let Some(value) = field.current.value() {
+                config
+                    .env
+                    .entry(field.spec.name.clone())
+                    .or_insert_with(|| value.clone());
+            }
+        }
         let path = crate::run_config::write(self.store.home(), run_id, &selection, &config)?;
         Ok(RunConfigFile {
             path,
@@ -378,6 +395,14 @@ impl ConfigService {
         })
     }
 }
+
+/// The env fields a trainer takes from the run config to register and to count its steps.
+const TRAINER_READS: [&str; 4] = [
+    "group_size",
+    "batch_size",
+    "total_steps",
+    "max_token_length",
+];
 
 /// Names from outside (environment names, field names) are short, printable and one line.
 fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), ConfigError> {

@@ -32,10 +32,13 @@ pub struct Settings {
     /// The Weights & Biases project runs go to unless an agent sets `wandb_project`.
     pub wandb_project: String,
     pub locked: Locked,
-    /// How the three components of a run are started.
+    /// How the components of a run are started.
     pub commands: Commands,
-    /// Whether the trainer needs `TINKER_API_KEY`; the local fixture stack does not.
+    /// Whether the trainer needs `TINKER_API_KEY` to reach the hosted Tinker; never with a
+    /// local engine. The local fixture stack needs none either.
     pub trainer_needs_tinker_key: bool,
+    /// The Tinker-compatible engine runs train on: the hosted Tinker, or one rl starts.
+    pub engine: EngineSettings,
     /// Extra environment variables for the run's processes (e.g. `HF_HUB_OFFLINE = "1"`).
     /// API keys are refused here: they belong in the environment or `<home>/.env`.
     pub child_environment: BTreeMap<String, String>,
@@ -55,6 +58,37 @@ pub struct Settings {
     pub backend: Backend,
     /// The SLURM job of each run, when `backend = "slurm"`.
     pub slurm: SlurmSettings,
+}
+
+/// Which Tinker API the trainer talks to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    /// The hosted Tinker service, with `TINKER_API_KEY`.
+    #[default]
+    Tinker,
+    /// skyrl-tx, started by rl as the first component of each run, on this machine's CPU or
+    /// GPU, from a model folder on disk.
+    Local,
+}
+
+/// The local engine: `kind = "local"` and a base model folder train without a Tinker account.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct EngineSettings {
+    pub kind: EngineKind,
+    /// The Python holding skyrl-tx (its own: its pins clash with atroposlib's); unset: `python`.
+    pub python: Option<PathBuf>,
+    /// A Hugging Face model folder on disk (Qwen3, Llama): the engine downloads nothing.
+    pub base_model: Option<PathBuf>,
+    /// skyrl-tx's `--backend-config` (e.g. `max_lora_adapters`, `max_lora_rank`), as a table.
+    pub backend_config: BTreeMap<String, Value>,
+}
+
+impl EngineSettings {
+    pub fn is_local(&self) -> bool {
+        self.kind == EngineKind::Local
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +128,7 @@ pub struct SlurmSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct ComponentGpus {
+    pub engine: u32,
     pub api: u32,
     pub trainer: u32,
     pub env: u32,
@@ -117,6 +152,8 @@ pub struct InferenceSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunTiming {
+    /// From launching the local engine until its health route answers.
+    pub engine_ready_timeout_secs: f64,
     /// From launching the API until `GET /status` answers as run-api does.
     pub api_ready_timeout_secs: f64,
     /// From launching the trainer until `GET /health` answers; a real Tinker trainer loads its
@@ -135,6 +172,7 @@ pub struct RunTiming {
 impl Default for RunTiming {
     fn default() -> Self {
         Self {
+            engine_ready_timeout_secs: 300.0,
             api_ready_timeout_secs: 60.0,
             trainer_ready_timeout_secs: 900.0,
             env_settle_secs: 60.0,
@@ -146,21 +184,43 @@ impl Default for RunTiming {
 
 /// Command lines as templates: one argument per item, `{placeholder}`s filled per run
 /// (`{python}`, `{config}`, `{env_file}`, `{api_port}`, `{trainer_port}`, `{run_id}`,
-/// `{run_dir}`, `{root}`). No shell is involved, so a value can never become a second argument.
+/// `{run_dir}`, `{root}`; for the engine also `{engine_python}`, `{engine_port}`,
+/// `{base_model}`, `{engine_backend_config}`). No shell is involved, so a value can never
+/// become a second argument.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Commands {
+    /// Used only when `engine.kind = "local"`.
+    pub engine: Vec<String>,
     pub api: Vec<String>,
     pub trainer: Vec<String>,
     pub env: Vec<String>,
 }
 
-/// The original tool's three commands, with the interpreter from the settings and the API bound
-/// to loopback on the run's own port.
+/// rl's own trainer and engine launcher (programs rl ships, found through `PYTHONPATH`), the
+/// original tool's API and environment commands, everything bound to loopback on the run's
+/// own ports, and the engine's database and checkpoints kept in the run's folder.
 impl Default for Commands {
     fn default() -> Self {
         let args = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
         Self {
+            engine: args(&[
+                "{engine_python}",
+                "-m",
+                "rl_engine",
+                "--base-model",
+                "{base_model}",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "{engine_port}",
+                "--database-url",
+                "sqlite:///{run_dir}/engine/tinker.db",
+                "--checkpoints-base",
+                "{run_dir}/engine/checkpoints",
+                "--backend-config",
+                "{engine_backend_config}",
+            ]),
             api: args(&[
                 "{python}",
                 "-m",
@@ -170,7 +230,15 @@ impl Default for Commands {
                 "--port",
                 "{api_port}",
             ]),
-            trainer: args(&["{python}", "launch_training.py", "--config", "{config}"]),
+            trainer: args(&[
+                "{python}",
+                "-m",
+                "rl_trainer",
+                "--config",
+                "{config}",
+                "--run-dir",
+                "{run_dir}",
+            ]),
             env: args(&["{python}", "{env_file}", "serve", "--config", "{config}"]),
         }
     }
@@ -198,6 +266,7 @@ impl Default for Settings {
             locked: Locked::default(),
             commands: Commands::default(),
             trainer_needs_tinker_key: true,
+            engine: EngineSettings::default(),
             child_environment: BTreeMap::new(),
             run: RunTiming::default(),
             trainer_port: None,
@@ -248,6 +317,10 @@ impl Default for Locked {
                 ("max_token_trainer_length", 9000.into()),
                 ("checkpoint_dir", "./temp/".into()),
                 ("save_checkpoint_interval", 25.into()),
+                // rl's trainer: weights and optimizer state every 25 steps (and at the end),
+                // the batches of the last 100 steps kept as rollouts.
+                ("save_every", 25.into()),
+                ("keep_rollouts", 100.into()),
             ]),
             slurm: false,
             testing: false,
@@ -276,11 +349,12 @@ impl Settings {
             from_env = from_env.merge(Serialized::default(&path, parse_env_value(value)));
         }
         figment = figment.merge(from_env);
-        let settings: Settings = figment
+        let mut settings: Settings = figment
             .extract()
             .map_err(|error| ConfigError::Settings(error.to_string()))?;
         refuse_unknown_keys(&home.join(SETTINGS_FILE))?;
         settings.check()?;
+        settings.lock_engine_model();
         Ok(settings)
     }
 
@@ -342,8 +416,19 @@ impl Settings {
                  script; ask for another signal"
             )));
         }
+        if self.engine.is_local() && self.engine.base_model.is_none() {
+            return Err(ConfigError::Settings(
+                "engine.kind is \"local\" but engine.base_model is not set: name a model folder \
+                 on disk (a Hugging Face Qwen3 or Llama checkpoint) for the engine to train"
+                    .to_owned(),
+            ));
+        }
         let timing = &self.run;
         for (name, value) in [
+            (
+                "run.engine_ready_timeout_secs",
+                timing.engine_ready_timeout_secs,
+            ),
             ("run.api_ready_timeout_secs", timing.api_ready_timeout_secs),
             (
                 "run.trainer_ready_timeout_secs",
@@ -389,6 +474,39 @@ impl Settings {
                     .to_owned(),
             )),
         }
+    }
+
+    /// With a local engine, its model is the one trained, so the trainer, the environment and
+    /// its first inference server all tokenize with that model's tokenizer: one model, one
+    /// vocabulary, locked (what `rl config show` shows is what runs get).
+    fn lock_engine_model(&mut self) {
+        if !self.engine.is_local() {
+            return;
+        }
+        let Some(model) = &self.engine.base_model else {
+            return;
+        };
+        let model: Value = model.to_string_lossy().as_ref().into();
+        self.locked
+            .tinker
+            .insert("base_model".to_owned(), model.clone());
+        self.locked
+            .env
+            .insert("tokenizer_name".to_owned(), model.clone());
+        if let Some(server) = self.locked.openai.first_mut() {
+            server.insert("tokenizer_name".to_owned(), model);
+        }
+    }
+
+    /// Whether a run must have `TINKER_API_KEY` before it starts: only a trainer that talks to
+    /// the hosted Tinker needs one.
+    pub fn needs_tinker_key(&self) -> bool {
+        self.trainer_needs_tinker_key && !self.engine.is_local()
+    }
+
+    /// The interpreter of the local engine.
+    pub fn engine_python(&self) -> &Path {
+        self.engine.python.as_deref().unwrap_or(&self.python)
     }
 
     /// Whether an env-section field is locked, and at what value.

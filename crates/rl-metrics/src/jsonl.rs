@@ -106,10 +106,10 @@ fn read_object(
         let path = object.get("path").and_then(serde_json::Value::as_str);
         match (event.as_str(), path) {
             (Some("final_weights"), Some(path)) => metrics.final_weights = Some(path.to_owned()),
-            (Some("checkpoint"), Some(path)) => metrics.checkpoints.push(Checkpoint {
-                step: object.get("step").and_then(serde_json::Value::as_i64),
-                path: path.to_owned(),
-            }),
+            (Some("checkpoint"), Some(path)) => metrics.checkpoints.push(Checkpoint::sampler(
+                object.get("step").and_then(serde_json::Value::as_i64),
+                path.to_owned(),
+            )),
             _ => metrics.warnings.push(format!(
                 "line {number}: event {event} is not one this reader knows; skipped"
             )),

@@ -6,6 +6,7 @@
 //! is the normalised view a status shows, [`Results`] what a finished run hands over, and
 //! [`HealthDigest`] flags a run that is not learning.
 
+mod checkpoints;
 mod error;
 mod health;
 mod jsonl;
@@ -17,6 +18,7 @@ mod view;
 mod wandb_api;
 mod wandb_file;
 
+pub use checkpoints::{CHECKPOINTS_FILE_NAME, CheckpointRecord, read_checkpoints};
 pub use error::MetricsError;
 pub use health::{Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, StepWindow};
 pub use jsonl::{MetricsFile, read_metrics_file};

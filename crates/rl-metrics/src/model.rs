@@ -254,6 +254,8 @@ pub enum SourceKind {
     WandbApi,
     /// Only the trainer's log: the weights it saved, no numbers.
     TrainerLog,
+    /// Only the trainer's `checkpoints.jsonl`: the checkpoints it saved, no numbers.
+    CheckpointsFile,
 }
 
 impl fmt::Display for SourceKind {
@@ -263,6 +265,7 @@ impl fmt::Display for SourceKind {
             Self::WandbFiles => "wandb_files",
             Self::WandbApi => "wandb_api",
             Self::TrainerLog => "trainer_log",
+            Self::CheckpointsFile => "checkpoints_file",
         })
     }
 }
@@ -272,7 +275,30 @@ impl fmt::Display for SourceKind {
 pub struct Checkpoint {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<i64>,
+    /// The sampler weights (`tinker://…/sampler_weights/<name>`): what sampling needs.
     pub path: String,
+    /// `step_<n>` or `final`, as the trainer named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The weights and optimizer state (`save_state`): what resuming needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_path: Option<String>,
+    /// When it was saved (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+}
+
+impl Checkpoint {
+    /// Sampler weights known only by their path (a log line, a metrics event).
+    pub fn sampler(step: Option<i64>, path: String) -> Self {
+        Self {
+            step,
+            path,
+            name: None,
+            state_path: None,
+            time: None,
+        }
+    }
 }
 
 /// Everything one source knows about a training run.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 use serde::Serialize;
 
+use crate::checkpoints::{CHECKPOINTS_FILE_NAME, CheckpointRecord, read_checkpoints};
 use crate::error::MetricsError;
 use crate::model::{RunMetrics, SourceKind};
 use crate::trainer_log;
@@ -88,6 +89,10 @@ impl RunTarget {
     pub fn wandb_dir(&self) -> PathBuf {
         self.run_dir.join(WANDB_DIR_NAME)
     }
+
+    pub fn checkpoints_file(&self) -> PathBuf {
+        self.run_dir.join(CHECKPOINTS_FILE_NAME)
+    }
 }
 
 /// A place a run's metrics can be read from.
@@ -131,7 +136,8 @@ pub struct Collected {
 
 /// Asks each source in turn and keeps the first that has the run's trainer metrics; the env's
 /// metrics are taken from a later source when the first has none. Checkpoints and final
-/// weights the source lacks come from the trainer's log.
+/// weights come from the run's `checkpoints.jsonl` when it has one (nothing else is believed
+/// then); else what the sources lack comes from the trainer's log.
 pub async fn collect(target: &RunTarget, sources: &[&dyn MetricsSource]) -> Collected {
     let mut found: Option<RunMetrics> = None;
     let mut failures = Vec::new();
@@ -167,10 +173,21 @@ pub async fn collect(target: &RunTarget, sources: &[&dyn MetricsSource]) -> Coll
             }),
         }
     }
-    if let Some(log) = target.trainer_log.clone() {
-        // A trainer log of a long run is large: read it where it cannot stall the runtime.
-        let report = read_off_thread(log.clone(), move || trainer_log::scan(&log)).await;
-        add_from_trainer_log(&mut found, report);
+    let file = target.checkpoints_file();
+    match read_off_thread(file.clone(), move || read_checkpoints(&file)).await {
+        Ok(Some(record)) => use_checkpoint_record(&mut found, record),
+        Ok(None) => {
+            if let Some(log) = target.trainer_log.clone() {
+                // A trainer log of a long run is large: read it where it cannot stall the
+                // runtime.
+                let report = read_off_thread(log.clone(), move || trainer_log::scan(&log)).await;
+                add_from_trainer_log(&mut found, report);
+            }
+        }
+        Err(error) => failures.push(SourceFailure {
+            source: SourceKind::CheckpointsFile,
+            error: error.to_string(),
+        }),
     }
     Collected {
         metrics: found,
@@ -195,6 +212,17 @@ fn fill_missing(first: &mut RunMetrics, later: RunMetrics) {
         first.checkpoints = later.checkpoints;
     }
     first.warnings.extend(later.warnings);
+}
+
+/// The trainer's own record of what it saved replaces whatever else claimed to know.
+fn use_checkpoint_record(found: &mut Option<RunMetrics>, record: CheckpointRecord) {
+    if record.checkpoints.is_empty() && found.is_none() {
+        return;
+    }
+    let metrics = found.get_or_insert_with(|| RunMetrics::empty(SourceKind::CheckpointsFile));
+    metrics.checkpoints = record.checkpoints;
+    metrics.final_weights = record.final_weights;
+    metrics.warnings.extend(record.warnings);
 }
 
 fn add_from_trainer_log(
@@ -347,9 +375,41 @@ mod tests {
         assert_eq!(metrics.trainer, None);
         assert_eq!(
             metrics.final_weights.as_deref(),
-            Some("tinker://m/sampler_weights/final")
+            Some("tinker://m/sampler_weights/step_1"),
+            "the last weights the log shows saved, not the final path it prints"
         );
         assert_eq!(metrics.checkpoints.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_checkpoints_file_is_the_only_word_on_weights() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.path().join("trainer.log");
+        std::fs::write(
+            &log,
+            "Sampling client updated: tinker://m/step_9\n\
+             Final weights are available here: tinker://m/final\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(CHECKPOINTS_FILE_NAME),
+            "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://m/step_0\", \"state_path\": \"tinker://m/weights/step_0\", \"time\": \"2026-11-23T16:00:00Z\"}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let target = RunTarget::new(dir.path().to_path_buf(), Some(log), None);
+        let mut with_final = RunMetrics::empty(SourceKind::MetricsFile);
+        with_final.final_weights = Some("tinker://m/final".to_owned());
+        let file = source(SourceKind::MetricsFile, Some(with_final));
+        let metrics = collect(&target, &[&file]).await.metrics.expect("metrics");
+        assert_eq!(
+            metrics.final_weights, None,
+            "no final row: the run never saved final weights, whatever its log says"
+        );
+        assert_eq!(metrics.checkpoints.len(), 1);
+        assert_eq!(
+            metrics.checkpoints[0].state_path.as_deref(),
+            Some("tinker://m/weights/step_0")
+        );
     }
 
     #[tokio::test]

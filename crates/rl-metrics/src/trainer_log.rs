@@ -1,6 +1,9 @@
-//! The weights a Tinker trainer reports live only in its output: after each step it prints
+//! The weights a trainer without a checkpoints file (tinker-atropos' `launch_training.py`) reports
+//! live only in its output: after each step it prints
 //! `Sampling client updated: tinker://<model>/sampler_weights/step_<n>`, and at the end
-//! `Final weights are available here: tinker://<model>/sampler_weights/final`.
+//! `Final weights are available here: tinker://<model>/sampler_weights/final` — a path it never
+//! saved (it exits that way after a failed step too). Its last weights are therefore the last
+//! `step_<n>` it printed after saving them, and the `final` line is never believed.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -12,6 +15,7 @@ use crate::model::Checkpoint;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WeightsReport {
     pub checkpoints: Vec<Checkpoint>,
+    /// The last weights the log shows saved.
     pub final_weights: Option<String>,
 }
 
@@ -39,7 +43,13 @@ pub fn scan(path: &Path) -> Result<WeightsReport, MetricsError> {
             }
         }
     }
-    Ok(report)
+    Ok(concluded(report))
+}
+
+/// The report once every line is read: the last weights are the last ones saved.
+fn concluded(mut report: WeightsReport) -> WeightsReport {
+    report.final_weights = report.checkpoints.last().map(|last| last.path.clone());
+    report
 }
 
 fn read_line(line: &str, report: &mut WeightsReport) {
@@ -51,13 +61,15 @@ fn read_line(line: &str, report: &mut WeightsReport) {
         .take_while(|c| !c.is_whitespace() && !matches!(c, '"' | '\'' | ',' | ')'))
         .collect();
     if path.ends_with("/final") && line.contains("inal weights") {
-        report.final_weights = Some(path);
-    } else if line.contains("ampling client") || path.contains("/sampler_weights/step_") {
+        // The phantom: printed whether or not anything was saved under that name.
+        return;
+    }
+    if line.contains("ampling client") || path.contains("/sampler_weights/step_") {
         let step = path
             .rsplit_once("/step_")
             .and_then(|(_, step)| step.parse::<i64>().ok());
         if !report.checkpoints.iter().any(|seen| seen.path == path) {
-            report.checkpoints.push(Checkpoint { step, path });
+            report.checkpoints.push(Checkpoint::sampler(step, path));
         }
     }
 }
@@ -71,7 +83,7 @@ mod tests {
         for line in text.lines() {
             read_line(line, &mut report);
         }
-        report
+        concluded(report)
     }
 
     #[test]
@@ -85,7 +97,8 @@ mod tests {
         );
         assert_eq!(
             report.final_weights.as_deref(),
-            Some("tinker://abc/sampler_weights/final")
+            Some("tinker://abc/sampler_weights/step_2"),
+            "the last weights saved, never the final path it prints without saving"
         );
         let steps: Vec<_> = report.checkpoints.iter().map(|c| c.step).collect();
         assert_eq!(steps, vec![Some(0), Some(1), Some(2)]);

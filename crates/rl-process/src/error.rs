@@ -22,6 +22,8 @@ pub enum ProcessError {
     Probe(String),
     #[error(transparent)]
     Config(#[from] rl_config::ConfigError),
+    #[error(transparent)]
+    Programs(#[from] rl_python::PythonError),
     #[error(
         "TINKER_API_KEY is not set: put it in the environment or in {dotenv}; a trainer that needs no key (the local stack) is declared with trainer_needs_tinker_key = false in config.toml"
     )]

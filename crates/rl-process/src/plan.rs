@@ -1,4 +1,4 @@
-//! A run's launch plan: the three rendered command lines, the ports and the timing, written by
+//! A run's launch plan: the rendered command lines, the ports and the timing, written by
 //! whoever starts the run and read by its supervisor. It records exactly what ran, and holds no
 //! secret.
 
@@ -18,7 +18,10 @@ pub struct LaunchPlan {
     pub run_id: RunId,
     pub api_port: u16,
     pub trainer_port: u16,
-    /// In start order: api, trainer, env.
+    /// The local engine's port, for a run that starts one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_port: Option<u16>,
+    /// In start order: the engine (when the run has one), api, trainer, env.
     pub components: Vec<LaunchSpec>,
     pub timing: RunTiming,
     /// The SLURM job's settings as they were when the run started, for a run on SLURM; a run
@@ -34,6 +37,24 @@ impl LaunchPlan {
 
     pub fn spec(&self, component: Component) -> Option<&LaunchSpec> {
         self.components.iter().find(|s| s.component == component)
+    }
+
+    /// The run's components in start order: the optional engine only when it has one.
+    pub fn start_order(&self) -> Vec<Component> {
+        Component::START_ORDER
+            .into_iter()
+            .filter(|component| self.spec(*component).is_some())
+            .collect()
+    }
+
+    /// The port `component` listens on, for those that listen.
+    pub fn port(&self, component: Component) -> Option<u16> {
+        match component {
+            Component::Engine => self.engine_port,
+            Component::Api => Some(self.api_port),
+            Component::Trainer => Some(self.trainer_port),
+            Component::Env => None,
+        }
     }
 
     pub fn save(&self, home: &Path) -> Result<(), ProcessError> {

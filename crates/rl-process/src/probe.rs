@@ -9,6 +9,8 @@ use crate::ProcessError;
 /// What "ready" means for each phase of a start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Readiness {
+    /// The local Tinker-compatible engine answers `GET /api/v1/healthz`.
+    EngineHealthy { port: u16 },
     /// run-api answers `GET /status` with its step counter.
     ApiAnswers { port: u16 },
     /// The trainer's inference server answers `GET /health` with a success.
@@ -23,6 +25,9 @@ impl Readiness {
     /// What was asked, for messages when the answer never came.
     pub fn describe(self, host: &str) -> String {
         match self {
+            Readiness::EngineHealthy { port } => {
+                format!("GET http://{host}:{port}{ENGINE_HEALTH_PATH}")
+            }
             Readiness::ApiAnswers { port } => format!("GET http://{host}:{port}/status"),
             Readiness::TrainerHealthy { port } => format!("GET http://{host}:{port}/health"),
             Readiness::EnvRegistered { api_port } => {
@@ -31,6 +36,9 @@ impl Readiness {
         }
     }
 }
+
+/// skyrl-tx's health route (the hosted Tinker's too).
+const ENGINE_HEALTH_PATH: &str = "/api/v1/healthz";
 
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
@@ -64,6 +72,16 @@ impl HttpProbe {
     }
 }
 
+impl HttpProbe {
+    /// Whether `url` answers with a success whose JSON body (`None`: not JSON) passes `check`.
+    async fn answers(&self, url: &str, check: impl Fn(Option<serde_json::Value>) -> bool) -> bool {
+        let Ok(response) = self.client.get(url).send().await else {
+            return false;
+        };
+        response.status().is_success() && check(response.json::<serde_json::Value>().await.ok())
+    }
+}
+
 #[async_trait]
 impl Probe for HttpProbe {
     async fn is_ready(&self, host: &str, readiness: Readiness) -> bool {
@@ -71,22 +89,26 @@ impl Probe for HttpProbe {
             Readiness::ApiAnswers { port } => {
                 // run-api's own route and shape, so that another server on the port (one that
                 // took it before the API could bind it) is never taken for the run's API.
-                let Ok(response) = self
-                    .client
-                    .get(format!("http://{host}:{port}/status"))
-                    .send()
-                    .await
-                else {
-                    return false;
-                };
-                return response.status().is_success()
-                    && response
-                        .json::<serde_json::Value>()
-                        .await
-                        .is_ok_and(|status| status.get("current_step").is_some());
+                return self
+                    .answers(&format!("http://{host}:{port}/status"), |status| {
+                        status.is_some_and(|status| status.get("current_step").is_some())
+                    })
+                    .await;
             }
+            Readiness::EngineHealthy { port } => self
+                .client
+                .get(format!("http://{host}:{port}{ENGINE_HEALTH_PATH}")),
             Readiness::TrainerHealthy { port } => {
-                self.client.get(format!("http://{host}:{port}/health"))
+                // rl's trainer serves /health while it sets up; it is ready once it says it
+                // is initialised (a trainer that does not say is ready when it answers).
+                return self
+                    .answers(&format!("http://{host}:{port}/health"), |health| {
+                        health.is_none_or(|health| {
+                            health.get("trainer_initialized")
+                                != Some(&serde_json::Value::Bool(false))
+                        })
+                    })
+                    .await;
             }
             Readiness::EnvRegistered { api_port } => self
                 .client

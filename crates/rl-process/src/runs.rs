@@ -41,7 +41,7 @@ pub struct SupervisorCommand {
 /// Which secrets each component receives; the others are removed from its environment.
 fn secrets_for(component: Component) -> &'static [&'static str] {
     match component {
-        Component::Api => &[],
+        Component::Engine | Component::Api => &[],
         Component::Trainer => &["TINKER_API_KEY", "WANDB_API_KEY"],
         Component::Env => &["WANDB_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
     }
@@ -108,7 +108,7 @@ impl Runs {
         supervisor: &SupervisorCommand,
     ) -> Result<RunStatus, ProcessError> {
         let settings = config.settings();
-        if settings.trainer_needs_tinker_key && secrets.get("TINKER_API_KEY").is_none() {
+        if settings.needs_tinker_key() && secrets.get("TINKER_API_KEY").is_none() {
             return Err(ProcessError::MissingTinkerKey {
                 dotenv: self.home.join(".env"),
             });
@@ -121,7 +121,8 @@ impl Runs {
                 .ok_or(ProcessError::NoRoot)?,
         )?;
         let run_id = self.unused_id()?;
-        let [api_port, free_port] = free_loopback_ports::<2>()?;
+        let [api_port, free_port, engine_port] = free_loopback_ports::<3>()?;
+        let engine_port = settings.engine.is_local().then_some(engine_port);
         let trainer_port = match settings.trainer_port {
             Some(port) if is_listening(port) => {
                 return Err(ProcessError::FixedPortInUse { port });
@@ -132,7 +133,9 @@ impl Runs {
         let endpoints = RunEndpoints {
             api_port,
             trainer_port,
+            engine_port,
         };
+        let programs = rl_python::install(&self.home)?;
         let written = config.write_run_config(&run_id, Some(endpoints))?;
         let selected = &written.selection.environment;
         let dir = run_dir(&self.home, &run_id);
@@ -145,10 +148,39 @@ impl Runs {
             .with("trainer_port", trainer_port.to_string())
             .with("run_id", run_id.as_str())
             .with("run_dir", dir.to_string_lossy())
-            .with("root", root.to_string_lossy());
-        let mut components = Vec::with_capacity(3);
+            .with("root", root.to_string_lossy())
+            .with("engine_python", settings.engine_python().to_string_lossy())
+            .with("engine_port", engine_port.unwrap_or_default().to_string())
+            .with(
+                "base_model",
+                settings
+                    .engine
+                    .base_model
+                    .as_deref()
+                    .map(|model| absolute(model).map(|path| path.to_string_lossy().into_owned()))
+                    .transpose()?
+                    .unwrap_or_default(),
+            )
+            .with(
+                "engine_backend_config",
+                serde_json::to_string(&settings.engine.backend_config).map_err(|error| {
+                    ProcessError::Store(format!("engine.backend_config: {error}"))
+                })?,
+            );
+        if engine_port.is_some() {
+            // The engine keeps its database and checkpoints in the run's folder.
+            let engine_dir = dir.join("engine");
+            std::fs::create_dir_all(&engine_dir).map_err(|source| ProcessError::Io {
+                action: "create",
+                path: engine_dir,
+                source,
+            })?;
+        }
+        let mut components = Vec::with_capacity(Component::START_ORDER.len());
         for component in Component::START_ORDER {
             let template = match component {
+                Component::Engine if engine_port.is_some() => &settings.commands.engine,
+                Component::Engine => continue,
                 Component::Api => &settings.commands.api,
                 Component::Trainer => &settings.commands.trainer,
                 Component::Env => &settings.commands.env,
@@ -165,6 +197,9 @@ impl Runs {
             // WandB keeps each run's `run-<id>.wandb` file (offline or not) under this folder:
             // the run's metrics are then readable without network, and runs never mix.
             env.push(("WANDB_DIR".to_owned(), dir.to_string_lossy().into_owned()));
+            if matches!(component, Component::Engine | Component::Trainer) {
+                env.push(python_path(&programs, &settings.child_environment));
+            }
             components.push(LaunchSpec {
                 component,
                 program,
@@ -183,12 +218,17 @@ impl Runs {
             run_id: run_id.clone(),
             api_port,
             trainer_port,
+            engine_port,
             components,
             timing: settings.run.clone(),
             slurm: (settings.backend == Backend::Slurm).then(|| settings.slurm.clone()),
         };
         plan.save(&self.home)?;
-        let logs = Component::START_ORDER.map(|c| (c, dir.join(format!("{c}.log"))));
+        let logs = plan
+            .components
+            .iter()
+            .map(|spec| (spec.component, spec.log_path.clone()))
+            .collect();
         self.store.create_run(&NewRun {
             id: run_id.clone(),
             environment: selected.key.clone(),
@@ -519,6 +559,22 @@ fn absolute(path: &Path) -> Result<PathBuf, ProcessError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// `PYTHONPATH` for rl's own programs, ahead of whatever the operator put there.
+fn python_path(
+    programs: &Path,
+    child_environment: &std::collections::BTreeMap<String, String>,
+) -> (String, String) {
+    let mut value = programs.to_string_lossy().into_owned();
+    if let Some(theirs) = child_environment
+        .get("PYTHONPATH")
+        .filter(|v| !v.is_empty())
+    {
+        value.push(':');
+        value.push_str(theirs);
+    }
+    ("PYTHONPATH".to_owned(), value)
 }
 
 fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {

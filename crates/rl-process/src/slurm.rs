@@ -313,7 +313,7 @@ pub fn batch_script(run_id: &RunId, settings: &SlurmSettings, run_dir: &Path) ->
     if let Some(time) = &settings.time_limit {
         lines.push(format!("#SBATCH --time={time}"));
     }
-    let total_gpus = gpus.api + gpus.trainer + gpus.env;
+    let total_gpus = gpus.engine + gpus.api + gpus.trainer + gpus.env;
     if total_gpus > 0 {
         lines.push(format!("#SBATCH --gpus={total_gpus}"));
     }
@@ -389,6 +389,7 @@ impl SlurmLauncher {
     /// to the local `srun` and from there to the component's log.
     fn step_spec(&self, spec: &LaunchSpec, job: &str, node: &str) -> LaunchSpec {
         let gpus = match spec.component {
+            Component::Engine => self.settings.gpus.engine,
             Component::Api => self.settings.gpus.api,
             Component::Trainer => self.settings.gpus.trainer,
             Component::Env => self.settings.gpus.env,

@@ -1,14 +1,17 @@
-//! The life of a run, and of each of its three components.
+//! The life of a run, and of each of its components.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// The three cooperating processes of a run, in start order.
+/// The cooperating processes of a run, in start order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Component {
+    /// A local Tinker-compatible engine (skyrl-tx), for runs that train on this machine
+    /// instead of the hosted Tinker: the only optional component.
+    Engine,
     /// Atropos' trajectory API (`run-api`).
     Api,
     /// The Tinker trainer, which also serves inference.
@@ -18,12 +21,23 @@ pub enum Component {
 }
 
 impl Component {
-    pub const START_ORDER: [Component; 3] = [Component::Api, Component::Trainer, Component::Env];
+    pub const START_ORDER: [Component; 4] = [
+        Component::Engine,
+        Component::Api,
+        Component::Trainer,
+        Component::Env,
+    ];
     /// Stops go the other way: nothing is left talking to a component that is already gone.
-    pub const STOP_ORDER: [Component; 3] = [Component::Env, Component::Trainer, Component::Api];
+    pub const STOP_ORDER: [Component; 4] = [
+        Component::Env,
+        Component::Trainer,
+        Component::Api,
+        Component::Engine,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Component::Engine => "engine",
             Component::Api => "api",
             Component::Trainer => "trainer",
             Component::Env => "env",
@@ -53,6 +67,7 @@ impl FromStr for Component {
 pub enum Phase {
     /// Submitted to a cluster's scheduler, waiting for an allocation.
     Queued,
+    Engine,
     Api,
     Trainer,
     Env,
@@ -62,6 +77,7 @@ impl Phase {
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Queued => "queued",
+            Phase::Engine => "engine",
             Phase::Api => "api",
             Phase::Trainer => "trainer",
             Phase::Env => "env",
@@ -72,6 +88,7 @@ impl Phase {
 impl From<Component> for Phase {
     fn from(component: Component) -> Self {
         match component {
+            Component::Engine => Phase::Engine,
             Component::Api => Phase::Api,
             Component::Trainer => Phase::Trainer,
             Component::Env => Phase::Env,
@@ -88,10 +105,16 @@ impl fmt::Display for Phase {
 impl FromStr for Phase {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Phase::Queued, Phase::Api, Phase::Trainer, Phase::Env]
-            .into_iter()
-            .find(|phase| phase.as_str() == s)
-            .ok_or_else(|| format!("unknown phase '{s}'"))
+        [
+            Phase::Queued,
+            Phase::Engine,
+            Phase::Api,
+            Phase::Trainer,
+            Phase::Env,
+        ]
+        .into_iter()
+        .find(|phase| phase.as_str() == s)
+        .ok_or_else(|| format!("unknown phase '{s}'"))
     }
 }
 
@@ -203,8 +226,8 @@ impl ComponentStatus {
 }
 
 /// What a run becomes when one of its components ends on its own: the trainer or the
-/// environment finishing cleanly completes the run; anything else, or the API ending at all,
-/// fails it.
+/// environment finishing cleanly completes the run; anything else, or the API or the engine
+/// ending at all, fails it.
 pub fn outcome_of_exit(component: Component, status: ComponentStatus) -> RunState {
     match (component, status) {
         (Component::Trainer | Component::Env, ComponentStatus::Exited { code: 0 }) => {
@@ -284,6 +307,11 @@ mod tests {
             ),
             (
                 Component::Api,
+                ComponentStatus::Exited { code: 0 },
+                RunState::Failed,
+            ),
+            (
+                Component::Engine,
                 ComponentStatus::Exited { code: 0 },
                 RunState::Failed,
             ),

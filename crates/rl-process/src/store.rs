@@ -73,9 +73,9 @@ pub struct NewRun {
     pub config_path: PathBuf,
     pub api_port: Option<u16>,
     pub trainer_port: Option<u16>,
-    /// Log file of each component.
-    pub logs: [(Component, PathBuf); 3],
-    /// Submitted to a scheduler: the run starts `starting: queued`, not `starting: api`.
+    /// Log file of each component, in start order: the run starts in the first one's phase.
+    pub logs: Vec<(Component, PathBuf)>,
+    /// Submitted to a scheduler: the run starts `starting: queued`, not in its first phase.
     pub queued: bool,
 }
 
@@ -212,7 +212,9 @@ impl RunStore {
         let state = RunState::Starting(if run.queued {
             Phase::Queued
         } else {
-            Phase::Api
+            run.logs
+                .first()
+                .map_or(Phase::Api, |(component, _)| Phase::from(*component))
         });
         transaction.execute(
             "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port, boot_id)

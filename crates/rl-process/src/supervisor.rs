@@ -113,8 +113,9 @@ impl<'a> Supervisor<'a> {
             Err(ending) => return Ok(ending),
         }
         let started = Instant::now();
-        for component in Component::START_ORDER {
-            if component != Component::Api {
+        for (index, component) in self.plan.start_order().into_iter().enumerate() {
+            // The run was created in its first component's phase.
+            if index > 0 {
                 let id = self.run_id.clone();
                 if self
                     .store
@@ -213,9 +214,14 @@ impl<'a> Supervisor<'a> {
         let id = self.run_id.clone();
         if self.store.state(&id)? == RunState::Starting(Phase::Queued) {
             let message = format!("placed: {}", placement.description);
+            let first = self
+                .plan
+                .start_order()
+                .first()
+                .map_or(Phase::Api, |component| Phase::from(*component));
             if self
                 .store
-                .transition(&id, RunState::Starting(Phase::Api), &message)?
+                .transition(&id, RunState::Starting(first), &message)?
                 .is_none()
             {
                 return Ok(Err(Ending::Stop));
@@ -247,11 +253,7 @@ impl<'a> Supervisor<'a> {
                 message: format!("the launch plan has no {component} command"),
             }));
         };
-        let port = match component {
-            Component::Api => Some(self.plan.api_port),
-            Component::Trainer => Some(self.plan.trainer_port),
-            Component::Env => None,
-        };
+        let port = self.plan.port(component);
         // Only this machine's ports can be checked here.
         if let Some(port) = port
             && self.placement.local
@@ -297,6 +299,14 @@ impl<'a> Supervisor<'a> {
     async fn await_ready(&mut self, component: Component) -> Result<Gate, ProcessError> {
         let timing = &self.plan.timing;
         let (readiness, limit) = match component {
+            Component::Engine => (
+                // A plan with an engine and no port was not written by rl: port 0 never
+                // answers, and the gate names what it waited for.
+                Readiness::EngineHealthy {
+                    port: self.plan.engine_port.unwrap_or(0),
+                },
+                timing.engine_ready_timeout_secs,
+            ),
             Component::Api => (
                 Readiness::ApiAnswers {
                     port: self.plan.api_port,
@@ -596,7 +606,10 @@ impl<'a> Supervisor<'a> {
     /// The run's ports are free again once its groups are gone; a socket in the kernel may
     /// take a moment. Returns the ports still in use after that.
     async fn wait_for_ports(&mut self) -> Vec<u16> {
-        let ports = [self.plan.api_port, self.plan.trainer_port];
+        let ports: Vec<u16> = Component::START_ORDER
+            .into_iter()
+            .filter_map(|component| self.plan.port(component))
+            .collect();
         let deadline = Instant::now() + REAP_WAIT;
         loop {
             let busy = still_listening(&ports);

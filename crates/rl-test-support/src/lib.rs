@@ -40,18 +40,75 @@ pub fn test_python(what_is_skipped: &str) -> Option<PathBuf> {
     }
 }
 
+/// The local engine `cargo xtask test` provisions: its Python (skyrl-tx) and the tiny model.
+pub struct LocalEngine {
+    pub python: PathBuf,
+    pub base_model: PathBuf,
+}
+
+/// The local engine from `RL_TEST_ENGINE_PYTHON` and `RL_TEST_BASE_MODEL`, skipped loudly like
+/// [`test_python`] when absent, and required under CI.
+///
+/// # Panics
+/// Under CI (`CI` set) when either is missing.
+pub fn local_engine(what_is_skipped: &str) -> Option<LocalEngine> {
+    let python = std::env::var_os("RL_TEST_ENGINE_PYTHON").map(PathBuf::from);
+    let base_model = std::env::var_os("RL_TEST_BASE_MODEL").map(PathBuf::from);
+    match (python, base_model) {
+        (Some(python), Some(base_model)) if python.exists() && base_model.is_dir() => {
+            Some(LocalEngine { python, base_model })
+        }
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "RL_TEST_ENGINE_PYTHON / RL_TEST_BASE_MODEL are not set under CI: run the tests \
+             through `cargo xtask test`"
+        ),
+        _ => {
+            eprintln!(
+                "SKIPPED: RL_TEST_ENGINE_PYTHON / RL_TEST_BASE_MODEL are not set; run `cargo \
+                 xtask test` for {what_is_skipped}"
+            );
+            None
+        }
+    }
+}
+
+/// `fixtures/local-engine.toml` made concrete: real training with rl's trainer on the local
+/// engine, for the test venv's Python and `engine`.
+///
+/// # Panics
+/// When the template is missing.
+pub fn local_engine_settings(python: &Path, engine: &LocalEngine) -> String {
+    filled(
+        "fixtures/local-engine.toml",
+        python,
+        &[
+            ("@ENGINE_PYTHON@", &engine.python),
+            ("@BASE_MODEL@", &engine.base_model),
+        ],
+    )
+}
+
+/// The settings template `file` with the checkout, `python` and `more` filled in.
+fn filled(file: &str, python: &Path, more: &[(&str, &Path)]) -> String {
+    let root = workspace_root();
+    #[allow(clippy::expect_used)]
+    let mut text = std::fs::read_to_string(root.join(file))
+        .expect("a settings template of fixtures/")
+        .replace("@REPO@", &root.display().to_string())
+        .replace("@PYTHON@", &python.display().to_string());
+    for (placeholder, value) in more {
+        text = text.replace(placeholder, &value.display().to_string());
+    }
+    text
+}
+
 /// `fixtures/local-stack.toml` made concrete: the operator settings of the local stack (real
 /// atroposlib, fixture trainer, arithmetic environment) for the test venv's Python.
 ///
 /// # Panics
 /// When the template is missing.
 pub fn local_stack_settings(python: &Path) -> String {
-    let root = workspace_root();
-    #[allow(clippy::expect_used)]
-    std::fs::read_to_string(root.join("fixtures/local-stack.toml"))
-        .expect("fixtures/local-stack.toml")
-        .replace("@REPO@", &root.display().to_string())
-        .replace("@PYTHON@", &python.display().to_string())
+    filled("fixtures/local-stack.toml", python, &[])
 }
 
 /// Every process whose command line mentions `needle`, but this one (to prove none is left).

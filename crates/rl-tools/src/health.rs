@@ -1,7 +1,8 @@
 //! What `rl` needs from the machine, checked one by one, each with the fix when it is missing:
-//! the operator's settings, the Python that runs atroposlib, atroposlib itself, the
-//! tinker-atropos tree and its environments, the keys (present or not, never their values), and
-//! a writable state directory.
+//! the operator's settings, the Python that runs atroposlib, atroposlib itself, the packages of
+//! rl's trainer at their pinned versions, the local engine (when runs use one) and its model,
+//! the trainer's known defects (tinker-atropos' script), the tinker-atropos tree and its
+//! environments, the keys (present or not, never their values), and a writable state directory.
 
 use std::io::Read;
 use std::path::Path;
@@ -53,7 +54,13 @@ pub fn check(home: &Path, settings: Result<&Settings, &str>, secrets: &Secrets) 
                 format!("defaults and RL_* variables (no {})", file.display())
             };
             checks.push(finding("settings", true, Ok(read)));
-            checks.extend(python_checks(&settings.python));
+            let trainer_pins = rl_python::pins(rl_python::TRAINER_REQUIREMENTS);
+            let probed = run_probe(&settings.python, &trainer_pins);
+            checks.extend(python_checks(&settings.python, &probed));
+            checks.push(trainer_check(settings, &probed, &trainer_pins));
+            if settings.engine.is_local() {
+                checks.extend(engine_checks(settings));
+            }
             checks.extend(tree_checks(settings));
             checks.extend(key_checks(settings, secrets));
         }
@@ -93,33 +100,41 @@ fn finding(name: &str, required: bool, outcome: Result<String, (String, String)>
     }
 }
 
-/// Python's version and atroposlib's, from one run of the configured interpreter.
+/// Python's version, atroposlib's, and the installed versions of the packages asked about
+/// (`None`: not installed), from one run of an interpreter.
 #[derive(Debug, Deserialize)]
 struct PythonFacts {
     version: [u32; 3],
     atroposlib: Option<String>,
     import_error: Option<String>,
+    #[serde(default)]
+    packages: std::collections::BTreeMap<String, Option<String>>,
 }
 
+/// Imports atroposlib (a package that installs but cannot import is not there), and reads the
+/// other packages' versions from their metadata only (importing them all would take long).
 const PROBE: &str = "import json, sys\n\
-facts = {'version': list(sys.version_info[:3]), 'atroposlib': None, 'import_error': None}\n\
-try:\n    import atroposlib  # noqa: F401\n    from importlib.metadata import version\n    \
-facts['atroposlib'] = version('atroposlib')\n\
+from importlib.metadata import version, PackageNotFoundError\n\
+facts = {'version': list(sys.version_info[:3]), 'atroposlib': None, 'import_error': None, \
+'packages': {}}\n\
+try:\n    import atroposlib  # noqa: F401\n    facts['atroposlib'] = version('atroposlib')\n\
 except Exception as error:\n    facts['import_error'] = f'{type(error).__name__}: {error}'[:300]\n\
+for name in sys.argv[1:]:\n    try:\n        facts['packages'][name] = version(name)\n    \
+except PackageNotFoundError:\n        facts['packages'][name] = None\n\
 print(json.dumps(facts))\n";
 
-fn python_checks(python: &Path) -> Vec<Check> {
+fn python_checks(python: &Path, probed: &Result<PythonFacts, String>) -> Vec<Check> {
     let configure = format!(
         "install Python {}.{}+ and set `python = \"/path/to/python\"` in config.toml (now {})",
         MIN_PYTHON.0,
         MIN_PYTHON.1,
         python.display()
     );
-    let facts = match run_probe(python) {
+    let facts = match probed {
         Ok(facts) => facts,
         Err(problem) => {
             return vec![
-                finding("python", true, Err((problem, configure))),
+                finding("python", true, Err((problem.clone(), configure))),
                 finding(
                     "atroposlib",
                     true,
@@ -143,13 +158,13 @@ fn python_checks(python: &Path) -> Vec<Check> {
         )
     };
     let install = format!("{} -m pip install atroposlib==0.4.0", python.display());
-    let atroposlib = match (facts.atroposlib, facts.import_error) {
-        (Some(version), _) => finding("atroposlib", true, Ok(version)),
+    let atroposlib = match (&facts.atroposlib, &facts.import_error) {
+        (Some(version), _) => finding("atroposlib", true, Ok(version.clone())),
         (None, error) => finding(
             "atroposlib",
             true,
             Err((
-                error.unwrap_or_else(|| "not importable".to_owned()),
+                error.clone().unwrap_or_else(|| "not importable".to_owned()),
                 install,
             )),
         ),
@@ -157,9 +172,182 @@ fn python_checks(python: &Path) -> Vec<Check> {
     vec![python_check, atroposlib]
 }
 
-fn run_probe(python: &Path) -> Result<PythonFacts, String> {
+/// The pins `facts` shows missing or at another version, as `name==version` to install.
+fn unmet(facts: &PythonFacts, pins: &[rl_python::Pin]) -> Vec<String> {
+    pins.iter()
+        .filter(|pin| facts.packages.get(pin.name).and_then(Option::as_deref) != Some(pin.version))
+        .map(|pin| {
+            let found = facts
+                .packages
+                .get(pin.name)
+                .and_then(Option::as_deref)
+                .unwrap_or("missing");
+            format!("{}=={} (found {found})", pin.name, pin.version)
+        })
+        .collect()
+}
+
+/// The trainer runs start: rl's own needs its pinned packages in `python`; tinker-atropos'
+/// script works, with defects a user must know before trusting a run's outcome.
+fn trainer_check(
+    settings: &Settings,
+    probed: &Result<PythonFacts, String>,
+    pins: &[rl_python::Pin],
+) -> Check {
+    let template = &settings.commands.trainer;
+    if template
+        .iter()
+        .any(|arg| arg.contains("launch_training.py"))
+    {
+        return finding(
+            "trainer",
+            false,
+            Err((
+                "tinker-atropos launch_training.py, with known defects: it serves inference on \
+                 port 8001 only (set trainer_port = 8001: one run at a time), exits 0 after a \
+                 failed step (a failed run can show completed), prints a final path it never \
+                 saved (rl reports its last step_N instead), and never saves optimizer state (no \
+                 resume)"
+                    .to_owned(),
+                "use rl's own trainer: remove [commands] trainer from config.toml".to_owned(),
+            )),
+        );
+    }
+    if !template.iter().any(|arg| arg == "rl_trainer") {
+        return finding(
+            "trainer",
+            true,
+            Ok(format!("the operator's command: {}", template.join(" "))),
+        );
+    }
+    let Ok(facts) = probed else {
+        return finding(
+            "trainer",
+            true,
+            Err((
+                "not checked: no working Python".to_owned(),
+                "fix Python first".to_owned(),
+            )),
+        );
+    };
+    let missing = unmet(facts, pins);
+    if missing.is_empty() {
+        let sdk = pins
+            .iter()
+            .find(|pin| pin.name == "tinker")
+            .map_or(String::new(), |pin| format!(" (tinker {})", pin.version));
+        finding(
+            "trainer",
+            true,
+            Ok(format!("rl's trainer, its packages as pinned{sdk}")),
+        )
+    } else {
+        finding(
+            "trainer",
+            true,
+            Err((
+                format!("rl's trainer needs {}", missing.join(", ")),
+                format!(
+                    "{} -m pip install {}",
+                    settings.python.display(),
+                    missing_pins(&missing)
+                ),
+            )),
+        )
+    }
+}
+
+/// `name==version` of each unmet pin, for a pip command line.
+fn missing_pins(unmet: &[String]) -> String {
+    unmet
+        .iter()
+        .map(|line| line.split(' ').next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The local engine's Python (skyrl-tx and its pins) and the model it is to train.
+fn engine_checks(settings: &Settings) -> Vec<Check> {
+    let python = settings.engine_python();
+    let mut pins = vec![rl_python::ENGINE_PACKAGE];
+    pins.extend(rl_python::pins(rl_python::ENGINE_REQUIREMENTS));
+    let engine = match run_probe(python, &pins) {
+        Err(problem) => finding(
+            "engine",
+            true,
+            Err((
+                problem,
+                "set [engine] python to the Python holding skyrl-tx".to_owned(),
+            )),
+        ),
+        Ok(facts) => {
+            let missing = unmet(&facts, &pins);
+            if missing.is_empty() {
+                finding(
+                    "engine",
+                    true,
+                    Ok(format!(
+                        "skyrl-tx {} in {}",
+                        rl_python::ENGINE_PACKAGE.version,
+                        python.display()
+                    )),
+                )
+            } else {
+                let skyrl = format!(
+                    "{}=={}",
+                    rl_python::ENGINE_PACKAGE.name,
+                    rl_python::ENGINE_PACKAGE.version
+                );
+                let rest: Vec<String> = missing
+                    .iter()
+                    .filter(|line| {
+                        !line.starts_with(&format!("{}==", rl_python::ENGINE_PACKAGE.name))
+                    })
+                    .cloned()
+                    .collect();
+                finding(
+                    "engine",
+                    true,
+                    Err((
+                        format!("the local engine needs {}", missing.join(", ")),
+                        format!(
+                            "{py} -m pip install --no-deps {skyrl} && {py} -m pip install {}",
+                            missing_pins(&rest),
+                            py = python.display()
+                        ),
+                    )),
+                )
+            }
+        }
+    };
+    let model = match &settings.engine.base_model {
+        Some(model) if model.join("config.json").is_file() => {
+            finding("base model", true, Ok(model.display().to_string()))
+        }
+        Some(model) => finding(
+            "base model",
+            true,
+            Err((
+                format!("{} holds no config.json", model.display()),
+                "set [engine] base_model to a Hugging Face model folder on disk".to_owned(),
+            )),
+        ),
+        None => finding(
+            "base model",
+            true,
+            Err((
+                "not set".to_owned(),
+                "set [engine] base_model to a Hugging Face model folder on disk".to_owned(),
+            )),
+        ),
+    };
+    vec![engine, model]
+}
+
+fn run_probe(python: &Path, pins: &[rl_python::Pin]) -> Result<PythonFacts, String> {
     let mut child = Command::new(python)
         .args(["-c", PROBE])
+        .args(pins.iter().map(|pin| pin.name))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -242,8 +430,8 @@ fn key_checks(settings: &Settings, secrets: &Secrets) -> Vec<Check> {
     let keys = [
         (
             "TINKER_API_KEY",
-            settings.trainer_needs_tinker_key,
-            "training runs (the Tinker trainer)",
+            settings.needs_tinker_key(),
+            "training runs on the hosted Tinker (a local engine needs none)",
         ),
         (
             "WANDB_API_KEY",

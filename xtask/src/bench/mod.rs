@@ -10,6 +10,7 @@ mod metrics;
 mod preflight;
 mod runs;
 mod tools;
+mod training;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -54,15 +55,18 @@ enum Section {
     Preflight,
     /// `rl tool call rl_list_runs` against Python's start-up (issue 7).
     Tools,
+    /// Real training on the local engine against a bare SDK script (issue 15).
+    Training,
 }
 
 impl Section {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::Discovery,
         Self::Runs,
         Self::Metrics,
         Self::Preflight,
         Self::Tools,
+        Self::Training,
     ];
 
     fn title(self) -> &'static str {
@@ -72,6 +76,7 @@ impl Section {
             Self::Metrics => metrics::TITLE,
             Self::Preflight => preflight::TITLE,
             Self::Tools => tools::TITLE,
+            Self::Training => training::TITLE,
         }
     }
 }
@@ -93,6 +98,7 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
         || wanted(Section::Metrics)
         || wanted(Section::Preflight)
         || wanted(Section::Tools)
+        || wanted(Section::Training)
     {
         Some(venv::ensure_test_venv(root).context(
             "the training-run, metrics and pre-flight benchmarks need the Python test venv that \
@@ -151,6 +157,14 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
                     .context("the Python test venv is missing")?;
                 let load = load_note();
                 Some(tools::measure(root, &rl, python, args.runs)? + &load)
+            }
+            Section::Training => {
+                let python = python
+                    .as_deref()
+                    .context("the Python test venv is missing")?;
+                let engine = venv::ensure_local_engine(root)?;
+                let load = load_note();
+                Some(training::measure(root, &rl, python, &engine)? + &load)
             }
         };
         sections.extend(text.map(|text| format!("{}\n", text.trim_end())));

@@ -9,6 +9,7 @@ mod runs;
 mod serve;
 mod slurm;
 mod tools;
+mod training;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -74,7 +75,7 @@ fn envs_list_json_is_the_scan() {
     let output = rl(&["envs", "list", "--root", ROOT, "--json", "--recursive"]);
     assert!(output.status.success());
     let scan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(scan["environments"].as_array().unwrap().len(), 19);
+    assert_eq!(scan["environments"].as_array().unwrap().len(), 20);
     assert_eq!(scan["skipped"].as_array().unwrap().len(), 3);
 }
 
@@ -238,7 +239,13 @@ fn doctor_reports_every_check_and_fails_when_one_required_is_missing() {
         .collect();
     assert_eq!(
         missing,
-        ["python", "atroposlib", "environments", "TINKER_API_KEY"]
+        [
+            "python",
+            "atroposlib",
+            "trainer",
+            "environments",
+            "TINKER_API_KEY"
+        ]
     );
 }
 

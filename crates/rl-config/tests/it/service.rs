@@ -197,6 +197,7 @@ fn a_runs_own_ports_replace_the_locked_addresses() {
     let endpoints = rl_config::RunEndpoints {
         api_port: 41001,
         trainer_port: 41002,
+        engine_port: None,
     };
     let written = service
         .write_run_config(&RunId::parse("0badc0de").unwrap(), Some(endpoints))
@@ -209,4 +210,62 @@ fn a_runs_own_ports_replace_the_locked_addresses() {
     );
     assert_eq!(parsed["openai"][0]["base_url"], "http://127.0.0.1:41002/v1");
     assert_eq!(written.selection.environment.file, "gsm8k_tinker.py");
+    assert!(
+        parsed["tinker"].get("base_url").is_none(),
+        "no engine: the trainer uses the hosted Tinker"
+    );
+}
+
+#[test]
+fn a_local_engine_is_the_trainers_tinker_and_its_model_everyones_tokenizer() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "tinker_atropos_root = {:?}\nrecursive_discovery = true\n[engine]\nkind = \"local\"\n\
+             base_model = \"/models/tiny-qwen3\"\n",
+            crate::fixture_tree()
+        ),
+    )
+    .unwrap();
+    let settings = rl_config::Settings::load(home.path(), Vec::new()).unwrap();
+    let service = rl_config::ConfigService::open(home.path(), settings).unwrap();
+    service.select("gsm8k_tinker").unwrap();
+    let endpoints = rl_config::RunEndpoints {
+        api_port: 41001,
+        trainer_port: 41002,
+        engine_port: Some(41003),
+    };
+    let written = service
+        .write_run_config(&RunId::parse("0badc0de").unwrap(), Some(endpoints))
+        .unwrap();
+    let parsed: serde_json::Value =
+        serde_norway::from_str(&std::fs::read_to_string(&written.path).unwrap()).unwrap();
+    assert_eq!(parsed["tinker"]["base_url"], "http://127.0.0.1:41003");
+    assert_eq!(parsed["tinker"]["base_model"], "/models/tiny-qwen3");
+    assert_eq!(parsed["env"]["tokenizer_name"], "/models/tiny-qwen3");
+    assert_eq!(parsed["openai"][0]["tokenizer_name"], "/models/tiny-qwen3");
+    let current = service.current().unwrap();
+    let tokenizer = current
+        .fields
+        .iter()
+        .find(|field| field.spec.name == "tokenizer_name")
+        .unwrap();
+    assert!(tokenizer.locked, "shown as runs get it");
+    assert_eq!(
+        tokenizer.current.value(),
+        Some(&Value::from("/models/tiny-qwen3"))
+    );
+}
+
+#[test]
+fn a_local_engine_without_a_model_is_refused_by_name() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[engine]\nkind = \"local\"\n",
+    )
+    .unwrap();
+    let error = rl_config::Settings::load(home.path(), Vec::new()).unwrap_err();
+    assert!(error.to_string().contains("engine.base_model"), "{error}");
 }

@@ -86,6 +86,7 @@ fn settings() -> SlurmSettings {
         time_limit: Some("04:00:00".to_owned()),
         nodes: Some(2),
         gpus: ComponentGpus {
+            engine: 0,
             api: 0,
             trainer: 4,
             env: 1,

@@ -122,6 +122,7 @@ fn probe(ready: &'static [Component]) -> MockProbe {
     let mut probe = MockProbe::new();
     probe.expect_is_ready().returning(move |_, readiness| {
         let component = match readiness {
+            Readiness::EngineHealthy { .. } => Component::Engine,
             Readiness::ApiAnswers { .. } => Component::Api,
             Readiness::TrainerHealthy { .. } => Component::Trainer,
             Readiness::EnvRegistered { .. } => Component::Env,
@@ -150,22 +151,34 @@ struct Run {
     plan: LaunchPlan,
 }
 
+/// The components of a run that trains on the hosted Tinker (no local engine).
+const HOSTED: [Component; 3] = [Component::Api, Component::Trainer, Component::Env];
+
 fn new_run(timing: RunTiming) -> Run {
     new_run_queued(timing, false)
 }
 
 /// A run as a scheduler backend creates it: `starting: queued` when `queued`.
 fn new_run_queued(timing: RunTiming, queued: bool) -> Run {
+    new_run_of(timing, queued, &HOSTED)
+}
+
+/// A run of `components` (in start order), `starting: queued` when `queued`.
+fn new_run_of(timing: RunTiming, queued: bool, components: &[Component]) -> Run {
     let home = tempfile::tempdir().unwrap();
     let id = RunId::parse("0badc0de").unwrap();
-    let [api_port, trainer_port] = free_loopback_ports::<2>().unwrap();
+    let [api_port, trainer_port, engine_port] = free_loopback_ports::<3>().unwrap();
     let plan = LaunchPlan {
         run_id: id.clone(),
         api_port,
         trainer_port,
-        components: Component::START_ORDER
-            .map(|c| spec_for(c, home.path()))
-            .to_vec(),
+        engine_port: components
+            .contains(&Component::Engine)
+            .then_some(engine_port),
+        components: components
+            .iter()
+            .map(|c| spec_for(*c, home.path()))
+            .collect(),
         timing,
         slurm: None,
     };
@@ -177,7 +190,10 @@ fn new_run_queued(timing: RunTiming, queued: bool) -> Run {
             config_path: home.path().join("config.yaml"),
             api_port: Some(api_port),
             trainer_port: Some(trainer_port),
-            logs: Component::START_ORDER.map(|c| (c, home.path().join(format!("{c}.log")))),
+            logs: components
+                .iter()
+                .map(|c| (*c, home.path().join(format!("{c}.log"))))
+                .collect(),
             queued,
         })
         .unwrap();
@@ -186,6 +202,7 @@ fn new_run_queued(timing: RunTiming, queued: bool) -> Run {
 
 fn quick() -> RunTiming {
     RunTiming {
+        engine_ready_timeout_secs: 5.0,
         api_ready_timeout_secs: 5.0,
         trainer_ready_timeout_secs: 5.0,
         env_settle_secs: 5.0,
@@ -345,6 +362,90 @@ async fn a_run_starts_in_order_runs_and_completes_when_env_and_trainer_finish() 
 }
 
 #[tokio::test]
+async fn a_local_engine_starts_first_and_is_stopped_last() {
+    let run = new_run_of(quick(), false, &Component::START_ORDER);
+    assert_eq!(
+        run.store().state(&run.id).unwrap(),
+        RunState::Starting(Phase::Engine)
+    );
+    let doubles = doubles(4, &Component::START_ORDER, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
+    let driver = async {
+        run.until(RunState::Running).await;
+        doubles
+            .exits
+            .end(Component::Env, ComponentStatus::Exited { code: 0 });
+        doubles
+            .exits
+            .end(Component::Trainer, ComponentStatus::Exited { code: 0 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(ended.unwrap(), RunState::Completed);
+    let messages = run.messages();
+    let position = |prefix: &str| {
+        messages
+            .iter()
+            .position(|m| m.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {messages:#?}"))
+    };
+    assert!(position("ready: engine ready after") < position("ready: api ready after"));
+    assert!(
+        position("stop: api ") < position("stop: engine "),
+        "the engine outlives everything that talks to it: {messages:#?}"
+    );
+    assert_eq!(
+        run.status(Component::Engine),
+        ComponentStatus::Signalled { signal: 15 }
+    );
+}
+
+#[tokio::test]
+async fn the_engine_ending_fails_the_run_naming_it_and_stops_the_rest() {
+    let run = new_run_of(quick(), false, &Component::START_ORDER);
+    let doubles = doubles(4, &Component::START_ORDER, None);
+    let ended = run
+        .run_ending(
+            &doubles,
+            Secrets::default(),
+            RunState::Running,
+            Duration::from_millis(50),
+            Component::Engine,
+            ComponentStatus::Signalled { signal: 9 },
+        )
+        .await;
+    assert_eq!(ended, RunState::Failed);
+    assert!(run.error().contains("engine"), "{}", run.error());
+    for component in [Component::Api, Component::Trainer, Component::Env] {
+        assert_eq!(
+            run.status(component),
+            ComponentStatus::Signalled { signal: 15 },
+            "{component}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_engine_that_never_answers_fails_the_run_before_anything_else_starts() {
+    let run = new_run_of(
+        RunTiming {
+            engine_ready_timeout_secs: 0.3,
+            ..quick()
+        },
+        false,
+        &Component::START_ORDER,
+    );
+    let doubles = doubles(1, &[], None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
+    assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
+    assert!(
+        run.error().contains("engine was not ready"),
+        "{}",
+        run.error()
+    );
+    assert_eq!(run.status(Component::Api), ComponentStatus::NotStarted);
+}
+
+#[tokio::test]
 async fn a_stop_while_the_trainer_starts_launches_nothing_more() {
     let run = new_run(quick());
     let doubles = doubles(2, &[Component::Api], None);
@@ -387,7 +488,7 @@ async fn a_stop_recorded_by_another_process_is_seen_without_its_signal() {
     };
     let (ended, ()) = tokio::join!(supervisor.run(), driver);
     assert_eq!(ended.unwrap(), RunState::Stopped);
-    for component in Component::START_ORDER {
+    for component in HOSTED {
         assert_eq!(
             run.status(component),
             ComponentStatus::Signalled { signal: 15 }
@@ -555,7 +656,7 @@ async fn a_stop_recorded_before_the_supervisor_began_launches_nothing() {
     let doubles = doubles(0, ALL, None);
     let supervisor = run.supervisor(&doubles, Secrets::default());
     assert_eq!(supervisor.run().await.unwrap(), RunState::Stopped);
-    for component in Component::START_ORDER {
+    for component in HOSTED {
         assert_eq!(run.status(component), ComponentStatus::NotStarted);
     }
 }

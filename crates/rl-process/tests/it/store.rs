@@ -12,8 +12,9 @@ fn new_run(id: &str) -> NewRun {
         config_path: PathBuf::from(format!("/state/runs/{id}/config.yaml")),
         api_port: Some(41000),
         trainer_port: Some(41001),
-        logs: Component::START_ORDER
-            .map(|c| (c, PathBuf::from(format!("/state/runs/{id}/{c}.log")))),
+        logs: [Component::Api, Component::Trainer, Component::Env]
+            .map(|c| (c, PathBuf::from(format!("/state/runs/{id}/{c}.log"))))
+            .to_vec(),
         queued: false,
     }
 }

@@ -53,7 +53,11 @@ fn the_test_venv_and_the_fixture_tree_are_healthy_with_a_tinker_key() {
     assert!(report.healthy, "{report:#?}");
     assert!(named(&report, "python").detail.starts_with("3."));
     assert_eq!(named(&report, "atroposlib").detail, "0.4.0");
-    assert!(named(&report, "environments").detail.starts_with("19 in "));
+    assert!(named(&report, "environments").detail.starts_with("20 in "));
+    assert!(
+        named(&report, "trainer").detail.contains("tinker 0.16.1"),
+        "{report:#?}"
+    );
     assert!(named(&report, "TINKER_API_KEY").ok);
     // Optional keys missing: reported with their fix, the machine still fit.
     let wandb = named(&report, "WANDB_API_KEY");

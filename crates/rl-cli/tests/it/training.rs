@@ -1,0 +1,265 @@
+//! Real training, no mocks: rl's own trainer on the tinker SDK, the local Tinker-compatible
+//! engine (skyrl-tx on CPU JAX) that each run starts, the tiny model `cargo xtask` makes and the
+//! digits environment, driven through the `rl` binary as a user does.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rl_test_support::LocalEngine;
+use serde_json::Value;
+
+use crate::runs::{Stack, assert_nothing_left, is_finished, pid_of, run_processes};
+use crate::test_python;
+
+/// A state directory for real training, `edits` applied to `fixtures/local-engine.toml`.
+fn stack(edits: &[(&str, &str)]) -> Option<(Stack, LocalEngine)> {
+    let python = test_python()?;
+    let engine = rl_test_support::local_engine("real training on the local engine")?;
+    let settings = rl_test_support::local_engine_settings(&python, &engine);
+    Some((Stack::with_settings(settings, edits, "digits"), engine))
+}
+
+/// Fewer steps than the demo: enough for two state saves and a final one.
+const SHORT_RUN: (&str, &str) = ("total_steps = 12", "total_steps = 5");
+const SAVE_EVERY_TWO: (&str, &str) = ("save_every = 4", "save_every = 2");
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect()
+}
+
+/// Where skyrl-tx 0.3.0 keeps what a `tinker://` path names, in the run's engine folder:
+/// sampler weights `tinker://<model>/<name>` as `<model>/sampler_weights/<name>.tar.gz`, a
+/// state `tinker://<model>/weights/<name>` as the folder `<model>/<name>.tar.gz`.
+fn saved_file(run_dir: &Path, path: &str) -> PathBuf {
+    let rest = path
+        .strip_prefix("tinker://")
+        .unwrap_or_else(|| panic!("not a tinker path: {path}"));
+    let checkpoints = run_dir.join("engine/checkpoints");
+    match rest.split('/').collect::<Vec<_>>()[..] {
+        [model, "weights", name] => checkpoints.join(model).join(format!("{name}.tar.gz")),
+        [model, name] => checkpoints
+            .join(model)
+            .join("sampler_weights")
+            .join(format!("{name}.tar.gz")),
+        _ => panic!("an unexpected tinker path: {path}"),
+    }
+}
+
+#[test]
+fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
+    let Some((stack, engine)) = stack(&[SHORT_RUN, SAVE_EVERY_TWO]) else {
+        return;
+    };
+    let id = stack.start();
+    let finished = stack.wait(&id, "finished", 900);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let dir = stack.run_dir(&id);
+
+    // Losses come from the engine: a number on every step that trained.
+    let metrics = lines(&dir.join("metrics.jsonl"));
+    let steps: Vec<&Value> = metrics
+        .iter()
+        .filter(|row| row.get("step").is_some())
+        .collect();
+    assert_eq!(steps.len(), 5, "one row per step: {metrics:#?}");
+    let trained: Vec<f64> = steps
+        .iter()
+        .filter_map(|row| row["train/loss"].as_f64())
+        .collect();
+    assert!(
+        !trained.is_empty() && trained.iter().all(|loss| loss.is_finite()),
+        "the engine's losses: {metrics:#?}"
+    );
+    for row in &steps {
+        assert!(row["reward/mean"].as_f64().is_some(), "{row}");
+    }
+
+    // Every checkpoint row is a save the engine made, and results report exactly those.
+    let checkpoints = lines(&dir.join("checkpoints.jsonl"));
+    let names: Vec<&str> = checkpoints
+        .iter()
+        .map(|row| row["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"step_0"), "{checkpoints:#?}");
+    assert_eq!(names.last(), Some(&"final"), "{checkpoints:#?}");
+    for row in &checkpoints {
+        let sampler = row["sampler_path"].as_str().unwrap();
+        assert!(
+            saved_file(&dir, sampler).exists(),
+            "{sampler} is not in the engine's checkpoints: {}",
+            stack.explain(&id)
+        );
+        if let Some(state) = row["state_path"].as_str() {
+            assert!(
+                saved_file(&dir, state).exists(),
+                "{state} is not in the engine's checkpoints"
+            );
+        }
+    }
+    let states = checkpoints
+        .iter()
+        .filter(|row| row["state_path"].is_string())
+        .count();
+    assert!(
+        states >= 2,
+        "save_every = 2 and the final state: {checkpoints:#?}"
+    );
+
+    let results = stack.json(&["runs", "results", &id]);
+    let reported = results["checkpoints"].as_array().unwrap();
+    assert_eq!(reported.len(), checkpoints.len(), "{results:#}");
+    for (reported, row) in reported.iter().zip(&checkpoints) {
+        assert_eq!(reported["path"], row["sampler_path"]);
+        assert_eq!(reported["step"], row["step"]);
+    }
+    assert_eq!(
+        results["final_weights"],
+        checkpoints.last().unwrap()["sampler_path"]
+    );
+
+    // Rollouts: one file per step that got a batch, bounded by keep_rollouts.
+    let rollouts = std::fs::read_dir(dir.join("rollouts")).unwrap().count();
+    assert!((1..=20).contains(&rollouts), "{rollouts} rollout files");
+    assert_nothing_left(&stack, &id);
+
+    // The saved weights sample, and training changed the policy: a fixed completion's
+    // log-probability under the first state differs from the final one's.
+    let state = |name: &str| {
+        checkpoints
+            .iter()
+            .find(|row| row["name"] == name)
+            .and_then(|row| row["state_path"].as_str())
+            .unwrap_or_else(|| panic!("no {name} state: {checkpoints:#?}"))
+            .to_owned()
+    };
+    let sampled = sample_checkpoints(&engine, &dir, &state("final"), &state("step_0"));
+    assert!(
+        sampled["sample_tokens"].as_u64().unwrap_or_default() > 0,
+        "{sampled:#}"
+    );
+    let (trained, initial) = (
+        sampled["logprob"].as_f64().unwrap(),
+        sampled["compare_logprob"].as_f64().unwrap(),
+    );
+    assert!(
+        trained.is_finite() && initial.is_finite() && (trained - initial).abs() > 1e-4,
+        "the policy did not change: {sampled:#}"
+    );
+}
+
+/// `fixtures/local-engine/sample_checkpoints.py`: the run's engine started again on its saved
+/// states, one sampled, both scored on a fixed completion.
+fn sample_checkpoints(engine: &LocalEngine, run_dir: &Path, state: &str, compare: &str) -> Value {
+    let root = crate::workspace_root();
+    let output = std::process::Command::new(&engine.python)
+        .arg(root.join("fixtures/local-engine/sample_checkpoints.py"))
+        .arg("--run-dir")
+        .arg(run_dir)
+        .arg("--programs")
+        .arg(root.join("crates/rl-python/python"))
+        .args(["--state", state, "--compare", compare])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn killing_the_engine_fails_the_run_naming_it_and_leaves_nothing() {
+    let Some((stack, _engine)) = stack(&[]) else {
+        return;
+    };
+    let (id, running) = stack.start_running();
+    let engine = pid_of(&running, "engine").expect("the run's engine");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(engine).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let killed = Instant::now();
+    let ended = stack.wait(&id, "finished", 120);
+    assert_eq!(ended["state"], "failed", "{}", stack.explain(&id));
+    assert!(
+        killed.elapsed() < Duration::from_secs(30),
+        "seen {:?} after the kill",
+        killed.elapsed()
+    );
+    assert!(
+        ended["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("engine"),
+        "{ended:#}"
+    );
+    assert_nothing_left(&stack, &id);
+}
+
+#[test]
+fn a_failing_step_fails_the_run_with_the_trainers_last_words() {
+    let Some((stack, _engine)) = stack(&[
+        SHORT_RUN,
+        (
+            "JAX_PLATFORMS = \"cpu\"",
+            "JAX_PLATFORMS = \"cpu\"\nRL_TRAINER_FAIL_AT_STEP = \"2\"",
+        ),
+    ]) else {
+        return;
+    };
+    let id = stack.start();
+    let ended = stack.wait(&id, "finished", 900);
+    assert_eq!(ended["state"], "failed", "{}", stack.explain(&id));
+    let error = ended["error"].as_str().unwrap_or_default();
+    assert!(error.contains("trainer"), "{error}");
+    assert!(error.contains("step 2 failed"), "{error}");
+    let checkpoints = lines(&stack.run_dir(&id).join("checkpoints.jsonl"));
+    assert!(
+        checkpoints.iter().all(|row| row["name"] != "final"),
+        "a failed run has no final weights: {checkpoints:#?}"
+    );
+    let results = stack.json(&["runs", "results", &id]);
+    assert_eq!(results["final_weights"], Value::Null, "{results:#}");
+    assert_nothing_left(&stack, &id);
+}
+
+#[test]
+fn stopping_a_training_run_leaves_no_process_and_keeps_its_checkpoints() {
+    let Some((stack, _engine)) = stack(&[]) else {
+        return;
+    };
+    let (id, running) = stack.start_running();
+    let dir = stack.run_dir(&id);
+    let started = Instant::now();
+    while lines(&dir.join("checkpoints.jsonl")).len() < 2 {
+        let status = stack.json(&["runs", "status", &id]);
+        assert!(
+            !is_finished(&status) && started.elapsed() < Duration::from_secs(600),
+            "no step saved: {}",
+            stack.explain(&id)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let stopped = stack.json(&["runs", "stop", &id]);
+    assert_eq!(stopped["run"]["state"], "stopped", "{}", stack.explain(&id));
+    assert!(run_processes(&running).is_empty());
+    let checkpoints = lines(&dir.join("checkpoints.jsonl"));
+    assert!(checkpoints.len() >= 2);
+    for row in &checkpoints {
+        let sampler = row["sampler_path"].as_str().unwrap();
+        assert!(saved_file(&dir, sampler).exists(), "{sampler}");
+    }
+    let results = stack.json(&["runs", "results", &id]);
+    assert_eq!(
+        results["checkpoints"].as_array().unwrap().len(),
+        checkpoints.len()
+    );
+    assert_nothing_left(&stack, &id);
+}

@@ -1,0 +1,140 @@
+//! `checkpoints.jsonl`, the record rl's trainer keeps in the run folder: one row per checkpoint,
+//! appended once its save has returned (`{"step", "name", "sampler_path", "state_path", "time"}`).
+//! When a run has this file, it alone says which checkpoints and final weights exist: a path
+//! that was not saved is never reported.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::MetricsError;
+use crate::model::Checkpoint;
+
+/// The file name, inside the run folder.
+pub const CHECKPOINTS_FILE_NAME: &str = "checkpoints.jsonl";
+/// The name of the last step's checkpoint.
+const FINAL: &str = "final";
+
+#[derive(Debug, Deserialize)]
+struct Row {
+    step: Option<i64>,
+    name: Option<String>,
+    sampler_path: Option<String>,
+    state_path: Option<String>,
+    time: Option<String>,
+}
+
+/// What the file holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckpointRecord {
+    pub checkpoints: Vec<Checkpoint>,
+    /// The sampler weights of the `final` checkpoint, once saved.
+    pub final_weights: Option<String>,
+    /// Lines that could not be read (a line cut by a crash mid-write).
+    pub warnings: Vec<String>,
+}
+
+/// `Ok(None)` when the run has no such file (its trainer keeps none).
+pub fn read_checkpoints(path: &Path) -> Result<Option<CheckpointRecord>, MetricsError> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(MetricsError::Io {
+                action: "read",
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let mut record = CheckpointRecord::default();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row = match serde_json::from_str::<Row>(line) {
+            Ok(row) => row,
+            Err(error) => {
+                record.warnings.push(format!(
+                    "{CHECKPOINTS_FILE_NAME} line {} is not a checkpoint ({error}); skipped",
+                    index + 1
+                ));
+                continue;
+            }
+        };
+        let Some(sampler_path) = row.sampler_path.filter(|p| !p.is_empty()) else {
+            record.warnings.push(format!(
+                "{CHECKPOINTS_FILE_NAME} line {} has no sampler_path; skipped",
+                index + 1
+            ));
+            continue;
+        };
+        if row.name.as_deref() == Some(FINAL) {
+            record.final_weights = Some(sampler_path.clone());
+        }
+        record.checkpoints.push(Checkpoint {
+            step: row.step,
+            path: sampler_path,
+            name: row.name,
+            state_path: row.state_path.filter(|p| !p.is_empty()),
+            time: row.time,
+        });
+    }
+    Ok(Some(record))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_text(text: &str) -> Option<CheckpointRecord> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CHECKPOINTS_FILE_NAME);
+        std::fs::write(&path, text).unwrap();
+        read_checkpoints(&path).unwrap()
+    }
+
+    #[test]
+    fn rows_become_checkpoints_and_final_is_the_final_row() {
+        let record = read_text(
+            "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://m/sampler_weights/step_0\", \"state_path\": null, \"time\": \"2026-11-23T15:00:00Z\"}\n\
+             {\"step\": 2, \"name\": \"final\", \"sampler_path\": \"tinker://m/sampler_weights/final\", \"state_path\": \"tinker://m/weights/final\", \"time\": \"2026-11-23T15:01:00Z\"}\n",
+        )
+        .unwrap();
+        assert_eq!(record.checkpoints.len(), 2);
+        assert_eq!(
+            record.final_weights.as_deref(),
+            Some("tinker://m/sampler_weights/final")
+        );
+        assert_eq!(
+            record.checkpoints[1].state_path.as_deref(),
+            Some("tinker://m/weights/final")
+        );
+        assert_eq!(record.checkpoints[0].state_path, None);
+    }
+
+    #[test]
+    fn a_run_that_never_saved_final_has_no_final_weights() {
+        let record = read_text(
+            "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://m/sampler_weights/step_0\"}\n\
+             {\"step\": 1, \"name\": \"step_1\", \"sampler_path\": \"tinker://m/sampler_weights/st",
+        )
+        .unwrap();
+        assert_eq!(record.final_weights, None);
+        assert_eq!(
+            record.checkpoints.len(),
+            1,
+            "the cut line is not a checkpoint"
+        );
+        assert_eq!(record.warnings.len(), 1);
+    }
+
+    #[test]
+    fn no_file_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            read_checkpoints(&dir.path().join(CHECKPOINTS_FILE_NAME)).unwrap(),
+            None
+        );
+    }
+}

@@ -1,0 +1,325 @@
+"""A run-api batch turned into what one training step needs: advantages, aligned sequences,
+statistics. Pure: no SDK, no I/O, so every rule here is unit-tested.
+
+A batch is a list of groups as atroposlib's run-api hands them out: `tokens`, `masks` (-100 at
+prompt positions, the token id elsewhere), `scores`, and optionally `inference_logprobs` (the
+sampler's logprob of each token; atroposlib's ManagedServer puts 1.0 at prompt positions) and
+`overrides` (per completion; `set_advantage_to_zero`).
+
+Rules:
+* advantage = (score - group mean) / max(group std, 1.0): centred, never amplified;
+  `overrides[i].set_advantage_to_zero` zeroes completion i;
+* a group is skipped when it is malformed (lengths disagree), empty (no completion token to
+  learn from) or when all its advantages are 0 (nothing to learn); each reason is counted;
+* per completion, targets are tokens[1:] for inputs tokens[:-1]; a target is trained on when
+  its mask is not -100; the sampler logprob and the advantage are 0.0 at other positions;
+  real logprobs are clipped to [-20, 0];
+* sequences longer than the trainer's limit are cut to it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+PROMPT_MASK = -100
+LOGPROB_FLOOR = -20.0
+ZERO = 1e-12
+
+SKIP_MALFORMED = "malformed"
+SKIP_EMPTY = "empty"
+SKIP_ZERO_ADVANTAGE = "zero_advantage"
+
+
+# --------------------------------------------------------------------------- advantages
+
+
+def group_advantages(scores: Sequence[float], overrides: Optional[Sequence[Any]] = None) -> List[float]:
+    """(score - mean) / max(std, 1) per completion, with `set_advantage_to_zero` honoured."""
+    if not scores:
+        return []
+    values = [float(s) for s in scores]
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    scale = max(std, 1.0)
+    advantages = [(v - mean) / scale for v in values]
+    for i, override in enumerate(overrides or []):
+        if i < len(advantages) and isinstance(override, dict) and override.get("set_advantage_to_zero"):
+            advantages[i] = 0.0
+    return advantages
+
+
+def all_zero(values: Sequence[float]) -> bool:
+    return all(abs(v) <= ZERO for v in values)
+
+
+# --------------------------------------------------------------------------- preparation
+
+
+@dataclass
+class PreparedSequence:
+    """One completion, cut to the trainer's limit. `logprobs` has one entry per token (the
+    sampler's logprob of that token; anything at prompt positions) or is None until computed."""
+
+    group: int
+    index: int
+    tokens: List[int]
+    masks: List[int]
+    advantage: float
+    logprobs: Optional[List[float]]
+    truncated: bool
+
+    def has_targets(self) -> bool:
+        return any(m != PROMPT_MASK for m in self.masks[1:])
+
+    def prompt_length(self) -> int:
+        """Tokens before the first completion token (all of them when there is none)."""
+        for i, m in enumerate(self.masks):
+            if m != PROMPT_MASK:
+                return i
+        return len(self.masks)
+
+
+@dataclass
+class PreparedGroup:
+    index: int
+    scores: List[float]
+    advantages: List[float]
+    sequences: List[PreparedSequence]
+    skip: Optional[str] = None
+    problem: Optional[str] = None  # why a group is malformed
+    recomputed: bool = False  # its logprobs came from compute_logprobs, not the batch
+
+    @property
+    def mean(self) -> Optional[float]:
+        return sum(self.scores) / len(self.scores) if self.scores else None
+
+
+@dataclass
+class PreparedBatch:
+    groups: List[PreparedGroup]
+    completions: int = 0
+    truncated: int = 0
+
+    def trained_groups(self) -> List[PreparedGroup]:
+        return [g for g in self.groups if g.skip is None]
+
+    def skipped(self, reason: Optional[str] = None) -> int:
+        return sum(1 for g in self.groups if g.skip is not None and (reason is None or g.skip == reason))
+
+    def sequences_missing_logprobs(self) -> List[PreparedSequence]:
+        return [s for g in self.trained_groups() for s in g.sequences if s.logprobs is None]
+
+    def reward_mean(self) -> Optional[float]:
+        """Mean of the group means, skipped groups included (those with scores)."""
+        means = [g.mean for g in self.groups if g.mean is not None]
+        return sum(means) / len(means) if means else None
+
+
+def _int_list(value: Any) -> Optional[List[int]]:
+    if not isinstance(value, list):
+        return None
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+            return None
+        out.append(int(v))
+    return out
+
+
+def _float_list(value: Any) -> Optional[List[float]]:
+    if not isinstance(value, list):
+        return None
+    out = []
+    for v in value:
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        out.append(float(v))
+    return out
+
+
+def _usable_logprobs(logprobs: Optional[List[float]], masks: List[int]) -> bool:
+    """Sampler logprobs line up with the tokens and hold a real value (<= 0, finite) at every
+    completion position (ManagedServer pads missing ones with the 1.0 prompt sentinel)."""
+    if logprobs is None or len(logprobs) != len(masks):
+        return False
+    for lp, m in zip(logprobs, masks):
+        if m != PROMPT_MASK and (not math.isfinite(lp) or lp > 0.0):
+            return False
+    return True
+
+
+def _malformed(index: int, scores: List[float], why: str) -> PreparedGroup:
+    return PreparedGroup(index=index, scores=scores, advantages=[], sequences=[], skip=SKIP_MALFORMED, problem=why)
+
+
+def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
+    if not isinstance(group, dict):
+        return _malformed(index, [], f"a group is a {type(group).__name__}, not an object")
+    scores = _float_list(group.get("scores"))
+    if scores is None:
+        return _malformed(index, [], "scores is not a list of numbers")
+    tokens = group.get("tokens") or []
+    masks = group.get("masks") or []
+    if not isinstance(tokens, list) or not isinstance(masks, list):
+        return _malformed(index, scores, "tokens/masks are not lists")
+    if len(tokens) != len(scores) or len(masks) != len(scores):
+        return _malformed(
+            index, scores, f"{len(tokens)} token lists, {len(masks)} mask lists, {len(scores)} scores"
+        )
+    logprob_lists = group.get("inference_logprobs")
+    if not isinstance(logprob_lists, list) or len(logprob_lists) != len(scores):
+        logprob_lists = [None] * len(scores)
+    overrides = group.get("overrides") if isinstance(group.get("overrides"), list) else None
+    advantages = group_advantages(scores, overrides)
+
+    sequences = []
+    for i, (tok, msk, lps) in enumerate(zip(tokens, masks, logprob_lists)):
+        tok = _int_list(tok)
+        msk = _int_list(msk)
+        if tok is None or msk is None or len(tok) != len(msk):
+            return _malformed(index, scores, f"completion {i}: tokens and masks differ in length or type")
+        lps = _float_list(lps)
+        if not _usable_logprobs(lps, msk):
+            lps = None
+        truncated = len(tok) > max_len
+        if truncated:
+            tok, msk = tok[:max_len], msk[:max_len]
+            lps = lps[:max_len] if lps is not None else None
+        sequences.append(
+            PreparedSequence(
+                group=index, index=i, tokens=tok, masks=msk, advantage=advantages[i], logprobs=lps, truncated=truncated
+            )
+        )
+
+    prepared = PreparedGroup(index=index, scores=scores, advantages=advantages, sequences=sequences)
+    if not sequences or not any(s.has_targets() for s in sequences):
+        prepared.skip = SKIP_EMPTY
+    elif all_zero([s.advantage for s in sequences if s.has_targets()]):
+        prepared.skip = SKIP_ZERO_ADVANTAGE
+    return prepared
+
+
+def prepare_batch(batch: Any, max_len: int) -> PreparedBatch:
+    """Advantages and cut sequences for every group of a run-api batch."""
+    groups = [prepare_group(i, g, max_len) for i, g in enumerate(batch if isinstance(batch, list) else [])]
+    prepared = PreparedBatch(groups=groups)
+    prepared.completions = sum(len(g.get("tokens") or []) for g in batch if isinstance(g, dict)) if isinstance(batch, list) else 0
+    prepared.truncated = sum(1 for g in groups for s in g.sequences if s.truncated)
+    return prepared
+
+
+def full_logprobs_from_prompt_logprobs(values: Sequence[Optional[float]], length: int) -> List[float]:
+    """compute_logprobs' answer as one logprob per token (0.0 where there is none).
+
+    Hosted Tinker answers one value per token, None for the first (nothing predicts it);
+    skyrl-tx 0.3.0 answers length - 1 values, leaving the first token out."""
+    values = list(values)
+    if len(values) == length - 1:
+        values = [None] + values
+    if len(values) != length:
+        raise ValueError(f"compute_logprobs answered {len(values)} values for {length} tokens")
+    return [float(v) if v is not None else 0.0 for v in values]
+
+
+# --------------------------------------------------------------------------- datums
+
+
+@dataclass
+class AlignedSequence:
+    """Model input and per-target loss inputs of one completion (plain lists, no tensors)."""
+
+    group: int
+    index: int
+    input_tokens: List[int]
+    target_tokens: List[int]
+    logprobs: List[float]
+    advantages: List[float]
+    trained: List[bool] = field(default_factory=list)  # target positions that are completion tokens
+
+    def sampler_logprobs(self) -> List[float]:
+        return [lp for lp, t in zip(self.logprobs, self.trained) if t]
+
+
+def align(sequence: PreparedSequence) -> AlignedSequence:
+    """Targets tokens[1:] for inputs tokens[:-1]; logprob and advantage at completion targets,
+    0.0 at prompt targets; logprobs clipped to [-20, 0]."""
+    if sequence.logprobs is None:
+        raise ValueError(f"group {sequence.group} completion {sequence.index} has no sampler logprobs")
+    tokens, masks, lps = sequence.tokens, sequence.masks, sequence.logprobs
+    trained = [m != PROMPT_MASK for m in masks[1:]]
+    logprobs = [min(0.0, max(LOGPROB_FLOOR, lp)) if t else 0.0 for lp, t in zip(lps[1:], trained)]
+    advantages = [sequence.advantage if t else 0.0 for t in trained]
+    return AlignedSequence(
+        group=sequence.group,
+        index=sequence.index,
+        input_tokens=list(tokens[:-1]),
+        target_tokens=list(tokens[1:]),
+        logprobs=logprobs,
+        advantages=advantages,
+        trained=trained,
+    )
+
+
+def aligned_sequences(prepared: PreparedBatch) -> List[AlignedSequence]:
+    """Every completion of the trained groups that has something to learn from."""
+    return [align(s) for g in prepared.trained_groups() for s in g.sequences if s.has_targets()]
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def summary(values: Sequence[float], suffix: str = "") -> Dict[str, float]:
+    """logprobs/{mean,std,min,p50}{suffix}; empty when there are no values."""
+    if not values:
+        return {}
+    arr = np.asarray(values, dtype=np.float64)
+    return {
+        f"logprobs/mean{suffix}": float(arr.mean()),
+        f"logprobs/std{suffix}": float(arr.std()),
+        f"logprobs/min{suffix}": float(arr.min()),
+        f"logprobs/p50{suffix}": float(np.percentile(arr, 50)),
+    }
+
+
+def advantage_stats(prepared: PreparedBatch) -> Dict[str, float]:
+    """advantages/{mean,std,sum} over the completions of trained groups; omitted when their
+    spread is nil (every group scored alike: GRPO learns nothing)."""
+    values = [a for g in prepared.trained_groups() for a in g.advantages]
+    if not values:
+        return {}
+    arr = np.asarray(values, dtype=np.float64)
+    if float(arr.std()) <= 1e-6:
+        return {}
+    return {
+        "advantages/mean": float(arr.mean()),
+        "advantages/std": float(arr.std()),
+        "advantages/sum": float(arr.sum()),
+    }
+
+
+def training_logprobs(sequences: Sequence[AlignedSequence], outputs: Sequence[Sequence[float]]) -> List[float]:
+    """The trainer's logprobs (forward_backward's loss_fn_outputs[i]["logprobs"]) at the
+    completion targets of each sequence."""
+    values: List[float] = []
+    for seq, out in zip(sequences, outputs):
+        for lp, t in zip(out, seq.trained):
+            if t:
+                values.append(float(lp))
+    return values
+
+
+def batch_counts(prepared: PreparedBatch, datums: int) -> Dict[str, int]:
+    return {
+        "batch/groups": len(prepared.groups),
+        "batch/skipped_groups": prepared.skipped(),
+        "batch/zero_advantage_groups": prepared.skipped(SKIP_ZERO_ADVANTAGE),
+        "batch/empty_groups": prepared.skipped(SKIP_EMPTY),
+        "batch/malformed_groups": prepared.skipped(SKIP_MALFORMED),
+        "batch/completions": prepared.completions,
+        "batch/truncated_completions": prepared.truncated,
+        "batch/datums": datums,
+    }

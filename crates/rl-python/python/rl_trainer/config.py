@@ -1,0 +1,394 @@
+"""The run YAML, checked into a `TrainerConfig`.
+
+The trainer reads the same file as the environment: `env:` (atroposlib's BaseEnvConfig fields
+it shares with the env), `openai:` (the first server is where the trainer serves inference) and
+`tinker:` (the trainer's own settings, which the env ignores). Unknown keys are ignored; a value
+of the wrong type or out of range raises `ConfigError` naming the key (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+import yaml
+
+# atroposlib 0.4.0's BaseEnvConfig defaults, for env keys the YAML leaves out.
+ENV_DEFAULTS = {
+    "rollout_server_url": "http://localhost:8000",
+    "total_steps": 1000,
+    "batch_size": -1,
+    "group_size": 4,
+    "max_token_length": 2048,
+    "use_wandb": True,
+}
+
+# Placeholder key for a Tinker-compatible engine on loopback (the SDK insists on the prefix).
+LOCAL_API_KEY = "tml-local"
+
+
+class ConfigError(Exception):
+    """A missing, malformed or out-of-range setting; `key` is its dotted name."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}")
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    # env:
+    rollout_server_url: str
+    total_steps: int
+    batch_size: int  # as registered with run-api (<= 0 in the YAML -> 2 * group_size)
+    group_size: int
+    max_token_length: int
+    tokenizer_name: str
+    use_wandb: bool
+    wandb_name: Optional[str]
+    # openai[0]:
+    inference_base_url: str
+    serve_host: str
+    serve_port: int
+    model_name: str
+    # tinker:
+    base_model: str
+    tinker_base_url: Optional[str]
+    lora_rank: int
+    learning_rate: float
+    max_token_trainer_length: int
+    save_every: int
+    keep_rollouts: int
+    batch_timeout_secs: float
+    wandb_project: str
+    wandb_group: str
+    wandb_run_name: str
+    checkpoint_dir: str
+    save_checkpoint_interval: int
+    linger_secs: float
+    request_timeout_secs: float
+    engine_unreachable_secs: float
+    max_retries: int
+    # What the reader wants the operator to know (defaults that may differ from the env's).
+    notes: tuple = field(default=())
+
+    def summary(self) -> dict:
+        """The settings worth printing at start (no secrets exist in here)."""
+        return {
+            "rollout_server_url": self.rollout_server_url,
+            "inference": f"http://{self.serve_host}:{self.serve_port}/v1",
+            "tinker_base_url": self.tinker_base_url or "(hosted Tinker)",
+            "base_model": self.base_model,
+            "tokenizer": self.tokenizer_name,
+            "total_steps": self.total_steps,
+            "batch_size": self.batch_size,
+            "group_size": self.group_size,
+            "lora_rank": self.lora_rank,
+            "learning_rate": self.learning_rate,
+            "max_token_trainer_length": self.max_token_trainer_length,
+            "save_every": self.save_every,
+            "keep_rollouts": self.keep_rollouts,
+            "batch_timeout_secs": self.batch_timeout_secs,
+        }
+
+
+# --------------------------------------------------------------------------- value readers
+
+
+class _Section:
+    """One mapping of the YAML with typed, range-checked getters that name the key on error."""
+
+    def __init__(self, name: str, data: Any):
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ConfigError(name, f"must be a mapping, got {_kind(data)}")
+        self.name = name
+        self.data = data
+
+    def key(self, key: str) -> str:
+        return f"{self.name}.{key}"
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def string(self, key: str, default: Optional[str]) -> Optional[str]:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ConfigError(self.key(key), f"must be a string, got {_kind(value)}")
+        text = str(value).strip()
+        if not text:
+            if default is not None:
+                return default
+            raise ConfigError(self.key(key), "must not be empty")
+        return text
+
+    def integer(self, key: str, default: int, minimum: Optional[int] = None) -> int:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        number = _as_int(value)
+        if number is None:
+            raise ConfigError(self.key(key), f"must be an integer, got {_show(value)}")
+        if minimum is not None and number < minimum:
+            raise ConfigError(self.key(key), f"must be >= {minimum}, got {number}")
+        return number
+
+    def number(
+        self, key: str, default: float, minimum: float = 0.0, exclusive: bool = False
+    ) -> float:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        number = _as_float(value)
+        if number is None or not math.isfinite(number):
+            raise ConfigError(self.key(key), f"must be a finite number, got {_show(value)}")
+        if number < minimum or (exclusive and number == minimum):
+            relation = ">" if exclusive else ">="
+            raise ConfigError(self.key(key), f"must be {relation} {minimum:g}, got {number:g}")
+        return number
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise ConfigError(self.key(key), f"must be true or false, got {_show(value)}")
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__ if value is not None else "null"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _as_int(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _as_float(value: Any) -> Optional[float]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+# --------------------------------------------------------------------------- URLs
+
+
+def is_loopback_host(host: Optional[str]) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _http_url(key: str, value: str, schemes=("http", "https")) -> urllib.parse.SplitResult:
+    try:
+        parts = urllib.parse.urlsplit(value)
+        _ = parts.port  # raises ValueError on a bad port
+    except ValueError as e:
+        raise ConfigError(key, f"is not a valid URL ({e}): {_show(value)}") from None
+    if parts.scheme not in schemes or not parts.hostname:
+        wanted = " or ".join(f"{s}://HOST[:PORT]" for s in schemes)
+        raise ConfigError(key, f"must be an {wanted} URL, got {_show(value)}")
+    return parts
+
+
+def _serving_address(key: str, base_url: str) -> tuple:
+    """(bind host, port) for the trainer's inference server from `openai[0].base_url`.
+
+    The path must be `/v1` (or empty): the OpenAI routes are served under /v1 and SGLang's
+    `/generate` at the root, where atroposlib looks for it (base_url with '/v1' removed)."""
+    parts = _http_url(key, base_url, schemes=("http",))
+    path = parts.path.rstrip("/")
+    if path not in ("", "/v1"):
+        raise ConfigError(key, f"must end in /v1 (the trainer serves /v1/... and /generate), got {_show(base_url)}")
+    host = parts.hostname
+    if host.lower() == "localhost":
+        host = "127.0.0.1"
+    return host, parts.port or 80
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_config(path: str) -> TrainerConfig:
+    """Read and check the run YAML at `path`."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError("--config", f"cannot read {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError("--config", f"{path} is not valid YAML: {e}") from None
+    return parse_config(doc)
+
+
+def parse_config(doc: Any) -> TrainerConfig:
+    """Check an already-parsed run YAML document."""
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise ConfigError("(top level)", f"must be a mapping with env/openai/tinker sections, got {_kind(doc)}")
+    env = _Section("env", doc.get("env"))
+    tinker = _Section("tinker", doc.get("tinker"))
+    notes = []
+
+    for key in ("total_steps", "group_size"):
+        if not env.has(key):
+            notes.append(
+                f"env.{key} is not in the run config: using atroposlib's default "
+                f"{ENV_DEFAULTS[key]} (the environment's own default may differ)"
+            )
+
+    rollout_server_url = env.string("rollout_server_url", ENV_DEFAULTS["rollout_server_url"])
+    _http_url(env.key("rollout_server_url"), rollout_server_url)
+    rollout_server_url = rollout_server_url.rstrip("/")
+    total_steps = env.integer("total_steps", ENV_DEFAULTS["total_steps"], minimum=1)
+    group_size = env.integer("group_size", ENV_DEFAULTS["group_size"], minimum=1)
+    batch_size = env.integer("batch_size", ENV_DEFAULTS["batch_size"])
+    if batch_size <= 0:
+        batch_size = 2 * group_size
+    max_token_length = env.integer("max_token_length", ENV_DEFAULTS["max_token_length"], minimum=2)
+    use_wandb = env.boolean("use_wandb", ENV_DEFAULTS["use_wandb"])
+    wandb_name = env.string("wandb_name", None)
+
+    servers = doc.get("openai")
+    if isinstance(servers, Mapping):
+        servers = [servers]
+    if not isinstance(servers, list) or not servers:
+        raise ConfigError("openai", "must be a list with at least one server (the trainer serves openai[0])")
+    server = _Section("openai[0]", servers[0])
+    base_url = server.string("base_url", None)
+    if base_url is None:
+        raise ConfigError("openai[0].base_url", "is required: it is where the trainer serves inference")
+    serve_host, serve_port = _serving_address("openai[0].base_url", base_url)
+
+    tokenizer_name = env.string("tokenizer_name", None)
+    base_model = tinker.string("base_model", tokenizer_name)
+    if base_model is None:
+        raise ConfigError("tinker.base_model", "is required when env.tokenizer_name is not set")
+    if tokenizer_name is None:
+        tokenizer_name = base_model
+    model_name = server.string("model_name", base_model)
+
+    tinker_base_url = tinker.string("base_url", None)
+    if tinker_base_url is not None:
+        _http_url(tinker.key("base_url"), tinker_base_url)
+        tinker_base_url = tinker_base_url.rstrip("/")
+    remote = not is_loopback_host(urllib.parse.urlsplit(tinker_base_url).hostname if tinker_base_url else None)
+
+    lora_rank = tinker.integer("lora_rank", 32, minimum=1)
+    learning_rate = tinker.number("learning_rate", 4e-5, minimum=0.0, exclusive=True)
+    max_trainer_len = tinker.integer("max_token_trainer_length", max_token_length, minimum=2)
+    save_every = tinker.integer("save_every", 0, minimum=0)
+    keep_rollouts = tinker.integer("keep_rollouts", 20, minimum=0)
+    batch_timeout_secs = tinker.number("batch_timeout_secs", 0.0)
+    run_name = tinker.string("wandb_run_name", wandb_name or "rl")
+    wandb_project = tinker.string("wandb_project", "atropos-tinker")
+    wandb_group = tinker.string("wandb_group", run_name)
+    checkpoint_dir = tinker.string("checkpoint_dir", "./temp/")
+    save_checkpoint_interval = tinker.integer("save_checkpoint_interval", 0)
+    linger_secs = tinker.number("linger_secs", 10.0)
+    request_timeout_secs = tinker.number("request_timeout_secs", 1800.0)
+    engine_unreachable_secs = tinker.number(
+        "engine_unreachable_secs", 120.0 if remote else 10.0, minimum=1.0
+    )
+    max_retries = tinker.integer("max_retries", 3, minimum=0)
+
+    if group_size > batch_size:
+        raise ConfigError("env.batch_size", f"({batch_size}) must be at least env.group_size ({group_size})")
+
+    return TrainerConfig(
+        rollout_server_url=rollout_server_url,
+        total_steps=total_steps,
+        batch_size=batch_size,
+        group_size=group_size,
+        max_token_length=max_token_length,
+        tokenizer_name=tokenizer_name,
+        use_wandb=use_wandb,
+        wandb_name=wandb_name,
+        inference_base_url=base_url,
+        serve_host=serve_host,
+        serve_port=serve_port,
+        model_name=model_name,
+        base_model=base_model,
+        tinker_base_url=tinker_base_url,
+        lora_rank=lora_rank,
+        learning_rate=learning_rate,
+        max_token_trainer_length=max_trainer_len,
+        save_every=save_every,
+        keep_rollouts=keep_rollouts,
+        batch_timeout_secs=batch_timeout_secs,
+        wandb_project=wandb_project,
+        wandb_group=wandb_group,
+        wandb_run_name=run_name,
+        checkpoint_dir=checkpoint_dir,
+        save_checkpoint_interval=save_checkpoint_interval,
+        linger_secs=linger_secs,
+        request_timeout_secs=request_timeout_secs,
+        engine_unreachable_secs=engine_unreachable_secs,
+        max_retries=max_retries,
+        notes=tuple(notes),
+    )
+
+
+def effective_tinker_url(config: TrainerConfig, environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """The Tinker API URL the SDK will use: the config's, else TINKER_BASE_URL, else None (hosted)."""
+    return config.tinker_base_url or (environ.get("TINKER_BASE_URL") or "").rstrip("/") or None
+
+
+def resolve_api_key(config: TrainerConfig, environ: Mapping[str, str] = os.environ) -> str:
+    """TINKER_API_KEY, or a placeholder for an engine on loopback. Never logged or written."""
+    key = (environ.get("TINKER_API_KEY") or "").strip()
+    if key:
+        return key
+    url = effective_tinker_url(config, environ)
+    if url and is_loopback_host(urllib.parse.urlsplit(url).hostname):
+        return LOCAL_API_KEY
+    raise ConfigError(
+        "TINKER_API_KEY",
+        "is not set; it is required for a Tinker API that is not on loopback "
+        f"({url or 'hosted Tinker'})",
+    )

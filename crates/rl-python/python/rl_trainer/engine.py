@@ -1,0 +1,320 @@
+"""The Tinker SDK (tinker==0.16.1) as the trainer uses it: one LoRA training client, sampler
+saves, training states, sampling clients, and the policy the inference server samples from.
+
+Failure handling:
+* every SDK call is bounded by `tinker.request_timeout_secs` (the SDK itself retries lost
+  connections while waiting for a result, forever);
+* idempotent calls (session, sampling client, sampling, logprobs) are retried here on
+  retryable errors (429, 408, 5xx, connection) up to `tinker.max_retries` times with backoff;
+  calls that change the model (forward_backward, optim_step, saves) are not retried here
+  (a retry could apply a step twice), beyond the SDK's own retries of their submission;
+* `Watchdog` probes the Tinker API's /api/v1/healthz; when it cannot be connected to for
+  `tinker.engine_unreachable_secs` the trainer fails at once instead of waiting on the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple
+
+import httpx
+import numpy as np
+
+import tinker
+from tinker import types as ttypes
+
+from .batch import AlignedSequence, full_logprobs_from_prompt_logprobs
+from .sampling import Sample, SamplingSpec, tinker_stop
+from .server import Policy
+
+HOSTED_TINKER_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+
+
+class EngineUnreachable(Exception):
+    """The Tinker API could not be connected to for too long."""
+
+
+class RequestTimeout(Exception):
+    """A Tinker call did not finish within tinker.request_timeout_secs."""
+
+
+def is_retryable(error: BaseException) -> bool:
+    if isinstance(error, (tinker.APIConnectionError, httpx.TransportError)):
+        return True
+    if isinstance(error, tinker.APIStatusError):
+        code = error.status_code
+        return code in (408, 429) or 500 <= code < 600
+    try:
+        from tinker.lib.retryable_exception import RetryableException
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(error, RetryableException)
+
+
+async def bounded(awaitable: Awaitable, what: str, timeout: float):
+    """`awaitable`, or RequestTimeout after `timeout` seconds (0: no limit)."""
+    if timeout and timeout > 0:
+        try:
+            return await asyncio.wait_for(awaitable, timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimeout(f"{what} did not finish within {timeout:g} s (tinker.request_timeout_secs)") from None
+    return await awaitable
+
+
+async def with_retries(
+    make: Callable[[], Awaitable],
+    what: str,
+    retries: int,
+    timeout: float,
+    say: Callable[[str], None],
+    base_delay: float = 1.0,
+):
+    """make() (a fresh awaitable each attempt), retried on retryable errors."""
+    attempt = 0
+    while True:
+        try:
+            return await bounded(make(), what, timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if attempt >= retries or not is_retryable(e):
+                raise
+            delay = min(base_delay * (2 ** attempt), 30.0)
+            attempt += 1
+            say(f"{what} failed ({type(e).__name__}: {e}); retry {attempt}/{retries} in {delay:g} s")
+            await asyncio.sleep(delay)
+
+
+class Watchdog:
+    """Fails (raises EngineUnreachable) once the Tinker API refuses connections for `limit`
+    seconds in a row. Any HTTP answer counts as alive, and so does a slow one."""
+
+    def __init__(self, base_url: str, limit: float, interval: float = 1.0, transport: Optional[httpx.AsyncBaseTransport] = None):
+        self.url = base_url.rstrip("/") + "/api/v1/healthz"
+        self.limit = limit
+        self.interval = interval
+        self.transport = transport
+
+    async def run(self) -> None:
+        down_since: Optional[float] = None
+        last_error = ""
+        async with httpx.AsyncClient(timeout=min(5.0, max(1.0, self.limit)), transport=self.transport, trust_env=False) as client:
+            while True:
+                try:
+                    await client.get(self.url)
+                    down_since = None
+                except (httpx.TimeoutException,):
+                    down_since = None  # slow, not gone
+                except httpx.TransportError as e:
+                    last_error = f"{type(e).__name__}: {e}"
+                    now = time.monotonic()
+                    if down_since is None:
+                        down_since = now
+                    elif now - down_since >= self.limit:
+                        raise EngineUnreachable(
+                            f"the Tinker API at {self.url.rsplit('/api/', 1)[0]} has been unreachable "
+                            f"for {now - down_since:.0f} s ({last_error})"
+                        )
+                await asyncio.sleep(self.interval)
+
+
+def to_datum(seq: AlignedSequence) -> ttypes.Datum:
+    """One Datum per completion: numpy arrays, no torch."""
+    return ttypes.Datum(
+        model_input=ttypes.ModelInput.from_ints(list(seq.input_tokens)),
+        loss_fn_inputs={
+            "target_tokens": np.asarray(seq.target_tokens, dtype=np.int64),
+            "logprobs": np.asarray(seq.logprobs, dtype=np.float32),
+            "advantages": np.asarray(seq.advantages, dtype=np.float32),
+        },
+    )
+
+
+def tensor_list(value: Any) -> List[float]:
+    """A loss_fn_outputs entry (TensorData, or its dict form) as a flat list."""
+    if value is None:
+        return []
+    if hasattr(value, "tolist"):
+        return list(np.asarray(value.tolist(), dtype=np.float64).reshape(-1))
+    if isinstance(value, dict) and "data" in value:
+        return [float(v) for v in value["data"]]
+    return [float(v) for v in value]
+
+
+class Tinker:
+    """The SDK clients of one run."""
+
+    def __init__(self, config, api_key: str, say: Callable[[str], None]):
+        self.config = config
+        self.api_key = api_key
+        self.say = say
+        self.service: Optional[tinker.ServiceClient] = None
+        self.training: Optional[tinker.TrainingClient] = None
+        self.timeout = config.request_timeout_secs
+        self.retries = config.max_retries
+
+    async def connect(self) -> None:
+        kwargs = {"api_key": self.api_key}
+        if self.config.tinker_base_url:
+            kwargs["base_url"] = self.config.tinker_base_url
+        # The constructor blocks on the session's creation: keep the event loop (and /health) free.
+        self.service = await with_retries(
+            lambda: asyncio.to_thread(tinker.ServiceClient, **kwargs),
+            "creating the Tinker session",
+            self.retries,
+            self.timeout,
+            self.say,
+        )
+        self.training = await bounded(
+            self.service.create_lora_training_client_async(base_model=self.config.base_model, rank=self.config.lora_rank),
+            "creating the LoRA training client",
+            self.timeout,
+        )
+
+    @property
+    def model_id(self) -> str:
+        return str(self.training.model_id)
+
+    async def save_for_sampler(self, name: str) -> str:
+        future = await self.training.save_weights_for_sampler_async(name)
+        result = await bounded(future.result_async(), f"save_weights_for_sampler({name!r})", self.timeout)
+        return result.path
+
+    async def save_state(self, name: str) -> str:
+        future = await self.training.save_state_async(name)
+        result = await bounded(future.result_async(), f"save_state({name!r})", self.timeout)
+        return result.path
+
+    async def sampling_client(self, path: str):
+        return await with_retries(
+            lambda: self.service.create_sampling_client_async(model_path=path),
+            f"creating a sampling client for {path}",
+            self.retries,
+            self.timeout,
+            self.say,
+        )
+
+    async def train(self, datums: List[ttypes.Datum], learning_rate: float) -> Tuple[Any, Any]:
+        """forward_backward(importance_sampling) then optim_step(Adam); both submitted before
+        either result is awaited, so they queue back to back."""
+        fb_future = await self.training.forward_backward_async(datums, "importance_sampling")
+        adam = ttypes.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
+        optim_future = await self.training.optim_step_async(adam)
+        fb = await bounded(fb_future.result_async(), "forward_backward", self.timeout)
+        optim = await bounded(optim_future.result_async(), "optim_step", self.timeout)
+        return fb, optim
+
+    async def compute_logprobs(self, client, tokens: Sequence[int]) -> List[float]:
+        """The sampler's logprob of every token given the ones before it (0.0 for the first)."""
+        values = await with_retries(
+            lambda: client.compute_logprobs_async(ttypes.ModelInput.from_ints(list(tokens))),
+            "compute_logprobs",
+            self.retries,
+            self.timeout,
+            self.say,
+        )
+        return full_logprobs_from_prompt_logprobs(values, len(tokens))
+
+
+def _eos_ids(tokenizer, model_dir: str) -> List[int]:
+    """End-of-sequence ids: the tokenizer's, plus generation_config.json's when the base model
+    is a local folder (chat models often end turns with a token other than eos_token)."""
+    ids: List[int] = []
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    path = os.path.join(model_dir, "generation_config.json") if model_dir and os.path.isdir(model_dir) else None
+    if path and os.path.isfile(path):
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                value = json.load(f).get("eos_token_id")
+            for t in value if isinstance(value, list) else [value]:
+                if isinstance(t, int) and t not in ids:
+                    ids.append(t)
+        except (OSError, ValueError):
+            pass
+    return ids
+
+
+class TinkerPolicy(Policy):
+    """Samples from the current sampling client; `swap` replaces it after each save."""
+
+    def __init__(self, tinker_: Tinker, model_name: str, base_model: str, max_token_length: int):
+        self.tinker = tinker_
+        self.tokenizer = None
+        self.model_name = model_name
+        self.base_model = base_model
+        self.max_token_length = max_token_length
+        self.eos_ids: List[int] = []
+        self.client = None
+        self.sampler_path: Optional[str] = None
+        self.registered = False
+
+    @property
+    def initialized(self) -> bool:
+        return self.client is not None and self.registered
+
+    @property
+    def vocab_size(self) -> Optional[int]:
+        return None  # the model's vocabulary may be larger than the tokenizer's; the engine checks
+
+    def load(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.eos_ids = _eos_ids(tokenizer, self.base_model)
+
+    def swap(self, client, path: str) -> None:
+        self.client = client
+        self.sampler_path = path
+
+    def encode(self, text: str) -> List[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=True))
+
+    def chat_tokens(self, messages: List[dict]) -> List[int]:
+        # Render as text then encode: transformers 5 returns a BatchEncoding from tokenize=True.
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
+
+    def decode_all(self, tokens: Sequence[int]) -> str:
+        """Text with the special tokens kept (the rollout files show the chat template)."""
+        return self.tokenizer.decode(list(tokens), skip_special_tokens=False)
+
+    def token_text(self, token: int) -> str:
+        return self.tokenizer.decode([int(token)], skip_special_tokens=False)
+
+    def stop_ids(self, spec: SamplingSpec) -> List[int]:
+        return list(spec.stop_token_ids) + ([] if spec.ignore_eos else list(self.eos_ids))
+
+    async def sample(self, prompt: List[int], n: int, spec: SamplingSpec) -> List[Sample]:
+        client = self.client  # the current one, for the whole request
+        if client is None:
+            raise RuntimeError("no sampling client yet")
+        max_tokens = spec.max_tokens or max(1, self.max_token_length - len(prompt))
+        params = ttypes.SamplingParams(
+            max_tokens=max_tokens,
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            top_k=spec.top_k,
+            seed=spec.seed,
+            stop=tinker_stop(spec, self.eos_ids, self.token_text),
+        )
+        result = await with_retries(
+            lambda: client.sample_async(prompt=ttypes.ModelInput.from_ints(list(prompt)), num_samples=n, sampling_params=params),
+            "sampling",
+            self.tinker.retries,
+            self.tinker.timeout,
+            self.tinker.say,
+        )
+        samples = []
+        for seq in result.sequences:
+            tokens = list(seq.tokens)
+            logprobs = list(seq.logprobs) if seq.logprobs is not None else None
+            if logprobs is None or len(logprobs) != len(tokens):
+                full = await self.tinker.compute_logprobs(client, list(prompt) + tokens)
+                logprobs = full[len(prompt):]
+            samples.append(Sample(tokens=tokens, logprobs=[float(x) for x in logprobs], stop_reason=seq.stop_reason))
+        return samples

@@ -1,0 +1,260 @@
+"""The trainer's life: serve, set up, train `total_steps` steps, save the final weights, linger.
+
+`Trainer.phase` and `Trainer.step` say where it is, so a failure can be named
+(`rl-trainer: setup failed: ...` / `rl-trainer: step N failed: ...`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from typing import Any, Dict, Optional
+
+from .batch import (
+    SKIP_MALFORMED,
+    advantage_stats,
+    aligned_sequences,
+    batch_counts,
+    prepare_batch,
+    summary,
+    training_logprobs,
+)
+from .config import TrainerConfig
+from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
+from .records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows
+from .runapi import RunApi
+from .server import InferenceServer, bind_socket, create_app
+
+#: Set to a step number, makes that step fail after its batch arrived (a test hook: the failure
+#: path is then exercised with the real engine, run-api and environment up).
+FAULT_VARIABLE = "RL_TRAINER_FAIL_AT_STEP"
+
+
+def say(message: str) -> None:
+    """An informational line on stdout (the lines rl parses are printed bare)."""
+    print(f"[rl-trainer] {message}", flush=True)
+
+
+def announce(line: str) -> None:
+    print(line, flush=True)
+
+
+class Trainer:
+    def __init__(self, config: TrainerConfig, run_dir: str, api_key: str):
+        self.config = config
+        self.run_dir = run_dir
+        self.phase = "setup"
+        self.step = 0
+        self.runapi = RunApi(config.rollout_server_url, say)
+        self.tinker = Tinker(config, api_key, say)
+        self.policy = TinkerPolicy(self.tinker, config.model_name, config.base_model, config.max_token_length)
+        self.server: Optional[InferenceServer] = None
+        self.server_task: Optional[asyncio.Task] = None
+        os.makedirs(run_dir, exist_ok=True)
+        self.metrics = JsonLines(os.path.join(run_dir, "metrics.jsonl"))
+        self.checkpoints = Checkpoints(os.path.join(run_dir, "checkpoints.jsonl"))
+        self.rollouts = Rollouts(os.path.join(run_dir, "rollouts"), config.keep_rollouts)
+        self.wandb: Optional[Wandb] = None
+
+    # ------------------------------------------------------------------ phases
+
+    def start_serving(self) -> asyncio.Task:
+        """Bind and serve at once, before the slow setup, so /health answers early."""
+        c = self.config
+        try:
+            sock = bind_socket(c.serve_host, c.serve_port)
+        except OSError as e:
+            raise OSError(f"cannot serve inference on {c.serve_host}:{c.serve_port}: {e.strerror or e}") from None
+        self.server = InferenceServer(create_app(self.policy), sock)
+        self.server_task = asyncio.create_task(self.server.serve(), name="inference-server")
+        say(f"serving inference on http://{c.serve_host}:{c.serve_port}/v1 (and /generate)")
+        return self.server_task
+
+    async def run(self) -> None:
+        await self.setup()
+        for n in range(1, self.config.total_steps + 1):
+            self.phase, self.step = "step", n
+            await self.train_step(n)
+        self.phase = "final"
+        await self.finish()
+        self.phase = "linger"
+        await self.linger()
+
+    async def setup(self) -> None:
+        c = self.config
+        for note in c.notes:
+            say(f"note: {note}")
+        say("settings: " + ", ".join(f"{k}={v}" for k, v in c.summary().items()))
+        from transformers import AutoTokenizer  # slow import: after /health is up
+
+        tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, c.tokenizer_name)
+        self.policy.load(tokenizer)
+        say(f"tokenizer loaded from {c.tokenizer_name}")
+
+        await self.tinker.connect()
+        say(f"LoRA training client {self.tinker.model_id} on {c.base_model} (rank {c.lora_rank})")
+        path = await self.tinker.save_for_sampler("step_0")
+        # The starting state too: what a comparison with the trained weights, or a restart from
+        # scratch with the same initialisation, loads (a few hundred KB on a LoRA).
+        state_path = await self.tinker.save_state("step_0")
+        self.policy.swap(await self.tinker.sampling_client(path), path)
+        self.checkpoints.record(0, "step_0", path, state_path)
+        announce(f"Sampling client updated: {path}")
+
+        trainer_id = await self.runapi.register(
+            {
+                "wandb_group": c.wandb_group,
+                "wandb_project": c.wandb_project,
+                "batch_size": c.batch_size,
+                "max_token_len": c.max_token_trainer_length,
+                "checkpoint_dir": c.checkpoint_dir,
+                "save_checkpoint_interval": c.save_checkpoint_interval,
+                "starting_step": 0,
+                "num_steps": c.total_steps,
+            }
+        )
+        self.policy.registered = True
+        say(f"registered with run-api at {c.rollout_server_url} (trainer {trainer_id}); {c.total_steps} steps of {c.batch_size} completions")
+        self.wandb = Wandb.start(c, say)
+
+    async def train_step(self, n: int) -> None:
+        c = self.config
+        last = n == c.total_steps
+        batch, waited = await self.runapi.next_batch(c.batch_timeout_secs)
+        started = time.monotonic()
+        if os.environ.get(FAULT_VARIABLE) == str(n):
+            # The tests' way to make a step fail for real, with the engine and everything up.
+            raise RuntimeError(f"failure injected at step {n} by {FAULT_VARIABLE}")
+        prepared = prepare_batch(batch, c.max_token_trainer_length)
+        for group in prepared.groups:
+            if group.skip == SKIP_MALFORMED:
+                say(f"step {n}: group {group.index} skipped, malformed: {group.problem}")
+
+        # Sampler logprobs the batch lacks (atroposlib's ManagedServer sends them; a plain
+        # chat env does not) are computed with the current sampling client.
+        missing = prepared.sequences_missing_logprobs()
+        client = self.policy.client
+        for seq in missing:
+            seq.logprobs = await self.tinker.compute_logprobs(client, seq.tokens)
+            prepared.groups[seq.group].recomputed = True
+        self.rollouts.write(n, rollout_rows(prepared, self.policy.decode_all))
+
+        sequences = aligned_sequences(prepared)
+        metrics: Dict[str, Any] = {"step": n, "_timestamp": time.time(), "train/learning_rate": c.learning_rate}
+        reward = prepared.reward_mean()
+        if reward is not None:
+            metrics["reward/mean"] = reward
+        metrics.update(batch_counts(prepared, len(sequences)))
+        metrics["logprobs/recomputed"] = len(missing)
+
+        loss = None
+        if sequences:
+            sampler = [lp for s in sequences for lp in s.sampler_logprobs()]
+            metrics.update(summary(sampler))
+            fb, optim = await self.tinker.train([to_datum(s) for s in sequences], c.learning_rate)
+            outputs = list(fb.loss_fn_outputs)
+            trained = training_logprobs(sequences, [tensor_list(o.get("logprobs")) for o in outputs])
+            metrics.update(summary(trained, "_training"))
+            if sampler and trained:
+                metrics["logprobs/diff"] = metrics["logprobs/mean"] - metrics["logprobs/mean_training"]
+            engine_metrics = dict(fb.metrics or {})
+            if "loss:sum" in engine_metrics:
+                loss = float(engine_metrics["loss:sum"])
+            else:
+                # An engine that reports no loss:sum (skyrl-tx 0.3.0's JAX backend): the sum of
+                # the per-token losses it returns, which is what loss:sum means.
+                loss = float(sum(sum(tensor_list(o.get("elementwise_loss"))) for o in outputs))
+                metrics["train/loss_from_outputs"] = 1
+            metrics["train/loss"] = loss
+            for key, value in engine_metrics.items():
+                metrics[f"engine/{key}"] = value
+            for key, value in dict(getattr(optim, "metrics", None) or {}).items():
+                metrics[f"engine/optim/{key}"] = value
+            metrics.update(advantage_stats(prepared))
+
+        if sequences or last:
+            await self.save(n, last)
+        metrics["time/wait_secs"] = waited
+        metrics["time/step_secs"] = time.monotonic() - started
+        metrics["_timestamp"] = time.time()  # when the step ended (the key stays second)
+        self.metrics.append(metrics)
+        if self.wandb is not None:
+            self.wandb.log(metrics, step=n)
+        shown = f"{loss:.4f}" if loss is not None and math.isfinite(loss) else ("skipped" if loss is None else str(loss))
+        say(
+            f"step {n}/{c.total_steps}: reward/mean={metrics.get('reward/mean', float('nan')):.4f} "
+            f"loss={shown} groups={metrics['batch/groups']} skipped={metrics['batch/skipped_groups']} "
+            f"datums={len(sequences)} wait={waited:.1f}s step={metrics['time/step_secs']:.1f}s"
+        )
+
+    async def save(self, n: int, last: bool) -> None:
+        c = self.config
+        name = "final" if last else f"step_{n}"
+        sampler_path = await self.tinker.save_for_sampler(name)
+        state_path = None
+        if last or (c.save_every > 0 and n % c.save_every == 0):
+            state_path = await self.tinker.save_state(name)
+        self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
+        self.checkpoints.record(n, name, sampler_path, state_path)
+        announce(f"Sampling client updated: {sampler_path}")
+        if state_path:
+            say(f"training state (weights + optimizer) saved: {state_path}")
+
+    async def finish(self) -> None:
+        path = self.policy.sampler_path
+        self.metrics.append({"event": "final_weights", "path": path})
+        if self.wandb is not None:
+            self.wandb.finish(0)
+            self.wandb = None
+        announce(f"Final weights are available here: {path}")
+
+    async def linger(self) -> None:
+        """Keep serving while the env may still need completions.
+
+        atroposlib 0.4.0's `serve` stops only once current_step + queued batches >
+        total_steps (checked against run-api), so right after the last step it may still be
+        sampling one more batch; without the trainer it would retry forever."""
+        c = self.config
+        if c.linger_secs <= 0:
+            return
+        deadline = time.monotonic() + c.linger_secs
+        while time.monotonic() < deadline:
+            status = await self.runapi.status()
+            if status is None:
+                return
+            try:
+                queued = int(status.get("queue_size", 0)) * c.group_size // max(1, c.batch_size)
+                if int(status.get("current_step", 0)) + queued > c.total_steps:
+                    return
+            except (TypeError, ValueError):
+                return
+            await asyncio.sleep(0.2)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        if self.server_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.server_task), 3)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                self.server_task.cancel()
+        try:
+            await asyncio.wait_for(self.runapi.close(), 2)
+        except Exception:
+            pass
+        self.metrics.close()
+        self.checkpoints.close()
+
+    def where(self) -> str:
+        if self.phase == "setup":
+            return "setup failed"
+        if self.phase == "step":
+            return f"step {self.step} failed"
+        return f"{self.phase} failed"
+
+    def fail_wandb(self, code: int) -> None:
+        if self.wandb is not None:
+            self.wandb.finish(code)
+            self.wandb = None

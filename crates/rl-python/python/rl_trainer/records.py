@@ -1,0 +1,191 @@
+"""The run folder's files, and the optional WandB mirror of the metrics.
+
+* `metrics.jsonl`: one JSON object per step, then `{"event": "final_weights", "path": ...}`;
+* `checkpoints.jsonl`: one row per checkpoint as it is made;
+* `rollouts/step_NNNNNN.jsonl`: one line per completion of a step's batch, at most
+  `keep_rollouts` files (the oldest are deleted).
+
+Every line is appended, flushed and fsynced, so a reader never sees a half-written row of a
+step that finished, and a crash loses at most the line being written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import random
+import re
+import string
+from typing import Any, Dict, Iterable, List, Optional
+
+ROLLOUT_NAME = re.compile(r"^step_(\d+)\.jsonl$")
+
+
+def rfc3339_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class JsonLines:
+    """An append-only JSON-lines file; each row is flushed and fsynced before `append` returns."""
+
+    def __init__(self, path: str):
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._file = open(path, "a", encoding="utf-8")
+
+    def append(self, row: Dict[str, Any]) -> None:
+        self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        try:
+            self._file.close()
+        except OSError:
+            pass
+
+
+class Checkpoints:
+    """checkpoints.jsonl: {"step", "name", "sampler_path", "state_path", "time"} per checkpoint."""
+
+    def __init__(self, path: str):
+        self.lines = JsonLines(path)
+
+    def record(self, step: int, name: str, sampler_path: str, state_path: Optional[str]) -> Dict[str, Any]:
+        row = {
+            "step": step,
+            "name": name,
+            "sampler_path": sampler_path,
+            "state_path": state_path,
+            "time": rfc3339_now(),
+        }
+        self.lines.append(row)
+        return row
+
+    def close(self) -> None:
+        self.lines.close()
+
+
+class Rollouts:
+    """rollouts/step_NNNNNN.jsonl, bounded to the newest `keep` files (0: none written)."""
+
+    def __init__(self, directory: str, keep: int):
+        self.directory = directory
+        self.keep = keep
+
+    def path_for(self, step: int) -> str:
+        return os.path.join(self.directory, f"step_{step:06d}.jsonl")
+
+    def write(self, step: int, rows: Iterable[Dict[str, Any]]) -> Optional[str]:
+        if self.keep <= 0:
+            return None
+        os.makedirs(self.directory, exist_ok=True)
+        path = self.path_for(step)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self.prune()
+        return path
+
+    def files(self) -> List[str]:
+        """Rollout files, oldest step first."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        steps = sorted((int(m.group(1)), n) for n in names if (m := ROLLOUT_NAME.match(n)))
+        return [os.path.join(self.directory, n) for _, n in steps]
+
+    def prune(self) -> List[str]:
+        files = self.files()
+        doomed = files[: max(0, len(files) - self.keep)]
+        for path in doomed:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+        return doomed
+
+
+def rollout_rows(prepared, decode) -> List[Dict[str, Any]]:
+    """One row per completion of a prepared batch: group, index, prompt and completion text
+    (decoded from the tokens before / from the first completion token), score, advantage,
+    skipped. `decode(tokens) -> str`."""
+    rows = []
+    for group in prepared.groups:
+        for seq in group.sequences:
+            cut = seq.prompt_length()
+            rows.append(
+                {
+                    "group": group.index,
+                    "index": seq.index,
+                    "prompt": decode(seq.tokens[:cut]),
+                    "completion": decode(seq.tokens[cut:]),
+                    "score": group.scores[seq.index] if seq.index < len(group.scores) else None,
+                    "advantage": seq.advantage,
+                    "skipped": group.skip is not None,
+                    "skip_reason": group.skip,
+                    "prompt_tokens": cut,
+                    "completion_tokens": len(seq.tokens) - cut,
+                    "truncated": seq.truncated,
+                }
+            )
+        if not group.sequences and group.skip is not None:
+            rows.append(
+                {
+                    "group": group.index,
+                    "index": None,
+                    "prompt": None,
+                    "completion": None,
+                    "score": None,
+                    "advantage": None,
+                    "skipped": True,
+                    "skip_reason": group.skip,
+                    "problem": group.problem,
+                }
+            )
+    return rows
+
+
+class Wandb:
+    """Mirrors the metrics rows to WandB: run `{run_name}-trainer-{4 random chars}` in the
+    run's group. wandb is imported only when asked for; without it the trainer says so and
+    goes on with its files."""
+
+    def __init__(self, run):
+        self.run = run
+
+    @classmethod
+    def start(cls, config, say) -> Optional["Wandb"]:
+        if not config.use_wandb:
+            return None
+        try:
+            import wandb  # noqa: WPS433 (optional dependency)
+        except Exception as e:  # ImportError, or a broken install
+            say(f"WandB logging is off: wandb cannot be imported ({type(e).__name__}: {e})")
+            return None
+        suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=4))
+        run = wandb.init(
+            project=config.wandb_project,
+            group=config.wandb_group,
+            name=f"{config.wandb_run_name}-trainer-{suffix}",
+            tags=["trainer"],
+            config={k: v for k, v in config.summary().items()},
+        )
+        say(f"WandB run {run.name} in project {config.wandb_project}, group {config.wandb_group}")
+        return cls(run)
+
+    def log(self, metrics: Dict[str, Any], step: int) -> None:
+        values = {k: v for k, v in metrics.items() if k not in ("step", "_timestamp") and isinstance(v, (int, float))}
+        self.run.log(values, step=step)
+
+    def finish(self, exit_code: int = 0) -> None:
+        try:
+            self.run.finish(exit_code=exit_code)
+        except Exception:
+            pass

@@ -1,0 +1,440 @@
+"""Request and response shapes of the inference the trainer serves (pure; no SDK, no server).
+
+* POST /generate in SGLang's native shape, as atroposlib 0.4.0's `SGLangServer` (behind its
+  `ManagedServer`) calls it: `{"input_ids": [...], "sampling_params": {"n", "max_new_tokens",
+  "temperature", "stop", ...}, "return_logprob": true}` -> one object (n = 1) or a list of
+  objects with `text`, `output_ids` and `meta_info` {`output_token_logprobs`: [[logprob,
+  token_id, text-or-null], ...], `finish_reason`: {"type": "stop"|"length", ...},
+  `prompt_tokens`, `completion_tokens`}.
+* POST /v1/chat/completions and /v1/completions, OpenAI-shaped (`n` honoured, no streaming).
+
+Bad bodies raise `RequestError` (HTTP 400 with an OpenAI-shaped error).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+MAX_N = 128
+
+
+class RequestError(Exception):
+    def __init__(self, message: str, param: Optional[str] = None, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.status = status
+
+
+def error_body(message: str, kind: str = "invalid_request_error", param: Optional[str] = None, code: Any = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+@dataclass
+class SamplingSpec:
+    """What the caller asked of the sampler, before it is mapped onto Tinker's SamplingParams."""
+
+    max_tokens: Optional[int] = None  # None: the policy's default for this prompt
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: Optional[int] = None
+    stop: List[str] = field(default_factory=list)
+    stop_token_ids: List[int] = field(default_factory=list)
+    ignore_eos: bool = False
+
+
+@dataclass
+class Sample:
+    tokens: List[int]
+    logprobs: List[float]
+    stop_reason: str  # "stop" | "length"
+
+
+# --------------------------------------------------------------------------- field readers
+
+
+def _require_object(body: Any) -> dict:
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    return body
+
+
+def _int(obj: dict, key: str, default: Optional[int], lo: Optional[int] = None, hi: Optional[int] = None, param: Optional[str] = None) -> Optional[int]:
+    value = obj.get(key)
+    name = param or key
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+        raise RequestError(f"{name} must be an integer", name)
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f"{lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"
+        raise RequestError(f"{name} must be in {bounds}, got {value}", name)
+    return value
+
+
+def _float(obj: dict, key: str, default: float, lo: float, hi: float, param: Optional[str] = None) -> float:
+    value = obj.get(key)
+    name = param or key
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RequestError(f"{name} must be a number", name)
+    value = float(value)
+    if not (lo <= value <= hi):
+        raise RequestError(f"{name} must be in [{lo:g}, {hi:g}], got {value:g}", name)
+    return value
+
+
+def _bool(obj: dict, key: str, default: bool, param: Optional[str] = None) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise RequestError(f"{param or key} must be true or false", param or key)
+    return value
+
+
+def _stop_strings(value: Any, name: str) -> List[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return [s for s in value if s]
+    raise RequestError(f"{name} must be a string or a list of strings", name)
+
+
+def _token_ids(value: Any, name: str, vocab_size: Optional[int] = None, allow_empty: bool = True) -> List[int]:
+    if value is None:
+        value = []
+    if not isinstance(value, list):
+        raise RequestError(f"{name} must be a list of token ids", name)
+    out = []
+    for t in value:
+        if isinstance(t, bool) or not isinstance(t, int) or t < 0 or (vocab_size is not None and t >= vocab_size):
+            limit = f" below {vocab_size}" if vocab_size is not None else ""
+            raise RequestError(f"{name} must hold token ids (integers >= 0{limit})", name)
+        out.append(t)
+    if not out and not allow_empty:
+        raise RequestError(f"{name} must not be empty", name)
+    return out
+
+
+def _openai_spec(body: dict, vocab_size: Optional[int]) -> SamplingSpec:
+    max_tokens = _int(body, "max_completion_tokens", None, lo=1)
+    if max_tokens is None:
+        max_tokens = _int(body, "max_tokens", None, lo=1)
+    return SamplingSpec(
+        max_tokens=max_tokens,
+        temperature=_float(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_float(body, "top_p", 1.0, 0.0, 1.0),
+        top_k=_int(body, "top_k", -1, lo=-1),
+        seed=_int(body, "seed", None),
+        stop=_stop_strings(body.get("stop"), "stop"),
+        stop_token_ids=_token_ids(body.get("stop_token_ids"), "stop_token_ids", vocab_size),
+        ignore_eos=_bool(body, "ignore_eos", False),
+    )
+
+
+def _no_streaming(body: dict) -> None:
+    if body.get("stream"):
+        raise RequestError("streaming is not supported by the rl trainer", "stream")
+
+
+# --------------------------------------------------------------------------- /generate (SGLang)
+
+
+@dataclass
+class GenerateRequest:
+    input_ids: Optional[List[int]]
+    text: Optional[str]
+    n: int
+    spec: SamplingSpec
+    return_logprob: bool
+    return_text_in_logprobs: bool
+
+
+def parse_generate(body: Any, vocab_size: Optional[int] = None) -> GenerateRequest:
+    body = _require_object(body)
+    input_ids = body.get("input_ids")
+    text = body.get("text")
+    if input_ids is not None:
+        if isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list):
+            raise RequestError("batched input_ids (a list of lists) are not supported; send one prompt per request", "input_ids")
+        input_ids = _token_ids(input_ids, "input_ids", vocab_size, allow_empty=False)
+        text = None
+    elif isinstance(text, str) and text:
+        pass
+    elif text is not None:
+        raise RequestError("text must be a non-empty string (batched text is not supported)", "text")
+    else:
+        raise RequestError("input_ids (or text) is required", "input_ids")
+
+    params = body.get("sampling_params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise RequestError("sampling_params must be an object", "sampling_params")
+    p = lambda k: f"sampling_params.{k}"  # noqa: E731
+    seed = _int(params, "sampling_seed", None, param=p("sampling_seed"))
+    if seed is None:
+        seed = _int(params, "seed", None, param=p("seed"))
+    spec = SamplingSpec(
+        max_tokens=_int(params, "max_new_tokens", 128, lo=1, param=p("max_new_tokens")),
+        temperature=_float(params, "temperature", 1.0, 0.0, 100.0, param=p("temperature")),
+        top_p=_float(params, "top_p", 1.0, 0.0, 1.0, param=p("top_p")),
+        top_k=_int(params, "top_k", -1, lo=-1, param=p("top_k")),
+        seed=seed,
+        stop=_stop_strings(params.get("stop"), p("stop")),
+        stop_token_ids=_token_ids(params.get("stop_token_ids"), p("stop_token_ids"), vocab_size),
+        ignore_eos=_bool(params, "ignore_eos", False, param=p("ignore_eos")),
+    )
+    if spec.top_k == 0:
+        spec.top_k = -1
+    return GenerateRequest(
+        input_ids=input_ids,
+        text=text,
+        n=_int(params, "n", 1, lo=1, hi=MAX_N, param=p("n")),
+        spec=spec,
+        return_logprob=_bool(body, "return_logprob", False),
+        return_text_in_logprobs=_bool(body, "return_text_in_logprobs", False),
+    )
+
+
+def finish_reason(sample: Sample, spec: SamplingSpec, stop_ids: Sequence[int]) -> dict:
+    """SGLang's meta_info.finish_reason (atroposlib reads its "type")."""
+    if sample.stop_reason == "length":
+        return {"type": "length", "length": len(sample.tokens)}
+    reason: Dict[str, Any] = {"type": "stop"}
+    if sample.tokens and sample.tokens[-1] in stop_ids:
+        reason["matched"] = sample.tokens[-1]
+    return reason
+
+
+def generate_response(
+    request: GenerateRequest,
+    prompt_len: int,
+    samples: Sequence[Sample],
+    decode: Callable[[List[int]], str],
+    decode_token: Callable[[int], str],
+    stop_ids: Sequence[int] = (),
+) -> Union[dict, List[dict]]:
+    """One object per sample; a lone object when n == 1, as SGLang answers."""
+    rid = uuid.uuid4().hex
+    out = []
+    for i, s in enumerate(samples):
+        meta: Dict[str, Any] = {
+            "id": f"{rid}-{i}",
+            "finish_reason": finish_reason(s, request.spec, stop_ids),
+            "prompt_tokens": prompt_len,
+            "completion_tokens": len(s.tokens),
+            "cached_tokens": 0,
+        }
+        if request.return_logprob:
+            meta["output_token_logprobs"] = [
+                [float(lp), int(t), decode_token(t) if request.return_text_in_logprobs else None]
+                for lp, t in zip(s.logprobs, s.tokens)
+            ]
+        out.append({"text": decode(s.tokens), "output_ids": list(s.tokens), "meta_info": meta})
+    return out[0] if request.n == 1 and len(out) == 1 else out
+
+
+# --------------------------------------------------------------------------- OpenAI chat
+
+
+@dataclass
+class ChatRequest:
+    messages: List[Dict[str, Any]]
+    n: int
+    spec: SamplingSpec
+    logprobs: bool
+    model: Optional[str]
+
+
+def _content_text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                raise RequestError(f"{where}: only text content parts are supported", "messages")
+        return "".join(parts)
+    raise RequestError(f"{where}: content must be a string or a list of text parts", "messages")
+
+
+def parse_chat(body: Any, vocab_size: Optional[int] = None) -> ChatRequest:
+    body = _require_object(body)
+    _no_streaming(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("messages must be a non-empty list", "messages")
+    clean = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not m["role"]:
+            raise RequestError(f"messages[{i}] must be an object with a role", "messages")
+        clean.append({"role": m["role"], "content": _content_text(m.get("content"), f"messages[{i}]")})
+    model = body.get("model")
+    return ChatRequest(
+        messages=clean,
+        n=_int(body, "n", 1, lo=1, hi=MAX_N),
+        spec=_openai_spec(body, vocab_size),
+        logprobs=_bool(body, "logprobs", False),
+        model=model if isinstance(model, str) else None,
+    )
+
+
+def _usage(prompt_tokens: int, samples: Sequence[Sample]) -> dict:
+    completion = sum(len(s.tokens) for s in samples)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion}
+
+
+def chat_response(
+    request: ChatRequest,
+    model: str,
+    prompt_len: int,
+    samples: Sequence[Sample],
+    decode: Callable[[List[int]], str],
+    decode_token: Callable[[int], str],
+) -> dict:
+    choices = []
+    for i, s in enumerate(samples):
+        choice: Dict[str, Any] = {
+            "index": i,
+            "message": {"role": "assistant", "content": decode(s.tokens)},
+            "finish_reason": s.stop_reason,
+            "logprobs": None,
+        }
+        if request.logprobs:
+            choice["logprobs"] = {
+                "content": [
+                    {"token": decode_token(t), "logprob": float(lp), "bytes": None, "top_logprobs": []}
+                    for t, lp in zip(s.tokens, s.logprobs)
+                ]
+            }
+        choices.append(choice)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model or model,
+        "choices": choices,
+        "usage": _usage(prompt_len, samples),
+    }
+
+
+# --------------------------------------------------------------------------- OpenAI completions
+
+
+@dataclass
+class CompletionRequest:
+    prompts: List[Union[str, List[int]]]
+    n: int
+    spec: SamplingSpec
+    logprobs: Optional[int]
+    model: Optional[str]
+
+
+def parse_completions(body: Any, vocab_size: Optional[int] = None) -> CompletionRequest:
+    body = _require_object(body)
+    _no_streaming(body)
+    if body.get("echo"):
+        raise RequestError("echo is not supported by the rl trainer", "echo")
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        prompts: List[Union[str, List[int]]] = [prompt]
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        prompts = list(prompt)
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
+        prompts = [_token_ids(prompt, "prompt", vocab_size, allow_empty=False)]
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, list) for p in prompt):
+        prompts = [_token_ids(p, "prompt", vocab_size, allow_empty=False) for p in prompt]
+    else:
+        raise RequestError("prompt must be a string, a list of strings, or token ids", "prompt")
+    if any(isinstance(p, str) and not p for p in prompts):
+        raise RequestError("prompt must not be empty", "prompt")
+    model = body.get("model")
+    return CompletionRequest(
+        prompts=prompts,
+        n=_int(body, "n", 1, lo=1, hi=MAX_N),
+        spec=_openai_spec(body, vocab_size),
+        logprobs=_int(body, "logprobs", None, lo=0, hi=20),
+        model=model if isinstance(model, str) else None,
+    )
+
+
+def completions_response(
+    request: CompletionRequest,
+    model: str,
+    prompt_lens: Sequence[int],
+    samples_per_prompt: Sequence[Sequence[Sample]],
+    decode: Callable[[List[int]], str],
+    decode_token: Callable[[int], str],
+) -> dict:
+    choices = []
+    for samples in samples_per_prompt:
+        for s in samples:
+            choice: Dict[str, Any] = {
+                "index": len(choices),
+                "text": decode(s.tokens),
+                "finish_reason": s.stop_reason,
+                "logprobs": None,
+            }
+            if request.logprobs is not None:
+                pieces = [decode_token(t) for t in s.tokens]
+                offsets, at = [], 0
+                for piece in pieces:
+                    offsets.append(at)
+                    at += len(piece)
+                choice["logprobs"] = {
+                    "tokens": pieces,
+                    "token_logprobs": [float(lp) for lp in s.logprobs],
+                    "top_logprobs": None,
+                    "text_offset": offsets,
+                }
+            choices.append(choice)
+    prompt_tokens = sum(prompt_lens)
+    completion_tokens = sum(len(s.tokens) for samples in samples_per_prompt for s in samples)
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": request.model or model,
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+# --------------------------------------------------------------------------- stops
+
+
+def tinker_stop(spec: SamplingSpec, eos_ids: Sequence[int], token_text: Callable[[int], str]) -> Union[List[int], List[str], None]:
+    """Tinker's `stop` is token ids OR strings, never both: token ids (the tokenizer's
+    end-of-sequence unless ignore_eos, plus stop_token_ids) when no stop string is asked for,
+    else strings (the asked ones plus the text of those tokens; the engine matches stop
+    strings on text decoded with special tokens kept)."""
+    ids: List[int] = []
+    for t in list(spec.stop_token_ids) + ([] if spec.ignore_eos else list(eos_ids)):
+        if t not in ids:
+            ids.append(t)
+    if not spec.stop:
+        return ids or None
+    strings = list(spec.stop)
+    for t in ids:
+        text = token_text(t)
+        if text and text not in strings:
+            strings.append(text)
+    return strings

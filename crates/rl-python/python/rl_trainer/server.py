@@ -1,0 +1,191 @@
+"""The inference the trainer serves to the environment, from the current sampling client.
+
+Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions and
+POST /generate (SGLang's native shape; atroposlib's ManagedServer calls it). Answers 503
+until the trainer is initialized (a sampling client exists and run-api knows the trainer),
+400 with an OpenAI-shaped error for bad bodies, 500 when sampling fails.
+
+The app is served by uvicorn inside the trainer's own event loop (`serve`), with uvicorn's
+signal handling disabled: the trainer decides how signals end the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from typing import Any, List, Optional, Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .sampling import (
+    RequestError,
+    Sample,
+    SamplingSpec,
+    chat_response,
+    completions_response,
+    error_body,
+    generate_response,
+    parse_chat,
+    parse_completions,
+    parse_generate,
+)
+
+
+class Policy:
+    """What the server needs of the trainer (the real one is `engine.TinkerPolicy`)."""
+
+    model_name: str = "policy"
+    sampler_path: Optional[str] = None
+
+    @property
+    def initialized(self) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> Optional[int]:  # pragma: no cover - interface
+        return None
+
+    def encode(self, text: str) -> List[int]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def chat_tokens(self, messages: List[dict]) -> List[int]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def decode(self, tokens: Sequence[int]) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def token_text(self, token: int) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def stop_ids(self, spec: SamplingSpec) -> List[int]:  # pragma: no cover - interface
+        return []
+
+    async def sample(self, prompt: List[int], n: int, spec: SamplingSpec) -> List[Sample]:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _error(status: int, message: str, kind: str, param: Optional[str] = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content=error_body(message, kind, param))
+
+
+def create_app(policy: Policy) -> FastAPI:
+    app = FastAPI(title="rl trainer inference", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException):
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return _error(exc.status_code, str(exc.detail), kind)
+
+    async def body_of(request: Request) -> Any:
+        raw = await request.body()
+        try:
+            return json.loads(raw or b"null")
+        except (ValueError, UnicodeDecodeError):
+            raise RequestError("the request body is not valid JSON") from None
+
+    async def handle(request: Request, work) -> JSONResponse:
+        if not policy.initialized:
+            return _error(503, "the trainer is not initialized yet (no sampling client)", "service_unavailable")
+        try:
+            body = await body_of(request)
+            return JSONResponse(await work(body))
+        except RequestError as e:
+            return _error(e.status, e.message, "invalid_request_error", e.param)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the sampler failed
+            return _error(500, f"sampling failed: {type(e).__name__}: {e}", "server_error")
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "trainer_initialized": bool(policy.initialized)}
+
+    @app.get("/v1/models")
+    async def models():
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": policy.model_name,
+                    "object": "model",
+                    "owned_by": "rl-trainer",
+                    "root": policy.sampler_path,
+                }
+            ],
+        }
+
+    async def generate(body):
+        req = parse_generate(body, policy.vocab_size)
+        prompt = req.input_ids if req.input_ids is not None else policy.encode(req.text)
+        samples = await policy.sample(prompt, req.n, req.spec)
+        return generate_response(req, len(prompt), samples, policy.decode, policy.token_text, policy.stop_ids(req.spec))
+
+    async def chat(body):
+        req = parse_chat(body, policy.vocab_size)
+        prompt = policy.chat_tokens(req.messages)
+        samples = await policy.sample(prompt, req.n, req.spec)
+        return chat_response(req, policy.model_name, len(prompt), samples, policy.decode, policy.token_text)
+
+    async def completions(body):
+        req = parse_completions(body, policy.vocab_size)
+        prompts = [p if isinstance(p, list) else policy.encode(p) for p in req.prompts]
+        results = await asyncio.gather(*(policy.sample(p, req.n, req.spec) for p in prompts))
+        return completions_response(
+            req, policy.model_name, [len(p) for p in prompts], results, policy.decode, policy.token_text
+        )
+
+    @app.post("/generate")
+    async def generate_route(request: Request):
+        return await handle(request, generate)
+
+    @app.post("/v1/chat/completions")
+    async def chat_route(request: Request):
+        return await handle(request, chat)
+
+    @app.post("/v1/completions")
+    async def completions_route(request: Request):
+        return await handle(request, completions)
+
+    return app
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before serving so a taken port is our error, not uvicorn's
+    sys.exit."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+class InferenceServer:
+    """uvicorn in the current event loop, without its signal handlers."""
+
+    def __init__(self, app: FastAPI, sock: socket.socket):
+        import uvicorn
+
+        class _Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):  # the trainer owns SIGTERM/SIGINT
+                yield
+
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2)
+        self.server = _Server(config)
+        self.sock = sock
+
+    async def serve(self) -> None:
+        await self.server.serve(sockets=[self.sock])
+
+    def stop(self) -> None:
+        self.server.should_exit = True

@@ -1,0 +1,180 @@
+"""One training step at a time, with fakes in place of run-api and the Tinker SDK."""
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import tempfile
+import unittest
+from types import SimpleNamespace
+
+from rl_trainer.config import parse_config
+from rl_trainer.loop import Trainer
+
+from tests.test_server import FakeSamplingClient, FakeTokenizer
+
+P = -100
+
+
+def group(scores, logprobs=True):
+    prompt = [5, 6]
+    completions = [[10 + i, 20 + i, 30] for i in range(len(scores))]
+    g = {
+        "tokens": [prompt + c for c in completions],
+        "masks": [[P, P] + c for c in completions],
+        "scores": list(scores),
+    }
+    if logprobs:
+        g["inference_logprobs"] = [[1.0, 1.0, -1.0, -2.0, -3.0] for _ in completions]
+    return g
+
+
+class FakeRunApi:
+    def __init__(self, batches):
+        self.batches = list(batches)
+
+    async def next_batch(self, timeout_secs=0.0):
+        return self.batches.pop(0), 0.5
+
+    async def status(self):
+        return {"current_step": 99, "queue_size": 0}
+
+    async def close(self):
+        pass
+
+
+class FakeTinker:
+    retries = 0
+    timeout = 5.0
+
+    def __init__(self, loss_sum=True):
+        self.loss_sum = loss_sum
+        self.trained = []
+        self.saved = []
+        self.states = []
+        self.logprob_calls = 0
+
+    def say(self, message):
+        pass
+
+    async def save_for_sampler(self, name):
+        self.saved.append(name)
+        return f"tinker://m/{name}"
+
+    async def save_state(self, name):
+        self.states.append(name)
+        return f"tinker://m/weights/{name}"
+
+    async def sampling_client(self, path):
+        return FakeSamplingClient()
+
+    async def compute_logprobs(self, client, tokens):
+        self.logprob_calls += 1
+        return [0.0] + [-0.5] * (len(tokens) - 1)
+
+    async def train(self, datums, lr):
+        self.trained.append((len(datums), lr))
+        outputs = [
+            {"logprobs": {"data": [-0.1] * len(d.model_input.to_ints())}, "elementwise_loss": {"data": [0.25] * len(d.model_input.to_ints())}}
+            for d in datums
+        ]
+        metrics = {"loss:sum": 1.5, "tokens:sum": 12.0} if self.loss_sum else {}
+        return SimpleNamespace(loss_fn_outputs=outputs, metrics=metrics), SimpleNamespace(metrics=None)
+
+
+class LoopTests(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.run_dir = os.path.join(self.tmp.name, "run")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True):
+        config = parse_config(
+            {
+                "env": {"total_steps": steps, "group_size": 2, "batch_size": 4, "tokenizer_name": "/t", "use_wandb": False},
+                "openai": [{"base_url": "http://127.0.0.1:1/v1"}],
+                "tinker": {"base_url": "http://127.0.0.1:2", "save_every": save_every, "keep_rollouts": keep, "learning_rate": 0.01},
+            }
+        )
+        trainer = Trainer(config, self.run_dir, "tml-test")
+        trainer.runapi = FakeRunApi(batches)
+        trainer.tinker = FakeTinker(loss_sum)
+        trainer.policy.tinker = trainer.tinker
+        trainer.policy.load(FakeTokenizer())
+        trainer.policy.swap(FakeSamplingClient(), "tinker://m/step_0")
+        trainer.policy.registered = True
+        return trainer
+
+    def rows(self, name):
+        with open(os.path.join(self.run_dir, name)) as f:
+            return [json.loads(line) for line in f]
+
+    def run_steps(self, trainer, steps):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            for n in range(1, steps + 1):
+                asyncio.run(trainer.train_step(n))
+            asyncio.run(trainer.finish())
+        trainer.metrics.close()
+        trainer.checkpoints.close()
+        return out.getvalue()
+
+    def test_steps_train_save_and_record(self):
+        batches = [[group([0.0, 1.0]), group([1.0, 1.0])], [group([1.0, 1.0]), group([0.5, 0.5])], [group([0.0, 1.0], logprobs=False)]]
+        trainer = self.trainer(batches)
+        out = self.run_steps(trainer, 3)
+        fake = trainer.tinker
+
+        metrics = self.rows("metrics.jsonl")
+        first, skipped, last, final = metrics
+        self.assertEqual(first["step"], 1)
+        self.assertEqual(first["train/loss"], 1.5)  # the engine's loss:sum
+        self.assertEqual(first["engine/tokens:sum"], 12.0)
+        self.assertEqual((first["batch/groups"], first["batch/skipped_groups"], first["batch/datums"]), (2, 1, 2))
+        self.assertAlmostEqual(first["reward/mean"], 0.75)
+        self.assertEqual(first["logprobs/mean"], -2.0)
+        self.assertAlmostEqual(first["logprobs/mean_training"], -0.1, places=6)
+        self.assertIn("advantages/std", first)
+        self.assertEqual(first["train/learning_rate"], 0.01)
+        self.assertEqual(first["time/wait_secs"], 0.5)
+
+        # step 2: every group skipped -> no training, no checkpoint, no loss
+        self.assertNotIn("train/loss", skipped)
+        self.assertEqual((skipped["batch/groups"], skipped["batch/skipped_groups"], skipped["batch/datums"]), (2, 2, 0))
+        # step 3 (last): logprobs computed, trained, saved as final with its state
+        self.assertEqual(last["logprobs/recomputed"], 2)
+        self.assertEqual(fake.logprob_calls, 2)
+        self.assertEqual(final, {"event": "final_weights", "path": "tinker://m/final"})
+
+        self.assertEqual(fake.trained, [(2, 0.01), (2, 0.01)])
+        self.assertEqual(fake.saved, ["step_1", "final"])
+        self.assertEqual(fake.states, ["final"])  # step 2 (save_every) made no checkpoint at all
+        cps = self.rows("checkpoints.jsonl")
+        self.assertEqual([(c["step"], c["name"], c["state_path"]) for c in cps], [(1, "step_1", None), (3, "final", "tinker://m/weights/final")])
+        self.assertIn("Sampling client updated: tinker://m/step_1\n", out)
+        self.assertIn("Final weights are available here: tinker://m/final\n", out)
+        self.assertEqual(trainer.policy.sampler_path, "tinker://m/final")
+
+        rollouts = sorted(os.listdir(os.path.join(self.run_dir, "rollouts")))
+        self.assertEqual(rollouts, ["step_000002.jsonl", "step_000003.jsonl"])  # keep_rollouts 2
+
+    def test_state_every_save_every_steps_and_skipped_last_step(self):
+        batches = [[group([0.0, 1.0])], [group([0.0, 1.0])], [group([2.0, 2.0])]]
+        trainer = self.trainer(batches, steps=3, save_every=2, loss_sum=False)
+        self.run_steps(trainer, 3)
+        fake = trainer.tinker
+        self.assertEqual(fake.saved, ["step_1", "step_2", "final"])
+        self.assertEqual(fake.states, ["step_2", "final"])
+        self.assertEqual(len(fake.trained), 2)  # the last step had nothing to learn, but saved
+        metrics = self.rows("metrics.jsonl")
+        # no loss:sum from the engine: the sum of the per-token losses it returned
+        self.assertEqual(metrics[0]["train/loss"], 0.25 * 4 * 2)
+        self.assertEqual(metrics[0]["train/loss_from_outputs"], 1)
+        self.assertNotIn("train/loss", metrics[2])
+
+
+if __name__ == "__main__":
+    unittest.main()

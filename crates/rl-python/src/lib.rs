@@ -1,0 +1,211 @@
+//! The Python programs rl ships, where the ecosystem is Python-only: its trainer on the `tinker`
+//! SDK (`rl_trainer`) and the launcher of the local Tinker-compatible engine (`rl_engine`).
+//!
+//! They are embedded in the binary, so an installed `rl` needs no checkout: [`install`] writes
+//! them into the state directory, in a folder named by their content, and a run hands that
+//! folder to its Python as `PYTHONPATH`. Their third-party packages are pinned exactly in
+//! [`TRAINER_REQUIREMENTS`] and [`ENGINE_REQUIREMENTS`].
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use include_dir::{Dir, DirEntry, include_dir};
+
+static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
+
+/// The packages rl installs from [`PROGRAMS`]; anything else there (tests) stays behind.
+const PACKAGES: [&str; 2] = ["rl_trainer", "rl_engine"];
+
+/// What rl's trainer imports beyond the standard library, in the Python that runs atroposlib.
+pub const TRAINER_REQUIREMENTS: &str = include_str!("../requirements/trainer.txt");
+/// The local engine's own Python: skyrl-tx and CPU JAX, kept apart from atroposlib's pins.
+pub const ENGINE_REQUIREMENTS: &str = include_str!("../requirements/engine.txt");
+/// skyrl-tx itself, installed without its dependencies (see `requirements/engine.txt`).
+pub const ENGINE_PACKAGE: Pin = Pin {
+    name: "skyrl-tx",
+    version: "0.3.0",
+};
+
+/// The folder, inside the state directory, the programs are installed in.
+const INSTALL_DIR: &str = "python";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PythonError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One exact pin of a requirements file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pin {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+/// The `name==version` lines of a requirements file; comments, blank lines and options are
+/// not pins.
+pub fn pins(requirements: &'static str) -> Vec<Pin> {
+    requirements
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or_default().trim())
+        .filter_map(|line| line.split_once("=="))
+        .map(|(name, version)| Pin {
+            name: name.trim(),
+            version: version.trim(),
+        })
+        .collect()
+}
+
+/// Writes the programs into `<home>/python/<digest>/` unless they are there already, and
+/// returns that folder: what a run's `PYTHONPATH` names. The folder is complete or absent
+/// (written beside it, then renamed), so two runs starting at once never see half of it, and
+/// a folder of another build of rl is never overwritten under a run that uses it.
+pub fn install(home: &Path) -> Result<PathBuf, PythonError> {
+    let files = program_files();
+    let parent = home.join(INSTALL_DIR);
+    let target = parent.join(format!("{:016x}", digest(&files)));
+    if target.is_dir() {
+        return Ok(target);
+    }
+    let io = |action, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PythonError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    std::fs::create_dir_all(&parent).map_err(io("create", &parent))?;
+    let staging = parent.join(format!(
+        ".staging-{}-{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos())
+    ));
+    for (path, contents) in &files {
+        let destination = staging.join(path);
+        if let Some(folder) = destination.parent() {
+            std::fs::create_dir_all(folder).map_err(io("create", folder))?;
+        }
+        let mut file = std::fs::File::create(&destination).map_err(io("create", &destination))?;
+        file.write_all(contents)
+            .map_err(io("write", &destination))?;
+    }
+    match std::fs::rename(&staging, &target) {
+        Ok(()) => Ok(target),
+        // Another run installed the same programs first: theirs are identical.
+        Err(_) if target.is_dir() => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Ok(target)
+        }
+        Err(source) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(PythonError::Io {
+                action: "install",
+                path: target,
+                source,
+            })
+        }
+    }
+}
+
+/// The embedded files of [`PACKAGES`], without Python's byte-code caches, sorted by path.
+fn program_files() -> Vec<(PathBuf, &'static [u8])> {
+    fn walk(dir: &'static Dir<'static>, out: &mut Vec<(PathBuf, &'static [u8])>) {
+        for entry in dir.entries() {
+            match entry {
+                DirEntry::Dir(sub) => {
+                    if sub.path().file_name().is_some_and(|n| n != "__pycache__") {
+                        walk(sub, out);
+                    }
+                }
+                DirEntry::File(file) => {
+                    if file.path().extension().is_some_and(|e| e == "py") {
+                        out.push((file.path().to_path_buf(), file.contents()));
+                    }
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for package in PACKAGES {
+        if let Some(dir) = PROGRAMS.get_dir(package) {
+            walk(dir, &mut files);
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
+}
+
+/// FNV-1a over every path and content: a name that changes whenever a program does.
+fn digest(files: &[(PathBuf, &[u8])]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for (path, contents) in files {
+        feed(path.to_string_lossy().as_bytes());
+        feed(&[0]);
+        feed(&(contents.len() as u64).to_le_bytes());
+        feed(contents);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_are_read_from_requirement_lines() {
+        let pins =
+            pins("# header\n\ntinker==0.16.1  # the SDK\n--no-deps\nnumpy == 2.4.6\nloose>=1\n");
+        assert_eq!(
+            pins,
+            vec![
+                Pin {
+                    name: "tinker",
+                    version: "0.16.1"
+                },
+                Pin {
+                    name: "numpy",
+                    version: "2.4.6"
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn the_shipped_requirements_pin_the_sdk_and_the_engine() {
+        assert!(
+            pins(TRAINER_REQUIREMENTS)
+                .iter()
+                .any(|pin| pin.name == "tinker"),
+            "the trainer's requirements pin the tinker SDK"
+        );
+        assert!(
+            pins(ENGINE_REQUIREMENTS)
+                .iter()
+                .any(|pin| pin.name == "jax"),
+            "the engine's requirements pin CPU JAX"
+        );
+        for pin in pins(ENGINE_REQUIREMENTS) {
+            let lower = pin.name.to_ascii_lowercase();
+            assert!(
+                !(lower.starts_with("torch")
+                    || lower.starts_with("nvidia")
+                    || lower.contains("cuda")),
+                "no CUDA or torch wheel on a CPU engine: {}",
+                pin.name
+            );
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! The installed programs as a run's Python sees them, and their own unit tests.
+
+mod install;
+mod unittests;
