@@ -55,7 +55,7 @@ pub(crate) enum RunsCommand {
         #[arg(long, default_value_t = rl_process::DEFAULT_EVENT_LIMIT)]
         limit: usize,
     },
-    /// The end of a run's logs (api, trainer, env, supervisor), keys masked.
+    /// The end of a run's logs (engine, api, trainer, env, supervisor), keys masked.
     Logs {
         run_id: String,
         /// Only this component's log.

@@ -416,6 +416,14 @@ impl Settings {
                  script; ask for another signal"
             )));
         }
+        if self.engine.is_local() && self.backend == Backend::Slurm {
+            return Err(ConfigError::Settings(
+                "engine.kind = \"local\" with backend = \"slurm\" is not supported yet: the \
+                 local engine listens on its node's loopback, where the login node's readiness \
+                 checks cannot reach it; train on the hosted Tinker on SLURM"
+                    .to_owned(),
+            ));
+        }
         if self.engine.is_local() && self.engine.base_model.is_none() {
             return Err(ConfigError::Settings(
                 "engine.kind is \"local\" but engine.base_model is not set: name a model folder \
@@ -483,9 +491,13 @@ impl Settings {
         if !self.engine.is_local() {
             return;
         }
-        let Some(model) = &self.engine.base_model else {
+        let Some(model) = self.engine.base_model.as_mut() else {
             return;
         };
+        // One spelling everywhere: the engine refuses a request naming its model otherwise.
+        if let Ok(absolute) = std::path::absolute(&*model) {
+            *model = absolute;
+        }
         let model: Value = model.to_string_lossy().as_ref().into();
         self.locked
             .tinker

@@ -237,7 +237,7 @@ fn add_from_trainer_log(
         return;
     }
     // No source has the run, yet the weights it saved are worth reporting on their own (the
-    // final path is what a finished run is for).
+    // last weights are what a finished run is for).
     let metrics = found.get_or_insert_with(|| RunMetrics::empty(SourceKind::TrainerLog));
     if metrics.final_weights.is_none() {
         metrics.final_weights = report.final_weights;

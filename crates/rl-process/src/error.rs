@@ -25,7 +25,7 @@ pub enum ProcessError {
     #[error(transparent)]
     Programs(#[from] rl_python::PythonError),
     #[error(
-        "TINKER_API_KEY is not set: put it in the environment or in {dotenv}; a trainer that needs no key (the local stack) is declared with trainer_needs_tinker_key = false in config.toml"
+        "TINKER_API_KEY is not set: put it in the environment or in {dotenv}; to train without a Tinker account, run the local engine ([engine] kind = \"local\" and base_model in config.toml); a trainer that needs no key (the fixture stack) is declared with trainer_needs_tinker_key = false"
     )]
     MissingTinkerKey { dotenv: std::path::PathBuf },
     #[error(

@@ -100,7 +100,7 @@ impl Runs {
     }
 
     /// Creates a run from the current selection and hands it to a detached supervisor. Returns
-    /// once the supervisor runs; the run is then `starting: api`.
+    /// once the supervisor runs; the run is then starting its first component.
     pub fn start(
         &mut self,
         config: &ConfigService,
@@ -108,6 +108,19 @@ impl Runs {
         supervisor: &SupervisorCommand,
     ) -> Result<RunStatus, ProcessError> {
         let settings = config.settings();
+        if let Some(model) = &settings.engine.base_model
+            && settings.engine.is_local()
+            && !model.join("config.json").is_file()
+        {
+            return Err(ProcessError::Launch {
+                component: Component::Engine,
+                reason: format!(
+                    "engine.base_model {} is not a model folder (no config.json); set [engine] \
+                     base_model in config.toml to a Hugging Face model folder on disk",
+                    model.display()
+                ),
+            });
+        }
         if settings.needs_tinker_key() && secrets.get("TINKER_API_KEY").is_none() {
             return Err(ProcessError::MissingTinkerKey {
                 dotenv: self.home.join(".env"),
@@ -157,8 +170,7 @@ impl Runs {
                     .engine
                     .base_model
                     .as_deref()
-                    .map(|model| absolute(model).map(|path| path.to_string_lossy().into_owned()))
-                    .transpose()?
+                    .map(|model| model.to_string_lossy().into_owned())
                     .unwrap_or_default(),
             )
             .with(
@@ -197,8 +209,14 @@ impl Runs {
             // WandB keeps each run's `run-<id>.wandb` file (offline or not) under this folder:
             // the run's metrics are then readable without network, and runs never mix.
             env.push(("WANDB_DIR".to_owned(), dir.to_string_lossy().into_owned()));
-            if matches!(component, Component::Engine | Component::Trainer) {
-                env.push(python_path(&programs, &settings.child_environment));
+            match component {
+                // The engine's Python is its own: the operator's PYTHONPATH is atroposlib's.
+                Component::Engine => env.push((
+                    "PYTHONPATH".to_owned(),
+                    programs.to_string_lossy().into_owned(),
+                )),
+                Component::Trainer => env.push(python_path(&programs, &settings.child_environment)),
+                Component::Api | Component::Env => {}
             }
             components.push(LaunchSpec {
                 component,
@@ -208,7 +226,12 @@ impl Runs {
                 env,
                 env_remove: SECRET_NAMES
                     .iter()
-                    .filter(|name| !secrets_for(component).contains(name))
+                    .filter(|name| {
+                        !secrets_for(component).contains(name)
+                            // The local engine is the trainer's Tinker: the hosted one's key
+                            // has nowhere to go.
+                            || (**name == "TINKER_API_KEY" && engine_port.is_some())
+                    })
                     .map(|name| (*name).to_owned())
                     .collect(),
                 log_path: dir.join(format!("{component}.log")),

@@ -460,9 +460,11 @@ impl<'a> Supervisor<'a> {
         let grace = Duration::from_secs_f64(self.plan.timing.stop_grace_secs);
         let outcome = match ending {
             Ending::Stop => {
-                let stopping =
-                    self.store
-                        .transition(&id, RunState::Stopping, "stopping env, trainer, api");
+                let stopping = self.store.transition(
+                    &id,
+                    RunState::Stopping,
+                    "stopping env, trainer, api, engine",
+                );
                 report(stopping.map(drop));
                 (RunState::Stopped, String::new())
             }
@@ -476,10 +478,19 @@ impl<'a> Supervisor<'a> {
                 report(failed.map(drop));
                 (RunState::Failed, String::new())
             }
-            Ending::Completed { finished } => {
-                report(self.let_the_rest_finish(finished).await);
-                (RunState::Completed, format!("{finished} finished"))
-            }
+            Ending::Completed { finished } => match self.let_the_rest_finish(finished).await {
+                // The other one failed on its way out (the trainer's last step, its final
+                // save): the run did not complete.
+                Ok(Some(message)) => {
+                    let secret_free = self.secrets.redact(&message);
+                    report(self.store.set_error(&id, &secret_free));
+                    (RunState::Failed, first_line(&secret_free).to_owned())
+                }
+                outcome => {
+                    report(outcome.map(drop));
+                    (RunState::Completed, format!("{finished} finished"))
+                }
+            },
         };
         let survivors = self.stop_all(grace).await;
         if let Err(error) = self.launcher.release().await {
@@ -516,14 +527,18 @@ impl<'a> Supervisor<'a> {
     }
 
     /// After the trainer or the environment finished, the other gets `completion_grace` to
-    /// finish by itself (the trainer saving its final weights) before it is stopped.
-    async fn let_the_rest_finish(&mut self, finished: Component) -> Result<(), ProcessError> {
+    /// finish by itself (the trainer saving its final weights) before it is stopped. Returns
+    /// why the run failed after all when the other one ends badly meanwhile.
+    async fn let_the_rest_finish(
+        &mut self,
+        finished: Component,
+    ) -> Result<Option<String>, ProcessError> {
         let other = match finished {
             Component::Env => Component::Trainer,
             _ => Component::Env,
         };
         if !self.is_running(other) {
-            return Ok(());
+            return Ok(None);
         }
         let grace = self.plan.timing.completion_grace_secs;
         let id = self.run_id.clone();
@@ -538,7 +553,20 @@ impl<'a> Supervisor<'a> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(grace);
         while self.is_running(other) {
             tokio::select! {
-                Some((component, status)) = self.exits.recv() => self.record_end(component, status)?,
+                Some((component, status)) = self.exits.recv() => {
+                    self.record_end(component, status)?;
+                    // The trainer's end is the training's: a failed last step or final save
+                    // fails the run. An environment that errs once training is done does not.
+                    if component == Component::Trainer
+                        && outcome_of_exit(component, status) != RunState::Completed
+                    {
+                        return Ok(Some(format!(
+                            "{component} {} after {finished} finished{}",
+                            describe_end(status, true),
+                            self.log_tail(component)
+                        )));
+                    }
+                }
                 () = stop_signal(&mut self.stop_requested) => break,
                 () = tokio::time::sleep_until(deadline) => {
                     let message = format!("{other} still running after {}; stopping it", seconds(grace));
@@ -552,7 +580,7 @@ impl<'a> Supervisor<'a> {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     fn is_running(&self, component: Component) -> bool {

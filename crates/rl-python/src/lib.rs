@@ -87,14 +87,17 @@ pub fn install(home: &Path) -> Result<PathBuf, PythonError> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |elapsed| elapsed.subsec_nanos())
     ));
-    for (path, contents) in &files {
+    let written = files.iter().try_for_each(|(path, contents)| {
         let destination = staging.join(path);
         if let Some(folder) = destination.parent() {
             std::fs::create_dir_all(folder).map_err(io("create", folder))?;
         }
         let mut file = std::fs::File::create(&destination).map_err(io("create", &destination))?;
-        file.write_all(contents)
-            .map_err(io("write", &destination))?;
+        file.write_all(contents).map_err(io("write", &destination))
+    });
+    if let Err(error) = written {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(error);
     }
     match std::fs::rename(&staging, &target) {
         Ok(()) => Ok(target),

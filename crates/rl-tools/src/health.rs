@@ -310,11 +310,15 @@ fn engine_checks(settings: &Settings) -> Vec<Check> {
                     true,
                     Err((
                         format!("the local engine needs {}", missing.join(", ")),
-                        format!(
-                            "{py} -m pip install --no-deps {skyrl} && {py} -m pip install {}",
-                            missing_pins(&rest),
-                            py = python.display()
-                        ),
+                        if rest.is_empty() {
+                            format!("{} -m pip install --no-deps {skyrl}", python.display())
+                        } else {
+                            format!(
+                                "{py} -m pip install --no-deps {skyrl} && {py} -m pip install {}",
+                                missing_pins(&rest),
+                                py = python.display()
+                            )
+                        },
                     )),
                 )
             }

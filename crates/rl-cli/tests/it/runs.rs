@@ -346,14 +346,14 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert!(results["wandb_run_name"].as_str().unwrap().ends_with(&id));
     assert_eq!(results["metrics_errors"], serde_json::json!([]));
     // Other sources on request: no WandB file has this run (WandB was disabled), yet the
-    // trainer's log still tells its weights; and the API needs a key.
+    // trainer's checkpoints file still tells its weights; and the API needs a key.
     let from_files = stack.json(&["runs", "results", &id, "--source", "wandb-files"]);
     assert_eq!(from_files["status"], "completed");
-    assert_eq!(from_files["source"], "trainer_log", "{from_files:#}");
+    assert_eq!(from_files["source"], "checkpoints_file", "{from_files:#}");
     assert_eq!(from_files["metrics"]["step"], Value::Null);
     assert_eq!(
-        from_files["final_weights"], checkpoints[5]["path"],
-        "from the log alone, the last weights it shows saved; never the final path it prints"
+        from_files["final_weights"], results["final_weights"],
+        "checkpoints.jsonl decides, whichever source the numbers come from"
     );
     assert_eq!(from_files["checkpoints"], results["checkpoints"]);
     let refused = refusal(&stack.rl(&["runs", "results", &id, "--source", "wandb-api", "--json"]));

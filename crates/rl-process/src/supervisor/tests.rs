@@ -362,6 +362,31 @@ async fn a_run_starts_in_order_runs_and_completes_when_env_and_trainer_finish() 
 }
 
 #[tokio::test]
+async fn a_trainer_failing_after_the_env_finished_fails_the_run() {
+    let run = new_run(quick());
+    let doubles = doubles(3, ALL, None);
+    let supervisor = run.supervisor(&doubles, Secrets::default());
+    let driver = async {
+        run.until(RunState::Running).await;
+        doubles
+            .exits
+            .end(Component::Env, ComponentStatus::Exited { code: 0 });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        doubles
+            .exits
+            .end(Component::Trainer, ComponentStatus::Exited { code: 1 });
+    };
+    let (ended, ()) = tokio::join!(supervisor.run(), driver);
+    assert_eq!(
+        ended.unwrap(),
+        RunState::Failed,
+        "its last step or final save failed: {:#?}",
+        run.messages()
+    );
+    assert!(run.error().contains("trainer"), "{}", run.error());
+}
+
+#[tokio::test]
 async fn a_local_engine_starts_first_and_is_stopped_last() {
     let run = new_run_of(quick(), false, &Component::START_ORDER);
     assert_eq!(

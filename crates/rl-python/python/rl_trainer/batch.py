@@ -162,6 +162,9 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
     scores = _float_list(group.get("scores"))
     if scores is None:
         return _malformed(index, [], "scores is not a list of numbers")
+    if not all(math.isfinite(score) for score in scores):
+        # A NaN advantage would reach the optimizer and poison every weight it touches.
+        return _malformed(index, scores, "a score is NaN or infinite")
     tokens = group.get("tokens") or []
     masks = group.get("masks") or []
     if not isinstance(tokens, list) or not isinstance(masks, list):

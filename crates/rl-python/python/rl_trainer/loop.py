@@ -196,8 +196,9 @@ class Trainer:
         state_path = None
         if last or (c.save_every > 0 and n % c.save_every == 0):
             state_path = await self.tinker.save_state(name)
-        self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
+        # Recorded as soon as saved: a failure to sample from it must not hide that it exists.
         self.checkpoints.record(n, name, sampler_path, state_path)
+        self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
         announce(f"Sampling client updated: {sampler_path}")
         if state_path:
             say(f"training state (weights + optimizer) saved: {state_path}")

@@ -42,8 +42,13 @@ class RunApi:
     async def close(self) -> None:
         await self.client.aclose()
 
-    async def _request(self, method: str, path: str, payload: Optional[dict] = None) -> Any:
-        """One request, with bounded retries of transient failures."""
+    async def _request(
+        self, method: str, path: str, payload: Optional[dict] = None, consumes: bool = False
+    ) -> Any:
+        """One request, with bounded retries of transient failures. A request that `consumes`
+        (GET /batch takes the batch off run-api's queue) is sent again only when it never
+        reached the server: after a lost answer the batch may be gone, and asking again would
+        train on the next one, one step out of line with run-api."""
         first_failure: Optional[float] = None
         attempt = 0
         while True:
@@ -58,6 +63,11 @@ class RunApi:
                 except ValueError:
                     raise RunApiError(f"{method} {path} answered something that is not JSON: {response.text[:200]!r}") from None
             except (httpx.TransportError, _Transient) as e:
+                if consumes and isinstance(e, httpx.TransportError) and not isinstance(e, httpx.ConnectError):
+                    raise RunApiError(
+                        f"{method} {path} lost its answer ({type(e).__name__}: {e}); run-api may "
+                        "have handed out the batch already, so it is not asked again"
+                    ) from None
                 now = time.monotonic()
                 if first_failure is None:
                     first_failure = now
@@ -81,7 +91,7 @@ class RunApi:
         start = time.monotonic()
         last_log = start
         while True:
-            answer = await self._request("GET", "/batch")
+            answer = await self._request("GET", "/batch", consumes=True)
             if not isinstance(answer, dict):
                 raise RunApiError(f"GET /batch answered {str(answer)[:200]!r}")
             if answer.get("status") == "error":

@@ -76,6 +76,12 @@ class AdvantageTests(unittest.TestCase):
         self.assertEqual(counts["batch/malformed_groups"], 2)
         self.assertEqual(len(aligned_sequences(prepared)), 2)
 
+    def test_a_nan_or_infinite_score_never_reaches_the_optimizer(self):
+        prepared = prepare_batch([group([0.0, math.nan]), group([math.inf, 1.0]), group([0.0, 1.0])], 64)
+        self.assertEqual([g.skip for g in prepared.groups], [SKIP_MALFORMED, SKIP_MALFORMED, None])
+        for seq in aligned_sequences(prepared):
+            self.assertTrue(all(math.isfinite(a) for a in seq.advantages))
+
     def test_advantage_stats_only_with_spread(self):
         self.assertEqual(advantage_stats(prepare_batch([group([1.0, 1.0])], 64)), {})
         stats = advantage_stats(prepare_batch([group([0.0, 1.0]), group([2.0, 2.0])], 64))
