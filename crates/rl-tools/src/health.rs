@@ -485,3 +485,71 @@ fn tempfile_in(dir: &Path) -> std::io::Result<()> {
     std::fs::write(&probe, b"ok")?;
     std::fs::remove_file(&probe)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(packages: &[(&str, Option<&str>)]) -> PythonFacts {
+        PythonFacts {
+            version: [3, 11, 7],
+            atroposlib: Some("0.4.0".to_owned()),
+            import_error: None,
+            packages: packages
+                .iter()
+                .map(|(name, version)| ((*name).to_owned(), version.map(str::to_owned)))
+                .collect(),
+        }
+    }
+
+    const PINS: [rl_python::Pin; 2] = [
+        rl_python::Pin {
+            name: "tinker",
+            version: "0.16.1",
+        },
+        rl_python::Pin {
+            name: "numpy",
+            version: "2.4.6",
+        },
+    ];
+
+    #[test]
+    fn tinker_atropos_script_is_a_warning_naming_its_defects() {
+        let mut settings = Settings::default();
+        settings.commands.trainer = ["{python}", "launch_training.py", "--config", "{config}"]
+            .map(str::to_owned)
+            .to_vec();
+        let check = trainer_check(&settings, &Ok(facts(&[])), &PINS);
+        assert!(!check.ok && !check.required, "{check:?}");
+        for defect in ["8001", "exits 0", "never", "resume"] {
+            assert!(check.detail.contains(defect), "{defect}: {}", check.detail);
+        }
+    }
+
+    #[test]
+    fn rls_trainer_needs_its_pins_and_says_how_to_install_them() {
+        let settings = Settings::default();
+        let ok = trainer_check(
+            &settings,
+            &Ok(facts(&[
+                ("tinker", Some("0.16.1")),
+                ("numpy", Some("2.4.6")),
+            ])),
+            &PINS,
+        );
+        assert!(ok.ok, "{ok:?}");
+        let missing = trainer_check(
+            &settings,
+            &Ok(facts(&[("tinker", None), ("numpy", Some("1.0"))])),
+            &PINS,
+        );
+        assert!(!missing.ok && missing.required, "{missing:?}");
+        assert!(
+            missing
+                .fix
+                .as_deref()
+                .is_some_and(|fix| fix.ends_with("-m pip install tinker==0.16.1 numpy==2.4.6")),
+            "{missing:?}"
+        );
+    }
+}

@@ -50,6 +50,19 @@ class RunApiTests(unittest.TestCase):
         self.assertEqual(batch, [{"x": 1}])
         self.assertEqual(calls["n"], 3)
 
+    def test_a_lost_batch_answer_is_not_asked_again(self):
+        calls = {"n": 0}
+
+        def handler(request):
+            calls["n"] += 1
+            raise httpx.ReadTimeout("the answer never came")
+
+        client, _ = api(handler)
+        with self.assertRaises(RunApiError) as ctx:
+            asyncio.run(client.next_batch(poll_secs=0.01))
+        self.assertIn("not asked again", str(ctx.exception))
+        self.assertEqual(calls["n"], 1, "run-api may have handed the batch out already")
+
     def test_unreachable_is_bounded(self):
         def handler(request):
             raise httpx.ConnectError("refused")
