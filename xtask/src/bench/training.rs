@@ -44,8 +44,10 @@ pub(super) fn measure(
          each side, medians of the steps after the first {WARM_UP_STEPS} (they compile JAX \
          functions). rl's step is measured between the trainer's metrics rows; it includes \
          waiting for run-api's batch, which the environment fills by sampling through the \
-         trainer's `/generate` while the previous step trains. The bare script samples, trains \
-         and saves one after another.\n"
+         trainer's `/generate` while the previous step trains (one batch ahead at most, \
+         `max_batches_offpolicy = 1`). Both make the same Tinker calls per step (rl's run with \
+         `save_every = 0`; its last step also saves the final state). The bare script samples, \
+         trains and saves one after another.\n"
     );
     let _ = writeln!(text, "| measure | value |\n|---|---|");
     let _ = writeln!(
@@ -141,8 +143,10 @@ struct Driven {
 /// and the engine's memory sampled while it runs.
 fn rl_steps(root: &Path, rl: &Path, python: &Path, engine: &LocalEngine) -> anyhow::Result<Driven> {
     let home = tempfile::tempdir()?;
+    // The same Tinker calls as the bare script: no optimizer-state saves between steps.
     let settings = crate::venv::local_engine_settings(root, python, engine)?
-        .replace("total_steps = 12", &format!("total_steps = {STEPS}"));
+        .replace("total_steps = 12", &format!("total_steps = {STEPS}"))
+        .replace("save_every = 4", "save_every = 0");
     std::fs::write(home.path().join("config.toml"), settings)?;
     let rl_json = |args: &[&str]| -> anyhow::Result<Value> {
         let output = local_stack_rl(rl, root, home.path(), args)

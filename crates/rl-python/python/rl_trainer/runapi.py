@@ -86,8 +86,10 @@ class RunApi:
             raise RunApiError(f"POST /register answered {answer!r}")
         return answer.get("uuid")
 
-    async def next_batch(self, timeout_secs: float = 0.0, poll_secs: float = 1.0, log_every: float = 30.0) -> Tuple[List[Any], float]:
-        """Poll GET /batch until it holds a batch; (batch, seconds waited)."""
+    async def next_batch(self, timeout_secs: float = 0.0, poll_secs: float = 0.1, log_every: float = 30.0) -> Tuple[List[Any], float]:
+        """Poll GET /batch until it holds a batch; (batch, seconds waited). Every 0.1 s: on
+        loopback a poll costs run-api next to nothing, and a step's wait is then the batch's,
+        not up to a second of polling on top (measured: a 1 s poll added ~16 % per step)."""
         start = time.monotonic()
         last_log = start
         while True:
