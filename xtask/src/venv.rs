@@ -118,7 +118,11 @@ fn ensure_tiny_model(root: &Path, python: &Path) -> anyhow::Result<PathBuf> {
     for input in &inputs {
         let bytes =
             std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
-        stamp.push_str(&format!("{} {}\n", input.display(), fnv(&bytes)));
+        stamp.push_str(&format!(
+            "{} {}\n",
+            input.display(),
+            rl_python::fnv1a(rl_python::FNV_OFFSET, &bytes)
+        ));
     }
     let stamp_path = model.join(".rl-inputs");
     if std::fs::read_to_string(&stamp_path).is_ok_and(|made| made == stamp) {
@@ -133,12 +137,6 @@ fn ensure_tiny_model(root: &Path, python: &Path) -> anyhow::Result<PathBuf> {
     std::fs::write(&stamp_path, stamp)
         .with_context(|| format!("cannot write {}", stamp_path.display()))?;
     Ok(model)
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// Returns the python executable of a venv holding the test requirements (the test tools and

@@ -89,6 +89,19 @@ impl EngineSettings {
     pub fn is_local(&self) -> bool {
         self.kind == EngineKind::Local
     }
+
+    /// Why `base_model` cannot be the local engine's model, if it cannot (no folder, no
+    /// `config.json`): asked before a run starts and by `rl doctor`.
+    pub fn base_model_problem(&self) -> Option<String> {
+        match &self.base_model {
+            None => Some("engine.base_model is not set".to_owned()),
+            Some(model) if model.join("config.json").is_file() => None,
+            Some(model) => Some(format!(
+                "engine.base_model {} is not a model folder (no config.json)",
+                model.display()
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -38,10 +38,12 @@ pub struct SupervisorCommand {
     pub env: Vec<(String, String)>,
 }
 
-/// Which secrets each component receives; the others are removed from its environment.
-fn secrets_for(component: Component) -> &'static [&'static str] {
+/// Which secrets each component receives; the others are removed from its environment. With a
+/// local engine the trainer's Tinker is that engine: the hosted one's key has nowhere to go.
+fn secrets_for(component: Component, local_engine: bool) -> &'static [&'static str] {
     match component {
         Component::Engine | Component::Api => &[],
+        Component::Trainer if local_engine => &["WANDB_API_KEY"],
         Component::Trainer => &["TINKER_API_KEY", "WANDB_API_KEY"],
         Component::Env => &["WANDB_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
     }
@@ -108,16 +110,14 @@ impl Runs {
         supervisor: &SupervisorCommand,
     ) -> Result<RunStatus, ProcessError> {
         let settings = config.settings();
-        if let Some(model) = &settings.engine.base_model
-            && settings.engine.is_local()
-            && !model.join("config.json").is_file()
+        if settings.engine.is_local()
+            && let Some(problem) = settings.engine.base_model_problem()
         {
             return Err(ProcessError::Launch {
                 component: Component::Engine,
                 reason: format!(
-                    "engine.base_model {} is not a model folder (no config.json); set [engine] \
-                     base_model in config.toml to a Hugging Face model folder on disk",
-                    model.display()
+                    "{problem}; set [engine] base_model in config.toml to a Hugging Face model \
+                     folder on disk"
                 ),
             });
         }
@@ -226,12 +226,7 @@ impl Runs {
                 env,
                 env_remove: SECRET_NAMES
                     .iter()
-                    .filter(|name| {
-                        !secrets_for(component).contains(name)
-                            // The local engine is the trainer's Tinker: the hosted one's key
-                            // has nowhere to go.
-                            || (**name == "TINKER_API_KEY" && engine_port.is_some())
-                    })
+                    .filter(|name| !secrets_for(component, engine_port.is_some()).contains(name))
                     .map(|name| (*name).to_owned())
                     .collect(),
                 log_path: dir.join(format!("{component}.log")),
@@ -695,4 +690,20 @@ fn elapsed_secs(run: &RunRecord) -> f64 {
         jiff::Timestamp::now()
     };
     end.duration_since(created).as_secs_f64().max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hosted_tinker_key_reaches_only_a_trainer_that_talks_to_the_hosted_tinker() {
+        assert!(secrets_for(Component::Trainer, false).contains(&"TINKER_API_KEY"));
+        assert!(!secrets_for(Component::Trainer, true).contains(&"TINKER_API_KEY"));
+        for component in [Component::Engine, Component::Api, Component::Env] {
+            for local in [false, true] {
+                assert!(!secrets_for(component, local).contains(&"TINKER_API_KEY"));
+            }
+        }
+    }
 }

@@ -145,22 +145,25 @@ fn program_files() -> Vec<(PathBuf, &'static [u8])> {
     files
 }
 
-/// FNV-1a over every path and content: a name that changes whenever a program does.
+/// A name that changes whenever a program does: FNV-1a over every path and content.
 fn digest(files: &[(PathBuf, &[u8])]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |bytes: &[u8]| {
-        for byte in bytes {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    for (path, contents) in files {
-        feed(path.to_string_lossy().as_bytes());
-        feed(&[0]);
-        feed(&(contents.len() as u64).to_le_bytes());
-        feed(contents);
-    }
-    hash
+    files.iter().fold(FNV_OFFSET, |hash, (path, contents)| {
+        let hash = fnv1a(hash, path.to_string_lossy().as_bytes());
+        let hash = fnv1a(hash, &[0]);
+        let hash = fnv1a(hash, &(contents.len() as u64).to_le_bytes());
+        fnv1a(hash, contents)
+    })
+}
+
+/// FNV-1a's starting value.
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of `bytes`, continuing from `hash` ([`FNV_OFFSET`] to start): a cheap fingerprint
+/// of files whose change must be noticed (no adversary to resist).
+pub fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]

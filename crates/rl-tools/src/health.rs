@@ -324,23 +324,22 @@ fn engine_checks(settings: &Settings) -> Vec<Check> {
             }
         }
     };
-    let model = match &settings.engine.base_model {
-        Some(model) if model.join("config.json").is_file() => {
-            finding("base model", true, Ok(model.display().to_string()))
-        }
-        Some(model) => finding(
-            "base model",
-            true,
-            Err((
-                format!("{} holds no config.json", model.display()),
-                "set [engine] base_model to a Hugging Face model folder on disk".to_owned(),
-            )),
-        ),
+    let model = match settings.engine.base_model_problem() {
         None => finding(
             "base model",
             true,
+            Ok(settings
+                .engine
+                .base_model
+                .as_deref()
+                .map(|model| model.display().to_string())
+                .unwrap_or_default()),
+        ),
+        Some(problem) => finding(
+            "base model",
+            true,
             Err((
-                "not set".to_owned(),
+                problem,
                 "set [engine] base_model to a Hugging Face model folder on disk".to_owned(),
             )),
         ),
