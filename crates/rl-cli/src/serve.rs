@@ -723,9 +723,11 @@ enum Body {
 /// browser ask first (a preflight), which this server never grants. So:
 /// - a route that reads a JSON body needs `Content-Type: application/json`, even for an empty
 ///   body: the original client always sent it (`json=data`, `{}` included);
-/// - a route whose arguments are in the path also takes a request with no body and no content
-///   type, as the original client sent it (`json=None`); a body, or any content type, must be
-///   JSON. These two rely on [`browser_guard`] alone against browsers.
+/// - a route whose arguments are in the path takes an empty body whatever its content type: an
+///   empty body is no arguments. The original client sends `json=None`, which aiohttp turns
+///   into `Content-Type: application/octet-stream` and no body. A body that is not empty must be
+///   JSON. These routes rely on [`browser_guard`] alone against browsers (every browser sends
+///   `Origin` with a cross-site POST).
 ///
 /// The refusal is 415 Unsupported Media Type, HTTP's status for content in a type the route
 /// does not read (the request itself may be well formed, so not 400).
@@ -753,10 +755,13 @@ fn read_body(
              nothing to say"
         }
         Body::Nothing => {
-            "This route's arguments are in the path: send no body and no content type, or `{}` \
-             with `Content-Type: application/json`"
+            "This route's arguments are in the path: send no body, or `{}` with `Content-Type: \
+             application/json`"
         }
     };
+    if expected == Body::Nothing && blank {
+        return Ok(None);
+    }
     match headers.get(header::CONTENT_TYPE) {
         Some(kind) if !is_json_type(kind) => {
             return Err(with_hint(
@@ -768,7 +773,7 @@ fn read_body(
                 hint,
             ));
         }
-        None if expected == Body::Json || !blank => {
+        None => {
             return Err(with_hint(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "the request has no content type: this route needs `Content-Type: \

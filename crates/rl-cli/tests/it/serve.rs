@@ -412,14 +412,17 @@ fn every_route_answers_json_and_errors_have_their_status() {
         415,
     );
     assert_eq!(field(&server, "group_size")["current_value"], 12);
-    // The routes whose arguments are in the path take a bare POST (the original client's),
-    // else JSON.
+    // The routes whose arguments are in the path take an empty body whatever its content type
+    // (the original client's `json=None` is aiohttp's octet-stream with no body), else JSON.
     let select = "/environments/word_ladder/select";
     expect(server.raw("POST", select, &[], "{}"), 415);
     expect(
-        server.raw("POST", select, &[("Content-Type", "text/plain")], ""),
+        server.raw("POST", select, &[("Content-Type", "text/plain")], "{}"),
         415,
     );
+    for kind in ["application/octet-stream", "text/plain"] {
+        expect(server.raw("POST", select, &[("Content-Type", kind)], ""), 200);
+    }
     expect(
         server.raw(
             "POST",
@@ -433,8 +436,17 @@ fn every_route_answers_json_and_errors_have_their_status() {
         server.raw(
             "POST",
             "/runs/0badc0de/stop",
-            &[("Content-Type", "text/plain")],
+            &[("Content-Type", "application/octet-stream")],
             "",
+        ),
+        404,
+    );
+    expect(
+        server.raw(
+            "POST",
+            "/runs/0badc0de/stop",
+            &[("Content-Type", "application/octet-stream")],
+            "x",
         ),
         415,
     );
@@ -549,7 +561,9 @@ fn browsers_on_other_sites_are_refused() {
     let own = format!("http://{}", server.address);
     let json_type = ("Content-Type", "application/json");
 
-    // The original client (aiohttp): `json=None` for select and stop, `json=data` otherwise.
+    // The original client (aiohttp): `json=None` for select and stop (aiohttp then sends an
+    // octet-stream content type and no body), `json=data` otherwise.
+    let octet_stream = ("Content-Type", "application/octet-stream");
     let aiohttp = [
         ("Accept", "*/*"),
         ("Accept-Encoding", "gzip, deflate"),
@@ -559,7 +573,12 @@ fn browsers_on_other_sites_are_refused() {
         aiohttp.iter().chain(extra).copied().collect()
     };
     let selected = expect(
-        server.raw("POST", "/environments/word_ladder/select", &with(&[]), ""),
+        server.raw(
+            "POST",
+            "/environments/word_ladder/select",
+            &with(&[octet_stream]),
+            "",
+        ),
         200,
     );
     assert_eq!(selected["environment"], "word_ladder");
@@ -576,7 +595,7 @@ fn browsers_on_other_sites_are_refused() {
     let started = expect(server.raw("POST", "/runs", &with(&[json_type]), "{}"), 409);
     assert_eq!(started["missing_key"], "TINKER_API_KEY", "{started}");
     expect(
-        server.raw("POST", "/runs/0badc0de/stop", &with(&[]), ""),
+        server.raw("POST", "/runs/0badc0de/stop", &with(&[octet_stream]), ""),
         404,
     );
     expect(server.raw("GET", "/health", &with(&[]), ""), 200);
@@ -596,6 +615,12 @@ fn browsers_on_other_sites_are_refused() {
         ("POST", "/runs", vec![evil], ""),
         ("POST", "/runs", vec![evil, json_type], "{}"),
         ("POST", "/environments/arithmetic/select", vec![evil], ""),
+        (
+            "POST",
+            "/environments/arithmetic/select",
+            vec![evil, ("Content-Type", "text/plain")],
+            "",
+        ),
         ("GET", "/config", vec![evil], ""),
         (
             "OPTIONS",
