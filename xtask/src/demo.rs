@@ -198,7 +198,8 @@ fn follow(
     id: &str,
     home: &Path,
 ) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
-    run_command(&mut rl_with(&[
+    // A run that ended without completing makes the wait exit 3: the status below says why.
+    let waited = run_command(&mut rl_with(&[
         "runs",
         "wait",
         id,
@@ -206,7 +207,7 @@ fn follow(
         "finished",
         "--timeout",
         "1200",
-    ]))?;
+    ]));
     let finished = json(&mut rl_with(&["runs", "status", id, "--json"]))?;
     run_command(&mut rl_with(&["runs", "status", id]))?;
     if finished["status"] != "completed" {
@@ -216,6 +217,7 @@ fn follow(
             home.display()
         );
     }
+    waited?;
     println!("\n== 6. Its results: metrics of every step, final weights, checkpoints, health");
     run_command(&mut rl_with(&["runs", "results", id]))?;
     let results = json(&mut rl_with(&["runs", "results", id, "--json"]))?;

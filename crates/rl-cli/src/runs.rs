@@ -18,6 +18,9 @@ use crate::output;
 #[derive(Debug, Subcommand)]
 pub(crate) enum RunsCommand {
     /// Start a training run of the selected environment (API, trainer, environment).
+    ///
+    /// With `--wait`, the exit codes of `rl runs wait`: 0 reached (with `finished`: the run
+    /// completed), 3 the run ended without completing, 4 timed out.
     Start {
         /// Wait until the run reaches this point before returning.
         #[arg(long, value_enum, value_name = "UNTIL")]
@@ -66,6 +69,9 @@ pub(crate) enum RunsCommand {
         lines: usize,
     },
     /// Block until a run changes state, is running, or has finished.
+    ///
+    /// Exit codes: 0 reached (with `--until finished`: the run completed), 3 the run ended
+    /// without completing (failed, stopped or lost), 4 timed out, 1 the request failed.
     Wait {
         run_id: String,
         #[arg(long, value_enum, default_value = "change")]
@@ -179,14 +185,35 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             let id = tools.run_id(&run_id)?;
             let outcome = waiting(&tools, &id, until, timeout, since, as_json)?;
             if as_json {
-                return output::json(&outcome);
+                output::json(&outcome)?;
+            } else {
+                if outcome.timed_out {
+                    output::line(format!("timed out after {timeout} s"))?;
+                }
+                print_status(&outcome.status)?;
             }
-            if outcome.timed_out {
-                output::line(format!("timed out after {timeout} s"))?;
-            }
-            print_status(&outcome.status)
+            waited(&outcome)
         }
     }
+}
+
+/// The exit code a script reads after a wait. A wait is not a run: a run that failed, was
+/// stopped or was lost is not a success to wait for, and a timeout is not an arrival.
+const ENDED_UNCOMPLETED: u8 = 3;
+const TIMED_OUT: u8 = 4;
+
+/// `Ok` when the wait reached what it waited for and the run has not ended without completing,
+/// else the exit code that says which (the outcome is already shown).
+fn waited(outcome: &WaitOutcome) -> anyhow::Result<()> {
+    let state = outcome.status.run.state;
+    let code = if state.is_finished() && state != RunState::Completed {
+        ENDED_UNCOMPLETED
+    } else if outcome.timed_out {
+        TIMED_OUT
+    } else {
+        return Ok(());
+    };
+    Err(anyhow::Error::new(output::AlreadyReported(code)))
 }
 
 /// Waits, showing the run's state and, once it trains, its latest step: a spinner on a
@@ -262,16 +289,26 @@ fn waiting(
 
 fn start(tools: &Tools, wait: Option<Until>, timeout: f64, as_json: bool) -> anyhow::Result<()> {
     let mut started = tools.start_training()?;
-    if let Some(until) = wait {
-        let id = tools.run_id(&started.run_id)?;
-        let outcome = waiting(tools, &id, until, timeout, 0, as_json)?;
-        started.status = outcome.status.run.state.name();
-        started.run = outcome.status;
-    }
+    let Some(until) = wait else {
+        return if as_json {
+            output::json(&started)
+        } else {
+            print_status(&started.run)
+        };
+    };
+    let id = tools.run_id(&started.run_id)?;
+    let outcome = waiting(tools, &id, until, timeout, 0, as_json)?;
+    started.status = outcome.status.run.state.name();
+    started.run = outcome.status.clone();
     if as_json {
-        return output::json(&started);
+        output::json(&started)?;
+    } else {
+        if outcome.timed_out {
+            output::line(format!("timed out after {timeout} s"))?;
+        }
+        print_status(&started.run)?;
     }
-    print_status(&started.run)
+    waited(&outcome)
 }
 
 fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {

@@ -89,8 +89,10 @@ impl Stack {
         (id, running)
     }
 
+    /// Waits, and checks the exit code tells a script what the wait found: 0 reached (a
+    /// completed run, when waiting for the end), 3 ended without completing, 4 timed out.
     pub(crate) fn wait(&self, id: &str, until: &str, timeout_secs: u32) -> Value {
-        let outcome = self.json(&[
+        let args = [
             "runs",
             "wait",
             id,
@@ -98,7 +100,28 @@ impl Stack {
             until,
             "--timeout",
             &timeout_secs.to_string(),
-        ]);
+            "--json",
+        ];
+        let output = self.rl(&args);
+        let outcome: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+            panic!(
+                "rl {args:?}: {error}: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        let state = outcome["status"]["state"].as_str().unwrap_or_default();
+        let expected = match (state, outcome["timed_out"].as_bool()) {
+            ("failed" | "stopped" | "lost", _) => 3,
+            (_, Some(true)) => 4,
+            _ => 0,
+        };
+        assert_eq!(
+            output.status.code(),
+            Some(expected),
+            "rl {args:?} ended with {} for a {state} run: {outcome}",
+            output.status
+        );
         assert_eq!(
             outcome["timed_out"],
             false,
@@ -583,6 +606,53 @@ fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
             .iter()
             .any(|e| e["message"] == "stopping: stop requested")
     );
+    assert_nothing_left(&stack, &id);
+}
+
+/// A script reads from the exit code whether what it waited for happened: a wait that times
+/// out is 4, a run stopped under a `--wait finished` is 3, never 0.
+#[test]
+fn waits_tell_a_script_by_their_exit_code_whether_the_run_completed() {
+    let Some(python) = test_python() else { return };
+    let stack = Stack::new(&python, &[SLOW_STEPS]);
+    let caller = Command::new(env!("CARGO_BIN_EXE_rl"))
+        .args(["runs", "start", "--wait", "finished", "--json"])
+        .env("RL_HOME", stack.home.path())
+        .current_dir(workspace_root())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let id = loop {
+        let runs = stack.json(&["runs", "list"]);
+        if let Some(id) = runs["runs"][0]["run_id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no run appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    stack.wait(&id, "running", 120);
+    let early = stack.rl(&[
+        "runs",
+        "wait",
+        &id,
+        "--until",
+        "finished",
+        "--timeout",
+        "0.2",
+    ]);
+    assert_eq!(early.status.code(), Some(4), "{early:?}");
+
+    stack.json(&["runs", "stop", &id]);
+    let ended = caller.wait_with_output().unwrap();
+    assert_eq!(ended.status.code(), Some(3), "{ended:?}");
+    let answer: Value = serde_json::from_slice(&ended.stdout).unwrap();
+    assert_eq!(answer["status"], "stopped", "{answer}");
+    // `stack.wait` checks the code of a wait on a run that has already ended.
+    assert_eq!(stack.wait(&id, "finished", 10)["state"], "stopped");
     assert_nothing_left(&stack, &id);
 }
 

@@ -421,7 +421,10 @@ fn every_route_answers_json_and_errors_have_their_status() {
         415,
     );
     for kind in ["application/octet-stream", "text/plain"] {
-        expect(server.raw("POST", select, &[("Content-Type", kind)], ""), 200);
+        expect(
+            server.raw("POST", select, &[("Content-Type", kind)], ""),
+            200,
+        );
     }
     expect(
         server.raw(
