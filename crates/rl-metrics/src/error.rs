@@ -27,6 +27,8 @@ pub enum MetricsError {
     },
     #[error("WandB did not answer within {seconds} s ({attempts} attempt(s))")]
     Timeout { seconds: u64, attempts: u32 },
+    #[error("WandB's answers took longer than the {seconds} s this lookup may take")]
+    Deadline { seconds: u64 },
     #[error("cannot reach WandB at {url}: {detail}")]
     Transport { url: String, detail: String },
     #[error("WandB sent an answer that is not the expected JSON: {0}")]

@@ -52,6 +52,9 @@ pub struct WandbApiConfig {
     pub entity: Option<String>,
     /// Per HTTP request, so that one hung request cannot stall a status.
     pub request_timeout: Duration,
+    /// The whole lookup (every request, retry and wait) ends by then: the one limit a caller
+    /// is promised.
+    pub deadline: Duration,
     /// Attempts per request, the first included.
     pub max_attempts: u32,
     /// Doubled after each failed attempt.
@@ -71,6 +74,7 @@ impl fmt::Debug for WandbApiConfig {
             .field("api_key", &"[REDACTED]")
             .field("entity", &self.entity)
             .field("request_timeout", &self.request_timeout)
+            .field("deadline", &self.deadline)
             .field("max_attempts", &self.max_attempts)
             .field("initial_backoff", &self.initial_backoff)
             .field("max_backoff", &self.max_backoff)
@@ -87,6 +91,7 @@ impl WandbApiConfig {
             api_key: api_key.into(),
             entity: None,
             request_timeout: Duration::from_secs(20),
+            deadline: Duration::from_secs(60),
             max_attempts: 4,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
@@ -446,10 +451,8 @@ impl WandbApi {
             });
         }
         let error = if error.is_timeout() {
-            let timeout = self.config.request_timeout;
             MetricsError::Timeout {
-                // Rounded up: "within 0 s" would read as no wait at all.
-                seconds: timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0),
+                seconds: rounded_up(self.config.request_timeout),
                 attempts: attempt,
             }
         } else {
@@ -513,6 +516,27 @@ impl MetricsSource for WandbApi {
     }
 
     async fn fetch(&self, target: &RunTarget) -> Result<Option<RunMetrics>, MetricsError> {
+        let deadline = self.config.deadline;
+        tokio::time::timeout(deadline, self.fetch_unbounded(target))
+            .await
+            .unwrap_or_else(|_| {
+                Err(MetricsError::Deadline {
+                    seconds: rounded_up(deadline),
+                })
+            })
+    }
+}
+
+/// Whole seconds, rounded up: "within 0 s" would read as no wait at all.
+fn rounded_up(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+impl WandbApi {
+    async fn fetch_unbounded(
+        &self,
+        target: &RunTarget,
+    ) -> Result<Option<RunMetrics>, MetricsError> {
         let Some(names) = target.wandb.as_ref() else {
             return Ok(None);
         };

@@ -63,12 +63,14 @@ pub(crate) async fn collect(
     patience: Patience,
     secrets: &Secrets,
     environment: &BTreeMap<String, String>,
+    child_environment: &BTreeMap<String, String>,
 ) -> Result<Collected, ToolsError> {
     let (target, config_problem) = target_of(run, wandb)?;
-    let api = match choice {
-        SourceChoice::Auto => wandb_api(secrets, environment, patience).ok(),
-        SourceChoice::WandbApi => Some(wandb_api(secrets, environment, patience)?),
-        SourceChoice::File | SourceChoice::WandbFiles => None,
+    let unlogged = not_on_wandb_servers(wandb, child_environment);
+    let api = match (choice, &unlogged) {
+        (SourceChoice::Auto, None) => wandb_api(secrets, environment, patience).ok(),
+        (SourceChoice::WandbApi, None) => Some(wandb_api(secrets, environment, patience)?),
+        _ => None,
     };
     let file = MetricsFile;
     let files = WandbFiles;
@@ -83,6 +85,15 @@ pub(crate) async fn collect(
         sources.push(api);
     }
     let mut collected = rl_metrics::collect(&target, &sources).await;
+    if let (SourceChoice::WandbApi, Some(why)) = (choice, unlogged) {
+        collected.failures.push(SourceFailure {
+            source: SourceKind::WandbApi,
+            error: format!(
+                "WandB's servers have nothing of this run ({why}); its metrics are in the run \
+                 folder (source `file` or `auto`)"
+            ),
+        });
+    }
     // WandB is looked up by the names in the run's config: without them, say why not.
     if let Some(problem) = config_problem
         && choice != SourceChoice::File
@@ -97,6 +108,23 @@ pub(crate) async fn collect(
         });
     }
     Ok(collected)
+}
+
+/// Why the run has nothing on WandB's servers, when it has not: then nobody asks them (an
+/// endpoint that never answers, or no network, must not slow a status down for nothing).
+/// `child_environment` is the environment the operator's settings give the components.
+fn not_on_wandb_servers(
+    wandb: &Result<RunWandb, String>,
+    child_environment: &BTreeMap<String, String>,
+) -> Option<String> {
+    if let Ok(wandb) = wandb
+        && !wandb.env_uses_wandb
+    {
+        return Some("its config sets use_wandb = false".to_owned());
+    }
+    let mode = child_environment.get("WANDB_MODE")?;
+    matches!(mode.as_str(), "offline" | "disabled" | "dryrun")
+        .then(|| format!("its components run with WANDB_MODE = {mode}"))
 }
 
 /// The run's target, and why its WandB names are missing when they are.
@@ -147,7 +175,8 @@ fn wandb_api(
         _ => environment.get(name).cloned(),
     })?;
     if matches!(patience, Patience::Status) {
-        config.request_timeout = Duration::from_secs(10);
+        config.request_timeout = Duration::from_secs(5);
+        config.deadline = Duration::from_secs(10);
         config.max_attempts = 2;
     }
     Ok(WandbApi::new(config)?)
@@ -172,4 +201,42 @@ fn unix_seconds(timestamp: &str) -> Option<f64> {
 /// One policy for every face until operators ask to tune it.
 pub(crate) fn policy() -> HealthPolicy {
     HealthPolicy::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn logged(env_uses_wandb: bool) -> Result<RunWandb, String> {
+        Ok(RunWandb {
+            project: Some("p".to_owned()),
+            group: None,
+            run_name: Some("r".to_owned()),
+            env_name: None,
+            env_uses_wandb,
+        })
+    }
+
+    #[test]
+    fn only_a_run_logging_to_wandb_servers_is_looked_up_there() {
+        let none = BTreeMap::new();
+        let mode = |value: &str| BTreeMap::from([("WANDB_MODE".to_owned(), value.to_owned())]);
+        assert_eq!(not_on_wandb_servers(&logged(true), &none), None);
+        assert_eq!(not_on_wandb_servers(&logged(true), &mode("online")), None);
+        assert_eq!(
+            not_on_wandb_servers(&Err("no config".to_owned()), &none),
+            None
+        );
+        assert!(
+            not_on_wandb_servers(&logged(false), &none)
+                .is_some_and(|why| why.contains("use_wandb = false"))
+        );
+        for offline in ["offline", "disabled", "dryrun"] {
+            assert!(
+                not_on_wandb_servers(&logged(true), &mode(offline))
+                    .is_some_and(|why| why.contains(offline)),
+                "{offline}"
+            );
+        }
+    }
 }

@@ -206,6 +206,7 @@ impl Tools {
             Patience::Status,
             self.secrets(),
             &self.context().environment,
+            &self.child_environment(),
         )
         .await?;
         Ok(status_view(status, &collected, wandb.ok()))
@@ -245,6 +246,7 @@ impl Tools {
             Patience::Results,
             self.secrets(),
             &self.context().environment,
+            &self.child_environment(),
         )
         .await?;
         let results = collected

@@ -59,6 +59,14 @@ impl Tools {
             .map_err(|reason| ConfigError::Settings(reason.clone()).into())
     }
 
+    /// The environment the operator's settings give a run's components (none when the
+    /// settings cannot be read).
+    pub(crate) fn child_environment(&self) -> BTreeMap<String, String> {
+        self.settings()
+            .map(|settings| settings.child_environment.clone())
+            .unwrap_or_default()
+    }
+
     pub fn secrets(&self) -> &Secrets {
         &self.context.secrets
     }

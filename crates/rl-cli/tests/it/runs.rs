@@ -656,6 +656,42 @@ fn waits_tell_a_script_by_their_exit_code_whether_the_run_completed() {
     assert_nothing_left(&stack, &id);
 }
 
+/// A run locked to `use_wandb = false` has nothing on WandB's servers: status and results
+/// never ask them, even with a key and an endpoint that would never answer.
+#[test]
+fn a_run_that_does_not_log_to_wandb_never_waits_on_wandb() {
+    let Some(python) = test_python() else { return };
+    let stack = Stack::new(&python, &[("WANDB_MODE = \"disabled\"", "")]);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    silent.set_nonblocking(true).unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let ask = |args: &[&str]| {
+        let output = crate::rl_command(stack.home.path())
+            .args(args)
+            .arg("--json")
+            .env("WANDB_API_KEY", "wandb-test-key-0123456789")
+            .env("WANDB_BASE_URL", &endpoint)
+            .output()
+            .unwrap();
+        crate::success_json(args, &output)
+    };
+    let id = stack.start();
+    // While it starts, no metrics exist anywhere yet: the case that used to ask WandB.
+    let status = ask(&["runs", "status", &id, "--source", "auto"]);
+    assert_eq!(status["id"], id.as_str(), "{status}");
+    let explicit = ask(&["runs", "status", &id, "--source", "wandb-api"]);
+    let failures = explicit["metrics_errors"].to_string();
+    assert!(failures.contains("use_wandb = false"), "{explicit:#}");
+    stack.wait(&id, "finished", 180);
+    let results = ask(&["runs", "results", &id]);
+    assert_eq!(results["source"], "metrics_file", "{results:#}");
+    assert!(
+        matches!(silent.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "WandB's endpoint was asked"
+    );
+    assert_nothing_left(&stack, &id);
+}
+
 #[test]
 fn two_runs_at_once_use_their_own_ports_and_both_complete() {
     let Some(python) = test_python() else { return };

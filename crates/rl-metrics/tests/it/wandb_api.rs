@@ -834,3 +834,28 @@ async fn history_beyond_the_page_limit_is_left_out_with_a_warning() {
         metrics.warnings
     );
 }
+
+/// An endpoint that answers each request just before its timeout would fire: every attempt
+/// succeeds at the transport level, so only the lookup's deadline can bound the whole.
+#[tokio::test]
+async fn a_slow_server_cannot_hold_a_lookup_past_its_deadline() {
+    let server = answering(
+        ResponseTemplate::new(500)
+            .set_body_string("slow and failing")
+            .set_delay(Duration::from_millis(400)),
+    )
+    .await;
+    let mut config = config(&server.uri(), Some(ENTITY));
+    config.max_attempts = 50;
+    config.deadline = Duration::from_millis(900);
+    let api = WandbApi::new(config).unwrap();
+    let error = fetch(&api, names(false)).await.unwrap_err();
+    assert!(
+        matches!(error, MetricsError::Deadline { seconds: 1 }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("1 s"), "{error}");
+    // Without the deadline, 50 attempts would have been made.
+    let asked = server.received_requests().await.unwrap().len();
+    assert!(asked < 5, "{asked} requests");
+}
