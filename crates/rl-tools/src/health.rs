@@ -4,10 +4,12 @@
 //! the trainer's known defects (tinker-atropos' script), the tinker-atropos tree and its
 //! environments, the keys (present or not, never their values), and a writable state directory.
 
+use std::collections::HashMap;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rl_config::{SETTINGS_FILE, Secrets, Settings};
 use serde::{Deserialize, Serialize};
@@ -17,6 +19,54 @@ use wait_timeout::ChildExt;
 pub const MIN_PYTHON: (u32, u32) = (3, 11);
 /// Importing atroposlib takes seconds; a Python that hangs longer is a finding, not a wait.
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long what a Python said of itself is believed: a server asked for its health by many
+/// callers at once starts one Python, not one each, and an operator who has just installed a
+/// package sees it within seconds.
+const PROBE_TTL: Duration = Duration::from_secs(10);
+
+/// What each Python said of itself, briefly kept; one probe of a Python at a time, the callers
+/// that ask meanwhile waiting for its answer. Clones share the answers.
+#[derive(Debug, Clone, Default)]
+pub struct Probes {
+    slots: Arc<Mutex<HashMap<ProbeKey, Slot>>>,
+}
+
+/// A Python's latest answer; locked while it is asked again.
+type Slot = Arc<Mutex<Option<Probed>>>;
+
+/// A Python and the packages it is asked about.
+type ProbeKey = (PathBuf, Vec<String>);
+
+#[derive(Debug, Clone)]
+struct Probed {
+    at: Instant,
+    facts: Result<PythonFacts, String>,
+}
+
+impl Probes {
+    fn facts(&self, python: &Path, pins: &[rl_python::Pin]) -> Result<PythonFacts, String> {
+        let key = (
+            python.to_owned(),
+            pins.iter().map(|pin| pin.name.to_owned()).collect(),
+        );
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(slots.entry(key).or_default())
+        };
+        // Held while probing: whoever asks meanwhile waits for this answer.
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(probed) = slot.as_ref().filter(|p| p.at.elapsed() < PROBE_TTL) {
+            return probed.facts.clone();
+        }
+        let facts = run_probe(python, pins);
+        *slot = Some(Probed {
+            at: Instant::now(),
+            facts: facts.clone(),
+        });
+        facts
+    }
+}
 
 /// One thing checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,7 +93,12 @@ pub struct HealthReport {
 /// the operator's settings or why they could not be read; without them the interpreter and the
 /// tree are unknown, so only the keys (as the defaults require them) and the state directory
 /// are checked beside the settings' own finding.
-pub fn check(home: &Path, settings: Result<&Settings, &str>, secrets: &Secrets) -> HealthReport {
+pub fn check(
+    home: &Path,
+    settings: Result<&Settings, &str>,
+    secrets: &Secrets,
+    probes: &Probes,
+) -> HealthReport {
     let file = home.join(SETTINGS_FILE);
     let mut checks = Vec::new();
     match settings {
@@ -55,11 +110,11 @@ pub fn check(home: &Path, settings: Result<&Settings, &str>, secrets: &Secrets) 
             };
             checks.push(finding("settings", true, Ok(read)));
             let trainer_pins = rl_python::pins(rl_python::TRAINER_REQUIREMENTS);
-            let probed = run_probe(&settings.python, &trainer_pins);
+            let probed = probes.facts(&settings.python, &trainer_pins);
             checks.extend(python_checks(&settings.python, &probed));
             checks.push(trainer_check(settings, &probed, &trainer_pins));
             if settings.engine.is_local() {
-                checks.extend(engine_checks(settings));
+                checks.extend(engine_checks(settings, probes));
             }
             checks.extend(tree_checks(settings));
             checks.extend(key_checks(settings, secrets));
@@ -102,7 +157,7 @@ fn finding(name: &str, required: bool, outcome: Result<String, (String, String)>
 
 /// Python's version, atroposlib's, and the installed versions of the packages asked about
 /// (`None`: not installed), from one run of an interpreter.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct PythonFacts {
     version: [u32; 3],
     atroposlib: Option<String>,
@@ -267,11 +322,11 @@ fn missing_pins(unmet: &[String]) -> String {
 }
 
 /// The local engine's Python (skyrl-tx and its pins) and the model it is to train.
-fn engine_checks(settings: &Settings) -> Vec<Check> {
+fn engine_checks(settings: &Settings, probes: &Probes) -> Vec<Check> {
     let python = settings.engine_python();
     let mut pins = vec![rl_python::ENGINE_PACKAGE];
     pins.extend(rl_python::pins(rl_python::ENGINE_REQUIREMENTS));
-    let engine = match run_probe(python, &pins) {
+    let engine = match probes.facts(python, &pins) {
         Err(problem) => finding(
             "engine",
             true,

@@ -19,7 +19,7 @@ pub use environments::{
     ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
 };
 pub use error::{FailureKind, ToolsError};
-pub use health::{Check, HealthReport, MIN_PYTHON, check as health_check};
+pub use health::{Check, HealthReport, MIN_PYTHON, Probes, check as health_check};
 pub use inference::{InferenceOptions, report_json};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};

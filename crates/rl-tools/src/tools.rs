@@ -34,6 +34,7 @@ pub struct ToolContext {
 pub struct Tools {
     context: Arc<ToolContext>,
     models: LocalModelRunner,
+    probes: crate::health::Probes,
 }
 
 impl Tools {
@@ -41,6 +42,7 @@ impl Tools {
         Self {
             context: Arc::new(context),
             models: LocalModelRunner::default(),
+            probes: crate::health::Probes::default(),
         }
     }
 
@@ -104,6 +106,7 @@ impl Tools {
             &self.context.home,
             self.context.settings.as_ref().map_err(String::as_str),
             &self.context.secrets,
+            &self.probes,
         )
     }
 

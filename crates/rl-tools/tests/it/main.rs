@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rl_config::{Secrets, Settings};
-use rl_tools::{Check, HealthReport, health_check};
+use rl_tools::{Check, HealthReport, Probes, health_check};
 
 fn settings(python: &Path, root: Option<PathBuf>) -> Settings {
     Settings {
@@ -49,6 +49,7 @@ fn the_test_venv_and_the_fixture_tree_are_healthy_with_a_tinker_key() {
         home.path(),
         Ok(&settings(&python, Some(fixture_root()))),
         &secrets_with(home.path(), &[("TINKER_API_KEY", key)]),
+        &Probes::default(),
     );
     assert!(report.healthy, "{report:#?}");
     assert!(named(&report, "python").detail.starts_with("3."));
@@ -73,6 +74,7 @@ fn each_missing_requirement_is_named_with_its_fix() {
         &home.path().join("state"),
         Ok(&settings(Path::new("/nonexistent/python3"), None)),
         &secrets_with(home.path(), &[]),
+        &Probes::default(),
     );
     assert!(!report.healthy);
     for name in ["python", "atroposlib", "environments", "TINKER_API_KEY"] {
@@ -103,7 +105,12 @@ fn a_program_that_is_not_python_and_a_tree_without_environments_are_findings() {
     std::fs::create_dir_all(empty_tree.path().join("tinker_atropos/environments")).unwrap();
     let mut settings = settings(Path::new("/bin/echo"), Some(empty_tree.path().to_owned()));
     settings.trainer_needs_tinker_key = false;
-    let report = health_check(home.path(), Ok(&settings), &secrets_with(home.path(), &[]));
+    let report = health_check(
+        home.path(),
+        Ok(&settings),
+        &secrets_with(home.path(), &[]),
+        &Probes::default(),
+    );
     assert!(named(&report, "python").detail.contains("is not a Python"));
     assert!(
         named(&report, "environments")
@@ -123,8 +130,41 @@ fn an_unwritable_state_directory_fails() {
         &file,
         Ok(&settings(Path::new("/nonexistent/python3"), None)),
         &secrets_with(home.path(), &[]),
+        &Probes::default(),
     );
     let state = named(&report, "state directory");
     assert!(!state.ok);
     assert!(state.fix.as_deref().unwrap().contains("RL_HOME"));
+}
+
+/// Twenty callers asking for the machine's health at once start one Python, not twenty: what
+/// a Python says of itself is kept briefly and asked once at a time.
+#[test]
+fn callers_asking_at_once_share_one_probe_of_the_python() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let started = home.path().join("started");
+    let python = home.path().join("python");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\necho started >> '{}'\nsleep 0.3\necho not-json\n",
+            started.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let settings = settings(&python, None);
+    let secrets = secrets_with(home.path(), &[]);
+    let probes = Probes::default();
+    std::thread::scope(|scope| {
+        for _ in 0..20 {
+            scope.spawn(|| {
+                let report = health_check(home.path(), Ok(&settings), &secrets, &probes);
+                assert!(named(&report, "python").detail.contains("is not a Python"));
+            });
+        }
+    });
+    let runs = std::fs::read_to_string(&started).unwrap().lines().count();
+    assert_eq!(runs, 1, "the Python was started {runs} times");
 }
