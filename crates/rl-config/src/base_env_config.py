@@ -1,8 +1,9 @@
 # atroposlib 0.4.0's BaseEnvConfig, restated for rl (not imported from atroposlib; never run).
 #
 # rl-config reads this file with the same static extractor it uses on environment sources, so
-# the table of built-in fields is ordinary Python that can be compared with the real class
-# (tests/it/atroposlib_table.rs does that against an installed atroposlib). Descriptions are
+# the table of built-in fields is ordinary Python that can be compared with the real classes
+# (tests/it/python.rs does that against an installed atroposlib). `APIServerConfig` is the
+# entry of the `openai:` list, against which the operator's `[[locked.openai]]` is checked. Descriptions are
 # rl's own words. One deliberate difference: `reasoning_effort` is typed with the values the
 # real field's documentation allows, so that edits are checked.
 from enum import Enum
@@ -47,3 +48,17 @@ class BaseEnvConfig(BaseModel):
     reasoning_effort: Optional[Literal["none", "minimal", "low", "medium", "high", "xhigh"]] = Field(default=None, description="Reasoning effort requested from the model.")
     max_reasoning_tokens: Optional[int] = Field(default=None, ge=1024, le=32000, description="Token budget for reasoning, where the provider supports one.")
     custom_thinking_prompt: Optional[str] = Field(default=None, description="System prompt prepended in thinking mode; none by default.")
+
+
+class APIServerConfig(BaseModel):
+    timeout: int = Field(default=1200, description="Seconds a request to the server may take.")
+    num_max_requests_at_once: int = Field(default=512, description="Requests sent to the server at once, at most.")
+    num_requests_for_eval: int = Field(default=64, description="Requests sent at once while evaluating, at most.")
+    model_name: str = Field(default="default", description="The model the server serves.")
+    rolling_buffer_length: int = Field(default=1000, description="Requests kept for the server's metrics.")
+    server_type: Literal["openai", "trl", "sglang", "vllm"] = Field(default="openai", description="The server's protocol.")
+    tokenizer_name: str = Field(default="none", description="Tokenizer for the server's completions; none uses the env's.")
+    api_key: Optional[str] = Field(default="", description="API key for the server.")
+    base_url: Optional[str] = Field(default="", description="Base URL for the server.")
+    n_kwarg_is_ignored: bool = Field(default=False, description="The server ignores n: ask for each completion on its own.")
+    health_check: bool = Field(default=True, description="Check the server's health before using it.")

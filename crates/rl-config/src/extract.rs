@@ -95,6 +95,18 @@ impl ParsedFile {
 struct Builtin {
     parsed: ParsedFile,
     fields: Vec<FieldSpec>,
+    /// atroposlib's `APIServerConfig`: an entry of the run config's `openai:` list.
+    servers: Vec<FieldSpec>,
+}
+
+/// atroposlib's `BaseEnvConfig` fields, from the built-in table.
+pub fn builtin_env_fields() -> Result<&'static [FieldSpec], ConfigError> {
+    Ok(&builtin()?.fields)
+}
+
+/// atroposlib's `APIServerConfig` fields (an `openai:` entry), from the built-in table.
+pub fn builtin_server_fields() -> Result<&'static [FieldSpec], ConfigError> {
+    Ok(&builtin()?.servers)
 }
 
 fn builtin() -> Result<&'static Builtin, ConfigError> {
@@ -107,7 +119,15 @@ fn builtin() -> Result<&'static Builtin, ConfigError> {
             .ok_or("no BaseEnvConfig")?;
         let context = TypeContext::Local(&parsed);
         let fields = own_fields(&parsed.text, class, &context);
-        Ok(Builtin { fields, parsed })
+        let server = parsed
+            .class("APIServerConfig", None)
+            .ok_or("no APIServerConfig")?;
+        let servers = own_fields(&parsed.text, server, &context);
+        Ok(Builtin {
+            fields,
+            servers,
+            parsed,
+        })
     });
     built.as_ref().map_err(|reason| ConfigError::Source {
         file: BUILTIN_FILE.to_owned(),

@@ -5,6 +5,7 @@
 mod error;
 mod extract;
 mod introspect;
+mod rules;
 mod run_config;
 mod schema;
 mod secrets;

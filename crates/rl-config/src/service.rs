@@ -44,6 +44,16 @@ pub struct CurrentConfig {
     pub notes: Vec<String>,
 }
 
+impl CurrentConfig {
+    /// The value a run would use now for `field`, when it has one.
+    pub fn value_of(&self, field: &str) -> Option<&Value> {
+        self.fields
+            .iter()
+            .find(|f| f.spec.name == field)
+            .and_then(|f| f.current.value())
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CurrentField {
     #[serde(flatten)]
@@ -286,6 +296,19 @@ impl ConfigService {
                 });
             }
             let checked = check_value(spec, value)?;
+            // Fine alone, the value must also fit the fields it is used with.
+            let mut edited = selection.clone();
+            edited
+                .edits
+                .retain(|e| !(e.field == field && e.section == Section::Env));
+            edited.edits.push(Edit {
+                field: field.to_owned(),
+                section: Section::Env,
+                value: checked.value.clone(),
+                edited_at: String::new(),
+            });
+            let after = self.current_of(edited, schema.clone());
+            crate::rules::check_together(|name| after.value_of(name))?;
             (
                 Section::Env,
                 checked,
@@ -375,6 +398,21 @@ impl ConfigService {
         // count than the environment uses.
         let (_, schema) = self.selected_schema(&selection)?;
         let current = self.current_of(selection.clone(), schema);
+        // What atroposlib or the trainer would refuse seconds after the start is refused now,
+        // wherever the value came from (an edit, the operator's lock, the environment's code).
+        for field in &current.fields {
+            let Some(value) = field.current.value() else {
+                continue;
+            };
+            if field.locked {
+                // Only now is the environment's own type of the field known.
+                check_value(&field.spec, value).map_err(|error| {
+                    ConfigError::Settings(format!("[locked.env] is refused: {error}"))
+                })?;
+            }
+            crate::rules::check_field(&field.spec.name, value)?;
+        }
+        crate::rules::check_together(|name| current.value_of(name))?;
         for field in current
             .fields
             .iter()

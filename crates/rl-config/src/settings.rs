@@ -11,7 +11,7 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigError, Value};
+use crate::{ConfigError, Value, check_value};
 
 /// The file in the state directory that holds the operator's settings.
 pub const SETTINGS_FILE: &str = "config.toml";
@@ -367,8 +367,43 @@ impl Settings {
             .map_err(|error| ConfigError::Settings(error.to_string()))?;
         refuse_unknown_keys(&home.join(SETTINGS_FILE))?;
         settings.check()?;
+        settings.check_locked()?;
         settings.lock_engine_model();
         Ok(settings)
+    }
+
+    /// The operator's locked values, checked as an agent's edits are (type, range, the rules
+    /// atroposlib and the trainer impose): `[locked.env]` against atroposlib's `BaseEnvConfig`
+    /// (a field only some environment declares is checked when that one is selected), each
+    /// `[[locked.openai]]` entry against its `APIServerConfig`, whose keys are all known.
+    fn check_locked(&self) -> Result<(), ConfigError> {
+        let refused = |table: &str, error: ConfigError| {
+            ConfigError::Settings(format!("[{table}] is refused: {error}"))
+        };
+        let env_fields = crate::extract::builtin_env_fields()?;
+        for (name, value) in &self.locked.env {
+            if let Some(spec) = env_fields.iter().find(|spec| &spec.name == name) {
+                check_value(spec, value).map_err(|error| refused("locked.env", error))?;
+            }
+        }
+        let server_fields = crate::extract::builtin_server_fields()?;
+        for server in &self.locked.openai {
+            for (name, value) in server {
+                let Some(spec) = server_fields.iter().find(|spec| &spec.name == name) else {
+                    let known: Vec<&str> = server_fields
+                        .iter()
+                        .map(|spec| spec.name.as_str())
+                        .collect();
+                    return Err(ConfigError::Settings(format!(
+                        "[[locked.openai]] sets `{name}`, which atroposlib's server config does \
+                         not have; its fields: {}",
+                        known.join(", ")
+                    )));
+                };
+                check_value(spec, value).map_err(|error| refused("locked.openai", error))?;
+            }
+        }
+        Ok(())
     }
 
     fn check(&self) -> Result<(), ConfigError> {

@@ -23,6 +23,7 @@ pub fn check_value(field: &FieldSpec, input: &Value) -> Result<Checked, ConfigEr
     check_plain(input, &field.name)?;
     let value = check_type(&field.name, &field.field_type, input)?;
     check_constraints(field, &value)?;
+    crate::rules::check_field(&field.name, &value)?;
     let checked = !matches!(field.field_type, FieldType::Unknown { .. });
     let coerced_from = (value != *input).then(|| input.clone());
     Ok(Checked {

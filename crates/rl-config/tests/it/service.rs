@@ -269,3 +269,69 @@ fn a_local_engine_without_a_model_is_refused_by_name() {
     let error = rl_config::Settings::load(home.path(), Vec::new()).unwrap_err();
     assert!(error.to_string().contains("engine.base_model"), "{error}");
 }
+
+/// What atroposlib or the trainer would refuse seconds after a start is refused at the edit,
+/// naming the rule, and nothing is stored.
+#[test]
+fn values_atroposlib_would_refuse_are_refused_naming_the_rule() {
+    let (_home, service) = service();
+    service.select("word_ladder").unwrap();
+    for bad in [0, -5] {
+        let error = service.edit("group_size", &Value::Int(bad)).unwrap_err();
+        assert!(
+            matches!(&error, ConfigError::OutOfRange { field, .. } if field == "group_size"),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains(">= 1"), "{error}");
+    }
+    let error = service
+        .edit("max_eval_workers", &Value::Int(0))
+        .unwrap_err();
+    assert!(error.to_string().contains("at least one worker"), "{error}");
+    service.edit("batch_size", &Value::Int(16)).unwrap();
+    let error = service.edit("group_size", &Value::Int(24)).unwrap_err();
+    assert!(
+        error.to_string().contains("group_size <= batch_size"),
+        "{error}"
+    );
+    let error = service.edit("batch_size", &Value::Int(4)).unwrap_err();
+    assert!(
+        error.to_string().contains("group_size <= batch_size"),
+        "{error}"
+    );
+    service.edit("batch_size", &Value::Int(-1)).unwrap();
+    service.edit("group_size", &Value::Int(24)).unwrap();
+    let diff = service.diff().unwrap();
+    let edited: Vec<(&str, String)> = diff
+        .iter()
+        .map(|d| (d.field.as_str(), d.value.to_string()))
+        .collect();
+    assert_eq!(
+        edited,
+        [
+            ("batch_size", "-1".to_owned()),
+            ("group_size", "24".to_owned())
+        ]
+    );
+}
+
+/// A conflict no single edit made (the operator's lock against the environment's own default)
+/// is refused before a run starts, and no run folder is written.
+#[test]
+fn a_run_config_atroposlib_would_refuse_is_not_written() {
+    let (home, service) = service();
+    let mut settings = service.settings().clone();
+    settings
+        .locked
+        .env
+        .insert("batch_size".to_owned(), Value::Int(4));
+    let locked = rl_config::ConfigService::open(home.path(), settings).unwrap();
+    locked.select("word_ladder").unwrap();
+    let run_id = RunId::parse("0badc0de").unwrap();
+    let error = locked.write_run_config(&run_id, None).unwrap_err();
+    assert!(
+        error.to_string().contains("group_size <= batch_size"),
+        "{error}"
+    );
+    assert!(!home.path().join("runs/0badc0de").exists());
+}
