@@ -44,7 +44,17 @@ impl Context {
             None => rl_config::default_home(&process_environment())
                 .context("no state directory: set RL_HOME or HOME, or pass --home")?,
         };
-        std::path::absolute(&home).with_context(|| format!("state directory {}", home.display()))
+        let home = std::path::absolute(&home)
+            .with_context(|| format!("state directory {}", home.display()))?;
+        // A file there would surface later as an OS error about some file inside it.
+        if home.exists() && !home.is_dir() {
+            anyhow::bail!(
+                "the state directory {} (--home, RL_HOME) is not a directory; name a directory \
+                 (it is created when missing)",
+                home.display()
+            );
+        }
+        Ok(home)
     }
 
     /// Keys from the environment and `<home>/.env`; problems reading them are shown, never values.

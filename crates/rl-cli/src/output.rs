@@ -100,8 +100,25 @@ pub(crate) fn error(error: anyhow::Error, as_json: bool, tools: Option<&rl_tools
     if as_json {
         let _ = json(&error_json(error, tools));
     } else {
-        let _ = writeln!(std::io::stderr().lock(), "error: {error:#}");
+        let _ = writeln!(std::io::stderr().lock(), "error: {}", message(&error));
     }
+}
+
+/// The error and its causes, each said once: an error that shows its source in its own text
+/// (`cannot open X: Not a directory`) would otherwise repeat it.
+pub(crate) fn message(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let said = cause.to_string();
+        if text.contains(&said) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
 }
 
 /// The tools' error answer for an error of any layer, its message the whole chain of context.
@@ -109,7 +126,7 @@ pub(crate) fn error_json(
     error: anyhow::Error,
     tools: Option<&rl_tools::Tools>,
 ) -> serde_json::Value {
-    let message = format!("{error:#}");
+    let message = message(&error);
     let mut answer = match as_tools_error(error) {
         Ok(error) => rl_tools::error_answer(&error, tools),
         Err(_) => serde_json::json!({
@@ -154,5 +171,25 @@ fn ignore_broken_pipe(result: std::io::Result<()>) -> anyhow::Result<()> {
     match result {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open x.lock: {source}")]
+    struct Opening {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::other("Not a directory");
+        let error = anyhow::Error::new(Opening { source: io }).context("state directory /dev/null");
+        assert_eq!(
+            super::message(&error),
+            "state directory /dev/null: cannot open x.lock: Not a directory"
+        );
     }
 }

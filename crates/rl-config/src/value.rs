@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Value {
     Null,
@@ -37,6 +38,99 @@ impl Value {
             Value::Float(f) => Some(*f),
             _ => None,
         }
+    }
+}
+
+/// Read by hand rather than `untagged`: a whole number beyond `i64` would silently become an
+/// approximate float (9223372036854775808 shown back as 9223372036854776000); it is refused
+/// with its exact digits instead.
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ValueVisitor)
+    }
+}
+
+struct ValueVisitor;
+
+fn too_large<E: de::Error>(digits: impl fmt::Display) -> E {
+    E::custom(format!(
+        "{digits} is outside the whole numbers a value may hold ({} to {})",
+        i64::MIN,
+        i64::MAX
+    ))
+}
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a number, string, boolean, list, mapping or null")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Int(value))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
+        i64::try_from(value)
+            .map(Value::Int)
+            .map_err(|_| too_large(value))
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Value, E> {
+        i64::try_from(value)
+            .map(Value::Int)
+            .map_err(|_| too_large(value))
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Value, E> {
+        i64::try_from(value)
+            .map(Value::Int)
+            .map_err(|_| too_large(value))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        Ok(Value::Float(value))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::Str(value.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
+        Ok(Value::Str(value))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        Value::deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::List(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut entries = BTreeMap::new();
+        while let Some((key, value)) = map.next_entry::<String, Value>()? {
+            entries.insert(key, value);
+        }
+        Ok(Value::Map(entries))
     }
 }
 
@@ -131,6 +225,22 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&value).unwrap(),
             r#"{"a":1,"b":1.5,"c":[true,null]}"#
+        );
+    }
+
+    #[test]
+    fn a_whole_number_beyond_i64_is_refused_with_its_exact_digits() {
+        let error = serde_json::from_str::<Value>("9223372036854775808")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("9223372036854775808 is outside"), "{error}");
+        assert_eq!(
+            serde_json::from_str::<Value>("9223372036854775807").unwrap(),
+            Value::Int(i64::MAX)
+        );
+        assert_eq!(
+            serde_norway::from_str::<Value>("[1, x, ~]").unwrap(),
+            Value::List(vec![Value::Int(1), Value::from("x"), Value::Null])
         );
     }
 }

@@ -45,9 +45,12 @@ fn advice(error: &ToolsError, tools: Option<&Tools>, extra: &mut Map<String, Val
             }
             "Pass an argument object that matches `parameters`".to_owned()
         }
-        ToolsError::UnknownRun { known, .. } => {
-            extra.insert("active_runs".to_owned(), json!(known));
-            "Pass a run id from rl_list_runs (`active_runs` lists them)".to_owned()
+        ToolsError::UnknownRun { active, known, .. } => {
+            extra.insert("active_runs".to_owned(), json!(active));
+            extra.insert("known_runs".to_owned(), json!(known));
+            "Pass a run id from rl_list_runs (`active_runs` lists those still going, \
+             `known_runs` the newest of all)"
+                .to_owned()
         }
         ToolsError::Process(P::MissingTinkerKey { .. }) => missing_key(extra, "TINKER_API_KEY"),
         ToolsError::InferenceTest(I::MissingKey { variable }) => missing_key(extra, variable),

@@ -25,7 +25,13 @@ pub enum ToolsError {
     #[error("{tool}: {reason}")]
     BadArguments { tool: String, reason: String },
     #[error("no run with id '{run_id}'")]
-    UnknownRun { run_id: String, known: Vec<String> },
+    UnknownRun {
+        run_id: String,
+        /// The runs still going (not stopped, completed, failed or lost).
+        active: Vec<String>,
+        /// The newest runs, whatever their state (at most [`crate::KNOWN_RUNS_SHOWN`]).
+        known: Vec<String>,
+    },
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]

@@ -31,3 +31,6 @@ pub use runs::{
     process_label,
 };
 pub use tools::{ToolContext, Tools};
+
+/// How many run ids an answer about an unknown run lists, newest first.
+pub const KNOWN_RUNS_SHOWN: usize = 20;

@@ -137,14 +137,22 @@ impl Tools {
     /// Maps the store's "no such run" to an error that lists the ids that exist.
     fn known_run<T>(&self, id: &RunId, result: Result<T, ProcessError>) -> Result<T, ToolsError> {
         match result {
-            Err(ProcessError::UnknownRun(_)) => Err(ToolsError::UnknownRun {
-                run_id: id.to_string(),
-                known: self
+            Err(ProcessError::UnknownRun(_)) => {
+                let runs = self
                     .runs()
                     .and_then(|mut runs| Ok(runs.list()?))
-                    .map(|runs| runs.into_iter().map(|run| run.id).collect())
-                    .unwrap_or_default(),
-            }),
+                    .unwrap_or_default();
+                let ids = |runs: &mut dyn Iterator<Item = &rl_process::RunRecord>| {
+                    runs.take(crate::KNOWN_RUNS_SHOWN)
+                        .map(|run| run.id.clone())
+                        .collect()
+                };
+                Err(ToolsError::UnknownRun {
+                    run_id: id.to_string(),
+                    active: ids(&mut runs.iter().filter(|run| !run.state.is_finished())),
+                    known: ids(&mut runs.iter()),
+                })
+            }
             other => Ok(other?),
         }
     }

@@ -115,6 +115,30 @@ fn errors_are_json_with_json() {
     );
 }
 
+/// A state directory that is a file is named as such, once, in text and in JSON.
+#[test]
+fn a_state_directory_that_is_not_one_is_named() {
+    for json in [false, true] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
+        command.args(["--home", "/dev/null", "runs", "list"]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let said = if json {
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        } else {
+            String::from_utf8_lossy(&output.stderr).into_owned()
+        };
+        assert!(
+            said.contains("/dev/null") && said.contains("is not a directory"),
+            "{said}"
+        );
+        assert_eq!(said.matches("os error").count(), 0, "{said}");
+    }
+}
+
 #[test]
 fn missing_tree_says_what_to_do() {
     let output = rl(&["envs", "list", "--root", "no/such/tree"]);

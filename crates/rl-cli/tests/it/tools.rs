@@ -226,6 +226,23 @@ fn malformed_calls_are_errors_with_their_exit_codes() {
     assert_eq!(unknown.status.code(), Some(1));
     assert_eq!(answer(&unknown)["active_runs"], serde_json::json!([]));
 
+    // A whole number beyond 64 bits is refused with its own digits, not a float's.
+    answer(&tool(
+        home,
+        "rl_select_environment",
+        Some(r#"{"name": "word_ladder"}"#),
+        &[],
+    ));
+    let huge = answer(&tool(
+        home,
+        "rl_edit_config",
+        Some(r#"{"field": "group_size", "value": 9223372036854775808}"#),
+        &[],
+    ));
+    let error = huge["error"].as_str().unwrap();
+    assert!(error.contains("9223372036854775808"), "{huge}");
+    assert!(!error.contains("9223372036854776000"), "{huge}");
+
     let no_tool = tool(home, "rl_train_harder", None, &[]);
     assert_eq!(no_tool.status.code(), Some(2));
     assert_eq!(answer(&no_tool)["available"].as_array().unwrap().len(), 11);
@@ -278,7 +295,9 @@ fn the_status_limit_applies_to_agents_and_known_runs_only() {
         );
         let unknown = answer(&unknown);
         assert_eq!(unknown["kind"], "not_found", "{unknown}");
-        assert_eq!(unknown["active_runs"], serde_json::json!([id]));
+        // The completed run is known, not active.
+        assert_eq!(unknown["active_runs"], serde_json::json!([]), "{unknown}");
+        assert_eq!(unknown["known_runs"], serde_json::json!([id]), "{unknown}");
     }
     let recorded = std::fs::read_to_string(home.join("status-checks.json")).unwrap_or_default();
     assert!(!recorded.contains("0badc0de"), "{recorded}");
