@@ -1,7 +1,5 @@
 //! Helpers for the integration tests of every crate (a dev-dependency only; nothing ships it).
 
-#![allow(clippy::print_stderr)]
-
 use std::path::{Path, PathBuf};
 
 /// The environment variable `cargo xtask test` sets to the test venv's Python.
@@ -20,23 +18,20 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The Python of the test venv (atroposlib, wandb, …), provided by `cargo xtask test` as
-/// `RL_TEST_PYTHON`. Without it the tests that need it are skipped loudly — except under CI,
-/// where they must run.
+/// `RL_TEST_PYTHON`.
+///
+/// The tests that call it are `#[ignore]`d with the reason, so a plain `cargo test` lists them
+/// as ignored instead of passing them unrun; `cargo xtask test` runs them once the venv exists.
 ///
 /// # Panics
-/// Under CI (`CI` set) when `RL_TEST_PYTHON` is missing.
-pub fn test_python(what_is_skipped: &str) -> Option<PathBuf> {
+/// When `RL_TEST_PYTHON` is not set: a test that asked for it cannot check anything without it.
+pub fn test_python() -> PathBuf {
     match std::env::var_os(PYTHON_ENV).map(PathBuf::from) {
-        Some(python) if python.exists() => Some(python),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("{PYTHON_ENV} is not set under CI: run the tests through `cargo xtask test`")
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED: {PYTHON_ENV} is not set; run `cargo xtask test` for {what_is_skipped}"
-            );
-            None
-        }
+        Some(python) if python.exists() => python,
+        _ => panic!(
+            "{PYTHON_ENV} is not set (or names nothing): this test needs the test venv; run it \
+             through `cargo xtask test`"
+        ),
     }
 }
 
@@ -46,29 +41,22 @@ pub struct LocalEngine {
     pub base_model: PathBuf,
 }
 
-/// The local engine from `RL_TEST_ENGINE_PYTHON` and `RL_TEST_BASE_MODEL`, skipped loudly like
-/// [`test_python`] when absent, and required under CI.
+/// The local engine from `RL_TEST_ENGINE_PYTHON` and `RL_TEST_BASE_MODEL`, like
+/// [`test_python`].
 ///
 /// # Panics
-/// Under CI (`CI` set) when either is missing.
-pub fn local_engine(what_is_skipped: &str) -> Option<LocalEngine> {
+/// When either is missing.
+pub fn local_engine() -> LocalEngine {
     let python = std::env::var_os("RL_TEST_ENGINE_PYTHON").map(PathBuf::from);
     let base_model = std::env::var_os("RL_TEST_BASE_MODEL").map(PathBuf::from);
     match (python, base_model) {
         (Some(python), Some(base_model)) if python.exists() && base_model.is_dir() => {
-            Some(LocalEngine { python, base_model })
+            LocalEngine { python, base_model }
         }
-        _ if std::env::var_os("CI").is_some() => panic!(
-            "RL_TEST_ENGINE_PYTHON / RL_TEST_BASE_MODEL are not set under CI: run the tests \
-             through `cargo xtask test`"
+        _ => panic!(
+            "RL_TEST_ENGINE_PYTHON / RL_TEST_BASE_MODEL are not set: this test needs the local \
+             engine; run it through `cargo xtask test`"
         ),
-        _ => {
-            eprintln!(
-                "SKIPPED: RL_TEST_ENGINE_PYTHON / RL_TEST_BASE_MODEL are not set; run `cargo \
-                 xtask test` for {what_is_skipped}"
-            );
-            None
-        }
     }
 }
 

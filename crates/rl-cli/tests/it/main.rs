@@ -59,8 +59,8 @@ fn text(bytes: &[u8]) -> String {
 
 const ROOT: &str = "fixtures/tinker-atropos";
 
-pub(crate) fn test_python() -> Option<PathBuf> {
-    rl_test_support::test_python("the end-to-end runs")
+pub(crate) fn test_python() -> PathBuf {
+    rl_test_support::test_python()
 }
 
 #[test]

@@ -5,8 +5,9 @@ use serde_json::Value;
 use crate::{rl_in, test_python};
 
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_new_environment_is_discovered_selected_and_preflighted_unchanged() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let server = rl_test_support::FixtureServer::start(&python, None);
     let tree = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tree.path().join("tinker_atropos/environments")).unwrap();

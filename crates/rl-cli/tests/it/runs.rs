@@ -269,8 +269,9 @@ pub(crate) fn state_events(status: &Value) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_environment() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     // Slow steps: `running` lasts long enough to be seen and read on a loaded machine.
     let mut stack = Stack::new(
         &python,
@@ -407,8 +408,9 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
 }
 
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_missing_tinker_key_is_refused_before_anything_starts() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let stack = Stack::new(
         &python,
         &[(
@@ -434,8 +436,9 @@ fn a_missing_tinker_key_is_refused_before_anything_starts() {
 /// A stop in each phase: the components after that phase are never launched, those before are
 /// stopped in reverse order, nothing of the run is left, and the ports are free.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let slow_api = format!(
         "[commands]\napi = [{SLOW_START}, \"{{python}}\", \"-m\", \"atroposlib.cli.run_api\", \"--host\", \"127.0.0.1\", \"--port\", \"{{api_port}}\"]\n"
     );
@@ -506,8 +509,9 @@ fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
 /// kill -9 of one component: the run fails naming it within 2 s of the kill (measured by the
 /// store's own clock), and the others are stopped.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_killed_component_fails_the_run_naming_it_and_leaves_no_orphan() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     for victim in ["api", "trainer", "env"] {
         let stack = Stack::new(
             &python,
@@ -550,8 +554,9 @@ fn a_killed_component_fails_the_run_naming_it_and_leaves_no_orphan() {
 /// The process that started the run is SIGKILLed while it waits; the run goes on, and a new
 /// process sees it, follows its events and stops it.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let stack = Stack::new(&python, &[SLOW_STEPS]);
     let mut caller = Command::new(env!("CARGO_BIN_EXE_rl"))
         .args(["runs", "start", "--wait", "finished", "--json"])
@@ -612,8 +617,9 @@ fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
 /// A script reads from the exit code whether what it waited for happened: a wait that times
 /// out is 4, a run stopped under a `--wait finished` is 3, never 0.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn waits_tell_a_script_by_their_exit_code_whether_the_run_completed() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let stack = Stack::new(&python, &[SLOW_STEPS]);
     let caller = Command::new(env!("CARGO_BIN_EXE_rl"))
         .args(["runs", "start", "--wait", "finished", "--json"])
@@ -659,8 +665,9 @@ fn waits_tell_a_script_by_their_exit_code_whether_the_run_completed() {
 /// A run locked to `use_wandb = false` has nothing on WandB's servers: status and results
 /// never ask them, even with a key and an endpoint that would never answer.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_run_that_does_not_log_to_wandb_never_waits_on_wandb() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let stack = Stack::new(&python, &[("WANDB_MODE = \"disabled\"", "")]);
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     silent.set_nonblocking(true).unwrap();
@@ -693,8 +700,9 @@ fn a_run_that_does_not_log_to_wandb_never_waits_on_wandb() {
 }
 
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn two_runs_at_once_use_their_own_ports_and_both_complete() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let stack = Stack::new(&python, &[]);
     let first = stack.start();
     let second = stack.start();
@@ -711,8 +719,9 @@ fn two_runs_at_once_use_their_own_ports_and_both_complete() {
 /// A component leaves a process behind in its group (started and abandoned by a subshell).
 /// Whether the run is stopped or the component itself ends (killed), that process goes too.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_grandchild_left_by_a_component_is_gone_after_stop_or_its_end() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let trainer = r#"trainer = ["sh", "-c", "(sleep 600 &); exec \"$0\" \"$@\"", "{python}", "launch_training.py""#;
     for ending in ["stop", "kill -9 of the trainer"] {
         let stack = Stack::new(
@@ -801,8 +810,9 @@ fn run_ids_from_outside_are_checked() {
 /// The supervisor itself is SIGKILLed (as a reboot would end it): every read shows the run as
 /// lost, judged by pid and start time, and a stop ends the processes it left.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_run_whose_supervisor_vanished_is_lost_and_stop_ends_what_it_left() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let stack = Stack::new(&python, &[SLOW_STEPS]);
     let (id, running) = stack.start_running();
     let supervisor = i32::try_from(running["supervisor"]["pid"].as_u64().unwrap()).unwrap();
@@ -872,8 +882,9 @@ fn a_busy_fixed_trainer_port_is_refused_before_anything_starts() {
 /// A trainer logging to WandB offline, as the Tinker trainer names its run: the run's own
 /// `WANDB_DIR` holds the run file, and its results read from it with no network and no key.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_run_logged_to_wandb_offline_has_its_results_from_the_wandb_files() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let stack = Stack::new(
         &python,
         &[(

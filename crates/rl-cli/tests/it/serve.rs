@@ -898,8 +898,9 @@ fn a_token_guards_every_route_and_is_never_shown() {
 /// `rl runs stop` in a process of its own, which the server then reports. `rl --home DIR`
 /// sees the server's selection and runs.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn runs_are_started_followed_read_and_stopped_over_http() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let server = Server::start_with_home_flag(stack_home(&python, ""));
     let home = server.home.path().to_owned();
     let mut runs = StartedRuns {
@@ -1011,8 +1012,9 @@ fn runs_are_started_followed_read_and_stopped_over_http() {
 /// The pre-flight against the fixture OpenAI server: today's body, and the original client's
 /// prompts, read as a number of steps.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn the_inference_test_takes_the_new_body_and_translates_the_old_one() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let fixture = rl_test_support::FixtureServer::start(&python, None);
     let inference = format!(
         "\n[inference]\nbase_url = \"{}\"\nmodels = [\"half-right\"]\n",
@@ -1094,8 +1096,9 @@ fn a_server_started_with_nohup_survives_its_terminal_closing() {
 /// A stop signal while a test runs ends its models (they run in process groups of their own,
 /// which a signal to the server does not reach), and the server exits.
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_stopped_server_leaves_no_model_running() {
-    let Some(python) = test_python() else { return };
+    let python = test_python();
     let fixture = rl_test_support::FixtureServer::start(&python, None);
     let inference = format!("\n[inference]\nbase_url = \"{}\"\n", fixture.base_url);
     let mut server = Server::start(stack_home(&python, &inference), &[], &[]);

@@ -41,6 +41,6 @@ pub(crate) fn service() -> (tempfile::TempDir, rl_config::ConfigService) {
     (home, service)
 }
 
-pub(crate) fn test_python() -> Option<PathBuf> {
-    rl_test_support::test_python("the Python checks")
+pub(crate) fn test_python() -> PathBuf {
+    rl_test_support::test_python()
 }

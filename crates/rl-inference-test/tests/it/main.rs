@@ -84,6 +84,6 @@ pub(crate) fn ignore_progress() -> ProgressSink {
     Arc::new(|_: Progress| {})
 }
 
-pub(crate) fn test_python() -> Option<PathBuf> {
-    rl_test_support::test_python("the pre-flight tests against atroposlib")
+pub(crate) fn test_python() -> PathBuf {
+    rl_test_support::test_python()
 }

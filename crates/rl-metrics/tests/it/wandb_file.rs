@@ -21,35 +21,33 @@ struct Logged {
 
 /// The runs are written once per test binary (the SDK takes a few seconds), into cargo's
 /// scratch directory for integration tests.
-fn logged() -> Option<&'static Logged> {
-    static LOGGED: OnceLock<Option<Logged>> = OnceLock::new();
-    LOGGED
-        .get_or_init(|| {
-            let python = rl_test_support::test_python("the WandB run files")?;
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-                .join(format!("wandb-offline-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let status = Command::new(python)
-                .arg(rl_test_support::workspace_root().join("fixtures/wandb/log_offline_runs.py"))
-                .arg(&dir)
-                .env("WANDB_CONFIG_DIR", dir.join("config"))
-                .env("WANDB_CACHE_DIR", dir.join("cache"))
-                .env("WANDB_DATA_DIR", dir.join("data"))
-                .env_remove("WANDB_API_KEY")
-                .env_remove("WANDB_DIR")
-                .status()
-                .unwrap();
-            assert!(status.success(), "the wandb fixture script failed");
-            let expected = std::fs::read_to_string(dir.join("expected.json")).unwrap();
-            let expected = parse_python_json(&expected).unwrap();
-            Some(Logged {
-                trainer_file: dir.join(expected["trainer_run_file"].as_str().unwrap()),
-                trainer: rows_of(&expected["trainer"]),
-                env: rows_of(&expected["env"]),
-                dir,
-            })
-        })
-        .as_ref()
+fn logged() -> &'static Logged {
+    static LOGGED: OnceLock<Logged> = OnceLock::new();
+    LOGGED.get_or_init(|| {
+        let python = rl_test_support::test_python();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("wandb-offline-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let status = Command::new(python)
+            .arg(rl_test_support::workspace_root().join("fixtures/wandb/log_offline_runs.py"))
+            .arg(&dir)
+            .env("WANDB_CONFIG_DIR", dir.join("config"))
+            .env("WANDB_CACHE_DIR", dir.join("cache"))
+            .env("WANDB_DATA_DIR", dir.join("data"))
+            .env_remove("WANDB_API_KEY")
+            .env_remove("WANDB_DIR")
+            .status()
+            .unwrap();
+        assert!(status.success(), "the wandb fixture script failed");
+        let expected = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+        let expected = parse_python_json(&expected).unwrap();
+        Logged {
+            trainer_file: dir.join(expected["trainer_run_file"].as_str().unwrap()),
+            trainer: rows_of(&expected["trainer"]),
+            env: rows_of(&expected["env"]),
+            dir,
+        }
+    })
 }
 
 fn rows_of(runs: &serde_json::Value) -> BTreeMap<i64, BTreeMap<String, MetricValue>> {
@@ -104,8 +102,9 @@ fn assert_rows_match(
 }
 
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_run_file_reads_back_exactly_what_the_sdk_logged() {
-    let Some(logged) = logged() else { return };
+    let logged = logged();
     let file = read_wandb_file(&logged.trainer_file).unwrap();
     assert!(file.problems.is_empty(), "{:?}", file.problems);
     assert_eq!(file.run.name.as_deref(), Some("fixture-run-trainer-wxyz"));
@@ -131,7 +130,7 @@ fn a_run_file_reads_back_exactly_what_the_sdk_logged() {
 }
 
 fn damaged_copy(name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
-    let logged = logged().unwrap();
+    let logged = logged();
     let mut bytes = std::fs::read(&logged.trainer_file).unwrap();
     damage(&mut bytes);
     let path = logged.dir.join(name);
@@ -140,10 +139,9 @@ fn damaged_copy(name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_truncated_file_keeps_every_whole_record_and_says_where_it_ends() {
-    if logged().is_none() {
-        return;
-    }
+    logged();
     let path = damaged_copy("truncated.wandb", |bytes| {
         let keep = bytes.len() * 6 / 10;
         bytes.truncate(keep);
@@ -157,16 +155,15 @@ fn a_truncated_file_keeps_every_whole_record_and_says_where_it_ends() {
     let steps: Vec<i64> = file.run.history.iter().map(|row| row.step).collect();
     assert!(!steps.is_empty() && steps.len() < 50, "{steps:?}");
     assert_eq!(steps, (1..=steps.len() as i64).collect::<Vec<_>>());
-    assert_rows_match(&file.run.history, &logged().unwrap().trainer);
+    assert_rows_match(&file.run.history, &logged().trainer);
     assert_eq!(file.exit_code, None);
     assert_eq!(file.run.state, None);
 }
 
 #[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_flipped_byte_is_reported_and_the_other_records_are_kept() {
-    if logged().is_none() {
-        return;
-    }
+    logged();
     let path = damaged_copy("flipped.wandb", |bytes| {
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0x01;
@@ -181,7 +178,7 @@ fn a_flipped_byte_is_reported_and_the_other_records_are_kept() {
     );
     assert!(file.run.history.len() < 50);
     assert!(!file.run.history.is_empty());
-    assert_rows_match(&file.run.history, &logged().unwrap().trainer);
+    assert_rows_match(&file.run.history, &logged().trainer);
 }
 
 #[test]
@@ -195,8 +192,9 @@ fn a_file_that_is_not_a_run_file_is_refused_with_its_path() {
 }
 
 #[tokio::test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
 async fn the_run_folder_source_tells_the_trainer_from_the_env() {
-    let Some(logged) = logged() else { return };
+    let logged = logged();
     // The fixture's runs are in <dir>/wandb, as a run's are in runs/<id>/wandb.
     let names = WandbNames::new(
         "atropos-tinker",
