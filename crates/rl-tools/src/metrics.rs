@@ -70,6 +70,16 @@ pub(crate) async fn collect(
     let api = match (choice, &unlogged) {
         (SourceChoice::Auto, None) => wandb_api(secrets, environment, patience).ok(),
         (SourceChoice::WandbApi, None) => Some(wandb_api(secrets, environment, patience)?),
+        (SourceChoice::WandbApi, Some(why)) => {
+            return Err(ToolsError::invalid(
+                "source wandb-api",
+                format!(
+                    "WandB's servers have nothing of run {} ({why}); its metrics are in the run \
+                     folder (source `file` or `auto`)",
+                    run.id
+                ),
+            ));
+        }
         _ => None,
     };
     let file = MetricsFile;
@@ -85,15 +95,6 @@ pub(crate) async fn collect(
         sources.push(api);
     }
     let mut collected = rl_metrics::collect(&target, &sources).await;
-    if let (SourceChoice::WandbApi, Some(why)) = (choice, unlogged) {
-        collected.failures.push(SourceFailure {
-            source: SourceKind::WandbApi,
-            error: format!(
-                "WandB's servers have nothing of this run ({why}); its metrics are in the run \
-                 folder (source `file` or `auto`)"
-            ),
-        });
-    }
     // WandB is looked up by the names in the run's config: without them, say why not.
     if let Some(problem) = config_problem
         && choice != SourceChoice::File

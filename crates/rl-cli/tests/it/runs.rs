@@ -370,7 +370,8 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert!(results["wandb_run_name"].as_str().unwrap().ends_with(&id));
     assert_eq!(results["metrics_errors"], serde_json::json!([]));
     // Other sources on request: no WandB file has this run (WandB was disabled), yet the
-    // trainer's checkpoints file still tells its weights; and the API needs a key.
+    // trainer's checkpoints file still tells its weights; and WandB's servers are not asked
+    // for a run that does not log there.
     let from_files = stack.json(&["runs", "results", &id, "--source", "wandb-files"]);
     assert_eq!(from_files["status"], "completed");
     assert_eq!(from_files["source"], "checkpoints_file", "{from_files:#}");
@@ -385,7 +386,7 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
         refused["error"]
             .as_str()
             .unwrap()
-            .contains("WANDB_API_KEY is not set"),
+            .contains("use_wandb = false"),
         "{refused}"
     );
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -686,9 +687,16 @@ fn a_run_that_does_not_log_to_wandb_never_waits_on_wandb() {
     // While it starts, no metrics exist anywhere yet: the case that used to ask WandB.
     let status = ask(&["runs", "status", &id, "--source", "auto"]);
     assert_eq!(status["id"], id.as_str(), "{status}");
-    let explicit = ask(&["runs", "status", &id, "--source", "wandb-api"]);
-    let failures = explicit["metrics_errors"].to_string();
-    assert!(failures.contains("use_wandb = false"), "{explicit:#}");
+    let explicit = refusal(
+        &crate::rl_command(stack.home.path())
+            .args(["runs", "status", &id, "--source", "wandb-api", "--json"])
+            .env("WANDB_API_KEY", "wandb-test-key-0123456789")
+            .env("WANDB_BASE_URL", &endpoint)
+            .output()
+            .unwrap(),
+    );
+    let error = explicit["error"].as_str().unwrap();
+    assert!(error.contains("use_wandb = false"), "{explicit:#}");
     stack.wait(&id, "finished", 180);
     let results = ask(&["runs", "results", &id]);
     assert_eq!(results["source"], "metrics_file", "{results:#}");
