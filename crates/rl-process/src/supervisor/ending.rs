@@ -55,7 +55,11 @@ impl Supervisor<'_> {
         let mut survivors = self.stop_all(grace).await;
         let strays = self.launcher.end_strays(grace).await;
         if let Some(message) = strays.describe() {
-            report(self.store.note(&id, "strays", &message));
+            // A command name is whatever the process called itself.
+            report(
+                self.store
+                    .note(&id, "strays", &self.secrets.redact(&message)),
+            );
         }
         survivors.extend(strays.survivors);
         if let Err(error) = self.launcher.release().await {
