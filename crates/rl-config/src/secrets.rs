@@ -106,12 +106,109 @@ impl Secrets {
 
     /// `text` with every known secret value replaced by `[REDACTED NAME]`.
     pub fn redact(&self, text: &str) -> String {
-        let mut redacted = text.to_owned();
-        for (name, value) in &self.values {
-            if value.len() >= MIN_REDACTED_LEN && redacted.contains(value.as_str()) {
-                redacted = redacted.replace(value.as_str(), &format!("[REDACTED {name}]"));
-            }
+        // A match of a valid UTF-8 value starts and ends on character boundaries, and the
+        // marker is ASCII: the result is valid UTF-8.
+        match String::from_utf8(self.redact_bytes(text.as_bytes())) {
+            Ok(redacted) => redacted,
+            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+        }
+    }
+
+    /// `bytes` (a process's output, not necessarily UTF-8) with every known secret value
+    /// replaced by `[REDACTED NAME]`: the one redaction rule, for text and output alike.
+    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut redacted = bytes.to_vec();
+        for (name, value) in self.redacted_values() {
+            redacted = replace_all(
+                &redacted,
+                value.as_bytes(),
+                format!("[REDACTED {name}]").as_bytes(),
+            );
         }
         redacted
+    }
+
+    /// How many bytes at the end of `bytes` could be the start of a secret value still being
+    /// written: output redacted as it streams holds those back until the rest arrives.
+    pub fn unfinished_secret_len(&self, bytes: &[u8]) -> usize {
+        self.redacted_values()
+            .filter_map(|(_, value)| {
+                let value = value.as_bytes();
+                (1..value.len().min(bytes.len() + 1))
+                    .rev()
+                    .find(|len| bytes.ends_with(&value[..*len]))
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The values redaction replaces, with their names.
+    fn redacted_values(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.values
+            .iter()
+            .filter(|(_, value)| value.len() >= MIN_REDACTED_LEN)
+            .map(|(name, value)| (*name, value.as_str()))
+    }
+}
+
+/// `haystack` with every occurrence of `needle` (not empty) replaced by `with`, left to right.
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut rest = haystack;
+    while let Some(at) = rest
+        .windows(needle.len())
+        .position(|window| window == needle)
+    {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(with);
+        rest = &rest[at + needle.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secrets(pairs: &[(&str, &str)]) -> Secrets {
+        let environment = pairs
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        Secrets::load(std::path::Path::new("/nonexistent"), &environment)
+    }
+
+    #[test]
+    fn bytes_and_text_are_redacted_by_one_rule() {
+        let keys = secrets(&[
+            ("TINKER_API_KEY", "tk-0123456789"),
+            ("WANDB_API_KEY", "wb-12"),
+        ]);
+        let output = b"a\xff tk-0123456789 tk-0123456789\n wb-12";
+        assert_eq!(
+            keys.redact_bytes(output),
+            b"a\xff [REDACTED TINKER_API_KEY] [REDACTED TINKER_API_KEY]\n wb-12".to_vec(),
+            "bytes that are not UTF-8 are kept; a value too short to redact is left"
+        );
+        assert_eq!(
+            keys.redact("\u{e9}tk-0123456789\u{e9}"),
+            "\u{e9}[REDACTED TINKER_API_KEY]\u{e9}"
+        );
+    }
+
+    #[test]
+    fn the_start_of_a_value_at_the_end_is_unfinished() {
+        let keys = secrets(&[("TINKER_API_KEY", "tk-0123456789")]);
+        assert_eq!(keys.unfinished_secret_len(b"line tk-01"), 5);
+        assert_eq!(keys.unfinished_secret_len(b"line t"), 1);
+        assert_eq!(
+            keys.unfinished_secret_len(b"line tk-0123456789"),
+            0,
+            "a whole value is not unfinished"
+        );
+        assert_eq!(keys.unfinished_secret_len(b"line x"), 0);
+        assert_eq!(keys.unfinished_secret_len(b""), 0);
+        assert_eq!(secrets(&[]).unfinished_secret_len(b"tk-01"), 0);
     }
 }

@@ -38,6 +38,8 @@ pub enum ProcessError {
     FixedPortInUse { port: u16 },
     #[error("cannot start the supervisor of run {run_id}: {reason}")]
     Supervisor { run_id: String, reason: String },
+    #[error("the supervisor cannot run: {0}")]
+    SupervisorSetup(String),
     #[error("cannot start an async runtime: {0}")]
     Runtime(std::io::Error),
     #[error("SLURM: {0}")]

@@ -40,6 +40,7 @@ pub fn boot_id() -> Option<String> {
 
 pub(crate) struct Stat {
     pub state: char,
+    pub ppid: u32,
     pub pgid: i32,
     pub start_ticks: u64,
 }
@@ -49,28 +50,37 @@ pub(crate) struct Stat {
 pub(crate) fn parse_stat(stat: &str) -> Option<Stat> {
     let after = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = after.split_whitespace().collect();
-    // After `)`: [0]=state (field 3), [2]=pgrp (field 5), [19]=starttime (field 22).
+    // After `)`: [0]=state (field 3), [1]=ppid (4), [2]=pgrp (5), [19]=starttime (22).
     Some(Stat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgid: fields.get(2)?.parse().ok()?,
         start_ticks: fields.get(19)?.parse().ok()?,
     })
 }
 
-/// Live (non-zombie) processes whose process group is `pgid`.
-pub fn members_of_group(pgid: i32) -> Vec<u32> {
+/// Every process of this machine (as this pid namespace sees it) with what its `stat` says;
+/// processes that end while being read are left out.
+pub(crate) fn processes() -> Vec<(u32, Stat)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| parse_stat(&stat))
-                .is_some_and(|s| s.pgid == pgid && s.state != 'Z')
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some((pid, parse_stat(&stat)?))
         })
+        .collect()
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`.
+pub fn members_of_group(pgid: i32) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|(_, stat)| stat.pgid == pgid && stat.state != 'Z')
+        .map(|(pid, _)| pid)
         .collect()
 }
 
@@ -95,8 +105,8 @@ mod tests {
             "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
         let parsed = parse_stat(stat).unwrap();
         assert_eq!(
-            (parsed.state, parsed.pgid, parsed.start_ticks),
-            ('S', 1234, 98765)
+            (parsed.state, parsed.ppid, parsed.pgid, parsed.start_ticks),
+            ('S', 1, 1234, 98765)
         );
     }
 

@@ -1,17 +1,30 @@
 //! Starting a component: the `Launcher` trait, so the supervisor can be tested with doubles,
-//! and its local implementation (one process group per component, output to a log file).
+//! and its local implementation (one process group per component, output redacted into a log
+//! file).
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rl_config::Secrets;
 use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;
 use crate::groups::StopOutcome;
 use crate::identity::ProcessIdentity;
+use crate::output::{OutputCopy, redacted_output};
 use crate::state::{Component, ComponentStatus};
+use crate::strays::{StrayOutcome, descendants_of, end_strays, reap_adopted};
+
+/// After a component's process ended, how long what it printed may take to reach its log.
+const OUTPUT_DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// At the end of a run, how long its output may take to be written out once its processes
+/// are gone.
+const OUTPUT_END_LIMIT: Duration = Duration::from_secs(2);
+/// How often a supervisor collects the orphans it adopted that have ended.
+const REAP_EVERY: Duration = Duration::from_secs(5);
 
 /// Everything needed to start one component. Persisted in the run's launch plan, so it never
 /// holds a secret: keys reach the component through the environment it inherits.
@@ -25,7 +38,7 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// Removed from the inherited environment (keys this component does not need).
     pub env_remove: Vec<String>,
-    /// stdout and stderr both go here, appended.
+    /// stdout and stderr both go here, appended, with every key redacted.
     pub log_path: PathBuf,
 }
 
@@ -84,6 +97,14 @@ pub trait Launcher: Send + Sync {
     /// Stops a whole process group: SIGTERM, up to `grace`, then SIGKILL.
     async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome;
 
+    /// Once every component's group is stopped: ends whatever the components started that is
+    /// still there outside their groups (SIGTERM, up to `grace`, SIGKILL), and waits for the
+    /// components' output to be written out.
+    async fn end_strays(&self, grace: Duration) -> StrayOutcome {
+        let _ = grace;
+        StrayOutcome::default()
+    }
+
     /// After a component ended by itself: whether the cluster ended the run's work (a time
     /// limit, a cancel, a failed node), and how.
     async fn cluster_end(&self) -> Option<ClusterEnd> {
@@ -118,9 +139,67 @@ pub(crate) fn open_log(path: &std::path::Path) -> std::io::Result<(Stdio, Stdio)
     Ok((Stdio::from(log), Stdio::from(log_err)))
 }
 
-/// Runs components as child processes of the calling process (the supervisor).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LocalLauncher;
+/// Runs components as child processes of the calling process (the supervisor), their output
+/// redacted of `secrets` on its way to their logs.
+#[derive(Clone, Default)]
+pub struct LocalLauncher {
+    secrets: Secrets,
+    /// The calling process is a run's supervisor and nothing else: every process below it is
+    /// the run's.
+    owns_descendants: bool,
+    launched: Arc<Mutex<Launched>>,
+}
+
+#[derive(Default)]
+struct Launched {
+    /// The components' own processes, which their waiting tasks reap.
+    leaders: Vec<u32>,
+    outputs: Vec<OutputCopy>,
+}
+
+impl LocalLauncher {
+    pub fn new(secrets: Secrets) -> Self {
+        Self {
+            secrets,
+            ..Self::default()
+        }
+    }
+
+    /// The launcher of a run's supervisor, which is made the child subreaper of what it starts:
+    /// a process a component leaves (one that called `setsid` and outlived its parent) stays
+    /// below the supervisor, which ends it with the run and collects its exit.
+    pub fn for_supervisor(secrets: Secrets) -> Result<Self, ProcessError> {
+        nix::sys::prctl::set_child_subreaper(true).map_err(|errno| {
+            ProcessError::SupervisorSetup(format!(
+                "cannot become the subreaper of the run's processes: {errno}"
+            ))
+        })?;
+        let launcher = Self {
+            owns_descendants: true,
+            ..Self::new(secrets)
+        };
+        let launched = launcher.launched.clone();
+        // Adopted orphans that end would stay zombies until the run does.
+        std::thread::Builder::new()
+            .name("rl-reaper".to_owned())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(REAP_EVERY);
+                    reap_adopted(&lock(&launched).leaders);
+                }
+            })
+            .map_err(|error| {
+                ProcessError::SupervisorSetup(format!("cannot start its reaper thread: {error}"))
+            })?;
+        Ok(launcher)
+    }
+}
+
+fn lock(launched: &Mutex<Launched>) -> MutexGuard<'_, Launched> {
+    launched
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 #[async_trait]
 impl Launcher for LocalLauncher {
@@ -129,15 +208,18 @@ impl Launcher for LocalLauncher {
             component: spec.component,
             reason,
         };
-        let (log, log_err) = open_log(&spec.log_path)
+        let (output, copy) = redacted_output(&spec.log_path, self.secrets.clone())
             .map_err(|e| fail(format!("cannot open log {}: {e}", spec.log_path.display())))?;
+        let output_err = output
+            .try_clone()
+            .map_err(|e| fail(format!("cannot share its output pipe: {e}")))?;
         let mut command = tokio::process::Command::new(&spec.program);
         command
             .args(&spec.args)
             .current_dir(&spec.cwd)
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
+            .stdout(output)
+            .stderr(output_err)
             .process_group(0)
             // The supervisor owns the group's end explicitly; dropping a handle must not kill.
             .kill_on_drop(false);
@@ -145,15 +227,27 @@ impl Launcher for LocalLauncher {
             command.env_remove(name);
         }
         command.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        let child = command
-            .spawn()
-            .map_err(|e| fail(format!("{}: {e}", spec.program.display())))?;
-        let pid = child
-            .id()
-            .ok_or_else(|| fail("the process ended before it could be observed".to_owned()))?;
+        let (child, pid) = {
+            let mut launched = lock(&self.launched);
+            // Spawned and recorded under the lock: the reaper never takes it for an orphan.
+            let spawned = command.spawn();
+            // The command holds the pipe's write end: only the component may keep it open.
+            drop(command);
+            let child = spawned.map_err(|e| fail(format!("{}: {e}", spec.program.display())))?;
+            let pid = child
+                .id()
+                .ok_or_else(|| fail("the process ended before it could be observed".to_owned()))?;
+            launched.leaders.push(pid);
+            launched.outputs.push(copy.clone());
+            (child, pid)
+        };
         let identity = ProcessIdentity::of(pid)
             .ok_or_else(|| fail(format!("process {pid} vanished right after it started")))?;
-        Ok(Box::new(LocalProcess { child, identity }))
+        Ok(Box::new(LocalProcess {
+            child,
+            identity,
+            output: copy,
+        }))
     }
 
     async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome {
@@ -166,11 +260,34 @@ impl Launcher for LocalLauncher {
                 survivors: crate::identity::members_of_group(i32::try_from(pgid).unwrap_or(0)),
             })
     }
+
+    async fn end_strays(&self, grace: Duration) -> StrayOutcome {
+        let mut outcome = StrayOutcome::default();
+        if self.owns_descendants {
+            let me = std::process::id();
+            let ended =
+                tokio::task::spawn_blocking(move || end_strays(|| descendants_of(me), grace)).await;
+            outcome = ended.unwrap_or_else(|_| StrayOutcome {
+                survivors: descendants_of(me)
+                    .into_iter()
+                    .map(|stray| stray.identity.pid)
+                    .collect(),
+                ..StrayOutcome::default()
+            });
+            reap_adopted(&lock(&self.launched).leaders);
+        }
+        let outputs = lock(&self.launched).outputs.clone();
+        for mut output in outputs {
+            output.ended(OUTPUT_END_LIMIT).await;
+        }
+        outcome
+    }
 }
 
 struct LocalProcess {
     child: tokio::process::Child,
     identity: ProcessIdentity,
+    output: OutputCopy,
 }
 
 #[async_trait]
@@ -186,7 +303,7 @@ impl RunningComponent for LocalProcess {
 
     async fn wait(&mut self) -> ComponentStatus {
         use std::os::unix::process::ExitStatusExt;
-        match self.child.wait().await {
+        let status = match self.child.wait().await {
             Ok(status) => match (status.code(), status.signal()) {
                 (Some(code), _) => ComponentStatus::Exited { code },
                 (None, Some(signal)) => ComponentStatus::Signalled { signal },
@@ -194,6 +311,9 @@ impl RunningComponent for LocalProcess {
             },
             // The child was already reaped elsewhere: nothing more can be known of it.
             Err(_) => ComponentStatus::Exited { code: -1 },
-        }
+        };
+        // Whoever reads its log for why it ended finds its last words there.
+        self.output.drained(OUTPUT_DRAIN_LIMIT).await;
+        status
     }
 }

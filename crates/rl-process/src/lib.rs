@@ -11,6 +11,7 @@ mod groups;
 mod identity;
 mod launcher;
 mod log_tail;
+mod output;
 mod plan;
 mod ports;
 mod probe;
@@ -18,6 +19,7 @@ mod runs;
 mod slurm;
 mod state;
 mod store;
+mod strays;
 mod supervisor;
 mod template;
 
@@ -36,6 +38,9 @@ pub use runs::{
 };
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};
+pub use strays::{
+    RUN_DIR_VARIABLE, Stray, StrayOutcome, carrying_run_dir, descendants_of, end_strays,
+};
 pub use supervisor::{Supervisor, supervise};
 pub use template::{TemplateValues, render};
 

@@ -11,14 +11,13 @@ use rl_config::{Backend, ConfigService, RunEndpoints, RunId, SECRET_NAMES, Secre
 use serde::Serialize;
 
 use crate::ProcessError;
-use crate::groups::{KILL_WAIT, StopOutcome, group_is_ours, stop_group};
 use crate::identity::ProcessIdentity;
 use crate::launcher::{LaunchSpec, open_log};
 use crate::plan::LaunchPlan;
-use crate::ports::{free_loopback_ports, is_listening, still_listening};
-use crate::slurm::SlurmCli;
-use crate::state::{Component, RunState};
+use crate::ports::{free_loopback_ports, is_listening};
+use crate::state::{Component, ComponentStatus, RunState};
 use crate::store::{Event, NewRun, RunRecord, RunStore};
+use crate::strays::RUN_DIR_VARIABLE;
 use crate::template::{TemplateValues, render};
 
 /// A run whose supervisor never recorded itself within this long after creation is lost (its
@@ -205,7 +204,11 @@ impl Runs {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             env.push(("RL_RUN_ID".to_owned(), run_id.to_string()));
-            env.push(("RL_RUN_DIR".to_owned(), dir.to_string_lossy().into_owned()));
+            // Also how the run's processes are found once its supervisor is gone.
+            env.push((
+                RUN_DIR_VARIABLE.to_owned(),
+                dir.to_string_lossy().into_owned(),
+            ));
             // WandB keeps each run's `run-<id>.wandb` file (offline or not) under this folder:
             // the run's metrics are then readable without network, and runs never mix.
             env.push(("WANDB_DIR".to_owned(), dir.to_string_lossy().into_owned()));
@@ -335,7 +338,7 @@ impl Runs {
         let runs = self.store.runs()?;
         let mut reconciled = Vec::with_capacity(runs.len());
         for run in runs {
-            if run.state.is_finished() {
+            if run.state.is_finished() && !claims_running_component(&run) {
                 reconciled.push(run);
             } else {
                 let id = RunId::parse(&run.id)?;
@@ -345,31 +348,60 @@ impl Runs {
         Ok(reconciled)
     }
 
-    /// Reads a run and, when it claims to be live but its supervisor is gone, records `lost`.
+    /// Reads a run and, when it claims to be live but its supervisor is gone, records `lost`;
+    /// once no supervisor can record them, components whose processes are gone are recorded
+    /// `lost` rather than left `running`.
     fn reconciled(&mut self, id: &RunId) -> Result<RunRecord, ProcessError> {
         let run = self.read(id)?;
         if run.state.is_finished() {
-            return Ok(run);
-        }
-        let reason = match run.supervisor {
-            _ if run.from_another_boot() => {
-                "the machine has restarted since the run started; none of its processes remain"
-                    .to_owned()
+            let supervised = !run.from_another_boot()
+                && run
+                    .supervisor
+                    .is_some_and(|supervisor| supervisor.is_alive());
+            // A supervisor still ending the run records its components' ends itself.
+            if supervised || !claims_running_component(&run) {
+                return Ok(run);
             }
-            Some(supervisor) if supervisor.is_alive() => return Ok(run),
-            Some(supervisor) => format!(
-                "its supervisor (pid {}) is gone without recording an end (killed, or the \
-                 machine restarted); stop the run to end any process it left",
-                supervisor.pid
-            ),
-            None if age(&run) < SUPERVISOR_RECORD_LIMIT => return Ok(run),
-            None => "its supervisor was never started (the starting process died)".to_owned(),
-        };
-        // Refused when the supervisor recorded an end just before it exited: then that end holds.
-        if self.store.transition(id, RunState::Lost, "")?.is_some() {
-            self.store.set_error(id, &reason)?;
+        } else {
+            let reason = match run.supervisor {
+                _ if run.from_another_boot() => {
+                    "the machine has restarted since the run started; none of its processes remain"
+                        .to_owned()
+                }
+                Some(supervisor) if supervisor.is_alive() => return Ok(run),
+                Some(supervisor) => format!(
+                    "its supervisor (pid {}) is gone without recording an end (killed, or the \
+                     machine restarted); stop the run to end any process it left",
+                    supervisor.pid
+                ),
+                None if age(&run) < SUPERVISOR_RECORD_LIMIT => return Ok(run),
+                None => "its supervisor was never started (the starting process died)".to_owned(),
+            };
+            // Refused when the supervisor recorded an end just before it exited: that end holds.
+            if self.store.transition(id, RunState::Lost, "")?.is_some() {
+                self.store.set_error(id, &reason)?;
+            }
         }
+        self.record_unseen_ends(id, &run)?;
         self.read(id)
+    }
+
+    /// Records `lost` for each component of `run` still said to be running whose process is
+    /// gone: its supervisor, which would have recorded how it ended, is gone too.
+    fn record_unseen_ends(&mut self, id: &RunId, run: &RunRecord) -> Result<(), ProcessError> {
+        let another_boot = run.from_another_boot();
+        for component in &run.components {
+            let alive = !another_boot && component.process.is_some_and(|p| p.is_alive());
+            if component.status == ComponentStatus::Running && !alive {
+                self.store.record_component(
+                    id,
+                    component.component,
+                    None,
+                    ComponentStatus::Lost,
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// Blocks until the run reaches `until` or `timeout` passes.
@@ -400,175 +432,16 @@ impl Runs {
         }
     }
 
-    /// Stops a run: asks its supervisor (which stops env, trainer and API in that order), or,
-    /// when the supervisor is gone, stops the run's process groups itself.
-    pub fn stop(&mut self, id: &RunId) -> Result<StopReport, ProcessError> {
-        let run = self.reconciled(id)?;
-        if run.state == RunState::Lost {
-            return self.clean_up_lost(id, &run);
-        }
-        let requested = !run.state.is_finished()
-            && self
-                .store
-                .transition(id, RunState::Stopping, "stop requested")?
-                .is_some();
-        let run = self.read(id)?;
-        if run.state.is_finished() {
-            // Ended before the request could be recorded (or long before).
-            return Ok(StopReport {
-                message: format!(
-                    "run {id} has already {}; nothing to stop",
-                    ended_verb(run.state)
-                ),
-                stopped: false,
-                status: self.status(id, 0)?,
-            });
-        }
-        let plan = LaunchPlan::load(&self.home, id).ok();
-        let grace = Duration::from_secs_f64(
-            plan.as_ref()
-                .map_or(10.0, |plan| plan.timing.stop_grace_secs),
-        );
-        // The supervisor's longest stop: each group its grace, SIGKILL's wait and the reap,
-        // then the ports; and a margin. On SLURM each step is also ended through the cluster,
-        // and the job after them.
-        let mut limit = (grace + KILL_WAIT + Duration::from_secs(2)) * 3 + Duration::from_secs(12);
-        if plan.is_some_and(|plan| plan.slurm.is_some()) {
-            limit += Duration::from_secs(120);
-        }
-        let started = Instant::now();
-        let mut signalled = false;
-        loop {
-            // Read without reconciling: a supervisor that ends during the stop is not `lost`,
-            // it leaves the rest of the stop to this process.
-            let run = self.read(id)?;
-            if run.state.is_finished() {
-                break;
-            }
-            let supervisor = run.supervisor.filter(ProcessIdentity::is_alive);
-            match supervisor {
-                Some(supervisor) if started.elapsed() < limit => {
-                    // Before it has claimed the run its SIGTERM handler may not be in place;
-                    // it then reads `stopping` from the store on its own.
-                    if !signalled && self.store.supervisor_ready(id)? {
-                        let pid =
-                            nix::unistd::Pid::from_raw(i32::try_from(supervisor.pid).unwrap_or(0));
-                        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-                        signalled = true;
-                    }
-                    std::thread::sleep(POLL);
-                }
-                // The supervisor is gone (or stuck): end the groups here.
-                _ => {
-                    self.stop_without_supervisor(id, &run, grace)?;
-                    break;
-                }
-            }
-        }
-        let took = started.elapsed().as_secs_f64();
-        let status = self.status(id, 0)?;
-        Ok(StopReport {
-            message: format!("run {id} is {} after {took:.1} s", status.run.state.label()),
-            stopped: requested || signalled,
-            status,
-        })
-    }
-
-    fn stop_without_supervisor(
-        &mut self,
-        id: &RunId,
-        run: &RunRecord,
-        grace: Duration,
-    ) -> Result<(), ProcessError> {
-        self.end_slurm_job_of(id, run)?;
-        let outcomes = stop_groups(run, grace);
-        self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
-        let survivors: Vec<u32> = outcomes
-            .iter()
-            .flat_map(|(_, outcome)| outcome.survivors.iter().copied())
-            .collect();
-        // A run on SLURM listens on its node, not here.
-        let busy = if run.slurm_job.is_some() {
-            Vec::new()
-        } else {
-            wait_for_ports(run)
-        };
-        if !busy.is_empty() {
-            let message = format!("ports {busy:?} are still in use, by a process outside the run");
-            self.store.set_error(id, &message)?;
-        }
-        if survivors.is_empty() {
-            self.store
-                .transition(id, RunState::Stopped, "stopped without its supervisor")?;
-        } else {
-            let message = format!("processes {survivors:?} survived SIGKILL");
-            self.store.set_error(id, &message)?;
-            self.store.transition(id, RunState::Failed, &message)?;
-        }
-        Ok(())
-    }
-
     fn read(&self, id: &RunId) -> Result<RunRecord, ProcessError> {
         self.store
             .run(id)?
             .ok_or_else(|| ProcessError::UnknownRun(id.to_string()))
     }
 
-    /// Ends the run's SLURM job, if it has one SLURM still holds: its steps get SIGTERM through
-    /// SLURM first (a signal to a local `srun` would kill its step at once, and killing every
-    /// `srun` would orphan it). Whether there was a job to end; an end SLURM refuses is
-    /// recorded as the run's error rather than failing the stop.
-    fn end_slurm_job_of(&mut self, id: &RunId, run: &RunRecord) -> Result<bool, ProcessError> {
-        let Some(job) = &run.slurm_job else {
-            return Ok(false);
-        };
-        match end_slurm_job(job) {
-            Ok(ended) => Ok(ended),
-            Err(error) => {
-                self.store.set_error(id, &error.to_string())?;
-                Ok(true)
-            }
-        }
-    }
-
-    fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
-        // Its SLURM job outlives the supervisor (and any reboot of this machine): ended first,
-        // so that its steps stop gracefully before their local `srun`s are.
-        let cancelled = self.end_slurm_job_of(id, run)?;
-        let outcomes = stop_groups(run, Duration::from_secs(10));
-        let message = if outcomes.is_empty() && !cancelled {
-            format!("run {id} is lost and left no process behind; nothing to stop")
-        } else {
-            let mut text = describe_outcomes(&outcomes);
-            if let Some(job) = run.slurm_job.as_deref().filter(|_| cancelled) {
-                if !text.is_empty() {
-                    text.push_str("; ");
-                }
-                text.push_str(&format!("SLURM job {job} cancelled"));
-            }
-            self.store.note(id, "stop", &format!("lost run: {text}"))?;
-            format!("run {id} is lost; {text}")
-        };
-        Ok(StopReport {
-            stopped: !outcomes.is_empty() || cancelled,
-            message,
-            status: self.status(id, 0)?,
-        })
-    }
-
     pub fn events(&self, id: &RunId, since: i64, limit: usize) -> Result<Vec<Event>, ProcessError> {
         self.read(id)?;
         self.store.events(id, since, limit)
     }
-}
-
-/// Ends a job SLURM still holds, its steps first; whether there was one to end.
-fn end_slurm_job(job: &str) -> Result<bool, ProcessError> {
-    crate::current_thread_runtime()?.block_on(crate::slurm::end_job(
-        &SlurmCli,
-        job,
-        crate::slurm::JobEnding::StepsFirst,
-    ))
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, ProcessError> {
@@ -599,75 +472,11 @@ fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {
     run_dir(home, id).join("supervisor.log")
 }
 
-/// Stops, in stop order, each of the run's groups that still has members and is provably the
-/// run's (`group_is_ours`), unless the machine has restarted since the run started: then none
-/// of its processes can exist, and a pid names someone else's.
-fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)> {
-    let mut outcomes = Vec::new();
-    if run.from_another_boot() {
-        return outcomes;
-    }
-    for component in Component::STOP_ORDER {
-        let Some(record) = run.components.iter().find(|c| c.component == component) else {
-            continue;
-        };
-        let Some(leader) = record.process else {
-            continue;
-        };
-        if group_is_ours(leader) {
-            let outcome = stop_group(leader.pid, grace);
-            if !outcome.was_empty {
-                outcomes.push((component, outcome));
-            }
-        }
-    }
-    outcomes
-}
-
-fn describe_outcomes(outcomes: &[(Component, StopOutcome)]) -> String {
-    if outcomes.is_empty() {
-        return "no process was left".to_owned();
-    }
-    outcomes
+/// Whether the run's record says one of its components is running.
+fn claims_running_component(run: &RunRecord) -> bool {
+    run.components
         .iter()
-        .map(|(component, outcome)| {
-            let how = if outcome.graceful {
-                "ended on SIGTERM"
-            } else if outcome.survivors.is_empty() {
-                "killed after the grace period"
-            } else {
-                "survived SIGKILL"
-            };
-            format!("{component} {how}")
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Waits up to 2 s for the run's ports to be free; returns those still in use.
-fn wait_for_ports(run: &RunRecord) -> Vec<u16> {
-    let ports: Vec<u16> = [run.api_port, run.trainer_port]
-        .into_iter()
-        .flatten()
-        .collect();
-    let started = Instant::now();
-    loop {
-        let busy = still_listening(&ports);
-        if busy.is_empty() || started.elapsed() >= Duration::from_secs(2) {
-            return busy;
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-fn ended_verb(state: RunState) -> &'static str {
-    match state {
-        RunState::Stopped => "been stopped",
-        RunState::Completed => "completed",
-        RunState::Failed => "failed",
-        RunState::Lost => "been lost",
-        _ => "ended",
-    }
+        .any(|component| component.status == ComponentStatus::Running)
 }
 
 fn timestamp(text: &str) -> Option<jiff::Timestamp> {
@@ -692,6 +501,7 @@ fn elapsed_secs(run: &RunRecord) -> f64 {
     end.duration_since(created).as_secs_f64().max(0.0)
 }
 
+mod stopping;
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_config::{RUN_CONFIG_FILE, RunConfig, RunId, SECRET_NAMES, SlurmSettings};
+use rl_config::{RUN_CONFIG_FILE, RunConfig, RunId, SlurmSettings};
 use tokio::sync::mpsc;
 
 use crate::ProcessError;
@@ -22,6 +22,10 @@ use crate::launcher::{
     AllocationNote, ClusterEnd, LaunchSpec, Launcher, LocalLauncher, Placement, RunningComponent,
 };
 use crate::state::{Component, RunState};
+use crate::strays::StrayOutcome;
+
+mod cli;
+pub use cli::SlurmCli;
 
 /// The batch script's file in the run folder.
 pub const BATCH_SCRIPT: &str = "slurm.sbatch";
@@ -45,8 +49,6 @@ const NEVER_RUNS: &[&str] = &[
     "AccountNotAllowed",
     "QOSNotAllowed",
 ];
-/// One call of a SLURM command may take this long before it counts as failed.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What `scontrol show job -o` says of a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,153 +95,6 @@ pub trait SlurmCommands: Send + Sync {
         signal: Option<&'static str>,
         batch_only: bool,
     ) -> Result<(), ProcessError>;
-}
-
-/// The SLURM client commands on the PATH.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SlurmCli;
-
-impl SlurmCli {
-    async fn run(
-        &self,
-        program: &str,
-        args: &[&str],
-        workdir: Option<&Path>,
-    ) -> Result<std::process::Output, ProcessError> {
-        let mut command = tokio::process::Command::new(program);
-        command
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            // A command given up on (timed out, its caller stopped) must not go on by itself.
-            .kill_on_drop(true);
-        if let Some(dir) = workdir {
-            command.current_dir(dir);
-        }
-        // SLURM keeps a batch job's environment on disk: no key goes into it (and `sbatch`
-        // exports none of the caller's environment, see `submit`).
-        for name in SECRET_NAMES {
-            command.env_remove(name);
-        }
-        // A user's `SBATCH_*` (`SQUEUE_*`, `SCANCEL_*`…) variables would change what the
-        // command does behind the operator's settings: each command gets none of its own.
-        let own = format!("{}_", program.to_ascii_uppercase());
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with(&own) {
-                command.env_remove(name);
-            }
-        }
-        let output = tokio::time::timeout(COMMAND_TIMEOUT, command.output())
-            .await
-            .map_err(|_| {
-                ProcessError::Slurm(format!(
-                    "`{program}` did not answer within {} s",
-                    COMMAND_TIMEOUT.as_secs()
-                ))
-            })?
-            .map_err(|error| ProcessError::Slurm(format!("cannot run `{program}`: {error}")))?;
-        Ok(output)
-    }
-}
-
-fn failed(program: &str, output: &std::process::Output) -> ProcessError {
-    ProcessError::Slurm(format!(
-        "`{program}` failed ({}): {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr).trim()
-    ))
-}
-
-#[async_trait]
-impl SlurmCommands for SlurmCli {
-    async fn submit(&self, script: &Path, workdir: &Path) -> Result<String, ProcessError> {
-        let script = script.to_string_lossy();
-        let output = self
-            .run(
-                "sbatch",
-                // Nothing of the caller's environment is kept with the job (SLURM stores it
-                // on disk); the script sets its own PATH, the steps get theirs from srun.
-                &["--parsable", "--export=NIL", &script],
-                Some(workdir),
-            )
-            .await?;
-        if !output.status.success() {
-            return Err(failed("sbatch", &output));
-        }
-        // `--parsable` prints `JOB` or `JOB;CLUSTER`.
-        let text = String::from_utf8_lossy(&output.stdout);
-        let job = text.trim().split(';').next().unwrap_or_default();
-        if job.is_empty() || !job.chars().all(|c| c.is_ascii_digit()) {
-            return Err(ProcessError::Slurm(format!(
-                "sbatch printed no job id: {text:?}"
-            )));
-        }
-        Ok(job.to_owned())
-    }
-
-    async fn job(&self, job: &str) -> Result<Option<JobInfo>, ProcessError> {
-        let output = self
-            .run("scontrol", &["show", "job", "-o", job], None)
-            .await?;
-        if !output.status.success() {
-            // An id SLURM has purged (or never had) is exit code 1 with "Invalid job id".
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            if stderr.contains("Invalid job id") {
-                return Ok(None);
-            }
-            return Err(failed("scontrol", &output));
-        }
-        Ok(parse_job(&String::from_utf8_lossy(&output.stdout)))
-    }
-
-    async fn step(&self, job: &str, name: &str) -> Result<Option<String>, ProcessError> {
-        let output = self
-            .run("squeue", &["-h", "-s", "-j", job, "-o", "%i|%j"], None)
-            .await?;
-        if !output.status.success() {
-            return Ok(None);
-        }
-        Ok(String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| line.split_once('|'))
-            .find(|(_, step_name)| step_name.trim() == name)
-            .map(|(id, _)| id.trim().to_owned()))
-    }
-
-    async fn jobs_named(&self, name: &str) -> Result<Vec<String>, ProcessError> {
-        let output = self
-            .run("squeue", &["-h", "--me", "-n", name, "-o", "%i"], None)
-            .await?;
-        if !output.status.success() {
-            return Err(failed("squeue", &output));
-        }
-        Ok(String::from_utf8_lossy(&output.stdout)
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect())
-    }
-
-    async fn cancel(
-        &self,
-        target: &str,
-        signal: Option<&'static str>,
-        batch_only: bool,
-    ) -> Result<(), ProcessError> {
-        let signal_arg = signal.map(|signal| format!("--signal={signal}"));
-        let mut args: Vec<&str> = Vec::new();
-        if let Some(signal) = &signal_arg {
-            args.push(signal);
-        }
-        if batch_only {
-            args.push("--batch");
-        }
-        args.push(target);
-        let output = self.run("scancel", &args, None).await?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(failed("scancel", &output))
-        }
-    }
 }
 
 /// `scontrol show job -o` output (`Key=Value` pairs on one line).
@@ -348,6 +203,8 @@ pub struct SlurmLauncher {
     settings: SlurmSettings,
     run_dir: PathBuf,
     commands: Box<dyn SlurmCommands>,
+    /// Starts each step's local `srun`, whose output is the step's.
+    local: LocalLauncher,
     state: Mutex<SlurmState>,
 }
 
@@ -365,12 +222,14 @@ impl SlurmLauncher {
         settings: SlurmSettings,
         run_dir: PathBuf,
         commands: Box<dyn SlurmCommands>,
+        local: LocalLauncher,
     ) -> Self {
         Self {
             run_id,
             settings,
             run_dir,
             commands,
+            local,
             state: Mutex::new(SlurmState::default()),
         }
     }
@@ -620,7 +479,8 @@ impl Launcher for SlurmLauncher {
                 source,
             })?;
         }
-        let running = LocalLauncher
+        let running = self
+            .local
             .launch(&self.step_spec(spec, &job, &node))
             .await?;
         self.state().steps.push((
@@ -646,7 +506,7 @@ impl Launcher for SlurmLauncher {
         };
         let Some(step) = step else {
             // The step is gone (its component ended): only the local srun may be left.
-            return LocalLauncher.stop_group(pgid, grace).await;
+            return self.local.stop_group(pgid, grace).await;
         };
         // SIGTERM through SLURM reaches the component itself; a signal to srun would kill it.
         let _ = self.commands.cancel(&step, Some("TERM"), false).await;
@@ -657,7 +517,7 @@ impl Launcher for SlurmLauncher {
             if tokio::time::Instant::now() >= deadline {
                 // Cancelled through SLURM first: killing srun alone would orphan the step.
                 let _ = self.commands.cancel(&step, None, false).await;
-                let mut outcome = LocalLauncher.stop_group(pgid, Duration::from_secs(2)).await;
+                let mut outcome = self.local.stop_group(pgid, Duration::from_secs(2)).await;
                 outcome.graceful = false;
                 return outcome;
             }
@@ -668,6 +528,11 @@ impl Launcher for SlurmLauncher {
             graceful: true,
             survivors: Vec::new(),
         }
+    }
+
+    async fn end_strays(&self, grace: Duration) -> StrayOutcome {
+        // What is left on this machine: the steps themselves end with the job.
+        self.local.end_strays(grace).await
     }
 
     async fn cluster_end(&self) -> Option<ClusterEnd> {

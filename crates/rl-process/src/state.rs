@@ -212,15 +212,24 @@ impl fmt::Display for RunState {
 pub enum ComponentStatus {
     NotStarted,
     Running,
-    Exited { code: i32 },
-    Signalled { signal: i32 },
+    Exited {
+        code: i32,
+    },
+    Signalled {
+        signal: i32,
+    },
+    /// Ended without its end being seen: its supervisor was gone (killed, or the machine
+    /// restarted), so how it ended is unknown.
+    Lost,
 }
 
 impl ComponentStatus {
     pub fn has_ended(self) -> bool {
         matches!(
             self,
-            ComponentStatus::Exited { .. } | ComponentStatus::Signalled { .. }
+            ComponentStatus::Exited { .. }
+                | ComponentStatus::Signalled { .. }
+                | ComponentStatus::Lost
         )
     }
 }

@@ -396,6 +396,7 @@ impl RunStore {
             ComponentStatus::Running => ("running", None),
             ComponentStatus::Exited { code } => ("exited", Some(code)),
             ComponentStatus::Signalled { signal } => ("signalled", Some(signal)),
+            ComponentStatus::Lost => ("lost", None),
         };
         let at = now();
         let transaction = self
@@ -415,6 +416,9 @@ impl RunStore {
                 format!("{component} ended by signal {signal}")
             }
             ComponentStatus::NotStarted => format!("{component} not started"),
+            ComponentStatus::Lost => {
+                format!("{component} has ended, unseen: its supervisor was gone")
+            }
         };
         insert_event(&transaction, id.as_str(), &at, "component", &message)?;
         transaction.commit()?;
@@ -475,6 +479,7 @@ impl RunStore {
                 ("running", _) => ComponentStatus::Running,
                 ("exited", Some(code)) => ComponentStatus::Exited { code },
                 ("signalled", Some(signal)) => ComponentStatus::Signalled { signal },
+                ("lost", _) => ComponentStatus::Lost,
                 (other, _) => {
                     return Err(ProcessError::Store(format!(
                         "unknown component status '{other}'"

@@ -406,6 +406,7 @@ pub fn process_label(status: &ComponentStatus) -> String {
         ComponentStatus::Running => "running".to_owned(),
         ComponentStatus::Exited { code } => format!("exited ({code})"),
         ComponentStatus::Signalled { signal } => format!("signalled ({signal})"),
+        ComponentStatus::Lost => "lost (ended unseen)".to_owned(),
     }
 }
 

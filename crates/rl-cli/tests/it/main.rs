@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod hostile_components;
 mod mcp;
 mod new_env;
 mod preflight;

@@ -180,6 +180,7 @@ fn launcher(cluster: &Cluster, dir: &Path) -> SlurmLauncher {
         settings(),
         dir.to_owned(),
         Box::new(cluster.commands()),
+        LocalLauncher::default(),
     )
 }
 
@@ -422,6 +423,7 @@ async fn waiting_copes_with_a_busy_controller_and_gives_up_on_what_never_runs() 
         SlurmSettings::default(),
         dir.path().to_owned(),
         Box::new(commands),
+        LocalLauncher::default(),
     );
     let (notes, _received) = mpsc::unbounded_channel();
     assert!(launcher.allocate(notes).await.is_ok());

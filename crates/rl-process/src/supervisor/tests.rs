@@ -19,6 +19,7 @@ use crate::plan::LaunchPlan;
 use crate::probe::{MockProbe, Readiness};
 use crate::state::{Component, ComponentStatus, Phase, RunState};
 use crate::store::{NewRun, RunStore};
+use crate::strays::{Stray, StrayOutcome};
 use crate::{ProcessError, free_loopback_ports};
 
 /// Far above any real pid (`pid_max` is at most 2^22), so nothing real is ever named.
@@ -62,8 +63,21 @@ impl Exits {
 /// A launcher double whose processes end when the test says, or when stopped (SIGTERM), on
 /// this machine.
 fn launcher(exits: &Exits, launches: usize, fail_on: Option<Component>) -> MockLauncher {
+    launcher_leaving(exits, launches, fail_on, StrayOutcome::default())
+}
+
+/// `launcher`, whose components leave `strays` outside their groups.
+fn launcher_leaving(
+    exits: &Exits,
+    launches: usize,
+    fail_on: Option<Component>,
+    strays: StrayOutcome,
+) -> MockLauncher {
     let mut launcher = MockLauncher::new();
     fake_processes(&mut launcher, exits, Some(launches), fail_on);
+    launcher
+        .expect_end_strays()
+        .returning(move |_| strays.clone());
     launcher
         .expect_allocate()
         .returning(|_| Ok(Placement::here()));
@@ -387,90 +401,6 @@ async fn a_trainer_failing_after_the_env_finished_fails_the_run() {
 }
 
 #[tokio::test]
-async fn a_local_engine_starts_first_and_is_stopped_last() {
-    let run = new_run_of(quick(), false, &Component::START_ORDER);
-    assert_eq!(
-        run.store().state(&run.id).unwrap(),
-        RunState::Starting(Phase::Engine)
-    );
-    let doubles = doubles(4, &Component::START_ORDER, None);
-    let supervisor = run.supervisor(&doubles, Secrets::default());
-    let driver = async {
-        run.until(RunState::Running).await;
-        doubles
-            .exits
-            .end(Component::Env, ComponentStatus::Exited { code: 0 });
-        doubles
-            .exits
-            .end(Component::Trainer, ComponentStatus::Exited { code: 0 });
-    };
-    let (ended, ()) = tokio::join!(supervisor.run(), driver);
-    assert_eq!(ended.unwrap(), RunState::Completed);
-    let messages = run.messages();
-    let position = |prefix: &str| {
-        messages
-            .iter()
-            .position(|m| m.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no {prefix:?} in {messages:#?}"))
-    };
-    assert!(position("ready: engine ready after") < position("ready: api ready after"));
-    assert!(
-        position("stop: api ") < position("stop: engine "),
-        "the engine outlives everything that talks to it: {messages:#?}"
-    );
-    assert_eq!(
-        run.status(Component::Engine),
-        ComponentStatus::Signalled { signal: 15 }
-    );
-}
-
-#[tokio::test]
-async fn the_engine_ending_fails_the_run_naming_it_and_stops_the_rest() {
-    let run = new_run_of(quick(), false, &Component::START_ORDER);
-    let doubles = doubles(4, &Component::START_ORDER, None);
-    let ended = run
-        .run_ending(
-            &doubles,
-            Secrets::default(),
-            RunState::Running,
-            Duration::from_millis(50),
-            Component::Engine,
-            ComponentStatus::Signalled { signal: 9 },
-        )
-        .await;
-    assert_eq!(ended, RunState::Failed);
-    assert!(run.error().contains("engine"), "{}", run.error());
-    for component in [Component::Api, Component::Trainer, Component::Env] {
-        assert_eq!(
-            run.status(component),
-            ComponentStatus::Signalled { signal: 15 },
-            "{component}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn an_engine_that_never_answers_fails_the_run_before_anything_else_starts() {
-    let run = new_run_of(
-        RunTiming {
-            engine_ready_timeout_secs: 0.3,
-            ..quick()
-        },
-        false,
-        &Component::START_ORDER,
-    );
-    let doubles = doubles(1, &[], None);
-    let supervisor = run.supervisor(&doubles, Secrets::default());
-    assert_eq!(supervisor.run().await.unwrap(), RunState::Failed);
-    assert!(
-        run.error().contains("engine was not ready"),
-        "{}",
-        run.error()
-    );
-    assert_eq!(run.status(Component::Api), ComponentStatus::NotStarted);
-}
-
-#[tokio::test]
 async fn a_stop_while_the_trainer_starts_launches_nothing_more() {
     let run = new_run(quick());
     let doubles = doubles(2, &[Component::Api], None);
@@ -658,6 +588,53 @@ async fn a_launch_error_fails_the_run_and_stops_what_started() {
     );
 }
 
+/// What the components left outside their groups is ended after the groups, and named in
+/// the run's events; a process that survives even SIGKILL fails the run.
+#[tokio::test]
+async fn what_components_leave_outside_their_groups_is_ended_and_named() {
+    let left = |survivors: Vec<u32>| StrayOutcome {
+        ended: vec![Stray {
+            identity: ProcessIdentity {
+                pid: FAKE_PID + 100,
+                start_ticks: 1,
+            },
+            name: "sleep".to_owned(),
+        }],
+        graceful: survivors.is_empty(),
+        survivors,
+    };
+    for (strays, expected) in [
+        (left(Vec::new()), RunState::Stopped),
+        (left(vec![FAKE_PID + 100]), RunState::Failed),
+    ] {
+        let run = new_run(quick());
+        let mut doubles = doubles(0, ALL, None);
+        doubles.launcher = launcher_leaving(&doubles.exits, 3, None, strays);
+        let supervisor = run.supervisor(&doubles, Secrets::default());
+        let driver = async {
+            run.until(RunState::Running).await;
+            doubles.stop.send(true).unwrap();
+        };
+        let (ended, ()) = tokio::join!(supervisor.run(), driver);
+        assert_eq!(ended.unwrap(), expected);
+        let messages = run.messages();
+        let named = messages
+            .iter()
+            .position(|m| {
+                m.starts_with(&format!(
+                    "strays: processes the components left outside their process groups: {} (sleep)",
+                    FAKE_PID + 100
+                ))
+            })
+            .unwrap_or_else(|| panic!("{messages:#?}"));
+        let last_group = messages
+            .iter()
+            .rposition(|m| m.starts_with("stop: "))
+            .unwrap();
+        assert!(last_group < named, "after the groups: {messages:#?}");
+    }
+}
+
 #[tokio::test]
 async fn a_port_taken_after_allocation_fails_clearly_without_launching() {
     let run = new_run(quick());
@@ -755,163 +732,5 @@ async fn a_ready_component_ending_is_not_said_to_end_before_it_was_ready() {
     );
 }
 
-/// A launcher double that queues before placing the run on `node1`, as the SLURM backend does,
-/// and reports `end` as the cluster's verdict when a component ends.
-fn queued_launcher(exits: &Exits, end: Option<ClusterEnd>) -> MockLauncher {
-    let mut launcher = MockLauncher::new();
-    fake_processes(&mut launcher, exits, None, None);
-    launcher.expect_allocate().returning(|notes| {
-        let _ = notes.send(AllocationNote::Submitted {
-            job: "4242".to_owned(),
-        });
-        let _ = notes.send(AllocationNote::Waiting {
-            job: "4242".to_owned(),
-            reason: "Resources".to_owned(),
-        });
-        Ok(Placement {
-            host: "node1".to_owned(),
-            local: false,
-            description: "SLURM job 4242 on node1".to_owned(),
-        })
-    });
-    launcher.expect_cluster_end().returning(move || end.clone());
-    launcher.expect_release().times(1).returning(|| Ok(()));
-    launcher
-}
-
-#[tokio::test]
-async fn a_queued_run_records_its_job_and_wait_then_starts_on_the_placed_host() {
-    let run = new_run_queued(quick(), true);
-    assert_eq!(
-        run.store().state(&run.id).unwrap(),
-        RunState::Starting(Phase::Queued)
-    );
-    // The local launcher double is replaced, so it expects no launch.
-    let mut doubles = doubles(0, ALL, None);
-    doubles.launcher = queued_launcher(&doubles.exits, None);
-    let mut probe = MockProbe::new();
-    probe.expect_is_ready().returning(|host, _| host == "node1");
-    doubles.probe = probe;
-    let ended = run
-        .run_ending(
-            &doubles,
-            Secrets::default(),
-            RunState::Running,
-            Duration::ZERO,
-            Component::Env,
-            ComponentStatus::Exited { code: 0 },
-        )
-        .await;
-    assert_eq!(ended, RunState::Completed);
-    let record = run.store().run(&run.id).unwrap().unwrap();
-    assert_eq!(record.slurm_job.as_deref(), Some("4242"));
-    let messages = run.messages().join("\n");
-    for expected in [
-        "queued: submitted to SLURM as job 4242",
-        "queued: SLURM job 4242 is pending: Resources",
-        "placed: SLURM job 4242 on node1",
-        "GET http://node1:",
-    ] {
-        assert!(messages.contains(expected), "{expected} in {messages}");
-    }
-}
-
-#[tokio::test]
-async fn the_clusters_verdict_decides_how_a_run_ends() {
-    for (end, expected, in_error) in [
-        (
-            ClusterEnd {
-                outcome: RunState::Failed,
-                message: "SLURM job 4242 reached its time limit (TIMEOUT, reason TimeLimit, exit code 0:15)".to_owned(),
-            },
-            RunState::Failed,
-            "reached its time limit",
-        ),
-        (
-            ClusterEnd {
-                outcome: RunState::Stopped,
-                message: "SLURM job 4242 was cancelled (CANCELLED, reason None, exit code 0:15)".to_owned(),
-            },
-            RunState::Stopped,
-            "",
-        ),
-    ] {
-        let run = new_run_queued(quick(), true);
-        let mut doubles = doubles(0, ALL, None);
-        doubles.launcher = queued_launcher(&doubles.exits, Some(end));
-        let ended = run
-            .run_ending(
-                &doubles,
-                Secrets::default(),
-                RunState::Running,
-                Duration::ZERO,
-                Component::Trainer,
-                ComponentStatus::Signalled { signal: 9 },
-            )
-            .await;
-        assert_eq!(ended, expected);
-        assert!(run.error().contains(in_error), "{}", run.error());
-        assert!(run.messages().iter().any(|m| m.starts_with("cluster: SLURM job 4242")));
-    }
-}
-
-#[tokio::test]
-async fn a_stop_while_queued_ends_the_run_stopped_and_cancels_the_job() {
-    use crate::slurm::{JobInfo, MockSlurmCommands, SlurmLauncher};
-    let run = new_run_queued(quick(), true);
-    let cancels = Arc::new(Mutex::new(Vec::new()));
-    let mut commands = MockSlurmCommands::new();
-    commands
-        .expect_submit()
-        .returning(|_, _| Ok("77".to_owned()));
-    // A scheduler that never places the run, and cancels it when told.
-    let cancelled = cancels.clone();
-    commands.expect_job().returning(move |_| {
-        let state = if cancelled.lock().unwrap().is_empty() {
-            "PENDING"
-        } else {
-            "CANCELLED"
-        };
-        Ok(Some(JobInfo {
-            state: state.to_owned(),
-            reason: "Priority".to_owned(),
-            batch_host: None,
-            exit_code: "0:0".to_owned(),
-        }))
-    });
-    let seen = cancels.clone();
-    commands
-        .expect_cancel()
-        .returning(move |target, signal, _| {
-            seen.lock().unwrap().push((target.to_owned(), signal));
-            Ok(())
-        });
-    let launcher = SlurmLauncher::new(
-        run.id.clone(),
-        rl_config::SlurmSettings::default(),
-        run.home.path().to_owned(),
-        Box::new(commands),
-    );
-    let doubles = doubles(0, ALL, None);
-    let supervisor = Supervisor::new(
-        run.store(),
-        run.plan.clone(),
-        &launcher,
-        &doubles.probe,
-        doubles.stop.subscribe(),
-        Secrets::default(),
-    );
-    let driver = async {
-        while !run
-            .messages()
-            .iter()
-            .any(|m| m.contains("is pending: Priority"))
-        {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        doubles.stop.send_replace(true);
-    };
-    let (ended, ()) = tokio::join!(supervisor.run(), driver);
-    assert_eq!(ended.unwrap(), RunState::Stopped);
-    assert_eq!(*cancels.lock().unwrap(), [("77".to_owned(), None)]);
-}
+mod engine;
+mod queued;

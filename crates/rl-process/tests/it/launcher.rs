@@ -27,7 +27,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn output_goes_to_the_log_and_the_exit_code_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     runtime().block_on(async {
-        let mut running = LocalLauncher
+        let mut running = LocalLauncher::default()
             .launch(&spec(
                 dir.path(),
                 "echo out; echo err >&2; echo \"$RL_TEST_SECRET\" > secret.txt; exit 3",
@@ -49,7 +49,7 @@ fn output_goes_to_the_log_and_the_exit_code_is_reported() {
 fn secrets_are_in_the_environment_not_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     runtime().block_on(async {
-        let running = LocalLauncher
+        let running = LocalLauncher::default()
             .launch(&spec(dir.path(), "exec sleep 30"))
             .await
             .unwrap();
@@ -76,7 +76,7 @@ fn secrets_are_in_the_environment_not_the_command_line() {
 fn a_stopped_component_reports_its_signal_and_leaves_no_process() {
     let dir = tempfile::tempdir().unwrap();
     runtime().block_on(async {
-        let mut running = LocalLauncher
+        let mut running = LocalLauncher::default()
             .launch(&spec(dir.path(), "sleep 60 & sleep 60"))
             .await
             .unwrap();
@@ -105,11 +105,34 @@ fn a_missing_program_is_a_clear_launch_error() {
     let mut missing = spec(dir.path(), "");
     missing.program = dir.path().join("no-such-trainer");
     let error = runtime()
-        .block_on(LocalLauncher.launch(&missing))
+        .block_on(LocalLauncher::default().launch(&missing))
         .err()
         .unwrap();
     assert!(
         error.to_string().starts_with("cannot start trainer:"),
         "{error}"
+    );
+}
+
+#[test]
+fn keys_are_redacted_on_their_way_to_the_log_even_split_over_two_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "sk-launcher-0123456789";
+    let environment = [("OPENAI_API_KEY".to_owned(), key.to_owned())].into();
+    let secrets = rl_config::Secrets::load(dir.path(), &environment);
+    let mut printing = spec(
+        dir.path(),
+        "printf 'whole=%s\\n' \"$OPENAI_API_KEY\"; printf 'split=sk-laun'; sleep 0.3; \
+         printf 'cher-0123456789\\n' >&2; printf '\\377 binary\\n'",
+    );
+    printing.env.push(("OPENAI_API_KEY".into(), key.into()));
+    runtime().block_on(async {
+        let mut running = LocalLauncher::new(secrets).launch(&printing).await.unwrap();
+        assert_eq!(running.wait().await, ComponentStatus::Exited { code: 0 });
+    });
+    let log = std::fs::read(dir.path().join("trainer.log")).unwrap();
+    assert_eq!(
+        log,
+        b"whole=[REDACTED OPENAI_API_KEY]\nsplit=[REDACTED OPENAI_API_KEY]\n\xff binary\n"
     );
 }

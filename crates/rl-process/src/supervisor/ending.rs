@@ -1,0 +1,219 @@
+//! How a run ends: the other component's chance to finish by itself, then every group in stop
+//! order, whatever the components left outside their groups, the cluster's allocation and the
+//! ports; the end recorded once nothing of the run is left.
+
+use std::time::{Duration, Instant};
+
+use super::{
+    Ending, REAP_WAIT, Supervisor, TICK, describe_end, first_line, report, seconds, stop_signal,
+};
+use crate::ProcessError;
+use crate::groups::group_is_ours;
+use crate::ports::still_listening;
+use crate::state::{Component, RunState, outcome_of_exit};
+
+impl Supervisor<'_> {
+    /// Ends the run. Store writes here are best effort: whatever fails to be recorded, every
+    /// process of the run is still stopped.
+    pub(super) async fn finish(mut self, ending: Ending) -> Result<RunState, ProcessError> {
+        let id = self.run_id.clone();
+        let grace = Duration::from_secs_f64(self.plan.timing.stop_grace_secs);
+        let outcome = match ending {
+            Ending::Stop => {
+                let stopping = self.store.transition(
+                    &id,
+                    RunState::Stopping,
+                    "stopping env, trainer, api, engine",
+                );
+                report(stopping.map(drop));
+                (RunState::Stopped, String::new())
+            }
+            Ending::Failed { message } => {
+                // Recorded at once, so callers learn of the failure before the clean-up ends.
+                let secret_free = self.secrets.redact(&message);
+                report(self.store.set_error(&id, &secret_free));
+                let failed = self
+                    .store
+                    .transition(&id, RunState::Failed, first_line(&secret_free));
+                report(failed.map(drop));
+                (RunState::Failed, String::new())
+            }
+            Ending::Completed { finished } => match self.let_the_rest_finish(finished).await {
+                // The other one failed on its way out (the trainer's last step, its final
+                // save): the run did not complete.
+                Ok(Some(message)) => {
+                    let secret_free = self.secrets.redact(&message);
+                    report(self.store.set_error(&id, &secret_free));
+                    (RunState::Failed, first_line(&secret_free).to_owned())
+                }
+                outcome => {
+                    report(outcome.map(drop));
+                    (RunState::Completed, format!("{finished} finished"))
+                }
+            },
+        };
+        let mut survivors = self.stop_all(grace).await;
+        let strays = self.launcher.end_strays(grace).await;
+        if let Some(message) = strays.describe() {
+            // A command name is whatever the process called itself.
+            report(
+                self.store
+                    .note(&id, "strays", &self.secrets.redact(&message)),
+            );
+        }
+        survivors.extend(strays.survivors);
+        if let Err(error) = self.launcher.release().await {
+            // The run's processes are gone, but the cluster still holds its place: say so.
+            let message = error.to_string();
+            report(self.store.set_error(&id, &message));
+        }
+        let busy_ports = if self.placement.local {
+            self.wait_for_ports().await
+        } else {
+            Vec::new()
+        };
+        let (end, message) = if survivors.is_empty() {
+            outcome
+        } else {
+            let message = format!("processes {survivors:?} of the run survived SIGKILL");
+            report(self.store.set_error(&id, &message));
+            (RunState::Failed, message)
+        };
+        if !busy_ports.is_empty() {
+            let message = format!(
+                "the run's processes are gone but ports {busy_ports:?} are still in use, by a \
+                 process outside the run"
+            );
+            // A failure keeps its own cause as the run's error.
+            if end == RunState::Failed {
+                report(self.store.note(&id, "warning", &message));
+            } else {
+                report(self.store.set_error(&id, &message));
+            }
+        }
+        report(self.store.transition(&id, end, &message).map(drop));
+        self.store.state(&id)
+    }
+
+    /// After the trainer or the environment finished, the other gets `completion_grace` to
+    /// finish by itself (the trainer saving its final weights) before it is stopped. Returns
+    /// why the run failed after all when the other one ends badly meanwhile.
+    async fn let_the_rest_finish(
+        &mut self,
+        finished: Component,
+    ) -> Result<Option<String>, ProcessError> {
+        let other = match finished {
+            Component::Env => Component::Trainer,
+            _ => Component::Env,
+        };
+        if !self.is_running(other) {
+            return Ok(None);
+        }
+        let grace = self.plan.timing.completion_grace_secs;
+        let id = self.run_id.clone();
+        self.store.note(
+            &id,
+            "completing",
+            &format!(
+                "{finished} finished; {other} may take up to {} to finish by itself",
+                seconds(grace)
+            ),
+        )?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(grace);
+        while self.is_running(other) {
+            tokio::select! {
+                Some((component, status)) = self.exits.recv() => {
+                    self.record_end(component, status)?;
+                    // The trainer's end is the training's: a failed last step or final save
+                    // fails the run. An environment that errs once training is done does not.
+                    if component == Component::Trainer
+                        && outcome_of_exit(component, status) != RunState::Completed
+                    {
+                        return Ok(Some(format!(
+                            "{component} {} after {finished} finished{}",
+                            describe_end(status, true),
+                            self.log_tail(component)
+                        )));
+                    }
+                }
+                () = stop_signal(&mut self.stop_requested) => break,
+                () = tokio::time::sleep_until(deadline) => {
+                    let message = format!("{other} still running after {}; stopping it", seconds(grace));
+                    self.store.note(&id, "completing", &message)?;
+                    break;
+                }
+                () = tokio::time::sleep(TICK) => {
+                    if self.stop_is_requested()? {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) fn is_running(&self, component: Component) -> bool {
+        self.launched.iter().any(|l| l.component == component)
+            && !self.ended.contains_key(&component)
+    }
+
+    /// Stops every launched component's group in stop order, including the groups of
+    /// components whose leader has ended (their children may remain), and records how each
+    /// ended. Returns the pids that survived SIGKILL (none, short of a process stuck in the
+    /// kernel).
+    async fn stop_all(&mut self, grace: Duration) -> Vec<u32> {
+        let id = self.run_id.clone();
+        let mut survivors = Vec::new();
+        for component in Component::STOP_ORDER {
+            let Some(launched) = self.launched.iter().find(|l| l.component == component) else {
+                continue;
+            };
+            let (leader, process_group) = (launched.identity, launched.process_group);
+            if !group_is_ours(leader) {
+                continue;
+            }
+            let outcome = self.launcher.stop_group(process_group, grace).await;
+            if !outcome.was_empty {
+                let how = match (outcome.graceful, self.ended.contains_key(&component)) {
+                    (true, false) => "ended on SIGTERM",
+                    (true, true) => "had left processes behind; they ended on SIGTERM",
+                    (false, _) => "killed (SIGKILL) after the grace period",
+                };
+                let message = format!("{component} (group {}) {how}", leader.pid);
+                report(self.store.note(&id, "stop", &message));
+            }
+            survivors.extend(outcome.survivors);
+            report(self.reap(component).await);
+        }
+        survivors
+    }
+
+    /// Waits for the exit report of a stopped component, recording every exit that arrives.
+    async fn reap(&mut self, component: Component) -> Result<(), ProcessError> {
+        let deadline = tokio::time::Instant::now() + REAP_WAIT;
+        while !self.ended.contains_key(&component) {
+            tokio::select! {
+                Some((ended, status)) = self.exits.recv() => self.record_end(ended, status)?,
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's ports are free again once its groups are gone; a socket in the kernel may
+    /// take a moment. Returns the ports still in use after that.
+    async fn wait_for_ports(&mut self) -> Vec<u16> {
+        let ports: Vec<u16> = Component::START_ORDER
+            .into_iter()
+            .filter_map(|component| self.plan.port(component))
+            .collect();
+        let deadline = Instant::now() + REAP_WAIT;
+        loop {
+            let busy = still_listening(&ports);
+            if busy.is_empty() || Instant::now() >= deadline {
+                return busy;
+            }
+            tokio::time::sleep(TICK).await;
+        }
+    }
+}
