@@ -316,25 +316,28 @@ impl LocalModelRunner {
                 stopped.survivors
             ));
         }
-        if timed_out {
-            notes.push(format!(
-                "rl: cut after {} s (the test's timeout)",
-                timeout.as_secs()
-            ));
-        }
-        let mut log = log.lock().await;
-        for note in notes {
-            let _ = log.write_all(format!("{note}\n").as_bytes()).await;
-        }
-        let _ = log.flush().await;
-        Ok(match status {
+        let outcome = match status {
             _ if timed_out => ModelOutcome::TimedOut {
                 after_secs: timeout.as_secs_f64(),
             },
             Some(status) if status.success() => ModelOutcome::Succeeded,
             _ if stop_request(&job.stop_path).is_some() => ModelOutcome::Stopped,
             status => failed(status),
-        })
+        };
+        match outcome {
+            ModelOutcome::TimedOut { .. } => notes.push(format!(
+                "rl: cut after {} s (the test's timeout)",
+                timeout.as_secs()
+            )),
+            ModelOutcome::Stopped => notes.push("rl: stopped (rl test stop)".to_owned()),
+            _ => {}
+        }
+        let mut log = log.lock().await;
+        for note in notes {
+            let _ = log.write_all(format!("{note}\n").as_bytes()).await;
+        }
+        let _ = log.flush().await;
+        Ok(outcome)
     }
 
     /// Stops a group just started that must not run, and gives the reason back. Its leader is

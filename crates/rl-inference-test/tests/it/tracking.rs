@@ -146,6 +146,11 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
     for model in &report.models {
         if started.contains(&model.model) {
             assert_eq!(model.outcome, ModelOutcome::Stopped, "{model:#?}");
+            assert_eq!(
+                model.error.as_deref(),
+                Some("rl: stopped (rl test stop)"),
+                "{model:#?}"
+            );
         } else {
             assert!(
                 matches!(&model.outcome, ModelOutcome::NotStarted { reason } if reason.contains("stopped")),
