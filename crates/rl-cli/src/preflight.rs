@@ -1,4 +1,5 @@
-//! `rl test [list|show]`: the selected environment against several models before training.
+//! `rl test [list|show|wait|stop]`: the selected environment against several models before
+//! training; tests run by another process (or left by one killed) followed and stopped.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,7 +10,7 @@ use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rl_inference_test::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, Progress, ProgressSink,
-    TestPlan, TestReport, TestStore,
+    TestPlan, TestProgress, TestReport, TestStatus, TestStore, TestView,
 };
 use rl_tools::{InferenceOptions, Tools};
 
@@ -27,10 +28,22 @@ pub(crate) struct TestCommand {
 
 #[derive(Debug, Subcommand)]
 enum TestSubcommand {
-    /// Earlier tests, newest first.
+    /// Earlier tests, newest first, with their status (running, finished, stopped,
+    /// interrupted). A test whose process is gone is marked interrupted and the model
+    /// processes it left are ended.
     List,
-    /// One test's report.
+    /// One test's report, or how far it got while it has none.
     Show { test_id: String },
+    /// Follow a test another process runs until it ends, then show it.
+    Wait {
+        test_id: String,
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 600.0)]
+        timeout: f64,
+    },
+    /// Stop a test, whichever process runs it: its models' process groups are ended and its
+    /// process writes the report; for a test whose process is gone, what it left is ended.
+    Stop { test_id: String },
 }
 
 #[derive(Debug, Args)]
@@ -73,14 +86,130 @@ pub(crate) fn run(context: &Context, command: TestCommand, as_json: bool) -> any
     match command.command {
         None => run_test(&tools, &store, command.run, as_json),
         Some(TestSubcommand::List) => list(&store, as_json),
-        Some(TestSubcommand::Show { test_id }) => {
-            let report = store.read(&test_id)?;
+        Some(TestSubcommand::Show { test_id }) => show(&store.view(&test_id)?, as_json),
+        Some(TestSubcommand::Wait { test_id, timeout }) => wait(&store, &test_id, timeout, as_json),
+        Some(TestSubcommand::Stop { test_id }) => {
+            let stopped = store.stop(&test_id)?;
             if as_json {
-                return output::json(&rl_tools::report_json(&report)?);
+                return output::json(&stopped);
             }
-            print_report(&report)
+            output::line(&stopped.message)
         }
     }
+}
+
+fn show(view: &TestView, as_json: bool) -> anyhow::Result<()> {
+    match view {
+        TestView::Reported(report) if as_json => output::json(&rl_tools::report_json(report)?),
+        TestView::Reported(report) => print_report(report),
+        TestView::Unfinished(progress) if as_json => output::json(progress),
+        TestView::Unfinished(progress) => print_progress(progress),
+    }
+}
+
+/// Polls the test's folder until it is no longer running, telling each change of its models'
+/// groups on stderr (nothing with `--json`), then shows it; `timed_out` in JSON says whether
+/// it was still running.
+fn wait(store: &TestStore, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<()> {
+    let limit = Duration::try_from_secs_f64(timeout)
+        .ok()
+        .filter(|_| timeout <= 7.0 * 86_400.0)
+        .with_context(|| format!("--timeout {timeout} is not a number of seconds up to a week"))?;
+    let started = std::time::Instant::now();
+    let mut shown = String::new();
+    let view = loop {
+        let view = store.view(id)?;
+        let TestView::Unfinished(progress) = &view else {
+            break view;
+        };
+        if progress.status != TestStatus::Running || started.elapsed() >= limit {
+            break view;
+        }
+        let now = progress_line(progress);
+        if !as_json && now != shown {
+            output::progress(&now);
+            shown = now;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let timed_out = matches!(&view, TestView::Unfinished(p) if p.status == TestStatus::Running);
+    if as_json {
+        let test = match &view {
+            TestView::Reported(report) => rl_tools::report_json(report)?,
+            TestView::Unfinished(progress) => serde_json::to_value(progress)?,
+        };
+        return output::json(&serde_json::json!({"timed_out": timed_out, "test": test}));
+    }
+    if timed_out {
+        output::line(format!(
+            "timed out after {timeout} s; the test is still running"
+        ))?;
+    }
+    show(&view, false)
+}
+
+fn progress_line(progress: &TestProgress) -> String {
+    let models: Vec<String> = progress
+        .models
+        .iter()
+        .map(|model| {
+            let total = model
+                .total_groups
+                .map_or_else(|| "?".to_owned(), |total| total.to_string());
+            let state = if model.running {
+                "running"
+            } else {
+                "waiting or done"
+            };
+            format!("{} {}/{total} ({state})", model.model, model.groups_done)
+        })
+        .collect();
+    format!("test {}: {}", progress.test_id, models.join(", "))
+}
+
+fn print_progress(progress: &TestProgress) -> anyhow::Result<()> {
+    output::line(format!(
+        "test {}  {}  {}  started {}",
+        progress.test_id,
+        progress.environment,
+        progress.status.label(),
+        progress.started_at
+    ))?;
+    let mut table = output::table(&["model", "groups", "running", "log"]);
+    for model in &progress.models {
+        table.add_row([
+            model.model.clone(),
+            format!(
+                "{}/{}",
+                model.groups_done,
+                model
+                    .total_groups
+                    .map_or_else(|| "?".to_owned(), |total| total.to_string())
+            ),
+            if model.running { "yes" } else { "no" }.to_owned(),
+            model.log_path.display().to_string(),
+        ]);
+    }
+    output::line(table)?;
+    if let Some(pid) = progress
+        .owner_pid
+        .filter(|_| progress.status == TestStatus::Running)
+    {
+        output::line(format!(
+            "run by process {pid}; follow it with `rl test wait {0}`, stop it with `rl test stop {0}`",
+            progress.test_id
+        ))?;
+    }
+    if let Some(at) = &progress.stop_requested_at {
+        output::line(format!("stop requested at {at}"))?;
+    }
+    if let Some(interruption) = &progress.interruption {
+        output::line(format!(
+            "interrupted: {}; {} (found at {})",
+            interruption.reason, interruption.ended, interruption.found_at
+        ))?;
+    }
+    output::line(format!("in {}", progress.output_dir.display()))
 }
 
 fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
@@ -120,7 +249,8 @@ fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> a
     let finished = until_interrupted(tools.model_runner(), tools.test_inference(&plan, progress))?;
     let Some(report) = finished else {
         anyhow::bail!(
-            "interrupted: every model's processes were stopped; the test is kept, unfinished, in {}",
+            "interrupted: every model's processes were stopped; the test is kept in {} \
+             (`rl test list` shows it interrupted)",
             store.dir().display()
         );
     };
@@ -187,6 +317,7 @@ fn outcome_text(outcome: &ModelOutcome) -> String {
         } => format!("failed (signal {signal})"),
         ModelOutcome::Failed { .. } => "failed".to_owned(),
         ModelOutcome::TimedOut { after_secs } => format!("cut after {after_secs:.0} s"),
+        ModelOutcome::Stopped => "stopped".to_owned(),
         ModelOutcome::NotStarted { reason } => format!("not started: {reason}"),
     }
 }
@@ -237,6 +368,11 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
             model.log_path.display()
         ))?;
     }
+    if let Some(at) = &report.stopped_at {
+        output::line(format!(
+            "stopped (rl test stop) at {at}: the test did not run to its end"
+        ))?;
+    }
     let summary = &report.summary;
     output::line(format!(
         "verdict: {} — {}",
@@ -272,15 +408,23 @@ fn list(store: &TestStore, as_json: bool) -> anyhow::Result<()> {
     if tests.is_empty() {
         return output::line("no pre-flight tests yet; run one with `rl test`");
     }
-    let mut table = output::table(&["test", "environment", "started", "models", "verdict"]);
+    let mut table = output::table(&[
+        "test",
+        "environment",
+        "started",
+        "models",
+        "status",
+        "verdict",
+    ]);
     for test in tests {
         table.add_row([
             test.test_id,
             test.environment,
             test.started_at,
             test.models.join(", "),
+            test.status.label().to_owned(),
             test.verdict.map_or_else(
-                || "unfinished".to_owned(),
+                || "-".to_owned(),
                 |verdict| {
                     serde_json::to_value(verdict)
                         .ok()

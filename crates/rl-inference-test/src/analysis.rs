@@ -48,6 +48,12 @@ pub fn read_groups(path: &Path) -> Result<Groups, InferenceTestError> {
     Ok(parse_groups(&text))
 }
 
+/// Groups a model has written so far: one line each.
+pub(crate) fn count_groups(bytes: &[u8]) -> u32 {
+    let lines = bytes.iter().filter(|byte| **byte == b'\n').count();
+    u32::try_from(lines).unwrap_or(u32::MAX)
+}
+
 pub fn parse_groups(text: &str) -> Groups {
     let mut groups = Groups::default();
     for line in text.lines().filter(|line| !line.trim().is_empty()) {

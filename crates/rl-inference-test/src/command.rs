@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::plan::TestPlan;
+use crate::tracking::{GROUP_SUFFIX, STOP_FILE};
 
 /// The variable atroposlib's OpenAI client reads its key from.
 pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
@@ -26,8 +27,30 @@ pub struct ModelJob {
     pub env_remove: Vec<String>,
     pub log_path: PathBuf,
     pub output_path: PathBuf,
+    /// Where the runner records the model's process group as soon as it exists, so that a
+    /// process other than the one running the test can find it (and end it).
+    pub group_path: PathBuf,
+    /// The test's stop request: once this file exists, a model not started yet never starts.
+    pub stop_path: PathBuf,
     /// Groups the run writes when it completes (`--env.total_steps`).
     pub total_groups: u32,
+}
+
+/// Where a model's files are in its test's folder, named after its place in the list and its
+/// id (`01-qwen_qwen3-8b.log`): the runner writes them and the store reads them back.
+pub(crate) struct ModelFiles {
+    pub log_path: PathBuf,
+    pub output_path: PathBuf,
+    pub group_path: PathBuf,
+}
+
+pub(crate) fn model_files(test_dir: &Path, index: usize, model: &str) -> ModelFiles {
+    let stem = file_stem(index, model);
+    ModelFiles {
+        log_path: test_dir.join(format!("{stem}.log")),
+        output_path: test_dir.join(format!("{stem}.jsonl")),
+        group_path: test_dir.join(format!("{stem}{GROUP_SUFFIX}")),
+    }
 }
 
 impl std::fmt::Debug for ModelJob {
@@ -43,6 +66,8 @@ impl std::fmt::Debug for ModelJob {
             .field("env_remove", &self.env_remove)
             .field("log_path", &self.log_path)
             .field("output_path", &self.output_path)
+            .field("group_path", &self.group_path)
+            .field("stop_path", &self.stop_path)
             .field("total_groups", &self.total_groups)
             .finish()
     }
@@ -77,8 +102,11 @@ pub fn file_stem(index: usize, model: &str) -> String {
 }
 
 pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) -> ModelJob {
-    let stem = file_stem(index, model);
-    let output_path = test_dir.join(format!("{stem}.jsonl"));
+    let ModelFiles {
+        log_path,
+        output_path,
+        group_path,
+    } = model_files(test_dir, index, model);
     let mut args = vec![
         plan.env_file.to_string_lossy().into_owned(),
         "process".to_owned(),
@@ -138,8 +166,10 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         working_dir: plan.working_dir.clone(),
         env,
         env_remove,
-        log_path: test_dir.join(format!("{stem}.log")),
+        log_path,
         output_path,
+        group_path,
+        stop_path: test_dir.join(STOP_FILE),
         total_groups: plan.steps,
     }
 }

@@ -5,7 +5,9 @@
 //! each in its own process group with a timeout. What each wrote is read back into figures —
 //! accuracy under one notion of "correct" shared by the test, groups that give GRPO no signal —
 //! and a verdict: ready, too easy, too hard, no signal, or broken. Tests are kept in the state
-//! directory, listed and readable later.
+//! directory, listed and readable later, and known beyond the process running them: each
+//! records that process and every model's process group, so another process can follow a
+//! test, stop it, or end what a killed one left (`tracking`).
 
 mod analysis;
 mod command;
@@ -15,6 +17,7 @@ mod preflight;
 mod report;
 mod runner;
 mod store;
+mod tracking;
 mod verdict;
 
 pub use analysis::{
@@ -30,5 +33,6 @@ pub use plan::{
 pub use preflight::run_test;
 pub use report::{ModelOutcome, ModelReport, TestReport};
 pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink, Redactor};
-pub use store::{TestListing, TestStarted, TestStore};
+pub use store::{ModelProgress, TestListing, TestProgress, TestStarted, TestStore, TestView};
+pub use tracking::{Interruption, StopRequest, TestOwner, TestStatus, TestStopReport};
 pub use verdict::{Summary, Verdict, VerdictBasis, VerdictPolicy, summarise};

@@ -13,6 +13,7 @@ use crate::plan::TestPlan;
 use crate::report::{ModelOutcome, ModelReport, TestReport};
 use crate::runner::{ModelRun, ModelRunner, ProgressSink, Redactor};
 use crate::store::{TestStarted, TestStore};
+use crate::tracking::{STOP_FILE, TestOwner, stop_request};
 use crate::verdict::summarise;
 
 /// Lines of a failed model's log kept in its report.
@@ -25,6 +26,11 @@ pub async fn run_test(
     redactor: Redactor,
     progress: ProgressSink,
 ) -> Result<TestReport, InferenceTestError> {
+    // Listing reconciles: what the killed runners of earlier tests left is ended before more
+    // models start. A failure to look is no reason to refuse this test.
+    let earlier = store.clone();
+    let _ = tokio::task::spawn_blocking(move || earlier.list()).await;
+    let owner = TestOwner::this_process();
     let started_at = jiff::Timestamp::now().to_string();
     let clock = Instant::now();
     let (started, dir) = store.create(|test_id| TestStarted {
@@ -33,6 +39,8 @@ pub async fn run_test(
         models: plan.models.clone(),
         base_url: plan.endpoint.base_url.clone(),
         started_at: started_at.clone(),
+        steps: Some(plan.steps),
+        owner: owner.clone(),
     })?;
     let jobs: Vec<ModelJob> = plan
         .models
@@ -103,7 +111,14 @@ pub async fn run_test(
             }
         })
         .collect();
-    let summary = summarise(&models, plan.verdict_policy);
+    let stopped_at = stop_request(&dir.join(STOP_FILE)).map(|request| request.requested_at);
+    let mut summary = summarise(&models, plan.verdict_policy);
+    if stopped_at.is_some() {
+        summary.explanation = format!(
+            "the test was stopped before its end (rl test stop); {}",
+            summary.explanation
+        );
+    }
     let report = TestReport {
         test_id: started.test_id,
         environment: plan.environment.clone(),
@@ -115,6 +130,7 @@ pub async fn run_test(
         correct_rule: plan.correct_rule,
         correct_from: correct_from.filter(|threshold| threshold.is_finite()),
         started_at,
+        stopped_at,
         duration_secs: clock.elapsed().as_secs_f64(),
         output_dir: dir,
         models,

@@ -22,6 +22,8 @@ pub enum ModelOutcome {
     TimedOut {
         after_secs: f64,
     },
+    /// Ended by a stop of the test asked by another process (`rl test stop`).
+    Stopped,
     /// Could not be started at all.
     NotStarted {
         reason: String,
@@ -60,6 +62,9 @@ pub struct TestReport {
     /// The score a completion needed to count as correct in this test.
     pub correct_from: Option<f64>,
     pub started_at: String,
+    /// When a stop was asked (`rl test stop`): the test did not run to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<String>,
     pub duration_secs: f64,
     pub output_dir: PathBuf,
     pub models: Vec<ModelReport>,

@@ -2,23 +2,26 @@
 //! redacted (atroposlib prints its whole config, key included), progress read from the groups
 //! file as it grows, and a timeout that stops the whole group.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use rl_process::ProcessIdentity;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
 
+use crate::analysis::count_groups;
 use crate::command::ModelJob;
 use crate::report::ModelOutcome;
+use crate::tracking::{record_group, stop_request};
 
 /// How often the groups file is looked at for progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
-/// SIGTERM, then this long, then SIGKILL, for a timed-out model's group.
-const STOP_GRACE: Duration = Duration::from_secs(3);
+/// SIGTERM, then this long, then SIGKILL, for a model's group that is stopped.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// What a person or agent watching the test is told.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,25 +114,26 @@ pub struct LocalModelRunner {
 #[derive(Debug, Default)]
 struct RunnerState {
     stopped: bool,
-    live_groups: BTreeSet<u32>,
+    /// Each running model's group, by its leader (the group's id is the leader's pid).
+    live_groups: BTreeMap<u32, ProcessIdentity>,
 }
 
-/// Why a model was not run: the runner was stopped before, or as, it started.
+/// Why a model was not run: the runner or its test was stopped before, or as, it started.
 const STOPPED_REASON: &str = "the test was stopped before this model could run";
 
 impl LocalModelRunner {
     /// Stops every model's process group still running (SIGTERM, grace, SIGKILL), and every
     /// model asked to run from now on is refused.
     pub fn stop_all(&self) {
-        let groups: Vec<u32> = {
+        let groups: Vec<ProcessIdentity> = {
             let mut state = self.lock_state();
             state.stopped = true;
-            state.live_groups.iter().copied().collect()
+            state.live_groups.values().copied().collect()
         };
         // Side by side: each group may take its whole grace period to end.
         std::thread::scope(|scope| {
-            for pgid in groups {
-                scope.spawn(move || rl_process::stop_group(pgid, STOP_GRACE));
+            for leader in groups {
+                scope.spawn(move || rl_process::stop_recorded_group(leader, STOP_GRACE));
             }
         });
     }
@@ -141,12 +145,12 @@ impl LocalModelRunner {
     /// Records a just-spawned group, unless the runner has been stopped: checked under the
     /// lock `stop_all` takes, so a group is either seen by `stop_all` or refused here, never
     /// missed by both. Returns whether the group may run.
-    fn track_started(&self, pgid: u32) -> bool {
+    fn track_started(&self, leader: ProcessIdentity) -> bool {
         let mut state = self.lock_state();
         if state.stopped {
             return false;
         }
-        state.live_groups.insert(pgid);
+        state.live_groups.insert(leader.pid, leader);
         true
     }
 
@@ -174,7 +178,7 @@ impl ModelRunner for LocalModelRunner {
     ) -> ModelRun {
         let started = Instant::now();
         // Not announced as started: it never will be.
-        if self.is_stopped() {
+        if self.is_stopped() || stop_request(&job.stop_path).is_some() {
             let outcome = ModelOutcome::NotStarted {
                 reason: STOPPED_REASON.to_owned(),
             };
@@ -239,13 +243,28 @@ impl LocalModelRunner {
             .spawn()
             .map_err(|error| format!("cannot start {}: {error}", job.program.display()))?;
         let pgid = child.id().unwrap_or_default();
-        if !self.track_started(pgid) {
+        let Some(leader) = ProcessIdentity::of(pgid) else {
+            let reason = format!("its process {pgid} cannot be read in /proc");
+            return Err(self.abandon(pgid, child, reason).await);
+        };
+        if !self.track_started(leader) {
             // `stop_all` ran between the check in `run` and the spawn: this group is ours to
             // stop, nobody else knows of it.
-            let _ =
-                tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE)).await;
-            let _ = child.wait().await;
-            return Err(STOPPED_REASON.to_owned());
+            return Err(self.abandon(pgid, child, STOPPED_REASON.to_owned()).await);
+        }
+        // Recorded before anything else, so that another process can find the group, and end
+        // it, should this one die.
+        let recorded =
+            record_group(&job.group_path, &job.model, leader).map_err(|error| error.to_string());
+        // Looked for after the record: a stop from another process writes its request before
+        // it reads the records, so this group is either read there or refused here.
+        let refusal = match recorded {
+            Err(reason) => Some(format!("its process group cannot be recorded: {reason}")),
+            Ok(()) if stop_request(&job.stop_path).is_some() => Some(STOPPED_REASON.to_owned()),
+            Ok(()) => None,
+        };
+        if let Some(reason) = refusal {
+            return Err(self.abandon(pgid, child, reason).await);
         }
         let copiers = [
             child
@@ -261,9 +280,14 @@ impl LocalModelRunner {
 
         let waited = tokio::time::timeout(timeout, child.wait()).await;
         // Whatever the end, nothing of the model's group outlives it (grandchildren included).
-        let stopped = tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE))
-            .await
-            .ok();
+        // By its leader's identity: the leader is reaped by now, and once the group has emptied
+        // its id may be another's.
+        let stopped = tokio::task::spawn_blocking(move || {
+            rl_process::stop_recorded_group(leader, STOP_GRACE)
+        })
+        .await
+        .ok()
+        .flatten();
         self.track_ended(pgid);
         let timed_out = waited.is_err();
         let status = match waited {
@@ -292,24 +316,37 @@ impl LocalModelRunner {
                 stopped.survivors
             ));
         }
-        if timed_out {
-            notes.push(format!(
+        let outcome = match status {
+            _ if timed_out => ModelOutcome::TimedOut {
+                after_secs: timeout.as_secs_f64(),
+            },
+            Some(status) if status.success() => ModelOutcome::Succeeded,
+            _ if stop_request(&job.stop_path).is_some() => ModelOutcome::Stopped,
+            status => failed(status),
+        };
+        match outcome {
+            ModelOutcome::TimedOut { .. } => notes.push(format!(
                 "rl: cut after {} s (the test's timeout)",
                 timeout.as_secs()
-            ));
+            )),
+            ModelOutcome::Stopped => notes.push("rl: stopped (rl test stop)".to_owned()),
+            _ => {}
         }
         let mut log = log.lock().await;
         for note in notes {
             let _ = log.write_all(format!("{note}\n").as_bytes()).await;
         }
         let _ = log.flush().await;
-        Ok(match status {
-            _ if timed_out => ModelOutcome::TimedOut {
-                after_secs: timeout.as_secs_f64(),
-            },
-            Some(status) if status.success() => ModelOutcome::Succeeded,
-            status => failed(status),
-        })
+        Ok(outcome)
+    }
+
+    /// Stops a group just started that must not run, and gives the reason back. Its leader is
+    /// not reaped before the stop, so the group's id is still its own.
+    async fn abandon(&self, pgid: u32, mut child: tokio::process::Child, reason: String) -> String {
+        let _ = tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE)).await;
+        self.track_ended(pgid);
+        let _ = child.wait().await;
+        reason
     }
 }
 
@@ -368,9 +405,7 @@ async fn report_progress(job: &ModelJob, progress: &ProgressSink, last: &mut Opt
 }
 
 async fn count_lines(path: &Path) -> u32 {
-    let bytes = tokio::fs::read(path).await.unwrap_or_default();
-    let lines = bytes.iter().filter(|byte| **byte == b'\n').count();
-    u32::try_from(lines).unwrap_or(u32::MAX)
+    count_groups(&tokio::fs::read(path).await.unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -390,10 +425,14 @@ mod tests {
     #[test]
     fn a_group_spawned_as_the_runner_stops_is_refused_not_tracked() {
         let runner = LocalModelRunner::default();
-        assert!(runner.track_started(4242));
+        let leader = |pid| ProcessIdentity {
+            pid,
+            start_ticks: 1,
+        };
+        assert!(runner.track_started(leader(4242)));
         runner.track_ended(4242);
         runner.stop_all();
-        assert!(!runner.track_started(4243));
+        assert!(!runner.track_started(leader(4243)));
         assert!(runner.lock_state().live_groups.is_empty());
     }
 }

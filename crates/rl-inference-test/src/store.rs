@@ -1,19 +1,26 @@
 //! Tests kept in the state directory, one folder each: `preflight/<test_id>/` with `plan.json`
-//! (written at the start), every model's log and groups file, and `report.json` (at the end).
+//! (written at the start, with the process running the test), every model's log, groups file
+//! and process group, and `report.json` (at the end). Every read reconciles a test without a
+//! report with the processes that exist (see `tracking`).
 
 use std::path::{Path, PathBuf};
 
 use rl_config::RunId;
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::count_groups;
+use crate::command::model_files;
 use crate::error::InferenceTestError;
 use crate::report::TestReport;
+use crate::tracking::{
+    self, Interruption, REPORT_FILE, STOP_FILE, TestOwner, TestState, TestStatus, TestStopReport,
+};
 use crate::verdict::Verdict;
 
 const PLAN_FILE: &str = "plan.json";
-const REPORT_FILE: &str = "report.json";
 
-/// What is known of a test from its start: enough to list one that never finished.
+/// What is known of a test from its start: enough to list one that never finished, and to
+/// find the processes it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestStarted {
     pub test_id: String,
@@ -21,6 +28,12 @@ pub struct TestStarted {
     pub models: Vec<String>,
     pub base_url: String,
     pub started_at: String,
+    /// Groups per model (absent in tests of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
+    /// The process running the test (absent in tests of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<TestOwner>,
 }
 
 /// One line of a listing.
@@ -30,12 +43,51 @@ pub struct TestListing {
     pub environment: String,
     pub models: Vec<String>,
     pub started_at: String,
+    pub status: TestStatus,
     /// `None` while it runs, or when it was interrupted before its report.
     pub verdict: Option<Verdict>,
     pub models_succeeded: Option<usize>,
     pub output_dir: PathBuf,
 }
 
+/// A test as `show` gives it: its report once written, else how far it got.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TestView {
+    Reported(Box<TestReport>),
+    Unfinished(Box<TestProgress>),
+}
+
+/// A test without a report: running (read while another process runs it), or interrupted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestProgress {
+    pub test_id: String,
+    pub status: TestStatus,
+    pub environment: String,
+    pub base_url: String,
+    pub started_at: String,
+    pub output_dir: PathBuf,
+    /// The process running it (`rl test`, `rl mcp`, `rl serve`, …).
+    pub owner_pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_requested_at: Option<String>,
+    /// Why it is interrupted, and what became of its model processes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interruption: Option<Interruption>,
+    pub models: Vec<ModelProgress>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelProgress {
+    pub model: String,
+    /// Groups written so far (atroposlib writes them when the model's run ends).
+    pub groups_done: u32,
+    pub total_groups: Option<u32>,
+    /// Whether its process group has a process now.
+    pub running: bool,
+    pub log_path: PathBuf,
+}
+
+#[derive(Debug, Clone)]
 pub struct TestStore {
     dir: PathBuf,
 }
@@ -86,6 +138,65 @@ impl TestStore {
         }
     }
 
+    /// A test's report, or, while it has none, how far it got.
+    pub fn view(&self, id: &str) -> Result<TestView, InferenceTestError> {
+        let (dir, started) = self.started(id)?;
+        let interruption = match tracking::reconcile(&dir, &started)? {
+            TestState::Reported => return Ok(TestView::Reported(Box::new(self.read(id)?))),
+            TestState::Running => None,
+            TestState::Interrupted(interruption) => Some(interruption),
+        };
+        let owner = started.owner.as_ref();
+        let models = started
+            .models
+            .iter()
+            .enumerate()
+            .map(|(index, model)| {
+                let files = model_files(&dir, index, model);
+                ModelProgress {
+                    model: model.clone(),
+                    groups_done: std::fs::read(&files.output_path)
+                        .map_or(0, |bytes| count_groups(&bytes)),
+                    total_groups: started.steps,
+                    running: tracking::group_is_running(&files.group_path, owner),
+                    log_path: files.log_path,
+                }
+            })
+            .collect();
+        Ok(TestView::Unfinished(Box::new(TestProgress {
+            test_id: started.test_id,
+            status: if interruption.is_some() {
+                TestStatus::Interrupted
+            } else {
+                TestStatus::Running
+            },
+            environment: started.environment,
+            base_url: started.base_url,
+            started_at: started.started_at,
+            owner_pid: owner.map(|owner| owner.process.pid),
+            stop_requested_at: tracking::stop_request(&dir.join(STOP_FILE))
+                .map(|request| request.requested_at),
+            interruption,
+            models,
+            output_dir: dir,
+        })))
+    }
+
+    /// Stops a test run by any process, this one or another, live or dead.
+    pub fn stop(&self, id: &str) -> Result<TestStopReport, InferenceTestError> {
+        let (dir, started) = self.started(id)?;
+        tracking::stop(&dir, &started)
+    }
+
+    fn started(&self, id: &str) -> Result<(PathBuf, TestStarted), InferenceTestError> {
+        let dir = self.test_dir(id)?;
+        if !dir.is_dir() {
+            return Err(InferenceTestError::UnknownTest(id.to_owned()));
+        }
+        let started = read_json(&dir.join(PLAN_FILE))?;
+        Ok((dir, started))
+    }
+
     pub fn save(&self, report: &TestReport) -> Result<PathBuf, InferenceTestError> {
         let path = self.test_dir(&report.test_id)?.join(REPORT_FILE);
         write_json(&path, report)?;
@@ -101,13 +212,14 @@ impl TestStore {
         if !path.exists() {
             return Err(InferenceTestError::Invalid {
                 what: format!("test {id}"),
-                reason: "it has no report yet: it is still running, or was interrupted".to_owned(),
+                reason: "it has no report: it is still running, or was interrupted".to_owned(),
             });
         }
         read_json(&path)
     }
 
-    /// Newest first.
+    /// Newest first. Every test without a report is reconciled: one whose owner is gone is
+    /// marked interrupted and the model processes it left are ended.
     pub fn list(&self) -> Result<Vec<TestListing>, InferenceTestError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
@@ -131,12 +243,14 @@ impl TestStore {
             let Ok(started) = read_json::<TestStarted>(&dir.join(PLAN_FILE)) else {
                 continue;
             };
+            let state = tracking::reconcile(&dir, &started)?;
             let report = read_json::<TestReport>(&dir.join(REPORT_FILE)).ok();
             tests.push(TestListing {
                 test_id: started.test_id,
                 environment: started.environment,
                 models: started.models,
                 started_at: started.started_at,
+                status: tracking::status_of(&dir, &state),
                 verdict: report.as_ref().map(|r| r.summary.verdict),
                 models_succeeded: report.as_ref().map(|r| r.summary.models_succeeded),
                 output_dir: dir,
@@ -167,8 +281,10 @@ fn set_private(dir: &Path) -> Result<(), InferenceTestError> {
     })
 }
 
-/// Temporary file + rename: a reader sees the old file or the new one, never half.
-fn write_json(path: &Path, value: &impl Serialize) -> Result<(), InferenceTestError> {
+/// Temporary file + rename: a reader sees the old file or the new one, never half. Each writer
+/// has a temporary file of its own: two processes may record the same finding at once.
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), InferenceTestError> {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let io = |action| {
         move |source| InferenceTestError::Io {
             action,
@@ -178,12 +294,15 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<(), InferenceTestEr
     };
     let text = serde_json::to_vec_pretty(value)
         .map_err(|error| io("serialise")(std::io::Error::other(error)))?;
-    let temporary = path.with_extension("json.tmp");
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = path.with_extension(format!("json.{}-{write}.tmp", std::process::id()));
     std::fs::write(&temporary, text).map_err(io("write"))?;
     std::fs::rename(&temporary, path).map_err(io("replace"))
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, InferenceTestError> {
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+) -> Result<T, InferenceTestError> {
     let text = std::fs::read(path).map_err(|source| InferenceTestError::Io {
         action: "read",
         path: path.to_owned(),
@@ -193,4 +312,31 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, InferenceTe
         path: path.to_owned(),
         reason: error.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two finders of the same interrupted test write its record at once: neither fails, and
+    /// what is left is whole.
+    #[test]
+    fn writers_of_one_file_never_share_a_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("interrupted.json");
+        std::thread::scope(|scope| {
+            for writer in 0..4 {
+                let path = &path;
+                scope.spawn(move || {
+                    for round in 0..200 {
+                        write_json(path, &serde_json::json!({"writer": writer, "round": round}))
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let left: serde_json::Value = read_json(&path).unwrap();
+        assert_eq!(left["round"], 199);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

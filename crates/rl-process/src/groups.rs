@@ -23,10 +23,41 @@ pub struct StopOutcome {
     pub survivors: Vec<u32>,
 }
 
+impl StopOutcome {
+    /// How the group ended, in a few words for a person.
+    pub fn how(&self) -> &'static str {
+        if self.graceful {
+            "ended on SIGTERM"
+        } else if self.survivors.is_empty() {
+            "killed after the grace period"
+        } else {
+            "survived SIGKILL"
+        }
+    }
+}
+
 /// SIGTERM to every process of group `pgid`, up to `grace` for them to go, then SIGKILL.
 /// Returns once the group is empty (zombies waiting for their parent do not count) or
-/// SIGKILL's wait ran out.
+/// SIGKILL's wait ran out. Only for a group whose leader is a child not reaped yet (its pid
+/// cannot be reused); a group known by a leader's identity is stopped by
+/// `stop_recorded_group`.
 pub fn stop_group(pgid: u32, grace: Duration) -> StopOutcome {
+    stop_group_while(pgid, grace, || true)
+}
+
+/// Stops the group `leader` started, when it is still that group (`group_is_ours`) and has
+/// members; `None` when there was nothing of it to stop. The group's id is checked again
+/// before each signal and while waiting: once the group has emptied, its id may go to a group
+/// another process leads, which must not get the SIGKILL. The caller checks the boot first.
+pub fn stop_recorded_group(leader: ProcessIdentity, grace: Duration) -> Option<StopOutcome> {
+    Some(stop_group_while(leader.pid, grace, || {
+        group_is_ours(leader)
+    }))
+    .filter(|outcome| !outcome.was_empty)
+}
+
+/// `stop_group`, the group counting as empty as soon as `is_ours` says it is another's.
+fn stop_group_while(pgid: u32, grace: Duration, is_ours: impl Fn() -> bool) -> StopOutcome {
     let empty = StopOutcome {
         was_empty: true,
         graceful: true,
@@ -36,23 +67,31 @@ pub fn stop_group(pgid: u32, grace: Duration) -> StopOutcome {
     let Some(raw) = i32::try_from(pgid).ok().filter(|raw| *raw > 1) else {
         return empty;
     };
-    if members_of_group(raw).is_empty() {
+    let members = || {
+        if is_ours() {
+            members_of_group(raw)
+        } else {
+            Vec::new()
+        }
+    };
+    if members().is_empty() {
         return empty;
     }
     let group = Pid::from_raw(raw);
     let _ = killpg(group, Signal::SIGTERM);
-    if wait_until_empty(raw, grace) {
+    // Asked again right before the SIGKILL: the group may have emptied since the last look.
+    if wait_until_empty(members, grace) || !is_ours() {
         return StopOutcome {
             was_empty: false,
             ..empty
         };
     }
     let _ = killpg(group, Signal::SIGKILL);
-    wait_until_empty(raw, AFTER_KILL);
+    wait_until_empty(members, AFTER_KILL);
     StopOutcome {
         was_empty: false,
         graceful: false,
-        survivors: members_of_group(raw),
+        survivors: members(),
     }
 }
 
@@ -68,15 +107,52 @@ pub fn group_is_ours(leader: ProcessIdentity) -> bool {
     ProcessIdentity::of(leader.pid).is_none_or(|now| now.start_ticks == leader.start_ticks)
 }
 
-fn wait_until_empty(pgid: i32, limit: Duration) -> bool {
+fn wait_until_empty(members: impl Fn() -> Vec<u32>, limit: Duration) -> bool {
     let started = Instant::now();
     loop {
-        if members_of_group(pgid).is_empty() {
+        if members().is_empty() {
             return true;
         }
         if started.elapsed() >= limit {
             return false;
         }
         std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    /// Once a stopped group's id is another's (its pid reused by a new group's leader), that
+    /// group gets no SIGKILL at the end of the grace period.
+    #[test]
+    fn a_group_whose_id_became_anothers_is_not_killed() {
+        // Ignores SIGTERM: only a SIGKILL ends it.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "trap '' TERM; while true; do sleep 0.1; done"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id();
+        let started = Instant::now();
+        // Its first `sleep` means the trap is set.
+        while members_of_group(i32::try_from(pgid).unwrap()).len() < 2 {
+            assert!(started.elapsed() < Duration::from_secs(30), "never looped");
+            std::thread::sleep(POLL);
+        }
+        let looks = std::cell::Cell::new(0);
+        // Ours at the first look only, as if its id had gone to another group right after.
+        let outcome = stop_group_while(pgid, Duration::from_millis(300), || {
+            looks.set(looks.get() + 1);
+            looks.get() == 1
+        });
+        let alive = child.try_wait().unwrap().is_none();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(alive, "SIGKILLed: {outcome:?}");
+        assert!(outcome.survivors.is_empty(), "{outcome:?}");
     }
 }

@@ -38,6 +38,16 @@ pub fn boot_id() -> Option<String> {
         .filter(|id| !id.is_empty())
 }
 
+/// Whether `recorded` (a `boot_id()` kept with some identities) names another boot than this
+/// one: then none of those processes can exist, and their pids name others. Unknown on either
+/// side counts as this boot.
+pub fn is_another_boot(recorded: Option<&str>) -> bool {
+    match (recorded, boot_id()) {
+        (Some(then), Some(now)) => then != now,
+        _ => false,
+    }
+}
+
 pub(crate) struct Stat {
     pub state: char,
     pub ppid: u32,

@@ -108,10 +108,7 @@ impl RunRecord {
     /// Whether the machine has restarted since the run was created: then none of its processes
     /// can exist, and its recorded pids name other processes.
     pub fn from_another_boot(&self) -> bool {
-        match (&self.boot_id, crate::identity::boot_id()) {
-            (Some(then), Some(now)) => *then != now,
-            _ => false,
-        }
+        crate::identity::is_another_boot(self.boot_id.as_deref())
     }
 }
 

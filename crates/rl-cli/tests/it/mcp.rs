@@ -106,8 +106,12 @@ impl RawServer {
 
     /// Sends a request and waits (30 s at most) for the message answering it.
     fn request(&mut self, id: u64, method: &str, params: &Value) -> Value {
+        self.request_within(id, method, params, Duration::from_secs(30))
+    }
+
+    fn request_within(&mut self, id: u64, method: &str, params: &Value, limit: Duration) -> Value {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = match self.lines.recv_timeout(left) {
@@ -532,4 +536,80 @@ fn the_end_of_a_session_stops_its_preflight_models() {
         assert_eq!(models(), 0, "{ending}: a model outlived the server");
         eprintln!("{ending}: ended in {:?}", started.elapsed());
     }
+}
+
+/// `kill -9` of `rl mcp` during rl_test_inference: nothing of the session is left to stop its
+/// model, which runs on as a child of init. The test recorded it: the agent's next pre-flight,
+/// in its next session, ends it before starting, and the killed session's test shows
+/// `interrupted`.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn the_next_preflight_ends_the_models_a_killed_session_left() {
+    let python = test_python();
+    let fixture = FixtureServer::start(&python, None);
+    let home = stack_home(&python, "");
+    let env = [
+        ("RL_INFERENCE__BASE_URL", fixture.base_url.as_str()),
+        ("RL_STATUS_CHECK_INTERVAL_SECS", "1800"),
+    ];
+    let home_text = home.path().display().to_string();
+    let models = || {
+        processes_mentioning(&home_text)
+            .into_iter()
+            .filter(|(_, line)| line.contains(" process "))
+            .count()
+    };
+    let mut killed = RawServer::start(home.path(), &env);
+    killed.initialize();
+    let selected = killed.call(
+        2,
+        "rl_select_environment",
+        Some(json!({"name": "arithmetic"})),
+    );
+    assert_eq!(selected["isError"], false, "{selected}");
+    killed.send(&json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "rl_test_inference", "arguments": {"models": ["slow"], "num_steps": 1, "group_size": 1}}
+    }));
+    // Killed once the model waits for its answer: it prints nothing then, so nothing (a pipe
+    // closed by the kill) ends it but a stop.
+    assert!(
+        eventually(Duration::from_secs(60), || fixture
+            .requests()
+            .iter()
+            .any(|request| request["model"] == "slow")),
+        "the model never asked the endpoint: {}",
+        killed.stderr()
+    );
+    assert_eq!(models(), 1);
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    assert_eq!(
+        models(),
+        1,
+        "the premise: the model outlives a SIGKILL of rl mcp"
+    );
+
+    let mut next = RawServer::start(home.path(), &env);
+    next.initialize();
+    let answer = next.request_within(
+        2,
+        "tools/call",
+        &json!({"name": "rl_test_inference", "arguments": {"models": ["always-right"], "num_steps": 1, "group_size": 1}}),
+        Duration::from_secs(120),
+    );
+    let result = &answer["result"];
+    assert_eq!(result["isError"], false, "{answer}");
+    assert_eq!(reply(result)["models_succeeded"], 1, "{answer}");
+    assert_eq!(models(), 0, "the killed session's model is still running");
+
+    let listed = crate::rl_in(home.path(), &["test", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let statuses: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|test| test["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["finished", "interrupted"], "{listed}");
 }

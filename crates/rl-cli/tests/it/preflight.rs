@@ -158,4 +158,196 @@ fn an_interrupted_test_leaves_no_model_running() {
     let listed = rl_in(home.path(), &["test", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed[0]["verdict"], Value::Null);
+    assert_eq!(listed[0]["status"], "interrupted", "{listed}");
+}
+
+/// The models of tests in `home` (`process` runs whose command line names the state directory).
+fn models_running(home: &std::path::Path) -> usize {
+    rl_test_support::processes_mentioning(&home.display().to_string())
+        .iter()
+        .filter(|(_, line)| line.contains(" process "))
+        .count()
+}
+
+fn wait_for_models(home: &std::path::Path, count: usize) {
+    let started = std::time::Instant::now();
+    while models_running(home) < count && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(models_running(home), count, "the models never started");
+}
+
+/// `rl test ARGS --json`, for a test that runs.
+fn json_of(home: &std::path::Path, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    crate::success_json(&all, &rl_in(home, &all))
+}
+
+/// `rl test` running a test in `home`; killed should an assertion fail first, and its models
+/// then ended by `rl test list`.
+struct Owner(Option<std::process::Child>, std::path::PathBuf);
+
+impl Owner {
+    fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    fn kill(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    fn output(mut self) -> Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = rl_in(&self.1, &["test", "list"]);
+        }
+    }
+}
+
+fn start_owner(home: &std::path::Path, server: &FixtureServer, extra: &[&str]) -> Owner {
+    let child = crate::rl_command(home)
+        .args(["test", "--json", "--base-url", &server.base_url])
+        .args([
+            "--model",
+            "slow",
+            "--model",
+            "half-right@60",
+            "--timeout",
+            "600",
+        ])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    Owner(Some(child), home.to_owned())
+}
+
+/// `kill -9` of `rl test`: its models, in process groups of their own, run on as children of
+/// init with the endpoint's key in their environment. The test recorded them: `rl test list`
+/// finds their owner gone, ends them and shows the test interrupted.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_killed_test_is_found_interrupted_and_the_models_it_left_are_ended() {
+    let python = test_python();
+    let server = FixtureServer::start(&python, None);
+    let home = home_with_arithmetic(&python);
+    let mut owner = start_owner(home.path(), &server, &[]);
+    wait_for_models(home.path(), 2);
+    // Killed once both models wait for their answers: they print nothing then, so nothing (a
+    // pipe closed by the kill) ends them but a stop.
+    let asked = |model: &str| {
+        server
+            .requests()
+            .iter()
+            .any(|request| request["model"] == model)
+    };
+    let started = std::time::Instant::now();
+    while !(asked("slow") && asked("half-right@60"))
+        && started.elapsed() < std::time::Duration::from_secs(60)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        asked("slow") && asked("half-right@60"),
+        "{:?}",
+        server.requests()
+    );
+    let listed = json_of(home.path(), &["test", "list"]);
+    assert_eq!(listed[0]["status"], "running", "{listed}");
+    let id = listed[0]["test_id"].as_str().unwrap().to_owned();
+    let shown = json_of(home.path(), &["test", "show", &id]);
+    assert_eq!(shown["status"], "running", "{shown}");
+    assert_eq!(shown["owner_pid"], owner.pid());
+    assert_eq!(shown["models"][0]["running"], true, "{shown}");
+
+    owner.kill();
+    // Nothing of `rl` is left to stop them.
+    assert_eq!(models_running(home.path()), 2);
+
+    let listed = json_of(home.path(), &["test", "list"]);
+    assert_eq!(listed[0]["status"], "interrupted", "{listed}");
+    assert_eq!(listed[0]["verdict"], Value::Null);
+    assert_eq!(
+        models_running(home.path()),
+        0,
+        "a model of the killed test survived its listing"
+    );
+    let shown = json_of(home.path(), &["test", "show", &id]);
+    assert_eq!(shown["status"], "interrupted", "{shown}");
+    let interruption = &shown["interruption"];
+    assert!(
+        interruption["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ended without finishing"),
+        "{shown}"
+    );
+    assert!(
+        interruption["ended"]
+            .as_str()
+            .unwrap()
+            .contains("model slow: "),
+        "{shown}"
+    );
+    let stopped = json_of(home.path(), &["test", "stop", &id]);
+    assert_eq!(stopped["stopped"], false, "{stopped}");
+    assert_eq!(stopped["status"], "interrupted");
+}
+
+/// `rl test stop` from another shell: the running models are ended, the one waiting for its
+/// turn never starts, and `rl test` answers with a report that says it was stopped. Meanwhile
+/// `rl test wait` follows the test from the store.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_test_stopped_from_another_process_is_reported_stopped() {
+    let python = test_python();
+    let server = FixtureServer::start(&python, None);
+    let home = home_with_arithmetic(&python);
+    let owner = start_owner(
+        home.path(),
+        &server,
+        &["--model", "mixed@60", "--concurrency", "2"],
+    );
+    wait_for_models(home.path(), 2);
+    let id = json_of(home.path(), &["test", "list"])[0]["test_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let waited = json_of(home.path(), &["test", "wait", &id, "--timeout", "0.5"]);
+    assert_eq!(waited["timed_out"], true, "{waited}");
+    assert_eq!(waited["test"]["status"], "running", "{waited}");
+
+    let stopped = json_of(home.path(), &["test", "stop", &id]);
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    assert_eq!(stopped["status"], "stopped", "{stopped}");
+    assert_eq!(models_running(home.path()), 0);
+
+    let output = owner.output();
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(report["stopped_at"].is_string(), "{report}");
+    let statuses: Vec<&str> = report["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["stopped", "stopped", "not_started"], "{report}");
+    let listed = json_of(home.path(), &["test", "list"]);
+    assert_eq!(listed[0]["status"], "stopped", "{listed}");
+    let waited = json_of(home.path(), &["test", "wait", &id]);
+    assert_eq!(waited["timed_out"], false);
+    assert_eq!(waited["test"]["stopped_at"], report["stopped_at"]);
 }

@@ -5,6 +5,7 @@
 
 mod preflight;
 mod runner;
+mod tracking;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -12,17 +12,17 @@ use rl_inference_test::{
 use crate::{ignore_progress, processes_mentioning};
 
 /// Generous: these only fail when something never happens, and a loaded CI machine is slow.
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Kills, when dropped, every process whose command line holds the marker, with its process
 /// group: a failing assertion must not leave a test's sleepers behind, least of all ones
 /// started in a session of their own, which nothing else would stop.
-struct KillOnDrop {
-    marker: String,
+pub(crate) struct KillOnDrop {
+    pub(crate) marker: String,
 }
 
 impl KillOnDrop {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         Self {
             marker: format!("rl-{name}-marker-{}", std::process::id()),
         }
@@ -44,7 +44,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + PATIENCE;
     while !done() {
         assert!(Instant::now() < deadline, "{what}: not after {PATIENCE:?}");
@@ -65,6 +65,8 @@ fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
         env_remove: vec!["OPENROUTER_API_KEY".to_owned()],
         log_path: dir.join("shell.log"),
         output_path: dir.join("shell.jsonl"),
+        group_path: dir.join("shell.group.json"),
+        stop_path: dir.join("stop.json"),
         total_groups: 2,
     }
 }
@@ -282,9 +284,9 @@ async fn after_stop_all_no_model_starts() {
 }
 
 /// Pre-flight models faked by a shell script (`$1` is the model), run by the real runner.
-struct ShellModels {
-    runner: LocalModelRunner,
-    script: String,
+pub(crate) struct ShellModels {
+    pub(crate) runner: LocalModelRunner,
+    pub(crate) script: String,
 }
 
 #[async_trait::async_trait]
@@ -309,7 +311,7 @@ impl ModelRunner for ShellModels {
 
 /// A plan for the shell models: nothing in it is read but the models, the concurrency, the
 /// timeout and the working directory.
-fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize) -> TestPlan {
+pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize) -> TestPlan {
     TestPlan {
         environment: "shell@shell.py".to_owned(),
         env_file: working_dir.join("shell.py"),
@@ -334,7 +336,7 @@ fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize) -> TestPl
     }
 }
 
-fn started_models(dir: &Path) -> Vec<String> {
+pub(crate) fn started_models(dir: &Path) -> Vec<String> {
     let mut started: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|entry| {

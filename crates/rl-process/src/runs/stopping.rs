@@ -7,7 +7,7 @@ use rl_config::{RunId, run_dir};
 
 use super::{POLL, Runs, StopReport};
 use crate::ProcessError;
-use crate::groups::{KILL_WAIT, StopOutcome, group_is_ours, stop_group};
+use crate::groups::{KILL_WAIT, StopOutcome, stop_recorded_group};
 use crate::identity::ProcessIdentity;
 use crate::plan::LaunchPlan;
 use crate::ports::still_listening;
@@ -220,11 +220,8 @@ fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)
         let Some(leader) = record.process else {
             continue;
         };
-        if group_is_ours(leader) {
-            let outcome = stop_group(leader.pid, grace);
-            if !outcome.was_empty {
-                outcomes.push((component, outcome));
-            }
+        if let Some(outcome) = stop_recorded_group(leader, grace) {
+            outcomes.push((component, outcome));
         }
     }
     outcomes
@@ -236,16 +233,7 @@ fn describe_outcomes(outcomes: &[(Component, StopOutcome)]) -> String {
     }
     outcomes
         .iter()
-        .map(|(component, outcome)| {
-            let how = if outcome.graceful {
-                "ended on SIGTERM"
-            } else if outcome.survivors.is_empty() {
-                "killed after the grace period"
-            } else {
-                "survived SIGKILL"
-            };
-            format!("{component} {how}")
-        })
+        .map(|(component, outcome)| format!("{component} {}", outcome.how()))
         .collect::<Vec<_>>()
         .join(", ")
 }

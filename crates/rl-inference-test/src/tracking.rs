@@ -1,0 +1,438 @@
+//! A test's processes as its folder records them, so that a test is known beyond the process
+//! running it: that process, its owner (pid and start time, in `plan.json`), and each model's
+//! process group (`<model>.group.json`, written as soon as the group exists). A test without a
+//! report whose owner is gone is `interrupted`: the groups it left are ended as soon as that
+//! is found, and the finding kept (`interrupted.json`). A stop asked by another process
+//! (`stop.json`) ends the groups, and a live owner then writes the report.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rl_process::{ProcessIdentity, StopOutcome};
+use serde::{Deserialize, Serialize};
+
+use crate::error::InferenceTestError;
+use crate::runner::STOP_GRACE;
+use crate::store::{TestStarted, read_json, write_json};
+
+/// `<model>.group.json`: one model's process group.
+pub(crate) const GROUP_SUFFIX: &str = ".group.json";
+pub(crate) const STOP_FILE: &str = "stop.json";
+pub(crate) const REPORT_FILE: &str = "report.json";
+const INTERRUPTED_FILE: &str = "interrupted.json";
+
+/// How long a stop waits for a live owner to write the report once the models are ended: the
+/// runner gives a model's output this long to drain after its group ends, and then some.
+const OWNER_REPORT_WAIT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestStatus {
+    /// Its owner is alive and has not written the report yet.
+    Running,
+    /// The report is written.
+    Finished,
+    /// The report is written, after a stop was asked (`rl test stop`).
+    Stopped,
+    /// Its owner is gone (killed, or the machine restarted) without writing the report; the
+    /// model processes it left were ended when that was found.
+    Interrupted,
+}
+
+impl TestStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Stopped => "stopped",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// The process running a test (`rl test`, `rl mcp`, `rl serve`, `rl tool call`), and the boot it
+/// runs in: pids and start times mean nothing in another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestOwner {
+    pub process: ProcessIdentity,
+    pub boot_id: Option<String>,
+}
+
+impl TestOwner {
+    /// This process, or `None` where `/proc` cannot tell.
+    pub(crate) fn this_process() -> Option<Self> {
+        Some(Self {
+            process: ProcessIdentity::of(std::process::id())?,
+            boot_id: rl_process::boot_id(),
+        })
+    }
+
+    fn in_another_boot(&self) -> bool {
+        rl_process::is_another_boot(self.boot_id.as_deref())
+    }
+
+    fn is_alive(&self) -> bool {
+        !self.in_another_boot() && self.process.is_alive()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct GroupRecord {
+    model: String,
+    leader: ProcessIdentity,
+}
+
+/// Records the group `leader` leads for `model`, durably, before the runner does anything else
+/// with it.
+pub(crate) fn record_group(
+    path: &Path,
+    model: &str,
+    leader: ProcessIdentity,
+) -> Result<(), InferenceTestError> {
+    write_json(
+        path,
+        &GroupRecord {
+            model: model.to_owned(),
+            leader,
+        },
+    )
+}
+
+/// Every group recorded in the test's folder, with its model.
+fn recorded_groups(dir: &Path) -> Vec<GroupRecord> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut groups: Vec<GroupRecord> = entries
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(GROUP_SUFFIX))
+        .filter_map(|entry| read_json(&entry.path()).ok())
+        .collect();
+    groups.sort_by(|a, b| a.model.cmp(&b.model));
+    groups
+}
+
+/// Whether the group recorded at `path` still has a process of its own.
+pub(crate) fn group_is_running(path: &Path, owner: Option<&TestOwner>) -> bool {
+    if owner.is_none_or(TestOwner::in_another_boot) {
+        return false;
+    }
+    read_json::<GroupRecord>(path).is_ok_and(|group| {
+        let leader = group.leader;
+        rl_process::group_is_ours(leader)
+            && i32::try_from(leader.pid)
+                .is_ok_and(|pgid| !rl_process::members_of_group(pgid).is_empty())
+    })
+}
+
+/// A stop asked by another process (`rl test stop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRequest {
+    pub requested_at: String,
+    /// The process that asked.
+    pub by_pid: u32,
+}
+
+/// The test's stop request, if one was made. The file is written whole (renamed into place),
+/// so a file there that cannot be read still is a request.
+pub(crate) fn stop_request(path: &Path) -> Option<StopRequest> {
+    if !path.exists() {
+        return None;
+    }
+    Some(read_json(path).unwrap_or_else(|_| StopRequest {
+        requested_at: "unknown (stop.json is unreadable)".to_owned(),
+        by_pid: 0,
+    }))
+}
+
+/// What was found of a test whose owner vanished without its report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interruption {
+    pub found_at: String,
+    pub reason: String,
+    /// What became of the model processes it left.
+    pub ended: String,
+}
+
+/// Where a test stands, its folder reconciled with the processes that exist.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TestState {
+    /// The report exists.
+    Reported,
+    Running,
+    Interrupted(Interruption),
+}
+
+/// Reads where a test stands. A test without a report whose owner is gone is recorded as
+/// interrupted, once, and the model groups it left are ended then: no process of a dead owner
+/// is left running once anyone looks at its tests.
+pub(crate) fn reconcile(
+    dir: &Path,
+    started: &TestStarted,
+) -> Result<TestState, InferenceTestError> {
+    if dir.join(REPORT_FILE).exists() {
+        return Ok(TestState::Reported);
+    }
+    if let Ok(interruption) = read_json::<Interruption>(&dir.join(INTERRUPTED_FILE)) {
+        return Ok(TestState::Interrupted(interruption));
+    }
+    let reason = match &started.owner {
+        Some(owner) if owner.is_alive() => return Ok(TestState::Running),
+        Some(owner) if owner.in_another_boot() => {
+            "the machine has restarted since it started".to_owned()
+        }
+        Some(owner) => format!(
+            "the process running it (pid {}) ended without finishing it (killed?)",
+            owner.process.pid
+        ),
+        None => "it was started by an earlier rl, which did not record the process running it"
+            .to_owned(),
+    };
+    // The owner writes its report before it exits: a report written since the first look holds.
+    if dir.join(REPORT_FILE).exists() {
+        return Ok(TestState::Reported);
+    }
+    let outcomes = end_groups(dir, started.owner.as_ref());
+    let interruption = Interruption {
+        found_at: jiff::Timestamp::now().to_string(),
+        reason,
+        ended: describe(&outcomes),
+    };
+    write_json(&dir.join(INTERRUPTED_FILE), &interruption)?;
+    Ok(TestState::Interrupted(interruption))
+}
+
+/// The status of a test in `state`: a reported test was stopped when its report says so.
+pub(crate) fn status_of(dir: &Path, state: &TestState) -> TestStatus {
+    /// The one key of the report read here: a report otherwise unreadable is still finished.
+    #[derive(Deserialize)]
+    struct StopMark {
+        #[serde(default)]
+        stopped_at: Option<String>,
+    }
+    match state {
+        TestState::Reported => {
+            let stopped = read_json::<StopMark>(&dir.join(REPORT_FILE))
+                .is_ok_and(|mark| mark.stopped_at.is_some());
+            if stopped {
+                TestStatus::Stopped
+            } else {
+                TestStatus::Finished
+            }
+        }
+        TestState::Running => TestStatus::Running,
+        TestState::Interrupted(_) => TestStatus::Interrupted,
+    }
+}
+
+/// What a stop did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestStopReport {
+    pub test_id: String,
+    /// Whether anything was stopped.
+    pub stopped: bool,
+    /// The test's status afterwards.
+    pub status: TestStatus,
+    pub message: String,
+}
+
+/// Stops a test from any process: its model groups are ended (SIGTERM, a grace period,
+/// SIGKILL); a live owner is then given time to write the report, which says it was stopped.
+pub(crate) fn stop(
+    dir: &Path,
+    started: &TestStarted,
+) -> Result<TestStopReport, InferenceTestError> {
+    let id = &started.test_id;
+    let owner = started.owner.as_ref();
+    let answer = |stopped, status, message| TestStopReport {
+        test_id: id.clone(),
+        stopped,
+        status,
+        message,
+    };
+    match reconcile(dir, started)? {
+        state @ TestState::Reported => Ok(answer(
+            false,
+            status_of(dir, &state),
+            format!("test {id} has already finished; nothing to stop"),
+        )),
+        TestState::Interrupted(interruption) => {
+            // Found (and its groups ended) earlier; a group that survived then is tried again.
+            let outcomes = end_groups(dir, owner);
+            let ended = if outcomes.is_empty() {
+                interruption.ended
+            } else {
+                describe(&outcomes)
+            };
+            Ok(answer(
+                !outcomes.is_empty(),
+                TestStatus::Interrupted,
+                format!(
+                    "test {id} was interrupted ({}); {ended}",
+                    interruption.reason
+                ),
+            ))
+        }
+        TestState::Running => {
+            // Written before the groups are read: the owner records a group before it looks for
+            // this file, so a group started meanwhile is either read here or refused there.
+            write_json(
+                &dir.join(STOP_FILE),
+                &StopRequest {
+                    requested_at: jiff::Timestamp::now().to_string(),
+                    by_pid: std::process::id(),
+                },
+            )?;
+            let ended = describe(&end_groups(dir, owner));
+            let started_waiting = Instant::now();
+            let state = loop {
+                let state = reconcile(dir, started)?;
+                if state != TestState::Running || started_waiting.elapsed() >= OWNER_REPORT_WAIT {
+                    break state;
+                }
+                std::thread::sleep(POLL);
+            };
+            let status = status_of(dir, &state);
+            let after = match state {
+                TestState::Reported => "its report is written".to_owned(),
+                TestState::Interrupted(interruption) => interruption.reason,
+                TestState::Running => format!(
+                    "the process running it (pid {}) has not written the report yet",
+                    owner.map_or(0, |owner| owner.process.pid)
+                ),
+            };
+            Ok(answer(
+                true,
+                status,
+                format!("test {id} stopped: {ended}; {after}"),
+            ))
+        }
+    }
+}
+
+/// Ends every recorded group of the test that is still its own, side by side (each may take
+/// its whole grace period). Pids recorded in another boot name other processes: none is
+/// touched then.
+fn end_groups(dir: &Path, owner: Option<&TestOwner>) -> Vec<(String, StopOutcome)> {
+    if owner.is_none_or(TestOwner::in_another_boot) {
+        return Vec::new();
+    }
+    let groups = recorded_groups(dir);
+    std::thread::scope(|scope| {
+        let stopping: Vec<_> = groups
+            .into_iter()
+            .map(|group| {
+                scope.spawn(move || {
+                    rl_process::stop_recorded_group(group.leader, STOP_GRACE)
+                        .map(|outcome| (group.model, outcome))
+                })
+            })
+            .collect();
+        stopping
+            .into_iter()
+            .filter_map(|stopping| stopping.join().ok().flatten())
+            .collect()
+    })
+}
+
+fn describe(outcomes: &[(String, StopOutcome)]) -> String {
+    if outcomes.is_empty() {
+        return "no model process was left".to_owned();
+    }
+    outcomes
+        .iter()
+        .map(|(model, outcome)| format!("model {model}: {}", outcome.how()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(owner: Option<TestOwner>) -> TestStarted {
+        TestStarted {
+            test_id: "0badc0de".to_owned(),
+            environment: "arithmetic@arithmetic_env.py".to_owned(),
+            models: vec!["m".to_owned()],
+            base_url: "http://127.0.0.1:9/v1".to_owned(),
+            started_at: "2026-01-01T00:00:00Z".to_owned(),
+            steps: Some(3),
+            owner,
+        }
+    }
+
+    /// A process that has ended, reaped: its identity names no live process.
+    fn dead_owner() -> TestOwner {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let identity = ProcessIdentity::of(child.id()).unwrap();
+        child.wait().unwrap();
+        TestOwner {
+            process: identity,
+            boot_id: rl_process::boot_id(),
+        }
+    }
+
+    #[test]
+    fn a_live_owner_is_running_and_a_dead_one_interrupted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = started(TestOwner::this_process());
+        assert_eq!(reconcile(dir.path(), &live).unwrap(), TestState::Running);
+
+        let dead = started(Some(dead_owner()));
+        let TestState::Interrupted(first) = reconcile(dir.path(), &dead).unwrap() else {
+            panic!("not interrupted");
+        };
+        assert!(
+            first.reason.contains("ended without finishing"),
+            "{first:?}"
+        );
+        assert_eq!(first.ended, "no model process was left");
+        // Kept: a later look reads the finding, even with a live owner now named.
+        assert_eq!(
+            reconcile(dir.path(), &live).unwrap(),
+            TestState::Interrupted(first)
+        );
+    }
+
+    #[test]
+    fn a_report_wins_over_a_dead_owner_and_another_boot_touches_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(REPORT_FILE), "{}").unwrap();
+        let dead = started(Some(dead_owner()));
+        assert_eq!(reconcile(dir.path(), &dead).unwrap(), TestState::Reported);
+
+        let other = tempfile::tempdir().unwrap();
+        // This very process as a group leader recorded in another boot: never signalled.
+        let me = TestOwner {
+            process: ProcessIdentity::of(std::process::id()).unwrap(),
+            boot_id: Some("another-boot".to_owned()),
+        };
+        record_group(&other.path().join("01-m.group.json"), "m", me.process).unwrap();
+        let TestState::Interrupted(found) = reconcile(other.path(), &started(Some(me))).unwrap()
+        else {
+            panic!("not interrupted");
+        };
+        assert!(found.reason.contains("restarted"), "{found:?}");
+        assert_eq!(found.ended, "no model process was left");
+    }
+
+    #[test]
+    fn a_test_of_an_earlier_rl_without_owner_is_interrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        let TestState::Interrupted(found) = reconcile(dir.path(), &started(None)).unwrap() else {
+            panic!("not interrupted");
+        };
+        assert!(found.reason.contains("earlier rl"), "{found:?}");
+    }
+
+    #[test]
+    fn a_stop_request_is_read_even_when_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STOP_FILE);
+        assert_eq!(stop_request(&path), None);
+        std::fs::write(&path, "not json").unwrap();
+        assert!(stop_request(&path).is_some());
+    }
+}
