@@ -17,6 +17,8 @@ use crate::{ConfigError, Value, check_value};
 pub const SETTINGS_FILE: &str = "config.toml";
 /// The original tool's limit: one status check per run per 30 minutes for an agent.
 pub const DEFAULT_STATUS_CHECK_INTERVAL_SECS: f64 = 1800.0;
+/// Unfinished runs at once, unless the operator says otherwise.
+pub const DEFAULT_MAX_ACTIVE_RUNS: u32 = 8;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -52,6 +54,9 @@ pub struct Settings {
     /// The least time between two agent status checks of one run (the original's 30 minutes);
     /// 0 lets agents check as often as they like. People at the CLI are never limited.
     pub status_check_interval_secs: f64,
+    /// Runs that may be unfinished at once; a start beyond is refused (each run is several
+    /// processes, and its engine or environment may use a machine's every core).
+    pub max_active_runs: u32,
     /// Where the pre-flight inference test sends its requests when the caller does not say.
     pub inference: InferenceSettings,
     /// Where a run's components run: on this machine, or as steps of a SLURM job.
@@ -284,6 +289,7 @@ impl Default for Settings {
             run: RunTiming::default(),
             trainer_port: None,
             status_check_interval_secs: DEFAULT_STATUS_CHECK_INTERVAL_SECS,
+            max_active_runs: DEFAULT_MAX_ACTIVE_RUNS,
             inference: InferenceSettings::default(),
             backend: Backend::Local,
             slurm: SlurmSettings::default(),
@@ -477,6 +483,11 @@ impl Settings {
                 "engine.kind is \"local\" but engine.base_model is not set: name a model folder \
                  on disk (a Hugging Face Qwen3 or Llama checkpoint) for the engine to train"
                     .to_owned(),
+            ));
+        }
+        if self.max_active_runs == 0 {
+            return Err(ConfigError::Settings(
+                "max_active_runs is 0: no run could start; set at least 1".to_owned(),
             ));
         }
         let timing = &self.run;

@@ -36,6 +36,11 @@ pub enum ProcessError {
         "the trainer's port {port} (trainer_port in config.toml) is in use, by another run's trainer or another program; stop that first, or leave trainer_port unset for a trainer that reads its port from the run config"
     )]
     FixedPortInUse { port: u16 },
+    #[error(
+        "{active} runs are unfinished and max_active_runs is {max}: stop one (rl runs stop) or \
+         raise max_active_runs in config.toml"
+    )]
+    TooManyRuns { active: u32, max: u32 },
     #[error("cannot start the supervisor of run {run_id}: {reason}")]
     Supervisor { run_id: String, reason: String },
     #[error("the supervisor cannot run: {0}")]

@@ -132,6 +132,8 @@ impl Runs {
                 .as_ref()
                 .ok_or(ProcessError::NoRoot)?,
         )?;
+        // Runs whose supervisor vanished are `lost`, not unfinished, when counted below.
+        self.list()?;
         let run_id = self.unused_id()?;
         let [api_port, free_port, engine_port] = free_loopback_ports::<3>()?;
         let engine_port = settings.engine.is_local().then_some(engine_port);
@@ -250,15 +252,21 @@ impl Runs {
             .iter()
             .map(|spec| (spec.component, spec.log_path.clone()))
             .collect();
-        self.store.create_run(&NewRun {
-            id: run_id.clone(),
-            environment: selected.key.clone(),
-            config_path: written.path.clone(),
-            api_port: Some(api_port),
-            trainer_port: Some(trainer_port),
-            logs,
-            queued: settings.backend == Backend::Slurm,
-        })?;
+        self.store
+            .create_run(&NewRun {
+                id: run_id.clone(),
+                environment: selected.key.clone(),
+                config_path: written.path.clone(),
+                api_port: Some(api_port),
+                trainer_port: Some(trainer_port),
+                logs,
+                queued: settings.backend == Backend::Slurm,
+                max_active: Some(settings.max_active_runs),
+            })
+            .inspect_err(|_| {
+                // Nothing of a run that was never recorded is kept.
+                let _ = std::fs::remove_dir_all(&dir);
+            })?;
         if let Err(error) = self.spawn_supervisor(&run_id, secrets, supervisor) {
             self.store.set_error(&run_id, &error.to_string())?;
             self.store

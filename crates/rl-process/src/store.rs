@@ -77,6 +77,9 @@ pub struct NewRun {
     pub logs: Vec<(Component, PathBuf)>,
     /// Submitted to a scheduler: the run starts `starting: queued`, not in its first phase.
     pub queued: bool,
+    /// Refused when this many runs are unfinished already (counted in the same transaction as
+    /// the insert, so two callers at once cannot both take the last place).
+    pub max_active: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -205,6 +208,16 @@ impl RunStore {
             .unwrap_or(false);
         if exists {
             return Err(ProcessError::DuplicateRun(run.id.to_string()));
+        }
+        if let Some(max) = run.max_active {
+            let active: u32 = transaction.query_row(
+                "SELECT COUNT(*) FROM runs WHERE state NOT IN ('stopped', 'completed', 'failed', 'lost')",
+                [],
+                |row| row.get(0),
+            )?;
+            if active >= max {
+                return Err(ProcessError::TooManyRuns { active, max });
+            }
         }
         let state = RunState::Starting(if run.queued {
             Phase::Queued

@@ -82,7 +82,8 @@ impl ToolsError {
                 ProcessError::Config(error) => config_kind(error),
                 ProcessError::MissingTinkerKey { .. }
                 | ProcessError::NoRoot
-                | ProcessError::FixedPortInUse { .. } => Precondition,
+                | ProcessError::FixedPortInUse { .. }
+                | ProcessError::TooManyRuns { .. } => Precondition,
                 _ => Internal,
             },
             Self::Metrics(error) => match error {

@@ -653,6 +653,22 @@ fn waits_tell_a_script_by_their_exit_code_whether_the_run_completed() {
     ]);
     assert_eq!(early.status.code(), Some(4), "{early:?}");
 
+    // With one unfinished run allowed, a second start is refused and leaves nothing behind.
+    let settings = stack.home.path().join("config.toml");
+    let good = std::fs::read_to_string(&settings).unwrap();
+    std::fs::write(&settings, format!("max_active_runs = 1\n{good}")).unwrap();
+    let refused = stack.rl(&["runs", "start"]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("max_active_runs is 1"),
+        "{refused:?}"
+    );
+    let folders = std::fs::read_dir(stack.home.path().join("runs"))
+        .unwrap()
+        .count();
+    assert_eq!(folders, 1, "a refused start left a run folder");
+    assert_eq!(stack.json(&["runs", "list"])["count"], 1);
+
     stack.json(&["runs", "stop", &id]);
     let ended = caller.wait_with_output().unwrap();
     assert_eq!(ended.status.code(), Some(3), "{ended:?}");

@@ -209,6 +209,7 @@ fn new_run_of(timing: RunTiming, queued: bool, components: &[Component]) -> Run 
                 .map(|c| (*c, home.path().join(format!("{c}.log"))))
                 .collect(),
             queued,
+            max_active: None,
         })
         .unwrap();
     Run { home, id, plan }

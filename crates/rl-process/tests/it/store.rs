@@ -16,6 +16,7 @@ fn new_run(id: &str) -> NewRun {
             .map(|c| (c, PathBuf::from(format!("/state/runs/{id}/{c}.log"))))
             .to_vec(),
         queued: false,
+        max_active: None,
     }
 }
 
@@ -332,4 +333,54 @@ fn a_version_2_store_is_migrated() {
         store.run(&id).unwrap().unwrap().slurm_job.as_deref(),
         Some("7")
     );
+}
+
+/// Two callers starting a run at once cannot both take the last place: the count and the
+/// insert are one transaction. A finished run frees its place.
+#[test]
+fn the_unfinished_runs_are_capped_across_concurrent_callers() {
+    let home = tempfile::tempdir().unwrap();
+    RunStore::open(home.path())
+        .unwrap()
+        .create_run(&NewRun {
+            max_active: Some(2),
+            ..new_run("00000001")
+        })
+        .unwrap();
+    let outcomes: Vec<Result<(), ProcessError>> = std::thread::scope(|scope| {
+        let callers: Vec<_> = ["0000000a", "0000000b", "0000000c"]
+            .into_iter()
+            .map(|id| {
+                let home = home.path();
+                scope.spawn(move || {
+                    RunStore::open(home).unwrap().create_run(&NewRun {
+                        max_active: Some(2),
+                        ..new_run(id)
+                    })
+                })
+            })
+            .collect();
+        callers.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let started = outcomes.iter().filter(|o| o.is_ok()).count();
+    assert_eq!(started, 1, "{outcomes:?}");
+    for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert!(
+            matches!(refused, ProcessError::TooManyRuns { active: 2, max: 2 }),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("max_active_runs"), "{refused}");
+    }
+    let mut store = RunStore::open(home.path()).unwrap();
+    let first = RunId::parse("00000001").unwrap();
+    store
+        .transition(&first, RunState::Failed, "ended")
+        .unwrap()
+        .unwrap();
+    store
+        .create_run(&NewRun {
+            max_active: Some(2),
+            ..new_run("0000000d")
+        })
+        .unwrap();
 }
