@@ -296,19 +296,6 @@ impl ConfigService {
                 });
             }
             let checked = check_value(spec, value)?;
-            // Fine alone, the value must also fit the fields it is used with.
-            let mut edited = selection.clone();
-            edited
-                .edits
-                .retain(|e| !(e.field == field && e.section == Section::Env));
-            edited.edits.push(Edit {
-                field: field.to_owned(),
-                section: Section::Env,
-                value: checked.value.clone(),
-                edited_at: String::new(),
-            });
-            let after = self.current_of(edited, schema.clone());
-            crate::rules::check_together(|name| after.value_of(name))?;
             (
                 Section::Env,
                 checked,
@@ -338,6 +325,10 @@ impl ConfigService {
                 Some(existing) => *existing = edit.clone(),
                 None => stored.edits.push(edit.clone()),
             }
+            // Fine alone, the value must also fit the fields it is used with, as they are now
+            // (checked under the store's lock, so two editors cannot each make half a conflict).
+            let after = self.current_of(stored.clone(), schema.clone());
+            crate::rules::check_together(|name| after.value_of(name))?;
             Ok((Some(stored.clone()), stored))
         })?;
         let report = EditReport {

@@ -335,3 +335,37 @@ fn a_run_config_atroposlib_would_refuse_is_not_written() {
     );
     assert!(!home.path().join("runs/0badc0de").exists());
 }
+
+/// Two editors at once, each making half of a conflict (a small batch, a large group): one of
+/// them is refused, whichever comes second, and the stored config never holds the conflict.
+#[test]
+fn two_editors_cannot_each_make_half_a_conflict() {
+    let (home, service) = service();
+    let settings = service.settings().clone();
+    for _round in 0..5 {
+        service.select("word_ladder").unwrap();
+        let start = std::sync::Barrier::new(2);
+        let outcomes: Vec<bool> = std::thread::scope(|scope| {
+            let editors: Vec<_> = [("batch_size", 8), ("group_size", 16)]
+                .into_iter()
+                .map(|(field, value)| {
+                    let (settings, home, start) = (settings.clone(), home.path(), &start);
+                    scope.spawn(move || {
+                        let editor = rl_config::ConfigService::open(home, settings).unwrap();
+                        start.wait();
+                        editor.edit(field, &Value::Int(value)).is_ok()
+                    })
+                })
+                .collect();
+            editors.into_iter().map(|e| e.join().unwrap()).collect()
+        });
+        assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1, "{outcomes:?}");
+        let current = service.current().unwrap();
+        let group = current.value_of("group_size").and_then(Value::as_f64);
+        let batch = current.value_of("batch_size").and_then(Value::as_f64);
+        assert!(
+            !(group == Some(16.0) && batch == Some(8.0)),
+            "the conflict was stored"
+        );
+    }
+}
