@@ -186,13 +186,8 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             let outcome = waiting(&tools, &id, until, timeout, since, as_json)?;
             if as_json {
                 output::json(&outcome)?;
-            } else {
-                if outcome.timed_out {
-                    output::line(format!("timed out after {timeout} s"))?;
-                }
-                print_status(&outcome.status)?;
             }
-            waited(&outcome)
+            waited(&outcome, timeout, as_json)
         }
     }
 }
@@ -202,9 +197,16 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
 const ENDED_UNCOMPLETED: u8 = 3;
 const TIMED_OUT: u8 = 4;
 
-/// `Ok` when the wait reached what it waited for and the run has not ended without completing,
-/// else the exit code that says which (the outcome is already shown).
-fn waited(outcome: &WaitOutcome) -> anyhow::Result<()> {
+/// Shows the outcome to a person (JSON was printed by the caller), then `Ok` when the wait
+/// reached what it waited for and the run has not ended without completing, else the exit
+/// code that says which.
+fn waited(outcome: &WaitOutcome, timeout: f64, as_json: bool) -> anyhow::Result<()> {
+    if !as_json {
+        if outcome.timed_out {
+            output::line(format!("timed out after {timeout} s"))?;
+        }
+        print_status(&outcome.status)?;
+    }
     let state = outcome.status.run.state;
     let code = if state.is_finished() && state != RunState::Completed {
         ENDED_UNCOMPLETED
@@ -302,13 +304,8 @@ fn start(tools: &Tools, wait: Option<Until>, timeout: f64, as_json: bool) -> any
     started.run = outcome.status.clone();
     if as_json {
         output::json(&started)?;
-    } else {
-        if outcome.timed_out {
-            output::line(format!("timed out after {timeout} s"))?;
-        }
-        print_status(&started.run)?;
     }
-    waited(&outcome)
+    waited(&outcome, timeout, as_json)
 }
 
 fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {

@@ -89,6 +89,32 @@ impl Stack {
         (id, running)
     }
 
+    /// `rl runs start --wait finished --json` in the background (its stdout piped), and the id
+    /// of the run it started, once listed.
+    #[allow(clippy::zombie_processes)] // returned to the caller, who waits for it
+    pub(crate) fn start_waiting_for_the_end(&self) -> (std::process::Child, String) {
+        let mut caller = Command::new(env!("CARGO_BIN_EXE_rl"))
+            .args(["runs", "start", "--wait", "finished", "--json"])
+            .env("RL_HOME", self.home.path())
+            .current_dir(workspace_root())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        loop {
+            let runs = self.json(&["runs", "list"]);
+            if let Some(id) = runs["runs"][0]["run_id"].as_str() {
+                return (caller, id.to_owned());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = caller.kill();
+                let _ = caller.wait();
+                panic!("no run appeared");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits, and checks the exit code tells a script what the wait found: 0 reached (a
     /// completed run, when waiting for the end), 3 ended without completing, 4 timed out.
     pub(crate) fn wait(&self, id: &str, until: &str, timeout_secs: u32) -> Value {
@@ -559,25 +585,7 @@ fn a_killed_component_fails_the_run_naming_it_and_leaves_no_orphan() {
 fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
     let python = test_python();
     let stack = Stack::new(&python, &[SLOW_STEPS]);
-    let mut caller = Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(["runs", "start", "--wait", "finished", "--json"])
-        .env("RL_HOME", stack.home.path())
-        .current_dir(workspace_root())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let id = loop {
-        let runs = stack.json(&["runs", "list"]);
-        if let Some(id) = runs["runs"][0]["run_id"].as_str() {
-            break id.to_owned();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no run appeared"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (mut caller, id) = stack.start_waiting_for_the_end();
     stack.wait(&id, "running", 120);
     caller.kill().unwrap();
     caller.wait().unwrap();
@@ -622,25 +630,7 @@ fn a_run_outlives_its_caller_and_a_new_process_stops_it() {
 fn waits_tell_a_script_by_their_exit_code_whether_the_run_completed() {
     let python = test_python();
     let stack = Stack::new(&python, &[SLOW_STEPS]);
-    let caller = Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(["runs", "start", "--wait", "finished", "--json"])
-        .env("RL_HOME", stack.home.path())
-        .current_dir(workspace_root())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let id = loop {
-        let runs = stack.json(&["runs", "list"]);
-        if let Some(id) = runs["runs"][0]["run_id"].as_str() {
-            break id.to_owned();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no run appeared"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (caller, id) = stack.start_waiting_for_the_end();
     stack.wait(&id, "running", 120);
     let early = stack.rl(&[
         "runs",
