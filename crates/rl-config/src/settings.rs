@@ -370,7 +370,7 @@ impl Settings {
         figment = figment.merge(from_env);
         let mut settings: Settings = figment
             .extract()
-            .map_err(|error| ConfigError::Settings(error.to_string()))?;
+            .map_err(|error| ConfigError::Settings(shortened(&error.to_string())))?;
         refuse_unknown_keys(&home.join(SETTINGS_FILE))?;
         settings.check()?;
         settings.check_locked()?;
@@ -613,6 +613,24 @@ fn refuse_unknown_keys(file: &Path) -> Result<(), ConfigError> {
         file.display(),
         unknown.join(", ")
     )))
+}
+
+/// The parser's message with each line cut to a readable length: it quotes the offending line
+/// of the file, which may be hundreds of kilobytes long.
+fn shortened(message: &str) -> String {
+    const LINE_CHARS: usize = 200;
+    message
+        .lines()
+        .map(|line| match line.char_indices().nth(LINE_CHARS) {
+            Some((cut, _)) => format!(
+                "{}… ({} more characters)",
+                &line[..cut],
+                line[cut..].chars().count()
+            ),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Environment values are text; numbers and booleans are read as such, as figment's own

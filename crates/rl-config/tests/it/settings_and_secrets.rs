@@ -282,3 +282,25 @@ fn locked_values_are_checked_like_edits() {
     let settings = Settings::load(home.path(), vars(&[])).unwrap();
     assert_eq!(settings.locked.env["group_size"], Value::Int(8));
 }
+
+/// A hostile config.toml (a value nested 100 000 deep on one 200 KB line) is a short, clear
+/// error: no crash, and the message does not quote the whole line.
+#[test]
+fn a_deeply_nested_settings_value_is_a_short_error() {
+    let home = tempfile::tempdir().unwrap();
+    let deep = format!(
+        "[locked.env]\nx = {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    std::fs::write(home.path().join("config.toml"), deep).unwrap();
+    let error = Settings::load(home.path(), vars(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("line 2"),
+        "{}",
+        &error[..error.len().min(500)]
+    );
+    assert!(error.len() < 2_000, "{} characters", error.len());
+}
