@@ -14,6 +14,8 @@ mod error;
 mod index;
 mod known;
 mod lookup;
+mod nesting;
+mod parse;
 mod resolve;
 mod source;
 mod summary;
@@ -29,6 +31,8 @@ use serde::Serialize;
 pub use error::DiscoveryError;
 pub use index::{ClassLocation, ClassTarget};
 pub use known::KNOWN_ENV_BASES;
+pub use nesting::Nesting;
+pub use parse::{parse_python_expression, parse_python_module};
 pub use source::read_python_source;
 pub use summary::dotted as dotted_name;
 
@@ -145,6 +149,13 @@ pub enum SkipReason {
     Undecodable { encoding: String, detail: String },
     #[error("declares an encoding Python or rl does not know: '{label}'")]
     UnknownEncoding { label: String },
+    /// Refused from its tokens, before parsing: a syntax tree this deep cannot be handled.
+    #[error("{}", nesting.describe(*line))]
+    TooDeeplyNested {
+        nesting: Nesting,
+        line: u32,
+        limit: u32,
+    },
     #[error("binary file (contains NUL bytes), not Python source")]
     Binary,
     #[error("{bytes} bytes, over the limit of {limit} bytes")]

@@ -2,6 +2,10 @@
 
 #![allow(clippy::print_stderr)]
 
+mod hostile;
+
+pub use hostile::{GOOD_ENVIRONMENT, deeply_nested_sources};
+
 use std::path::{Path, PathBuf};
 
 /// The environment variable `cargo xtask test` sets to the test venv's Python.

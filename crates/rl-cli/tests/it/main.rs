@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod hostile_sources;
 mod mcp;
 mod new_env;
 mod preflight;

@@ -1,0 +1,96 @@
+//! Files built to break a parser are skipped with their reason; the environment beside them
+//! is still found. Before the nesting check, each of these aborted the process.
+
+use rl_discovery::{Nesting, ScanOptions, SkipReason, scan};
+use rl_test_support::{GOOD_ENVIRONMENT, deeply_nested_sources};
+
+use crate::tree;
+
+#[test]
+fn deeply_nested_files_are_skipped_with_their_reason_and_the_good_one_is_listed() {
+    let sources = deeply_nested_sources();
+    let mut files: Vec<(&str, &[u8])> = vec![("good.py", GOOD_ENVIRONMENT.as_bytes())];
+    files.extend(
+        sources
+            .iter()
+            .map(|(name, text, ..)| (*name, text.as_bytes())),
+    );
+    let dir = tree(&files);
+
+    let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
+
+    let names: Vec<_> = scan.environments.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["good"]);
+    assert_eq!(scan.skipped.len(), sources.len(), "{:#?}", scan.skipped);
+    for (name, _, nesting, line) in &sources {
+        let skipped = scan.skipped.iter().find(|s| s.file == *name).unwrap();
+        let SkipReason::TooDeeplyNested {
+            nesting: found,
+            line: found_line,
+            limit,
+        } = &skipped.reason
+        else {
+            panic!("{name}: {:?}", skipped.reason);
+        };
+        let json = serde_json::to_value(found).unwrap();
+        assert_eq!(json, *nesting, "{name}");
+        assert_eq!(found_line, line, "{name}");
+        assert_eq!(*limit, found.limit(), "{name}");
+    }
+}
+
+#[test]
+fn the_reasons_say_what_python_says() {
+    let reason = |nesting| {
+        SkipReason::TooDeeplyNested {
+            nesting,
+            line: 3,
+            limit: Nesting::limit(nesting),
+        }
+        .to_string()
+    };
+    insta::assert_snapshot!(
+        [Nesting::Brackets, Nesting::Indentation, Nesting::Expression]
+            .map(reason)
+            .join("\n")
+    );
+}
+
+/// Trees as deep as the limits allow are read, walked and dropped on a thread with half the
+/// stack of the threads that scan (rayon's) or serve (tokio's blocking pool) in a debug build.
+#[test]
+fn files_just_inside_the_limits_are_read_on_a_small_stack() {
+    let limit = Nesting::Expression.limit() as usize;
+    let class = |body: &str| {
+        format!(
+            "from atroposlib.envs.base import BaseEnv\nimport a\n\n\nclass E(BaseEnv):\n    name = \"e\"\n    env_config_cls = a{}\n    x = {body}\n",
+            ".b".repeat(limit - 20)
+        )
+    };
+    let sources = [
+        class(&format!("1{}", "+1".repeat(limit - 20))),
+        class(&format!("{}1", "-".repeat(limit - 20))),
+        class(&format!("f{}", "()".repeat(limit - 20))),
+        class(&format!("{}1", "lambda: ".repeat(limit - 20))),
+        class(&format!("{}1{}", "[".repeat(199), "]".repeat(199))),
+    ];
+    let files: Vec<(String, Vec<u8>)> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, text)| (format!("e{i}.py"), text.clone().into_bytes()))
+        .collect();
+    let borrowed: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.as_slice()))
+        .collect();
+    let dir = tree(&borrowed);
+    let root = dir.path().to_owned();
+    let scan = std::thread::Builder::new()
+        .stack_size(1024 * 1024)
+        .spawn(move || scan(&root, &ScanOptions::default()).unwrap())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(scan.skipped.is_empty(), "{:#?}", scan.skipped);
+    assert_eq!(scan.environments.len(), sources.len());
+}
