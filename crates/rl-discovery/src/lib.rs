@@ -14,6 +14,7 @@ mod error;
 mod index;
 mod known;
 mod lookup;
+mod module_names;
 mod nesting;
 mod parse;
 mod resolve;
@@ -31,6 +32,7 @@ use serde::Serialize;
 pub use error::DiscoveryError;
 pub use index::{ClassLocation, ClassTarget};
 pub use known::KNOWN_ENV_BASES;
+pub use module_names::{RUNTIME_DEPENDENCIES, STANDARD_LIBRARY_MODULES, Shadowed, shadowed_module};
 pub use nesting::Nesting;
 pub use parse::{parse_python_expression, parse_python_module};
 pub use source::read_python_source;
@@ -68,6 +70,8 @@ pub struct Scan {
     pub environments: Vec<Environment>,
     /// Files that could not be read or parsed, with the reason; they never abort a scan.
     pub skipped: Vec<SkippedFile>,
+    /// Files read (or skipped) that endanger the environments beside them.
+    pub warnings: Vec<FileWarning>,
     /// Names that more than one environment uses; select those by `key`.
     pub duplicate_names: Vec<DuplicateName>,
     /// What was parsed, kept (without syntax trees) to answer questions about classes later.
@@ -167,6 +171,22 @@ pub enum SkipReason {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileWarning {
+    pub file: String,
+    pub warning: Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Warning {
+    #[error(
+        "shadows {shadowed} `{module}`: a run started from this folder imports this file for \
+         every `import {module}`, atroposlib's included, and fails; rename it"
+    )]
+    ShadowsModule { module: String, shadowed: Shadowed },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DuplicateName {
     pub name: String,
     pub keys: Vec<String>,
@@ -200,6 +220,11 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
     }
     skipped.sort_by(|a, b| a.file.cmp(&b.file));
 
+    let warnings = listing
+        .files
+        .iter()
+        .filter_map(|file| shadowing_warning(file))
+        .collect();
     let mut environments = collect_environments(&modules, &module_files);
     let index = Arc::new(index::ScanIndex::new(
         modules,
@@ -214,8 +239,29 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
         files_scanned: listing.files.len(),
         environments,
         skipped,
+        warnings,
         duplicate_names,
         index,
+    })
+}
+
+/// A file whose module name (its stem, or its package's folder for `__init__.py`) is one a
+/// run imports.
+fn shadowing_warning(file: &str) -> Option<FileWarning> {
+    let mut parts = file.trim_end_matches(".py").rsplit('/');
+    let stem = parts.next()?;
+    let module = if stem == "__init__" {
+        parts.next()?
+    } else {
+        stem
+    };
+    let shadowed = shadowed_module(module)?;
+    Some(FileWarning {
+        file: file.to_owned(),
+        warning: Warning::ShadowsModule {
+            module: module.to_owned(),
+            shadowed,
+        },
     })
 }
 

@@ -103,3 +103,48 @@ fn serve_answers_beside_deeply_nested_files() {
     // Still serving after answering.
     expect(server.get("/health"), 200);
 }
+
+#[test]
+fn envs_new_refuses_names_that_shadow_modules_and_list_warns_about_such_files() {
+    let envs = tempfile::tempdir().unwrap();
+    let envs_dir = envs.path().display().to_string();
+    let home = tempfile::tempdir().unwrap();
+    for name in [
+        "json",
+        "typing",
+        "random",
+        "asyncio",
+        "logging",
+        "atroposlib",
+        "class",
+    ] {
+        let args = [
+            "--envs-dir",
+            envs_dir.as_str(),
+            "envs",
+            "new",
+            name,
+            "--json",
+        ];
+        let output = rl_in(home.path(), &args);
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let error: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let error = error["error"].as_str().unwrap();
+        assert!(error.contains(&format!("{name}_env")), "{error}");
+    }
+    assert_eq!(std::fs::read_dir(envs.path()).unwrap().count(), 0);
+
+    // A user who writes json.py by hand is told what it breaks.
+    std::fs::write(envs.path().join("good.py"), GOOD_ENVIRONMENT).unwrap();
+    std::fs::write(envs.path().join("json.py"), "x = 1\n").unwrap();
+    let listed = rl_in(
+        home.path(),
+        &["--envs-dir", envs_dir.as_str(), "envs", "list"],
+    );
+    assert!(listed.status.success());
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("json.py: shadows Python's standard library module `json`"),
+        "{listed}"
+    );
+}

@@ -158,3 +158,44 @@ fn skip_reasons_read_well() {
     let text: Vec<String> = reasons.iter().map(ToString::to_string).collect();
     insta::assert_snapshot!(text.join("\n"));
 }
+
+#[test]
+fn files_named_like_modules_runs_import_are_warned_about_and_still_read() {
+    let dir = tree(&[
+        ("a.py", ENV),
+        ("json.py", ENV),
+        ("openai.py", b"x = 1\n"),
+        ("typing/__init__.py", b"x = 1\n"),
+        ("word_count.py", b"x = 1\n"),
+    ]);
+    let scan = crate::scan_recursive(dir.path());
+    assert_eq!(
+        scan.environments.len(),
+        2,
+        "json.py's environment is listed"
+    );
+    let warned: Vec<(&str, String)> = scan
+        .warnings
+        .iter()
+        .map(|w| (w.file.as_str(), w.warning.to_string()))
+        .collect();
+    let files: Vec<&str> = warned.iter().map(|(file, _)| *file).collect();
+    assert_eq!(files, ["json.py", "openai.py", "typing/__init__.py"]);
+    assert!(
+        warned[0]
+            .1
+            .starts_with("shadows Python's standard library module `json`"),
+        "{warned:?}"
+    );
+    assert!(
+        warned[1]
+            .1
+            .contains("the module environments import at run time `openai`"),
+        "{warned:?}"
+    );
+    let json = serde_json::to_value(&scan.warnings[2]).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"file": "typing/__init__.py", "warning": {"kind": "shadows_module", "module": "typing", "shadowed": "standard_library"}})
+    );
+}

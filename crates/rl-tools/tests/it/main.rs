@@ -128,3 +128,25 @@ fn an_unwritable_state_directory_fails() {
     assert!(!state.ok);
     assert!(state.fix.as_deref().unwrap().contains("RL_HOME"));
 }
+
+#[test]
+fn a_file_shadowing_the_standard_library_is_a_finding_naming_it() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = tempfile::tempdir().unwrap();
+    let envs = tree.path().join("tinker_atropos/environments");
+    std::fs::create_dir_all(&envs).unwrap();
+    std::fs::write(envs.join("good.py"), rl_test_support::GOOD_ENVIRONMENT).unwrap();
+    std::fs::write(envs.join("json.py"), "def loads(text):\n    return text\n").unwrap();
+    let settings = settings(Path::new("/bin/echo"), Some(tree.path().to_owned()));
+    let report = health_check(home.path(), Ok(&settings), &secrets_with(home.path(), &[]));
+    assert!(named(&report, "environments").ok);
+    let shadowing = named(&report, "environment file names");
+    assert!(!shadowing.ok && shadowing.required, "{shadowing:?}");
+    assert!(
+        shadowing
+            .detail
+            .starts_with("json.py shadows Python's standard library module `json`"),
+        "{shadowing:?}"
+    );
+    assert_eq!(shadowing.fix.as_deref(), Some("rename json.py"));
+}
