@@ -35,7 +35,7 @@ pub use known::KNOWN_ENV_BASES;
 pub use module_names::{RUNTIME_DEPENDENCIES, STANDARD_LIBRARY_MODULES, Shadowed, shadowed_module};
 pub use nesting::Nesting;
 pub use parse::{parse_python_expression, parse_python_module};
-pub use source::read_python_source;
+pub use source::{MAX_SOURCE_BYTES, read_python_source};
 pub use summary::dotted as dotted_name;
 
 use resolve::{Ancestor, ParsedModule, Resolver};
@@ -53,7 +53,7 @@ impl Default for ScanOptions {
     fn default() -> Self {
         Self {
             recursive: false,
-            max_file_bytes: 4 * 1024 * 1024,
+            max_file_bytes: MAX_SOURCE_BYTES,
         }
     }
 }
@@ -162,6 +162,10 @@ pub enum SkipReason {
     },
     #[error("binary file (contains NUL bytes), not Python source")]
     Binary,
+    #[error("its name is not valid UTF-8, so rl cannot name it to Python or to you; rename it")]
+    NameNotUtf8,
+    #[error("a {file_type}, not a regular file: not read")]
+    NotAFile { file_type: String },
     #[error("{bytes} bytes, over the limit of {limit} bytes")]
     TooLarge { bytes: u64, limit: u64 },
     #[error("symbolic link loop (points back to {ancestor})")]
@@ -184,6 +188,11 @@ pub enum Warning {
          every `import {module}`, atroposlib's included, and fails; rename it"
     )]
     ShadowsModule { module: String, shadowed: Shadowed },
+    #[error(
+        "class {class} is more than {limit} classes away from BaseEnv; rl follows inheritance no \
+         deeper, so it and the classes deriving from it are not listed"
+    )]
+    InheritanceTooDeep { class: String, limit: usize },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -220,12 +229,14 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
     }
     skipped.sort_by(|a, b| a.file.cmp(&b.file));
 
-    let warnings = listing
+    let warnings: Vec<FileWarning> = listing
         .files
         .iter()
         .filter_map(|file| shadowing_warning(file))
         .collect();
-    let mut environments = collect_environments(&modules, &module_files);
+    let mut warnings: Vec<FileWarning> = warnings;
+    let mut environments = collect_environments(&modules, &module_files, &mut warnings);
+    warnings.sort_by(|a, b| a.file.cmp(&b.file));
     let index = Arc::new(index::ScanIndex::new(
         modules,
         module_files.iter().map(|file| (*file).to_owned()).collect(),
@@ -266,15 +277,7 @@ fn shadowing_warning(file: &str) -> Option<FileWarning> {
 }
 
 fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModule, SkipReason> {
-    let path = root.join(file);
-    let unreadable = |error: std::io::Error| SkipReason::Unreadable {
-        message: error.to_string(),
-    };
-    let size = std::fs::metadata(&path).map_err(unreadable)?.len();
-    if size > limit {
-        return Err(SkipReason::TooLarge { bytes: size, limit });
-    }
-    let bytes = std::fs::read(&path).map_err(unreadable)?;
+    let bytes = source::read_source_bytes(&root.join(file), limit)?;
     let text = source::decode(&bytes)?;
     let summary = summary::summarize(&text)?;
     let mut module_path: Vec<String> = file
@@ -299,7 +302,11 @@ fn is_listed(file: &str) -> bool {
     !file.rsplit('/').next().unwrap_or(file).starts_with('_')
 }
 
-fn collect_environments(modules: &[ParsedModule], files: &[&str]) -> Vec<Environment> {
+fn collect_environments(
+    modules: &[ParsedModule],
+    files: &[&str],
+    warnings: &mut Vec<FileWarning>,
+) -> Vec<Environment> {
     let mut resolver = Resolver::new(modules);
     let mut environments = Vec::new();
     for (module_index, module) in modules.iter().enumerate() {
@@ -309,9 +316,24 @@ fn collect_environments(modules: &[ParsedModule], files: &[&str]) -> Vec<Environ
         // A class defined twice in one file (try/except fallbacks) is one environment: the
         // first definition, which is the one that runs when its imports succeed.
         let mut first_definition: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut warned = false;
         for (class_index, class) in module.summary.classes.iter().enumerate() {
-            let Some(ancestry) = resolver.env_ancestry((module_index, class_index)) else {
-                continue;
+            let ancestry = match resolver.env_ancestry((module_index, class_index)) {
+                Ok(Some(ancestry)) => ancestry,
+                Ok(None) => continue,
+                Err(resolve::TooDeep) => {
+                    // Once per file: the classes after it are as deep or deeper.
+                    if !std::mem::replace(&mut warned, true) {
+                        warnings.push(FileWarning {
+                            file: files[module_index].to_owned(),
+                            warning: Warning::InheritanceTooDeep {
+                                class: class.name.clone(),
+                                limit: resolve::MAX_INHERITANCE_DEPTH,
+                            },
+                        });
+                    }
+                    continue;
+                }
             };
             if first_definition.insert(&class.name, class_index).is_some() {
                 continue;

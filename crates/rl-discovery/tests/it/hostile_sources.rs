@@ -94,3 +94,35 @@ fn files_just_inside_the_limits_are_read_on_a_small_stack() {
     assert!(scan.skipped.is_empty(), "{:#?}", scan.skipped);
     assert_eq!(scan.environments.len(), sources.len());
 }
+
+/// 20 000 classes each deriving from the one before: followed no deeper than the limit (this
+/// took minutes and gigabytes when every class's whole ancestry was listed).
+#[test]
+fn a_long_inheritance_chain_is_cut_with_a_warning() {
+    let classes = 20_000;
+    let mut source = String::from(
+        "from atroposlib.envs.base import BaseEnv\n\n\nclass C0(BaseEnv):\n    pass\n",
+    );
+    for i in 1..classes {
+        source.push_str(&format!("\n\nclass C{i}(C{}):\n    pass\n", i - 1));
+    }
+    let dir = tree(&[
+        ("chain.py", source.as_bytes()),
+        ("good.py", GOOD_ENVIRONMENT.as_bytes()),
+    ]);
+    let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
+    // C0 … C63 are 1 … 64 classes from BaseEnv, and good.
+    assert_eq!(scan.environments.len(), 65);
+    assert_eq!(scan.warnings.len(), 1, "{:?}", scan.warnings);
+    assert_eq!(
+        scan.warnings[0].warning.to_string(),
+        "class C64 is more than 64 classes away from BaseEnv; rl follows inheritance no deeper, \
+         so it and the classes deriving from it are not listed"
+    );
+    let deepest = scan
+        .environments
+        .iter()
+        .find(|e| e.class_name == "C63")
+        .unwrap();
+    assert_eq!(deepest.bases.len(), 64);
+}
