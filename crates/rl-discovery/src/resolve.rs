@@ -71,6 +71,11 @@ pub(crate) const MAX_INHERITANCE_DEPTH: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TooDeep;
 
+/// Bindings looked at to resolve one reference: a name bound 20 000 times, or bound twice in
+/// each of 30 files importing one another, would otherwise cost minutes (real references take
+/// a handful).
+const MAX_RESOLUTION_STEPS: usize = 128;
+
 /// Guards against pathological re-export chains; real trees need three or four hops.
 const MAX_IMPORT_HOPS: usize = 32;
 
@@ -129,13 +134,17 @@ impl<'a> Resolver<'a> {
         summary
             .bases
             .iter()
-            .flat_map(|base| self.resolve_in_module(module, base, Some(summary.offset), 0))
+            .flat_map(|base| {
+                let mut steps = MAX_RESOLUTION_STEPS;
+                self.resolve_in_module(module, base, Some(summary.offset), 0, &mut steps)
+            })
             .collect()
     }
 
     /// What `reference`, written in `module`, may denote (all bindings considered).
     pub(crate) fn resolve(&self, module: usize, reference: &[String]) -> Vec<Ancestor> {
-        self.resolve_in_module(module, reference, None, 0)
+        let mut steps = MAX_RESOLUTION_STEPS;
+        self.resolve_in_module(module, reference, None, 0, &mut steps)
     }
 
     /// The first base of `class` that leads to `BaseEnv`; `depth` counts the classes below it
@@ -157,7 +166,10 @@ impl<'a> Resolver<'a> {
         let mut lineage = Lineage::NotAnEnvironment;
         let mut cut_short = false;
         'bases: for base in &summary.bases {
-            for candidate in self.resolve_in_module(module, base, Some(summary.offset), 0) {
+            let mut steps = MAX_RESOLUTION_STEPS;
+            let candidates =
+                self.resolve_in_module(module, base, Some(summary.offset), 0, &mut steps);
+            for candidate in candidates {
                 let distance = match &candidate {
                     Ancestor::External(_) => candidate.is_known_env_base().then_some(1),
                     Ancestor::Scanned(id) => match self.parent_env(*id, depth + 1) {
@@ -198,6 +210,7 @@ impl<'a> Resolver<'a> {
         reference: &[String],
         before: Option<u32>,
         hops: usize,
+        steps: &mut usize,
     ) -> Vec<Ancestor> {
         let Some((head, rest)) = reference.split_first() else {
             return Vec::new();
@@ -214,6 +227,10 @@ impl<'a> Resolver<'a> {
         let mut bound = false;
         for binding in visible {
             bound = true;
+            if *steps == 0 {
+                break;
+            }
+            *steps -= 1;
             match &binding.target {
                 BindingTarget::Class(index) if rest.is_empty() => {
                     found.push(Ancestor::Scanned((module, *index)));
@@ -228,12 +245,12 @@ impl<'a> Resolver<'a> {
                     let mut path = absolute;
                     path.push(name.clone());
                     path.extend(rest.iter().cloned());
-                    found.extend(self.resolve_qualified(&path, hops + 1));
+                    found.extend(self.resolve_qualified(&path, hops + 1, steps));
                 }
                 BindingTarget::ImportedModule { module: imported } => {
                     let mut path = imported.clone();
                     path.extend(rest.iter().cloned());
-                    found.extend(self.resolve_qualified(&path, hops + 1));
+                    found.extend(self.resolve_qualified(&path, hops + 1, steps));
                 }
             }
         }
@@ -251,7 +268,7 @@ impl<'a> Resolver<'a> {
     /// A fully qualified `package.module.Name[.Inner…]`: the longest module prefix that is a
     /// scanned file, then the name inside it; otherwise a class outside the scan. atroposlib's
     /// environment bases are reported under their canonical module, whatever re-export was used.
-    fn resolve_qualified(&self, path: &[String], hops: usize) -> Vec<Ancestor> {
+    fn resolve_qualified(&self, path: &[String], hops: usize, steps: &mut usize) -> Vec<Ancestor> {
         let Some((name, module_path)) = path.split_last() else {
             return Vec::new();
         };
@@ -270,7 +287,7 @@ impl<'a> Resolver<'a> {
         for split in (1..path.len()).rev() {
             let (module_part, inside) = path.split_at(split);
             if let Some(target) = self.find_module(module_part) {
-                return self.resolve_in_module(target, inside, None, hops);
+                return self.resolve_in_module(target, inside, None, hops, steps);
             }
         }
         vec![Ancestor::External(path.join("."))]

@@ -126,3 +126,48 @@ fn a_long_inheritance_chain_is_cut_with_a_warning() {
         .unwrap();
     assert_eq!(deepest.bases.len(), 64);
 }
+
+/// A name bound 5 000 times, and a name re-exported twice by each of 30 files importing one
+/// another (2^30 paths): resolution looks at a bounded number of bindings (each of these took
+/// longer than ten minutes).
+#[test]
+fn names_bound_many_times_resolve_in_bounded_work() {
+    let bindings = 5_000;
+    let mut fan = String::new();
+    for i in 0..bindings {
+        fan.push_str(&format!("from m{i} import A\n"));
+    }
+    for i in 0..bindings {
+        fan.push_str(&format!("class E{i}(A): pass\n"));
+    }
+    let mut files = vec![
+        ("fan.py".to_owned(), fan),
+        ("good.py".to_owned(), GOOD_ENVIRONMENT.to_owned()),
+        (
+            "m30.py".to_owned(),
+            "from atroposlib.envs.base import BaseEnv\nclass X(BaseEnv): pass\n".to_owned(),
+        ),
+        (
+            "top.py".to_owned(),
+            "from m0 import X\nclass Top(X):\n    name = 'top'\n".to_owned(),
+        ),
+    ];
+    for k in 0..30 {
+        let next = k + 1;
+        files.push((
+            format!("m{k}.py"),
+            format!(
+                "try:\n    from m{next} import X\nexcept ImportError:\n    from m{next} import X\n"
+            ),
+        ));
+    }
+    let borrowed: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.as_bytes()))
+        .collect();
+    let dir = tree(&borrowed);
+    let scan = scan(dir.path(), &ScanOptions::default()).unwrap();
+    let mut names: Vec<&str> = scan.environments.iter().map(|e| e.name.as_str()).collect();
+    names.dedup();
+    assert_eq!(names, ["good", "m30", "top"]);
+}
