@@ -22,7 +22,7 @@ mod source;
 mod summary;
 mod walk;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -229,13 +229,19 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
     }
     skipped.sort_by(|a, b| a.file.cmp(&b.file));
 
-    let warnings: Vec<FileWarning> = listing
-        .files
-        .iter()
-        .filter_map(|file| shadowing_warning(file))
-        .collect();
-    let mut warnings: Vec<FileWarning> = warnings;
+    let mut warnings = Vec::new();
     let mut environments = collect_environments(&modules, &module_files, &mut warnings);
+    let run_folders: BTreeSet<&str> = environments
+        .iter()
+        .map(|env| folder_of(&env.file))
+        .chain(std::iter::once(""))
+        .collect();
+    warnings.extend(
+        listing
+            .files
+            .iter()
+            .filter_map(|file| shadowing_warning(file, &run_folders)),
+    );
     warnings.sort_by(|a, b| a.file.cmp(&b.file));
     let index = Arc::new(index::ScanIndex::new(
         modules,
@@ -257,15 +263,15 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
 }
 
 /// A file whose module name (its stem, or its package's folder for `__init__.py`) is one a
-/// run imports.
-fn shadowing_warning(file: &str) -> Option<FileWarning> {
-    let mut parts = file.trim_end_matches(".py").rsplit('/');
-    let stem = parts.next()?;
-    let module = if stem == "__init__" {
-        parts.next()?
-    } else {
-        stem
-    };
+/// run imports, in a folder that runs start from: the scan's root, or one holding an
+/// environment. (`pkg/typing.py` in a package no environment runs from is `pkg.typing`.)
+fn shadowing_warning(file: &str, run_folders: &BTreeSet<&str>) -> Option<FileWarning> {
+    let module_path = file.trim_end_matches(".py");
+    let module_path = module_path.strip_suffix("/__init__").unwrap_or(module_path);
+    let module = module_path.rsplit('/').next()?;
+    if module == "__init__" || !run_folders.contains(folder_of(module_path)) {
+        return None;
+    }
     let shadowed = shadowed_module(module)?;
     Some(FileWarning {
         file: file.to_owned(),
@@ -294,6 +300,11 @@ fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModul
         is_package,
         summary,
     })
+}
+
+/// `a/b/c.py` → `a/b`; a top-level file → `` (the root).
+fn folder_of(file: &str) -> &str {
+    file.rsplit_once('/').map_or("", |(folder, _)| folder)
 }
 
 /// Files whose name starts with `_` are read so imports through them resolve, but what they

@@ -66,16 +66,20 @@ impl Nesting {
 /// Refuses a source nesting deeper than the limits above, naming the first line at which it
 /// already does.
 pub(crate) fn check(source: &str, mode: Mode) -> Result<(), (Nesting, u32)> {
-    let Err(nesting) = measure(source, mode) else {
+    let Err(refused) = measure(source, mode) else {
         return Ok(());
     };
-    Err((nesting, first_failing_line(source, mode)))
+    Err((
+        refused.nesting,
+        first_failing_line(source, mode, refused.lines_before),
+    ))
 }
 
 /// The lexer gives token kinds but not their positions, so the line is found by measuring
 /// prefixes that end at line ends: the first prefix already too deep ends at the culprit line.
-/// This runs only for a refused file.
-fn first_failing_line(source: &str, mode: Mode) -> u32 {
+/// The search starts at the lines the tokens ended before the refusal (more only when strings
+/// span lines), and runs only for a refused file.
+fn first_failing_line(source: &str, mode: Mode, lines_before: usize) -> u32 {
     let line_ends: Vec<usize> = source
         .bytes()
         .enumerate()
@@ -83,8 +87,16 @@ fn first_failing_line(source: &str, mode: Mode) -> u32 {
         .map(|(at, _)| at + 1)
         .chain(std::iter::once(source.len()))
         .collect();
-    let failing = line_ends.partition_point(|&end| measure(&source[..end], mode).is_ok());
+    let start = lines_before.min(line_ends.len().saturating_sub(1));
+    let failing =
+        start + line_ends[start..].partition_point(|&end| measure(&source[..end], mode).is_ok());
     u32::try_from(failing + 1).unwrap_or(u32::MAX)
+}
+
+/// What nests past a limit, and how many lines had ended (by their newline tokens) before.
+struct Refusal {
+    nesting: Nesting,
+    lines_before: usize,
 }
 
 /// Binding strength, loosest first: Python's operator precedence, with the statement-level
@@ -547,14 +559,22 @@ fn spans_statement_elements(kind: TokenKind) -> bool {
 }
 
 /// The bound on the source's depth, or what nests past a limit.
-fn measure(source: &str, mode: Mode) -> Result<u32, Nesting> {
+fn measure(source: &str, mode: Mode) -> Result<u32, Refusal> {
     let mut lexer = ruff_python_parser::lexer::lex(source, mode);
     let mut measure = Measure::new();
+    let mut lines_before = 0;
     loop {
         let kind = lexer.next_token();
-        measure.token(kind)?;
-        if kind == TokenKind::EndOfFile {
-            return Ok(measure.deepest);
+        if let Err(nesting) = measure.token(kind) {
+            return Err(Refusal {
+                nesting,
+                lines_before,
+            });
+        }
+        match kind {
+            TokenKind::EndOfFile => return Ok(measure.deepest),
+            TokenKind::Newline | TokenKind::NonLogicalNewline => lines_before += 1,
+            _ => {}
         }
     }
 }

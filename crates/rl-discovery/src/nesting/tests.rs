@@ -3,7 +3,9 @@
 use super::*;
 
 fn nesting(source: &str) -> Option<Nesting> {
-    measure(source, Mode::Module).err()
+    measure(source, Mode::Module)
+        .err()
+        .map(|refused| refused.nesting)
 }
 
 /// The depth of expression and statement nodes in ruff's tree: what Drop and our walks
@@ -93,7 +95,9 @@ fn the_bound_is_never_below_the_trees_depth_and_not_far_above_it() {
             _ => format!("if a:\n    f({expression})\n"),
         };
         let tree = tree_depth(&source);
-        let bound = measure(&source, Mode::Module).unwrap();
+        let Ok(bound) = measure(&source, Mode::Module) else {
+            panic!("refused: {source}");
+        };
         // Drop and every walk recurse through the tree: it must never be deeper than the
         // bound (a statement and a tuple node are not counted).
         assert!(

@@ -266,11 +266,17 @@ fn files_named_like_modules_runs_import_are_warned_about_and_still_read() {
         ("openai.py", b"x = 1\n"),
         ("typing/__init__.py", b"x = 1\n"),
         ("word_count.py", b"x = 1\n"),
+        // Runs start from sub/, where an environment is: its random.py shadows.
+        ("sub/env.py", ENV),
+        ("sub/random.py", b"x = 1\n"),
+        // No run starts from pkg/: its typing.py is pkg.typing.
+        ("pkg/__init__.py", b""),
+        ("pkg/typing.py", b"x = 1\n"),
     ]);
     let scan = crate::scan_recursive(dir.path());
     assert_eq!(
         scan.environments.len(),
-        2,
+        3,
         "json.py's environment is listed"
     );
     let warned: Vec<(&str, String)> = scan
@@ -279,7 +285,15 @@ fn files_named_like_modules_runs_import_are_warned_about_and_still_read() {
         .map(|w| (w.file.as_str(), w.warning.to_string()))
         .collect();
     let files: Vec<&str> = warned.iter().map(|(file, _)| *file).collect();
-    assert_eq!(files, ["json.py", "openai.py", "typing/__init__.py"]);
+    assert_eq!(
+        files,
+        [
+            "json.py",
+            "openai.py",
+            "sub/random.py",
+            "typing/__init__.py"
+        ]
+    );
     assert!(
         warned[0]
             .1
@@ -292,7 +306,7 @@ fn files_named_like_modules_runs_import_are_warned_about_and_still_read() {
             .contains("the module environments import at run time `openai`"),
         "{warned:?}"
     );
-    let json = serde_json::to_value(&scan.warnings[2]).unwrap();
+    let json = serde_json::to_value(&scan.warnings[3]).unwrap();
     assert_eq!(
         json,
         serde_json::json!({"file": "typing/__init__.py", "warning": {"kind": "shadows_module", "module": "typing", "shadowed": "standard_library"}})
