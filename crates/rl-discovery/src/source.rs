@@ -53,7 +53,7 @@ pub(crate) fn read_source_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, Skip
 fn check_regular(metadata: &std::fs::Metadata, limit: u64) -> Result<u64, SkipReason> {
     if !metadata.is_file() {
         return Err(SkipReason::NotAFile {
-            file_type: kind_of(metadata.file_type()).to_owned(),
+            file_type: file_kind(metadata.file_type()).to_owned(),
         });
     }
     let bytes = metadata.len();
@@ -64,7 +64,7 @@ fn check_regular(metadata: &std::fs::Metadata, limit: u64) -> Result<u64, SkipRe
 }
 
 /// What a directory entry is, in words, when it is not a regular file.
-pub(crate) fn kind_of(file_type: std::fs::FileType) -> &'static str {
+pub fn file_kind(file_type: std::fs::FileType) -> &'static str {
     if file_type.is_dir() {
         "folder"
     } else if file_type.is_fifo() {

@@ -55,3 +55,64 @@ fn a_config_class_nesting_to_the_limits_is_read_on_a_small_stack() {
         field("forward").field_type
     );
 }
+
+/// Runs `work` on another thread, failing (not hanging) if it blocks.
+fn within_a_minute<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(work());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("blocked on a FIFO")
+}
+
+fn fifo(path: &std::path::Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+}
+
+/// A FIFO where rl keeps its settings, keys or selection is refused with what it is; opening it
+/// waited forever before, and every face hung.
+#[test]
+fn state_files_that_are_fifos_are_refused_not_waited_on() {
+    let home = tempfile::tempdir().unwrap();
+    fifo(&home.path().join("config.toml"));
+    let path = home.path().to_owned();
+    let error = within_a_minute(move || rl_config::Settings::load(&path, Vec::new()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("config.toml is a FIFO (named pipe), not a regular file"),
+        "{error}"
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    fifo(&home.path().join(".env"));
+    let path = home.path().to_owned();
+    let secrets = within_a_minute(move || rl_config::Secrets::load(&path, &Default::default()));
+    assert!(
+        secrets
+            .warnings
+            .iter()
+            .any(|w| w.contains(".env is a FIFO")),
+        "{:?}",
+        secrets.warnings
+    );
+
+    for state in ["selection.json", "selection.lock"] {
+        let home = tempfile::tempdir().unwrap();
+        fifo(&home.path().join(state));
+        let path = home.path().to_owned();
+        let settings = rl_config::Settings {
+            tinker_atropos_root: Some(crate::fixture_tree()),
+            ..Default::default()
+        };
+        let error = within_a_minute(move || {
+            let service = rl_config::ConfigService::open(&path, settings).unwrap();
+            service.select("word_ladder").map(|_| ())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains(&format!("{state} is a FIFO")), "{error}");
+    }
+}
