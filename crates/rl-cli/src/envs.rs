@@ -108,10 +108,7 @@ fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
         }
     }
     if !list.warnings.is_empty() {
-        output::line(format!(
-            "{} files endanger the others:",
-            list.warnings.len()
-        ))?;
+        output::line(format!("{} files with warnings:", list.warnings.len()))?;
         for warned in &list.warnings {
             output::line(format!("  {}: {}", warned.file, warned.warning))?;
         }

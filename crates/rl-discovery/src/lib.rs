@@ -70,7 +70,7 @@ pub struct Scan {
     pub environments: Vec<Environment>,
     /// Files that could not be read or parsed, with the reason; they never abort a scan.
     pub skipped: Vec<SkippedFile>,
-    /// Files read (or skipped) that endanger the environments beside them.
+    /// Files that endanger the environments beside them, or hold classes rl did not follow.
     pub warnings: Vec<FileWarning>,
     /// Names that more than one environment uses; select those by `key`.
     pub duplicate_names: Vec<DuplicateName>,

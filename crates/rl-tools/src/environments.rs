@@ -21,7 +21,7 @@ pub struct EnvironmentList {
     /// Python files that could not be read, with why.
     pub skipped: Vec<SkippedFile>,
     /// Files that break the environments beside them (a `json.py` shadowing the standard
-    /// library), with why.
+    /// library), or hold classes too deep to follow, with why.
     pub warnings: Vec<FileWarning>,
     pub files_scanned: usize,
 }

@@ -413,8 +413,13 @@ fn tree_checks(settings: &Settings) -> Vec<Check> {
 
 /// Files named like a module a run imports break every environment beside them.
 fn shadowing_check(scan: &rl_discovery::Scan) -> Option<Check> {
-    let first = scan.warnings.first()?;
-    let names: Vec<&str> = scan.warnings.iter().map(|w| w.file.as_str()).collect();
+    let shadowing: Vec<&rl_discovery::FileWarning> = scan
+        .warnings
+        .iter()
+        .filter(|w| matches!(w.warning, rl_discovery::Warning::ShadowsModule { .. }))
+        .collect();
+    let first = shadowing.first()?;
+    let names: Vec<&str> = shadowing.iter().map(|w| w.file.as_str()).collect();
     Some(finding(
         "environment file names",
         true,

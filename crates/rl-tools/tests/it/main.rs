@@ -150,3 +150,27 @@ fn a_file_shadowing_the_standard_library_is_a_finding_naming_it() {
     );
     assert_eq!(shadowing.fix.as_deref(), Some("rename json.py"));
 }
+
+#[test]
+fn a_long_inheritance_chain_is_no_file_name_finding() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = tempfile::tempdir().unwrap();
+    let envs = tree.path().join("tinker_atropos/environments");
+    std::fs::create_dir_all(&envs).unwrap();
+    let mut chain =
+        String::from("from atroposlib.envs.base import BaseEnv\nclass C0(BaseEnv): pass\n");
+    for i in 1..100 {
+        chain.push_str(&format!("class C{i}(C{}): pass\n", i - 1));
+    }
+    std::fs::write(envs.join("chain.py"), chain).unwrap();
+    let settings = settings(Path::new("/bin/echo"), Some(tree.path().to_owned()));
+    let report = health_check(home.path(), Ok(&settings), &secrets_with(home.path(), &[]));
+    assert!(named(&report, "environments").ok);
+    assert!(
+        !report
+            .checks
+            .iter()
+            .any(|check| check.name == "environment file names"),
+        "{report:#?}"
+    );
+}
