@@ -48,7 +48,7 @@ fn random_expression(rng: &mut fastrand::Rng, budget: &mut u32) -> String {
     }
     *budget -= 1;
     let mut sub = |rng: &mut fastrand::Rng| random_expression(rng, budget);
-    match rng.u32(..24) {
+    match rng.u32(..30) {
         0 => format!("{} + {}", sub(rng), sub(rng)),
         1 => format!("{} * {} ** {}", sub(rng), sub(rng), sub(rng)),
         2 => format!("-{}", sub(rng)),
@@ -79,6 +79,12 @@ fn random_expression(rng: &mut fastrand::Rng, budget: &mut u32) -> String {
         20 => format!("({}, {})", sub(rng), sub(rng)),
         21 => format!("{} is not {}", sub(rng), sub(rng)),
         22 => format!("g({})({})", sub(rng), sub(rng)),
+        23 => format!("(lambda *p, **q: {})", sub(rng)),
+        24 => format!("[*{}, *{}][::{}]", sub(rng), sub(rng), sub(rng)),
+        25 => format!("(yield from {})", sub(rng)),
+        26 => format!("((w := {}) if {} else {})", sub(rng), sub(rng), sub(rng)),
+        27 => format!("{{**{}, 'k': {}}}", sub(rng), sub(rng)),
+        28 => format!("{{v: {} async for v in {}}}", sub(rng), sub(rng)),
         _ => format!("({})", sub(rng)),
     }
 }
@@ -86,12 +92,26 @@ fn random_expression(rng: &mut fastrand::Rng, budget: &mut u32) -> String {
 #[test]
 fn the_bound_is_never_below_the_trees_depth_and_not_far_above_it() {
     let mut rng = fastrand::Rng::with_seed(7);
-    for _ in 0..5_000 {
+    for _ in 0..8_000 {
         let mut budget = rng.u32(1..60);
         let expression = random_expression(&mut rng, &mut budget);
-        let source = match rng.u32(..3) {
+        let mut budget = rng.u32(1..20);
+        let other = random_expression(&mut rng, &mut budget);
+        let source = match rng.u32(..11) {
             0 => format!("x = {expression}\n"),
             1 => format!("async def f():\n    return {expression}, 1\n"),
+            2 => format!("@deco({expression})\nclass C(B, metaclass={other}):\n    pass\n"),
+            3 => format!("with {expression} as w, {other}:\n    pass\n"),
+            4 => format!(
+                "match {expression}:\n    case [a, *b] if {other}:\n        pass\n    case C(d=[e, {{'k': f}}]) | g:\n        pass\n"
+            ),
+            5 => format!("for v in {expression}:\n    pass\nelse:\n    x[{other}] += 1\n"),
+            6 => {
+                format!("try:\n    del x[{expression}]\nexcept* E as e:\n    assert {other}, 'm'\n")
+            }
+            7 => format!("type T[U: int] = {expression}\n"),
+            8 => format!("def f[T](a: {other} = {expression}, *, b=1) -> {other}:\n    pass\n"),
+            9 => format!("a, *b = c = {expression}; d = {other}\n"),
             _ => format!("if a:\n    f({expression})\n"),
         };
         let tree = tree_depth(&source);
