@@ -107,6 +107,12 @@ fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
             output::line(format!("  {}: {}", skipped.file, skipped.reason))?;
         }
     }
+    if !list.warnings.is_empty() {
+        output::line(format!("{} files with warnings:", list.warnings.len()))?;
+        for warned in &list.warnings {
+            output::line(format!("  {}: {}", warned.file, warned.warning))?;
+        }
+    }
     Ok(())
 }
 

@@ -38,6 +38,8 @@ pub enum ConfigError {
     InvalidInput { what: String, reason: String },
     #[error("operator config is invalid: {0}")]
     Settings(String),
+    #[error("{path} is a {kind}, not a regular file; replace it with a file, or remove it")]
+    NotAFile { path: PathBuf, kind: String },
     #[error("state in {path} is unreadable ({reason}); fix or remove the file")]
     CorruptState { path: PathBuf, reason: String },
     #[error("{action} {path}: {source}")]

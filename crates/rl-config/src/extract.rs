@@ -78,12 +78,11 @@ struct ParsedFile {
 
 impl ParsedFile {
     fn parse(file: &str, text: String) -> Result<Self, ConfigError> {
-        let parsed =
-            ruff_python_parser::parse_module(&text).map_err(|error| ConfigError::Source {
+        let module =
+            rl_discovery::parse_python_module(&text).map_err(|reason| ConfigError::Source {
                 file: file.to_owned(),
-                reason: error.to_string(),
+                reason: reason.to_string(),
             })?;
-        let module = parsed.into_syntax();
         Ok(Self { text, module })
     }
 
@@ -544,13 +543,7 @@ pub(crate) fn literal(expr: &Expr) -> Option<Value> {
             ast::Number::Float(float) => Value::Float(*float),
             ast::Number::Complex { .. } => return None,
         },
-        Expr::UnaryOp(unary) if matches!(unary.op, ast::UnaryOp::USub) => {
-            match literal(&unary.operand)? {
-                Value::Int(i) => Value::Int(i.checked_neg()?),
-                Value::Float(f) => Value::Float(-f),
-                _ => return None,
-            }
-        }
+        Expr::UnaryOp(unary) if matches!(unary.op, ast::UnaryOp::USub) => negated_literal(unary)?,
         Expr::List(list) => Value::List(list.elts.iter().map(literal).collect::<Option<_>>()?),
         Expr::Tuple(tuple) => Value::List(tuple.elts.iter().map(literal).collect::<Option<_>>()?),
         Expr::Dict(dict) => {
@@ -565,6 +558,24 @@ pub(crate) fn literal(expr: &Expr) -> Option<Value> {
         }
         _ => return None,
     })
+}
+
+/// `-1`, `--1.5`: the signs are counted by a loop, as a chain of them may be thousands long.
+fn negated_literal(unary: &ast::ExprUnaryOp) -> Option<Value> {
+    let mut negative = true;
+    let mut operand = unary.operand.as_ref();
+    while let Expr::UnaryOp(inner) = operand
+        && matches!(inner.op, ast::UnaryOp::USub)
+    {
+        negative = !negative;
+        operand = inner.operand.as_ref();
+    }
+    match literal(operand)? {
+        Value::Int(i) if negative => Some(Value::Int(i.checked_neg()?)),
+        Value::Float(f) if negative => Some(Value::Float(-f)),
+        value @ (Value::Int(_) | Value::Float(_)) => Some(value),
+        _ => None,
+    }
 }
 
 fn string_value(expr: &Expr) -> Option<String> {
@@ -641,8 +652,8 @@ fn field_type(text: &str, annotation: &Expr, context: &TypeContext<'_>) -> Field
             union(text, &members, context).unwrap_or_else(unknown)
         }
         Expr::StringLiteral(forward) => {
-            match ruff_python_parser::parse_expression(forward.value.to_str()) {
-                Ok(expression) => field_type(forward.value.to_str(), expression.expr(), context),
+            match rl_discovery::parse_python_expression(forward.value.to_str()) {
+                Ok(expression) => field_type(forward.value.to_str(), &expression, context),
                 Err(_) => unknown(),
             }
         }
@@ -650,13 +661,17 @@ fn field_type(text: &str, annotation: &Expr, context: &TypeContext<'_>) -> Field
     }
 }
 
+/// `A | B | C` as `[A, B, C]`, by a loop: a chain may be thousands of members long.
 fn flatten_bitor<'e>(expr: &'e Expr, members: &mut Vec<&'e Expr>) {
-    match expr {
-        Expr::BinOp(binop) if matches!(binop.op, ast::Operator::BitOr) => {
-            flatten_bitor(&binop.left, members);
-            flatten_bitor(&binop.right, members);
+    let mut pending = vec![expr];
+    while let Some(expr) = pending.pop() {
+        match expr {
+            Expr::BinOp(binop) if matches!(binop.op, ast::Operator::BitOr) => {
+                pending.push(&binop.right);
+                pending.push(&binop.left);
+            }
+            other => members.push(other),
         }
-        other => members.push(other),
     }
 }
 

@@ -30,6 +30,9 @@ pub use settings::{
     EngineSettings, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings,
     default_home,
 };
-pub use store::{Edit, Section, SelectedEnvironment, Selection, lock_exclusive, write_atomically};
+pub use store::{
+    Edit, Section, SelectedEnvironment, Selection, lock_exclusive, refuse_special_file,
+    write_atomically,
+};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};
 pub use value::Value;

@@ -360,6 +360,7 @@ impl Settings {
             .collect();
         // Variables come as a list rather than from figment's `Env` provider, which reads the
         // process environment itself: the layering stays explicit and testable in parallel.
+        crate::store::refuse_special_file(&home.join(SETTINGS_FILE))?;
         let mut figment = Figment::from(Serialized::defaults(Settings::default()))
             .merge(Toml::file(home.join(SETTINGS_FILE)));
         let mut from_env = Figment::new();

@@ -95,7 +95,21 @@ impl Store {
     }
 }
 
+/// Refuses a file rl reads or writes that is there but is no regular file: opening a FIFO
+/// waits for a writer (or a reader) forever, and every face would hang.
+pub fn refuse_special_file(path: &Path) -> Result<(), ConfigError> {
+    match std::fs::metadata(path) {
+        Ok(metadata) if !metadata.is_file() => Err(ConfigError::NotAFile {
+            path: path.to_owned(),
+            kind: rl_discovery::file_kind(metadata.file_type()).to_owned(),
+        }),
+        // Absent, or unreadable: what opening it says is the better message.
+        _ => Ok(()),
+    }
+}
+
 fn read_selection(path: &Path) -> Result<Option<Selection>, ConfigError> {
+    refuse_special_file(path)?;
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -113,6 +127,7 @@ fn read_selection(path: &Path) -> Result<Option<Selection>, ConfigError> {
 /// Holds an exclusive `flock` on `path` (created if missing) until the guard is dropped: the
 /// read-modify-write of a state file by several processes at once.
 pub fn lock_exclusive(path: &Path) -> Result<Flock<std::fs::File>, ConfigError> {
+    refuse_special_file(path)?;
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)

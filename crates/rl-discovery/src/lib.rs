@@ -14,12 +14,15 @@ mod error;
 mod index;
 mod known;
 mod lookup;
+mod module_names;
+mod nesting;
+mod parse;
 mod resolve;
 mod source;
 mod summary;
 mod walk;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,7 +32,10 @@ use serde::Serialize;
 pub use error::DiscoveryError;
 pub use index::{ClassLocation, ClassTarget};
 pub use known::KNOWN_ENV_BASES;
-pub use source::read_python_source;
+pub use module_names::{RUNTIME_DEPENDENCIES, STANDARD_LIBRARY_MODULES, Shadowed, shadowed_module};
+pub use nesting::Nesting;
+pub use parse::{parse_python_expression, parse_python_module};
+pub use source::{MAX_SOURCE_BYTES, file_kind, read_python_source};
 pub use summary::dotted as dotted_name;
 
 use resolve::{Ancestor, ParsedModule, Resolver};
@@ -47,7 +53,7 @@ impl Default for ScanOptions {
     fn default() -> Self {
         Self {
             recursive: false,
-            max_file_bytes: 4 * 1024 * 1024,
+            max_file_bytes: MAX_SOURCE_BYTES,
         }
     }
 }
@@ -64,6 +70,8 @@ pub struct Scan {
     pub environments: Vec<Environment>,
     /// Files that could not be read or parsed, with the reason; they never abort a scan.
     pub skipped: Vec<SkippedFile>,
+    /// Files that endanger the environments beside them, or hold classes rl did not follow.
+    pub warnings: Vec<FileWarning>,
     /// Names that more than one environment uses; select those by `key`.
     pub duplicate_names: Vec<DuplicateName>,
     /// What was parsed, kept (without syntax trees) to answer questions about classes later.
@@ -145,14 +153,46 @@ pub enum SkipReason {
     Undecodable { encoding: String, detail: String },
     #[error("declares an encoding Python or rl does not know: '{label}'")]
     UnknownEncoding { label: String },
+    /// Refused from its tokens, before parsing: a syntax tree this deep cannot be handled.
+    #[error("{}", nesting.describe(*line))]
+    TooDeeplyNested {
+        nesting: Nesting,
+        line: u32,
+        limit: u32,
+    },
     #[error("binary file (contains NUL bytes), not Python source")]
     Binary,
+    #[error("its name is not valid UTF-8, so rl cannot name it to Python or to you; rename it")]
+    NameNotUtf8,
+    #[error("a {file_type}, not a regular file: not read")]
+    NotAFile { file_type: String },
     #[error("{bytes} bytes, over the limit of {limit} bytes")]
     TooLarge { bytes: u64, limit: u64 },
     #[error("symbolic link loop (points back to {ancestor})")]
     SymlinkLoop { ancestor: String },
     #[error("cannot read: {message}")]
     Unreadable { message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileWarning {
+    pub file: String,
+    pub warning: Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Warning {
+    #[error(
+        "shadows {shadowed} `{module}`: a run started from this folder imports this file for \
+         every `import {module}`, atroposlib's included, and fails; rename it"
+    )]
+    ShadowsModule { module: String, shadowed: Shadowed },
+    #[error(
+        "class {class} is more than {limit} classes away from BaseEnv; rl follows inheritance no \
+         deeper, so it and the classes deriving from it are not listed"
+    )]
+    InheritanceTooDeep { class: String, limit: usize },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -189,7 +229,20 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
     }
     skipped.sort_by(|a, b| a.file.cmp(&b.file));
 
-    let mut environments = collect_environments(&modules, &module_files);
+    let mut warnings = Vec::new();
+    let mut environments = collect_environments(&modules, &module_files, &mut warnings);
+    let run_folders: BTreeSet<&str> = environments
+        .iter()
+        .map(|env| folder_of(&env.file))
+        .chain(std::iter::once(""))
+        .collect();
+    warnings.extend(
+        listing
+            .files
+            .iter()
+            .filter_map(|file| shadowing_warning(file, &run_folders)),
+    );
+    warnings.sort_by(|a, b| a.file.cmp(&b.file));
     let index = Arc::new(index::ScanIndex::new(
         modules,
         module_files.iter().map(|file| (*file).to_owned()).collect(),
@@ -203,21 +256,34 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
         files_scanned: listing.files.len(),
         environments,
         skipped,
+        warnings,
         duplicate_names,
         index,
     })
 }
 
-fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModule, SkipReason> {
-    let path = root.join(file);
-    let unreadable = |error: std::io::Error| SkipReason::Unreadable {
-        message: error.to_string(),
-    };
-    let size = std::fs::metadata(&path).map_err(unreadable)?.len();
-    if size > limit {
-        return Err(SkipReason::TooLarge { bytes: size, limit });
+/// A file whose module name (its stem, or its package's folder for `__init__.py`) is one a
+/// run imports, in a folder that runs start from: the scan's root, or one holding an
+/// environment. (`pkg/typing.py` in a package no environment runs from is `pkg.typing`.)
+fn shadowing_warning(file: &str, run_folders: &BTreeSet<&str>) -> Option<FileWarning> {
+    let module_path = file.trim_end_matches(".py");
+    let module_path = module_path.strip_suffix("/__init__").unwrap_or(module_path);
+    let module = module_path.rsplit('/').next()?;
+    if module == "__init__" || !run_folders.contains(folder_of(module_path)) {
+        return None;
     }
-    let bytes = std::fs::read(&path).map_err(unreadable)?;
+    let shadowed = shadowed_module(module)?;
+    Some(FileWarning {
+        file: file.to_owned(),
+        warning: Warning::ShadowsModule {
+            module: module.to_owned(),
+            shadowed,
+        },
+    })
+}
+
+fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModule, SkipReason> {
+    let bytes = source::read_source_bytes(&root.join(file), limit)?;
     let text = source::decode(&bytes)?;
     let summary = summary::summarize(&text)?;
     let mut module_path: Vec<String> = file
@@ -236,13 +302,22 @@ fn read_and_summarize(root: &Path, file: &str, limit: u64) -> Result<ParsedModul
     })
 }
 
+/// `a/b/c.py` → `a/b`; a top-level file → `` (the root).
+fn folder_of(file: &str) -> &str {
+    file.rsplit_once('/').map_or("", |(folder, _)| folder)
+}
+
 /// Files whose name starts with `_` are read so imports through them resolve, but what they
 /// define is not listed: by convention they are private helpers, as the original tool assumed.
 fn is_listed(file: &str) -> bool {
     !file.rsplit('/').next().unwrap_or(file).starts_with('_')
 }
 
-fn collect_environments(modules: &[ParsedModule], files: &[&str]) -> Vec<Environment> {
+fn collect_environments(
+    modules: &[ParsedModule],
+    files: &[&str],
+    warnings: &mut Vec<FileWarning>,
+) -> Vec<Environment> {
     let mut resolver = Resolver::new(modules);
     let mut environments = Vec::new();
     for (module_index, module) in modules.iter().enumerate() {
@@ -252,9 +327,24 @@ fn collect_environments(modules: &[ParsedModule], files: &[&str]) -> Vec<Environ
         // A class defined twice in one file (try/except fallbacks) is one environment: the
         // first definition, which is the one that runs when its imports succeed.
         let mut first_definition: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut warned = false;
         for (class_index, class) in module.summary.classes.iter().enumerate() {
-            let Some(ancestry) = resolver.env_ancestry((module_index, class_index)) else {
-                continue;
+            let ancestry = match resolver.env_ancestry((module_index, class_index)) {
+                Ok(Some(ancestry)) => ancestry,
+                Ok(None) => continue,
+                Err(resolve::TooDeep) => {
+                    // Once per file: the classes after it are as deep or deeper.
+                    if !std::mem::replace(&mut warned, true) {
+                        warnings.push(FileWarning {
+                            file: files[module_index].to_owned(),
+                            warning: Warning::InheritanceTooDeep {
+                                class: class.name.clone(),
+                                limit: resolve::MAX_INHERITANCE_DEPTH,
+                            },
+                        });
+                    }
+                    continue;
+                }
             };
             if first_definition.insert(&class.name, class_index).is_some() {
                 continue;

@@ -45,9 +45,36 @@ impl Ancestor {
 #[derive(Clone)]
 enum Visit {
     InProgress,
-    /// The parent on the way to `BaseEnv`, or `None` when the class is no environment.
-    Done(Option<Ancestor>),
+    Done(Lineage),
 }
+
+/// Where a class's bases lead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lineage {
+    /// The parent on the way to `BaseEnv`, and how many classes away `BaseEnv` is (1: a
+    /// direct subclass).
+    Environment {
+        parent: Ancestor,
+        distance: usize,
+    },
+    NotAnEnvironment,
+    /// More than [`MAX_INHERITANCE_DEPTH`] classes from `BaseEnv`, or found in a chain that
+    /// long: not followed, so that a file of 100 000 classes each deriving from the one
+    /// before cannot exhaust the stack, or the memory with their ancestries.
+    TooDeep,
+}
+
+/// Real environments are one to four classes from `BaseEnv`.
+pub(crate) const MAX_INHERITANCE_DEPTH: usize = 64;
+
+/// A class further from `BaseEnv` than [`MAX_INHERITANCE_DEPTH`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooDeep;
+
+/// Bindings looked at to resolve one reference: a name bound 20 000 times, or bound twice in
+/// each of 30 files importing one another, would otherwise cost minutes (real references take
+/// a handful).
+const MAX_RESOLUTION_STEPS: usize = 128;
 
 /// Guards against pathological re-export chains; real trees need three or four hops.
 const MAX_IMPORT_HOPS: usize = 32;
@@ -77,16 +104,25 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// The ancestry of a class up to and including the `BaseEnv` it reaches, or `None` when it
-    /// is not an environment.
-    pub(crate) fn env_ancestry(&mut self, class: ClassId) -> Option<Vec<Ancestor>> {
+    /// The ancestry of a class up to and including the `BaseEnv` it reaches; `Ok(None)` when it
+    /// is not an environment, `Err` when it is further from `BaseEnv` than rl follows.
+    pub(crate) fn env_ancestry(
+        &mut self,
+        class: ClassId,
+    ) -> Result<Option<Vec<Ancestor>>, TooDeep> {
         let mut chain = Vec::new();
-        let mut current = self.parent_env(class)?;
+        let mut current = class;
         loop {
-            chain.push(current.clone());
-            match current {
-                Ancestor::External(_) => return Some(chain),
-                Ancestor::Scanned(id) => current = self.parent_env(id)?,
+            match self.parent_env(current, 0) {
+                Lineage::Environment { parent, .. } => {
+                    chain.push(parent.clone());
+                    match parent {
+                        Ancestor::External(_) => return Ok(Some(chain)),
+                        Ancestor::Scanned(id) => current = id,
+                    }
+                }
+                Lineage::NotAnEnvironment => return Ok(None),
+                Lineage::TooDeep => return Err(TooDeep),
             }
         }
     }
@@ -98,44 +134,72 @@ impl<'a> Resolver<'a> {
         summary
             .bases
             .iter()
-            .flat_map(|base| self.resolve_in_module(module, base, Some(summary.offset), 0))
+            .flat_map(|base| {
+                let mut steps = MAX_RESOLUTION_STEPS;
+                self.resolve_in_module(module, base, Some(summary.offset), 0, &mut steps)
+            })
             .collect()
     }
 
     /// What `reference`, written in `module`, may denote (all bindings considered).
     pub(crate) fn resolve(&self, module: usize, reference: &[String]) -> Vec<Ancestor> {
-        self.resolve_in_module(module, reference, None, 0)
+        let mut steps = MAX_RESOLUTION_STEPS;
+        self.resolve_in_module(module, reference, None, 0, &mut steps)
     }
 
-    /// The first base of `class` that leads to `BaseEnv`.
-    fn parent_env(&mut self, class: ClassId) -> Option<Ancestor> {
+    /// The first base of `class` that leads to `BaseEnv`; `depth` counts the classes below it
+    /// whose lineage is being worked out.
+    fn parent_env(&mut self, class: ClassId, depth: usize) -> Lineage {
         match self.visits.get(&class) {
-            Some(Visit::Done(parent)) => return parent.clone(),
+            Some(Visit::Done(lineage)) => return lineage.clone(),
             // A cycle (`class A(B)` / `class B(A)` across files) cannot reach BaseEnv.
-            Some(Visit::InProgress) => return None,
+            Some(Visit::InProgress) => return Lineage::NotAnEnvironment,
             None => {}
+        }
+        if depth > MAX_INHERITANCE_DEPTH {
+            // Not remembered: from a class nearer the end of the chain, this one may be near.
+            return Lineage::TooDeep;
         }
         self.visits.insert(class, Visit::InProgress);
         let (module, index) = class;
         let summary = &self.modules[module].summary.classes[index];
-        let mut parent = None;
-        for base in &summary.bases {
-            for candidate in self.resolve_in_module(module, base, Some(summary.offset), 0) {
-                let reaches_env = match &candidate {
-                    Ancestor::External(_) => candidate.is_known_env_base(),
-                    Ancestor::Scanned(id) => self.parent_env(*id).is_some(),
+        let mut lineage = Lineage::NotAnEnvironment;
+        let mut cut_short = false;
+        'bases: for base in &summary.bases {
+            let mut steps = MAX_RESOLUTION_STEPS;
+            let candidates =
+                self.resolve_in_module(module, base, Some(summary.offset), 0, &mut steps);
+            for candidate in candidates {
+                let distance = match &candidate {
+                    Ancestor::External(_) => candidate.is_known_env_base().then_some(1),
+                    Ancestor::Scanned(id) => match self.parent_env(*id, depth + 1) {
+                        Lineage::Environment { distance, .. } => Some(distance + 1),
+                        Lineage::NotAnEnvironment => None,
+                        Lineage::TooDeep => {
+                            cut_short = true;
+                            break 'bases;
+                        }
+                    },
                 };
-                if reaches_env {
-                    parent = Some(candidate);
-                    break;
+                if let Some(distance) = distance {
+                    lineage = if distance > MAX_INHERITANCE_DEPTH {
+                        Lineage::TooDeep
+                    } else {
+                        Lineage::Environment {
+                            parent: candidate,
+                            distance,
+                        }
+                    };
+                    break 'bases;
                 }
             }
-            if parent.is_some() {
-                break;
-            }
         }
-        self.visits.insert(class, Visit::Done(parent.clone()));
-        parent
+        if cut_short {
+            self.visits.remove(&class);
+            return Lineage::TooDeep;
+        }
+        self.visits.insert(class, Visit::Done(lineage.clone()));
+        lineage
     }
 
     /// What a dotted reference used in `module` may denote: every class it could be, given all
@@ -146,6 +210,7 @@ impl<'a> Resolver<'a> {
         reference: &[String],
         before: Option<u32>,
         hops: usize,
+        steps: &mut usize,
     ) -> Vec<Ancestor> {
         let Some((head, rest)) = reference.split_first() else {
             return Vec::new();
@@ -162,6 +227,10 @@ impl<'a> Resolver<'a> {
         let mut bound = false;
         for binding in visible {
             bound = true;
+            if *steps == 0 {
+                break;
+            }
+            *steps -= 1;
             match &binding.target {
                 BindingTarget::Class(index) if rest.is_empty() => {
                     found.push(Ancestor::Scanned((module, *index)));
@@ -176,12 +245,12 @@ impl<'a> Resolver<'a> {
                     let mut path = absolute;
                     path.push(name.clone());
                     path.extend(rest.iter().cloned());
-                    found.extend(self.resolve_qualified(&path, hops + 1));
+                    found.extend(self.resolve_qualified(&path, hops + 1, steps));
                 }
                 BindingTarget::ImportedModule { module: imported } => {
                     let mut path = imported.clone();
                     path.extend(rest.iter().cloned());
-                    found.extend(self.resolve_qualified(&path, hops + 1));
+                    found.extend(self.resolve_qualified(&path, hops + 1, steps));
                 }
             }
         }
@@ -199,7 +268,7 @@ impl<'a> Resolver<'a> {
     /// A fully qualified `package.module.Name[.Inner…]`: the longest module prefix that is a
     /// scanned file, then the name inside it; otherwise a class outside the scan. atroposlib's
     /// environment bases are reported under their canonical module, whatever re-export was used.
-    fn resolve_qualified(&self, path: &[String], hops: usize) -> Vec<Ancestor> {
+    fn resolve_qualified(&self, path: &[String], hops: usize, steps: &mut usize) -> Vec<Ancestor> {
         let Some((name, module_path)) = path.split_last() else {
             return Vec::new();
         };
@@ -218,7 +287,7 @@ impl<'a> Resolver<'a> {
         for split in (1..path.len()).rev() {
             let (module_part, inside) = path.split_at(split);
             if let Some(target) = self.find_module(module_part) {
-                return self.resolve_in_module(target, inside, None, hops);
+                return self.resolve_in_module(target, inside, None, hops, steps);
             }
         }
         vec![Ancestor::External(path.join("."))]

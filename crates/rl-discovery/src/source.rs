@@ -2,6 +2,9 @@
 //! a UTF-8 BOM, else a PEP 263 coding declaration on line 1 or 2, else UTF-8.
 
 use std::borrow::Cow;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
 
 use encoding_rs::Encoding;
 
@@ -11,12 +14,72 @@ use crate::SkipReason;
 /// contain NUL, so one is enough; looking at a prefix keeps the check cheap on big files.
 const BINARY_SNIFF_LEN: usize = 8 * 1024;
 
+/// Files larger than this are not read (a scan may set its own limit).
+pub const MAX_SOURCE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Reads a Python file as text, decoded the way CPython decodes source.
-pub fn read_python_source(path: &std::path::Path) -> Result<String, SkipReason> {
-    let bytes = std::fs::read(path).map_err(|error| SkipReason::Unreadable {
-        message: error.to_string(),
-    })?;
+pub fn read_python_source(path: &Path) -> Result<String, SkipReason> {
+    let bytes = read_source_bytes(path, MAX_SOURCE_BYTES)?;
     decode(&bytes).map(Cow::into_owned)
+}
+
+/// The bytes of a regular file of at most `limit` bytes. Anything else (a FIFO, a socket, a
+/// device, a folder) is refused before it is opened, and opened without blocking in case it
+/// became one since: reading a FIFO nobody writes to would wait forever.
+pub(crate) fn read_source_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, SkipReason> {
+    let unreadable = |error: std::io::Error| SkipReason::Unreadable {
+        message: error.to_string(),
+    };
+    check_regular(&std::fs::metadata(path).map_err(unreadable)?, limit)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(unreadable)?;
+    let size = check_regular(&file.metadata().map_err(unreadable)?, limit)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // Bounded even if the file grows while it is read.
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    let read = bytes.len() as u64;
+    if read > limit {
+        return Err(SkipReason::TooLarge { bytes: read, limit });
+    }
+    Ok(bytes)
+}
+
+/// The size of a regular file within the limit.
+fn check_regular(metadata: &std::fs::Metadata, limit: u64) -> Result<u64, SkipReason> {
+    if !metadata.is_file() {
+        return Err(SkipReason::NotAFile {
+            file_type: file_kind(metadata.file_type()).to_owned(),
+        });
+    }
+    let bytes = metadata.len();
+    if bytes > limit {
+        return Err(SkipReason::TooLarge { bytes, limit });
+    }
+    Ok(bytes)
+}
+
+/// What a directory entry is, in words, when it is not a regular file.
+pub fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    if file_type.is_dir() {
+        "folder"
+    } else if file_type.is_fifo() {
+        "FIFO (named pipe)"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else if file_type.is_symlink() {
+        "symbolic link"
+    } else {
+        "special file"
+    }
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, SkipReason> {

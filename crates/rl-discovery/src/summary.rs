@@ -60,17 +60,10 @@ pub(crate) struct ClassSummary {
 }
 
 pub(crate) fn summarize(text: &str) -> Result<ModuleSummary, SkipReason> {
-    let parsed = ruff_python_parser::parse_module(text).map_err(|error| {
-        let (line, column) = line_and_column(text, error.location.start().to_u32());
-        SkipReason::SyntaxError {
-            line,
-            column,
-            message: error.error.to_string(),
-        }
-    })?;
+    let module = crate::parse::parse_python_module(text)?;
     let lines = LineIndex::new(text);
     let mut summary = ModuleSummary::default();
-    collect_module_level(parsed.suite(), &lines, &mut summary);
+    collect_module_level(&module.body, &lines, &mut summary);
     Ok(summary)
 }
 
@@ -226,14 +219,22 @@ fn base_reference(expr: &Expr) -> Option<Dotted> {
 
 /// `a.b.C` as `["a", "b", "C"]`; `None` for anything but names and attribute chains.
 pub fn dotted(expr: &Expr) -> Option<Dotted> {
-    match expr {
-        Expr::Name(name) => Some(vec![name.id.to_string()]),
-        Expr::Attribute(attribute) => {
-            let mut parts = dotted(&attribute.value)?;
-            parts.push(attribute.attr.to_string());
-            Some(parts)
+    // A loop, not recursion: an attribute chain may be thousands of links long.
+    let mut parts = Vec::new();
+    let mut current = expr;
+    loop {
+        match current {
+            Expr::Name(name) => {
+                parts.push(name.id.to_string());
+                parts.reverse();
+                return Some(parts);
+            }
+            Expr::Attribute(attribute) => {
+                parts.push(attribute.attr.to_string());
+                current = &attribute.value;
+            }
+            _ => return None,
         }
-        _ => None,
     }
 }
 
@@ -327,18 +328,6 @@ impl LineIndex {
     fn line_of(&self, offset: u32) -> u32 {
         self.starts.partition_point(|&start| start <= offset) as u32
     }
-}
-
-fn line_and_column(text: &str, offset: u32) -> (u32, u32) {
-    let offset = (offset as usize).min(text.len());
-    let before = &text.as_bytes()[..offset];
-    let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let column = 1 + text[line_start..offset].chars().count();
-    (line as u32, column as u32)
 }
 
 #[cfg(test)]

@@ -50,7 +50,27 @@ pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
     for entry in walker {
         match entry {
             Ok(entry) if entry.file_type().is_file() && has_py_extension(entry.path()) => {
-                listing.files.push(relative(root, entry.path()));
+                let file = relative(root, entry.path());
+                let within_root = entry.path().strip_prefix(root).unwrap_or(entry.path());
+                if within_root.to_str().is_some() {
+                    listing.files.push(file);
+                } else {
+                    // The lossy name would point at no file, and a run could not be given it.
+                    listing.skipped.push(SkippedFile {
+                        file,
+                        reason: SkipReason::NameNotUtf8,
+                    });
+                }
+            }
+            // Named like Python but not a file (a FIFO, a socket, a device, a folder): said so,
+            // never opened. A folder's contents are still scanned when recursive.
+            Ok(entry) if entry.depth() > 0 && has_py_extension(entry.path()) => {
+                listing.skipped.push(SkippedFile {
+                    file: relative(root, entry.path()),
+                    reason: SkipReason::NotAFile {
+                        file_type: crate::source::file_kind(entry.file_type()).to_owned(),
+                    },
+                });
             }
             Ok(_) => {}
             Err(error) => {

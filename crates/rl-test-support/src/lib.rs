@@ -1,5 +1,9 @@
 //! Helpers for the integration tests of every crate (a dev-dependency only; nothing ships it).
 
+mod hostile;
+
+pub use hostile::{GOOD_ENVIRONMENT, deeply_nested_sources};
+
 use std::path::{Path, PathBuf};
 
 /// The environment variable `cargo xtask test` sets to the test venv's Python.

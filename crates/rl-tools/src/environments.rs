@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use rl_config::{CurrentField, DefaultValue, FieldType, Value, ValueOrigin};
-use rl_discovery::{DuplicateName, Environment, Scan, SkippedFile};
+use rl_discovery::{DuplicateName, Environment, FileWarning, Scan, SkippedFile};
 use serde::Serialize;
 
 use crate::{Tools, ToolsError};
@@ -20,6 +20,9 @@ pub struct EnvironmentList {
     pub duplicate_names: Vec<DuplicateName>,
     /// Python files that could not be read, with why.
     pub skipped: Vec<SkippedFile>,
+    /// Files that break the environments beside them (a `json.py` shadowing the standard
+    /// library), or hold classes too deep to follow, with why.
+    pub warnings: Vec<FileWarning>,
     pub files_scanned: usize,
 }
 
@@ -142,6 +145,7 @@ impl Tools {
             root: scan.root.clone(),
             duplicate_names: scan.duplicate_names.clone(),
             skipped: scan.skipped.clone(),
+            warnings: scan.warnings.clone(),
             files_scanned: scan.files_scanned,
         })
     }

@@ -458,10 +458,39 @@ fn tree_checks(settings: &Settings) -> Vec<Check> {
             Err((format!("{} is not a folder", dir.display()), set_root)),
         )];
     }
-    match settings
-        .scan_environments(false)
-        .map(|scan| scan.environments.len())
-    {
+    let scan = settings.scan_environments(false);
+    let shadowing = scan.as_ref().ok().and_then(shadowing_check);
+    let mut checks =
+        environment_count_check(&dir, scan.map(|scan| scan.environments.len()), set_root);
+    checks.extend(shadowing);
+    checks
+}
+
+/// Files named like a module a run imports break every environment beside them.
+fn shadowing_check(scan: &rl_discovery::Scan) -> Option<Check> {
+    let shadowing: Vec<&rl_discovery::FileWarning> = scan
+        .warnings
+        .iter()
+        .filter(|w| matches!(w.warning, rl_discovery::Warning::ShadowsModule { .. }))
+        .collect();
+    let first = shadowing.first()?;
+    let names: Vec<&str> = shadowing.iter().map(|w| w.file.as_str()).collect();
+    Some(finding(
+        "environment file names",
+        true,
+        Err((
+            format!("{} {}", first.file, first.warning),
+            format!("rename {}", names.join(", ")),
+        )),
+    ))
+}
+
+fn environment_count_check(
+    dir: &std::path::Path,
+    count: Result<usize, rl_config::ConfigError>,
+    set_root: String,
+) -> Vec<Check> {
+    match count {
         Ok(count) if count > 0 => vec![finding(
             "environments",
             true,

@@ -59,22 +59,41 @@ pub fn new_environment(dir: &Path, name: &str) -> Result<NewEnvironment, ToolsEr
     })
 }
 
-/// A Python module name that is also a good environment name: lowercase, digits, underscores.
+/// Python's keywords that a lowercase identifier can spell: no module can be named so.
+const KEYWORDS: &[&str] = &[
+    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif",
+    "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+    "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+];
+
+/// A Python module name that is also a good environment name: lowercase, digits, underscores,
+/// not a keyword, and not the name of a module runs import (`json.py` would be imported by
+/// every `import json` of every environment in the folder).
 fn check_name(name: &str) -> Result<(), ToolsError> {
+    let invalid = |reason: String| ToolsError::Invalid {
+        what: "environment name".to_owned(),
+        reason,
+    };
     let mut chars = name.chars();
     let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         && name.len() <= 64;
-    if valid {
-        Ok(())
-    } else {
-        Err(ToolsError::Invalid {
-            what: "environment name".to_owned(),
-            reason: format!(
-                "{name:?} must start with a lowercase letter and hold only lowercase letters, digits and underscores (at most 64), e.g. word_count"
-            ),
-        })
+    if !valid {
+        return Err(invalid(format!(
+            "{name:?} must start with a lowercase letter and hold only lowercase letters, digits and underscores (at most 64), e.g. word_count"
+        )));
     }
+    if KEYWORDS.contains(&name) {
+        return Err(invalid(format!(
+            "{name:?} is a Python keyword, which no module can be named; try {name}_env"
+        )));
+    }
+    if let Some(shadowed) = rl_discovery::shadowed_module(name) {
+        return Err(invalid(format!(
+            "{name}.py would shadow {shadowed} `{name}`: every `import {name}` of the environments in the folder (atroposlib's too) would import it instead; try {name}_env"
+        )));
+    }
+    Ok(())
 }
 
 /// `word_count` → `WordCountEnv`.
@@ -128,5 +147,36 @@ mod tests {
             assert!(check_name(bad).is_err(), "{bad}");
         }
         assert!(check_name("a").is_ok());
+    }
+
+    #[test]
+    fn names_of_modules_runs_import_are_refused_naming_the_module() {
+        for (name, shadowed) in [
+            ("json", "standard library"),
+            ("typing", "standard library"),
+            ("random", "standard library"),
+            ("asyncio", "standard library"),
+            ("logging", "standard library"),
+            ("atroposlib", "import at run time"),
+            ("openai", "import at run time"),
+            ("pydantic", "import at run time"),
+            ("torch", "import at run time"),
+        ] {
+            let error = check_name(name).unwrap_err().to_string();
+            assert!(error.contains(&format!("`{name}`")), "{error}");
+            assert!(error.contains(shadowed), "{error}");
+        }
+        for keyword in ["class", "import", "lambda", "async"] {
+            let error = check_name(keyword).unwrap_err().to_string();
+            assert!(error.contains("keyword"), "{error}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(new_environment(dir.path(), "json").is_err());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing written"
+        );
+        assert!(new_environment(dir.path(), "json_env").is_ok());
     }
 }

@@ -49,6 +49,10 @@ impl StatusChecks {
 
     /// An unreadable file only forgets earlier checks: it is advisory, and rewritten whole.
     fn read(&self) -> BTreeMap<String, f64> {
+        if rl_config::refuse_special_file(&self.path).is_err() {
+            // A FIFO would block the read; the atomic write replaces it.
+            return BTreeMap::new();
+        }
         std::fs::read(&self.path)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 mod hostile_components;
+mod hostile_sources;
 mod mcp;
 mod new_env;
 mod preflight;

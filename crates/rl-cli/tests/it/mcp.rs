@@ -45,8 +45,9 @@ fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// `rl mcp` spoken to line by line, as a client library would.
-struct RawServer {
+/// `rl mcp` spoken to line by line, as a client library would; `env` is set last, over the
+/// isolation's defaults.
+pub(crate) struct RawServer {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -56,15 +57,15 @@ struct RawServer {
 }
 
 impl RawServer {
-    fn start(home: &Path, env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(home: &Path, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_rl"));
         command
             .arg("mcp")
-            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         isolate(&mut command, home);
+        command.envs(env.iter().copied());
         let mut child = command.spawn().unwrap();
         let stdin = child.stdin.take();
         let (send, lines) = channel();
@@ -127,7 +128,7 @@ impl RawServer {
         }
     }
 
-    fn initialize(&mut self) -> Value {
+    pub(crate) fn initialize(&mut self) -> Value {
         let answer = self.request(
             1,
             "initialize",
@@ -141,7 +142,7 @@ impl RawServer {
         answer
     }
 
-    fn call(&mut self, id: u64, tool: &str, arguments: Option<Value>) -> Value {
+    pub(crate) fn call(&mut self, id: u64, tool: &str, arguments: Option<Value>) -> Value {
         let mut params = json!({"name": tool});
         if let Some(arguments) = arguments {
             params["arguments"] = arguments;
@@ -193,7 +194,7 @@ impl Drop for RawServer {
 }
 
 /// A tool result's one text block, checked to be the structured content as compact JSON.
-fn reply(result: &Value) -> &Value {
+pub(crate) fn reply(result: &Value) -> &Value {
     let content = result["content"].as_array().unwrap();
     assert_eq!(content.len(), 1, "{result}");
     assert_eq!(content[0]["type"], "text");

@@ -16,7 +16,7 @@ use crate::{rl_command, test_python, workspace_root};
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// `rl serve --addr 127.0.0.1:0` with its own state directory; killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     address: SocketAddr,
     /// Everything it wrote, stdout and stderr.
@@ -30,7 +30,7 @@ struct Server {
 
 /// One HTTP answer.
 #[derive(Debug)]
-struct Answer {
+pub(crate) struct Answer {
     status: u16,
     /// The header block, lower-cased.
     headers: String,
@@ -59,7 +59,7 @@ fn rl_by_home_flag(home: &Path, args: &[&str]) -> Value {
 }
 
 impl Server {
-    fn start(home: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(home: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut args = vec!["--addr", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         let command = serve_command(home.path(), &args, env);
@@ -146,7 +146,7 @@ impl Server {
         self.raw(method, path, &headers, body.unwrap_or_default())
     }
 
-    fn get(&self, path: &str) -> Answer {
+    pub(crate) fn get(&self, path: &str) -> Answer {
         self.request("GET", path, None)
     }
 
@@ -246,7 +246,7 @@ fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 
 /// Asserts the status, and hands back the body.
 #[track_caller]
-fn expect(answer: Answer, status: u16) -> Value {
+pub(crate) fn expect(answer: Answer, status: u16) -> Value {
     assert_eq!(answer.status, status, "{}", answer.body);
     if status != 200 {
         assert!(answer.body["error"].is_string(), "{}", answer.body);

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod fields;
+mod hostile_sources;
 mod python;
 mod service;
 mod settings_and_secrets;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 mod fixture_tree;
+mod hostile_sources;
 mod lookup;
 mod python_parity;
 mod resolution;

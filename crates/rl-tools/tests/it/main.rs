@@ -166,3 +166,59 @@ fn callers_asking_at_once_share_one_probe_of_the_python() {
     let runs = std::fs::read_to_string(&started).unwrap().lines().count();
     assert_eq!(runs, 1, "the Python was started {runs} times");
 }
+
+#[test]
+fn a_file_shadowing_the_standard_library_is_a_finding_naming_it() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = tempfile::tempdir().unwrap();
+    let envs = tree.path().join("tinker_atropos/environments");
+    std::fs::create_dir_all(&envs).unwrap();
+    std::fs::write(envs.join("good.py"), rl_test_support::GOOD_ENVIRONMENT).unwrap();
+    std::fs::write(envs.join("json.py"), "def loads(text):\n    return text\n").unwrap();
+    let settings = settings(Path::new("/bin/echo"), Some(tree.path().to_owned()));
+    let report = health_check(
+        home.path(),
+        Ok(&settings),
+        &secrets_with(home.path(), &[]),
+        &Probes::default(),
+    );
+    assert!(named(&report, "environments").ok);
+    let shadowing = named(&report, "environment file names");
+    assert!(!shadowing.ok && shadowing.required, "{shadowing:?}");
+    assert!(
+        shadowing
+            .detail
+            .starts_with("json.py shadows Python's standard library module `json`"),
+        "{shadowing:?}"
+    );
+    assert_eq!(shadowing.fix.as_deref(), Some("rename json.py"));
+}
+
+#[test]
+fn a_long_inheritance_chain_is_no_file_name_finding() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = tempfile::tempdir().unwrap();
+    let envs = tree.path().join("tinker_atropos/environments");
+    std::fs::create_dir_all(&envs).unwrap();
+    let mut chain =
+        String::from("from atroposlib.envs.base import BaseEnv\nclass C0(BaseEnv): pass\n");
+    for i in 1..100 {
+        chain.push_str(&format!("class C{i}(C{}): pass\n", i - 1));
+    }
+    std::fs::write(envs.join("chain.py"), chain).unwrap();
+    let settings = settings(Path::new("/bin/echo"), Some(tree.path().to_owned()));
+    let report = health_check(
+        home.path(),
+        Ok(&settings),
+        &secrets_with(home.path(), &[]),
+        &Probes::default(),
+    );
+    assert!(named(&report, "environments").ok);
+    assert!(
+        !report
+            .checks
+            .iter()
+            .any(|check| check.name == "environment file names"),
+        "{report:#?}"
+    );
+}
