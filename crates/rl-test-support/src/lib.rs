@@ -118,6 +118,38 @@ pub fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// Kills, when dropped, every process whose command line holds its marker, with its process
+/// group: a failing assertion must not leave a test's sleepers behind, least of all ones
+/// started in a session of their own, which nothing else would stop. Put the marker in the
+/// command line of every process a test starts.
+pub struct KillOnDrop {
+    pub marker: String,
+}
+
+impl KillOnDrop {
+    /// A marker unique to this test process and `name`.
+    pub fn new(name: &str) -> Self {
+        Self {
+            marker: format!("rl-{name}-marker-{}", std::process::id()),
+        }
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
+        for (pid, _) in processes_mentioning(&self.marker) {
+            let Ok(pid) = i32::try_from(pid) else {
+                continue;
+            };
+            // Its group too: a marked shell's children (`sleep`) do not hold the marker.
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
 /// The fixture OpenAI-compatible server (`fixtures/openai-server`) on loopback: its model
 /// names are its policies (`always-right`, `mixed`, `slow`, `http-500`, …). Stopped on drop.
 pub struct FixtureServer {
