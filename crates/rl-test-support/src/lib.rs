@@ -118,6 +118,28 @@ pub fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// Starts measuring `peak_memory` from now (Linux's `clear_refs` 5). Where that is refused, the
+/// peak is the process's whole life's: a bound all the stricter.
+pub fn reset_peak_memory() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The highest resident memory of this process since `reset_peak_memory`, in bytes (`VmHWM`).
+/// nextest runs each test in a process of its own: the peak is the test's.
+///
+/// # Panics
+/// When `/proc/self/status` has no `VmHWM` line (not Linux).
+#[allow(clippy::expect_used)]
+pub fn peak_memory() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmHWM line");
+    kib * 1024
+}
+
 /// Kills, when dropped, every process whose command line holds its marker, with its process
 /// group: a failing assertion must not leave a test's sleepers behind, least of all ones
 /// started in a session of their own, which nothing else would stop. Put the marker in the

@@ -2,32 +2,10 @@
 //! line, a process that leaves its group for a session of its own.
 
 use rl_inference_test::{LocalModelRunner, ModelOutcome, ModelRunner};
+use rl_test_support::{peak_memory, reset_peak_memory};
 
 use crate::runner::{KillOnDrop, PATIENCE, secrets, shell_job, wait_until};
 use crate::{ignore_progress, processes_mentioning};
-
-/// The highest resident memory of this process since `reset_peak_memory`, in bytes.
-fn peak_memory() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmHWM:"))
-        .unwrap();
-    let kib: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap();
-    kib * 1024
-}
-
-/// Starts measuring `peak_memory` from now (Linux's `clear_refs` 5). Where that is refused the
-/// peak is the process's whole life's, a bound all the stricter.
-fn reset_peak_memory() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
 
 /// 200 MB with no newline: read as it comes, in pieces, it never needs more than a piece of
 /// memory. Read line by line, the runner would hold it all (twice) before writing a byte.
