@@ -1,4 +1,4 @@
-//! `rl preflight` as an agent uses it: one compact JSON answer, tests kept and listed, bad
+//! `rl test` as an agent uses it: one compact JSON answer, tests kept and listed, bad
 //! requests refused before anything starts.
 
 use std::os::unix::process::CommandExt;

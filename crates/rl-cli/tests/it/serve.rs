@@ -285,7 +285,7 @@ pub(crate) fn stack_home(python: &Path, extra: &str) -> tempfile::TempDir {
     home
 }
 
-/// Runs started by a test, stopped with `rl stop` even when it panics.
+/// Runs started by a test, stopped with `rl runs stop` even when it panics.
 struct StartedRuns<'a> {
     home: &'a Path,
     ids: Vec<String>,

@@ -671,7 +671,7 @@ async fn a_stop_during_the_completion_grace_ends_the_run_completed() {
             .exits
             .end(Component::Env, ComponentStatus::Exited { code: 0 });
         tokio::time::sleep(Duration::from_millis(100)).await;
-        // What `rl stop` does: record the request, then signal.
+        // What `rl runs stop` does: record the request, then signal.
         run.store()
             .transition(&run.id, RunState::Stopping, "stop requested")
             .unwrap();
