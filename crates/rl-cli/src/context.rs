@@ -1,6 +1,7 @@
 //! Where `rl` finds its state and settings, with the command line's overrides applied.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -167,6 +168,32 @@ pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
             () = received(terminate) => {}
             () = received(hangup) => {}
         }
+    }
+}
+
+/// Ends, in a thread of its own, what the killed owners of earlier pre-flight tests left (their
+/// tests turn `interrupted`): a server that outlives many sessions finds the orphans of a dead
+/// one at its start, not when someone next lists or runs a test. The server starts at once
+/// meanwhile, and a store that cannot be read is said on stderr, never a reason not to start.
+pub(crate) fn end_what_killed_tests_left(tools: &Tools, face: &'static str) {
+    let store = tools.test_store();
+    let say = move |line: String| {
+        let _ = writeln!(std::io::stderr().lock(), "{face}: {line}");
+    };
+    let looked = std::thread::Builder::new()
+        .name("rl-tests-reconcile".to_owned())
+        .spawn(move || {
+            if let Err(error) = store.list() {
+                say(format!(
+                    "cannot look for what killed pre-flight tests left in {}: {error}",
+                    store.dir().display()
+                ));
+            }
+        });
+    if let Err(error) = looked {
+        say(format!(
+            "cannot look for what killed pre-flight tests left: {error}"
+        ));
     }
 }
 

@@ -19,7 +19,7 @@ use rmcp::service::{QuitReason, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::context::{Context, interrupted};
+use crate::context::{Context, end_what_killed_tests_left, interrupted};
 
 /// What an agent reads first: the order the tools are meant to be used in.
 const INSTRUCTIONS: &str = "rl trains language models with reinforcement learning on Atropos \
@@ -39,6 +39,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub(crate) fn run(context: &Context) -> anyhow::Result<()> {
     let registry = context.registry()?;
+    end_what_killed_tests_left(registry.tools(), "rl mcp");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("rl-mcp")

@@ -30,7 +30,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use rl_tools::{Caller, FailureKind, MAX_TEST_STEPS, Registry, ToolReply};
 use serde_json::{Map, Value, json};
 
-use crate::context::{Context, interrupted};
+use crate::context::{Context, end_what_killed_tests_left, interrupted};
 
 /// The largest request body accepted; the API's bodies are a few hundred bytes.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -215,6 +215,7 @@ pub(crate) fn run(context: &Context, args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let registry = context.registry()?;
+    end_what_killed_tests_left(registry.tools(), "rl serve");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -668,7 +669,7 @@ async fn call(state: &AppState, tool: &'static str, arguments: Value) -> Respons
 }
 
 /// Runs the tool on a task of its own: a client that hangs up does not cut a start or a test
-/// short (the test still ends and is kept; `rl preflight list` shows it).
+/// short (the test still ends and is kept; `rl test list` shows it).
 async fn run_tool(
     state: &AppState,
     tool: &'static str,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +14,15 @@ use serde::{Deserialize, Serialize};
 use crate::{ConfigError, ConfigSchema, Value};
 
 const SCRIPT: &str = include_str!("../python/introspect_config.py");
+
+/// The most of the helper's standard output kept: its answer is one JSON object of a few
+/// hundred bytes per field. An environment printing without end costs no more.
+const MAX_ANSWER: usize = 16 * 1024 * 1024;
+/// The end of its standard error kept, for the error message.
+const KEPT_ERRORS: usize = 64 * 1024;
+/// Once the helper has ended, how long its output may take to close: a process the environment
+/// started and left holding the pipe does not hold the answer.
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Introspected {
@@ -70,11 +80,9 @@ pub fn introspect(
         .map_err(|error| {
             ConfigError::Introspection(format!("cannot run {}: {error}", python.display()))
         })?;
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
     // Pipes are drained on threads so a chatty child cannot block on a full pipe.
-    let out = std::thread::spawn(move || read_all(stdout.as_mut()));
-    let err = std::thread::spawn(move || read_all(stderr.as_mut()));
+    let out = Captured::start(child.stdout.take(), Keep::Start(MAX_ANSWER));
+    let err = Captured::start(child.stderr.take(), Keep::End(KEPT_ERRORS));
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -92,8 +100,8 @@ pub fn introspect(
             Err(error) => return Err(ConfigError::Introspection(error.to_string())),
         }
     };
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
+    let stdout = out.text(OUTPUT_GRACE);
+    let stderr = err.text(OUTPUT_GRACE);
     match serde_json::from_str::<Introspected>(stdout.trim()) {
         Ok(introspected) if status.success() => Ok(introspected),
         Ok(introspected) => Err(ConfigError::Introspection(format!(
@@ -107,14 +115,70 @@ pub fn introspect(
     }
 }
 
-fn read_all(pipe: Option<&mut impl Read>) -> String {
-    let mut text = String::new();
-    if let Some(pipe) = pipe {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        text = String::from_utf8_lossy(&bytes).into_owned();
+/// Which part of a stream is kept.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// Its first bytes, up to this many.
+    Start(usize),
+    /// Its last bytes, at least this many (at most twice).
+    End(usize),
+}
+
+impl Keep {
+    fn add(self, kept: &mut Vec<u8>, read: &[u8]) {
+        match self {
+            Self::Start(most) => {
+                let room = most.saturating_sub(kept.len());
+                kept.extend_from_slice(&read[..room.min(read.len())]);
+            }
+            Self::End(least) => {
+                kept.extend_from_slice(read);
+                // Dropped in bulk, not at every read.
+                if kept.len() > 2 * least {
+                    kept.drain(..kept.len() - least);
+                }
+            }
+        }
     }
-    text
+}
+
+/// A stream read to its end on a thread of its own, in chunks, keeping only part of it.
+struct Captured {
+    kept: Arc<Mutex<Vec<u8>>>,
+    closed: mpsc::Receiver<()>,
+}
+
+impl Captured {
+    fn start(pipe: Option<impl Read + Send + 'static>, keep: Keep) -> Self {
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let (closing, closed) = mpsc::channel();
+        let filled = kept.clone();
+        std::thread::spawn(move || {
+            if let Some(mut pipe) = pipe {
+                let mut chunk = vec![0; 64 * 1024];
+                loop {
+                    match pipe.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(read) => keep.add(
+                            &mut filled.lock().unwrap_or_else(PoisonError::into_inner),
+                            &chunk[..read],
+                        ),
+                        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            let _ = closing.send(());
+        });
+        Self { kept, closed }
+    }
+
+    /// What was kept, once the stream closed or `grace` passed.
+    fn text(self, grace: Duration) -> String {
+        let _ = self.closed.recv_timeout(grace);
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&kept).into_owned()
+    }
 }
 
 fn tail(text: &str, lines: usize) -> String {

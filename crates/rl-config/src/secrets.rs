@@ -19,6 +19,9 @@ const MIN_REDACTED_LEN: usize = 6;
 #[derive(Clone, Default)]
 pub struct Secrets {
     values: BTreeMap<&'static str, String>,
+    /// Keys known under other names (an endpoint's key in a variable the operator chose):
+    /// redacted like the others, never handed out.
+    others: Vec<(String, String)>,
     /// Problems met while loading (`.env` readable by others, unparsable lines), to be shown.
     pub warnings: Vec<String>,
 }
@@ -87,6 +90,14 @@ impl Secrets {
         }
     }
 
+    /// Redacts `value` too, as `[REDACTED name]`: a key rl holds under a name of the operator's
+    /// choosing. An empty value is no key.
+    pub fn also_redact(&mut self, name: &str, value: &str) {
+        if !value.trim().is_empty() {
+            self.others.push((name.to_owned(), value.to_owned()));
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)
     }
@@ -145,11 +156,18 @@ impl Secrets {
     }
 
     /// The values redaction replaces, with their names.
-    fn redacted_values(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        self.values
+    fn redacted_values(&self) -> impl Iterator<Item = (&str, &str)> {
+        let known = self
+            .values
             .iter()
+            .map(|(name, value)| (*name, value.as_str()));
+        let others = self
+            .others
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()));
+        known
+            .chain(others)
             .filter(|(_, value)| value.len() >= MIN_REDACTED_LEN)
-            .map(|(name, value)| (*name, value.as_str()))
     }
 }
 
@@ -197,6 +215,21 @@ mod tests {
             keys.redact("\u{e9}tk-0123456789\u{e9}"),
             "\u{e9}[REDACTED TINKER_API_KEY]\u{e9}"
         );
+    }
+
+    #[test]
+    fn a_key_under_another_name_is_redacted_by_the_same_rule_and_never_handed_out() {
+        let mut keys = secrets(&[("TINKER_API_KEY", "tk-0123456789")]);
+        keys.also_redact("MY_ENDPOINT_KEY", "sk-endpoint-42");
+        keys.also_redact("SHORT", "abc");
+        keys.also_redact("EMPTY", " ");
+        assert_eq!(
+            keys.redact("tk-0123456789 sk-endpoint-42 abc"),
+            "[REDACTED TINKER_API_KEY] [REDACTED MY_ENDPOINT_KEY] abc"
+        );
+        assert_eq!(keys.unfinished_secret_len(b"x sk-end"), 6);
+        assert_eq!(keys.get("MY_ENDPOINT_KEY"), None);
+        assert!(!format!("{keys:?}").contains("sk-endpoint"));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::plan::TestPlan;
-use crate::tracking::{GROUP_SUFFIX, STOP_FILE};
+use crate::tracking::{GROUP_SUFFIX, ModelMarks, STOP_FILE};
 
 /// The variable atroposlib's OpenAI client reads its key from.
 pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
@@ -21,7 +21,8 @@ pub struct ModelJob {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub working_dir: PathBuf,
-    /// Set in the child's environment (besides what it inherits minus `env_remove`).
+    /// Set in the child's environment (besides what it inherits minus `env_remove`, and the
+    /// marks).
     pub env: Vec<(String, String)>,
     /// Inherited variables the child must not see (every key rl knows).
     pub env_remove: Vec<String>,
@@ -34,11 +35,15 @@ pub struct ModelJob {
     pub stop_path: PathBuf,
     /// Groups the run writes when it completes (`--env.total_steps`).
     pub total_groups: u32,
+    /// Set in the child's environment: its processes are found by them wherever they went.
+    pub marks: ModelMarks,
 }
 
 /// Where a model's files are in its test's folder, named after its place in the list and its
 /// id (`01-qwen_qwen3-8b.log`): the runner writes them and the store reads them back.
 pub(crate) struct ModelFiles {
+    /// `01-qwen_qwen3-8b`: what every file of the model is named after.
+    pub stem: String,
     pub log_path: PathBuf,
     pub output_path: PathBuf,
     pub group_path: PathBuf,
@@ -50,6 +55,7 @@ pub(crate) fn model_files(test_dir: &Path, index: usize, model: &str) -> ModelFi
         log_path: test_dir.join(format!("{stem}.log")),
         output_path: test_dir.join(format!("{stem}.jsonl")),
         group_path: test_dir.join(format!("{stem}{GROUP_SUFFIX}")),
+        stem,
     }
 }
 
@@ -69,6 +75,7 @@ impl std::fmt::Debug for ModelJob {
             .field("group_path", &self.group_path)
             .field("stop_path", &self.stop_path)
             .field("total_groups", &self.total_groups)
+            .field("marks", &self.marks)
             .finish()
     }
 }
@@ -103,6 +110,7 @@ pub fn file_stem(index: usize, model: &str) -> String {
 
 pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) -> ModelJob {
     let ModelFiles {
+        stem,
         log_path,
         output_path,
         group_path,
@@ -171,6 +179,10 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         group_path,
         stop_path: test_dir.join(STOP_FILE),
         total_groups: plan.steps,
+        marks: ModelMarks {
+            test_dir: test_dir.to_owned(),
+            model: stem,
+        },
     }
 }
 

@@ -32,7 +32,10 @@ pub use plan::{
 };
 pub use preflight::run_test;
 pub use report::{ModelOutcome, ModelReport, TestReport};
-pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink, Redactor};
+pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink};
 pub use store::{ModelProgress, TestListing, TestProgress, TestStarted, TestStore, TestView};
-pub use tracking::{Interruption, StopRequest, TestOwner, TestStatus, TestStopReport};
+pub use tracking::{
+    Interruption, ModelMarks, StopRequest, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestOwner,
+    TestStatus, TestStopReport,
+};
 pub use verdict::{Summary, Verdict, VerdictBasis, VerdictPolicy, summarise};

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use rl_config::Secrets;
 use tokio::sync::Semaphore;
 
 use crate::analysis::{self, Groups};
@@ -11,7 +12,7 @@ use crate::command::{ModelJob, model_job};
 use crate::error::InferenceTestError;
 use crate::plan::TestPlan;
 use crate::report::{ModelOutcome, ModelReport, TestReport};
-use crate::runner::{ModelRun, ModelRunner, ProgressSink, Redactor};
+use crate::runner::{ModelRun, ModelRunner, ProgressSink};
 use crate::store::{TestStarted, TestStore};
 use crate::tracking::{STOP_FILE, TestOwner, stop_request};
 use crate::verdict::summarise;
@@ -23,7 +24,8 @@ pub async fn run_test(
     plan: &TestPlan,
     store: &TestStore,
     runner: Arc<dyn ModelRunner>,
-    redactor: Redactor,
+    // Every key the models' logs must not hold (the endpoint's included).
+    secrets: Secrets,
     progress: ProgressSink,
 ) -> Result<TestReport, InferenceTestError> {
     // Listing reconciles: what the killed runners of earlier tests left is ended before more
@@ -52,17 +54,17 @@ pub async fn run_test(
     let permits = Arc::new(Semaphore::new(plan.concurrency));
     let mut tasks = tokio::task::JoinSet::new();
     for (index, job) in jobs.iter().cloned().enumerate() {
-        let (runner, permits, redactor, progress) = (
+        let (runner, permits, secrets, progress) = (
             runner.clone(),
             permits.clone(),
-            redactor.clone(),
+            secrets.clone(),
             progress.clone(),
         );
         let timeout = plan.timeout;
         tasks.spawn(async move {
             // The semaphore is never closed, so a permit always comes.
             let _permit = permits.acquire_owned().await.ok();
-            (index, runner.run(job, timeout, redactor, progress).await)
+            (index, runner.run(job, timeout, secrets, progress).await)
         });
     }
     let mut runs: Vec<Option<ModelRun>> = vec![None; jobs.len()];

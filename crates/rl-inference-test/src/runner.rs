@@ -1,6 +1,8 @@
-//! Running one model's process: its own process group, everything it prints captured with keys
-//! redacted (atroposlib prints its whole config, key included), progress read from the groups
-//! file as it grows, and a timeout that stops the whole group.
+//! Running one model's process: its own process group, its environment marked with its test
+//! and model, everything it prints copied to its log with keys redacted (atroposlib prints its
+//! whole config, key included) by the copier runs use, progress read from the groups file as it
+//! grows, and a timeout. However it ends, its group and whatever it left outside (a `setsid`
+//! daemon, found by the marks) are ended with it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,14 +11,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use rl_config::Secrets;
 use rl_process::ProcessIdentity;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
-use tokio::sync::Mutex;
+use tokio::io::AsyncWriteExt;
 
 use crate::analysis::count_groups;
 use crate::command::ModelJob;
 use crate::report::ModelOutcome;
-use crate::tracking::{record_group, stop_request};
+use crate::tracking::{ModelMarks, record_group, stop_request};
 
 /// How often the groups file is looked at for progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
@@ -58,43 +60,10 @@ pub trait ModelRunner: Send + Sync {
         &self,
         job: ModelJob,
         timeout: Duration,
-        redactor: Redactor,
+        // Redacted from everything the model prints, and from why it could not start.
+        secrets: Secrets,
         progress: ProgressSink,
     ) -> ModelRun;
-}
-
-/// Replaces key values in text with `[REDACTED NAME]`.
-#[derive(Clone, Default)]
-pub struct Redactor {
-    secrets: Vec<(String, String)>,
-}
-
-impl std::fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.secrets.iter().map(|(name, _)| name.as_str()).collect();
-        f.debug_struct("Redactor").field("names", &names).finish()
-    }
-}
-
-impl Redactor {
-    /// Values shorter than this would match ordinary text; no real key is that short.
-    const MIN_LEN: usize = 6;
-
-    pub fn add(&mut self, name: &str, value: &str) {
-        if value.len() >= Self::MIN_LEN {
-            self.secrets.push((name.to_owned(), value.to_owned()));
-        }
-    }
-
-    pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for (name, value) in &self.secrets {
-            if out.contains(value.as_str()) {
-                out = out.replace(value.as_str(), &format!("[REDACTED {name}]"));
-            }
-        }
-        out
-    }
 }
 
 /// Runs jobs as local processes, and knows their process groups while they run, so that a
@@ -114,26 +83,27 @@ pub struct LocalModelRunner {
 #[derive(Debug, Default)]
 struct RunnerState {
     stopped: bool,
-    /// Each running model's group, by its leader (the group's id is the leader's pid).
-    live_groups: BTreeMap<u32, ProcessIdentity>,
+    /// Each running model's group, by its leader (the group's id is the leader's pid), and the
+    /// marks of its processes.
+    live_groups: BTreeMap<u32, (ProcessIdentity, ModelMarks)>,
 }
 
 /// Why a model was not run: the runner or its test was stopped before, or as, it started.
 const STOPPED_REASON: &str = "the test was stopped before this model could run";
 
 impl LocalModelRunner {
-    /// Stops every model's process group still running (SIGTERM, grace, SIGKILL), and every
-    /// model asked to run from now on is refused.
+    /// Stops every model's process group still running (SIGTERM, grace, SIGKILL) with what it
+    /// left outside, and every model asked to run from now on is refused.
     pub fn stop_all(&self) {
-        let groups: Vec<ProcessIdentity> = {
+        let models: Vec<(ProcessIdentity, ModelMarks)> = {
             let mut state = self.lock_state();
             state.stopped = true;
-            state.live_groups.values().copied().collect()
+            state.live_groups.values().cloned().collect()
         };
         // Side by side: each group may take its whole grace period to end.
         std::thread::scope(|scope| {
-            for leader in groups {
-                scope.spawn(move || rl_process::stop_recorded_group(leader, STOP_GRACE));
+            for (leader, marks) in &models {
+                scope.spawn(move || end_model(*leader, marks));
             }
         });
     }
@@ -145,12 +115,14 @@ impl LocalModelRunner {
     /// Records a just-spawned group, unless the runner has been stopped: checked under the
     /// lock `stop_all` takes, so a group is either seen by `stop_all` or refused here, never
     /// missed by both. Returns whether the group may run.
-    fn track_started(&self, leader: ProcessIdentity) -> bool {
+    fn track_started(&self, leader: ProcessIdentity, marks: &ModelMarks) -> bool {
         let mut state = self.lock_state();
         if state.stopped {
             return false;
         }
-        state.live_groups.insert(leader.pid, leader);
+        state
+            .live_groups
+            .insert(leader.pid, (leader, marks.clone()));
         true
     }
 
@@ -173,7 +145,7 @@ impl ModelRunner for LocalModelRunner {
         &self,
         job: ModelJob,
         timeout: Duration,
-        redactor: Redactor,
+        secrets: Secrets,
         progress: ProgressSink,
     ) -> ModelRun {
         let started = Instant::now();
@@ -195,10 +167,10 @@ impl ModelRunner for LocalModelRunner {
             model: job.model.clone(),
             total_groups: job.total_groups,
         });
-        let outcome = match self.run_process(&job, timeout, &redactor, &progress).await {
+        let outcome = match self.run_process(&job, timeout, &secrets, &progress).await {
             Ok(outcome) => outcome,
             Err(reason) => ModelOutcome::NotStarted {
-                reason: redactor.redact(&reason),
+                reason: secrets.redact(&reason),
             },
         };
         progress(Progress::Finished {
@@ -217,20 +189,22 @@ impl LocalModelRunner {
         &self,
         job: &ModelJob,
         timeout: Duration,
-        redactor: &Redactor,
+        secrets: &Secrets,
         progress: &ProgressSink,
     ) -> Result<ModelOutcome, String> {
-        let log = tokio::fs::File::create(&job.log_path)
-            .await
+        // Copied as bytes in bounded chunks: a model printing one endless line costs no memory.
+        let (output, mut copy) = rl_process::redacted_output(&job.log_path, secrets.clone())
             .map_err(|error| format!("cannot create {}: {error}", job.log_path.display()))?;
-        let log = Arc::new(Mutex::new(log));
+        let output_err = output
+            .try_clone()
+            .map_err(|error| format!("cannot share its output pipe: {error}"))?;
         let mut command = tokio::process::Command::new(&job.program);
         command
             .args(&job.args)
             .current_dir(&job.working_dir)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(output)
+            .stderr(output_err)
             // Its own group, so that a timeout stops whatever it started too.
             .process_group(0);
         for name in &job.env_remove {
@@ -239,18 +213,24 @@ impl LocalModelRunner {
         for (name, value) in &job.env {
             command.env(name, value);
         }
-        let mut child = command
-            .spawn()
-            .map_err(|error| format!("cannot start {}: {error}", job.program.display()))?;
+        // Inherited by all it starts: what leaves its group is still found by them.
+        command.envs(job.marks.environment());
+        let spawned = command.spawn();
+        // The command holds the pipe's write end: only the model may keep it open, so that the
+        // copy ends when the model's processes do.
+        drop(command);
+        let mut child =
+            spawned.map_err(|error| format!("cannot start {}: {error}", job.program.display()))?;
         let pgid = child.id().unwrap_or_default();
         let Some(leader) = ProcessIdentity::of(pgid) else {
             let reason = format!("its process {pgid} cannot be read in /proc");
-            return Err(self.abandon(pgid, child, reason).await);
+            return Err(self.abandon(pgid, child, &job.marks, reason).await);
         };
-        if !self.track_started(leader) {
+        if !self.track_started(leader, &job.marks) {
             // `stop_all` ran between the check in `run` and the spawn: this group is ours to
             // stop, nobody else knows of it.
-            return Err(self.abandon(pgid, child, STOPPED_REASON.to_owned()).await);
+            let reason = STOPPED_REASON.to_owned();
+            return Err(self.abandon(pgid, child, &job.marks, reason).await);
         }
         // Recorded before anything else, so that another process can find the group, and end
         // it, should this one die.
@@ -264,30 +244,17 @@ impl LocalModelRunner {
             Ok(()) => None,
         };
         if let Some(reason) = refusal {
-            return Err(self.abandon(pgid, child, reason).await);
+            return Err(self.abandon(pgid, child, &job.marks, reason).await);
         }
-        let copiers = [
-            child
-                .stdout
-                .take()
-                .map(|out| copy_lines(out, log.clone(), redactor.clone())),
-            child
-                .stderr
-                .take()
-                .map(|err| copy_lines(err, log.clone(), redactor.clone())),
-        ];
         let watcher = tokio::spawn(watch_progress(job.clone(), progress.clone()));
 
         let waited = tokio::time::timeout(timeout, child.wait()).await;
-        // Whatever the end, nothing of the model's group outlives it (grandchildren included).
-        // By its leader's identity: the leader is reaped by now, and once the group has emptied
-        // its id may be another's.
-        let stopped = tokio::task::spawn_blocking(move || {
-            rl_process::stop_recorded_group(leader, STOP_GRACE)
-        })
-        .await
-        .ok()
-        .flatten();
+        // Whatever the end, nothing of the model outlives it: its group (grandchildren
+        // included) and what left the group.
+        let marks = job.marks.clone();
+        let survivors = tokio::task::spawn_blocking(move || end_model(leader, &marks))
+            .await
+            .unwrap_or_default();
         self.track_ended(pgid);
         let timed_out = waited.is_err();
         let status = match waited {
@@ -298,23 +265,18 @@ impl LocalModelRunner {
             }
         };
         let mut notes = Vec::new();
-        // A process outside the group (started with its own session) may hold the pipes open
-        // forever: the output is cut rather than the timeout broken.
-        for mut copier in copiers.into_iter().flatten() {
-            if tokio::time::timeout(STOP_GRACE, &mut copier).await.is_err() {
-                copier.abort();
-                notes.push(
-                    "rl: output cut: a process outside the model's group kept it open".to_owned(),
-                );
-            }
+        // A process out of reach (one that dropped the marks from its environment) may hold
+        // the output open forever: the output is cut rather than the timeout broken.
+        if !copy.ended(STOP_GRACE).await {
+            copy.cut(STOP_GRACE).await;
+            notes.push(
+                "rl: output cut: a process outside the model's group kept it open".to_owned(),
+            );
         }
         watcher.abort();
         report_progress(job, progress, &mut None).await;
-        if let Some(stopped) = stopped.filter(|outcome| !outcome.survivors.is_empty()) {
-            notes.push(format!(
-                "rl: processes left after the stop: {:?}",
-                stopped.survivors
-            ));
+        if !survivors.is_empty() {
+            notes.push(format!("rl: processes left after the stop: {survivors:?}"));
         }
         let outcome = match status {
             _ if timed_out => ModelOutcome::TimedOut {
@@ -332,21 +294,56 @@ impl LocalModelRunner {
             ModelOutcome::Stopped => notes.push("rl: stopped (rl test stop)".to_owned()),
             _ => {}
         }
-        let mut log = log.lock().await;
+        append_notes(&job.log_path, &notes).await;
+        Ok(outcome)
+    }
+
+    /// Stops a model just started that must not run, and gives the reason back. Its leader is
+    /// not reaped before the stop, so the group's id is still its own.
+    async fn abandon(
+        &self,
+        pgid: u32,
+        mut child: tokio::process::Child,
+        marks: &ModelMarks,
+        reason: String,
+    ) -> String {
+        let marks = marks.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            rl_process::stop_group(pgid, STOP_GRACE);
+            marks.end_processes(STOP_GRACE);
+        })
+        .await;
+        self.track_ended(pgid);
+        let _ = child.wait().await;
+        reason
+    }
+}
+
+/// Ends a model's processes: its group, by its leader's identity (the leader may be reaped, and
+/// once the group has emptied its id may be another's), then whatever it left outside the group,
+/// by its marks. Returns the processes that survived SIGKILL.
+fn end_model(leader: ProcessIdentity, marks: &ModelMarks) -> Vec<u32> {
+    let group = rl_process::stop_recorded_group(leader, STOP_GRACE);
+    let detached = marks.end_processes(STOP_GRACE);
+    group
+        .map(|outcome| outcome.survivors)
+        .unwrap_or_default()
+        .into_iter()
+        .chain(detached.survivors)
+        .collect()
+}
+
+/// rl's own lines at the end of a model's log, once its output is copied.
+async fn append_notes(log: &Path, notes: &[String]) {
+    if notes.is_empty() {
+        return;
+    }
+    let opened = tokio::fs::OpenOptions::new().append(true).open(log).await;
+    if let Ok(mut log) = opened {
         for note in notes {
             let _ = log.write_all(format!("{note}\n").as_bytes()).await;
         }
         let _ = log.flush().await;
-        Ok(outcome)
-    }
-
-    /// Stops a group just started that must not run, and gives the reason back. Its leader is
-    /// not reaped before the stop, so the group's id is still its own.
-    async fn abandon(&self, pgid: u32, mut child: tokio::process::Child, reason: String) -> String {
-        let _ = tokio::task::spawn_blocking(move || rl_process::stop_group(pgid, STOP_GRACE)).await;
-        self.track_ended(pgid);
-        let _ = child.wait().await;
-        reason
     }
 }
 
@@ -356,32 +353,6 @@ fn failed(status: Option<ExitStatus>) -> ModelOutcome {
         code: status.and_then(|status| status.code()),
         signal: status.and_then(|status| status.signal()),
     }
-}
-
-/// Lines of a child's output, redacted, appended to its log. Output is read as bytes: a child
-/// may print anything, valid UTF-8 or not.
-fn copy_lines(
-    stream: impl AsyncRead + Unpin + Send + 'static,
-    log: Arc<Mutex<tokio::fs::File>>,
-    redactor: Redactor,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut reader = BufReader::new(stream);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let text = redactor.redact(&String::from_utf8_lossy(&line));
-                    let mut log = log.lock().await;
-                    if log.write_all(text.as_bytes()).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    })
 }
 
 async fn watch_progress(job: ModelJob, progress: ProgressSink) {
@@ -413,26 +384,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_are_redacted_and_short_values_ignored() {
-        let mut redactor = Redactor::default();
-        redactor.add("OPENROUTER_API_KEY", "sk-or-v1-abcdef");
-        redactor.add("SHORT", "abc");
-        let text = redactor.redact("api_key='sk-or-v1-abcdef' abc");
-        assert_eq!(text, "api_key='[REDACTED OPENROUTER_API_KEY]' abc");
-        assert!(!format!("{redactor:?}").contains("sk-or"));
-    }
-
-    #[test]
     fn a_group_spawned_as_the_runner_stops_is_refused_not_tracked() {
         let runner = LocalModelRunner::default();
         let leader = |pid| ProcessIdentity {
             pid,
             start_ticks: 1,
         };
-        assert!(runner.track_started(leader(4242)));
+        let marks = ModelMarks {
+            test_dir: "/nonexistent/preflight/0badc0de".into(),
+            model: "01-m".to_owned(),
+        };
+        assert!(runner.track_started(leader(4242), &marks));
         runner.track_ended(4242);
         runner.stop_all();
-        assert!(!runner.track_started(leader(4243)));
+        assert!(!runner.track_started(leader(4243), &marks));
         assert!(runner.lock_state().live_groups.is_empty());
     }
 }

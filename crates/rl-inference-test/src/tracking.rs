@@ -3,12 +3,16 @@
 //! process group (`<model>.group.json`, written as soon as the group exists). A test without a
 //! report whose owner is gone is `interrupted`: the groups it left are ended as soon as that
 //! is found, and the finding kept (`interrupted.json`). A stop asked by another process
-//! (`stop.json`) ends the groups, and a live owner then writes the report.
+//! (`stop.json`) ends the groups, and a live owner then writes the report. Wherever a test's
+//! groups are ended, so are the processes its models left outside them (a `setsid` daemon):
+//! every model's process carries its test and model in its environment (`ModelMarks`), and
+//! whatever it starts inherits them.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rl_process::{ProcessIdentity, StopOutcome};
+use rl_process::{ProcessIdentity, StopOutcome, StrayOutcome};
 use serde::{Deserialize, Serialize};
 
 use crate::error::InferenceTestError;
@@ -75,6 +79,49 @@ impl TestOwner {
     fn is_alive(&self) -> bool {
         !self.in_another_boot() && self.process.is_alive()
     }
+}
+
+/// The variable naming a model's test folder in the environment of its processes.
+pub const TEST_DIR_VARIABLE: &str = "RL_TEST_DIR";
+/// The variable naming the model (its file stem in the test, `01-qwen_qwen3-8b`) in the
+/// environment of its processes.
+pub const TEST_MODEL_VARIABLE: &str = "RL_TEST_MODEL";
+
+/// How the processes of one model of a test are known, wherever they went: by their
+/// environment, which whatever they start inherits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelMarks {
+    pub test_dir: PathBuf,
+    /// The model's file stem in its test: unique within it.
+    pub model: String,
+}
+
+impl ModelMarks {
+    /// The variables a model's process is started with.
+    pub fn environment(&self) -> [(&'static str, OsString); 2] {
+        [
+            (TEST_DIR_VARIABLE, self.test_dir.clone().into_os_string()),
+            (TEST_MODEL_VARIABLE, OsString::from(&self.model)),
+        ]
+    }
+
+    /// Ends every process carrying these marks (SIGTERM, up to `grace`, SIGKILL), each signal
+    /// to the very process found.
+    pub(crate) fn end_processes(&self, grace: Duration) -> StrayOutcome {
+        let also = [(TEST_MODEL_VARIABLE, self.model.as_str())];
+        rl_process::end_strays(
+            || rl_process::carrying_dir(TEST_DIR_VARIABLE, &self.test_dir, &also),
+            grace,
+        )
+    }
+}
+
+/// Ends every process carrying the test's folder, whichever model's.
+fn end_test_processes(dir: &Path) -> StrayOutcome {
+    rl_process::end_strays(
+        || rl_process::carrying_dir(TEST_DIR_VARIABLE, dir, &[]),
+        STOP_GRACE,
+    )
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -193,11 +240,11 @@ pub(crate) fn reconcile(
     if dir.join(REPORT_FILE).exists() {
         return Ok(TestState::Reported);
     }
-    let outcomes = end_groups(dir, started.owner.as_ref());
+    let ended = end_groups(dir, started.owner.as_ref());
     let interruption = Interruption {
         found_at: jiff::Timestamp::now().to_string(),
         reason,
-        ended: describe(&outcomes),
+        ended: ended.describe(),
     };
     write_json(&dir.join(INTERRUPTED_FILE), &interruption)?;
     Ok(TestState::Interrupted(interruption))
@@ -259,14 +306,14 @@ pub(crate) fn stop(
         )),
         TestState::Interrupted(interruption) => {
             // Found (and its groups ended) earlier; a group that survived then is tried again.
-            let outcomes = end_groups(dir, owner);
-            let ended = if outcomes.is_empty() {
+            let again = end_groups(dir, owner);
+            let ended = if again.is_empty() {
                 interruption.ended
             } else {
-                describe(&outcomes)
+                again.describe()
             };
             Ok(answer(
-                !outcomes.is_empty(),
+                !again.is_empty(),
                 TestStatus::Interrupted,
                 format!(
                     "test {id} was interrupted ({}); {ended}",
@@ -284,7 +331,7 @@ pub(crate) fn stop(
                     by_pid: std::process::id(),
                 },
             )?;
-            let ended = describe(&end_groups(dir, owner));
+            let ended = end_groups(dir, owner).describe();
             let started_waiting = Instant::now();
             let state = loop {
                 let state = reconcile(dir, started)?;
@@ -311,15 +358,49 @@ pub(crate) fn stop(
     }
 }
 
+/// What ending a test's processes found.
+#[derive(Debug, Default)]
+struct Ended {
+    /// Each model's group that had processes, and how they ended.
+    groups: Vec<(String, StopOutcome)>,
+    /// What the models left outside their groups.
+    detached: StrayOutcome,
+}
+
+impl Ended {
+    fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.detached.ended.is_empty()
+    }
+
+    fn describe(&self) -> String {
+        let groups = self
+            .groups
+            .iter()
+            .map(|(model, outcome)| format!("model {model}: {}", outcome.how()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let detached = self
+            .detached
+            .summary()
+            .map(|summary| format!("processes the models left outside their groups: {summary}"));
+        match (groups.is_empty(), detached) {
+            (true, None) => "no model process was left".to_owned(),
+            (false, None) => groups,
+            (true, Some(detached)) => detached,
+            (false, Some(detached)) => format!("{groups}; {detached}"),
+        }
+    }
+}
+
 /// Ends every recorded group of the test that is still its own, side by side (each may take
-/// its whole grace period). Pids recorded in another boot name other processes: none is
-/// touched then.
-fn end_groups(dir: &Path, owner: Option<&TestOwner>) -> Vec<(String, StopOutcome)> {
+/// its whole grace period), then every process its models left outside their groups. Pids
+/// recorded in another boot name other processes: none is touched then.
+fn end_groups(dir: &Path, owner: Option<&TestOwner>) -> Ended {
     if owner.is_none_or(TestOwner::in_another_boot) {
-        return Vec::new();
+        return Ended::default();
     }
     let groups = recorded_groups(dir);
-    std::thread::scope(|scope| {
+    let groups = std::thread::scope(|scope| {
         let stopping: Vec<_> = groups
             .into_iter()
             .map(|group| {
@@ -333,18 +414,11 @@ fn end_groups(dir: &Path, owner: Option<&TestOwner>) -> Vec<(String, StopOutcome
             .into_iter()
             .filter_map(|stopping| stopping.join().ok().flatten())
             .collect()
-    })
-}
-
-fn describe(outcomes: &[(String, StopOutcome)]) -> String {
-    if outcomes.is_empty() {
-        return "no model process was left".to_owned();
+    });
+    Ended {
+        groups,
+        detached: end_test_processes(dir),
     }
-    outcomes
-        .iter()
-        .map(|(model, outcome)| format!("model {model}: {}", outcome.how()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! saved (it exits that way after a failed step too). Its last weights are therefore the last
 //! `step_<n>` it printed after saving them, and the `final` line is never believed.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use crate::error::MetricsError;
@@ -27,23 +27,35 @@ pub fn scan(path: &Path) -> Result<WeightsReport, MetricsError> {
     })?;
     let mut report = WeightsReport::default();
     // Logs hold arbitrary bytes (progress bars, other encodings): read lossily, line by line.
-    let mut reader = BufReader::new(file);
-    let mut buffer = Vec::new();
+    for_each_line(BufReader::new(file), |line| {
+        read_line(&String::from_utf8_lossy(line), &mut report);
+    })
+    .map_err(|source| MetricsError::Io {
+        action: "read",
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(concluded(report))
+}
+
+/// A line longer than this is read in pieces of this size: a progress bar redrawn for hours
+/// without a newline is never held whole. A line naming weights is a few hundred bytes.
+const MAX_LINE: usize = 64 * 1024;
+
+/// Calls `each` with every line of `reader` (ended by `\n`, or by the `\r` a progress bar
+/// redraws with), a line longer than `MAX_LINE` in pieces of at most that.
+fn for_each_line(mut reader: impl BufRead, mut each: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut buffer = Vec::with_capacity(MAX_LINE);
     loop {
         buffer.clear();
-        match reader.read_until(b'\n', &mut buffer) {
-            Ok(0) => break,
-            Ok(_) => read_line(&String::from_utf8_lossy(&buffer), &mut report),
-            Err(source) => {
-                return Err(MetricsError::Io {
-                    action: "read",
-                    path: path.to_owned(),
-                    source,
-                });
-            }
+        let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX);
+        if (&mut reader).take(limit).read_until(b'\n', &mut buffer)? == 0 {
+            return Ok(());
+        }
+        for line in buffer.split(|byte| *byte == b'\r') {
+            each(line);
         }
     }
-    Ok(concluded(report))
 }
 
 /// The report once every line is read: the last weights are the last ones saved.
@@ -102,6 +114,30 @@ mod tests {
         );
         let steps: Vec<_> = report.checkpoints.iter().map(|c| c.step).collect();
         assert_eq!(steps, vec![Some(0), Some(1), Some(2)]);
+    }
+
+    /// A progress bar redrawn with `\r` for hours makes one endless line: it is read in bounded
+    /// pieces, and the weights after it are still found.
+    #[test]
+    fn an_endless_line_is_read_in_bounded_pieces() {
+        let mut log = b"Sampling client updated: tinker://abc/sampler_weights/step_1\n".to_vec();
+        for step in 0..200_000 {
+            log.extend_from_slice(format!("\r{step}/200000 [####    ]").as_bytes());
+        }
+        log.extend_from_slice(b"x".repeat(3 * MAX_LINE).as_slice());
+        log.extend_from_slice(b"\nSampling client updated: tinker://abc/sampler_weights/step_2\n");
+        let mut longest = 0;
+        let mut report = WeightsReport::default();
+        for_each_line(log.as_slice(), |line| {
+            longest = longest.max(line.len());
+            read_line(&String::from_utf8_lossy(line), &mut report);
+        })
+        .unwrap();
+        assert!(longest <= MAX_LINE, "a piece of {longest} bytes");
+        assert_eq!(
+            concluded(report).final_weights.as_deref(),
+            Some("tinker://abc/sampler_weights/step_2")
+        );
     }
 
     #[test]

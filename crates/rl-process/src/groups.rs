@@ -24,6 +24,15 @@ pub struct StopOutcome {
 }
 
 impl StopOutcome {
+    /// A group that had nothing left to stop.
+    pub fn nothing_to_stop() -> Self {
+        Self {
+            was_empty: true,
+            graceful: true,
+            survivors: Vec::new(),
+        }
+    }
+
     /// How the group ended, in a few words for a person.
     pub fn how(&self) -> &'static str {
         if self.graceful {
@@ -58,11 +67,7 @@ pub fn stop_recorded_group(leader: ProcessIdentity, grace: Duration) -> Option<S
 
 /// `stop_group`, the group counting as empty as soon as `is_ours` says it is another's.
 fn stop_group_while(pgid: u32, grace: Duration, is_ours: impl Fn() -> bool) -> StopOutcome {
-    let empty = StopOutcome {
-        was_empty: true,
-        graceful: true,
-        survivors: Vec::new(),
-    };
+    let empty = StopOutcome::nothing_to_stop();
     // Group 0 is our own and 1 is init's: never signal those.
     let Some(raw) = i32::try_from(pgid).ok().filter(|raw| *raw > 1) else {
         return empty;

@@ -12,7 +12,7 @@ use rl_config::Secrets;
 use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;
-use crate::groups::StopOutcome;
+use crate::groups::{StopOutcome, group_is_ours, stop_recorded_group};
 use crate::identity::ProcessIdentity;
 use crate::output::{OutputCopy, redacted_output};
 use crate::state::{Component, ComponentStatus};
@@ -94,8 +94,11 @@ pub trait Launcher: Send + Sync {
     /// Starts the component in a process group of its own.
     async fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn RunningComponent>, ProcessError>;
 
-    /// Stops a whole process group: SIGTERM, up to `grace`, then SIGKILL.
-    async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome;
+    /// Stops the whole process group `leader` started (its pid is the group's id): SIGTERM, up
+    /// to `grace`, then SIGKILL, each only while the group is still the one it started
+    /// (`group_is_ours`): once its leader is reaped and the group empty, the id may be another
+    /// group's, which must get no signal.
+    async fn stop_group(&self, leader: ProcessIdentity, grace: Duration) -> StopOutcome;
 
     /// Once every component's group is stopped: ends whatever the components started that is
     /// still there outside their groups (SIGTERM, up to `grace`, SIGKILL), and waits for the
@@ -122,9 +125,9 @@ pub trait Launcher: Send + Sync {
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait RunningComponent: Send {
+    /// Its process: the leader of a process group of its own (the group's id is its pid),
+    /// which holds everything it started.
     fn identity(&self) -> ProcessIdentity;
-    /// Its process group, which holds everything it started.
-    fn process_group(&self) -> u32;
     /// Waits until the process ends.
     async fn wait(&mut self) -> ComponentStatus;
 }
@@ -250,15 +253,21 @@ impl Launcher for LocalLauncher {
         }))
     }
 
-    async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome {
+    async fn stop_group(&self, leader: ProcessIdentity, grace: Duration) -> StopOutcome {
         // Polling /proc and sleeping between signals would stall the supervisor's event loop.
-        tokio::task::spawn_blocking(move || crate::groups::stop_group(pgid, grace))
-            .await
-            .unwrap_or_else(|_| StopOutcome {
-                was_empty: false,
-                graceful: false,
-                survivors: crate::identity::members_of_group(i32::try_from(pgid).unwrap_or(0)),
-            })
+        tokio::task::spawn_blocking(move || {
+            stop_recorded_group(leader, grace).unwrap_or_else(StopOutcome::nothing_to_stop)
+        })
+        .await
+        .unwrap_or_else(|_| StopOutcome {
+            was_empty: false,
+            graceful: false,
+            survivors: if group_is_ours(leader) {
+                crate::identity::members_of_group(i32::try_from(leader.pid).unwrap_or(0))
+            } else {
+                Vec::new()
+            },
+        })
     }
 
     async fn end_strays(&self, grace: Duration) -> StrayOutcome {
@@ -294,11 +303,6 @@ struct LocalProcess {
 impl RunningComponent for LocalProcess {
     fn identity(&self) -> ProcessIdentity {
         self.identity
-    }
-
-    fn process_group(&self) -> u32 {
-        // `process_group(0)` made the child the leader of a group named after its pid.
-        self.identity.pid
     }
 
     async fn wait(&mut self) -> ComponentStatus {

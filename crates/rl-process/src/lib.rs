@@ -3,6 +3,9 @@
 //! stop as a whole, and free loopback ports per run.
 //!
 //! The `Launcher` trait starts components (locally: one process group each, output to a log).
+//! What outlives a process group — output copied into a log with keys redacted, processes that
+//! left for a session of their own — is handled here for every owner of processes, a run's
+//! supervisor and a pre-flight alike.
 //! The supervisor and the readiness gates build on these (see the run lifecycle issue;
 //! docs/ARCHITECTURE.md says what exists).
 
@@ -30,6 +33,7 @@ pub use launcher::{
     AllocationNote, ClusterEnd, LaunchSpec, Launcher, LocalLauncher, Placement, RunningComponent,
 };
 pub use log_tail::{LogTail, read_log_tail};
+pub use output::{OutputCopy, redacted_output};
 pub use plan::LaunchPlan;
 pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};
@@ -39,7 +43,8 @@ pub use runs::{
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};
 pub use strays::{
-    RUN_DIR_VARIABLE, Stray, StrayOutcome, carrying_run_dir, descendants_of, end_strays,
+    RUN_DIR_VARIABLE, Stray, StrayOutcome, carrying_dir, carrying_run_dir, descendants_of,
+    end_strays,
 };
 pub use supervisor::{Supervisor, supervise};
 pub use template::{TemplateValues, render};

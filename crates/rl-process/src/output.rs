@@ -1,18 +1,20 @@
-//! A component's output on its way to its log: the component writes into a pipe, and a thread
-//! of the supervisor writes what it reads to the log with every key the supervisor knows
-//! redacted, so that no log on disk holds a key, whoever reads it later.
+//! A process's output on its way to its log: the process writes into a pipe, and a thread of
+//! ours writes what it reads to the log with every key we know redacted, so that no log on disk
+//! holds a key, whoever reads it later. A run's components (the supervisor) and a pre-flight's
+//! models (the process running the test) are logged through it alike.
 //!
 //! The thread is the pipe's only reader and does nothing else: the output keeps flowing while
-//! the supervisor waits for the store, and a component never blocks on it for long. Output is
-//! copied as bytes, whatever it is (not UTF-8, no newline for hours): nothing is held back but
-//! the end of a chunk that may be the start of a key whose rest is still to come.
+//! its owner waits for something else, and a process never blocks on it for long. Output is
+//! copied as bytes, whatever it is (not UTF-8, no newline for hours), in chunks of bounded
+//! size: nothing is held back but the end of a chunk that may be the start of a key whose rest
+//! is still to come.
 
 use std::fs::File;
 use std::io::{PipeWriter, Read, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -33,16 +35,18 @@ struct Progress {
     ended: bool,
 }
 
-/// The supervisor's side of a running copy.
+/// The owner's side of a running copy.
 #[derive(Clone)]
-pub(crate) struct OutputCopy {
+pub struct OutputCopy {
     requested: Arc<AtomicU64>,
+    cut: Arc<AtomicBool>,
     progress: watch::Receiver<Progress>,
 }
 
-/// A pipe whose write end is for the component (its stdout and stderr, so that their lines stay
-/// in the order written), and the copy of what it carries into the log at `log_path`.
-pub(crate) fn redacted_output(
+/// A pipe whose write end is for the process (its stdout and stderr, so that their lines stay
+/// in the order written), and the copy of what it carries into the log at `log_path` (created,
+/// else appended to).
+pub fn redacted_output(
     log_path: &Path,
     secrets: Secrets,
 ) -> std::io::Result<(PipeWriter, OutputCopy)> {
@@ -52,15 +56,17 @@ pub(crate) fn redacted_output(
         .open(log_path)?;
     let (reader, writer) = std::io::pipe()?;
     let requested = Arc::new(AtomicU64::new(0));
+    let cut = Arc::new(AtomicBool::new(false));
     let (progress_tx, progress) = watch::channel(Progress::default());
-    let asked = requested.clone();
+    let (asked, told_to_cut) = (requested.clone(), cut.clone());
     std::thread::Builder::new()
         .name("rl-output".to_owned())
-        .spawn(move || copy(&reader, log, &secrets, &asked, &progress_tx))?;
+        .spawn(move || copy(&reader, log, &secrets, &asked, &told_to_cut, &progress_tx))?;
     Ok((
         writer,
         OutputCopy {
             requested,
+            cut,
             progress,
         },
     ))
@@ -68,17 +74,25 @@ pub(crate) fn redacted_output(
 
 impl OutputCopy {
     /// Waits until everything written into the pipe before this call is in the log (what a
-    /// component printed before it ended), up to `limit`. False when the limit ran out: a
+    /// process printed before it ended), up to `limit`. False when the limit ran out: a
     /// process it left keeps writing.
-    pub(crate) async fn drained(&mut self, limit: Duration) -> bool {
+    pub async fn drained(&mut self, limit: Duration) -> bool {
         let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
         self.until(limit, |progress| progress.drained >= ticket)
             .await
     }
 
     /// Waits until the pipe is closed and everything is in the log, up to `limit`.
-    pub(crate) async fn ended(&mut self, limit: Duration) -> bool {
+    pub async fn ended(&mut self, limit: Duration) -> bool {
         self.until(limit, |_| false).await
+    }
+
+    /// Ends the copy although the pipe is still open (a process out of reach holds it): what
+    /// was read is written out, and nothing more is, so that a note written to the log after
+    /// this is its last line. Waits up to `limit` for the thread to be done.
+    pub async fn cut(&mut self, limit: Duration) -> bool {
+        self.cut.store(true, Ordering::SeqCst);
+        self.ended(limit).await
     }
 
     async fn until(&mut self, limit: Duration, reached: impl Fn(&Progress) -> bool) -> bool {
@@ -98,12 +112,14 @@ fn copy(
     mut log: File,
     secrets: &Secrets,
     requested: &AtomicU64,
+    cut: &AtomicBool,
     progress: &watch::Sender<Progress>,
 ) {
     let mut chunk = vec![0; CHUNK];
-    // The end of what was read that may be the start of a key.
+    // The end of what was read that may be the start of a key: never longer than a key.
     let mut held = Vec::new();
-    loop {
+    // Looked at least once per idle poll: a cut is obeyed within one.
+    while !cut.load(Ordering::SeqCst) {
         // Read before looking at the pipe: an empty pipe then answers every request made
         // before the look, and so covers all that was written before them.
         let asked = requested.load(Ordering::SeqCst);
@@ -206,6 +222,21 @@ mod tests {
     #[test]
     fn the_start_of_a_key_left_at_the_end_is_written_when_the_pipe_closes() {
         assert_eq!(copied(&[b"partial tk-sec"]), b"partial tk-sec");
+    }
+
+    #[test]
+    fn a_cut_copy_writes_nothing_more_though_the_pipe_stays_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("model.log");
+        let (mut writer, mut copy) = redacted_output(&log, secrets()).unwrap();
+        runtime().block_on(async {
+            writer.write_all(b"before\n").unwrap();
+            assert!(copy.drained(Duration::from_secs(10)).await);
+            assert!(copy.cut(Duration::from_secs(10)).await);
+        });
+        // The pipe has no reader left: the writer learns it rather than blocking.
+        let _ = writer.write_all(b"after\n");
+        assert_eq!(std::fs::read(&log).unwrap(), b"before\n");
     }
 
     #[test]

@@ -17,7 +17,8 @@ use rl_config::{RUN_CONFIG_FILE, RunConfig, RunId, SlurmSettings};
 use tokio::sync::mpsc;
 
 use crate::ProcessError;
-use crate::groups::StopOutcome;
+use crate::groups::{StopOutcome, group_is_ours};
+use crate::identity::ProcessIdentity;
 use crate::launcher::{
     AllocationNote, ClusterEnd, LaunchSpec, Launcher, LocalLauncher, Placement, RunningComponent,
 };
@@ -212,8 +213,8 @@ pub struct SlurmLauncher {
 struct SlurmState {
     job: Option<String>,
     node: Option<String>,
-    /// Process group of each step's local `srun`, and the step's name.
-    steps: Vec<(u32, String)>,
+    /// Each step's local `srun` (the leader of its process group), and the step's name.
+    steps: Vec<(ProcessIdentity, String)>,
 }
 
 impl SlurmLauncher {
@@ -483,20 +484,19 @@ impl Launcher for SlurmLauncher {
             .local
             .launch(&self.step_spec(spec, &job, &node))
             .await?;
-        self.state().steps.push((
-            running.process_group(),
-            step_name(&self.run_id, spec.component),
-        ));
+        self.state()
+            .steps
+            .push((running.identity(), step_name(&self.run_id, spec.component)));
         Ok(running)
     }
 
-    async fn stop_group(&self, pgid: u32, grace: Duration) -> StopOutcome {
+    async fn stop_group(&self, leader: ProcessIdentity, grace: Duration) -> StopOutcome {
         let (job, name) = {
             let state = self.state();
             let name = state
                 .steps
                 .iter()
-                .find(|(group, _)| *group == pgid)
+                .find(|(srun, _)| *srun == leader)
                 .map(|(_, name)| name.clone());
             (state.job.clone(), name)
         };
@@ -506,18 +506,19 @@ impl Launcher for SlurmLauncher {
         };
         let Some(step) = step else {
             // The step is gone (its component ended): only the local srun may be left.
-            return self.local.stop_group(pgid, grace).await;
+            return self.local.stop_group(leader, grace).await;
         };
         // SIGTERM through SLURM reaches the component itself; a signal to srun would kill it.
         let _ = self.commands.cancel(&step, Some("TERM"), false).await;
         let deadline = tokio::time::Instant::now() + grace;
-        // Signal 0 to the group asks only whether it has members: no scan of /proc.
-        let group = nix::unistd::Pid::from_raw(i32::try_from(pgid).unwrap_or(0));
-        while nix::sys::signal::killpg(group, None).is_ok() {
+        // Signal 0 to the group asks only whether it has members: no scan of /proc. Members of
+        // a group that is no longer srun's are another's, and not waited for.
+        let group = nix::unistd::Pid::from_raw(i32::try_from(leader.pid).unwrap_or(0));
+        while group_is_ours(leader) && nix::sys::signal::killpg(group, None).is_ok() {
             if tokio::time::Instant::now() >= deadline {
                 // Cancelled through SLURM first: killing srun alone would orphan the step.
                 let _ = self.commands.cancel(&step, None, false).await;
-                let mut outcome = self.local.stop_group(pgid, Duration::from_secs(2)).await;
+                let mut outcome = self.local.stop_group(leader, Duration::from_secs(2)).await;
                 outcome.graceful = false;
                 return outcome;
             }

@@ -3,7 +3,8 @@
 //! the components' groups misses it. The supervisor is the child subreaper of everything below
 //! it, so such a process stays its descendant however its parents end, and is found by walking
 //! down from the supervisor. Once the supervisor itself is gone, a run's processes are found by
-//! the run folder they carry in their environment.
+//! the run folder they carry in their environment. A pre-flight's models are marked and found
+//! the same way, by their test's folder.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -43,6 +44,14 @@ pub struct StrayOutcome {
 impl StrayOutcome {
     /// What was found and how it ended, for the run's events; `None` when nothing was found.
     pub fn describe(&self) -> Option<String> {
+        self.summary().map(|summary| {
+            format!("processes the components left outside their process groups: {summary}")
+        })
+    }
+
+    /// The processes found, by pid and command name (the rest counted), and how they ended;
+    /// `None` when nothing was found.
+    pub fn summary(&self) -> Option<String> {
         if self.ended.is_empty() {
             return None;
         }
@@ -62,10 +71,7 @@ impl StrayOutcome {
         } else {
             format!("processes {:?} survived SIGKILL", self.survivors)
         };
-        Some(format!(
-            "processes the components left outside their process groups: {}; {how}",
-            named.join(", ")
-        ))
+        Some(format!("{}; {how}", named.join(", ")))
     }
 }
 
@@ -90,24 +96,37 @@ pub fn descendants_of(ancestor: u32) -> Vec<Stray> {
 /// The live processes (but this one) whose environment names `run_dir` as the run's folder:
 /// the components and whatever they started that kept its environment.
 pub fn carrying_run_dir(run_dir: &Path) -> Vec<Stray> {
-    let Ok(wanted) = std::fs::canonicalize(run_dir) else {
-        // A run without its folder had no component started in it.
+    carrying_dir(RUN_DIR_VARIABLE, run_dir, &[])
+}
+
+/// The live processes (but this one) whose environment names the folder `dir` (however
+/// written) in `variable`, and sets each variable of `also` to its value: the processes a
+/// folder's owner (a run, a pre-flight test) marked, and whatever they started that kept their
+/// environment.
+pub fn carrying_dir(variable: &str, dir: &Path, also: &[(&str, &str)]) -> Vec<Stray> {
+    let Ok(wanted) = std::fs::canonicalize(dir) else {
+        // Without its folder, nothing was started in it.
         return Vec::new();
     };
-    let prefix = format!("{RUN_DIR_VARIABLE}=");
     let me = std::process::id();
     processes()
         .into_iter()
         .filter(|(pid, stat)| *pid != me && stat.state != 'Z')
         .filter(|(pid, _)| {
             let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            environ.split(|byte| *byte == 0).any(|entry| {
-                entry
-                    .strip_prefix(prefix.as_bytes())
-                    .and_then(|dir| std::str::from_utf8(dir).ok())
-                    .and_then(|dir| std::fs::canonicalize(dir).ok())
-                    .is_some_and(|dir| dir == wanted)
-            })
+            let value_of = |name: &str| {
+                environ
+                    .split(|byte| *byte == 0)
+                    .find_map(|entry| entry.strip_prefix(name.as_bytes())?.strip_prefix(b"="))
+            };
+            let names_dir = value_of(variable)
+                .and_then(|dir| std::str::from_utf8(dir).ok())
+                .and_then(|dir| std::fs::canonicalize(dir).ok())
+                .is_some_and(|dir| dir == wanted);
+            names_dir
+                && also
+                    .iter()
+                    .all(|(name, value)| value_of(name) == Some(value.as_bytes()))
         })
         .map(|(pid, stat)| stray(pid, stat.start_ticks))
         .collect()

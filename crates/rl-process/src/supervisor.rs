@@ -34,8 +34,8 @@ const LOG_LINE_CHARS: usize = 500;
 /// may still run in its group, and is stopped with the run.
 struct Launched {
     component: Component,
+    /// Its process, the leader of its group.
     identity: ProcessIdentity,
-    process_group: u32,
 }
 
 /// How the run is going to end, once that is known.
@@ -278,7 +278,6 @@ impl<'a> Supervisor<'a> {
         self.launched.push(Launched {
             component,
             identity,
-            process_group: running.process_group(),
         });
         let exits = self.exits_tx.clone();
         let mut running = running;

@@ -122,6 +122,60 @@ pub fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// Starts measuring `peak_memory` from now (Linux's `clear_refs` 5). Where that is refused, the
+/// peak is the process's whole life's: a bound all the stricter.
+pub fn reset_peak_memory() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The highest resident memory of this process since `reset_peak_memory`, in bytes (`VmHWM`).
+/// nextest runs each test in a process of its own: the peak is the test's.
+///
+/// # Panics
+/// When `/proc/self/status` has no `VmHWM` line (not Linux).
+#[allow(clippy::expect_used)]
+pub fn peak_memory() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmHWM line");
+    kib * 1024
+}
+
+/// Kills, when dropped, every process whose command line holds its marker, with its process
+/// group: a failing assertion must not leave a test's sleepers behind, least of all ones
+/// started in a session of their own, which nothing else would stop. Put the marker in the
+/// command line of every process a test starts.
+pub struct KillOnDrop {
+    pub marker: String,
+}
+
+impl KillOnDrop {
+    /// A marker unique to this test process and `name`.
+    pub fn new(name: &str) -> Self {
+        Self {
+            marker: format!("rl-{name}-marker-{}", std::process::id()),
+        }
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
+        for (pid, _) in processes_mentioning(&self.marker) {
+            let Ok(pid) = i32::try_from(pid) else {
+                continue;
+            };
+            // Its group too: a marked shell's children (`sleep`) do not hold the marker.
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
 /// The fixture OpenAI-compatible server (`fixtures/openai-server`) on loopback: its model
 /// names are its policies (`always-right`, `mixed`, `slow`, `http-500`, …). Stopped on drop.
 pub struct FixtureServer {

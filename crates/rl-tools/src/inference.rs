@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rl_inference_test::{
     CorrectRule, Endpoint, InferenceTestError, Key, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE,
-    ProgressSink, Redactor, TestPlan, TestReport, TestRequest, TestStore,
+    ProgressSink, TestPlan, TestReport, TestRequest, TestStore,
 };
 use serde_json::json;
 
@@ -106,21 +106,16 @@ impl Tools {
         plan: &TestPlan,
         progress: ProgressSink,
     ) -> Result<TestReport, ToolsError> {
-        let mut redactor = Redactor::default();
-        for name in rl_config::SECRET_NAMES {
-            if let Some(value) = self.secrets().get(name) {
-                redactor.add(name, value);
-            }
-        }
+        let mut secrets = self.secrets().clone();
         if let Some(key) = &plan.endpoint.key {
-            redactor.add(&plan.endpoint.key_variable, key);
+            secrets.also_redact(&plan.endpoint.key_variable, key);
         }
         let store = self.test_store();
         Ok(rl_inference_test::run_test(
             plan,
             &store,
             std::sync::Arc::new(self.model_runner().clone()),
-            redactor,
+            secrets,
             progress,
         )
         .await?)

@@ -27,12 +27,16 @@ fn marker(case: &str) -> String {
     format!("rl-stray-{}-{case}", std::process::id())
 }
 
-/// The pid of the process carrying `marker`, once it has started.
+/// The pid of the process carrying `marker`, once it has started. Not the trainer's shell,
+/// whose script names the marker too until it execs the trainer.
 fn stray_pid(stack: &Stack, id: &str, marker: &str) -> u32 {
     let started = Instant::now();
     loop {
-        if let Some((pid, _)) = rl_test_support::processes_mentioning(marker).first() {
-            return *pid;
+        let stray = rl_test_support::processes_mentioning(marker)
+            .into_iter()
+            .find(|(_, line)| !line.contains("launch_training.py"));
+        if let Some((pid, _)) = stray {
+            return pid;
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),

@@ -9,9 +9,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rl_test_support::{FixtureServer, processes_mentioning};
+use rl_test_support::{FixtureServer, KillOnDrop, processes_mentioning};
 use serde_json::{Value, json};
 
+use crate::preflight::left_by_a_killed_owner;
 use crate::serve::stack_home;
 use crate::{test_python, workspace_root};
 
@@ -80,11 +81,13 @@ impl RawServer {
         });
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = stderr.clone();
-        let mut err = child.stderr.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        // Line by line, so that a test can wait for a line while the server runs.
         std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut err, &mut text);
-            sink.lock().unwrap().push_str(&text);
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
         });
         Self {
             child,
@@ -613,4 +616,54 @@ fn the_next_preflight_ends_the_models_a_killed_session_left() {
         .map(|test| test["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["finished", "interrupted"], "{listed}");
+}
+
+/// `rl mcp` ends, as it starts, what the killed owner of an earlier pre-flight left (the model's
+/// group, and what the model left in a session of its own), without anyone listing or running a
+/// test; the test reads `interrupted`.
+#[test]
+fn a_starting_server_ends_what_a_killed_preflight_left() {
+    let home = tempfile::tempdir().unwrap();
+    let guard = KillOnDrop::new("mcp-start");
+    let (dir, mut model) = left_by_a_killed_owner(home.path(), &guard.marker);
+    let mut server = RawServer::start(home.path(), &[]);
+    server.initialize();
+    let ended = eventually(Duration::from_secs(60), || {
+        processes_mentioning(&guard.marker).is_empty() && dir.join("interrupted.json").exists()
+    });
+    assert!(
+        ended,
+        "left running: {:?}: {}",
+        processes_mentioning(&guard.marker),
+        server.stderr()
+    );
+    model.wait().unwrap();
+    server.close_stdin();
+    assert!(server.wait(Duration::from_secs(30)).success());
+}
+
+/// A pre-flight store that cannot be read is said on stderr, and the server serves all the same.
+#[test]
+fn an_unreadable_preflight_store_does_not_keep_the_server_from_starting() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("preflight"), "not a folder").unwrap();
+    let mut server = RawServer::start(home.path(), &[]);
+    let initialized = server.initialize();
+    assert!(
+        initialized["result"]["serverInfo"].is_object(),
+        "{initialized}"
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || server.stderr().contains(
+            "rl mcp: cannot look for what killed pre-flight tests left"
+        )),
+        "{}",
+        server.stderr()
+    );
+    server.close_stdin();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    assert!(
+        server.rest().is_empty(),
+        "stdout holds protocol messages only"
+    );
 }

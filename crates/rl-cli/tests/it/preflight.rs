@@ -1,10 +1,15 @@
-//! `rl preflight` as an agent uses it: one compact JSON answer, tests kept and listed, bad
+//! `rl test` as an agent uses it: one compact JSON answer, tests kept and listed, bad
 //! requests refused before anything starts.
 
-use std::process::Output;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
+use rl_inference_test::ModelMarks;
+use rl_process::ProcessIdentity;
 use rl_test_support::FixtureServer;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{rl_in, test_python};
 
@@ -21,6 +26,53 @@ pub(crate) fn home_with_arithmetic(python: &std::path::Path) -> tempfile::TempDi
             .success()
     );
     home
+}
+
+/// What a `kill -9` of the process running a test leaves in `home`: the test's folder with its
+/// dead owner and one model's process group recorded, the model still running, and a process
+/// the model left in a session of its own. Every process's command line holds `marker`.
+/// Returns the test's folder and the model's process, to reap once it is ended.
+pub(crate) fn left_by_a_killed_owner(home: &Path, marker: &str) -> (PathBuf, Child) {
+    let dir = home.join("preflight").join("0badc0de");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let owner = ProcessIdentity::of(gone.id()).unwrap();
+    gone.wait().unwrap();
+    let plan = json!({
+        "test_id": "0badc0de", "environment": "shell@shell.py", "models": ["m1"],
+        "base_url": "http://127.0.0.1:9/v1", "started_at": "2026-01-01T00:00:00Z",
+        "owner": {"process": owner, "boot_id": rl_process::boot_id()},
+    });
+    std::fs::write(dir.join("plan.json"), plan.to_string()).unwrap();
+    // As the runner starts a model: a group of its own, its marks in its environment.
+    let marks = ModelMarks {
+        test_dir: dir.clone(),
+        model: "01-m1".to_owned(),
+    };
+    let model = Command::new("/bin/sh")
+        .args([
+            "-c",
+            &format!(
+                "setsid sh -c 'touch detached; sleep 300; : {marker}' & sleep 300; : {marker}"
+            ),
+        ])
+        .current_dir(&dir)
+        .envs(marks.environment())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let leader = ProcessIdentity::of(model.id()).unwrap();
+    let group = json!({"model": "m1", "leader": leader});
+    std::fs::write(dir.join("01-m1.group.json"), group.to_string()).unwrap();
+    let started = Instant::now();
+    while !dir.join("detached").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the model never detached"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (dir, model)
 }
 
 fn refused(output: &Output) -> String {

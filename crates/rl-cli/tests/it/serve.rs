@@ -285,7 +285,7 @@ pub(crate) fn stack_home(python: &Path, extra: &str) -> tempfile::TempDir {
     home
 }
 
-/// Runs started by a test, stopped with `rl stop` even when it panics.
+/// Runs started by a test, stopped with `rl runs stop` even when it panics.
 struct StartedRuns<'a> {
     home: &'a Path,
     ids: Vec<String>,
@@ -1148,4 +1148,45 @@ fn a_stopped_server_leaves_no_model_running() {
     assert_eq!(models_running(), 0, "{}", server.output());
     assert!(server.output().contains("rl serve: stopping"));
     request.join().unwrap();
+}
+
+/// `rl serve` ends, as it starts, what the killed owner of an earlier pre-flight left; a store
+/// it cannot read is said, and it serves all the same.
+#[test]
+fn a_starting_server_ends_what_a_killed_preflight_left_and_starts_without_a_store() {
+    let home = tempfile::tempdir().unwrap();
+    let guard = rl_test_support::KillOnDrop::new("serve-start");
+    let (dir, mut model) = crate::preflight::left_by_a_killed_owner(home.path(), &guard.marker);
+    let server = Server::start(home, &[], &[]);
+    let started = Instant::now();
+    while !(rl_test_support::processes_mentioning(&guard.marker).is_empty()
+        && dir.join("interrupted.json").exists())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "left running: {:?}: {}",
+            rl_test_support::processes_mentioning(&guard.marker),
+            server.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    model.wait().unwrap();
+    drop(server);
+
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("preflight"), "not a folder").unwrap();
+    let server = Server::start(home, &[], &[]);
+    expect(server.get("/health"), 200);
+    let started = Instant::now();
+    while !server
+        .output()
+        .contains("rl serve: cannot look for what killed pre-flight tests left")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            server.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -120,3 +120,65 @@ fn introspection_of_a_hanging_environment_is_cut_at_its_timeout() {
     assert!(error.to_string().contains("did not finish"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(60));
 }
+
+/// A stand-in for the user's Python: a shell script that ignores its arguments.
+fn fake_python(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("python");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// An environment that prints without end as it is imported: what is kept of its output is
+/// bounded, whatever it prints.
+#[test]
+fn an_environment_printing_without_end_costs_bounded_memory() {
+    const PRINTED: u64 = 200 * 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let python = fake_python(
+        dir.path(),
+        &format!(
+            "head -c {PRINTED} /dev/zero | tr '\\0' x\n\
+             head -c {PRINTED} /dev/zero | tr '\\0' y >&2\n\
+             exit 1"
+        ),
+    );
+    rl_test_support::reset_peak_memory();
+    let error = introspect(&python, &dir.path().join("env.py"), "Env", PATIENCE).unwrap_err();
+    let peak = rl_test_support::peak_memory();
+    eprintln!("peak resident memory: {} MB", peak >> 20);
+    assert!(error.to_string().contains("printed no result"), "{error}");
+    assert!(
+        peak < PRINTED / 4,
+        "the introspection's memory reached {} MB for output of {} MB",
+        peak >> 20,
+        (2 * PRINTED) >> 20
+    );
+}
+
+/// A process the environment left behind, holding the output open, does not hold the answer.
+#[test]
+fn a_process_left_holding_the_output_does_not_hold_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = rl_test_support::KillOnDrop::new("introspect-held");
+    let python = fake_python(
+        dir.path(),
+        &format!(
+            "sh -c 'sleep 300; : {}' &\n\
+             echo '{{\"config_class\": \"EnvConfig\", \"fields\": []}}'",
+            guard.marker
+        ),
+    );
+    let (answer, answered) = std::sync::mpsc::channel();
+    let env_file = dir.path().join("env.py");
+    std::thread::spawn(move || answer.send(introspect(&python, &env_file, "Env", PATIENCE)));
+    let introspected = answered
+        .recv_timeout(PATIENCE)
+        .expect("no answer while a process left behind holds the output")
+        .unwrap();
+    assert_eq!(introspected.config_class.as_deref(), Some("EnvConfig"));
+}
+
+/// Generous: these fail only when something never happens.
+const PATIENCE: Duration = Duration::from_secs(60);

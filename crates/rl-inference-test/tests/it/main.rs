@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod hostile_models;
 mod preflight;
 mod runner;
 mod tracking;
@@ -11,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rl_config::{ConfigService, Settings};
+use rl_config::{ConfigService, Secrets, Settings};
 use rl_inference_test::{
-    CorrectRule, Endpoint, LocalModelRunner, Progress, ProgressSink, Redactor, TestPlan,
-    TestReport, TestRequest, TestStore,
+    CorrectRule, Endpoint, LocalModelRunner, Progress, ProgressSink, TestPlan, TestReport,
+    TestRequest, TestStore,
 };
 pub(crate) use rl_test_support::{FixtureServer, processes_mentioning};
 
@@ -50,12 +51,12 @@ impl Stack {
         TestStore::new(self.home.path())
     }
 
-    pub(crate) async fn run(&self, plan: &TestPlan, redactor: Redactor) -> TestReport {
+    pub(crate) async fn run(&self, plan: &TestPlan, secrets: Secrets) -> TestReport {
         rl_inference_test::run_test(
             plan,
             &self.store(),
             Arc::new(LocalModelRunner::default()),
-            redactor,
+            secrets,
             ignore_progress(),
         )
         .await

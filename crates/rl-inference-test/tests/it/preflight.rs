@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rl_inference_test::{ModelOutcome, ModelReport, Redactor, TestReport, Verdict};
+use rl_config::Secrets;
+use rl_inference_test::{ModelOutcome, ModelReport, TestReport, Verdict};
 
 use crate::{FixtureServer, Stack, processes_mentioning, request, test_python};
 
@@ -29,7 +30,7 @@ async fn three_models_at_once_give_every_figure_and_the_verdict() {
     let server = FixtureServer::start(&python, None);
     let stack = Stack::new(&python);
     let plan = stack.plan(request(&server, &["always-right", "always-wrong", "mixed"]));
-    let report = stack.run(&plan, Redactor::default()).await;
+    let report = stack.run(&plan, Secrets::default()).await;
 
     assert_eq!(report.correct_from, Some(1.0));
     let right = model(&report, "always-right");
@@ -141,10 +142,10 @@ async fn each_verdict_from_a_model_that_shows_it() {
         .collect();
     // At once: the failing endpoint alone takes ~25 s of atroposlib's retries.
     let (ready, easy, hard, broken) = tokio::join!(
-        stack.run(&plans[0], Redactor::default()),
-        stack.run(&plans[1], Redactor::default()),
-        stack.run(&plans[2], Redactor::default()),
-        stack.run(&plans[3], Redactor::default()),
+        stack.run(&plans[0], Secrets::default()),
+        stack.run(&plans[1], Secrets::default()),
+        stack.run(&plans[2], Secrets::default()),
+        stack.run(&plans[3], Secrets::default()),
     );
     let reports = [ready, easy, hard, broken];
     for ((model, verdict), report) in cases.iter().zip(&reports) {
@@ -186,7 +187,7 @@ async fn a_hanging_model_is_cut_at_its_timeout_while_the_others_finish() {
     // Long enough for a process-mode run on a loaded machine, far shorter than `slow`'s hour.
     request.timeout = Duration::from_secs(40);
     let plan = stack.plan(request);
-    let report = stack.run(&plan, Redactor::default()).await;
+    let report = stack.run(&plan, Secrets::default()).await;
     let slow = model(&report, "slow");
     assert_eq!(slow.outcome, ModelOutcome::TimedOut { after_secs: 40.0 });
     assert!(
@@ -217,8 +218,8 @@ async fn the_key_reaches_the_endpoint_and_no_argv_log_or_output() {
     let mut request = request(&server, &["always-right"]);
     request.endpoint.key = Some(KEY.to_owned());
     let plan = stack.plan(request);
-    let mut redactor = Redactor::default();
-    redactor.add("FIXTURE_KEY", KEY);
+    let mut secrets = Secrets::default();
+    secrets.also_redact("FIXTURE_KEY", KEY);
 
     // Watch every command line while the test runs.
     let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -233,7 +234,7 @@ async fn the_key_reaches_the_endpoint_and_no_argv_log_or_output() {
             seen
         })
     };
-    let report = stack.run(&plan, redactor).await;
+    let report = stack.run(&plan, secrets).await;
     watching.store(false, std::sync::atomic::Ordering::Relaxed);
     let command_lines = watcher.join().unwrap();
 

@@ -4,45 +4,19 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rl_config::Secrets;
 use rl_inference_test::{
-    CorrectRule, Endpoint, LocalModelRunner, ModelJob, ModelOutcome, ModelRun, ModelRunner,
-    Progress, ProgressSink, Redactor, TestPlan, TestStore, VerdictPolicy,
+    CorrectRule, Endpoint, LocalModelRunner, ModelJob, ModelMarks, ModelOutcome, ModelRun,
+    ModelRunner, Progress, ProgressSink, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestPlan,
+    TestStore, VerdictPolicy,
 };
+
+pub(crate) use rl_test_support::KillOnDrop;
 
 use crate::{ignore_progress, processes_mentioning};
 
 /// Generous: these only fail when something never happens, and a loaded CI machine is slow.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
-
-/// Kills, when dropped, every process whose command line holds the marker, with its process
-/// group: a failing assertion must not leave a test's sleepers behind, least of all ones
-/// started in a session of their own, which nothing else would stop.
-pub(crate) struct KillOnDrop {
-    pub(crate) marker: String,
-}
-
-impl KillOnDrop {
-    pub(crate) fn new(name: &str) -> Self {
-        Self {
-            marker: format!("rl-{name}-marker-{}", std::process::id()),
-        }
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        use nix::sys::signal::{Signal, kill, killpg};
-        use nix::unistd::Pid;
-        for (pid, _) in processes_mentioning(&self.marker) {
-            let Ok(pid) = i32::try_from(pid) else {
-                continue;
-            };
-            // Its group too: a marked shell's children (`sleep`) do not hold the marker.
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    }
-}
 
 pub(crate) async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + PATIENCE;
@@ -52,7 +26,7 @@ pub(crate) async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
+pub(crate) fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
     ModelJob {
         model: "shell".to_owned(),
         program: "/bin/sh".into(),
@@ -68,13 +42,21 @@ fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
         group_path: dir.join("shell.group.json"),
         stop_path: dir.join("stop.json"),
         total_groups: 2,
+        marks: ModelMarks {
+            test_dir: dir.to_owned(),
+            model: "01-shell".to_owned(),
+        },
     }
 }
 
-fn redactor() -> Redactor {
-    let mut redactor = Redactor::default();
-    redactor.add("OPENAI_API_KEY", "sk-runner-test-key-1234");
-    redactor
+pub(crate) fn secrets() -> Secrets {
+    let environment = [(
+        "OPENAI_API_KEY".to_owned(),
+        "sk-runner-test-key-1234".to_owned(),
+    )]
+    .into_iter()
+    .collect();
+    Secrets::load(Path::new("/nonexistent"), &environment)
 }
 
 #[tokio::test]
@@ -88,7 +70,7 @@ async fn output_is_logged_with_keys_redacted_and_an_exit_code_is_a_failure() {
         .run(
             job.clone(),
             Duration::from_secs(30),
-            redactor(),
+            secrets(),
             ignore_progress(),
         )
         .await;
@@ -118,7 +100,7 @@ async fn groups_are_reported_as_the_file_grows_and_success_is_exit_zero() {
         Arc::new(move |event: Progress| seen.lock().unwrap().push(event))
     };
     let run = LocalModelRunner::default()
-        .run(job, Duration::from_secs(30), redactor(), sink)
+        .run(job, Duration::from_secs(30), secrets(), sink)
         .await;
     assert_eq!(run.outcome, ModelOutcome::Succeeded);
     let seen = seen.lock().unwrap();
@@ -154,7 +136,7 @@ async fn a_timeout_stops_the_whole_group_grandchildren_included() {
         .run(
             job.clone(),
             Duration::from_secs(1),
-            redactor(),
+            secrets(),
             ignore_progress(),
         )
         .await;
@@ -170,7 +152,7 @@ async fn a_program_that_cannot_start_is_an_outcome_not_an_error() {
     let mut job = shell_job(dir.path(), "true");
     job.program = dir.path().join("no-such-python");
     let run = LocalModelRunner::default()
-        .run(job, Duration::from_secs(5), redactor(), ignore_progress())
+        .run(job, Duration::from_secs(5), secrets(), ignore_progress())
         .await;
     match run.outcome {
         ModelOutcome::NotStarted { reason } => assert!(reason.contains("no-such-python")),
@@ -184,12 +166,14 @@ async fn a_process_outside_the_group_holding_the_output_does_not_hold_the_timeou
     let guard = KillOnDrop::new("setsid");
     let marker = &guard.marker;
     // `setsid` puts the inner shell in a session of its own, out of reach of the group stop,
-    // with the model's stdout still open. The model waits for it to be there, so that the
-    // timeout, however slow the machine, cuts a model whose output is held from outside.
+    // and without the marks in its environment out of reach of the end of what the model
+    // detached, with the model's stdout still open. The model waits for it to be there, so that
+    // the timeout, however slow the machine, cuts a model whose output is held from outside.
     let job = shell_job(
         dir.path(),
         &format!(
-            "setsid sh -c 'touch detached; sleep 60; echo {marker}' & \
+            "env -u {TEST_DIR_VARIABLE} -u {TEST_MODEL_VARIABLE} \
+             setsid sh -c 'touch detached; sleep 60; echo {marker}' & \
              while [ ! -e detached ]; do sleep 0.05; done; sleep 60"
         ),
     );
@@ -198,7 +182,7 @@ async fn a_process_outside_the_group_holding_the_output_does_not_hold_the_timeou
         LocalModelRunner::default().run(
             job.clone(),
             Duration::from_secs(5),
-            redactor(),
+            secrets(),
             ignore_progress(),
         ),
     )
@@ -225,7 +209,7 @@ async fn stop_all_ends_every_running_model() {
         let runner = runner.clone();
         async move {
             runner
-                .run(job, Duration::from_secs(120), redactor(), ignore_progress())
+                .run(job, Duration::from_secs(120), secrets(), ignore_progress())
                 .await
         }
     });
@@ -267,7 +251,7 @@ async fn after_stop_all_no_model_starts() {
     let job = shell_job(dir.path(), "touch ran");
     let run = tokio::time::timeout(
         PATIENCE,
-        runner.run(job, Duration::from_secs(30), redactor(), sink),
+        runner.run(job, Duration::from_secs(30), secrets(), sink),
     )
     .await
     .unwrap();
@@ -295,7 +279,7 @@ impl ModelRunner for ShellModels {
         &self,
         mut job: ModelJob,
         timeout: Duration,
-        redactor: Redactor,
+        secrets: Secrets,
         progress: ProgressSink,
     ) -> ModelRun {
         job.program = "/bin/sh".into();
@@ -305,7 +289,7 @@ impl ModelRunner for ShellModels {
             "sh".to_owned(),
             job.model.clone(),
         ];
-        self.runner.run(job, timeout, redactor, progress).await
+        self.runner.run(job, timeout, secrets, progress).await
     }
 }
 
@@ -365,7 +349,7 @@ async fn stop_all_during_a_preflight_starts_none_of_the_models_still_waiting() {
             &plan,
             &TestStore::new(home.path()),
             Arc::new(models),
-            Redactor::default(),
+            Secrets::default(),
             ignore_progress(),
         )
         .await

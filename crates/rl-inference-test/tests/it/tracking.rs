@@ -4,8 +4,9 @@
 use std::os::unix::process::CommandExt;
 use std::sync::Arc;
 
+use rl_config::Secrets;
 use rl_inference_test::{
-    LocalModelRunner, ModelOutcome, Redactor, TestStatus, TestStore, TestView,
+    LocalModelRunner, ModelMarks, ModelOutcome, TestStatus, TestStore, TestView,
 };
 use rl_process::ProcessIdentity;
 use serde_json::json;
@@ -91,17 +92,22 @@ fn a_dead_owners_test_is_interrupted_and_its_models_ended_when_listed() {
     assert!(stopped.message.contains("interrupted"), "{stopped:?}");
 }
 
-/// `rl test stop` from another process: the running models' groups are ended, the waiting ones
-/// never start, and the owner writes a report that says it was stopped.
+/// `rl test stop` from another process: the running models' groups are ended with what they
+/// left in sessions of their own, the waiting ones never start, and the owner writes a report that says it was stopped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_stop() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let guard = KillOnDrop::new("stop-from-outside");
     let marker = guard.marker.clone();
+    // Each model leaves a process in a session of its own before it counts as started.
     let models = ShellModels {
         runner: LocalModelRunner::default(),
-        script: format!("touch \"started-$1\"; sleep 120; echo {marker}"),
+        script: format!(
+            "setsid sh -c 'touch \"detached-$1\"; sleep 300; : {marker}' sh \"$1\" & \
+             while [ ! -e \"detached-$1\" ]; do sleep 0.05; done; \
+             touch \"started-$1\"; sleep 120; echo {marker}"
+        ),
     };
     let plan = shell_plan(work.path(), &["m1", "m2", "m3"], 2);
     let store = TestStore::new(home.path());
@@ -112,7 +118,7 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
                 &plan,
                 &store,
                 Arc::new(models),
-                Redactor::default(),
+                Secrets::default(),
                 ignore_progress(),
             )
             .await
@@ -171,4 +177,63 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
     let again = store.stop(&id).unwrap();
     assert!(!again.stopped);
     assert!(again.message.contains("already finished"), "{again:?}");
+}
+
+/// A model of a killed owner that left a process in a session of its own (`setsid`), outside its
+/// recorded group: found by the test's folder in its environment, and ended with the group.
+#[test]
+fn a_dead_owners_test_ends_what_its_models_detached() {
+    let home = tempfile::tempdir().unwrap();
+    let guard = KillOnDrop::new("dead-owner-detached");
+    let marker = &guard.marker;
+    let id = "0badc0df";
+    let dir = home.path().join("preflight").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    write(
+        &dir.join("plan.json"),
+        &json!({
+            "test_id": id, "environment": "shell@shell.py", "models": ["m1"],
+            "base_url": "http://127.0.0.1:9/v1", "started_at": "2026-01-01T00:00:00Z",
+            "steps": 2,
+            "owner": {"process": dead_process(), "boot_id": rl_process::boot_id()},
+        }),
+    );
+    // As the runner starts a model: a group of its own, the test in its environment.
+    let mut model = std::process::Command::new("/bin/sh")
+        .args([
+            "-c",
+            &format!("setsid sh -c 'touch detached; sleep 300; : {marker}' & sleep 120"),
+        ])
+        .current_dir(&dir)
+        .envs(
+            ModelMarks {
+                test_dir: dir.clone(),
+                model: "01-m1".to_owned(),
+            }
+            .environment(),
+        )
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let leader = ProcessIdentity::of(model.id()).unwrap();
+    write(
+        &dir.join("01-m1.group.json"),
+        &json!({"model": "m1", "leader": leader}),
+    );
+    let started = std::time::Instant::now();
+    while !dir.join("detached").exists() {
+        assert!(started.elapsed() < PATIENCE, "the model never detached");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    let listed = TestStore::new(home.path()).list().unwrap();
+    assert_eq!(listed[0].status, TestStatus::Interrupted, "{listed:?}");
+    let left = processes_mentioning(marker);
+    assert!(left.is_empty(), "left running: {left:?}");
+    let _ = model.wait();
+    let TestView::Unfinished(progress) = TestStore::new(home.path()).view(id).unwrap() else {
+        panic!("a report appeared");
+    };
+    let ended = progress.interruption.unwrap().ended;
+    assert!(ended.contains("(sh)"), "{ended}");
 }

@@ -475,13 +475,48 @@ async fn a_step_is_stopped_through_slurm_first() {
     let cluster = Cluster::answering(&[("RUNNING", "None")]);
     let launcher = launcher(&cluster, dir.path());
     // A group that does not exist: the step's srun is already gone once SIGTERM is sent.
-    let pgid = 90_000_001;
+    let srun = ProcessIdentity {
+        pid: 90_000_001,
+        start_ticks: 1,
+    };
     {
         let mut state = launcher.state();
         state.job = Some("27".to_owned());
-        state.steps.push((pgid, "rl-0badc0de-env".to_owned()));
+        state.steps.push((srun, "rl-0badc0de-env".to_owned()));
     }
-    let outcome = launcher.stop_group(pgid, Duration::from_secs(1)).await;
+    let outcome = launcher.stop_group(srun, Duration::from_secs(1)).await;
     assert!(outcome.graceful);
+    assert_eq!(cluster.calls(), ["scancel 27.1 signal=TERM batch=false"]);
+}
+
+/// A step's srun reaped long ago may have left its group's id to another group (its pid reused
+/// by that group's leader): the step is still cancelled through SLURM, but that group is neither
+/// waited for nor signalled.
+#[tokio::test]
+async fn a_group_whose_id_is_anothers_now_is_not_signalled() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::answering(&[("RUNNING", "None")]);
+    let launcher = launcher(&cluster, dir.path());
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let now = ProcessIdentity::of(other.id()).unwrap();
+    let srun = ProcessIdentity {
+        start_ticks: now.start_ticks.wrapping_sub(1),
+        ..now
+    };
+    {
+        let mut state = launcher.state();
+        state.job = Some("27".to_owned());
+        state.steps.push((srun, "rl-0badc0de-env".to_owned()));
+    }
+    let outcome = launcher.stop_group(srun, Duration::from_millis(300)).await;
+    let untouched = other.try_wait().unwrap().is_none();
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(untouched, "another's group was signalled: {outcome:?}");
     assert_eq!(cluster.calls(), ["scancel 27.1 signal=TERM batch=false"]);
 }

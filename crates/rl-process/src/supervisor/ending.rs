@@ -8,7 +8,6 @@ use super::{
     Ending, REAP_WAIT, Supervisor, TICK, describe_end, first_line, report, seconds, stop_signal,
 };
 use crate::ProcessError;
-use crate::groups::group_is_ours;
 use crate::ports::still_listening;
 use crate::state::{Component, RunState, outcome_of_exit};
 
@@ -168,11 +167,10 @@ impl Supervisor<'_> {
             let Some(launched) = self.launched.iter().find(|l| l.component == component) else {
                 continue;
             };
-            let (leader, process_group) = (launched.identity, launched.process_group);
-            if !group_is_ours(leader) {
-                continue;
-            }
-            let outcome = self.launcher.stop_group(process_group, grace).await;
+            let leader = launched.identity;
+            // By its leader's identity, checked before each signal: a component that ended
+            // long ago may have left its group's id to another.
+            let outcome = self.launcher.stop_group(leader, grace).await;
             if !outcome.was_empty {
                 let how = match (outcome.graceful, self.ended.contains_key(&component)) {
                     (true, false) => "ended on SIGTERM",

@@ -35,9 +35,6 @@ impl RunningComponent for FakeProcess {
     fn identity(&self) -> ProcessIdentity {
         self.identity
     }
-    fn process_group(&self) -> u32 {
-        self.identity.pid
-    }
     async fn wait(&mut self) -> ComponentStatus {
         (&mut self.exit)
             .await
@@ -115,10 +112,10 @@ fn fake_processes(
         Ok(Box::new(FakeProcess { identity, exit }))
     });
     let stopped = exits.clone();
-    launcher.expect_stop_group().returning(move |pgid, _| {
+    launcher.expect_stop_group().returning(move |leader, _| {
         let component = Component::START_ORDER
             .into_iter()
-            .find(|c| fake_pid(*c) == pgid)
+            .find(|c| fake_pid(*c) == leader.pid && leader.start_ticks == 1)
             .expect("stop of a group the run does not own");
         if let Some(sender) = stopped.0.lock().unwrap().remove(&component) {
             let _ = sender.send(ComponentStatus::Signalled { signal: 15 });
@@ -675,7 +672,7 @@ async fn a_stop_during_the_completion_grace_ends_the_run_completed() {
             .exits
             .end(Component::Env, ComponentStatus::Exited { code: 0 });
         tokio::time::sleep(Duration::from_millis(100)).await;
-        // What `rl stop` does: record the request, then signal.
+        // What `rl runs stop` does: record the request, then signal.
         run.store()
             .transition(&run.id, RunState::Stopping, "stop requested")
             .unwrap();

@@ -1,7 +1,10 @@
 use std::time::Duration;
 
+use std::os::unix::process::CommandExt;
+
 use rl_process::{
-    Component, ComponentStatus, LaunchSpec, Launcher, LocalLauncher, members_of_group, stop_group,
+    Component, ComponentStatus, LaunchSpec, Launcher, LocalLauncher, ProcessIdentity,
+    members_of_group, stop_group,
 };
 
 fn spec(dir: &std::path::Path, script: &str) -> LaunchSpec {
@@ -34,7 +37,6 @@ fn output_goes_to_the_log_and_the_exit_code_is_reported() {
             ))
             .await
             .unwrap();
-        assert_eq!(running.process_group(), running.identity().pid);
         assert_eq!(running.wait().await, ComponentStatus::Exited { code: 3 });
     });
     let log = std::fs::read_to_string(dir.path().join("trainer.log")).unwrap();
@@ -68,7 +70,7 @@ fn secrets_are_in_the_environment_not_the_command_line() {
         assert!(!String::from_utf8_lossy(&cmdline).contains("s3cr3t"));
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
         assert!(String::from_utf8_lossy(&environ).contains("RL_TEST_SECRET=s3cr3t-value"));
-        stop_group(running.process_group(), Duration::from_secs(2));
+        stop_group(running.identity().pid, Duration::from_secs(2));
     });
 }
 
@@ -80,7 +82,7 @@ fn a_stopped_component_reports_its_signal_and_leaves_no_process() {
             .launch(&spec(dir.path(), "sleep 60 & sleep 60"))
             .await
             .unwrap();
-        let group = running.process_group();
+        let group = running.identity().pid;
         for _ in 0..200 {
             if members_of_group(group as i32).len() >= 2 {
                 break;
@@ -135,4 +137,28 @@ fn keys_are_redacted_on_their_way_to_the_log_even_split_over_two_writes() {
         log,
         b"whole=[REDACTED OPENAI_API_KEY]\nsplit=[REDACTED OPENAI_API_KEY]\n\xff binary\n"
     );
+}
+
+/// A component whose leader was reaped long ago may have left its group's id to another group,
+/// led by a new process with the same pid. The launcher stops a group by its leader's identity:
+/// that other group gets no signal.
+#[test]
+fn a_group_whose_id_is_anothers_now_gets_no_signal() {
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let now = ProcessIdentity::of(other.id()).unwrap();
+    let ended_long_ago = ProcessIdentity {
+        start_ticks: now.start_ticks.wrapping_sub(1),
+        ..now
+    };
+    let outcome = runtime()
+        .block_on(LocalLauncher::default().stop_group(ended_long_ago, Duration::from_millis(300)));
+    let untouched = other.try_wait().unwrap().is_none();
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(untouched, "another's group was signalled: {outcome:?}");
+    assert!(outcome.was_empty, "{outcome:?}");
 }

@@ -1,7 +1,7 @@
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use rl_process::{RUN_DIR_VARIABLE, carrying_run_dir, descendants_of, end_strays};
+use rl_process::{RUN_DIR_VARIABLE, carrying_dir, carrying_run_dir, descendants_of, end_strays};
 
 /// `script` in a session of its own, with `run_dir` as its run's folder in its environment.
 fn in_own_session(script: &str, run_dir: &std::path::Path) -> Child {
@@ -76,4 +76,37 @@ fn descendants_include_processes_in_sessions_of_their_own() {
     let outcome = end_strays(|| carrying_run_dir(dir.path()), Duration::from_secs(5));
     assert_eq!(outcome.ended.len(), 3, "{outcome:?}");
     parent.wait().unwrap();
+}
+
+/// A folder's processes narrowed by another mark: one model of a test, not the others.
+#[test]
+fn processes_carrying_a_folder_and_a_mark_are_found_and_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut started = Vec::new();
+    for model in ["01-a", "02-b"] {
+        started.push(
+            Command::new("setsid")
+                .args(["sleep", "300"])
+                .env("RL_MARKED_DIR", dir.path())
+                .env("RL_MARKED_MODEL", model)
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let of = |model: &'static str| {
+        let dir = dir.path().to_owned();
+        move || carrying_dir("RL_MARKED_DIR", &dir, &[("RL_MARKED_MODEL", model)])
+    };
+    wait_for("both sleeps", || {
+        of("01-a")().len() == 1 && of("02-b")().len() == 1
+    });
+    assert!(of("01")().is_empty(), "a value is matched whole");
+    let outcome = end_strays(of("01-a"), Duration::from_secs(5));
+    assert_eq!(outcome.ended.len(), 1, "{outcome:?}");
+    assert_eq!(of("02-b")().len(), 1, "another model's");
+    assert_eq!(carrying_dir("RL_MARKED_DIR", dir.path(), &[]).len(), 1);
+    end_strays(of("02-b"), Duration::from_secs(5));
+    for mut child in started {
+        child.wait().unwrap();
+    }
 }
