@@ -174,16 +174,17 @@ impl Secrets {
 /// `haystack` with every occurrence of `needle` (not empty) replaced by `with`, left to right.
 fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(haystack.len());
-    let mut rest = haystack;
-    while let Some(at) = rest
-        .windows(needle.len())
-        .position(|window| window == needle)
-    {
-        out.extend_from_slice(&rest[..at]);
+    let mut rest = 0;
+    for at in memchr::memmem::find_iter(haystack, needle) {
+        // Matches may overlap; one already replaced swallows the next.
+        if at < rest {
+            continue;
+        }
+        out.extend_from_slice(&haystack[rest..at]);
         out.extend_from_slice(with);
-        rest = &rest[at + needle.len()..];
+        rest = at + needle.len();
     }
-    out.extend_from_slice(rest);
+    out.extend_from_slice(&haystack[rest..]);
     out
 }
 

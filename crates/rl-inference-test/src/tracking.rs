@@ -373,21 +373,21 @@ impl Ended {
     }
 
     fn describe(&self) -> String {
-        let groups = self
+        let models: Vec<(String, StopOutcome)> = self
             .groups
             .iter()
-            .map(|(model, outcome)| format!("model {model}: {}", outcome.how()))
-            .collect::<Vec<_>>()
-            .join(", ");
+            .map(|(model, outcome)| (format!("model {model}:"), outcome.clone()))
+            .collect();
+        let groups = rl_process::describe_stops(&models);
         let detached = self
             .detached
             .summary()
             .map(|summary| format!("processes the models left outside their groups: {summary}"));
-        match (groups.is_empty(), detached) {
-            (true, None) => "no model process was left".to_owned(),
-            (false, None) => groups,
-            (true, Some(detached)) => detached,
-            (false, Some(detached)) => format!("{groups}; {detached}"),
+        match (groups, detached) {
+            (None, None) => "no model process was left".to_owned(),
+            (Some(groups), None) => groups,
+            (None, Some(detached)) => detached,
+            (Some(groups), Some(detached)) => format!("{groups}; {detached}"),
         }
     }
 }

@@ -45,6 +45,18 @@ impl StopOutcome {
     }
 }
 
+/// How each named group ended, for a person: `env ended on SIGTERM, trainer killed after the
+/// grace period`; `None` when no group had anything to stop.
+pub fn describe_stops<N: std::fmt::Display>(stops: &[(N, StopOutcome)]) -> Option<String> {
+    (!stops.is_empty()).then(|| {
+        stops
+            .iter()
+            .map(|(name, outcome)| format!("{name} {}", outcome.how()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
 /// SIGTERM to every process of group `pgid`, up to `grace` for them to go, then SIGKILL.
 /// Returns once the group is empty (zombies waiting for their parent do not count) or
 /// SIGKILL's wait ran out. Only for a group whose leader is a child not reaped yet (its pid

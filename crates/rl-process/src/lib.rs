@@ -27,7 +27,7 @@ mod supervisor;
 mod template;
 
 pub use error::ProcessError;
-pub use groups::{StopOutcome, group_is_ours, stop_group, stop_recorded_group};
+pub use groups::{StopOutcome, describe_stops, group_is_ours, stop_group, stop_recorded_group};
 pub use identity::{ProcessIdentity, boot_id, is_another_boot, members_of_group};
 pub use launcher::{
     AllocationNote, ClusterEnd, LaunchSpec, Launcher, LocalLauncher, Placement, RunningComponent,

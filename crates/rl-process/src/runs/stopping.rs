@@ -228,14 +228,7 @@ fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)
 }
 
 fn describe_outcomes(outcomes: &[(Component, StopOutcome)]) -> String {
-    if outcomes.is_empty() {
-        return "no process was left".to_owned();
-    }
-    outcomes
-        .iter()
-        .map(|(component, outcome)| format!("{component} {}", outcome.how()))
-        .collect::<Vec<_>>()
-        .join(", ")
+    crate::groups::describe_stops(outcomes).unwrap_or_else(|| "no process was left".to_owned())
 }
 
 /// Waits up to 2 s for the run's ports to be free; returns those still in use.
