@@ -4,6 +4,7 @@
 
 use rl_config::ConfigError;
 use rl_discovery::DiscoveryError;
+use rl_settings::SettingsError;
 use serde_json::{Map, Value, json};
 
 use crate::environments::selectable_name;
@@ -31,9 +32,12 @@ fn advice(error: &ToolsError, tools: Option<&Tools>, extra: &mut Map<String, Val
     use rl_inference_test::InferenceTestError as I;
     use rl_process::ProcessError as P;
     match error {
-        ToolsError::Config(error)
-        | ToolsError::Process(P::Config(error))
-        | ToolsError::InferenceTest(I::Config(error)) => config_advice(error, tools, extra),
+        ToolsError::Config(error) | ToolsError::InferenceTest(I::Config(error)) => {
+            config_advice(error, tools, extra)
+        }
+        ToolsError::Settings(error)
+        | ToolsError::Process(P::Settings(error))
+        | ToolsError::InferenceTest(I::Settings(error)) => settings_advice(error).to_owned(),
         ToolsError::Discovery(error) => discovery_advice(error, tools, extra),
         ToolsError::UnknownTool { .. } => {
             extra.insert("available".to_owned(), json!(TOOL_NAMES));
@@ -104,14 +108,24 @@ fn config_advice(
             "Pass a value inside `allowed_range`"
         }
         C::InvalidInput { .. } => "Correct the request as the error says",
-        C::Settings(_) => {
+        C::Settings(error) => settings_advice(error),
+        _ => "Check the state directory; rl_health_check shows whether the machine is ready",
+    };
+    hint.to_owned()
+}
+
+fn settings_advice(error: &SettingsError) -> &'static str {
+    match error {
+        SettingsError::Invalid(_) => {
             "The operator's configuration (config.toml in the state directory, or RL_* \
              variables) needs fixing; `rl doctor` shows what is missing. Settings are read when \
              `rl serve` or `rl mcp` starts: restart a running one after the fix"
         }
-        _ => "Check the state directory; rl_health_check shows whether the machine is ready",
-    };
-    hint.to_owned()
+        SettingsError::InvalidInput { .. } => "Correct the request as the error says",
+        SettingsError::NotAFile { .. } | SettingsError::Io { .. } => {
+            "Check the state directory; rl_health_check shows whether the machine is ready"
+        }
+    }
 }
 
 fn discovery_advice(

@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use rl_config::{CurrentField, DefaultValue, FieldType, Value, ValueOrigin};
+use rl_config::{CurrentField, DefaultValue, FieldType, ValueOrigin};
 use rl_discovery::{DuplicateName, Environment, FileWarning, Scan, SkippedFile};
+use rl_settings::Value;
 use serde::Serialize;
 
 use crate::{Tools, ToolsError};
@@ -119,7 +120,7 @@ pub(crate) const LIST_TIPS: [&str; 4] = [
 
 impl Tools {
     pub fn scan(&self, recursive: bool) -> Result<Scan, ToolsError> {
-        Ok(self.settings()?.scan_environments(recursive)?)
+        Ok(rl_config::scan_environments(self.settings()?, recursive)?)
     }
 
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {

@@ -5,6 +5,7 @@ use rl_discovery::DiscoveryError;
 use rl_inference_test::InferenceTestError;
 use rl_metrics::MetricsError;
 use rl_process::ProcessError;
+use rl_settings::SettingsError;
 
 /// What rl-tools can refuse or fail at.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,8 @@ pub enum ToolsError {
         /// The newest runs, whatever their state (at most [`crate::KNOWN_RUNS_SHOWN`]).
         known: Vec<String>,
     },
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
@@ -76,10 +79,11 @@ impl ToolsError {
             Self::UnknownTool { .. } | Self::UnknownRun { .. } => NotFound,
             Self::Io { .. } | Self::Internal(_) => Internal,
             Self::Discovery(error) => discovery_kind(error),
+            Self::Settings(error) => settings_kind(error),
             Self::Config(error) => config_kind(error),
             Self::Process(error) => match error {
                 ProcessError::UnknownRun(_) => NotFound,
-                ProcessError::Config(error) => config_kind(error),
+                ProcessError::Settings(error) => settings_kind(error),
                 ProcessError::MissingTinkerKey { .. }
                 | ProcessError::NoRoot
                 | ProcessError::FixedPortInUse { .. }
@@ -96,6 +100,7 @@ impl ToolsError {
                 InferenceTestError::MissingKey { .. } => Precondition,
                 InferenceTestError::UnknownTest(_) => NotFound,
                 InferenceTestError::Config(error) => config_kind(error),
+                InferenceTestError::Settings(error) => settings_kind(error),
                 _ => Internal,
             },
         }
@@ -113,7 +118,8 @@ fn discovery_kind(error: &DiscoveryError) -> FailureKind {
 pub(crate) fn config_kind(error: &ConfigError) -> FailureKind {
     match error {
         ConfigError::Discovery(error) => discovery_kind(error),
-        ConfigError::NothingSelected | ConfigError::Settings(_) => FailureKind::Precondition,
+        ConfigError::Settings(error) => settings_kind(error),
+        ConfigError::NothingSelected => FailureKind::Precondition,
         ConfigError::UnknownField { .. }
         | ConfigError::LockedField { .. }
         | ConfigError::WrongType { .. }
@@ -121,5 +127,13 @@ pub(crate) fn config_kind(error: &ConfigError) -> FailureKind {
         | ConfigError::OutOfRange { .. }
         | ConfigError::InvalidInput { .. } => FailureKind::BadRequest,
         _ => FailureKind::Internal,
+    }
+}
+
+pub(crate) fn settings_kind(error: &SettingsError) -> FailureKind {
+    match error {
+        SettingsError::Invalid(_) => FailureKind::Precondition,
+        SettingsError::InvalidInput { .. } => FailureKind::BadRequest,
+        SettingsError::NotAFile { .. } | SettingsError::Io { .. } => FailureKind::Internal,
     }
 }
