@@ -66,7 +66,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     );
     let server = crate::fixture_server::FixtureServer::start(root, &python)?;
     run_command(&mut rl_with(&[
-        "test",
+        "preflight",
         "--base-url",
         &server.base_url,
         "--model",
@@ -81,7 +81,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         "4",
     ]))?;
     server.stop()?;
-    let tests = json(&mut rl_with(&["test", "list", "--json"]))?;
+    let tests = json(&mut rl_with(&["preflight", "list", "--json"]))?;
     let verdict = tests[0]["verdict"].as_str().unwrap_or("none").to_owned();
 
     println!(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use rl_config::ConfigError;
-use rl_inference_test::LocalModelRunner;
+use rl_preflight::LocalModelRunner;
 use rl_process::SupervisorCommand;
 use rl_settings::{Secrets, Settings, SettingsError};
 use rl_tools::{Registry, ToolContext, Tools};

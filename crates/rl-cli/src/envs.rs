@@ -50,7 +50,7 @@ pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> any
                 return output::json(&created);
             }
             output::line(format!(
-                "wrote {} ({}) and its sample dataset {}\nnext: rl select {}, then rl test to try it against models",
+                "wrote {} ({}) and its sample dataset {}\nnext: rl select {}, then rl preflight to try it against models",
                 created.file.display(),
                 created.class_name,
                 created.dataset.display(),

@@ -67,8 +67,8 @@ enum Command {
     #[command(subcommand)]
     Runs(runs::RunsCommand),
     /// Pre-flight: the selected environment against several models, before training.
-    #[command(visible_alias = "preflight")]
-    Test(preflight::TestCommand),
+    #[command(visible_alias = "test")]
+    Preflight(preflight::PreflightCommand),
     /// Check what rl needs: Python, atroposlib, the tree and its environments, keys, state.
     Doctor,
     /// The agent tools (`rl_*`) as agents call them: list, schemas, call one.
@@ -126,7 +126,7 @@ fn main() -> ExitCode {
         Command::Select { name } => config::select(&context, &name, as_json),
         Command::Config(command) => config::run(command, &context, as_json),
         Command::Runs(command) => runs::run(command, &context, as_json),
-        Command::Test(command) => preflight::run(&context, command, as_json),
+        Command::Preflight(command) => preflight::run(&context, command, as_json),
         Command::Doctor => doctor(&context, as_json),
         Command::Tool(command) => tool::run(command, &context, as_json),
         Command::Mcp => mcp::run(&context),

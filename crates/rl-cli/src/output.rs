@@ -153,7 +153,7 @@ fn as_tools_error(error: anyhow::Error) -> Result<rl_tools::ToolsError, anyhow::
         .or_else(lower::<rl_config::ConfigError>)
         .or_else(lower::<rl_discovery::DiscoveryError>)
         .or_else(lower::<rl_process::ProcessError>)
-        .or_else(lower::<rl_inference_test::InferenceTestError>)
+        .or_else(lower::<rl_preflight::PreflightError>)
         .or_else(lower::<rl_metrics::MetricsError>)
 }
 

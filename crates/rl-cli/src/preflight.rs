@@ -1,4 +1,4 @@
-//! `rl test [list|show|wait|stop]`: the selected environment against several models before
+//! `rl preflight [list|show|wait|stop]`: the selected environment against several models before
 //! training; tests run by another process (or left by one killed) followed and stopped.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use rl_inference_test::{
+use rl_preflight::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, Progress, ProgressSink,
     TestPlan, TestProgress, TestReport, TestStatus, TestStore, TestView,
 };
@@ -19,15 +19,15 @@ use crate::output;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub(crate) struct TestCommand {
+pub(crate) struct PreflightCommand {
     #[command(subcommand)]
-    command: Option<TestSubcommand>,
+    command: Option<PreflightSubcommand>,
     #[command(flatten)]
     run: RunArgs,
 }
 
 #[derive(Debug, Subcommand)]
-enum TestSubcommand {
+enum PreflightSubcommand {
     /// Earlier tests, newest first, with their status (running, finished, stopped,
     /// interrupted). A test whose process is gone is marked interrupted and the model
     /// processes it left are ended.
@@ -80,15 +80,21 @@ struct RunArgs {
     use_wandb: bool,
 }
 
-pub(crate) fn run(context: &Context, command: TestCommand, as_json: bool) -> anyhow::Result<()> {
+pub(crate) fn run(
+    context: &Context,
+    command: PreflightCommand,
+    as_json: bool,
+) -> anyhow::Result<()> {
     let tools = context.tools()?;
     let store = tools.test_store();
     match command.command {
         None => run_test(&tools, &store, command.run, as_json),
-        Some(TestSubcommand::List) => list(&store, as_json),
-        Some(TestSubcommand::Show { test_id }) => show(&store.view(&test_id)?, as_json),
-        Some(TestSubcommand::Wait { test_id, timeout }) => wait(&store, &test_id, timeout, as_json),
-        Some(TestSubcommand::Stop { test_id }) => {
+        Some(PreflightSubcommand::List) => list(&store, as_json),
+        Some(PreflightSubcommand::Show { test_id }) => show(&store.view(&test_id)?, as_json),
+        Some(PreflightSubcommand::Wait { test_id, timeout }) => {
+            wait(&store, &test_id, timeout, as_json)
+        }
+        Some(PreflightSubcommand::Stop { test_id }) => {
             let stopped = store.stop(&test_id)?;
             if as_json {
                 return output::json(&stopped);
@@ -196,7 +202,7 @@ fn print_progress(progress: &TestProgress) -> anyhow::Result<()> {
         .filter(|_| progress.status == TestStatus::Running)
     {
         output::line(format!(
-            "run by process {pid}; follow it with `rl test wait {0}`, stop it with `rl test stop {0}`",
+            "run by process {pid}; follow it with `rl preflight wait {0}`, stop it with `rl preflight stop {0}`",
             progress.test_id
         ))?;
     }
@@ -250,7 +256,7 @@ fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> a
     let Some(report) = finished else {
         anyhow::bail!(
             "interrupted: every model's processes were stopped; the test is kept in {} \
-             (`rl test list` shows it interrupted)",
+             (`rl preflight list` shows it interrupted)",
             store.dir().display()
         );
     };
@@ -370,7 +376,7 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
     }
     if let Some(at) = &report.stopped_at {
         output::line(format!(
-            "stopped (rl test stop) at {at}: the test did not run to its end"
+            "stopped (rl preflight stop) at {at}: the test did not run to its end"
         ))?;
     }
     let summary = &report.summary;
@@ -406,7 +412,7 @@ fn list(store: &TestStore, as_json: bool) -> anyhow::Result<()> {
         return output::json(&tests);
     }
     if tests.is_empty() {
-        return output::line("no pre-flight tests yet; run one with `rl test`");
+        return output::line("no pre-flight tests yet; run one with `rl preflight`");
     }
     let mut table = output::table(&[
         "test",

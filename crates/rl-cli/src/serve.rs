@@ -669,7 +669,7 @@ async fn call(state: &AppState, tool: &'static str, arguments: Value) -> Respons
 }
 
 /// Runs the tool on a task of its own: a client that hangs up does not cut a start or a test
-/// short (the test still ends and is kept; `rl test list` shows it).
+/// short (the test still ends and is kept; `rl preflight list` shows it).
 async fn run_tool(
     state: &AppState,
     tool: &'static str,

@@ -57,7 +57,7 @@ pub struct Settings {
     /// Runs that may be unfinished at once; a start beyond is refused (each run is several
     /// processes, and its engine or environment may use a machine's every core).
     pub max_active_runs: u32,
-    /// Where the pre-flight inference test sends its requests when the caller does not say.
+    /// Where a pre-flight sends its requests when the caller does not say.
     pub inference: InferenceSettings,
     /// Where a run's components run: on this machine, or as steps of a SLURM job.
     pub backend: Backend,

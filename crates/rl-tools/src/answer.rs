@@ -29,15 +29,15 @@ fn answer(message: &str, kind: Value, hint: &str, extra: Map<String, Value>) -> 
 }
 
 fn advice(error: &ToolsError, tools: Option<&Tools>, extra: &mut Map<String, Value>) -> String {
-    use rl_inference_test::InferenceTestError as I;
+    use rl_preflight::PreflightError as I;
     use rl_process::ProcessError as P;
     match error {
-        ToolsError::Config(error) | ToolsError::InferenceTest(I::Config(error)) => {
+        ToolsError::Config(error) | ToolsError::Preflight(I::Config(error)) => {
             config_advice(error, tools, extra)
         }
         ToolsError::Settings(error)
         | ToolsError::Process(P::Settings(error))
-        | ToolsError::InferenceTest(I::Settings(error)) => settings_advice(error).to_owned(),
+        | ToolsError::Preflight(I::Settings(error)) => settings_advice(error).to_owned(),
         ToolsError::Discovery(error) => discovery_advice(error, tools, extra),
         ToolsError::UnknownTool { .. } => {
             extra.insert("available".to_owned(), json!(TOOL_NAMES));
@@ -57,11 +57,11 @@ fn advice(error: &ToolsError, tools: Option<&Tools>, extra: &mut Map<String, Val
                 .to_owned()
         }
         ToolsError::Process(P::MissingTinkerKey { .. }) => missing_key(extra, "TINKER_API_KEY"),
-        ToolsError::InferenceTest(I::MissingKey { variable }) => missing_key(extra, variable),
+        ToolsError::Preflight(I::MissingKey { variable }) => missing_key(extra, variable),
         ToolsError::Metrics(rl_metrics::MetricsError::MissingApiKey) => {
             missing_key(extra, "WANDB_API_KEY")
         }
-        ToolsError::InferenceTest(_) | ToolsError::Invalid { .. } | ToolsError::Exists { .. } => {
+        ToolsError::Preflight(_) | ToolsError::Invalid { .. } | ToolsError::Exists { .. } => {
             "Correct the request as the error says".to_owned()
         }
         _ => "rl_health_check shows whether the machine is ready; the same call may work once \

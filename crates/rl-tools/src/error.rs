@@ -2,8 +2,8 @@ use std::path::PathBuf;
 
 use rl_config::ConfigError;
 use rl_discovery::DiscoveryError;
-use rl_inference_test::InferenceTestError;
 use rl_metrics::MetricsError;
+use rl_preflight::PreflightError;
 use rl_process::ProcessError;
 use rl_settings::SettingsError;
 
@@ -42,7 +42,7 @@ pub enum ToolsError {
     #[error(transparent)]
     Metrics(#[from] MetricsError),
     #[error(transparent)]
-    InferenceTest(#[from] InferenceTestError),
+    Preflight(#[from] PreflightError),
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     #[error("{0}")]
@@ -95,12 +95,12 @@ impl ToolsError {
                 MetricsError::NotFound { .. } => NotFound,
                 _ => Internal,
             },
-            Self::InferenceTest(error) => match error {
-                InferenceTestError::Invalid { .. } => BadRequest,
-                InferenceTestError::MissingKey { .. } => Precondition,
-                InferenceTestError::UnknownTest(_) => NotFound,
-                InferenceTestError::Config(error) => config_kind(error),
-                InferenceTestError::Settings(error) => settings_kind(error),
+            Self::Preflight(error) => match error {
+                PreflightError::Invalid { .. } => BadRequest,
+                PreflightError::MissingKey { .. } => Precondition,
+                PreflightError::UnknownTest(_) => NotFound,
+                PreflightError::Config(error) => config_kind(error),
+                PreflightError::Settings(error) => settings_kind(error),
                 _ => Internal,
             },
         }

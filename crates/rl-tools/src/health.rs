@@ -528,7 +528,7 @@ fn key_checks(settings: &Settings, secrets: &Secrets) -> Vec<Check> {
         (
             "OPENROUTER_API_KEY",
             false,
-            "the pre-flight against OpenRouter's models (rl test)",
+            "the pre-flight against OpenRouter's models (rl preflight)",
         ),
     ];
     keys.into_iter()

@@ -6,9 +6,9 @@ mod answer;
 mod environments;
 mod error;
 mod health;
-mod inference;
 mod metrics;
 mod new_env;
+mod preflight;
 mod rate_limit;
 mod registry;
 mod runs;
@@ -20,9 +20,9 @@ pub use environments::{
 };
 pub use error::{FailureKind, ToolsError};
 pub use health::{Check, HealthReport, MIN_PYTHON, Probes, check as health_check};
-pub use inference::{InferenceOptions, report_json};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
+pub use preflight::{InferenceOptions, report_json};
 pub use registry::{
     Caller, MAX_TEST_GROUP_SIZE, MAX_TEST_STEPS, Registry, TOOL_NAMES, ToolReply, ToolSpec, specs,
 };

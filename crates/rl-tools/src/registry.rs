@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rl_inference_test::Progress;
+use rl_preflight::Progress;
 use rl_settings::Value;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -12,8 +12,8 @@ use serde_json::{Map, json};
 
 use crate::answer::error_answer;
 use crate::error::FailureKind;
-use crate::inference::{InferenceOptions, report_json};
 use crate::metrics::SourceChoice;
+use crate::preflight::{InferenceOptions, report_json};
 use crate::rate_limit::StatusChecks;
 use crate::{Tools, ToolsError};
 

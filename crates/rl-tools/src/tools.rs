@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rl_config::ConfigService;
-use rl_inference_test::LocalModelRunner;
+use rl_preflight::LocalModelRunner;
 use rl_process::{Runs, SupervisorCommand};
 use rl_settings::{Secrets, Settings, SettingsError};
 

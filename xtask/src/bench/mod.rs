@@ -51,7 +51,7 @@ enum Section {
     Runs,
     /// Reading a run's metrics: WandB run files and the trainer's metrics file (issue 5).
     Metrics,
-    /// Three models at once in `rl test` against the slowest alone (issue 6).
+    /// Three models at once in `rl preflight` against the slowest alone (issue 6).
     Preflight,
     /// `rl tool call rl_list_runs` against Python's start-up (issue 7).
     Tools,

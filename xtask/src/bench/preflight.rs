@@ -1,4 +1,4 @@
-//! Pre-flight against several models (issue 6): the wall time of one `rl test` of three
+//! Pre-flight against several models (issue 6): the wall time of one `rl preflight` of three
 //! models against the slowest of the same models run alone, and against the sum of the three
 //! (the original's sequential design), on the fixture OpenAI server.
 
@@ -98,7 +98,7 @@ pub(super) fn measure(
     Ok(report(&samples, rounds, minutes))
 }
 
-/// One `rl test` as timed from outside.
+/// One `rl preflight` as timed from outside.
 struct Test {
     wall: f64,
 }
@@ -147,7 +147,7 @@ impl Preflight {
         crate::local_stack_rl(&self.rl, &self.root, self.home.path(), args)
     }
 
-    /// `rl test --json` of these models; every one of them must succeed.
+    /// `rl preflight --json` of these models; every one of them must succeed.
     fn test(&self, models: &[String]) -> anyhow::Result<Test> {
         let mut args = vec![
             "test",
@@ -231,7 +231,7 @@ fn report(samples: &[Samples; 2], rounds: usize, minutes: f64) -> String {
     let models = MODELS.join("`, `");
     let mut text = format!(
         "{TITLE}\n\n\
-         The wall time of one `rl test --json --base-url URL --model always-right@D \
+         The wall time of one `rl preflight --json --base-url URL --model always-right@D \
          --model half-right@D --model mixed@D --steps {STEPS} --group-size {GROUP_SIZE}` (three \
          models at once, each in its own atroposlib `process`-mode Python process, on the \
          arithmetic environment of the local stack in a temporary `RL_HOME`) against the same \

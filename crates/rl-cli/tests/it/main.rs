@@ -341,7 +341,7 @@ fn every_command_answers_in_json() {
         &["config", "set", "group_size", "8", "--root", ROOT],
         &["config", "diff", "--root", ROOT],
         &["runs", "list"],
-        &["test", "list"],
+        &["preflight", "list"],
         &["tool", "list"],
         &["tool", "schema"],
         &["doctor", "--root", ROOT],
@@ -351,7 +351,7 @@ fn every_command_answers_in_json() {
         &["runs", "wait", "0badc0de", "--timeout", "1"],
         &["runs", "results", "0badc0de"],
         &["runs", "stop", "0badc0de"],
-        &["test", "show", "0badc0de"],
+        &["preflight", "show", "0badc0de"],
     ] {
         let mut all = args.to_vec();
         all.push("--json");

@@ -607,7 +607,7 @@ fn the_next_preflight_ends_the_models_a_killed_session_left() {
     assert_eq!(reply(result)["models_succeeded"], 1, "{answer}");
     assert_eq!(models(), 0, "the killed session's model is still running");
 
-    let listed = crate::rl_in(home.path(), &["test", "list", "--json"]);
+    let listed = crate::rl_in(home.path(), &["preflight", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     let statuses: Vec<&str> = listed
         .as_array()

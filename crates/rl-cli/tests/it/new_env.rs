@@ -38,7 +38,7 @@ fn a_new_environment_is_discovered_selected_and_preflighted_unchanged() {
     let report = rl_in(
         home.path(),
         &[
-            "test",
+            "test", // the alias of `rl preflight`, kept for those who learnt it
             "--json",
             "--base-url",
             &server.base_url,

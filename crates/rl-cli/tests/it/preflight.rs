@@ -1,4 +1,4 @@
-//! `rl test` as an agent uses it: one compact JSON answer, tests kept and listed, bad
+//! `rl preflight` as an agent uses it: one compact JSON answer, tests kept and listed, bad
 //! requests refused before anything starts.
 
 use std::os::unix::process::CommandExt;
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use rl_inference_test::ModelMarks;
+use rl_preflight::ModelMarks;
 use rl_process::ProcessIdentity;
 use rl_test_support::FixtureServer;
 use serde_json::{Value, json};
@@ -90,7 +90,7 @@ fn a_test_answers_in_one_json_line_and_is_kept() {
     let output = rl_in(
         home.path(),
         &[
-            "test",
+            "preflight",
             "--json",
             "--base-url",
             &server.base_url,
@@ -115,13 +115,13 @@ fn a_test_answers_in_one_json_line_and_is_kept() {
     assert_eq!(report["models"][0]["accuracy"], 0.5);
     let id = report["test_id"].as_str().unwrap();
 
-    let listed = rl_in(home.path(), &["test", "list", "--json"]);
+    let listed = rl_in(home.path(), &["preflight", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed[0]["test_id"], id);
-    let shown = rl_in(home.path(), &["test", "show", id, "--json"]);
+    let shown = rl_in(home.path(), &["preflight", "show", id, "--json"]);
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown, report);
-    let table = rl_in(home.path(), &["test", "show", id]);
+    let table = rl_in(home.path(), &["preflight", "show", id]);
     assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: "));
 }
 
@@ -131,7 +131,7 @@ fn bad_requests_are_refused_before_anything_starts() {
     let python = test_python();
     let home = home_with_arithmetic(&python);
     let run = |extra: &[&str]| {
-        let mut args = vec!["test", "--json"];
+        let mut args = vec!["preflight", "--json"];
         args.extend_from_slice(extra);
         refused(&rl_in(home.path(), &args))
     };
@@ -149,12 +149,18 @@ fn bad_requests_are_refused_before_anything_starts() {
             .contains("RL_NO_SUCH_VARIABLE is not set")
     );
     assert!(!home.path().join("preflight").exists());
-    let unknown = refused(&rl_in(home.path(), &["test", "show", "0badc0de", "--json"]));
+    let unknown = refused(&rl_in(
+        home.path(),
+        &["preflight", "show", "0badc0de", "--json"],
+    ));
     assert!(
         unknown.contains("no pre-flight test with id '0badc0de'"),
         "{unknown}"
     );
-    let bad = refused(&rl_in(home.path(), &["test", "show", "../etc", "--json"]));
+    let bad = refused(&rl_in(
+        home.path(),
+        &["preflight", "show", "../etc", "--json"],
+    ));
     assert!(bad.contains("8 lowercase hexadecimal"), "{bad}");
 }
 
@@ -167,7 +173,7 @@ fn an_interrupted_test_leaves_no_model_running() {
     let server = FixtureServer::start(&python, None);
     let home = home_with_arithmetic(&python);
     let rl = std::process::Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(["test", "--json", "--base-url", &server.base_url])
+        .args(["preflight", "--json", "--base-url", &server.base_url])
         .args([
             "--model",
             "slow",
@@ -207,7 +213,7 @@ fn an_interrupted_test_leaves_no_model_running() {
         "{answer}"
     );
     assert_eq!(models_running(), 0);
-    let listed = rl_in(home.path(), &["test", "list", "--json"]);
+    let listed = rl_in(home.path(), &["preflight", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed[0]["verdict"], Value::Null);
     assert_eq!(listed[0]["status"], "interrupted", "{listed}");
@@ -229,15 +235,15 @@ fn wait_for_models(home: &std::path::Path, count: usize) {
     assert_eq!(models_running(home), count, "the models never started");
 }
 
-/// `rl test ARGS --json`, for a test that runs.
+/// `rl preflight ARGS --json`, for a test that runs.
 fn json_of(home: &std::path::Path, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
     crate::success_json(&all, &rl_in(home, &all))
 }
 
-/// `rl test` running a test in `home`; killed should an assertion fail first, and its models
-/// then ended by `rl test list`.
+/// `rl preflight` running a test in `home`; killed should an assertion fail first, and its models
+/// then ended by `rl preflight list`.
 struct Owner(Option<std::process::Child>, std::path::PathBuf);
 
 impl Owner {
@@ -262,14 +268,14 @@ impl Drop for Owner {
         if let Some(mut child) = self.0.take() {
             let _ = child.kill();
             let _ = child.wait();
-            let _ = rl_in(&self.1, &["test", "list"]);
+            let _ = rl_in(&self.1, &["preflight", "list"]);
         }
     }
 }
 
 fn start_owner(home: &std::path::Path, server: &FixtureServer, extra: &[&str]) -> Owner {
     let child = crate::rl_command(home)
-        .args(["test", "--json", "--base-url", &server.base_url])
+        .args(["preflight", "--json", "--base-url", &server.base_url])
         .args([
             "--model",
             "slow",
@@ -286,8 +292,8 @@ fn start_owner(home: &std::path::Path, server: &FixtureServer, extra: &[&str]) -
     Owner(Some(child), home.to_owned())
 }
 
-/// `kill -9` of `rl test`: its models, in process groups of their own, run on as children of
-/// init with the endpoint's key in their environment. The test recorded them: `rl test list`
+/// `kill -9` of `rl preflight`: its models, in process groups of their own, run on as children of
+/// init with the endpoint's key in their environment. The test recorded them: `rl preflight list`
 /// finds their owner gone, ends them and shows the test interrupted.
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
@@ -316,10 +322,10 @@ fn a_killed_test_is_found_interrupted_and_the_models_it_left_are_ended() {
         "{:?}",
         server.requests()
     );
-    let listed = json_of(home.path(), &["test", "list"]);
+    let listed = json_of(home.path(), &["preflight", "list"]);
     assert_eq!(listed[0]["status"], "running", "{listed}");
     let id = listed[0]["test_id"].as_str().unwrap().to_owned();
-    let shown = json_of(home.path(), &["test", "show", &id]);
+    let shown = json_of(home.path(), &["preflight", "show", &id]);
     assert_eq!(shown["status"], "running", "{shown}");
     assert_eq!(shown["owner_pid"], owner.pid());
     assert_eq!(shown["models"][0]["running"], true, "{shown}");
@@ -328,7 +334,7 @@ fn a_killed_test_is_found_interrupted_and_the_models_it_left_are_ended() {
     // Nothing of `rl` is left to stop them.
     assert_eq!(models_running(home.path()), 2);
 
-    let listed = json_of(home.path(), &["test", "list"]);
+    let listed = json_of(home.path(), &["preflight", "list"]);
     assert_eq!(listed[0]["status"], "interrupted", "{listed}");
     assert_eq!(listed[0]["verdict"], Value::Null);
     assert_eq!(
@@ -336,7 +342,7 @@ fn a_killed_test_is_found_interrupted_and_the_models_it_left_are_ended() {
         0,
         "a model of the killed test survived its listing"
     );
-    let shown = json_of(home.path(), &["test", "show", &id]);
+    let shown = json_of(home.path(), &["preflight", "show", &id]);
     assert_eq!(shown["status"], "interrupted", "{shown}");
     let interruption = &shown["interruption"];
     assert!(
@@ -353,14 +359,14 @@ fn a_killed_test_is_found_interrupted_and_the_models_it_left_are_ended() {
             .contains("model slow: "),
         "{shown}"
     );
-    let stopped = json_of(home.path(), &["test", "stop", &id]);
+    let stopped = json_of(home.path(), &["preflight", "stop", &id]);
     assert_eq!(stopped["stopped"], false, "{stopped}");
     assert_eq!(stopped["status"], "interrupted");
 }
 
-/// `rl test stop` from another shell: the running models are ended, the one waiting for its
-/// turn never starts, and `rl test` answers with a report that says it was stopped. Meanwhile
-/// `rl test wait` follows the test from the store.
+/// `rl preflight stop` from another shell: the running models are ended, the one waiting for its
+/// turn never starts, and `rl preflight` answers with a report that says it was stopped. Meanwhile
+/// `rl preflight wait` follows the test from the store.
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_test_stopped_from_another_process_is_reported_stopped() {
@@ -373,15 +379,15 @@ fn a_test_stopped_from_another_process_is_reported_stopped() {
         &["--model", "mixed@60", "--concurrency", "2"],
     );
     wait_for_models(home.path(), 2);
-    let id = json_of(home.path(), &["test", "list"])[0]["test_id"]
+    let id = json_of(home.path(), &["preflight", "list"])[0]["test_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let waited = json_of(home.path(), &["test", "wait", &id, "--timeout", "0.5"]);
+    let waited = json_of(home.path(), &["preflight", "wait", &id, "--timeout", "0.5"]);
     assert_eq!(waited["timed_out"], true, "{waited}");
     assert_eq!(waited["test"]["status"], "running", "{waited}");
 
-    let stopped = json_of(home.path(), &["test", "stop", &id]);
+    let stopped = json_of(home.path(), &["preflight", "stop", &id]);
     assert_eq!(stopped["stopped"], true, "{stopped}");
     assert_eq!(stopped["status"], "stopped", "{stopped}");
     assert_eq!(models_running(home.path()), 0);
@@ -397,9 +403,9 @@ fn a_test_stopped_from_another_process_is_reported_stopped() {
         .map(|model| model["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["stopped", "stopped", "not_started"], "{report}");
-    let listed = json_of(home.path(), &["test", "list"]);
+    let listed = json_of(home.path(), &["preflight", "list"]);
     assert_eq!(listed[0]["status"], "stopped", "{listed}");
-    let waited = json_of(home.path(), &["test", "wait", &id]);
+    let waited = json_of(home.path(), &["preflight", "wait", &id]);
     assert_eq!(waited["timed_out"], false);
     assert_eq!(waited["test"]["stopped_at"], report["stopped_at"]);
 }

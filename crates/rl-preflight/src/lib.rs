@@ -24,7 +24,7 @@ pub use analysis::{
     CorrectRule, Figures, Groups, ScoreStats, figures, parse_groups, read_groups, threshold,
 };
 pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
-pub use error::InferenceTestError;
+pub use error::PreflightError;
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
     Endpoint, Key, LOCKED_FIELDS, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, TestPlan,

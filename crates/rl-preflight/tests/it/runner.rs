@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rl_inference_test::{
+use rl_preflight::{
     CorrectRule, Endpoint, LocalModelRunner, ModelJob, ModelMarks, ModelOutcome, ModelRun,
     ModelRunner, Progress, ProgressSink, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestPlan,
     TestStore, VerdictPolicy,
@@ -345,7 +345,7 @@ async fn stop_all_during_a_preflight_starts_none_of_the_models_still_waiting() {
     };
     let plan = shell_plan(work.path(), &["m1", "m2", "m3", "m4", "m5"], 2);
     let test = tokio::spawn(async move {
-        rl_inference_test::run_test(
+        rl_preflight::run_test(
             &plan,
             &TestStore::new(home.path()),
             Arc::new(models),

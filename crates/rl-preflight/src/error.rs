@@ -1,9 +1,9 @@
 use std::path::PathBuf;
 
-/// What rl-inference-test can refuse or fail at. A model that fails is not an error of the
+/// What rl-preflight can refuse or fail at. A model that fails is not an error of the
 /// test: it is reported in the model's figures.
 #[derive(Debug, thiserror::Error)]
-pub enum InferenceTestError {
+pub enum PreflightError {
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
     #[error(
@@ -27,7 +27,7 @@ pub enum InferenceTestError {
     Settings(#[from] rl_settings::SettingsError),
 }
 
-impl InferenceTestError {
+impl PreflightError {
     pub(crate) fn invalid(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Self::Invalid {
             what: what.into(),

@@ -10,7 +10,7 @@ use rl_settings::{Settings, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::CorrectRule;
-use crate::error::InferenceTestError;
+use crate::error::PreflightError;
 use crate::verdict::VerdictPolicy;
 
 /// OpenRouter, and the three models the original tool tested by default.
@@ -141,7 +141,7 @@ impl TestPlan {
         selection: &Selection,
         settings: &Settings,
         working_dir: PathBuf,
-    ) -> Result<Self, InferenceTestError> {
+    ) -> Result<Self, PreflightError> {
         check_models(&request.models)?;
         check_range("steps", u64::from(request.steps), 1, 1000)?;
         check_range("group_size", u64::from(request.group_size), 1, 1024)?;
@@ -156,7 +156,7 @@ impl TestPlan {
         if let CorrectRule::AtLeast { threshold } = request.correct_rule
             && !threshold.is_finite()
         {
-            return Err(InferenceTestError::invalid(
+            return Err(PreflightError::invalid(
                 "threshold",
                 "must be a finite number",
             ));
@@ -214,12 +214,9 @@ fn cli_text(value: &Value) -> Option<String> {
     }
 }
 
-fn check_models(models: &[String]) -> Result<(), InferenceTestError> {
+fn check_models(models: &[String]) -> Result<(), PreflightError> {
     if models.is_empty() {
-        return Err(InferenceTestError::invalid(
-            "models",
-            "name at least one model",
-        ));
+        return Err(PreflightError::invalid("models", "name at least one model"));
     }
     let mut seen = std::collections::BTreeSet::new();
     for model in models {
@@ -227,7 +224,7 @@ fn check_models(models: &[String]) -> Result<(), InferenceTestError> {
             && model.len() <= 200
             && !model.chars().any(|c| c.is_control() || c.is_whitespace());
         if !printable {
-            return Err(InferenceTestError::invalid(
+            return Err(PreflightError::invalid(
                 "models",
                 format!(
                     "{model:?} is not a model id (1 to 200 characters, no spaces or control characters)"
@@ -235,7 +232,7 @@ fn check_models(models: &[String]) -> Result<(), InferenceTestError> {
             ));
         }
         if !seen.insert(model) {
-            return Err(InferenceTestError::invalid(
+            return Err(PreflightError::invalid(
                 "models",
                 format!("{model} is listed twice"),
             ));
@@ -244,24 +241,24 @@ fn check_models(models: &[String]) -> Result<(), InferenceTestError> {
     Ok(())
 }
 
-fn check_range(what: &str, value: u64, low: u64, high: u64) -> Result<(), InferenceTestError> {
+fn check_range(what: &str, value: u64, low: u64, high: u64) -> Result<(), PreflightError> {
     if (low..=high).contains(&value) {
         Ok(())
     } else {
-        Err(InferenceTestError::invalid(
+        Err(PreflightError::invalid(
             what,
             format!("{value} is out of range ({low} to {high})"),
         ))
     }
 }
 
-fn check_url(url: &str) -> Result<(), InferenceTestError> {
+fn check_url(url: &str) -> Result<(), PreflightError> {
     let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
     let rest = url.split_once("://").map_or("", |(_, rest)| rest);
     if scheme_ok && !rest.is_empty() && !url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         Ok(())
     } else {
-        Err(InferenceTestError::invalid(
+        Err(PreflightError::invalid(
             "base_url",
             format!("{url:?} is not an http(s) URL, e.g. http://127.0.0.1:8000/v1"),
         ))

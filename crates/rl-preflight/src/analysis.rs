@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::InferenceTestError;
+use crate::error::PreflightError;
 
 /// When a completion counts as correct.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
@@ -31,14 +31,14 @@ pub struct Groups {
 }
 
 /// Reads a `process` output file; a missing file is no groups (the model produced none).
-pub fn read_groups(path: &Path) -> Result<Groups, InferenceTestError> {
+pub fn read_groups(path: &Path) -> Result<Groups, PreflightError> {
     let text = match std::fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Groups::default());
         }
         Err(source) => {
-            return Err(InferenceTestError::Io {
+            return Err(PreflightError::Io {
                 action: "read",
                 path: path.to_owned(),
                 source,

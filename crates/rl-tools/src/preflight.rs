@@ -1,9 +1,9 @@
-//! The pre-flight inference test of the selected environment (`rl_test_inference`, `rl test`).
+//! The pre-flight of the selected environment (`rl_test_inference`, `rl preflight`).
 
 use std::time::Duration;
 
-use rl_inference_test::{
-    CorrectRule, Endpoint, InferenceTestError, Key, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE,
+use rl_preflight::{
+    CorrectRule, Endpoint, Key, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, PreflightError,
     ProgressSink, TestPlan, TestReport, TestRequest, TestStore,
 };
 use serde_json::json;
@@ -50,12 +50,9 @@ impl Tools {
             });
         let key = match &key_variable {
             None => None,
-            Some(name) => Some(
-                self.key(name)
-                    .ok_or_else(|| InferenceTestError::MissingKey {
-                        variable: name.clone(),
-                    })?,
-            ),
+            Some(name) => Some(self.key(name).ok_or_else(|| PreflightError::MissingKey {
+                variable: name.clone(),
+            })?),
         };
         let mut request = TestRequest::openrouter(key.clone());
         if !options.models.is_empty() {
@@ -111,7 +108,7 @@ impl Tools {
             secrets.also_redact(&plan.endpoint.key_variable, key);
         }
         let store = self.test_store();
-        Ok(rl_inference_test::run_test(
+        Ok(rl_preflight::run_test(
             plan,
             &store,
             std::sync::Arc::new(self.model_runner().clone()),

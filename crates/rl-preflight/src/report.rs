@@ -22,7 +22,7 @@ pub enum ModelOutcome {
     TimedOut {
         after_secs: f64,
     },
-    /// Ended by a stop of the test asked by another process (`rl test stop`).
+    /// Ended by a stop of the test asked by another process (`rl preflight stop`).
     Stopped,
     /// Could not be started at all.
     NotStarted {
@@ -62,7 +62,7 @@ pub struct TestReport {
     /// The score a completion needed to count as correct in this test.
     pub correct_from: Option<f64>,
     pub started_at: String,
-    /// When a stop was asked (`rl test stop`): the test did not run to its end.
+    /// When a stop was asked (`rl preflight stop`): the test did not run to its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<String>,
     pub duration_secs: f64,

@@ -1,7 +1,7 @@
 //! Models that misbehave towards the process running them: output that is not text, an endless
 //! line, a process that leaves its group for a session of its own.
 
-use rl_inference_test::{LocalModelRunner, ModelOutcome, ModelRunner};
+use rl_preflight::{LocalModelRunner, ModelOutcome, ModelRunner};
 use rl_test_support::{peak_memory, reset_peak_memory};
 
 use crate::runner::{KillOnDrop, PATIENCE, secrets, shell_job, wait_until};

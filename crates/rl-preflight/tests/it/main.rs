@@ -1,4 +1,4 @@
-//! Integration tests of rl-inference-test: the runner on plain processes, and whole tests of the
+//! Integration tests of rl-preflight: the runner on plain processes, and whole tests of the
 //! fixture environment in atroposlib's real `process` mode against the fixture OpenAI server.
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rl_config::ConfigService;
-use rl_inference_test::{
+use rl_preflight::{
     CorrectRule, Endpoint, LocalModelRunner, Progress, ProgressSink, TestPlan, TestReport,
     TestRequest, TestStore,
 };
@@ -53,7 +53,7 @@ impl Stack {
     }
 
     pub(crate) async fn run(&self, plan: &TestPlan, secrets: Secrets) -> TestReport {
-        rl_inference_test::run_test(
+        rl_preflight::run_test(
             plan,
             &self.store(),
             Arc::new(LocalModelRunner::default()),

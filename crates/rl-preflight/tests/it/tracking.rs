@@ -4,9 +4,7 @@
 use std::os::unix::process::CommandExt;
 use std::sync::Arc;
 
-use rl_inference_test::{
-    LocalModelRunner, ModelMarks, ModelOutcome, TestStatus, TestStore, TestView,
-};
+use rl_preflight::{LocalModelRunner, ModelMarks, ModelOutcome, TestStatus, TestStore, TestView};
 use rl_process::ProcessIdentity;
 use rl_settings::Secrets;
 use serde_json::json;
@@ -92,7 +90,7 @@ fn a_dead_owners_test_is_interrupted_and_its_models_ended_when_listed() {
     assert!(stopped.message.contains("interrupted"), "{stopped:?}");
 }
 
-/// `rl test stop` from another process: the running models' groups are ended with what they
+/// `rl preflight stop` from another process: the running models' groups are ended with what they
 /// left in sessions of their own, the waiting ones never start, and the owner writes a report that says it was stopped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_stop() {
@@ -114,7 +112,7 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
     let test = tokio::spawn({
         let store = store.clone();
         async move {
-            rl_inference_test::run_test(
+            rl_preflight::run_test(
                 &plan,
                 &store,
                 Arc::new(models),
@@ -162,7 +160,7 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
             assert_eq!(model.outcome, ModelOutcome::Stopped, "{model:#?}");
             assert_eq!(
                 model.error.as_deref(),
-                Some("rl: stopped (rl test stop)"),
+                Some("rl: stopped (rl preflight stop)"),
                 "{model:#?}"
             );
         } else {

@@ -72,7 +72,7 @@ pub trait ModelRunner: Send + Sync {
 ///
 /// `stop_all` is final: every clone shares one state, and once stopped the runner starts no
 /// model again — each is reported not started. Every caller stops it only as its process
-/// ends (`rl serve` at shutdown, `rl mcp` when its session is over, `rl test` and `rl tool
+/// ends (`rl serve` at shutdown, `rl mcp` when its session is over, `rl preflight` and `rl tool
 /// call` on a signal), and a permanent stop is what keeps the models of a test still waiting
 /// for their turn from starting after it.
 #[derive(Debug, Default, Clone)]
@@ -291,7 +291,7 @@ impl LocalModelRunner {
                 "rl: cut after {} s (the test's timeout)",
                 timeout.as_secs()
             )),
-            ModelOutcome::Stopped => notes.push("rl: stopped (rl test stop)".to_owned()),
+            ModelOutcome::Stopped => notes.push("rl: stopped (rl preflight stop)".to_owned()),
             _ => {}
         }
         append_notes(&job.log_path, &notes).await;

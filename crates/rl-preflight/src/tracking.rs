@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rl_process::{ProcessIdentity, StopOutcome, StrayOutcome};
 use serde::{Deserialize, Serialize};
 
-use crate::error::InferenceTestError;
+use crate::error::PreflightError;
 use crate::runner::STOP_GRACE;
 use crate::store::{TestStarted, read_json, write_json};
 
@@ -37,7 +37,7 @@ pub enum TestStatus {
     Running,
     /// The report is written.
     Finished,
-    /// The report is written, after a stop was asked (`rl test stop`).
+    /// The report is written, after a stop was asked (`rl preflight stop`).
     Stopped,
     /// Its owner is gone (killed, or the machine restarted) without writing the report; the
     /// model processes it left were ended when that was found.
@@ -55,7 +55,7 @@ impl TestStatus {
     }
 }
 
-/// The process running a test (`rl test`, `rl mcp`, `rl serve`, `rl tool call`), and the boot it
+/// The process running a test (`rl preflight`, `rl mcp`, `rl serve`, `rl tool call`), and the boot it
 /// runs in: pids and start times mean nothing in another.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestOwner {
@@ -136,7 +136,7 @@ pub(crate) fn record_group(
     path: &Path,
     model: &str,
     leader: ProcessIdentity,
-) -> Result<(), InferenceTestError> {
+) -> Result<(), PreflightError> {
     write_json(
         path,
         &GroupRecord {
@@ -173,7 +173,7 @@ pub(crate) fn group_is_running(path: &Path, owner: Option<&TestOwner>) -> bool {
     })
 }
 
-/// A stop asked by another process (`rl test stop`).
+/// A stop asked by another process (`rl preflight stop`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StopRequest {
     pub requested_at: String,
@@ -214,10 +214,7 @@ pub(crate) enum TestState {
 /// Reads where a test stands. A test without a report whose owner is gone is recorded as
 /// interrupted, once, and the model groups it left are ended then: no process of a dead owner
 /// is left running once anyone looks at its tests.
-pub(crate) fn reconcile(
-    dir: &Path,
-    started: &TestStarted,
-) -> Result<TestState, InferenceTestError> {
+pub(crate) fn reconcile(dir: &Path, started: &TestStarted) -> Result<TestState, PreflightError> {
     if dir.join(REPORT_FILE).exists() {
         return Ok(TestState::Reported);
     }
@@ -286,10 +283,7 @@ pub struct TestStopReport {
 
 /// Stops a test from any process: its model groups are ended (SIGTERM, a grace period,
 /// SIGKILL); a live owner is then given time to write the report, which says it was stopped.
-pub(crate) fn stop(
-    dir: &Path,
-    started: &TestStarted,
-) -> Result<TestStopReport, InferenceTestError> {
+pub(crate) fn stop(dir: &Path, started: &TestStarted) -> Result<TestStopReport, PreflightError> {
     let id = &started.test_id;
     let owner = started.owner.as_ref();
     let answer = |stopped, status, message| TestStopReport {

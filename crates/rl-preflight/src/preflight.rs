@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 
 use crate::analysis::{self, Groups};
 use crate::command::{ModelJob, model_job};
-use crate::error::InferenceTestError;
+use crate::error::PreflightError;
 use crate::plan::TestPlan;
 use crate::report::{ModelOutcome, ModelReport, TestReport};
 use crate::runner::{ModelRun, ModelRunner, ProgressSink};
@@ -27,7 +27,7 @@ pub async fn run_test(
     // Every key the models' logs must not hold (the endpoint's included).
     secrets: Secrets,
     progress: ProgressSink,
-) -> Result<TestReport, InferenceTestError> {
+) -> Result<TestReport, PreflightError> {
     // Listing reconciles: what the killed runners of earlier tests left is ended before more
     // models start. A failure to look is no reason to refuse this test.
     let earlier = store.clone();
@@ -117,7 +117,7 @@ pub async fn run_test(
     let mut summary = summarise(&models, plan.verdict_policy);
     if stopped_at.is_some() {
         summary.explanation = format!(
-            "the test was stopped before its end (rl test stop); {}",
+            "the test was stopped before its end (rl preflight stop); {}",
             summary.explanation
         );
     }

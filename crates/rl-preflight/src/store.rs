@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::count_groups;
 use crate::command::model_files;
-use crate::error::InferenceTestError;
+use crate::error::PreflightError;
 use crate::report::TestReport;
 use crate::tracking::{
     self, Interruption, REPORT_FILE, STOP_FILE, TestOwner, TestState, TestStatus, TestStopReport,
@@ -66,7 +66,7 @@ pub struct TestProgress {
     pub base_url: String,
     pub started_at: String,
     pub output_dir: PathBuf,
-    /// The process running it (`rl test`, `rl mcp`, `rl serve`, …).
+    /// The process running it (`rl preflight`, `rl mcp`, `rl serve`, …).
     pub owner_pid: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_requested_at: Option<String>,
@@ -104,7 +104,7 @@ impl TestStore {
         &self.dir
     }
 
-    pub fn test_dir(&self, id: &str) -> Result<PathBuf, InferenceTestError> {
+    pub fn test_dir(&self, id: &str) -> Result<PathBuf, PreflightError> {
         // Ids come from callers: checked before they become a path.
         let id = RunId::parse(id)?;
         Ok(self.dir.join(id.as_str()))
@@ -114,7 +114,7 @@ impl TestStore {
     pub fn create(
         &self,
         started: impl Fn(&str) -> TestStarted,
-    ) -> Result<(TestStarted, PathBuf), InferenceTestError> {
+    ) -> Result<(TestStarted, PathBuf), PreflightError> {
         create_private_dir(&self.dir)?;
         loop {
             let id = RunId::generate();
@@ -128,7 +128,7 @@ impl TestStore {
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(source) => {
-                    return Err(InferenceTestError::Io {
+                    return Err(PreflightError::Io {
                         action: "create",
                         path: dir,
                         source,
@@ -139,7 +139,7 @@ impl TestStore {
     }
 
     /// A test's report, or, while it has none, how far it got.
-    pub fn view(&self, id: &str) -> Result<TestView, InferenceTestError> {
+    pub fn view(&self, id: &str) -> Result<TestView, PreflightError> {
         let (dir, started) = self.started(id)?;
         let interruption = match tracking::reconcile(&dir, &started)? {
             TestState::Reported => return Ok(TestView::Reported(Box::new(self.read(id)?))),
@@ -183,34 +183,34 @@ impl TestStore {
     }
 
     /// Stops a test run by any process, this one or another, live or dead.
-    pub fn stop(&self, id: &str) -> Result<TestStopReport, InferenceTestError> {
+    pub fn stop(&self, id: &str) -> Result<TestStopReport, PreflightError> {
         let (dir, started) = self.started(id)?;
         tracking::stop(&dir, &started)
     }
 
-    fn started(&self, id: &str) -> Result<(PathBuf, TestStarted), InferenceTestError> {
+    fn started(&self, id: &str) -> Result<(PathBuf, TestStarted), PreflightError> {
         let dir = self.test_dir(id)?;
         if !dir.is_dir() {
-            return Err(InferenceTestError::UnknownTest(id.to_owned()));
+            return Err(PreflightError::UnknownTest(id.to_owned()));
         }
         let started = read_json(&dir.join(PLAN_FILE))?;
         Ok((dir, started))
     }
 
-    pub fn save(&self, report: &TestReport) -> Result<PathBuf, InferenceTestError> {
+    pub fn save(&self, report: &TestReport) -> Result<PathBuf, PreflightError> {
         let path = self.test_dir(&report.test_id)?.join(REPORT_FILE);
         write_json(&path, report)?;
         Ok(path)
     }
 
-    pub fn read(&self, id: &str) -> Result<TestReport, InferenceTestError> {
+    pub fn read(&self, id: &str) -> Result<TestReport, PreflightError> {
         let dir = self.test_dir(id)?;
         if !dir.is_dir() {
-            return Err(InferenceTestError::UnknownTest(id.to_owned()));
+            return Err(PreflightError::UnknownTest(id.to_owned()));
         }
         let path = dir.join(REPORT_FILE);
         if !path.exists() {
-            return Err(InferenceTestError::Invalid {
+            return Err(PreflightError::Invalid {
                 what: format!("test {id}"),
                 reason: "it has no report: it is still running, or was interrupted".to_owned(),
             });
@@ -220,12 +220,12 @@ impl TestStore {
 
     /// Newest first. Every test without a report is reconciled: one whose owner is gone is
     /// marked interrupted and the model processes it left are ended.
-    pub fn list(&self) -> Result<Vec<TestListing>, InferenceTestError> {
+    pub fn list(&self) -> Result<Vec<TestListing>, PreflightError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => {
-                return Err(InferenceTestError::Io {
+                return Err(PreflightError::Io {
                     action: "list",
                     path: self.dir.clone(),
                     source,
@@ -261,8 +261,8 @@ impl TestStore {
     }
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), InferenceTestError> {
-    std::fs::create_dir_all(dir).map_err(|source| InferenceTestError::Io {
+fn create_private_dir(dir: &Path) -> Result<(), PreflightError> {
+    std::fs::create_dir_all(dir).map_err(|source| PreflightError::Io {
         action: "create",
         path: dir.to_owned(),
         source,
@@ -270,10 +270,10 @@ fn create_private_dir(dir: &Path) -> Result<(), InferenceTestError> {
     set_private(dir)
 }
 
-fn set_private(dir: &Path) -> Result<(), InferenceTestError> {
+fn set_private(dir: &Path) -> Result<(), PreflightError> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|source| {
-        InferenceTestError::Io {
+        PreflightError::Io {
             action: "restrict",
             path: dir.to_owned(),
             source,
@@ -283,10 +283,10 @@ fn set_private(dir: &Path) -> Result<(), InferenceTestError> {
 
 /// Temporary file + rename: a reader sees the old file or the new one, never half. Each writer
 /// has a temporary file of its own: two processes may record the same finding at once.
-pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), InferenceTestError> {
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let io = |action| {
-        move |source| InferenceTestError::Io {
+        move |source| PreflightError::Io {
             action,
             path: path.to_owned(),
             source,
@@ -300,15 +300,13 @@ pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), Infe
     std::fs::rename(&temporary, path).map_err(io("replace"))
 }
 
-pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(
-    path: &Path,
-) -> Result<T, InferenceTestError> {
-    let text = std::fs::read(path).map_err(|source| InferenceTestError::Io {
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, PreflightError> {
+    let text = std::fs::read(path).map_err(|source| PreflightError::Io {
         action: "read",
         path: path.to_owned(),
         source,
     })?;
-    serde_json::from_slice(&text).map_err(|error| InferenceTestError::CorruptReport {
+    serde_json::from_slice(&text).map_err(|error| PreflightError::CorruptReport {
         path: path.to_owned(),
         reason: error.to_string(),
     })
