@@ -230,3 +230,12 @@ fn hangup_ignored() -> bool {
         })
         .is_some_and(|mask| mask & 1 != 0)
 }
+
+/// A `--timeout` of the commands that wait for something another process does (`rl runs wait`,
+/// `rl preflight wait`): seconds, up to a week.
+pub(crate) fn wait_limit(seconds: f64) -> anyhow::Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|_| seconds <= 7.0 * 86_400.0)
+        .with_context(|| format!("--timeout {seconds} is not a number of seconds up to a week"))
+}

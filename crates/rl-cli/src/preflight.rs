@@ -117,10 +117,7 @@ fn show(view: &TestView, as_json: bool) -> anyhow::Result<()> {
 /// groups on stderr (nothing with `--json`), then shows it; `timed_out` in JSON says whether
 /// it was still running.
 fn wait(store: &TestStore, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<()> {
-    let limit = Duration::try_from_secs_f64(timeout)
-        .ok()
-        .filter(|_| timeout <= 7.0 * 86_400.0)
-        .with_context(|| format!("--timeout {timeout} is not a number of seconds up to a week"))?;
+    let limit = crate::context::wait_limit(timeout)?;
     let started = std::time::Instant::now();
     let mut shown = String::new();
     let view = loop {

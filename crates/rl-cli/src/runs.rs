@@ -4,7 +4,6 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::builder::TypedValueParser as _;
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -228,7 +227,7 @@ fn waiting(
     since: i64,
     as_json: bool,
 ) -> anyhow::Result<WaitOutcome> {
-    let limit = seconds(timeout)?;
+    let limit = crate::context::wait_limit(timeout)?;
     let on_terminal = std::io::stderr().is_terminal();
     let spinner = if as_json || !on_terminal {
         ProgressBar::hidden()
@@ -343,13 +342,6 @@ pub(crate) fn supervise(context: &Context, id: &str) -> anyhow::Result<()> {
     let id = rl_settings::RunId::parse(id)?;
     let ended = rl_process::supervise(&context.home()?, &id)?;
     output::line(format!("run {id} ended: {}", ended.label()))
-}
-
-fn seconds(value: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|_| value <= 7.0 * 86_400.0)
-        .with_context(|| format!("--timeout {value} is not a number of seconds up to a week"))
 }
 
 fn print_status(status: &RunStatus) -> anyhow::Result<()> {
