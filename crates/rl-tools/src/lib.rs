@@ -5,7 +5,7 @@
 mod answer;
 mod environments;
 mod error;
-mod health;
+mod health_check;
 mod metrics;
 mod new_env;
 mod preflight;
@@ -19,7 +19,7 @@ pub use environments::{
     ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
 };
 pub use error::{FailureKind, ToolsError};
-pub use health::{Check, HealthReport, MIN_PYTHON, Probes, check as health_check};
+pub use health_check::{Check, HealthReport, MIN_PYTHON, Probes, check as health_check};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::{InferenceOptions, report_json};

@@ -35,7 +35,7 @@ pub struct ToolContext {
 pub struct Tools {
     context: Arc<ToolContext>,
     models: LocalModelRunner,
-    probes: crate::health::Probes,
+    probes: crate::health_check::Probes,
 }
 
 impl Tools {
@@ -43,7 +43,7 @@ impl Tools {
         Self {
             context: Arc::new(context),
             models: LocalModelRunner::default(),
-            probes: crate::health::Probes::default(),
+            probes: crate::health_check::Probes::default(),
         }
     }
 
