@@ -127,17 +127,16 @@ pub(crate) fn error_json(
     tools: Option<&rl_tools::Tools>,
 ) -> serde_json::Value {
     let message = message(&error);
-    let mut answer = match as_tools_error(error) {
-        Ok(error) => rl_tools::error_answer(&error, tools),
-        Err(_) => serde_json::json!({
-            "kind": "bad_request",
-            "hint": "Correct the command as the error says",
-        }),
+    let answer = match as_tools_error(error) {
+        Ok(error) => rl_tools::ErrorAnswer {
+            error: message,
+            ..rl_tools::ErrorAnswer::of(&error, tools)
+        },
+        // Not of any layer below: the command line's own refusal.
+        Err(_) => rl_tools::ErrorAnswer::of_command(message),
     };
-    if let Some(object) = answer.as_object_mut() {
-        object.insert("error".to_owned(), serde_json::json!(message));
-    }
-    answer
+    serde_json::to_value(&answer)
+        .unwrap_or_else(|error| serde_json::json!({"error": error.to_string()}))
 }
 
 /// The error of a lower crate as the tools see it, so every face gives the same advice.

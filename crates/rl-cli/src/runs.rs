@@ -9,8 +9,8 @@ use clap::builder::TypedValueParser as _;
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rl_metrics::{HealthDigest, MetricValue, SourceFailure, StatusMetrics};
-use rl_process::{ComponentStatus, Event, RunRecord, RunState, RunStatus, WaitOutcome, WaitUntil};
-use rl_tools::{ResultsView, SourceChoice, StatusView, Tools, process_label};
+use rl_process::{RunState, WaitOutcome, WaitUntil};
+use rl_tools::{EventView, ResultsView, RunView, SourceChoice, StatusView, Tools, WaitView};
 
 use crate::context::{Context, runtime};
 use crate::output;
@@ -185,7 +185,7 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             let id = tools.run_id(&run_id)?;
             let outcome = waiting(&tools, &id, until, timeout, since, as_json)?;
             if as_json {
-                output::json(&outcome)?;
+                output::json(&WaitView::from(&outcome))?;
             }
             waited(&outcome, timeout, as_json)
         }
@@ -205,7 +205,7 @@ fn waited(outcome: &WaitOutcome, timeout: f64, as_json: bool) -> anyhow::Result<
         if outcome.timed_out {
             output::line(format!("timed out after {timeout} s"))?;
         }
-        print_status(&outcome.status)?;
+        print_status(&RunView::from(&outcome.status))?;
     }
     let state = outcome.status.run.state;
     let code = if state.is_finished() && state != RunState::Completed {
@@ -301,7 +301,7 @@ fn start(tools: &Tools, wait: Option<Until>, timeout: f64, as_json: bool) -> any
     let id = tools.run_id(&started.run_id)?;
     let outcome = waiting(tools, &id, until, timeout, 0, as_json)?;
     started.status = outcome.status.run.state.name();
-    started.run = outcome.status.clone();
+    started.run = RunView::from(&outcome.status);
     if as_json {
         output::json(&started)?;
     }
@@ -352,14 +352,14 @@ fn seconds(value: f64) -> anyhow::Result<Duration> {
         .with_context(|| format!("--timeout {value} is not a number of seconds up to a week"))
 }
 
-fn print_status(status: &RunStatus) -> anyhow::Result<()> {
-    let run: &RunRecord = &status.run;
+fn print_status(run: &RunView) -> anyhow::Result<()> {
+    let state = match run.phase {
+        Some(phase) => format!("{}: {phase}", run.state),
+        None => run.state.to_owned(),
+    };
     output::line(format!(
-        "run {}  {}  {}  ({:.1} s)",
-        run.id,
-        run.environment,
-        run.state.label(),
-        status.elapsed_secs
+        "run {}  {}  {state}  ({:.1} s)",
+        run.id, run.environment, run.elapsed_secs
     ))?;
     output::line(format!("config  {}", run.config_path.display()))?;
     if let (Some(api), Some(trainer)) = (run.api_port, run.trainer_port) {
@@ -367,16 +367,15 @@ fn print_status(status: &RunStatus) -> anyhow::Result<()> {
     }
     let mut table = output::table(&["component", "status", "pid", "log"]);
     for component in &run.components {
-        let state = process_label(&component.status);
-        let tone = match component.status {
-            ComponentStatus::Running => output::Tone::Busy,
-            ComponentStatus::Exited { code: 0 } => output::Tone::Good,
-            ComponentStatus::NotStarted => output::Tone::Quiet,
+        let tone = match (component.status, component.code) {
+            ("running", _) => output::Tone::Busy,
+            ("exited", Some(0)) => output::Tone::Good,
+            ("not_started", _) => output::Tone::Quiet,
             _ => output::Tone::Bad,
         };
         table.add_row([
             output::cell(component.component),
-            output::toned(state, tone),
+            output::toned(&component.label, tone),
             output::cell(
                 component
                     .process
@@ -390,10 +389,10 @@ fn print_status(status: &RunStatus) -> anyhow::Result<()> {
     if let Some(error) = &run.error {
         output::line(format!("error: {error}"))?;
     }
-    print_events(&status.events)?;
+    print_events(&run.events)?;
     output::line(format!(
         "next events: rl runs events {} --since {}",
-        run.id, status.next_since
+        run.id, run.next_since
     ))
 }
 
@@ -513,7 +512,7 @@ fn print_results(view: &ResultsView) -> anyhow::Result<()> {
     print_problems(&results.warnings, &view.metrics_errors)
 }
 
-fn print_events(events: &[Event]) -> anyhow::Result<()> {
+fn print_events(events: &[EventView]) -> anyhow::Result<()> {
     for event in events {
         output::line(format!(
             "#{:<5} {}  {:<10} {}",

@@ -6,7 +6,6 @@ use rl_inference_test::{
     CorrectRule, Endpoint, InferenceTestError, Key, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE,
     ProgressSink, TestPlan, TestReport, TestRequest, TestStore,
 };
-use serde_json::json;
 
 use crate::{Tools, ToolsError};
 
@@ -120,71 +119,4 @@ impl Tools {
         )
         .await?)
     }
-}
-
-/// A report as agents get it: the report, with the original tool's keys beside it —
-/// `models_tested` (one entry per model), `summary` (`steps_requested`, `models_tested`,
-/// `models_succeeded`, `best_model`, `avg_accuracy`, `environment_working`,
-/// `output_directory`, and the verdict with its explanation), `test_config`; `environment_file` is the report's own.
-pub fn report_json(report: &TestReport) -> Result<serde_json::Value, ToolsError> {
-    let mut value = serde_json::to_value(report)
-        .map_err(|error| ToolsError::Internal(format!("cannot encode the report: {error}")))?;
-    let models_tested: Vec<serde_json::Value> = report
-        .models
-        .iter()
-        .map(|model| {
-            let figures = &model.figures;
-            #[allow(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                clippy::cast_precision_loss
-            )]
-            let correct = figures
-                .accuracy
-                .map(|share| (share * figures.completions as f64).round() as usize);
-            json!({
-                "model": model.model,
-                "steps_tested": figures.steps_tested,
-                "total_completions": figures.completions,
-                "correct_completions": correct,
-                "accuracy": figures.accuracy,
-                "steps_with_correct": figures.steps_with_correct,
-                "step_success_rate": figures.step_success_rate,
-                "error": model.error,
-                "output_file": model.output_path,
-                "log_file": model.log_path,
-            })
-        })
-        .collect();
-    let summary = &report.summary;
-    let rollouts_per_model = u64::from(report.steps) * u64::from(report.group_size);
-    let object = value
-        .as_object_mut()
-        .ok_or_else(|| ToolsError::Internal("a report is not a JSON object".to_owned()))?;
-    // The original's `models_tested` is the list; its count lives in `summary`.
-    object.insert("models_tested".to_owned(), json!(models_tested));
-    object.insert(
-        "summary".to_owned(),
-        json!({
-            "steps_requested": report.steps,
-            "models_tested": summary.models_tested,
-            "models_succeeded": summary.models_succeeded,
-            "best_model": summary.best_model,
-            "avg_accuracy": summary.average_accuracy,
-            "environment_working": summary.environment_working,
-            "output_directory": report.output_dir,
-            "verdict": summary.verdict,
-            "explanation": summary.explanation,
-        }),
-    );
-    object.insert(
-        "test_config".to_owned(),
-        json!({
-            "num_steps": report.steps,
-            "group_size": report.group_size,
-            "rollouts_per_model": rollouts_per_model,
-            "total_rollouts": rollouts_per_model * report.models.len() as u64,
-        }),
-    );
-    Ok(value)
 }

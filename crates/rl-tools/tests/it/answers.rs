@@ -395,10 +395,7 @@ fn run_answers() {
     };
     let first = agent("rl_check_status", run.clone());
     assert!(first["failure"].is_null(), "{first}");
-    assert_answer!(
-        "check_status_rate_limited",
-        agent("rl_check_status", run)
-    );
+    assert_answer!("check_status_rate_limited", agent("rl_check_status", run));
 }
 
 #[test]
