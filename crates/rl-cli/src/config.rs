@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Subcommand, ValueEnum};
-use rl_config::{FieldType, Value, ValueOrigin};
+use rl_config::{FieldType, ValueOrigin};
+use rl_settings::Value;
 use rl_tools::{ConfigView, FieldView};
 
 use crate::context::Context;

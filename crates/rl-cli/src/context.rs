@@ -5,9 +5,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use rl_config::{ConfigError, Secrets, Settings};
+use rl_config::ConfigError;
 use rl_inference_test::LocalModelRunner;
 use rl_process::SupervisorCommand;
+use rl_settings::{Secrets, Settings, SettingsError};
 use rl_tools::{Registry, ToolContext, Tools};
 
 use crate::output;
@@ -42,7 +43,7 @@ impl Context {
     pub(crate) fn home(&self) -> anyhow::Result<PathBuf> {
         let home = match &self.home {
             Some(home) => home.clone(),
-            None => rl_config::default_home(&process_environment())
+            None => rl_settings::default_home(&process_environment())
                 .context("no state directory: set RL_HOME or HOME, or pass --home")?,
         };
         let home = std::path::absolute(&home)
@@ -70,7 +71,7 @@ impl Context {
     /// Operator settings, then `--root` / `--envs-dir`; with no tree configured anywhere, the
     /// current folder is taken as the tinker-atropos tree.
     fn settings(&self, home: &Path) -> Result<Settings, ConfigError> {
-        let mut settings = Settings::load(home, std::env::vars())?;
+        let mut settings = rl_config::load_settings(home, std::env::vars())?;
         if let Some(root) = &self.root {
             settings.tinker_atropos_root = Some(root.clone());
             settings.environments_dir = None;
@@ -93,7 +94,7 @@ impl Context {
         // Kept as the reason, not as an error of this command: only the tools that need the
         // settings fail for it (`rl runs stop` works with a broken config.toml).
         let settings = self.settings(&home).map_err(|error| match error {
-            ConfigError::Settings(reason) => reason,
+            ConfigError::Settings(SettingsError::Invalid(reason)) => reason,
             other => other.to_string(),
         });
         let tools = Tools::new(ToolContext {

@@ -222,7 +222,7 @@ fn waited(outcome: &WaitOutcome, timeout: f64, as_json: bool) -> anyhow::Result<
 /// terminal, else a line on stderr each time that changes (nothing with `--json`).
 fn waiting(
     tools: &Tools,
-    id: &rl_config::RunId,
+    id: &rl_settings::RunId,
     until: Until,
     timeout: f64,
     since: i64,
@@ -340,7 +340,7 @@ fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
 
 /// The detached supervisor's body: its output goes to the run's `supervisor.log`.
 pub(crate) fn supervise(context: &Context, id: &str) -> anyhow::Result<()> {
-    let id = rl_config::RunId::parse(id)?;
+    let id = rl_settings::RunId::parse(id)?;
     let ended = rl_process::supervise(&context.home()?, &id)?;
     output::line(format!("run {id} ended: {}", ended.label()))
 }

@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use crate::Value;
+use rl_settings::{SettingsError, Value};
 
 /// Everything rl-config can refuse or fail at. Messages are written for the person or agent who
 /// made the request: each says what was wrong and what would be accepted.
@@ -36,10 +36,8 @@ pub enum ConfigError {
     },
     #[error("{what} is not valid: {reason}")]
     InvalidInput { what: String, reason: String },
-    #[error("operator config is invalid: {0}")]
-    Settings(String),
-    #[error("{path} is a {kind}, not a regular file; replace it with a file, or remove it")]
-    NotAFile { path: PathBuf, kind: String },
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error("state in {path} is unreadable ({reason}); fix or remove the file")]
     CorruptState { path: PathBuf, reason: String },
     #[error("{action} {path}: {source}")]

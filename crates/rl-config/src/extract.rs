@@ -15,7 +15,9 @@ use ruff_python_ast::{self as ast, Expr, ModModule, Stmt};
 use ruff_text_size::Ranged;
 
 use crate::schema::{Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
-use crate::{ConfigError, ConfigSchema, Value};
+use rl_settings::Value;
+
+use crate::{ConfigError, ConfigSchema};
 
 /// Deep enough for any real hierarchy, shallow enough to stop a pathological one.
 const MAX_BASE_DEPTH: usize = 16;

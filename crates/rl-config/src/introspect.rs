@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigError, ConfigSchema, Value};
+use rl_settings::Value;
+
+use crate::{ConfigError, ConfigSchema};
 
 const SCRIPT: &str = include_str!("../python/introspect_config.py");
 

@@ -7,7 +7,9 @@
 //! divides by zero, a group larger than the batch is refused when the env registers, a
 //! negative group size makes no group at all.
 
-use crate::{ConfigError, Value};
+use rl_settings::Value;
+
+use crate::ConfigError;
 
 /// The values a field may take.
 #[derive(Debug, Clone, Copy)]

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::Value;
+use rl_settings::Value;
 
 /// Every field of one environment's config class, base classes included, in pydantic's order
 /// (inherited fields first, an override keeping its base's position).

@@ -4,13 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use rl_discovery::{Environment, Scan};
+use rl_settings::{RunConfig, RunEndpoints, RunId, Settings, Value};
 use serde::Serialize;
 
-use crate::run_config::{RunConfig, RunEndpoints, RunId};
-use crate::settings::Settings;
 use crate::store::{Edit, Section, SelectedEnvironment, Selection, Store};
 use crate::validate::{MAX_FIELD_NAME_CHARS, check_value};
-use crate::{ConfigError, ConfigSchema, DefaultValue, FieldSpec, Value, config_schema};
+use crate::{ConfigError, ConfigSchema, DefaultValue, FieldSpec, config_schema};
 
 /// Not a BaseEnvConfig field, but the original tool told agents to set it; it goes to the
 /// `tinker` section of the run config.
@@ -121,7 +120,7 @@ impl ConfigService {
     }
 
     pub fn scan(&self) -> Result<Scan, ConfigError> {
-        self.settings.scan_environments(false)
+        scan_environments(&self.settings, false)
     }
 
     /// Selects an environment by name, key or class name; clears earlier edits, as a new
@@ -377,7 +376,7 @@ impl ConfigService {
         endpoints: Option<RunEndpoints>,
     ) -> Result<RunConfigFile, ConfigError> {
         let selection = self.selection()?;
-        let mut config = RunConfig::build(
+        let mut config = crate::new_run::build(
             &self.settings,
             &selection,
             &self.wandb_project(&selection),
@@ -398,7 +397,9 @@ impl ConfigService {
             if field.locked {
                 // Only now is the environment's own type of the field known.
                 check_value(&field.spec, value).map_err(|error| {
-                    ConfigError::Settings(format!("[locked.env] is refused: {error}"))
+                    ConfigError::Settings(rl_settings::SettingsError::Invalid(format!(
+                        "[locked.env] is refused: {error}"
+                    )))
                 })?;
             }
             crate::rules::check_field(&field.spec.name, value)?;
@@ -416,7 +417,7 @@ impl ConfigService {
                     .or_insert_with(|| value.clone());
             }
         }
-        let path = crate::run_config::write(self.store.home(), run_id, &selection, &config)?;
+        let path = crate::new_run::write(self.store.home(), run_id, &selection, &config)?;
         Ok(RunConfigFile {
             path,
             config,
@@ -496,4 +497,17 @@ fn closest_fields(field: &str, schema: &ConfigSchema) -> Vec<String> {
         .take(3)
         .map(|(_, name)| name.to_owned())
         .collect()
+}
+
+/// The environments in [`Settings::environments_dir`], its subfolders too when the operator
+/// set `recursive_discovery` or the caller asks for them.
+pub fn scan_environments(
+    settings: &Settings,
+    recursive: bool,
+) -> Result<rl_discovery::Scan, ConfigError> {
+    let options = rl_discovery::ScanOptions {
+        recursive: recursive || settings.recursive_discovery,
+        ..Default::default()
+    };
+    Ok(rl_discovery::scan(&settings.environments_dir()?, &options)?)
 }

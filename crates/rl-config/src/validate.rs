@@ -1,7 +1,9 @@
 //! Checking an edited value against its field, as pydantic would, before it is stored.
 
 use crate::schema::{FieldSpec, FieldType};
-use crate::{ConfigError, Value};
+use rl_settings::Value;
+
+use crate::ConfigError;
 
 /// A string value longer than this is refused: no config field needs it, and it would bloat
 /// every stored state and run config.

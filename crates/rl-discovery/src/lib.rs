@@ -35,7 +35,7 @@ pub use known::KNOWN_ENV_BASES;
 pub use module_names::{RUNTIME_DEPENDENCIES, STANDARD_LIBRARY_MODULES, Shadowed, shadowed_module};
 pub use nesting::Nesting;
 pub use parse::{parse_python_expression, parse_python_module};
-pub use source::{MAX_SOURCE_BYTES, file_kind, read_python_source};
+pub use source::{MAX_SOURCE_BYTES, read_python_source};
 pub use summary::dotted as dotted_name;
 
 use resolve::{Ancestor, ParsedModule, Resolver};

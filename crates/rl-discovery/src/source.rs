@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use encoding_rs::Encoding;
@@ -53,7 +53,7 @@ pub(crate) fn read_source_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, Skip
 fn check_regular(metadata: &std::fs::Metadata, limit: u64) -> Result<u64, SkipReason> {
     if !metadata.is_file() {
         return Err(SkipReason::NotAFile {
-            file_type: file_kind(metadata.file_type()).to_owned(),
+            file_type: rl_settings::file_kind(metadata.file_type()).to_owned(),
         });
     }
     let bytes = metadata.len();
@@ -61,25 +61,6 @@ fn check_regular(metadata: &std::fs::Metadata, limit: u64) -> Result<u64, SkipRe
         return Err(SkipReason::TooLarge { bytes, limit });
     }
     Ok(bytes)
-}
-
-/// What a directory entry is, in words, when it is not a regular file.
-pub fn file_kind(file_type: std::fs::FileType) -> &'static str {
-    if file_type.is_dir() {
-        "folder"
-    } else if file_type.is_fifo() {
-        "FIFO (named pipe)"
-    } else if file_type.is_socket() {
-        "socket"
-    } else if file_type.is_char_device() {
-        "character device"
-    } else if file_type.is_block_device() {
-        "block device"
-    } else if file_type.is_symlink() {
-        "symbolic link"
-    } else {
-        "special file"
-    }
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, SkipReason> {

@@ -68,7 +68,7 @@ pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
                 listing.skipped.push(SkippedFile {
                     file: relative(root, entry.path()),
                     reason: SkipReason::NotAFile {
-                        file_type: crate::source::file_kind(entry.file_type()).to_owned(),
+                        file_type: rl_settings::file_kind(entry.file_type()).to_owned(),
                     },
                 });
             }

@@ -160,7 +160,7 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
             env.push((WANDB_KEY_VARIABLE.to_owned(), key.0.clone()));
         }
     }
-    let env_remove = rl_config::SECRET_NAMES
+    let env_remove = rl_settings::SECRET_NAMES
         .iter()
         .map(|name| (*name).to_owned())
         .chain(std::iter::once(plan.endpoint.key_variable.clone()))

@@ -29,6 +29,8 @@ pub enum InferenceTestError {
     CorruptReport { path: PathBuf, reason: String },
     #[error(transparent)]
     Config(#[from] rl_config::ConfigError),
+    #[error(transparent)]
+    Settings(#[from] rl_settings::SettingsError),
 }
 
 impl InferenceTestError {

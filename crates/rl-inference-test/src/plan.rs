@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rl_config::{Selection, Settings, Value};
+use rl_config::Selection;
+use rl_settings::{Settings, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::CorrectRule;

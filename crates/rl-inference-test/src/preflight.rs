@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rl_config::Secrets;
+use rl_settings::Secrets;
 use tokio::sync::Semaphore;
 
 use crate::analysis::{self, Groups};

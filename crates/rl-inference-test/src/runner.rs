@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rl_config::Secrets;
 use rl_process::ProcessIdentity;
+use rl_settings::Secrets;
 use tokio::io::AsyncWriteExt;
 
 use crate::analysis::count_groups;

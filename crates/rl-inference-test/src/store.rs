@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rl_config::RunId;
+use rl_settings::RunId;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::count_groups;

@@ -21,7 +21,7 @@ pub enum ProcessError {
     #[error("readiness probe: {0}")]
     Probe(String),
     #[error(transparent)]
-    Config(#[from] rl_config::ConfigError),
+    Settings(#[from] rl_settings::SettingsError),
     #[error(transparent)]
     Programs(#[from] rl_python::PythonError),
     #[error(

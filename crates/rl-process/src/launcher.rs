@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_config::Secrets;
+use rl_settings::Secrets;
 use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;

@@ -39,6 +39,7 @@ pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};
 pub use runs::{
     DEFAULT_EVENT_LIMIT, RunStatus, Runs, StopReport, SupervisorCommand, WaitOutcome, WaitUntil,
+    WrittenConfig,
 };
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use rl_config::Secrets;
+use rl_settings::Secrets;
 use tokio::sync::watch;
 
 const CHUNK: usize = 64 * 1024;

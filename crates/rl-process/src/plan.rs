@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rl_config::{RunId, RunTiming, SlurmSettings, run_dir};
+use rl_settings::{RunId, RunTiming, SlurmSettings, run_dir};
 use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;

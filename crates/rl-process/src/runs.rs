@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rl_config::{Backend, ConfigService, RunEndpoints, RunId, SECRET_NAMES, Secrets, run_dir};
+use rl_settings::{Backend, RunEndpoints, RunId, SECRET_NAMES, Secrets, Settings, run_dir};
 
 use crate::ProcessError;
 use crate::identity::ProcessIdentity;
@@ -84,6 +84,23 @@ pub struct StopReport {
     pub status: RunStatus,
 }
 
+struct Prepared {
+    run_id: RunId,
+    endpoints: RunEndpoints,
+    programs: PathBuf,
+    root: PathBuf,
+}
+
+/// A new run's config file as its caller wrote it.
+#[derive(Debug, Clone)]
+pub struct WrittenConfig {
+    pub path: PathBuf,
+    /// The environment's key, as the run is listed under.
+    pub environment: String,
+    /// The environment's Python file, which the env component runs.
+    pub env_file: PathBuf,
+}
+
 pub struct Runs {
     home: PathBuf,
     store: RunStore,
@@ -97,15 +114,28 @@ impl Runs {
         })
     }
 
-    /// Creates a run from the current selection and hands it to a detached supervisor. Returns
-    /// once the supervisor runs; the run is then starting its first component.
-    pub fn start(
+    /// Creates a run and hands it to a detached supervisor. Returns once the supervisor runs;
+    /// the run is then starting its first component. `write_config` writes the run's config
+    /// once its id and addresses are known: the caller's, as rl-process does not know how a
+    /// selection becomes a config, and its error is returned as it is.
+    pub fn start<E: From<ProcessError>>(
         &mut self,
-        config: &ConfigService,
+        settings: &Settings,
+        write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, E>,
         secrets: &Secrets,
         supervisor: &SupervisorCommand,
-    ) -> Result<RunStatus, ProcessError> {
-        let settings = config.settings();
+    ) -> Result<RunStatus, E> {
+        let prepared = self.prepare(settings, secrets)?;
+        let written = write_config(&prepared.run_id, prepared.endpoints)?;
+        Ok(self.launch(settings, prepared, &written, secrets, supervisor)?)
+    }
+
+    /// What a run needs before its config can be written: checks, an id, free ports.
+    fn prepare(
+        &mut self,
+        settings: &Settings,
+        secrets: &Secrets,
+    ) -> Result<Prepared, ProcessError> {
         if settings.engine.is_local()
             && let Some(problem) = settings.engine.base_model_problem()
         {
@@ -147,10 +177,35 @@ impl Runs {
             engine_port,
         };
         let programs = rl_python::install(&self.home)?;
-        let written = config.write_run_config(&run_id, Some(endpoints))?;
-        let selected = &written.selection.environment;
+        Ok(Prepared {
+            run_id,
+            endpoints,
+            programs,
+            root,
+        })
+    }
+
+    fn launch(
+        &mut self,
+        settings: &Settings,
+        prepared: Prepared,
+        written: &WrittenConfig,
+        secrets: &Secrets,
+        supervisor: &SupervisorCommand,
+    ) -> Result<RunStatus, ProcessError> {
+        let Prepared {
+            run_id,
+            endpoints:
+                RunEndpoints {
+                    api_port,
+                    trainer_port,
+                    engine_port,
+                },
+            programs,
+            root,
+        } = prepared;
         let dir = run_dir(&self.home, &run_id);
-        let env_file = absolute(&selected.environments_dir.join(&selected.file))?;
+        let env_file = absolute(&written.env_file)?;
         let values = TemplateValues::new()
             .with("python", settings.python.to_string_lossy())
             .with("config", written.path.to_string_lossy())
@@ -252,7 +307,7 @@ impl Runs {
         self.store
             .create_run(&NewRun {
                 id: run_id.clone(),
-                environment: selected.key.clone(),
+                environment: written.environment.clone(),
                 config_path: written.path.clone(),
                 api_port: Some(api_port),
                 trainer_port: Some(trainer_port),

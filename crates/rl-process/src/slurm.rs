@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_config::{RUN_CONFIG_FILE, RunConfig, RunId, SlurmSettings};
+use rl_settings::{RUN_CONFIG_FILE, RunConfig, RunId, SlurmSettings};
 use tokio::sync::mpsc;
 
 use crate::ProcessError;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rl_config::RunId;
+use rl_settings::RunId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::ProcessError;
@@ -136,7 +136,7 @@ impl RunStore {
         // Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
         // (busy at once, whatever the timeout): two processes opening a new store together
         // must take turns. Held only while opening.
-        let _opening = rl_config::lock_exclusive(&home.join(OPENING_LOCK_FILE))?;
+        let _opening = rl_settings::lock_exclusive(&home.join(OPENING_LOCK_FILE))?;
         let connection = Connection::open(&path)?;
         // Several processes share the file: readers must not block the supervisor's writes,
         // and a writer waits for another instead of failing at once.

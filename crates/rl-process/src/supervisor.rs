@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rl_config::{RunId, Secrets};
+use rl_settings::{RunId, Secrets};
 use tokio::sync::{mpsc, watch};
 
 use crate::ProcessError;
@@ -526,7 +526,7 @@ pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> 
             Some(slurm) => Box::new(SlurmLauncher::new(
                 run_id.clone(),
                 slurm,
-                rl_config::run_dir(home, run_id),
+                rl_settings::run_dir(home, run_id),
                 Box::new(SlurmCli),
                 local,
             )),

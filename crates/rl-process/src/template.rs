@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn default_api_command_renders() {
-        let api = rl_config::Commands::default().api;
+        let api = rl_settings::Commands::default().api;
         let rendered = render(Component::Api, &api, &values()).unwrap();
         assert_eq!(
             rendered,

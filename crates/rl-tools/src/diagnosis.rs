@@ -3,11 +3,12 @@
 //! someone decides its kind and its advice. The registry's answers, the HTTP status, MCP's
 //! `isError` and the CLI's `--json` errors and exit codes all read it.
 
-use rl_config::{ConfigError, Value};
+use rl_config::ConfigError;
 use rl_discovery::DiscoveryError;
 use rl_inference_test::InferenceTestError;
 use rl_metrics::MetricsError;
 use rl_process::ProcessError;
+use rl_settings::{SettingsError, Value};
 
 use crate::error::{FailureKind, ToolsError};
 
@@ -89,6 +90,7 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
             (K::NotFound, A::UnknownRun { active, known })
         }
         ToolsError::Io { .. } | ToolsError::Internal(_) => (K::Internal, A::RetryWhenReady),
+        ToolsError::Settings(error) => return settings(error),
         ToolsError::Config(error) => return config(error),
         ToolsError::Discovery(error) => return discovery(error),
         ToolsError::Process(error) => return process(error),
@@ -102,7 +104,7 @@ fn process(error: &ProcessError) -> Diagnosis<'_> {
     use Advice as A;
     use FailureKind as K;
     let (kind, advice) = match error {
-        ProcessError::Config(error) => return config(error),
+        ProcessError::Settings(error) => return settings(error),
         ProcessError::UnknownRun(_) => (K::NotFound, A::RetryWhenReady),
         ProcessError::MissingTinkerKey { .. } => (
             K::Precondition,
@@ -159,6 +161,7 @@ fn preflight(error: &InferenceTestError) -> Diagnosis<'_> {
     use FailureKind as K;
     let (kind, advice) = match error {
         InferenceTestError::Config(error) => return config(error),
+        InferenceTestError::Settings(error) => return settings(error),
         InferenceTestError::Invalid { .. } | InferenceTestError::OutOfRange { .. } => {
             (K::BadRequest, A::CorrectRequest)
         }
@@ -178,7 +181,7 @@ fn config(error: &ConfigError) -> Diagnosis<'_> {
     let (kind, advice) = match error {
         ConfigError::Discovery(error) => return discovery(error),
         ConfigError::NothingSelected => (K::Precondition, A::SelectFirst),
-        ConfigError::Settings(_) => (K::Precondition, A::FixSettings),
+        ConfigError::Settings(error) => return settings(error),
         ConfigError::UnknownField { closest, .. } => (K::BadRequest, A::UnknownField { closest }),
         ConfigError::LockedField { value, .. } => (K::BadRequest, A::LockedField { value }),
         ConfigError::WrongType { expected, .. } => (K::BadRequest, A::WrongType { expected }),
@@ -186,10 +189,22 @@ fn config(error: &ConfigError) -> Diagnosis<'_> {
         ConfigError::OutOfRange { range, .. } => (K::BadRequest, A::OutOfRange { range }),
         ConfigError::InvalidInput { .. } => (K::BadRequest, A::CorrectRequest),
         ConfigError::Source { .. }
-        | ConfigError::NotAFile { .. }
         | ConfigError::CorruptState { .. }
         | ConfigError::Io { .. }
         | ConfigError::Introspection(_) => (K::Internal, A::CheckStateDirectory),
+    };
+    Diagnosis { kind, advice }
+}
+
+fn settings(error: &SettingsError) -> Diagnosis<'_> {
+    use Advice as A;
+    use FailureKind as K;
+    let (kind, advice) = match error {
+        SettingsError::Invalid(_) => (K::Precondition, A::FixSettings),
+        SettingsError::InvalidInput { .. } => (K::BadRequest, A::CorrectRequest),
+        SettingsError::NotAFile { .. } | SettingsError::Io { .. } => {
+            (K::Internal, A::CheckStateDirectory)
+        }
     };
     Diagnosis { kind, advice }
 }

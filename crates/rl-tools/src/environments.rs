@@ -1,7 +1,8 @@
 //! Discovering environments, selecting one, reading and editing its configuration.
 
-use rl_config::{CurrentField, DefaultValue, FieldType, Value};
+use rl_config::{CurrentField, DefaultValue, FieldType};
 use rl_discovery::{Environment, Scan};
+use rl_settings::Value;
 
 use crate::answers::{ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected};
 use crate::{Tools, ToolsError};
@@ -15,7 +16,7 @@ pub(crate) const LIST_TIPS: [&str; 4] = [
 
 impl Tools {
     pub fn scan(&self, recursive: bool) -> Result<Scan, ToolsError> {
-        Ok(self.settings()?.scan_environments(recursive)?)
+        Ok(rl_config::scan_environments(self.settings()?, recursive)?)
     }
 
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {

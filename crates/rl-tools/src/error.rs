@@ -5,6 +5,7 @@ use rl_discovery::DiscoveryError;
 use rl_inference_test::InferenceTestError;
 use rl_metrics::MetricsError;
 use rl_process::ProcessError;
+use rl_settings::SettingsError;
 
 /// What rl-tools can refuse or fail at.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,8 @@ pub enum ToolsError {
         /// The newest runs, whatever their state (at most [`crate::KNOWN_RUNS_SHOWN`]).
         known: Vec<String>,
     },
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rl_config::{SETTINGS_FILE, Secrets, Settings};
+use rl_settings::{SETTINGS_FILE, Secrets, Settings};
 use serde::{Deserialize, Serialize};
 use wait_timeout::ChildExt;
 
@@ -458,7 +458,7 @@ fn tree_checks(settings: &Settings) -> Vec<Check> {
             Err((format!("{} is not a folder", dir.display()), set_root)),
         )];
     }
-    let scan = settings.scan_environments(false);
+    let scan = rl_config::scan_environments(settings, false);
     let shadowing = scan.as_ref().ok().and_then(shadowing_check);
     let mut checks =
         environment_count_check(&dir, scan.map(|scan| scan.environments.len()), set_root);

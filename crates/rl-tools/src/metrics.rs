@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rl_config::{RunWandb, Secrets};
 use rl_metrics::{
     Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, RunTarget, SourceFailure,
     SourceKind, WandbApi, WandbApiConfig, WandbFiles, WandbNames,
 };
 use rl_process::{Component, RunRecord, RunState};
+use rl_settings::{RunWandb, Secrets};
 
 use crate::ToolsError;
 

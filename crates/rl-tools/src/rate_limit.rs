@@ -32,7 +32,7 @@ impl StatusChecks {
         interval: f64,
         now: f64,
     ) -> Result<Option<f64>, ToolsError> {
-        let _lock = rl_config::lock_exclusive(&self.home.join(LOCK_FILE))?;
+        let _lock = rl_settings::lock_exclusive(&self.home.join(LOCK_FILE))?;
         let mut checks = self.read();
         if let Some(last) = checks.get(run_id) {
             let left = interval - (now - last);
@@ -49,7 +49,7 @@ impl StatusChecks {
 
     /// An unreadable file only forgets earlier checks: it is advisory, and rewritten whole.
     fn read(&self) -> BTreeMap<String, f64> {
-        if rl_config::refuse_special_file(&self.path).is_err() {
+        if rl_settings::refuse_special_file(&self.path).is_err() {
             // A FIFO would block the read; the atomic write replaces it.
             return BTreeMap::new();
         }
@@ -62,7 +62,7 @@ impl StatusChecks {
     fn write(&self, checks: &BTreeMap<String, f64>) -> Result<(), ToolsError> {
         let bytes = serde_json::to_vec(checks)
             .map_err(|error| ToolsError::Internal(format!("status checks: {error}")))?;
-        Ok(rl_config::write_atomically(&self.path, &bytes)?)
+        Ok(rl_settings::write_atomically(&self.path, &bytes)?)
     }
 }
 

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use rl_config::Value;
 use rl_inference_test::Progress;
+use rl_settings::Value;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
@@ -205,12 +205,10 @@ impl Registry {
     ) -> Result<serde_json::Value, ToolsError> {
         let id = self.tools.run_id(run_id)?;
         // Settings that cannot be read leave the limit at its default, never off.
-        let interval = self
-            .tools
-            .settings()
-            .map_or(rl_config::DEFAULT_STATUS_CHECK_INTERVAL_SECS, |settings| {
-                settings.status_check_interval_secs
-            });
+        let interval = self.tools.settings().map_or(
+            rl_settings::DEFAULT_STATUS_CHECK_INTERVAL_SECS,
+            |settings| settings.status_check_interval_secs,
+        );
         let limited = caller == Caller::Agent && interval > 0.0;
         let owned = id.clone();
         let read = self
@@ -295,7 +293,7 @@ fn now_seconds() -> f64 {
         .map_or(0.0, |elapsed| elapsed.as_secs_f64())
 }
 
-fn rate_limited(run_id: &rl_config::RunId, left: f64) -> serde_json::Value {
+fn rate_limited(run_id: &rl_settings::RunId, left: f64) -> serde_json::Value {
     let minutes = (left / 60.0).ceil();
     let answer = RateLimited {
         rate_limited: true,

@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rl_config::{RunConfig, RunId, RunWandb};
 use rl_metrics::{Collected, HealthDigest, Results, StatusMetrics};
 use rl_process::{
     ComponentStatus, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
+    WrittenConfig,
 };
+use rl_settings::{RunConfig, RunId, RunWandb};
 
 use crate::answers::{
     EventView, EventsView, LogTail, ResultsView, RunEntry, RunList, RunView, Started, StatusView,
@@ -49,7 +50,21 @@ impl Tools {
     pub fn start_training(&self) -> Result<Started, ToolsError> {
         let service = self.service()?;
         let mut runs = self.runs()?;
-        let status = runs.start(&service, self.secrets(), &self.context().supervisor)?;
+        let write_config = |run_id: &RunId, endpoints| -> Result<WrittenConfig, ToolsError> {
+            let written = service.write_run_config(run_id, Some(endpoints))?;
+            let selected = &written.selection.environment;
+            Ok(WrittenConfig {
+                path: written.path,
+                environment: selected.key.clone(),
+                env_file: selected.environments_dir.join(&selected.file),
+            })
+        };
+        let status = runs.start(
+            service.settings(),
+            write_config,
+            self.secrets(),
+            &self.context().supervisor,
+        )?;
         let config = RunConfig::read(&status.run.config_path).ok();
         let wandb = config.as_ref().map(RunConfig::wandb);
         let config = config.map(|config| config.env).unwrap_or_default();

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rl_config::{ConfigError, ConfigService, Secrets, Settings};
+use rl_config::ConfigService;
 use rl_inference_test::LocalModelRunner;
 use rl_process::{Runs, SupervisorCommand};
+use rl_settings::{Secrets, Settings, SettingsError};
 
 use crate::ToolsError;
 
@@ -58,7 +59,7 @@ impl Tools {
         self.context
             .settings
             .as_ref()
-            .map_err(|reason| ConfigError::Settings(reason.clone()).into())
+            .map_err(|reason| SettingsError::Invalid(reason.clone()).into())
     }
 
     /// The environment the operator's settings give a run's components (none when the

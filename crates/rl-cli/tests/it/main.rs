@@ -33,7 +33,7 @@ pub(crate) fn rl_command(home: &Path) -> Command {
         .env_remove("RL_ENVIRONMENTS_DIR")
         .env_remove("RL_INFERENCE__BASE_URL")
         .current_dir(workspace_root());
-    for name in rl_config::SECRET_NAMES {
+    for name in rl_settings::SECRET_NAMES {
         command.env_remove(name);
     }
     command

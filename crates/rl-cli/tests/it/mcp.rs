@@ -27,7 +27,7 @@ fn isolate(command: &mut Command, home: &Path) {
         .env("RL_TINKER_ATROPOS_ROOT", tree())
         .env_remove("RL_ENVIRONMENTS_DIR")
         .current_dir(workspace_root());
-    for name in rl_config::SECRET_NAMES {
+    for name in rl_settings::SECRET_NAMES {
         command.env_remove(name);
     }
 }

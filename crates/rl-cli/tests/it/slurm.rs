@@ -230,10 +230,10 @@ fn a_run_waits_in_the_queue_then_runs_as_job_steps_and_completes() {
 
     let dir = stack.home.path().join("runs").join(&id);
     // All on one node: the components reach each other on loopback.
-    let config = rl_config::RunConfig::read(&dir.join("config.yaml")).unwrap();
+    let config = rl_settings::RunConfig::read(&dir.join("config.yaml")).unwrap();
     assert_eq!(
         config.env["rollout_server_url"],
-        rl_config::Value::from(format!("http://127.0.0.1:{}", finished["api_port"]))
+        rl_settings::Value::from(format!("http://127.0.0.1:{}", finished["api_port"]))
     );
     let results = stack.json(&["runs", "results", &id]);
     assert!(
@@ -268,8 +268,8 @@ fn a_run_waits_in_the_queue_then_runs_as_job_steps_and_completes() {
 /// `--slurm true` reached the environment; the config names the node; the key is in the
 /// trainer's step and not in the environment's.
 fn the_allocation_is_used_and_the_key_reaches_only_the_trainer(dir: &Path, running: &Value) {
-    let config = rl_config::RunConfig::read(&dir.join("config.yaml")).unwrap();
-    let rl_config::Value::Str(url) = &config.env["rollout_server_url"] else {
+    let config = rl_settings::RunConfig::read(&dir.join("config.yaml")).unwrap();
+    let rl_settings::Value::Str(url) = &config.env["rollout_server_url"] else {
         panic!("{:?}", config.env["rollout_server_url"]);
     };
     assert!(

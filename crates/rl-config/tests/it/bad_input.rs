@@ -1,7 +1,7 @@
 //! Malformed names, fields and values: each gets a clear error and leaves the stored state as
 //! it was, byte for byte.
 
-use rl_config::Value;
+use rl_settings::Value;
 
 use crate::service;
 

@@ -1,4 +1,5 @@
-use rl_config::{DefaultValue, FieldType, Value, config_schema};
+use rl_config::{DefaultValue, FieldType, config_schema};
+use rl_settings::Value;
 
 use crate::fixture_scan;
 

@@ -1,6 +1,7 @@
 //! Config classes built to break a parser or a recursive walk: read without ending the process.
 
-use rl_config::{DefaultValue, FieldType, Value, config_schema};
+use rl_config::{DefaultValue, FieldType, config_schema};
+use rl_settings::Value;
 
 /// A config class nesting as deeply as discovery lets a file nest, read on a thread with half
 /// the stack of the threads that serve tools (tokio's blocking pool), in a debug build.
@@ -78,7 +79,7 @@ fn state_files_that_are_fifos_are_refused_not_waited_on() {
     let home = tempfile::tempdir().unwrap();
     fifo(&home.path().join("config.toml"));
     let path = home.path().to_owned();
-    let error = within_a_minute(move || rl_config::Settings::load(&path, Vec::new()))
+    let error = within_a_minute(move || rl_settings::Settings::load(&path, Vec::new()))
         .unwrap_err()
         .to_string();
     assert!(
@@ -89,7 +90,7 @@ fn state_files_that_are_fifos_are_refused_not_waited_on() {
     let home = tempfile::tempdir().unwrap();
     fifo(&home.path().join(".env"));
     let path = home.path().to_owned();
-    let secrets = within_a_minute(move || rl_config::Secrets::load(&path, &Default::default()));
+    let secrets = within_a_minute(move || rl_settings::Secrets::load(&path, &Default::default()));
     assert!(
         secrets
             .warnings
@@ -103,7 +104,7 @@ fn state_files_that_are_fifos_are_refused_not_waited_on() {
         let home = tempfile::tempdir().unwrap();
         fifo(&home.path().join(state));
         let path = home.path().to_owned();
-        let settings = rl_config::Settings {
+        let settings = rl_settings::Settings {
             tinker_atropos_root: Some(crate::fixture_tree()),
             ..Default::default()
         };

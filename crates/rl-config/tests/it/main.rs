@@ -5,9 +5,9 @@
 mod bad_input;
 mod fields;
 mod hostile_sources;
+mod locked;
 mod python;
 mod service;
-mod settings_and_secrets;
 
 use std::path::PathBuf;
 
@@ -33,7 +33,7 @@ pub(crate) fn fixture_scan() -> rl_discovery::Scan {
 /// tool's locked values.
 pub(crate) fn service() -> (tempfile::TempDir, rl_config::ConfigService) {
     let home = tempfile::tempdir().unwrap();
-    let settings = rl_config::Settings {
+    let settings = rl_settings::Settings {
         tinker_atropos_root: Some(fixture_tree()),
         recursive_discovery: true,
         ..Default::default()

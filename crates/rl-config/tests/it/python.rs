@@ -4,7 +4,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rl_config::{RunId, Value, compare, config_schema, introspect};
+use rl_config::{compare, config_schema, introspect};
+use rl_settings::{RunId, Value};
 
 use crate::{fixture_scan, fixture_tree, service, test_python};
 

@@ -1,4 +1,5 @@
-use rl_config::{ConfigError, RunId, Section, Value, ValueOrigin};
+use rl_config::{ConfigError, Section, ValueOrigin};
+use rl_settings::{RunId, Value};
 
 use crate::service;
 
@@ -99,12 +100,12 @@ fn run_config_yaml_has_the_original_structure_and_no_secret() {
     // One WandB group per run, shared by the trainer's and the env's WandB runs.
     assert_eq!(parsed["tinker"]["wandb_group"], "gsm8k_tinker-0badc0de");
     assert_eq!(parsed["env"]["group_size"], 12);
-    let read_back = rl_config::RunConfig::read(&written.path).unwrap();
+    let read_back = rl_settings::RunConfig::read(&written.path).unwrap();
     assert_eq!(read_back, written.config);
     let wandb = read_back.wandb();
     assert_eq!(wandb.project.as_deref(), Some("math-rl"));
     assert_eq!(wandb.env_name.as_deref(), Some(wandb_name.as_str()));
-    for secret in rl_config::SECRET_NAMES {
+    for secret in rl_settings::SECRET_NAMES {
         assert!(!text.contains(secret));
     }
 }
@@ -123,7 +124,7 @@ fn run_ids_are_checked_before_they_touch_a_path() {
     ] {
         let error = RunId::parse(bad).unwrap_err();
         assert!(
-            matches!(error, ConfigError::InvalidInput { .. }),
+            matches!(error, rl_settings::SettingsError::InvalidInput { .. }),
             "{bad}: {error}"
         );
     }
@@ -194,7 +195,7 @@ fn corrupt_state_is_reported_not_overwritten() {
 fn a_runs_own_ports_replace_the_locked_addresses() {
     let (_home, service) = service();
     service.select("gsm8k_tinker").unwrap();
-    let endpoints = rl_config::RunEndpoints {
+    let endpoints = rl_settings::RunEndpoints {
         api_port: 41001,
         trainer_port: 41002,
         engine_port: None,
@@ -228,10 +229,10 @@ fn a_local_engine_is_the_trainers_tinker_and_its_model_everyones_tokenizer() {
         ),
     )
     .unwrap();
-    let settings = rl_config::Settings::load(home.path(), Vec::new()).unwrap();
+    let settings = rl_settings::Settings::load(home.path(), Vec::new()).unwrap();
     let service = rl_config::ConfigService::open(home.path(), settings).unwrap();
     service.select("gsm8k_tinker").unwrap();
-    let endpoints = rl_config::RunEndpoints {
+    let endpoints = rl_settings::RunEndpoints {
         api_port: 41001,
         trainer_port: 41002,
         engine_port: Some(41003),
@@ -266,7 +267,7 @@ fn a_local_engine_without_a_model_is_refused_by_name() {
         "[engine]\nkind = \"local\"\n",
     )
     .unwrap();
-    let error = rl_config::Settings::load(home.path(), Vec::new()).unwrap_err();
+    let error = rl_settings::Settings::load(home.path(), Vec::new()).unwrap_err();
     assert!(error.to_string().contains("engine.base_model"), "{error}");
 }
 

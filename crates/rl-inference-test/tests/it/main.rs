@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rl_config::{ConfigService, Secrets, Settings};
+use rl_config::ConfigService;
 use rl_inference_test::{
     CorrectRule, Endpoint, LocalModelRunner, Progress, ProgressSink, TestPlan, TestReport,
     TestRequest, TestStore,
 };
+use rl_settings::{Secrets, Settings};
 pub(crate) use rl_test_support::{FixtureServer, processes_mentioning};
 
 /// A state directory with the local stack's settings and the arithmetic environment selected.

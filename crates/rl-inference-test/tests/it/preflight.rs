@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rl_config::Secrets;
 use rl_inference_test::{ModelOutcome, ModelReport, TestReport, Verdict};
+use rl_settings::Secrets;
 
 use crate::{FixtureServer, Stack, processes_mentioning, request, test_python};
 

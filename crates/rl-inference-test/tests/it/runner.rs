@@ -4,12 +4,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rl_config::Secrets;
 use rl_inference_test::{
     CorrectRule, Endpoint, LocalModelRunner, ModelJob, ModelMarks, ModelOutcome, ModelRun,
     ModelRunner, Progress, ProgressSink, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestPlan,
     TestStore, VerdictPolicy,
 };
+use rl_settings::Secrets;
 
 pub(crate) use rl_test_support::KillOnDrop;
 

@@ -4,11 +4,11 @@
 use std::os::unix::process::CommandExt;
 use std::sync::Arc;
 
-use rl_config::Secrets;
 use rl_inference_test::{
     LocalModelRunner, ModelMarks, ModelOutcome, TestStatus, TestStore, TestView,
 };
 use rl_process::ProcessIdentity;
+use rl_settings::Secrets;
 use serde_json::json;
 
 use crate::runner::{KillOnDrop, PATIENCE, ShellModels, shell_plan, started_models, wait_until};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use rl_config::{RunId, run_dir};
+use rl_settings::{RunId, run_dir};
 
 use super::{POLL, Runs, StopReport};
 use crate::ProcessError;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_config::SECRET_NAMES;
+use rl_settings::SECRET_NAMES;
 
 use super::{JobInfo, SlurmCommands, parse_job};
 use crate::ProcessError;

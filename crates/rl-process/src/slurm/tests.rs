@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use rl_config::{ComponentGpus, RunConfig, RunId, SlurmSettings};
+use rl_settings::{ComponentGpus, RunConfig, RunId, SlurmSettings};
 use tokio::sync::mpsc;
 
 use super::*;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_config::{RunId, RunTiming, Secrets};
+use rl_settings::{RunId, RunTiming, Secrets};
 use tokio::sync::{oneshot, watch};
 
 use super::Supervisor;

@@ -121,7 +121,7 @@ fn keys_are_redacted_on_their_way_to_the_log_even_split_over_two_writes() {
     let dir = tempfile::tempdir().unwrap();
     let key = "sk-launcher-0123456789";
     let environment = [("OPENAI_API_KEY".to_owned(), key.to_owned())].into();
-    let secrets = rl_config::Secrets::load(dir.path(), &environment);
+    let secrets = rl_settings::Secrets::load(dir.path(), &environment);
     let mut printing = spec(
         dir.path(),
         "printf 'whole=%s\\n' \"$OPENAI_API_KEY\"; printf 'split=sk-laun'; sleep 0.3; \

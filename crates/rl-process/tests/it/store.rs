@@ -1,9 +1,9 @@
 use std::path::PathBuf;
 
-use rl_config::RunId;
 use rl_process::{
     Component, ComponentStatus, NewRun, Phase, ProcessError, ProcessIdentity, RunState, RunStore,
 };
+use rl_settings::RunId;
 
 fn new_run(id: &str) -> NewRun {
     NewRun {

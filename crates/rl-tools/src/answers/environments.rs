@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use rl_config::{Value, ValueOrigin};
+use rl_config::ValueOrigin;
 use rl_discovery::{DuplicateName, FileWarning, SkippedFile};
+use rl_settings::Value;
 use serde::Serialize;
 
 /// `rl_list_environments`.

@@ -2,7 +2,7 @@
 //! correct the call (the names that exist, the values allowed, the key that is missing). One
 //! place for every face: the registry, and the CLI's `--json`.
 
-use rl_config::Value;
+use rl_settings::Value;
 use serde::Serialize;
 
 use crate::diagnosis::{Advice, diagnose};

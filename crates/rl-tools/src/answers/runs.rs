@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use rl_config::Value;
 use rl_metrics::{
     Checkpoint, HealthDigest, MetricValue, Results, RunIdentity, SourceFailure, SourceKind,
     StatusMetrics,
@@ -16,6 +15,7 @@ use rl_metrics::{
 use rl_process::{
     ComponentRecord, ComponentStatus, Event, ProcessIdentity, RunRecord, RunStatus, WaitOutcome,
 };
+use rl_settings::Value;
 use serde::Serialize;
 
 /// A run's record and its events after the caller's cursor.

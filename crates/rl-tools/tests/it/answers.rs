@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rl_config::{RunEndpoints, RunId, Secrets, Settings};
 use rl_process::{Component, ComponentStatus, NewRun, Phase, ProcessIdentity, RunState, RunStore};
+use rl_settings::{RunEndpoints, RunId, Secrets, Settings};
 use rl_tools::{Caller, Registry, ToolContext, Tools};
 use serde_json::{Value, json};
 
@@ -489,7 +489,7 @@ fn preflight_answer() {
         ),
     )
     .unwrap();
-    let settings = Settings::load(home.path(), std::iter::empty()).unwrap();
+    let settings = rl_config::load_settings(home.path(), std::iter::empty()).unwrap();
     let fixture = fixture_with(Ok(settings), &[]);
     // The state directory is the one holding the settings.
     let fixture = Fixture {

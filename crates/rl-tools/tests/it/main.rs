@@ -8,7 +8,7 @@ mod answers;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rl_config::{Secrets, Settings};
+use rl_settings::{Secrets, Settings};
 use rl_tools::{Check, HealthReport, Probes, health_check};
 
 fn settings(python: &Path, root: Option<PathBuf>) -> Settings {

@@ -139,7 +139,7 @@ async fn a_stop_while_queued_ends_the_run_stopped_and_cancels_the_job() {
         });
     let launcher = SlurmLauncher::new(
         run.id.clone(),
-        rl_config::SlurmSettings::default(),
+        rl_settings::SlurmSettings::default(),
         run.home.path().to_owned(),
         Box::new(commands),
         crate::launcher::LocalLauncher::default(),

@@ -11,7 +11,7 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigError, Value, check_value};
+use crate::{SettingsError, Value};
 
 /// The file in the state directory that holds the operator's settings.
 pub const SETTINGS_FILE: &str = "config.toml";
@@ -353,14 +353,14 @@ impl Settings {
     pub fn load(
         home: &Path,
         environment: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, SettingsError> {
         let variables: Vec<(String, String)> = environment
             .into_iter()
             .filter(|(key, _)| key.starts_with("RL_") && !NOT_SETTINGS.contains(&key.as_str()))
             .collect();
         // Variables come as a list rather than from figment's `Env` provider, which reads the
         // process environment itself: the layering stays explicit and testable in parallel.
-        crate::store::refuse_special_file(&home.join(SETTINGS_FILE))?;
+        crate::files::refuse_special_file(&home.join(SETTINGS_FILE))?;
         let mut figment = Figment::from(Serialized::defaults(Settings::default()))
             .merge(Toml::file(home.join(SETTINGS_FILE)));
         let mut from_env = Figment::new();
@@ -371,55 +371,20 @@ impl Settings {
         figment = figment.merge(from_env);
         let mut settings: Settings = figment
             .extract()
-            .map_err(|error| ConfigError::Settings(shortened(&error.to_string())))?;
+            .map_err(|error| SettingsError::Invalid(shortened(&error.to_string())))?;
         refuse_unknown_keys(&home.join(SETTINGS_FILE))?;
         settings.check()?;
-        settings.check_locked()?;
         settings.lock_engine_model();
         Ok(settings)
     }
 
-    /// The operator's locked values, checked as an agent's edits are (type, range, the rules
-    /// atroposlib and the trainer impose): `[locked.env]` against atroposlib's `BaseEnvConfig`
-    /// (a field only some environment declares is checked when that one is selected), each
-    /// `[[locked.openai]]` entry against its `APIServerConfig`, whose keys are all known.
-    fn check_locked(&self) -> Result<(), ConfigError> {
-        let refused = |table: &str, error: ConfigError| {
-            ConfigError::Settings(format!("[{table}] is refused: {error}"))
-        };
-        let env_fields = crate::extract::builtin_env_fields()?;
-        for (name, value) in &self.locked.env {
-            if let Some(spec) = env_fields.iter().find(|spec| &spec.name == name) {
-                check_value(spec, value).map_err(|error| refused("locked.env", error))?;
-            }
-        }
-        let server_fields = crate::extract::builtin_server_fields()?;
-        for server in &self.locked.openai {
-            for (name, value) in server {
-                let Some(spec) = server_fields.iter().find(|spec| &spec.name == name) else {
-                    let known: Vec<&str> = server_fields
-                        .iter()
-                        .map(|spec| spec.name.as_str())
-                        .collect();
-                    return Err(ConfigError::Settings(format!(
-                        "[[locked.openai]] sets `{name}`, which atroposlib's server config does \
-                         not have; its fields: {}",
-                        known.join(", ")
-                    )));
-                };
-                check_value(spec, value).map_err(|error| refused("locked.openai", error))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn check(&self) -> Result<(), ConfigError> {
+    fn check(&self) -> Result<(), SettingsError> {
         if let Some(name) = self
             .child_environment
             .keys()
             .find(|name| crate::SECRET_NAMES.contains(&name.as_str()))
         {
-            return Err(ConfigError::Settings(format!(
+            return Err(SettingsError::Invalid(format!(
                 "child_environment sets {name}; keys are never kept in config.toml: put it in the \
                  environment or in <home>/.env"
             )));
@@ -443,7 +408,7 @@ impl Settings {
             if let Some(value) = value
                 && (value.is_empty() || value.chars().any(char::is_control))
             {
-                return Err(ConfigError::Settings(format!(
+                return Err(SettingsError::Invalid(format!(
                     "{name} is {value:?}; it must be one line of text without control characters"
                 )));
             }
@@ -452,7 +417,7 @@ impl Settings {
             && slurm.nodes.unwrap_or(1) > 1
             && !self.child_environment.contains_key("NUM_TRAINING_NODES")
         {
-            return Err(ConfigError::Settings(
+            return Err(SettingsError::Invalid(
                 "slurm.env_uses_allocation on several nodes needs NUM_TRAINING_NODES in \
                  [child_environment]: atroposlib reads it to tell training nodes from inference \
                  nodes"
@@ -466,13 +431,13 @@ impl Settings {
             .iter()
             .find(|line| line.contains("--signal") && line.contains("USR1"))
         {
-            return Err(ConfigError::Settings(format!(
+            return Err(SettingsError::Invalid(format!(
                 "slurm.extra_sbatch has {line:?}: rl ends each run's job with SIGUSR1 to its \
                  script; ask for another signal"
             )));
         }
         if self.engine.is_local() && self.backend == Backend::Slurm {
-            return Err(ConfigError::Settings(
+            return Err(SettingsError::Invalid(
                 "engine.kind = \"local\" with backend = \"slurm\" is not supported yet: the \
                  local engine listens on its node's loopback, where the login node's readiness \
                  checks cannot reach it; train on the hosted Tinker on SLURM"
@@ -480,14 +445,14 @@ impl Settings {
             ));
         }
         if self.engine.is_local() && self.engine.base_model.is_none() {
-            return Err(ConfigError::Settings(
+            return Err(SettingsError::Invalid(
                 "engine.kind is \"local\" but engine.base_model is not set: name a model folder \
                  on disk (a Hugging Face Qwen3 or Llama checkpoint) for the engine to train"
                     .to_owned(),
             ));
         }
         if self.max_active_runs == 0 {
-            return Err(ConfigError::Settings(
+            return Err(SettingsError::Invalid(
                 "max_active_runs is 0: no run could start; set at least 1".to_owned(),
             ));
         }
@@ -511,7 +476,7 @@ impl Settings {
             ),
         ] {
             if !(value.is_finite() && (0.0..=86_400.0).contains(&value)) {
-                return Err(ConfigError::Settings(format!(
+                return Err(SettingsError::Invalid(format!(
                     "{name} is {value}; it must be between 0 and 86400 seconds"
                 )));
             }
@@ -519,24 +484,14 @@ impl Settings {
         Ok(())
     }
 
-    /// The environments in [`Self::environments_dir`], its subfolders too when the operator
-    /// set `recursive_discovery` or the caller asks for them.
-    pub fn scan_environments(&self, recursive: bool) -> Result<rl_discovery::Scan, ConfigError> {
-        let options = rl_discovery::ScanOptions {
-            recursive: recursive || self.recursive_discovery,
-            ..Default::default()
-        };
-        Ok(rl_discovery::scan(&self.environments_dir()?, &options)?)
-    }
-
     /// The folder environments are discovered in.
-    pub fn environments_dir(&self) -> Result<PathBuf, ConfigError> {
+    pub fn environments_dir(&self) -> Result<PathBuf, SettingsError> {
         if let Some(dir) = &self.environments_dir {
             return Ok(dir.clone());
         }
         match &self.tinker_atropos_root {
             Some(root) => Ok(root.join("tinker_atropos").join("environments")),
-            None => Err(ConfigError::Settings(
+            None => Err(SettingsError::Invalid(
                 "no tinker-atropos tree is configured: set RL_TINKER_ATROPOS_ROOT (or \
                  tinker_atropos_root in config.toml, or pass --root)"
                     .to_owned(),
@@ -593,7 +548,7 @@ const NOT_SETTINGS: &[&str] = &["RL_HOME", "RL_TEST_PYTHON"];
 /// A key of `config.toml` that no setting reads is a mistake (a misspelling, a key outside its
 /// table): silently ignored, it would leave the operator believing a run is configured as they
 /// wrote. `RL_*` variables are not checked this way: other programs use the prefix too.
-fn refuse_unknown_keys(file: &Path) -> Result<(), ConfigError> {
+fn refuse_unknown_keys(file: &Path) -> Result<(), SettingsError> {
     let Ok(text) = std::fs::read_to_string(file) else {
         // No file: nothing to check. An unreadable one has been reported by the load.
         return Ok(());
@@ -609,7 +564,7 @@ fn refuse_unknown_keys(file: &Path) -> Result<(), ConfigError> {
     if unknown.is_empty() {
         return Ok(());
     }
-    Err(ConfigError::Settings(format!(
+    Err(SettingsError::Invalid(format!(
         "{}: no setting is named {}; check the spelling and the [table] it is under",
         file.display(),
         unknown.join(", ")

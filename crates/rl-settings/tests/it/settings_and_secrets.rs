@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 
-use rl_config::{Secrets, Settings, Value};
+use rl_settings::{Secrets, Settings, Value};
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -248,39 +248,8 @@ fn slurm_settings_that_cannot_work_are_refused() {
     )
     .unwrap();
     let settings = Settings::load(home.path(), vars(&[])).unwrap();
-    assert_eq!(settings.backend, rl_config::Backend::Slurm);
+    assert_eq!(settings.backend, rl_settings::Backend::Slurm);
     assert_eq!(settings.slurm.gpus.trainer, 2);
-}
-
-/// The operator's locked values are checked as an agent's edits are, and a server entry's keys
-/// are all known.
-#[test]
-fn locked_values_are_checked_like_edits() {
-    let home = tempfile::tempdir().unwrap();
-    let file = home.path().join("config.toml");
-    for (text, expected) in [
-        ("[locked.env]\ngroup_size = \"abc\"\n", "group_size"),
-        ("[locked.env]\ngroup_size = 0\n", ">= 1"),
-        ("[locked.env]\neval_limit_ratio = 2.5\n", "between 0 and 1"),
-        (
-            "[[locked.openai]]\nmodel_name = \"m\"\ntimout = 5\n",
-            "`timout`",
-        ),
-        ("[[locked.openai]]\ntimeout = \"soon\"\n", "timeout"),
-    ] {
-        std::fs::write(&file, text).unwrap();
-        let error = Settings::load(home.path(), vars(&[]))
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains(expected), "{text}: {error}");
-    }
-    std::fs::write(&file, "[locked.env]\ngroup_size = 8\n").unwrap();
-    let error = Settings::load(home.path(), vars(&[("RL_LOCKED__ENV__GROUP_SIZE", "abc")]))
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("group_size"), "{error}");
-    let settings = Settings::load(home.path(), vars(&[])).unwrap();
-    assert_eq!(settings.locked.env["group_size"], Value::Int(8));
 }
 
 /// A hostile config.toml (a value nested 100 000 deep on one 200 KB line) is a short, clear

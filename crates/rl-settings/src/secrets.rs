@@ -39,7 +39,7 @@ impl Secrets {
     pub fn load(home: &Path, environment: &BTreeMap<String, String>) -> Self {
         let mut secrets = Secrets::default();
         let dotenv = home.join(".env");
-        if let Err(error) = crate::store::refuse_special_file(&dotenv) {
+        if let Err(error) = crate::files::refuse_special_file(&dotenv) {
             secrets.warnings.push(format!("{error}; it was not read"));
         } else if dotenv.exists() {
             secrets.warn_if_exposed(&dotenv);

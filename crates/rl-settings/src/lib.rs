@@ -1,0 +1,26 @@
+//! The state directory's own files, below everything that reads Python: the operator's settings
+//! (`config.toml` and `RL_*` variables), the secrets (`.env` and the environment), run ids and
+//! folders, a run's config file (the YAML the environment and the trainer read), and how rl
+//! writes and locks files so that several processes share them safely.
+
+mod error;
+mod files;
+mod run_config;
+mod run_id;
+mod secrets;
+mod settings;
+mod value;
+
+pub use error::SettingsError;
+pub use files::{
+    create_private_dir, file_kind, lock_exclusive, read_text, refuse_special_file, write_atomically,
+};
+pub use run_config::{RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunWandb};
+pub use run_id::{RunId, run_dir};
+pub use secrets::{SECRET_NAMES, Secrets};
+pub use settings::{
+    Backend, Commands, ComponentGpus, DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind,
+    EngineSettings, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings,
+    default_home,
+};
+pub use value::Value;

@@ -1,0 +1,64 @@
+//! Run ids and where a run's files live in the state directory.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::SettingsError;
+
+/// A run's id: 8 lowercase hex characters from a v4 UUID, as the original tool made them.
+/// Ids from outside are parsed before they touch a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+impl TryFrom<String> for RunId {
+    type Error = SettingsError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        Self::parse(&text)
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> Self {
+        id.0
+    }
+}
+
+impl RunId {
+    pub fn generate() -> Self {
+        let uuid = uuid::Uuid::new_v4().simple().to_string();
+        Self(uuid[..8].to_owned())
+    }
+
+    pub fn parse(text: &str) -> Result<Self, SettingsError> {
+        let valid = text.len() == 8
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if valid {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(SettingsError::InvalidInput {
+                what: format!("run id '{}'", text.chars().take(40).collect::<String>()),
+                reason: "run ids are 8 lowercase hexadecimal characters, e.g. 3f9a1c2e".to_owned(),
+            })
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The folder of a run in the state directory.
+pub fn run_dir(home: &Path, run_id: &RunId) -> PathBuf {
+    home.join("runs").join(run_id.as_str())
+}
