@@ -60,20 +60,11 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
             let current = tools.current_config()?;
             let disagreements = match introspect {
                 None => None,
-                Some(Introspect::Python) => {
-                    let service = tools.service()?;
-                    let scan = service.scan()?;
-                    let env = scan.find(&current.key)?;
-                    let schema = rl_config::config_schema(&scan, env)?;
-                    let python = rl_config::introspect(
-                        &service.settings().python,
-                        &env.path_in(&scan.root),
-                        &env.class_name,
-                        Duration::from_secs(introspect_timeout),
-                    )
-                    .context("--introspect python")?;
-                    Some(rl_config::compare(&schema, &python))
-                }
+                Some(Introspect::Python) => Some(
+                    tools
+                        .introspect_config(&current, Duration::from_secs(introspect_timeout))
+                        .context("--introspect python")?,
+                ),
             };
             if as_json {
                 let mut value = serde_json::to_value(&current)?;
@@ -124,7 +115,7 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
             ))
         }
         ConfigCommand::Diff => {
-            let diff = tools.service()?.diff()?;
+            let diff = tools.config_diff()?;
             if as_json {
                 return output::json(&diff);
             }

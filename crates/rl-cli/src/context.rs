@@ -2,14 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
-use rl_config::ConfigError;
-use rl_preflight::LocalModelRunner;
-use rl_process::SupervisorCommand;
-use rl_settings::{Secrets, Settings, SettingsError};
-use rl_tools::{Registry, ToolContext, Tools};
+use rl_tools::{Registry, SupervisorCommand, ToolContext, Tools, TreeOverride};
 
 use crate::output;
 
@@ -43,7 +39,7 @@ impl Context {
     pub(crate) fn home(&self) -> anyhow::Result<PathBuf> {
         let home = match &self.home {
             Some(home) => home.clone(),
-            None => rl_settings::default_home(&process_environment())
+            None => rl_tools::default_home(&process_environment())
                 .context("no state directory: set RL_HOME or HOME, or pass --home")?,
         };
         let home = std::path::absolute(&home)
@@ -59,50 +55,20 @@ impl Context {
         Ok(home)
     }
 
-    /// Keys from the environment and `<home>/.env`; problems reading them are shown, never values.
-    pub(crate) fn secrets(&self) -> anyhow::Result<Secrets> {
-        let secrets = Secrets::load(&self.home()?, &process_environment());
-        for warning in &secrets.warnings {
-            output::warning(warning);
-        }
-        Ok(secrets)
-    }
-
-    /// Operator settings, then `--root` / `--envs-dir`; with no tree configured anywhere, the
-    /// current folder is taken as the tinker-atropos tree.
-    fn settings(&self, home: &Path) -> Result<Settings, ConfigError> {
-        let mut settings = rl_config::load_settings(home, std::env::vars())?;
-        if let Some(root) = &self.root {
-            settings.tinker_atropos_root = Some(root.clone());
-            settings.environments_dir = None;
-        }
-        if let Some(dir) = &self.envs_dir {
-            settings.environments_dir = Some(dir.clone());
-        }
-        if settings.tinker_atropos_root.is_none() && settings.environments_dir.is_none() {
-            settings.tinker_atropos_root = Some(PathBuf::from("."));
-        }
-        Ok(settings)
-    }
-
     /// The operations every face shares, with this command line's state and settings.
     pub(crate) fn tools(&self) -> anyhow::Result<Tools> {
         if let Some(tools) = self.tools.get() {
             return Ok(tools.clone());
         }
-        let home = self.home()?;
-        // Kept as the reason, not as an error of this command: only the tools that need the
-        // settings fail for it (`rl runs stop` works with a broken config.toml).
-        let settings = self.settings(&home).map_err(|error| match error {
-            ConfigError::Settings(SettingsError::Invalid(reason)) => reason,
-            other => other.to_string(),
-        });
-        let tools = Tools::new(ToolContext {
-            home,
-            settings,
-            secrets: self.secrets()?,
-            environment: process_environment(),
-            supervisor: SupervisorCommand {
+        let tree = TreeOverride {
+            root: self.root.clone(),
+            envs_dir: self.envs_dir.clone(),
+        };
+        let context = ToolContext::load(
+            self.home()?,
+            &tree,
+            process_environment(),
+            SupervisorCommand {
                 program: std::env::current_exe().context("cannot find the rl executable")?,
                 args: vec!["supervise".to_owned()],
                 // mimalloc commits its first arena eagerly, and with transparent huge pages
@@ -117,7 +83,11 @@ impl Context {
                     .into_iter()
                     .collect(),
             },
-        });
+        );
+        for warning in &context.secrets.warnings {
+            output::warning(warning);
+        }
+        let tools = Tools::new(context);
         Ok(self.tools.get_or_init(|| tools).clone())
     }
 
@@ -177,17 +147,17 @@ pub(crate) fn interrupted() -> impl Future<Output = ()> + Send + 'static {
 /// one at its start, not when someone next lists or runs a test. The server starts at once
 /// meanwhile, and a store that cannot be read is said on stderr, never a reason not to start.
 pub(crate) fn end_what_killed_tests_left(tools: &Tools, face: &'static str) {
-    let store = tools.test_store();
+    let tools = tools.clone();
     let say = move |line: String| {
         let _ = writeln!(std::io::stderr().lock(), "{face}: {line}");
     };
     let looked = std::thread::Builder::new()
         .name("rl-tests-reconcile".to_owned())
         .spawn(move || {
-            if let Err(error) = store.list() {
+            if let Err(error) = tools.preflights() {
                 say(format!(
                     "cannot look for what killed pre-flight tests left in {}: {error}",
-                    store.dir().display()
+                    tools.preflight_dir().display()
                 ));
             }
         });
@@ -199,10 +169,10 @@ pub(crate) fn end_what_killed_tests_left(tools: &Tools, face: &'static str) {
 }
 
 /// Runs `work` to its end unless an interruption comes first. Then the pre-flight models
-/// `models` started are stopped — they run in process groups of their own, which a Ctrl-C or a
+/// the tools started are stopped — they run in process groups of their own, which a Ctrl-C or a
 /// signal to `rl` does not reach — and the answer is `None`.
 pub(crate) fn until_interrupted<T>(
-    models: &LocalModelRunner,
+    tools: &Tools,
     work: impl Future<Output = T>,
 ) -> anyhow::Result<Option<T>> {
     let finished = runtime()?.block_on(async {
@@ -212,7 +182,7 @@ pub(crate) fn until_interrupted<T>(
         }
     });
     if finished.is_none() {
-        models.stop_all();
+        tools.model_runner().stop_all();
     }
     Ok(finished)
 }

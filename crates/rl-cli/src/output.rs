@@ -127,34 +127,22 @@ pub(crate) fn error_json(
     tools: Option<&rl_tools::Tools>,
 ) -> serde_json::Value {
     let message = message(&error);
-    let mut answer = match as_tools_error(error) {
-        Ok(error) => rl_tools::error_answer(&error, tools),
-        Err(_) => serde_json::json!({
-            "kind": "bad_request",
-            "hint": "Correct the command as the error says",
-        }),
+    let answer = match as_tools_error(error) {
+        Ok(error) => rl_tools::ErrorAnswer {
+            error: message,
+            ..rl_tools::ErrorAnswer::of(&error, tools)
+        },
+        // Not of any layer below: the command line's own refusal.
+        Err(_) => rl_tools::ErrorAnswer::of_command(message),
     };
-    if let Some(object) = answer.as_object_mut() {
-        object.insert("error".to_owned(), serde_json::json!(message));
-    }
-    answer
+    serde_json::to_value(&answer)
+        .unwrap_or_else(|error| serde_json::json!({"error": error.to_string()}))
 }
 
-/// The error of a lower crate as the tools see it, so every face gives the same advice.
+/// The error of the tools, so every face gives the same advice; the command goes through them
+/// for everything below.
 fn as_tools_error(error: anyhow::Error) -> Result<rl_tools::ToolsError, anyhow::Error> {
-    fn lower<E>(error: anyhow::Error) -> Result<rl_tools::ToolsError, anyhow::Error>
-    where
-        E: Into<rl_tools::ToolsError> + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
-    {
-        error.downcast::<E>().map(Into::into)
-    }
-    error
-        .downcast::<rl_tools::ToolsError>()
-        .or_else(lower::<rl_config::ConfigError>)
-        .or_else(lower::<rl_discovery::DiscoveryError>)
-        .or_else(lower::<rl_process::ProcessError>)
-        .or_else(lower::<rl_preflight::PreflightError>)
-        .or_else(lower::<rl_metrics::MetricsError>)
+    error.downcast::<rl_tools::ToolsError>()
 }
 
 /// What a long command is doing, for a log or a pipe (a terminal gets a spinner instead).

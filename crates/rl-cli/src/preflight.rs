@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rl_preflight::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, Progress, ProgressSink,
-    TestPlan, TestProgress, TestReport, TestStatus, TestStore, TestView,
+    TestPlan, TestProgress, TestReport, TestStatus, TestView,
 };
 use rl_tools::{InferenceOptions, Tools};
 
@@ -86,16 +86,15 @@ pub(crate) fn run(
     as_json: bool,
 ) -> anyhow::Result<()> {
     let tools = context.tools()?;
-    let store = tools.test_store();
     match command.command {
-        None => run_test(&tools, &store, command.run, as_json),
-        Some(PreflightSubcommand::List) => list(&store, as_json),
-        Some(PreflightSubcommand::Show { test_id }) => show(&store.view(&test_id)?, as_json),
+        None => run_test(&tools, command.run, as_json),
+        Some(PreflightSubcommand::List) => list(&tools, as_json),
+        Some(PreflightSubcommand::Show { test_id }) => show(&tools.preflight(&test_id)?, as_json),
         Some(PreflightSubcommand::Wait { test_id, timeout }) => {
-            wait(&store, &test_id, timeout, as_json)
+            wait(&tools, &test_id, timeout, as_json)
         }
         Some(PreflightSubcommand::Stop { test_id }) => {
-            let stopped = store.stop(&test_id)?;
+            let stopped = tools.stop_preflight(&test_id)?;
             if as_json {
                 return output::json(&stopped);
             }
@@ -116,12 +115,12 @@ fn show(view: &TestView, as_json: bool) -> anyhow::Result<()> {
 /// Polls the test's folder until it is no longer running, telling each change of its models'
 /// groups on stderr (nothing with `--json`), then shows it; `timed_out` in JSON says whether
 /// it was still running.
-fn wait(store: &TestStore, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<()> {
+fn wait(tools: &Tools, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<()> {
     let limit = crate::context::wait_limit(timeout)?;
     let started = std::time::Instant::now();
     let mut shown = String::new();
     let view = loop {
-        let view = store.view(id)?;
+        let view = tools.preflight(id)?;
         let TestView::Unfinished(progress) = &view else {
             break view;
         };
@@ -215,7 +214,7 @@ fn print_progress(progress: &TestProgress) -> anyhow::Result<()> {
     output::line(format!("in {}", progress.output_dir.display()))
 }
 
-fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
+fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
     let timeout = Duration::try_from_secs_f64(args.timeout)
         .ok()
         .filter(|timeout| !timeout.is_zero())
@@ -249,12 +248,12 @@ fn run_test(tools: &Tools, store: &TestStore, args: RunArgs, as_json: bool) -> a
         ))?;
         bars(&plan)
     };
-    let finished = until_interrupted(tools.model_runner(), tools.test_inference(&plan, progress))?;
+    let finished = until_interrupted(tools, tools.test_inference(&plan, progress))?;
     let Some(report) = finished else {
         anyhow::bail!(
             "interrupted: every model's processes were stopped; the test is kept in {} \
              (`rl preflight list` shows it interrupted)",
-            store.dir().display()
+            tools.preflight_dir().display()
         );
     };
     let report = report?;
@@ -403,8 +402,8 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
     ))
 }
 
-fn list(store: &TestStore, as_json: bool) -> anyhow::Result<()> {
-    let tests = store.list()?;
+fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
+    let tests = tools.preflights()?;
     if as_json {
         return output::json(&tests);
     }

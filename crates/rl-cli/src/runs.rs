@@ -8,8 +8,8 @@ use clap::builder::TypedValueParser as _;
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rl_metrics::{HealthDigest, MetricValue, SourceFailure, StatusMetrics};
-use rl_process::{ComponentStatus, Event, RunRecord, RunState, RunStatus, WaitOutcome, WaitUntil};
-use rl_tools::{ResultsView, SourceChoice, StatusView, Tools, process_label};
+use rl_process::{RunState, WaitOutcome, WaitUntil};
+use rl_tools::{EventView, ResultsView, RunView, SourceChoice, StatusView, Tools, WaitView};
 
 use crate::context::{Context, runtime};
 use crate::output;
@@ -54,7 +54,7 @@ pub(crate) enum RunsCommand {
         run_id: String,
         #[arg(long, default_value_t = 0)]
         since: i64,
-        #[arg(long, default_value_t = rl_process::DEFAULT_EVENT_LIMIT)]
+        #[arg(long, default_value_t = rl_tools::DEFAULT_EVENT_LIMIT)]
         limit: usize,
     },
     /// The end of a run's logs (engine, api, trainer, env, supervisor), keys masked.
@@ -184,7 +184,7 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             let id = tools.run_id(&run_id)?;
             let outcome = waiting(&tools, &id, until, timeout, since, as_json)?;
             if as_json {
-                output::json(&outcome)?;
+                output::json(&WaitView::from(&outcome))?;
             }
             waited(&outcome, timeout, as_json)
         }
@@ -204,7 +204,7 @@ fn waited(outcome: &WaitOutcome, timeout: f64, as_json: bool) -> anyhow::Result<
         if outcome.timed_out {
             output::line(format!("timed out after {timeout} s"))?;
         }
-        print_status(&outcome.status)?;
+        print_status(&RunView::from(&outcome.status))?;
     }
     let state = outcome.status.run.state;
     let code = if state.is_finished() && state != RunState::Completed {
@@ -300,7 +300,7 @@ fn start(tools: &Tools, wait: Option<Until>, timeout: f64, as_json: bool) -> any
     let id = tools.run_id(&started.run_id)?;
     let outcome = waiting(tools, &id, until, timeout, 0, as_json)?;
     started.status = outcome.status.run.state.name();
-    started.run = outcome.status.clone();
+    started.run = RunView::from(&outcome.status);
     if as_json {
         output::json(&started)?;
     }
@@ -339,19 +339,18 @@ fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
 
 /// The detached supervisor's body: its output goes to the run's `supervisor.log`.
 pub(crate) fn supervise(context: &Context, id: &str) -> anyhow::Result<()> {
-    let id = rl_settings::RunId::parse(id)?;
-    let ended = rl_process::supervise(&context.home()?, &id)?;
+    let ended = rl_tools::supervise(&context.home()?, id)?;
     output::line(format!("run {id} ended: {}", ended.label()))
 }
 
-fn print_status(status: &RunStatus) -> anyhow::Result<()> {
-    let run: &RunRecord = &status.run;
+fn print_status(run: &RunView) -> anyhow::Result<()> {
+    let state = match run.phase {
+        Some(phase) => format!("{}: {phase}", run.state),
+        None => run.state.to_owned(),
+    };
     output::line(format!(
-        "run {}  {}  {}  ({:.1} s)",
-        run.id,
-        run.environment,
-        run.state.label(),
-        status.elapsed_secs
+        "run {}  {}  {state}  ({:.1} s)",
+        run.id, run.environment, run.elapsed_secs
     ))?;
     output::line(format!("config  {}", run.config_path.display()))?;
     if let (Some(api), Some(trainer)) = (run.api_port, run.trainer_port) {
@@ -359,16 +358,15 @@ fn print_status(status: &RunStatus) -> anyhow::Result<()> {
     }
     let mut table = output::table(&["component", "status", "pid", "log"]);
     for component in &run.components {
-        let state = process_label(&component.status);
-        let tone = match component.status {
-            ComponentStatus::Running => output::Tone::Busy,
-            ComponentStatus::Exited { code: 0 } => output::Tone::Good,
-            ComponentStatus::NotStarted => output::Tone::Quiet,
+        let tone = match (component.status, component.code) {
+            ("running", _) => output::Tone::Busy,
+            ("exited", Some(0)) => output::Tone::Good,
+            ("not_started", _) => output::Tone::Quiet,
             _ => output::Tone::Bad,
         };
         table.add_row([
             output::cell(component.component),
-            output::toned(state, tone),
+            output::toned(&component.label, tone),
             output::cell(
                 component
                     .process
@@ -382,10 +380,10 @@ fn print_status(status: &RunStatus) -> anyhow::Result<()> {
     if let Some(error) = &run.error {
         output::line(format!("error: {error}"))?;
     }
-    print_events(&status.events)?;
+    print_events(&run.events)?;
     output::line(format!(
         "next events: rl runs events {} --since {}",
-        run.id, status.next_since
+        run.id, run.next_since
     ))
 }
 
@@ -505,7 +503,7 @@ fn print_results(view: &ResultsView) -> anyhow::Result<()> {
     print_problems(&results.warnings, &view.metrics_errors)
 }
 
-fn print_events(events: &[Event]) -> anyhow::Result<()> {
+fn print_events(events: &[EventView]) -> anyhow::Result<()> {
     for event in events {
         output::line(format!(
             "#{:<5} {}  {:<10} {}",

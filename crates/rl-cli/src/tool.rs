@@ -96,7 +96,7 @@ fn call(context: &Context, name: &str, arguments: Option<&str>) -> anyhow::Resul
     };
     // An agent's shell that gives up on this call must not leave its pre-flight models running.
     let finished = until_interrupted(
-        registry.tools().model_runner(),
+        registry.tools(),
         registry.call(name, arguments, Caller::Agent),
     )?;
     let Some(reply) = finished else {

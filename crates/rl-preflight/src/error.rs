@@ -6,6 +6,12 @@ use std::path::PathBuf;
 pub enum PreflightError {
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
+    #[error("{what} is {value}; it must be between 1 and {max}")]
+    OutOfRange {
+        what: &'static str,
+        value: u32,
+        max: u32,
+    },
     #[error(
         "{variable} is not set: the endpoint needs its key, from the environment (the keys rl knows are also read from RL_HOME/.env), or name another variable with --key-var"
     )]

@@ -12,6 +12,7 @@
 mod analysis;
 mod command;
 mod error;
+mod model;
 mod plan;
 mod preflight;
 mod report;
@@ -25,13 +26,14 @@ pub use analysis::{
 };
 pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
 pub use error::PreflightError;
+pub use model::{ModelOutcome, ModelReport};
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
-    Endpoint, Key, LOCKED_FIELDS, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, TestPlan,
-    TestRequest,
+    Endpoint, Key, LOCKED_FIELDS, MAX_GROUP_SIZE, MAX_STEPS, OPENROUTER_BASE_URL,
+    OPENROUTER_KEY_VARIABLE, TestPlan, TestRequest, check_size,
 };
 pub use preflight::run_test;
-pub use report::{ModelOutcome, ModelReport, TestReport};
+pub use report::TestReport;
 pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink};
 pub use store::{ModelProgress, TestListing, TestProgress, TestStarted, TestStore, TestView};
 pub use tracking::{

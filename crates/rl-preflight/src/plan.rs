@@ -24,6 +24,10 @@ pub const DEFAULT_MODELS: [&str; 3] = [
 
 pub const DEFAULT_STEPS: u32 = 3;
 pub const DEFAULT_GROUP_SIZE: u32 = 16;
+/// The largest test anyone may ask for, agent or person: a test is a quick check, not a run,
+/// and every completion is paid for at the endpoint.
+pub const MAX_STEPS: u32 = 100;
+pub const MAX_GROUP_SIZE: u32 = 256;
 pub const DEFAULT_CONCURRENCY: usize = 4;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
@@ -143,8 +147,7 @@ impl TestPlan {
         working_dir: PathBuf,
     ) -> Result<Self, PreflightError> {
         check_models(&request.models)?;
-        check_range("steps", u64::from(request.steps), 1, 1000)?;
-        check_range("group_size", u64::from(request.group_size), 1, 1024)?;
+        check_size(Some(request.steps), Some(request.group_size))?;
         check_range("concurrency", request.concurrency as u64, 1, 64)?;
         check_range(
             "timeout (seconds)",
@@ -236,6 +239,28 @@ fn check_models(models: &[String]) -> Result<(), PreflightError> {
                 "models",
                 format!("{model} is listed twice"),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// The test's size, as far as the caller gave it: `num_steps` groups of `group_size`
+/// completions per model, each between 1 and its maximum ([`MAX_STEPS`], [`MAX_GROUP_SIZE`]).
+/// Callers check before anything else (a key, a selection) so an oversized request is refused
+/// as such; [`TestPlan::new`] checks again, for every caller.
+pub fn check_size(steps: Option<u32>, group_size: Option<u32>) -> Result<(), PreflightError> {
+    for (name, value, limit) in [
+        ("num_steps", steps, MAX_STEPS),
+        ("group_size", group_size, MAX_GROUP_SIZE),
+    ] {
+        if let Some(value) = value
+            && !(1..=limit).contains(&value)
+        {
+            return Err(PreflightError::OutOfRange {
+                what: name,
+                value,
+                max: limit,
+            });
         }
     }
     Ok(())

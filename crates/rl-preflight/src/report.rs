@@ -1,50 +1,13 @@
-//! What a test leaves behind: per model, how its process ended and its figures; for the test,
-//! the summary and verdict. Written as `report.json` in the test's folder.
+//! What a test leaves behind: each model's report (`model`), the summary and verdict. Written
+//! as `report.json` in the test's folder.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{CorrectRule, Figures};
+use crate::analysis::CorrectRule;
+use crate::model::ModelReport;
 use crate::verdict::Summary;
-
-/// How a model's `process` run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum ModelOutcome {
-    Succeeded,
-    /// Exited non-zero or by a signal.
-    Failed {
-        code: Option<i32>,
-        signal: Option<i32>,
-    },
-    /// Cut at the test's timeout; its whole process group was stopped.
-    TimedOut {
-        after_secs: f64,
-    },
-    /// Ended by a stop of the test asked by another process (`rl preflight stop`).
-    Stopped,
-    /// Could not be started at all.
-    NotStarted {
-        reason: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelReport {
-    pub model: String,
-    #[serde(flatten)]
-    pub outcome: ModelOutcome,
-    pub duration_secs: f64,
-    #[serde(flatten)]
-    pub figures: Figures,
-    /// The exception (or our note) that explains a failure, from its log.
-    pub error: Option<String>,
-    /// The last lines of its log when it did not succeed (keys redacted).
-    pub error_tail: Vec<String>,
-    pub log_path: PathBuf,
-    pub output_path: PathBuf,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestReport {

@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::analysis::count_groups;
 use crate::command::ModelJob;
-use crate::report::ModelOutcome;
+use crate::model::ModelOutcome;
 use crate::tracking::{ModelMarks, record_group, stop_request};
 
 /// How often the groups file is looked at for progress.

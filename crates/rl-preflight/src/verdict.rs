@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{ModelOutcome, ModelReport};
+use crate::model::{ModelOutcome, ModelReport};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

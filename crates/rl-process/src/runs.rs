@@ -8,7 +8,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rl_settings::{Backend, RunEndpoints, RunId, SECRET_NAMES, Secrets, Settings, run_dir};
-use serde::Serialize;
 
 use crate::ProcessError;
 use crate::identity::ProcessIdentity;
@@ -48,9 +47,8 @@ fn secrets_for(component: Component, local_engine: bool) -> &'static [&'static s
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct RunStatus {
-    #[serde(flatten)]
     pub run: RunRecord,
     /// Seconds since the run was created, until it finished.
     pub elapsed_secs: f64,
@@ -61,8 +59,7 @@ pub struct RunStatus {
     pub next_since: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitUntil {
     /// Any change of state or phase.
     Change,
@@ -72,13 +69,13 @@ pub enum WaitUntil {
     Finished,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct WaitOutcome {
     pub timed_out: bool,
     pub status: RunStatus,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct StopReport {
     /// What happened, in a sentence.
     pub message: String,

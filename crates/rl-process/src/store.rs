@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use rl_settings::RunId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde::Serialize;
 
 use crate::ProcessError;
 use crate::identity::ProcessIdentity;
@@ -82,12 +81,10 @@ pub struct NewRun {
     pub max_active: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct RunRecord {
     pub id: String,
     pub environment: String,
-    /// `"state": "starting", "phase": "trainer"` in JSON.
-    #[serde(flatten)]
     pub state: RunState,
     pub created_at: String,
     pub updated_at: String,
@@ -95,14 +92,10 @@ pub struct RunRecord {
     pub api_port: Option<u16>,
     pub trainer_port: Option<u16>,
     pub supervisor: Option<ProcessIdentity>,
-    /// Absent while there is none: a present `error` key means a failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The boot the run was created in (`/proc/sys/kernel/random/boot_id`).
-    #[serde(skip)]
     pub boot_id: Option<String>,
     /// The SLURM job holding the run (the SLURM backend only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub slurm_job: Option<String>,
     pub components: Vec<ComponentRecord>,
 }
@@ -115,17 +108,15 @@ impl RunRecord {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ComponentRecord {
     pub component: Component,
     pub process: Option<ProcessIdentity>,
-    /// `"status": "exited", "code": 1` in JSON.
-    #[serde(flatten)]
     pub status: ComponentStatus,
     pub log_path: PathBuf,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// Increases across all runs; pass the last one seen as `since` to get only newer events.
     pub seq: i64,

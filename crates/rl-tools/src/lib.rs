@@ -2,7 +2,8 @@
 //! face shares, and the [`Registry`] that exposes them to agents as named tools with JSON
 //! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
-mod answer;
+mod answers;
+mod diagnosis;
 mod environments;
 mod error;
 mod health_check;
@@ -12,25 +13,29 @@ mod preflight;
 mod rate_limit;
 mod registry;
 mod runs;
+mod tool_specs;
 mod tools;
 
-pub use answer::error_answer;
-pub use environments::{
-    ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
+pub use answers::{
+    ComponentView, ConfigView, Edited, EnvironmentEntry, EnvironmentList, ErrorAnswer, EventView,
+    EventsView, FieldView, LogTail, ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer,
+    ProcessView, RateLimited, ResultsPart, ResultsView, RunEntry, RunList, RunView, Selected,
+    Started, StatusView, Stopped, TestConfig, WaitView, error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{Check, HealthReport, MIN_PYTHON, Probes, check as health_check};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
-pub use preflight::{InferenceOptions, report_json};
-pub use registry::{
-    Caller, MAX_TEST_GROUP_SIZE, MAX_TEST_STEPS, Registry, TOOL_NAMES, ToolReply, ToolSpec, specs,
-};
-pub use runs::{
-    EventsView, LogTail, ResultsView, RunEntry, RunList, Started, StatusView, Stopped,
-    process_label,
-};
-pub use tools::{ToolContext, Tools};
+pub use preflight::InferenceOptions;
+pub use registry::{Caller, Registry, ToolReply};
+/// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
+pub use rl_preflight::{MAX_GROUP_SIZE as MAX_TEST_GROUP_SIZE, MAX_STEPS as MAX_TEST_STEPS};
+pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
+pub use tools::{ToolContext, Tools, TreeOverride};
+// What a face names when it opens the tools or runs a supervisor; the lower crates own them.
+pub use rl_process::{DEFAULT_EVENT_LIMIT, SupervisorCommand};
+pub use rl_settings::default_home;
+pub use runs::supervise;
 
 /// How many run ids an answer about an unknown run lists, newest first.
 pub const KNOWN_RUNS_SHOWN: usize = 20;

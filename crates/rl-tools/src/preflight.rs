@@ -1,12 +1,13 @@
 //! The pre-flight of the selected environment (`rl_test_inference`, `rl preflight`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rl_preflight::{
     CorrectRule, Endpoint, Key, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, PreflightError,
-    ProgressSink, TestPlan, TestReport, TestRequest, TestStore,
+    ProgressSink, TestListing, TestPlan, TestReport, TestRequest, TestStopReport, TestStore,
+    TestView,
 };
-use serde_json::json;
 
 use crate::{Tools, ToolsError};
 
@@ -29,8 +30,29 @@ pub struct InferenceOptions {
 }
 
 impl Tools {
-    pub fn test_store(&self) -> TestStore {
+    fn test_store(&self) -> TestStore {
         TestStore::new(self.home())
+    }
+
+    /// Where pre-flights are kept (`<home>/preflight`).
+    pub fn preflight_dir(&self) -> PathBuf {
+        self.test_store().dir().to_owned()
+    }
+
+    /// Every pre-flight, newest first; one whose process is gone is marked interrupted and what
+    /// it left is ended.
+    pub fn preflights(&self) -> Result<Vec<TestListing>, ToolsError> {
+        Ok(self.test_store().list()?)
+    }
+
+    /// One pre-flight: its report, or how far it got.
+    pub fn preflight(&self, id: &str) -> Result<TestView, ToolsError> {
+        Ok(self.test_store().view(id)?)
+    }
+
+    /// Stops a pre-flight, whichever process runs it.
+    pub fn stop_preflight(&self, id: &str) -> Result<TestStopReport, ToolsError> {
+        Ok(self.test_store().stop(id)?)
     }
 
     /// The plan of a test of the selected environment, with every key it needs at hand.
@@ -117,71 +139,4 @@ impl Tools {
         )
         .await?)
     }
-}
-
-/// A report as agents get it: the report, with the original tool's keys beside it —
-/// `models_tested` (one entry per model), `summary` (`steps_requested`, `models_tested`,
-/// `models_succeeded`, `best_model`, `avg_accuracy`, `environment_working`,
-/// `output_directory`, and the verdict with its explanation), `test_config`; `environment_file` is the report's own.
-pub fn report_json(report: &TestReport) -> Result<serde_json::Value, ToolsError> {
-    let mut value = serde_json::to_value(report)
-        .map_err(|error| ToolsError::Internal(format!("cannot encode the report: {error}")))?;
-    let models_tested: Vec<serde_json::Value> = report
-        .models
-        .iter()
-        .map(|model| {
-            let figures = &model.figures;
-            #[allow(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                clippy::cast_precision_loss
-            )]
-            let correct = figures
-                .accuracy
-                .map(|share| (share * figures.completions as f64).round() as usize);
-            json!({
-                "model": model.model,
-                "steps_tested": figures.steps_tested,
-                "total_completions": figures.completions,
-                "correct_completions": correct,
-                "accuracy": figures.accuracy,
-                "steps_with_correct": figures.steps_with_correct,
-                "step_success_rate": figures.step_success_rate,
-                "error": model.error,
-                "output_file": model.output_path,
-                "log_file": model.log_path,
-            })
-        })
-        .collect();
-    let summary = &report.summary;
-    let rollouts_per_model = u64::from(report.steps) * u64::from(report.group_size);
-    let object = value
-        .as_object_mut()
-        .ok_or_else(|| ToolsError::Internal("a report is not a JSON object".to_owned()))?;
-    // The original's `models_tested` is the list; its count lives in `summary`.
-    object.insert("models_tested".to_owned(), json!(models_tested));
-    object.insert(
-        "summary".to_owned(),
-        json!({
-            "steps_requested": report.steps,
-            "models_tested": summary.models_tested,
-            "models_succeeded": summary.models_succeeded,
-            "best_model": summary.best_model,
-            "avg_accuracy": summary.average_accuracy,
-            "environment_working": summary.environment_working,
-            "output_directory": report.output_dir,
-            "verdict": summary.verdict,
-            "explanation": summary.explanation,
-        }),
-    );
-    object.insert(
-        "test_config".to_owned(),
-        json!({
-            "num_steps": report.steps,
-            "group_size": report.group_size,
-            "rollouts_per_model": rollouts_per_model,
-            "total_rollouts": rollouts_per_model * report.models.len() as u64,
-        }),
-    );
-    Ok(value)
 }

@@ -10,21 +10,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
 
-use crate::answer::error_answer;
+use crate::answers::{RateLimited, error_answer, report_json, to_json};
 use crate::error::FailureKind;
 use crate::metrics::SourceChoice;
-use crate::preflight::{InferenceOptions, report_json};
+use crate::preflight::InferenceOptions;
 use crate::rate_limit::StatusChecks;
+use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
-
-/// One tool as agents see it.
-#[derive(Debug, Clone)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    /// JSON Schema of the argument object.
-    pub parameters: serde_json::Value,
-}
 
 /// Who is calling: the status limit applies to agents only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,238 +35,6 @@ pub struct ToolReply {
 impl ToolReply {
     pub fn is_error(&self) -> bool {
         self.failure.is_some()
-    }
-}
-
-/// The largest pre-flight an agent may ask for: a test is a quick check, not a run, and every
-/// completion is paid for at the endpoint.
-pub const MAX_TEST_STEPS: u32 = 100;
-pub const MAX_TEST_GROUP_SIZE: u32 = 256;
-
-/// The tools by name; the spec and the call of each are exhaustive matches, so a tool cannot
-/// be added without both. `ALL` must list it too, or no face can reach it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ToolName {
-    ListEnvironments,
-    SelectEnvironment,
-    GetCurrentConfig,
-    EditConfig,
-    StartTraining,
-    CheckStatus,
-    StopTraining,
-    GetResults,
-    ListRuns,
-    TestInference,
-    HealthCheck,
-}
-
-impl ToolName {
-    /// In the order an agent meets them.
-    const ALL: [Self; 11] = [
-        Self::ListEnvironments,
-        Self::SelectEnvironment,
-        Self::GetCurrentConfig,
-        Self::EditConfig,
-        Self::StartTraining,
-        Self::CheckStatus,
-        Self::StopTraining,
-        Self::GetResults,
-        Self::ListRuns,
-        Self::TestInference,
-        Self::HealthCheck,
-    ];
-
-    const fn name(self) -> &'static str {
-        match self {
-            Self::ListEnvironments => "rl_list_environments",
-            Self::SelectEnvironment => "rl_select_environment",
-            Self::GetCurrentConfig => "rl_get_current_config",
-            Self::EditConfig => "rl_edit_config",
-            Self::StartTraining => "rl_start_training",
-            Self::CheckStatus => "rl_check_status",
-            Self::StopTraining => "rl_stop_training",
-            Self::GetResults => "rl_get_results",
-            Self::ListRuns => "rl_list_runs",
-            Self::TestInference => "rl_test_inference",
-            Self::HealthCheck => "rl_health_check",
-        }
-    }
-
-    fn named(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|tool| tool.name() == name)
-    }
-}
-
-/// Every tool's name, in the order an agent meets them.
-pub const TOOL_NAMES: [&str; ToolName::ALL.len()] = {
-    let mut names = [""; ToolName::ALL.len()];
-    let mut index = 0;
-    while index < names.len() {
-        names[index] = ToolName::ALL[index].name();
-        index += 1;
-    }
-    names
-};
-
-fn no_parameters() -> serde_json::Value {
-    json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
-}
-
-fn run_id_parameter(what: &str) -> serde_json::Value {
-    json!({"type": "string", "description": what, "pattern": "^[0-9a-f]{8}$"})
-}
-
-/// Every tool, in the order an agent meets them.
-pub fn specs() -> Vec<ToolSpec> {
-    ToolName::ALL.into_iter().map(ToolName::spec).collect()
-}
-
-impl ToolName {
-    fn spec(self) -> ToolSpec {
-        match self {
-            Self::ListEnvironments => ToolSpec {
-                name: self.name(),
-                description: "List the RL environments found in the environments folder (Python classes \
-                    derived from atroposlib's BaseEnv, read without running them). Use it first, to \
-                    pick an environment. Returns `environments` (each with `name` to pass to \
-                    rl_select_environment, `class_name`, `file_path`, `description`, `config_class`, \
-                    `runnable`), `count`, `tips`, and the files that could not be read.",
-                parameters: no_parameters(),
-            },
-            Self::SelectEnvironment => ToolSpec {
-                name: self.name(),
-                description: "Select the environment to configure and train; the choice is saved and \
-                    replaces the previous selection and its edits. Returns the environment's \
-                    `file_path` (read it to see how it loads data and scores answers), its config \
-                    class, its number of fields, the locked fields and the WandB run name it will \
-                    use. An unknown name is an error listing the names that exist.",
-                parameters: json!({
-                    "type": "object",
-                    "properties": {"name": {"type": "string", "description": "An environment's name from rl_list_environments (or its key, `name@file.py`, where names repeat)"}},
-                    "required": ["name"],
-                    "additionalProperties": false
-                }),
-            },
-            Self::GetCurrentConfig => ToolSpec {
-                name: self.name(),
-                description: "Show every field of the selected environment's configuration with the \
-                    value a run would use now. Returns `configurable_fields` (name, type, default, \
-                    current_value, description, allowed values) and `locked_fields` (set by the \
-                    operator, with `locked_value`). Use it before rl_edit_config to see which fields \
-                    exist and what they accept.",
-                parameters: no_parameters(),
-            },
-            Self::EditConfig => ToolSpec {
-                name: self.name(),
-                description: "Set one configuration field of the selected environment for the next \
-                    run. The value is checked against the field's type, range and allowed values \
-                    (\"16\" is read as 16 for an integer field); locked fields are refused. Also \
-                    accepts `wandb_project`. Returns the new and previous value and the whole \
-                    configuration; a refused edit changes nothing and says what is allowed.",
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "field": {"type": "string", "description": "A field name from rl_get_current_config"},
-                        "value": {"description": "The new value: a number, string, boolean, list or null, as the field's type allows"}
-                    },
-                    "required": ["field", "value"],
-                    "additionalProperties": false
-                }),
-            },
-            Self::StartTraining => ToolSpec {
-                name: self.name(),
-                description: "Start a training run of the selected environment with its current \
-                    configuration: the Atropos API, the Tinker trainer and the environment, on free \
-                    local ports. Returns at once with `run_id`, `status` (starting), the run's \
-                    config file, WandB names and log paths; the run goes on in the background and \
-                    survives this call. Needs TINKER_API_KEY unless the operator's trainer needs \
-                    none. Training takes hours: check it with rl_check_status now and then.",
-                parameters: no_parameters(),
-            },
-            Self::CheckStatus => ToolSpec {
-                name: self.name(),
-                description: "A run's state and latest training numbers. Returns `status` (starting, \
-                    running, stopping, stopped, completed, failed, lost), each process's state, \
-                    log paths, `metrics` (step, reward_mean, loss, percent_correct, \
-                    eval_percent_correct, ... each null until logged), a health digest with warning \
-                    signs, and the run's events. Agents may check one run once per interval set by \
-                    the operator (30 minutes unless changed); an earlier call answers \
-                    `rate_limited` with the time left.",
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "run_id": run_id_parameter("The run id from rl_start_training or rl_list_runs"),
-                        "since": {"type": "integer", "minimum": 0, "default": 0, "description": "Only events after this cursor (`next_since` of an earlier answer)"}
-                    },
-                    "required": ["run_id"],
-                    "additionalProperties": false
-                }),
-            },
-            Self::StopTraining => ToolSpec {
-                name: self.name(),
-                description: "Stop a run: the environment, the trainer and the API, each with all its \
-                    child processes. Use it when metrics look wrong or flat, or to try other \
-                    settings. Returns `message`, the run's `status` afterwards and whether anything \
-                    was stopped (a run that has already ended is left as it is).",
-                parameters: json!({
-                    "type": "object",
-                    "properties": {"run_id": run_id_parameter("The run to stop")},
-                    "required": ["run_id"],
-                    "additionalProperties": false
-                }),
-            },
-            Self::GetResults => ToolSpec {
-                name: self.name(),
-                description: "A run's results so far or final: `metrics` (latest numbers), \
-                    `final_metrics` (the trainer's last value of every logged key), `history` \
-                    (every step), `final_weights` (the tinker:// path, once the trainer reports \
-                    it), checkpoints, a health digest and WandB links. Read from the run's folder \
-                    first, WandB's API only when needed.",
-                parameters: json!({
-                    "type": "object",
-                    "properties": {"run_id": run_id_parameter("The run to read")},
-                    "required": ["run_id"],
-                    "additionalProperties": false
-                }),
-            },
-            Self::ListRuns => ToolSpec {
-                name: self.name(),
-                description: "List every training run this machine knows, newest first, running or \
-                    ended, with `run_id`, `environment`, `status` and the WandB run name. Returns \
-                    `runs` and `count`.",
-                parameters: no_parameters(),
-            },
-            Self::TestInference => ToolSpec {
-                name: self.name(),
-                description: "Pre-flight the selected environment before training: run it in \
-                    atroposlib's process mode against several models (num_steps groups of \
-                    group_size completions each, models at once) on the operator's inference \
-                    endpoint (OpenRouter unless configured; needs its key). Takes minutes. Returns \
-                    per model the accuracy, steps with a correct answer, zero-variance groups and \
-                    errors with their log, and a `summary` with a verdict (ready, too easy, too \
-                    hard, no signal, broken) explaining whether training can learn from it.",
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_TEST_STEPS, "default": 3, "description": "Groups per model"},
-                        "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_TEST_GROUP_SIZE, "default": 16, "description": "Completions per group, as in training"},
-                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7)"}
-                    },
-                    "required": [],
-                    "additionalProperties": false
-                }),
-            },
-            Self::HealthCheck => ToolSpec {
-                name: self.name(),
-                description: "Check what training needs on this machine: the operator's settings \
-                    readable, Python 3.11 or newer, atroposlib importable (and its version), the \
-                    tinker-atropos tree and its environments, TINKER_API_KEY / WANDB_API_KEY / \
-                    OPENROUTER_API_KEY present (never their values), a writable state directory. \
-                    Returns `healthy` and each check with what was found and the fix when it is \
-                    missing.",
-                parameters: no_parameters(),
-            },
-        }
     }
 }
 
@@ -373,31 +133,31 @@ impl Registry {
             ToolName::ListEnvironments => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
-                    .blocking(|tools| to_json(tools.list_environments(false)?))
+                    .blocking(|tools| to_json(&tools.list_environments(false)?))
                     .await
             }
             ToolName::SelectEnvironment => {
                 let SelectArgs { name } = parse(name, arguments)?;
                 self.tools
-                    .blocking(move |tools| to_json(tools.select_environment(&name)?))
+                    .blocking(move |tools| to_json(&tools.select_environment(&name)?))
                     .await
             }
             ToolName::GetCurrentConfig => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
-                    .blocking(|tools| to_json(tools.current_config()?))
+                    .blocking(|tools| to_json(&tools.current_config()?))
                     .await
             }
             ToolName::EditConfig => {
                 let EditArgs { field, value } = parse(name, arguments)?;
                 self.tools
-                    .blocking(move |tools| to_json(tools.edit_config(&field, &value)?))
+                    .blocking(move |tools| to_json(&tools.edit_config(&field, &value)?))
                     .await
             }
             ToolName::StartTraining => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
-                    .blocking(|tools| to_json(tools.start_training()?))
+                    .blocking(|tools| to_json(&tools.start_training()?))
                     .await
             }
             ToolName::CheckStatus => {
@@ -409,19 +169,19 @@ impl Registry {
                 self.tools
                     .blocking(move |tools| {
                         let id = tools.run_id(&run_id)?;
-                        to_json(tools.stop_training(&id)?)
+                        to_json(&tools.stop_training(&id)?)
                     })
                     .await
             }
             ToolName::GetResults => {
                 let RunArgs { run_id } = parse(name, arguments)?;
                 let id = self.tools.run_id(&run_id)?;
-                to_json(self.tools.results(&id, SourceChoice::Auto).await?)
+                to_json(&self.tools.results(&id, SourceChoice::Auto).await?)
             }
             ToolName::ListRuns => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
-                    .blocking(|tools| to_json(tools.list_runs()?))
+                    .blocking(|tools| to_json(&tools.list_runs()?))
                     .await
             }
             ToolName::TestInference => {
@@ -431,7 +191,7 @@ impl Registry {
             ToolName::HealthCheck => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
-                    .blocking(|tools| to_json(tools.health_check()))
+                    .blocking(|tools| to_json(&tools.health_check()))
                     .await
             }
         }
@@ -466,25 +226,20 @@ impl Registry {
             })
             .await?;
         match read {
-            Ok(status) => to_json(self.tools.with_metrics(status, SourceChoice::Auto).await?),
+            Ok(status) => to_json(&self.tools.with_metrics(status, SourceChoice::Auto).await?),
             Err(rate_limited) => Ok(rate_limited),
         }
     }
 
     async fn test_inference(&self, args: InferenceArgs) -> Result<serde_json::Value, ToolsError> {
-        for (name, value, limit) in [
-            ("num_steps", args.num_steps, MAX_TEST_STEPS),
-            ("group_size", args.group_size, MAX_TEST_GROUP_SIZE),
-        ] {
-            if let Some(value) = value
-                && !(1..=limit).contains(&value)
-            {
-                return Err(ToolsError::BadArguments {
-                    tool: "rl_test_inference".to_owned(),
-                    reason: format!("{name} is {value}; it must be between 1 and {limit}"),
-                });
+        // Before the plan, which needs a selection and a key: an oversized test is refused as
+        // the bad argument it is.
+        rl_preflight::check_size(args.num_steps, args.group_size).map_err(|error| {
+            ToolsError::BadArguments {
+                tool: ToolName::TestInference.name().to_owned(),
+                reason: error.to_string(),
             }
-        }
+        })?;
         let options = InferenceOptions {
             models: args.models.unwrap_or_default(),
             num_steps: args.num_steps,
@@ -532,11 +287,6 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
     }
 }
 
-fn to_json<T: serde::Serialize>(value: T) -> Result<serde_json::Value, ToolsError> {
-    serde_json::to_value(value)
-        .map_err(|error| ToolsError::Internal(format!("cannot encode the answer: {error}")))
-}
-
 fn now_seconds() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -545,31 +295,17 @@ fn now_seconds() -> f64 {
 
 fn rate_limited(run_id: &rl_settings::RunId, left: f64) -> serde_json::Value {
     let minutes = (left / 60.0).ceil();
-    json!({
-        "rate_limited": true,
-        "run_id": run_id.as_str(),
-        "message": format!(
+    let answer = RateLimited {
+        rate_limited: true,
+        run_id: run_id.to_string(),
+        message: format!(
             "Run {run_id} was checked less than the allowed interval ago; the next check is allowed in {minutes:.0} minute(s). \
              Training changes slowly. With a shell, follow it without polling: block until it changes with \
              `rl runs wait {run_id} --until change`, or read only new events with `rl runs events {run_id} --since N`; \
              otherwise call rl_check_status again after next_check_in_seconds."
         ),
-        "next_check_in_seconds": left.ceil(),
-        "hint": "Call again after next_check_in_seconds, or follow the run with `rl runs wait` / `rl runs events`",
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_name_leads_back_to_its_tool() {
-        for tool in ToolName::ALL {
-            assert_eq!(ToolName::named(tool.name()), Some(tool));
-        }
-        let distinct: std::collections::BTreeSet<_> = TOOL_NAMES.iter().collect();
-        assert_eq!(distinct.len(), TOOL_NAMES.len());
-        assert_eq!(ToolName::named("rl_no_such_tool"), None);
-    }
+        next_check_in_seconds: left.ceil(),
+        hint: "Call again after next_check_in_seconds, or follow the run with `rl runs wait` / `rl runs events`",
+    };
+    to_json(&answer).unwrap_or_else(|error| json!({"error": error.to_string()}))
 }

@@ -4,130 +4,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rl_metrics::{Collected, HealthDigest, Results, SourceFailure, SourceKind, StatusMetrics};
+use rl_metrics::{Collected, HealthDigest, Results, StatusMetrics};
 use rl_process::{
-    ComponentStatus, Event, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
+    ComponentStatus, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
     WrittenConfig,
 };
-use rl_settings::{RunConfig, RunId, RunWandb, Value};
-use serde::Serialize;
+use rl_settings::{RunConfig, RunId, RunWandb};
 
+use crate::answers::{
+    EventView, EventsView, LogTail, ResultsView, RunEntry, RunList, RunView, Started, StatusView,
+    Stopped,
+};
 use crate::metrics::{self, Patience, SourceChoice};
 use crate::{Tools, ToolsError};
-
-/// `rl_start_training`: the original's keys next to the run's full record (`id`, `state`,
-/// `environment`, `config_path`, `components`, `events`, ...).
-#[derive(Debug, Clone, Serialize)]
-pub struct Started {
-    pub run_id: String,
-    pub status: &'static str,
-    /// The environment section of the run's config: what the environment will use.
-    pub config: BTreeMap<String, Value>,
-    pub wandb_project: Option<String>,
-    pub wandb_group: Option<String>,
-    pub wandb_run_name: Option<String>,
-    pub logs: BTreeMap<String, PathBuf>,
-    pub message: String,
-    #[serde(flatten)]
-    pub run: RunStatus,
-}
-
-/// `rl_check_status`: the original's keys and the latest metrics next to the run's full
-/// record (`state`, `phase`, `environment`, `error`, `components`, `events`, `next_since`, ...).
-#[derive(Debug, Clone, Serialize)]
-pub struct StatusView {
-    pub run_id: String,
-    /// starting, running, stopping, stopped, completed, failed or lost.
-    pub status: &'static str,
-    pub running_time_minutes: f64,
-    /// Each component: `running`, `not started`, `exited (0)`, `signalled (15)`.
-    pub processes: BTreeMap<String, String>,
-    pub wandb_project: Option<String>,
-    pub wandb_group: Option<String>,
-    pub wandb_run_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wandb_url: Option<String>,
-    pub logs: BTreeMap<String, PathBuf>,
-    /// Every key present; each `null` until the run logs it.
-    pub metrics: StatusMetrics,
-    pub health: Option<HealthDigest>,
-    pub metrics_source: Option<SourceKind>,
-    pub metrics_warnings: Vec<String>,
-    pub metrics_errors: Vec<SourceFailure>,
-    #[serde(flatten)]
-    pub run: RunStatus,
-}
-
-/// `rl_stop_training`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Stopped {
-    pub message: String,
-    pub run_id: String,
-    pub status: &'static str,
-    /// Whether this call stopped anything (false for a run that had already ended).
-    pub stopped: bool,
-    pub run: RunStatus,
-}
-
-/// `rl_get_results`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ResultsView {
-    pub run_id: String,
-    pub status: &'static str,
-    pub environment: String,
-    /// Absent while there is none: a present `error` key means a failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    pub wandb_project: Option<String>,
-    pub wandb_group: Option<String>,
-    pub wandb_run_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wandb_url: Option<String>,
-    /// Absent when no source has anything yet.
-    #[serde(flatten)]
-    pub results: Option<Results>,
-    pub metrics_errors: Vec<SourceFailure>,
-}
-
-/// `rl_list_runs`.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunList {
-    pub runs: Vec<RunEntry>,
-    pub count: usize,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RunEntry {
-    pub run_id: String,
-    pub environment: String,
-    pub status: &'static str,
-    pub phase: Option<String>,
-    pub wandb_run_name: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-    /// Absent while there is none: a present `error` key means a failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// A run's events after a cursor.
-#[derive(Debug, Clone, Serialize)]
-pub struct EventsView {
-    pub run_id: String,
-    pub events: Vec<Event>,
-    pub next_since: i64,
-}
-
-/// The end of a component's log.
-#[derive(Debug, Clone, Serialize)]
-pub struct LogTail {
-    pub component: String,
-    pub path: PathBuf,
-    /// The last lines, oldest first; secrets the run could see are masked.
-    pub lines: Vec<String>,
-    /// Whether earlier lines were left out.
-    pub truncated: bool,
-}
 
 impl Tools {
     /// A run id as given, checked for shape.
@@ -192,7 +81,7 @@ impl Tools {
                  until it changes with `rl runs wait {}`; training takes hours.",
                 status.run.id, status.run.id
             ),
-            run: status,
+            run: RunView::from(&status),
         })
     }
 
@@ -232,7 +121,7 @@ impl Tools {
             &self.child_environment(),
         )
         .await?;
-        Ok(status_view(status, &collected, wandb.ok()))
+        Ok(status_view(&status, &collected, wandb.ok()))
     }
 
     pub fn stop_training(&self, id: &RunId) -> Result<Stopped, ToolsError> {
@@ -247,7 +136,7 @@ impl Tools {
             run_id: status.run.id.clone(),
             status: status.run.state.name(),
             stopped,
-            run: status,
+            run: RunView::from(&status),
         })
     }
 
@@ -289,7 +178,7 @@ impl Tools {
             wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
             wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
             wandb_run_name: wandb.and_then(|w| w.run_name),
-            results,
+            results: results.map(Into::into),
             metrics_errors: collected.failures,
         })
     }
@@ -299,15 +188,9 @@ impl Tools {
             .runs()?
             .list()?
             .into_iter()
-            .map(|run| RunEntry {
-                wandb_run_name: wandb_of(&run).ok().and_then(|w| w.run_name),
-                phase: phase_of(&run),
-                run_id: run.id,
-                environment: run.environment,
-                status: run.state.name(),
-                created_at: run.created_at,
-                updated_at: run.updated_at,
-                error: run.error,
+            .map(|run| {
+                let wandb_run_name = wandb_of(&run).ok().and_then(|w| w.run_name);
+                RunEntry::new(run, wandb_run_name)
             })
             .collect();
         Ok(RunList {
@@ -322,7 +205,7 @@ impl Tools {
         Ok(EventsView {
             run_id: id.to_string(),
             next_since: events.last().map_or(since, |event| event.seq),
-            events,
+            events: events.iter().map(EventView::from).collect(),
         })
     }
 
@@ -401,13 +284,6 @@ fn wandb_of(run: &RunRecord) -> Result<RunWandb, String> {
         .map_err(|error| error.to_string())
 }
 
-fn phase_of(run: &RunRecord) -> Option<String> {
-    match run.state {
-        rl_process::RunState::Starting(phase) => Some(phase.to_string()),
-        _ => None,
-    }
-}
-
 pub(crate) fn logs_of(run: &RunRecord) -> BTreeMap<String, PathBuf> {
     run.components
         .iter()
@@ -415,7 +291,7 @@ pub(crate) fn logs_of(run: &RunRecord) -> BTreeMap<String, PathBuf> {
         .collect()
 }
 
-pub fn process_label(status: &ComponentStatus) -> String {
+pub(crate) fn process_label(status: &ComponentStatus) -> String {
     match status {
         ComponentStatus::NotStarted => "not started".to_owned(),
         ComponentStatus::Running => "running".to_owned(),
@@ -425,7 +301,7 @@ pub fn process_label(status: &ComponentStatus) -> String {
     }
 }
 
-fn status_view(status: RunStatus, collected: &Collected, wandb: Option<RunWandb>) -> StatusView {
+fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb>) -> StatusView {
     let found = collected.metrics.as_ref();
     let run = &status.run;
     StatusView {
@@ -456,6 +332,12 @@ fn status_view(status: RunStatus, collected: &Collected, wandb: Option<RunWandb>
         metrics_source: found.map(|metrics| metrics.source),
         metrics_warnings: found.map(|m| m.warnings.clone()).unwrap_or_default(),
         metrics_errors: collected.failures.clone(),
-        run: status,
+        run: RunView::from(status),
     }
+}
+
+/// The body of a detached supervisor (`rl supervise <id>`): runs the run in `home` to its end.
+pub fn supervise(home: &Path, run_id: &str) -> Result<rl_process::RunState, ToolsError> {
+    let id = RunId::parse(run_id)?;
+    Ok(rl_process::supervise(home, &id)?)
 }

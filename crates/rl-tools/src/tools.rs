@@ -29,6 +29,56 @@ pub struct ToolContext {
     pub supervisor: SupervisorCommand,
 }
 
+/// The command line's choice of environments tree, over the operator's settings.
+#[derive(Debug, Clone, Default)]
+pub struct TreeOverride {
+    /// `--root`: the tinker-atropos tree (its environments folder with it).
+    pub root: Option<PathBuf>,
+    /// `--envs-dir`: the environments folder alone.
+    pub envs_dir: Option<PathBuf>,
+}
+
+impl ToolContext {
+    /// Reads the operator's settings and keys for a face opening the tools on `home`. Settings
+    /// that cannot be read are kept as the reason, not an error: only the operations that need
+    /// them fail for it (`rl runs stop` works with a broken config.toml). With no tree set
+    /// anywhere, the current folder is taken as the tinker-atropos tree. The keys' warnings
+    /// (a `.env` others can read, a line that cannot be read) are `secrets.warnings`, to show.
+    pub fn load(
+        home: PathBuf,
+        tree: &TreeOverride,
+        environment: BTreeMap<String, String>,
+        supervisor: SupervisorCommand,
+    ) -> Self {
+        let settings = rl_config::load_settings(&home, environment.clone())
+            .map(|mut settings| {
+                if let Some(root) = &tree.root {
+                    settings.tinker_atropos_root = Some(root.clone());
+                    settings.environments_dir = None;
+                }
+                if let Some(dir) = &tree.envs_dir {
+                    settings.environments_dir = Some(dir.clone());
+                }
+                if settings.tinker_atropos_root.is_none() && settings.environments_dir.is_none() {
+                    settings.tinker_atropos_root = Some(PathBuf::from("."));
+                }
+                settings
+            })
+            .map_err(|error| match error {
+                rl_config::ConfigError::Settings(SettingsError::Invalid(reason)) => reason,
+                other => other.to_string(),
+            });
+        let secrets = Secrets::load(&home, &environment);
+        Self {
+            home,
+            settings,
+            secrets,
+            environment,
+            supervisor,
+        }
+    }
+}
+
 /// The operations. Cheap to clone; clones share the pre-flight models they started, so a face
 /// that shuts down can stop them all.
 #[derive(Clone)]
@@ -79,7 +129,7 @@ impl Tools {
         &self.models
     }
 
-    pub fn service(&self) -> Result<ConfigService, ToolsError> {
+    pub(crate) fn service(&self) -> Result<ConfigService, ToolsError> {
         Ok(ConfigService::open(
             &self.context.home,
             self.settings()?.clone(),

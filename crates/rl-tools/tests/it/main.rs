@@ -1,6 +1,9 @@
-//! Integration tests of rl-tools: the requirements check on a machine as it is and as it breaks.
+//! Integration tests of rl-tools: every tool's answer (`answers`), and the requirements check
+//! on a machine as it is and as it breaks.
 
 #![allow(clippy::unwrap_used)]
+
+mod answers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,46 @@
+//! What one model's run in a test left: how its process ended, and its figures. Part of the
+//! test's `report.json`; the verdict is drawn from these.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::Figures;
+
+/// How a model's `process` run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ModelOutcome {
+    Succeeded,
+    /// Exited non-zero or by a signal.
+    Failed {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// Cut at the test's timeout; its whole process group was stopped.
+    TimedOut {
+        after_secs: f64,
+    },
+    /// Ended by a stop of the test asked by another process (`rl preflight stop`).
+    Stopped,
+    /// Could not be started at all.
+    NotStarted {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelReport {
+    pub model: String,
+    #[serde(flatten)]
+    pub outcome: ModelOutcome,
+    pub duration_secs: f64,
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// The exception (or our note) that explains a failure, from its log.
+    pub error: Option<String>,
+    /// The last lines of its log when it did not succeed (keys redacted).
+    pub error_tail: Vec<String>,
+    pub log_path: PathBuf,
+    pub output_path: PathBuf,
+}

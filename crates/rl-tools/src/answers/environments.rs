@@ -1,0 +1,110 @@
+//! The answers about environments and their configuration.
+
+use std::path::PathBuf;
+
+use rl_config::ValueOrigin;
+use rl_discovery::{DuplicateName, FileWarning, SkippedFile};
+use rl_settings::Value;
+use serde::Serialize;
+
+/// `rl_list_environments`.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvironmentList {
+    pub environments: Vec<EnvironmentEntry>,
+    pub count: usize,
+    pub tips: Vec<String>,
+    /// The environments folder scanned.
+    pub root: PathBuf,
+    /// Names shared by several environments: select those by key.
+    pub duplicate_names: Vec<DuplicateName>,
+    /// Python files that could not be read, with why.
+    pub skipped: Vec<SkippedFile>,
+    /// Files that break the environments beside them (a `json.py` shadowing the standard
+    /// library), or hold classes too deep to follow, with why.
+    pub warnings: Vec<FileWarning>,
+    pub files_scanned: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvironmentEntry {
+    /// What to pass to `rl_select_environment`: the name where it is unique, else the key.
+    pub name: String,
+    pub class_name: String,
+    /// Absolute path of the environment's file.
+    pub file_path: PathBuf,
+    pub description: String,
+    pub key: String,
+    pub line: u32,
+    pub config_class: String,
+    /// The file starts the environment with `cli()`, so it can be served and tested.
+    pub runnable: bool,
+}
+
+/// `rl_select_environment`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Selected {
+    pub message: String,
+    pub environment: String,
+    pub file_path: PathBuf,
+    pub key: String,
+    pub class_name: String,
+    pub config_class: String,
+    pub field_count: usize,
+    pub locked_fields: Vec<String>,
+    pub wandb_name: String,
+    pub notes: Vec<String>,
+}
+
+/// `rl_get_current_config`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigView {
+    pub environment: String,
+    pub key: String,
+    pub config_class: String,
+    pub wandb_name: String,
+    pub wandb_project: String,
+    pub configurable_fields: Vec<FieldView>,
+    pub locked_fields: Vec<FieldView>,
+    pub notes: Vec<String>,
+    pub tip: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FieldView {
+    pub name: String,
+    /// The annotation as written (`int`, `Optional[str]`, `Literal['a', 'b']`).
+    #[serde(rename = "type")]
+    pub type_text: String,
+    /// The environment's default where it sets one, else the config class's; `null` when
+    /// only Python can compute it (see `default_expression`).
+    pub default: Option<Value>,
+    pub description: String,
+    pub current_value: Option<Value>,
+    /// Where the current value comes from.
+    pub origin: ValueOrigin,
+    /// Values the field accepts, when it is a `Literal` or an enum.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_values: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_expression: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked_value: Option<Value>,
+    /// Full detail: declared type, constraints, declaring class.
+    pub spec: rl_config::FieldSpec,
+}
+
+/// `rl_edit_config`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Edited {
+    pub message: String,
+    pub field: String,
+    pub value: Value,
+    pub previous: Option<Value>,
+    /// The input as given, when it was converted (`"16"` read as `16`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coerced_from: Option<Value>,
+    /// `false` when the field's type is not known statically and the value is not checked.
+    pub checked: bool,
+    /// Every field a run would now use, with its value.
+    pub config: std::collections::BTreeMap<String, Option<Value>>,
+}

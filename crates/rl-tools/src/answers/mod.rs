@@ -1,0 +1,31 @@
+//! Every tool's answer, success and error, as an explicit type: each key an agent reads is
+//! named here and built from the typed results of the lower crates, whose serde attributes
+//! only shape the files they write. The snapshots in `tests/it/answers.rs` show them all.
+
+mod environments;
+mod error;
+mod preflight;
+mod runs;
+
+pub use environments::{
+    ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
+};
+pub use error::{ErrorAnswer, error_answer};
+pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, TestConfig};
+pub use runs::{
+    ComponentView, EventView, EventsView, LogTail, ProcessView, RateLimited, ResultsPart,
+    ResultsView, RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,
+};
+
+use crate::ToolsError;
+
+/// An answer as JSON.
+pub(crate) fn to_json<T: serde::Serialize>(answer: &T) -> Result<serde_json::Value, ToolsError> {
+    serde_json::to_value(answer)
+        .map_err(|error| ToolsError::Internal(format!("cannot encode the answer: {error}")))
+}
+
+/// `rl_test_inference`'s answer as JSON.
+pub fn report_json(report: &rl_preflight::TestReport) -> Result<serde_json::Value, ToolsError> {
+    to_json(&PreflightAnswer::from(report))
+}

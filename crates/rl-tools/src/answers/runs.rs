@@ -1,0 +1,342 @@
+//! The answers about training runs. Every key is named here: the record rl-process keeps is
+//! read into these, so a renamed field there is a compile error here, never a changed answer.
+//!
+//! `run_id` and `status` are the original tool's keys; `id`, `state` and `phase` (the run's
+//! record, which `rl runs ... --json` has always shown) stay beside them for the scripts that
+//! read those (see docs/decisions.md).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use rl_metrics::{
+    Checkpoint, HealthDigest, MetricValue, Results, RunIdentity, SourceFailure, SourceKind,
+    StatusMetrics,
+};
+use rl_process::{
+    ComponentRecord, ComponentStatus, Event, ProcessIdentity, RunRecord, RunStatus, WaitOutcome,
+};
+use rl_settings::Value;
+use serde::Serialize;
+
+/// A run's record and its events after the caller's cursor.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    pub id: String,
+    pub environment: String,
+    /// starting, running, stopping, stopped, completed, failed or lost.
+    pub state: &'static str,
+    /// What a starting run waits for (`queued`, `engine`, `api`, `trainer`, `env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<&'static str>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub config_path: PathBuf,
+    pub api_port: Option<u16>,
+    pub trainer_port: Option<u16>,
+    pub supervisor: Option<ProcessView>,
+    /// Absent while there is none: a present `error` key means a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The SLURM job holding the run (the SLURM backend only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<String>,
+    pub components: Vec<ComponentView>,
+    /// Seconds since the run was created, until it finished.
+    pub elapsed_secs: f64,
+    pub supervisor_log: PathBuf,
+    /// Events after the `since` cursor the caller gave.
+    pub events: Vec<EventView>,
+    /// Pass this as `since` to get only what happens next.
+    pub next_since: i64,
+}
+
+impl From<&RunStatus> for RunView {
+    fn from(status: &RunStatus) -> Self {
+        let run = &status.run;
+        Self {
+            id: run.id.clone(),
+            environment: run.environment.clone(),
+            state: run.state.name(),
+            phase: run.state.phase().map(rl_process::Phase::as_str),
+            created_at: run.created_at.clone(),
+            updated_at: run.updated_at.clone(),
+            config_path: run.config_path.clone(),
+            api_port: run.api_port,
+            trainer_port: run.trainer_port,
+            supervisor: run.supervisor.map(ProcessView::from),
+            error: run.error.clone(),
+            slurm_job: run.slurm_job.clone(),
+            components: run.components.iter().map(ComponentView::from).collect(),
+            elapsed_secs: status.elapsed_secs,
+            supervisor_log: status.supervisor_log.clone(),
+            events: status.events.iter().map(EventView::from).collect(),
+            next_since: status.next_since,
+        }
+    }
+}
+
+/// A process as rl knows it again after pid reuse.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ProcessView {
+    pub pid: u32,
+    pub start_ticks: u64,
+}
+
+impl From<ProcessIdentity> for ProcessView {
+    fn from(process: ProcessIdentity) -> Self {
+        Self {
+            pid: process.pid,
+            start_ticks: process.start_ticks,
+        }
+    }
+}
+
+/// One component of a run: `"status": "exited", "code": 1`, `"status": "signalled",
+/// "signal": 15`, or `not_started`, `running`, `lost`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComponentView {
+    pub component: &'static str,
+    pub process: Option<ProcessView>,
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub log_path: PathBuf,
+    /// For people: `running`, `not started`, `exited (0)`, `signalled (15)`.
+    #[serde(skip)]
+    pub label: String,
+}
+
+impl From<&ComponentRecord> for ComponentView {
+    fn from(component: &ComponentRecord) -> Self {
+        let (status, code, signal) = match component.status {
+            ComponentStatus::NotStarted => ("not_started", None, None),
+            ComponentStatus::Running => ("running", None, None),
+            ComponentStatus::Exited { code } => ("exited", Some(code), None),
+            ComponentStatus::Signalled { signal } => ("signalled", None, Some(signal)),
+            ComponentStatus::Lost => ("lost", None, None),
+        };
+        Self {
+            component: component.component.as_str(),
+            process: component.process.map(ProcessView::from),
+            status,
+            code,
+            signal,
+            log_path: component.log_path.clone(),
+            label: crate::runs::process_label(&component.status),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventView {
+    /// Increases across all runs; pass the last one seen as `since` to get only newer events.
+    pub seq: i64,
+    pub at: String,
+    pub kind: String,
+    pub message: String,
+}
+
+impl From<&Event> for EventView {
+    fn from(event: &Event) -> Self {
+        Self {
+            seq: event.seq,
+            at: event.at.clone(),
+            kind: event.kind.clone(),
+            message: event.message.clone(),
+        }
+    }
+}
+
+/// `rl_start_training`: the original's keys next to the run's record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    pub run_id: String,
+    pub status: &'static str,
+    /// The environment section of the run's config: what the environment will use.
+    pub config: BTreeMap<String, Value>,
+    pub wandb_project: Option<String>,
+    pub wandb_group: Option<String>,
+    pub wandb_run_name: Option<String>,
+    pub logs: BTreeMap<String, PathBuf>,
+    pub message: String,
+    #[serde(flatten)]
+    pub run: RunView,
+}
+
+/// `rl_check_status`: the original's keys and the latest metrics next to the run's record.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusView {
+    pub run_id: String,
+    /// starting, running, stopping, stopped, completed, failed or lost.
+    pub status: &'static str,
+    pub running_time_minutes: f64,
+    /// Each component: `running`, `not started`, `exited (0)`, `signalled (15)`.
+    pub processes: BTreeMap<String, String>,
+    pub wandb_project: Option<String>,
+    pub wandb_group: Option<String>,
+    pub wandb_run_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wandb_url: Option<String>,
+    pub logs: BTreeMap<String, PathBuf>,
+    /// Every key present; each `null` until the run logs it.
+    pub metrics: StatusMetrics,
+    pub health: Option<HealthDigest>,
+    pub metrics_source: Option<SourceKind>,
+    pub metrics_warnings: Vec<String>,
+    pub metrics_errors: Vec<SourceFailure>,
+    #[serde(flatten)]
+    pub run: RunView,
+}
+
+/// `rl_check_status` within the interval an agent must wait between checks of a run: an
+/// answer, not an error.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateLimited {
+    pub rate_limited: bool,
+    pub run_id: String,
+    pub message: String,
+    pub next_check_in_seconds: f64,
+    pub hint: &'static str,
+}
+
+/// `rl_stop_training`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stopped {
+    pub message: String,
+    pub run_id: String,
+    pub status: &'static str,
+    /// Whether this call stopped anything (false for a run that had already ended).
+    pub stopped: bool,
+    pub run: RunView,
+}
+
+/// `rl_get_results`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsView {
+    pub run_id: String,
+    pub status: &'static str,
+    pub environment: String,
+    /// Absent while there is none: a present `error` key means a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub wandb_project: Option<String>,
+    pub wandb_group: Option<String>,
+    pub wandb_run_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wandb_url: Option<String>,
+    /// Absent when no source has anything yet.
+    #[serde(flatten)]
+    pub results: Option<ResultsPart>,
+    pub metrics_errors: Vec<SourceFailure>,
+}
+
+/// What the run's metrics say, once a source has any.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsPart {
+    pub source: SourceKind,
+    pub metrics: StatusMetrics,
+    /// The trainer run's summary as logged (last value of every key).
+    pub final_metrics: BTreeMap<String, MetricValue>,
+    /// The env run's summary, keys as the env logged them.
+    pub env_final_metrics: BTreeMap<String, MetricValue>,
+    /// Every trainer step's normalised numbers, in step order.
+    pub history: Vec<StatusMetrics>,
+    /// `tinker://…/sampler_weights/final` when the trainer reported it.
+    pub final_weights: Option<String>,
+    pub checkpoints: Vec<Checkpoint>,
+    pub health: HealthDigest,
+    pub trainer_run: Option<RunIdentity>,
+    pub env_run: Option<RunIdentity>,
+    pub warnings: Vec<String>,
+}
+
+impl From<Results> for ResultsPart {
+    fn from(results: Results) -> Self {
+        Self {
+            source: results.source,
+            metrics: results.metrics,
+            final_metrics: results.final_metrics,
+            env_final_metrics: results.env_final_metrics,
+            history: results.history,
+            final_weights: results.final_weights,
+            checkpoints: results.checkpoints,
+            health: results.health,
+            trainer_run: results.trainer_run,
+            env_run: results.env_run,
+            warnings: results.warnings,
+        }
+    }
+}
+
+/// `rl_list_runs`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunList {
+    pub runs: Vec<RunEntry>,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunEntry {
+    pub run_id: String,
+    pub environment: String,
+    pub status: &'static str,
+    pub phase: Option<String>,
+    pub wandb_run_name: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Absent while there is none: a present `error` key means a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunEntry {
+    pub(crate) fn new(run: RunRecord, wandb_run_name: Option<String>) -> Self {
+        Self {
+            phase: run.state.phase().map(|phase| phase.to_string()),
+            wandb_run_name,
+            run_id: run.id,
+            environment: run.environment,
+            status: run.state.name(),
+            created_at: run.created_at,
+            updated_at: run.updated_at,
+            error: run.error,
+        }
+    }
+}
+
+/// A run's events after a cursor.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventsView {
+    pub run_id: String,
+    pub events: Vec<EventView>,
+    pub next_since: i64,
+}
+
+/// The end of a component's log.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogTail {
+    pub component: String,
+    pub path: PathBuf,
+    /// The last lines, oldest first; secrets the run could see are masked.
+    pub lines: Vec<String>,
+    /// Whether earlier lines were left out.
+    pub truncated: bool,
+}
+
+/// A wait for a run: whether it timed out, and the run as it is now.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaitView {
+    pub timed_out: bool,
+    pub status: RunView,
+}
+
+impl From<&WaitOutcome> for WaitView {
+    fn from(outcome: &WaitOutcome) -> Self {
+        Self {
+            timed_out: outcome.timed_out,
+            status: RunView::from(&outcome.status),
+        }
+    }
+}

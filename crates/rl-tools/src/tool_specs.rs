@@ -1,0 +1,257 @@
+//! The `rl_*` tools as agents see them before calling: each tool's name, description and the
+//! JSON Schema of its argument object. The registry calls them; error answers name them.
+
+use serde_json::json;
+
+use rl_preflight::{DEFAULT_GROUP_SIZE, DEFAULT_STEPS, MAX_GROUP_SIZE, MAX_STEPS};
+
+/// One tool as agents see it.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the argument object.
+    pub parameters: serde_json::Value,
+}
+
+/// The tools by name; the spec and the call of each are exhaustive matches, so a tool cannot
+/// be added without both. `ALL` must list it too, or no face can reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolName {
+    ListEnvironments,
+    SelectEnvironment,
+    GetCurrentConfig,
+    EditConfig,
+    StartTraining,
+    CheckStatus,
+    StopTraining,
+    GetResults,
+    ListRuns,
+    TestInference,
+    HealthCheck,
+}
+
+impl ToolName {
+    /// In the order an agent meets them.
+    const ALL: [Self; 11] = [
+        Self::ListEnvironments,
+        Self::SelectEnvironment,
+        Self::GetCurrentConfig,
+        Self::EditConfig,
+        Self::StartTraining,
+        Self::CheckStatus,
+        Self::StopTraining,
+        Self::GetResults,
+        Self::ListRuns,
+        Self::TestInference,
+        Self::HealthCheck,
+    ];
+
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::ListEnvironments => "rl_list_environments",
+            Self::SelectEnvironment => "rl_select_environment",
+            Self::GetCurrentConfig => "rl_get_current_config",
+            Self::EditConfig => "rl_edit_config",
+            Self::StartTraining => "rl_start_training",
+            Self::CheckStatus => "rl_check_status",
+            Self::StopTraining => "rl_stop_training",
+            Self::GetResults => "rl_get_results",
+            Self::ListRuns => "rl_list_runs",
+            Self::TestInference => "rl_test_inference",
+            Self::HealthCheck => "rl_health_check",
+        }
+    }
+
+    pub(crate) fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+}
+
+/// Every tool's name, in the order an agent meets them.
+pub const TOOL_NAMES: [&str; ToolName::ALL.len()] = {
+    let mut names = [""; ToolName::ALL.len()];
+    let mut index = 0;
+    while index < names.len() {
+        names[index] = ToolName::ALL[index].name();
+        index += 1;
+    }
+    names
+};
+
+fn no_parameters() -> serde_json::Value {
+    json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
+}
+
+fn run_id_parameter(what: &str) -> serde_json::Value {
+    json!({"type": "string", "description": what, "pattern": "^[0-9a-f]{8}$"})
+}
+
+/// Every tool, in the order an agent meets them.
+pub fn specs() -> Vec<ToolSpec> {
+    ToolName::ALL.into_iter().map(ToolName::spec).collect()
+}
+
+impl ToolName {
+    fn spec(self) -> ToolSpec {
+        match self {
+            Self::ListEnvironments => ToolSpec {
+                name: self.name(),
+                description: "List the RL environments found in the environments folder (Python classes \
+                    derived from atroposlib's BaseEnv, read without running them). Use it first, to \
+                    pick an environment. Returns `environments` (each with `name` to pass to \
+                    rl_select_environment, `class_name`, `file_path`, `description`, `config_class`, \
+                    `runnable`), `count`, `tips`, and the files that could not be read.",
+                parameters: no_parameters(),
+            },
+            Self::SelectEnvironment => ToolSpec {
+                name: self.name(),
+                description: "Select the environment to configure and train; the choice is saved and \
+                    replaces the previous selection and its edits. Returns the environment's \
+                    `file_path` (read it to see how it loads data and scores answers), its config \
+                    class, its number of fields, the locked fields and the WandB run name it will \
+                    use. An unknown name is an error listing the names that exist.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "description": "An environment's name from rl_list_environments (or its key, `name@file.py`, where names repeat)"}},
+                    "required": ["name"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::GetCurrentConfig => ToolSpec {
+                name: self.name(),
+                description: "Show every field of the selected environment's configuration with the \
+                    value a run would use now. Returns `configurable_fields` (name, type, default, \
+                    current_value, description, allowed values) and `locked_fields` (set by the \
+                    operator, with `locked_value`). Use it before rl_edit_config to see which fields \
+                    exist and what they accept.",
+                parameters: no_parameters(),
+            },
+            Self::EditConfig => ToolSpec {
+                name: self.name(),
+                description: "Set one configuration field of the selected environment for the next \
+                    run. The value is checked against the field's type, range and allowed values \
+                    (\"16\" is read as 16 for an integer field); locked fields are refused. Also \
+                    accepts `wandb_project`. Returns the new and previous value and the whole \
+                    configuration; a refused edit changes nothing and says what is allowed.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "field": {"type": "string", "description": "A field name from rl_get_current_config"},
+                        "value": {"description": "The new value: a number, string, boolean, list or null, as the field's type allows"}
+                    },
+                    "required": ["field", "value"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::StartTraining => ToolSpec {
+                name: self.name(),
+                description: "Start a training run of the selected environment with its current \
+                    configuration: the Atropos API, the Tinker trainer and the environment, on free \
+                    local ports. Returns at once with `run_id`, `status` (starting), the run's \
+                    config file, WandB names and log paths; the run goes on in the background and \
+                    survives this call. Needs TINKER_API_KEY unless the operator's trainer needs \
+                    none. Training takes hours: check it with rl_check_status now and then.",
+                parameters: no_parameters(),
+            },
+            Self::CheckStatus => ToolSpec {
+                name: self.name(),
+                description: "A run's state and latest training numbers. Returns `status` (starting, \
+                    running, stopping, stopped, completed, failed, lost), each process's state, \
+                    log paths, `metrics` (step, reward_mean, loss, percent_correct, \
+                    eval_percent_correct, ... each null until logged), a health digest with warning \
+                    signs, and the run's events. Agents may check one run once per interval set by \
+                    the operator (30 minutes unless changed); an earlier call answers \
+                    `rate_limited` with the time left.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "run_id": run_id_parameter("The run id from rl_start_training or rl_list_runs"),
+                        "since": {"type": "integer", "minimum": 0, "default": 0, "description": "Only events after this cursor (`next_since` of an earlier answer)"}
+                    },
+                    "required": ["run_id"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::StopTraining => ToolSpec {
+                name: self.name(),
+                description: "Stop a run: the environment, the trainer and the API, each with all its \
+                    child processes. Use it when metrics look wrong or flat, or to try other \
+                    settings. Returns `message`, the run's `status` afterwards and whether anything \
+                    was stopped (a run that has already ended is left as it is).",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"run_id": run_id_parameter("The run to stop")},
+                    "required": ["run_id"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::GetResults => ToolSpec {
+                name: self.name(),
+                description: "A run's results so far or final: `metrics` (latest numbers), \
+                    `final_metrics` (the trainer's last value of every logged key), `history` \
+                    (every step), `final_weights` (the tinker:// path, once the trainer reports \
+                    it), checkpoints, a health digest and WandB links. Read from the run's folder \
+                    first, WandB's API only when needed.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"run_id": run_id_parameter("The run to read")},
+                    "required": ["run_id"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::ListRuns => ToolSpec {
+                name: self.name(),
+                description: "List every training run this machine knows, newest first, running or \
+                    ended, with `run_id`, `environment`, `status` and the WandB run name. Returns \
+                    `runs` and `count`.",
+                parameters: no_parameters(),
+            },
+            Self::TestInference => ToolSpec {
+                name: self.name(),
+                description: "Pre-flight the selected environment before training: run it in \
+                    atroposlib's process mode against several models (num_steps groups of \
+                    group_size completions each, models at once) on the operator's inference \
+                    endpoint (OpenRouter unless configured; needs its key). Takes minutes. Returns \
+                    per model the accuracy, steps with a correct answer, zero-variance groups and \
+                    errors with their log, and a `summary` with a verdict (ready, too easy, too \
+                    hard, no signal, broken) explaining whether training can learn from it.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_STEPS, "description": "Groups per model"},
+                        "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_GROUP_SIZE, "description": "Completions per group, as in training"},
+                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7)"}
+                    },
+                    "required": [],
+                    "additionalProperties": false
+                }),
+            },
+            Self::HealthCheck => ToolSpec {
+                name: self.name(),
+                description: "Check what training needs on this machine: the operator's settings \
+                    readable, Python 3.11 or newer, atroposlib importable (and its version), the \
+                    tinker-atropos tree and its environments, TINKER_API_KEY / WANDB_API_KEY / \
+                    OPENROUTER_API_KEY present (never their values), a writable state directory. \
+                    Returns `healthy` and each check with what was found and the fix when it is \
+                    missing.",
+                parameters: no_parameters(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_leads_back_to_its_tool() {
+        for tool in ToolName::ALL {
+            assert_eq!(ToolName::named(tool.name()), Some(tool));
+        }
+        let distinct: std::collections::BTreeSet<_> = TOOL_NAMES.iter().collect();
+        assert_eq!(distinct.len(), TOOL_NAMES.len());
+        assert_eq!(ToolName::named("rl_no_such_tool"), None);
+    }
+}
