@@ -175,7 +175,6 @@ fn show_training(results: &serde_json::Value) -> anyhow::Result<String> {
     if rewards.len() < 2 {
         return Ok("too few steps to tell a trend".to_owned());
     }
-    #[allow(clippy::cast_precision_loss)]
     let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64;
     let first = mean(&rewards[..third]);
     let last = mean(&rewards[rewards.len() - third..]);

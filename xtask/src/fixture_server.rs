@@ -41,11 +41,11 @@ impl FixtureServer {
         std::io::BufReader::new(stdout)
             .read_line(&mut first)
             .context("cannot read the fixture server's first line")?;
-        server.base_url = first
+        first
             .trim()
             .strip_prefix("listening on ")
             .with_context(|| format!("the fixture server said {first:?}, not `listening on URL`"))?
-            .to_owned();
+            .clone_into(&mut server.base_url);
         Ok(server)
     }
 

@@ -140,14 +140,17 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => match error.downcast_ref::<output::AlreadyReported>() {
-            Some(output::AlreadyReported(code)) => ExitCode::from(*code),
-            None => {
+        Err(error) => {
+            if let Some(output::AlreadyReported(code)) =
+                error.downcast_ref::<output::AlreadyReported>()
+            {
+                ExitCode::from(*code)
+            } else {
                 // The names an error answer offers (environments, fields) need the tools.
                 let tools = as_json.then(|| context.tools().ok()).flatten();
                 output::error(error, as_json, tools.as_ref());
                 ExitCode::FAILURE
             }
-        },
+        }
     }
 }

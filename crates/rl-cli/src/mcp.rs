@@ -148,13 +148,12 @@ impl ServerHandler for RlServer {
 
 /// A registry spec as an MCP tool: the parameters are the input schema.
 fn tool_of(spec: &ToolSpec) -> Tool {
-    let schema = match &spec.parameters {
-        Value::Object(schema) => schema.clone(),
-        _ => {
-            let mut schema = JsonObject::new();
-            schema.insert("type".to_owned(), json!("object"));
-            schema
-        }
+    let schema = if let Value::Object(schema) = &spec.parameters {
+        schema.clone()
+    } else {
+        let mut schema = JsonObject::new();
+        schema.insert("type".to_owned(), json!("object"));
+        schema
     };
     Tool::new(spec.name, spec.description, schema)
 }

@@ -203,10 +203,9 @@ pub(crate) fn run(context: &Context, args: ServeArgs) -> anyhow::Result<()> {
     if !remote.is_empty() {
         anyhow::ensure!(
             allow_remote,
-            "{} is not a loopback address: the API starts processes on this machine, so it \
+            "{addr} is not a loopback address: the API starts processes on this machine, so it \
              listens on loopback only (127.0.0.1 or ::1) unless you pass --allow-remote \
-             together with --token-env VAR",
-            addr
+             together with --token-env VAR"
         );
         anyhow::ensure!(
             token.is_some(),

@@ -101,12 +101,12 @@ struct Builtin {
 }
 
 /// atroposlib's `BaseEnvConfig` fields, from the built-in table.
-pub fn builtin_env_fields() -> Result<&'static [FieldSpec], ConfigError> {
+pub(crate) fn builtin_env_fields() -> Result<&'static [FieldSpec], ConfigError> {
     Ok(&builtin()?.fields)
 }
 
 /// atroposlib's `APIServerConfig` fields (an `openai:` entry), from the built-in table.
-pub fn builtin_server_fields() -> Result<&'static [FieldSpec], ConfigError> {
+pub(crate) fn builtin_server_fields() -> Result<&'static [FieldSpec], ConfigError> {
     Ok(&builtin()?.servers)
 }
 
@@ -125,9 +125,9 @@ fn builtin() -> Result<&'static Builtin, ConfigError> {
             .ok_or("no APIServerConfig")?;
         let servers = own_fields(&parsed.text, server, &context);
         Ok(Builtin {
+            parsed,
             fields,
             servers,
-            parsed,
         })
     });
     built.as_ref().map_err(|reason| ConfigError::Source {
@@ -182,7 +182,7 @@ struct Reader<'a> {
     files: RefCell<HashMap<String, Rc<ParsedFile>>>,
 }
 
-impl<'a> Reader<'a> {
+impl Reader<'_> {
     fn file(&self, file: &str) -> Result<Rc<ParsedFile>, ConfigError> {
         if let Some(parsed) = self.files.borrow().get(file) {
             return Ok(Rc::clone(parsed));
@@ -212,7 +212,7 @@ impl<'a> Reader<'a> {
             return Ok(Vec::new());
         }
         let location = match target {
-            ClassTarget::External(qualified) => return self.external_fields(qualified, notes),
+            ClassTarget::External(qualified) => return Self::external_fields(qualified, notes),
             ClassTarget::Scanned(location) => location,
         };
         let parsed = self.file(&location.file)?;
@@ -234,7 +234,6 @@ impl<'a> Reader<'a> {
     }
 
     fn external_fields(
-        &self,
         qualified: &str,
         notes: &mut Vec<String>,
     ) -> Result<Vec<FieldSpec>, ConfigError> {
@@ -448,7 +447,7 @@ fn read_field_call(text: &str, call: &ast::ExprCall, field: &mut FieldSpec) {
                         value: Value::List(Vec::new()),
                     },
                     Some([name]) if name == "dict" => DefaultValue::Value {
-                        value: Value::Map(Default::default()),
+                        value: Value::Map(std::collections::BTreeMap::new()),
                     },
                     _ => DefaultValue::Computed {
                         expression: format!("{}()", slice(text, value)),

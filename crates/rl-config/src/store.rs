@@ -54,30 +54,30 @@ pub enum Section {
     Tinker,
 }
 
-pub struct Store {
+pub(crate) struct Store {
     home: PathBuf,
 }
 
 impl Store {
     /// Opens (creating, owner-only) the state directory.
-    pub fn open(home: &Path) -> Result<Self, ConfigError> {
+    pub(crate) fn open(home: &Path) -> Result<Self, ConfigError> {
         create_private_dir(home)?;
         Ok(Self {
             home: home.to_owned(),
         })
     }
 
-    pub fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         &self.home
     }
 
-    pub fn selection(&self) -> Result<Option<Selection>, ConfigError> {
+    pub(crate) fn selection(&self) -> Result<Option<Selection>, ConfigError> {
         read_selection(&self.home.join(SELECTION_FILE))
     }
 
     /// Runs `change` on the current selection under the lock; what it returns as `Some` is
     /// written. An error leaves the stored state exactly as it was.
-    pub fn update<T>(
+    pub(crate) fn update<T>(
         &self,
         change: impl FnOnce(Option<Selection>) -> Result<(Option<Selection>, T), ConfigError>,
     ) -> Result<T, ConfigError> {

@@ -10,7 +10,7 @@ use crate::ConfigError;
 pub const MAX_STRING_CHARS: usize = 4096;
 
 /// A field name longer than this is refused before it is looked up.
-pub const MAX_FIELD_NAME_CHARS: usize = 100;
+pub(crate) const MAX_FIELD_NAME_CHARS: usize = 100;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checked {

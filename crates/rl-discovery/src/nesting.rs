@@ -14,14 +14,14 @@ use ruff_python_ast::token::TokenKind;
 use ruff_python_parser::Mode;
 
 /// CPython's tokenizer refuses more open brackets than this ("too many nested parentheses").
-pub const MAX_BRACKET_NESTING: u32 = 200;
+pub(crate) const MAX_BRACKET_NESTING: u32 = 200;
 /// CPython's tokenizer refuses a 100th level ("too many levels of indentation").
-pub const MAX_INDENTATION: u32 = 99;
+pub(crate) const MAX_INDENTATION: u32 = 99;
 /// About where CPython 3.11 and 3.12's compiler gives up on a chain of operators, calls or
 /// attribute accesses ("maximum recursion depth exceeded during compilation", near 2 990).
 /// Real code stays under 100; a syntax tree this deep is dropped in well under a megabyte of
 /// stack (measured in debug builds at twice this depth).
-pub const MAX_EXPRESSION_DEPTH: u32 = 3_000;
+pub(crate) const MAX_EXPRESSION_DEPTH: u32 = 3_000;
 
 /// What nests too deeply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -12,7 +12,7 @@ use crate::nesting;
 pub fn parse_python_module(source: &str) -> Result<ModModule, SkipReason> {
     refuse_deep_nesting(source, Mode::Module)?;
     ruff_python_parser::parse_module(source)
-        .map(|parsed| parsed.into_syntax())
+        .map(ruff_python_parser::Parsed::into_syntax)
         .map_err(|error| syntax_error(source, &error))
 }
 

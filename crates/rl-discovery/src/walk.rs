@@ -86,7 +86,7 @@ pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
                     None => SkipReason::Unreadable {
                         message: error
                             .io_error()
-                            .map_or_else(|| error.to_string(), |e| e.to_string()),
+                            .map_or_else(|| error.to_string(), std::string::ToString::to_string),
                     },
                 };
                 listing.skipped.push(SkippedFile {

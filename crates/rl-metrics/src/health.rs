@@ -260,7 +260,6 @@ fn logprob_drift_rising(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<He
     let points = series(rows, LOGPROBS_DIFF, policy)?;
     let (earlier, later) = points.split_at(points.len() / 2);
     let mean_abs = |half: &[(i64, f64)]| {
-        #[allow(clippy::cast_precision_loss)]
         let count = half.len() as f64;
         half.iter().map(|(_, value)| value.abs()).sum::<f64>() / count
     };
@@ -311,7 +310,6 @@ mod tests {
         digest.flags.iter().map(|flag| flag.kind).collect()
     }
 
-    #[allow(clippy::cast_precision_loss)]
     fn learning_run(steps: i64) -> LoggedRun {
         run((1..=steps)
             .map(|s| {
@@ -444,7 +442,6 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::cast_precision_loss)]
     fn growing_logprob_drift_is_flagged_and_steady_noise_is_not() {
         let drifting = run((1..=10)
             .map(|s| {

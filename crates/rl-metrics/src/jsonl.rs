@@ -120,7 +120,6 @@ fn read_object(
         .iter()
         .find_map(|key| object.remove(*key))
         .map(MetricValue::from_json);
-    #[allow(clippy::cast_possible_truncation)]
     let Some(step) = step
         .and_then(|step| step.as_f64())
         .filter(|step| step.is_finite() && step.fract() == 0.0)

@@ -141,7 +141,6 @@ impl Serialize for MetricValue {
             Self::Number(number) => {
                 // Integers logged as integers (step counts, group sizes) stay integers.
                 if number.fract() == 0.0 && number.abs() < 9.0e15 {
-                    #[allow(clippy::cast_possible_truncation)]
                     serializer.serialize_i64(*number as i64)
                 } else {
                     serializer.serialize_f64(*number)
@@ -346,7 +345,6 @@ pub fn summary_of(history: &[HistoryRow]) -> BTreeMap<String, MetricValue> {
         }
     }
     if let Some(last) = history.last() {
-        #[allow(clippy::cast_precision_loss)]
         summary.insert("_step".to_owned(), MetricValue::Number(last.step as f64));
     }
     if let Some(timestamp) = history.iter().rev().find_map(|row| row.timestamp) {

@@ -6,14 +6,14 @@ use serde::{Serialize, Serializer};
 
 use crate::model::{HistoryRow, LoggedRun, MetricValue, RunMetrics};
 
-pub const REWARD_MEAN: &str = "reward/mean";
-pub const LOSS: &str = "train/loss";
-pub const LEARNING_RATE: &str = "train/learning_rate";
-pub const LOGPROBS_DIFF: &str = "logprobs/diff";
-pub const ADVANTAGES_STD: &str = "advantages/std";
+pub(crate) const REWARD_MEAN: &str = "reward/mean";
+pub(crate) const LOSS: &str = "train/loss";
+pub(crate) const LEARNING_RATE: &str = "train/learning_rate";
+pub(crate) const LOGPROBS_DIFF: &str = "logprobs/diff";
+pub(crate) const ADVANTAGES_STD: &str = "advantages/std";
 /// Env keys; WandB prefixes them with the env's registered name (`gsm8k_0_train/…`).
-pub const PERCENT_CORRECT: &str = "train/percent_correct";
-pub const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
+pub(crate) const PERCENT_CORRECT: &str = "train/percent_correct";
+pub(crate) const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct StatusMetrics {
@@ -82,7 +82,10 @@ impl StatusMetrics {
 }
 
 /// `None` → null; NaN and infinities as WandB writes them, never silently null.
-#[allow(clippy::ref_option, clippy::trivially_copy_pass_by_ref)]
+#[expect(
+    clippy::ref_option,
+    reason = "serde's `serialize_with` hands the field by reference"
+)]
 fn number<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
     match value {
         None => serializer.serialize_none(),

@@ -675,17 +675,15 @@ fn parse_summary(
     let Some(raw) = raw.filter(|raw| !raw.is_null()) else {
         return BTreeMap::new();
     };
-    match decode_embedded(raw) {
-        Some(Value::Object(map)) => map
-            .into_iter()
+    if let Some(Value::Object(map)) = decode_embedded(raw) {
+        map.into_iter()
             .map(|(key, value)| (key, MetricValue::from_json(value)))
-            .collect(),
-        _ => {
-            warnings.push(format!(
-                "the summary of WandB run {run_id} could not be read; it is left empty"
-            ));
-            BTreeMap::new()
-        }
+            .collect()
+    } else {
+        warnings.push(format!(
+            "the summary of WandB run {run_id} could not be read; it is left empty"
+        ));
+        BTreeMap::new()
     }
 }
 

@@ -118,7 +118,6 @@ impl RunReader {
                 continue;
             };
             match name.as_str() {
-                #[allow(clippy::cast_possible_truncation)]
                 STEP_KEY => step = step.or(value.as_f64().map(|s| s as i64)),
                 TIMESTAMP_KEY => timestamp = value.as_f64(),
                 RUNTIME_KEY => {}
@@ -235,6 +234,10 @@ impl MetricsSource for WandbFiles {
     }
 }
 
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "read_off_thread takes a reader that may fail; this one turns problems into warnings"
+)]
 fn read_run_files(
     dir: &Path,
     names: Option<&WandbNames>,

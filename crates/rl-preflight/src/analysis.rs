@@ -128,7 +128,6 @@ pub fn threshold(rule: CorrectRule, all_scores: impl Iterator<Item = f64>) -> Op
     }
 }
 
-#[allow(clippy::cast_precision_loss)]
 fn share(part: usize, whole: usize) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
@@ -171,7 +170,6 @@ pub fn figures(groups: &Groups, correct_from: Option<f64>) -> Figures {
     figures
 }
 
-#[allow(clippy::cast_precision_loss)]
 fn score_stats(all: &[f64]) -> Option<ScoreStats> {
     if all.is_empty() {
         return None;

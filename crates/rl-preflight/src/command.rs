@@ -12,7 +12,7 @@ pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 const WANDB_KEY_VARIABLE: &str = "WANDB_API_KEY";
 /// Handed to endpoints that take no key (a local vLLM): the OpenAI client refuses to start
 /// without one, and this one is no secret.
-pub const NO_KEY_PLACEHOLDER: &str = "no-key-needed";
+pub(crate) const NO_KEY_PLACEHOLDER: &str = "no-key-needed";
 
 /// One model's process, ready to start.
 #[derive(Clone, PartialEq)]

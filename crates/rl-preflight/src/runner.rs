@@ -257,12 +257,11 @@ impl LocalModelRunner {
             .unwrap_or_default();
         self.track_ended(pgid);
         let timed_out = waited.is_err();
-        let status = match waited {
-            Ok(status) => status.ok(),
-            Err(_) => {
-                let _ = child.wait().await;
-                None
-            }
+        let status = if let Ok(status) = waited {
+            status.ok()
+        } else {
+            let _ = child.wait().await;
+            None
         };
         let mut notes = Vec::new();
         // A process out of reach (one that dropped the marks from its environment) may hold

@@ -61,7 +61,6 @@ pub struct VerdictBasis {
     pub policy: VerdictPolicy,
 }
 
-#[allow(clippy::cast_precision_loss)]
 pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
     let succeeded: Vec<&ModelReport> = models
         .iter()

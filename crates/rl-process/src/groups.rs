@@ -113,7 +113,7 @@ fn stop_group_while(pgid: u32, grace: Duration, is_ours: impl Fn() -> bool) -> S
 }
 
 /// The longest `stop_group` can take beyond its grace period.
-pub const KILL_WAIT: Duration = AFTER_KILL;
+pub(crate) const KILL_WAIT: Duration = AFTER_KILL;
 
 /// Whether the process group led (once) by `leader` is still the one we started: its leader is
 /// that very process — running, or a zombie not yet reaped while the rest of its group lives

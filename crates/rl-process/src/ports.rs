@@ -69,7 +69,7 @@ pub fn is_listening(port: u16) -> bool {
 }
 
 /// Those of `ports` something listens on now.
-pub fn still_listening(ports: &[u16]) -> Vec<u16> {
+pub(crate) fn still_listening(ports: &[u16]) -> Vec<u16> {
     ports
         .iter()
         .copied()

@@ -26,10 +26,10 @@ use crate::state::{Component, RunState};
 use crate::strays::StrayOutcome;
 
 mod cli;
-pub use cli::SlurmCli;
+pub(crate) use cli::SlurmCli;
 
 /// The batch script's file in the run folder.
-pub const BATCH_SCRIPT: &str = "slurm.sbatch";
+pub(crate) const BATCH_SCRIPT: &str = "slurm.sbatch";
 /// How often the queue is asked while a job ends, and at first while it waits.
 const POLL: Duration = Duration::from_secs(1);
 /// A job that waits long is asked ever less often, up to this: a scheduler is shared.
@@ -53,7 +53,7 @@ const NEVER_RUNS: &[&str] = &[
 
 /// What `scontrol show job -o` says of a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobInfo {
+pub(crate) struct JobInfo {
     pub state: String,
     pub reason: String,
     /// The node the batch script runs on (the components' node), once it runs.
@@ -64,7 +64,7 @@ pub struct JobInfo {
 
 /// Where a job is, as a run sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobPhase {
+pub(crate) enum JobPhase {
     Queued {
         reason: String,
     },
@@ -79,7 +79,7 @@ pub enum JobPhase {
 /// The SLURM commands the backend uses, behind a trait so tests can stand in for a cluster.
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
-pub trait SlurmCommands: Send + Sync {
+pub(crate) trait SlurmCommands: Send + Sync {
     /// `sbatch --parsable SCRIPT`, without keys in its environment; returns the job id.
     async fn submit(&self, script: &Path, workdir: &Path) -> Result<String, ProcessError>;
     /// `scontrol show job -o JOB`; `None` once SLURM no longer knows the job.
@@ -99,7 +99,7 @@ pub trait SlurmCommands: Send + Sync {
 }
 
 /// `scontrol show job -o` output (`Key=Value` pairs on one line).
-pub fn parse_job(text: &str) -> Option<JobInfo> {
+pub(crate) fn parse_job(text: &str) -> Option<JobInfo> {
     let line = text.lines().find(|line| line.contains("JobState="))?;
     let field = |key: &str| {
         line.split_whitespace()
@@ -115,7 +115,7 @@ pub fn parse_job(text: &str) -> Option<JobInfo> {
 }
 
 /// A job's SLURM state as a run's: waiting, running, ending, or ended (and how).
-pub fn phase_of(job_id: &str, info: &JobInfo) -> JobPhase {
+pub(crate) fn phase_of(job_id: &str, info: &JobInfo) -> JobPhase {
     let ended = |outcome: RunState, what: &str| {
         JobPhase::Ended(ClusterEnd {
             outcome,
@@ -146,7 +146,7 @@ pub fn phase_of(job_id: &str, info: &JobInfo) -> JobPhase {
 
 /// The batch script of a run: `#SBATCH` lines from the operator's settings, and a body that
 /// only holds the allocation until the supervisor ends it (SIGUSR1, a clean end) or SLURM does.
-pub fn batch_script(run_id: &RunId, settings: &SlurmSettings, run_dir: &Path) -> String {
+pub(crate) fn batch_script(run_id: &RunId, settings: &SlurmSettings, run_dir: &Path) -> String {
     let gpus = settings.gpus;
     let mut lines = vec![
         "#!/bin/bash".to_owned(),
@@ -199,7 +199,7 @@ fn step_name(run_id: &RunId, component: Component) -> String {
 }
 
 /// Components as steps of one SLURM job per run.
-pub struct SlurmLauncher {
+pub(crate) struct SlurmLauncher {
     run_id: RunId,
     settings: SlurmSettings,
     run_dir: PathBuf,
@@ -218,7 +218,7 @@ struct SlurmState {
 }
 
 impl SlurmLauncher {
-    pub fn new(
+    pub(crate) fn new(
         run_id: RunId,
         settings: SlurmSettings,
         run_dir: PathBuf,

@@ -143,7 +143,7 @@ impl RunState {
     /// The transitions a run may make. Everything else is a bug or a race lost to another
     /// writer, and is refused rather than recorded.
     pub fn can_become(self, next: RunState) -> bool {
-        use RunState::*;
+        use RunState::{Completed, Failed, Lost, Running, Starting, Stopped, Stopping};
         match (self, next) {
             (from, _) if from.is_finished() => false,
             (Starting(a), Starting(b)) => b > a,

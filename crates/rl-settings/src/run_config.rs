@@ -69,7 +69,7 @@ impl RunConfig {
         let header: String = text
             .lines()
             .take_while(|line| line.starts_with('#'))
-            .map(|line| format!("{line}\n"))
+            .flat_map(|line| [line, "\n"])
             .collect();
         write_atomically(path, (header + &config.to_yaml()?).as_bytes())
     }

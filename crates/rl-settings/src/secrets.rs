@@ -26,6 +26,10 @@ pub struct Secrets {
     pub warnings: Vec<String>,
 }
 
+#[expect(
+    clippy::missing_fields_in_debug,
+    reason = "the values are keys: only the names of those present are shown"
+)]
 impl fmt::Debug for Secrets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Secrets")

@@ -18,7 +18,7 @@ pub const SETTINGS_FILE: &str = "config.toml";
 /// The original tool's limit: one status check per run per 30 minutes for an agent.
 pub const DEFAULT_STATUS_CHECK_INTERVAL_SECS: f64 = 1800.0;
 /// Unfinished runs at once, unless the operator says otherwise.
-pub const DEFAULT_MAX_ACTIVE_RUNS: u32 = 8;
+pub(crate) const DEFAULT_MAX_ACTIVE_RUNS: u32 = 8;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -157,7 +157,7 @@ fn field_view(field: &CurrentField) -> FieldView {
 
 /// The name where it is unique, the key where it is not, so every entry can be selected by
 /// what it shows.
-pub fn selectable_name(scan: &Scan, env: &Environment) -> String {
+pub(crate) fn selectable_name(scan: &Scan, env: &Environment) -> String {
     if scan.duplicate_names.iter().any(|d| d.name == env.name) {
         env.key.clone()
     } else {

@@ -50,7 +50,7 @@ impl std::str::FromStr for SourceChoice {
 /// How long a WandB request may take: a status is polled and must answer quickly; results
 /// are asked for once and may wait out a busy server.
 #[derive(Debug, Clone, Copy)]
-pub enum Patience {
+pub(crate) enum Patience {
     Status,
     Results,
 }
@@ -184,7 +184,7 @@ fn wandb_api(
 }
 
 /// What the processes say, for the health digest's stall check.
-pub fn activity_of(run: &RunRecord) -> Activity {
+pub(crate) fn activity_of(run: &RunRecord) -> Activity {
     let running = matches!(run.state, RunState::Running);
     Activity {
         running,
@@ -195,7 +195,6 @@ pub fn activity_of(run: &RunRecord) -> Activity {
 
 fn unix_seconds(timestamp: &str) -> Option<f64> {
     let parsed: jiff::Timestamp = timestamp.parse().ok()?;
-    #[allow(clippy::cast_precision_loss)]
     Some(parsed.as_millisecond() as f64 / 1000.0)
 }
 
@@ -208,6 +207,10 @@ pub(crate) fn policy() -> HealthPolicy {
 mod tests {
     use super::*;
 
+    #[expect(
+        clippy::unnecessary_wraps,
+        reason = "the shape of a run's WandB names as read"
+    )]
     fn logged(env_uses_wandb: bool) -> Result<RunWandb, String> {
         Ok(RunWandb {
             project: Some("p".to_owned()),

@@ -291,7 +291,7 @@ pub(crate) fn logs_of(run: &RunRecord) -> BTreeMap<String, PathBuf> {
         .collect()
 }
 
-pub(crate) fn process_label(status: &ComponentStatus) -> String {
+pub(crate) fn process_label(status: ComponentStatus) -> String {
     match status {
         ComponentStatus::NotStarted => "not started".to_owned(),
         ComponentStatus::Running => "running".to_owned(),
@@ -311,7 +311,7 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
         processes: run
             .components
             .iter()
-            .map(|c| (c.component.to_string(), process_label(&c.status)))
+            .map(|c| (c.component.to_string(), process_label(c.status)))
             .collect(),
         wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
         wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),

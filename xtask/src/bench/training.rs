@@ -208,7 +208,6 @@ fn rl_steps(root: &Path, rl: &Path, python: &Path, engine: &LocalEngine) -> anyh
         .as_str()
         .context("the run has no created_at")?
         .parse()?;
-    #[allow(clippy::cast_precision_loss)]
     let created = created.as_millisecond() as f64 / 1000.0;
     Ok(Driven {
         steps: stamps.windows(2).map(|pair| pair[1] - pair[0]).collect(),

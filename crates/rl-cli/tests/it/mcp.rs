@@ -379,7 +379,7 @@ fn a_real_mcp_client_walks_the_workflow() {
     assert_eq!(server["tools_capability"], true);
     // Exactly the registry's tools (the names are the registry's, not a copy in the client).
     assert_eq!(
-        summary["tools"].as_object().map(|tools| tools.len()),
+        summary["tools"].as_object().map(serde_json::Map::len),
         Some(rl_tools::TOOL_NAMES.len()),
         "{context}"
     );

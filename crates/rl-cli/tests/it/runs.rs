@@ -91,7 +91,10 @@ impl Stack {
 
     /// `rl runs start --wait finished --json` in the background (its stdout piped), and the id
     /// of the run it started, once listed.
-    #[allow(clippy::zombie_processes)] // returned to the caller, who waits for it
+    #[expect(
+        clippy::zombie_processes,
+        reason = "returned to the caller, who waits for it"
+    )]
     pub(crate) fn start_waiting_for_the_end(&self) -> (std::process::Child, String) {
         let mut caller = Command::new(env!("CARGO_BIN_EXE_rl"))
             .args(["runs", "start", "--wait", "finished", "--json"])

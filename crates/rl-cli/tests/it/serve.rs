@@ -102,21 +102,18 @@ impl Server {
         let started = Instant::now();
         let address = loop {
             let left = Duration::from_secs(60).saturating_sub(started.elapsed());
-            match first_lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(rest) = line.split("listening on http://").nth(1) {
-                        let address = rest.split_whitespace().next().unwrap();
-                        break address.parse::<SocketAddr>().unwrap();
-                    }
+            if let Ok(line) = first_lines.recv_timeout(left) {
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let address = rest.split_whitespace().next().unwrap();
+                    break address.parse::<SocketAddr>().unwrap();
                 }
-                Err(_) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!(
-                        "rl serve never said where it listens: {}",
-                        output.lock().unwrap()
-                    );
-                }
+            } else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "rl serve never said where it listens: {}",
+                    output.lock().unwrap()
+                );
             }
         };
         Self {
@@ -345,7 +342,11 @@ fn every_route_answers_json_and_errors_have_their_status() {
         200,
     );
     assert_eq!(selected["environment"], "word_ladder");
-    assert!(selected["file_path"].as_str().unwrap().ends_with(".py"));
+    assert!(
+        std::path::Path::new(selected["file_path"].as_str().unwrap())
+            .extension()
+            .is_some_and(|extension| extension == "py")
+    );
     // The original client's `{}`-less POST, and an explicit `{}`, are the same; more is not.
     expect(
         server.post("/environments/word_ladder/select", &json!({})),

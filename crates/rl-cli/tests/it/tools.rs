@@ -108,7 +108,11 @@ fn answers_keep_the_original_keys_and_errors_say_what_to_do() {
     assert_eq!(selected.status.code(), Some(0));
     let selected = answer(&selected);
     assert_eq!(selected["environment"], "word_ladder");
-    assert!(selected["file_path"].as_str().unwrap().ends_with(".py"));
+    assert!(
+        std::path::Path::new(selected["file_path"].as_str().unwrap())
+            .extension()
+            .is_some_and(|extension| extension == "py")
+    );
 
     let config = answer(&tool(home, "rl_get_current_config", None, &[]));
     assert_eq!(config["environment"], "word_ladder");
@@ -196,7 +200,7 @@ fn malformed_calls_are_errors_with_their_exit_codes() {
         ("[1, 2]", 2),
         (r#"{"run_id": 5}"#, 1),
         (r#"{"run_id": "0badc0de", "extra": true}"#, 1),
-        (r#"{}"#, 1),
+        (r"{}", 1),
     ] {
         let output = tool(home, "rl_check_status", Some(arguments), &[]);
         assert_eq!(output.status.code(), Some(code), "{arguments}");

@@ -30,7 +30,7 @@ fn a_config_class_nesting_to_the_limits_is_read_on_a_small_stack() {
     let schema = std::thread::Builder::new()
         .stack_size(1024 * 1024)
         .spawn(move || {
-            let scan = rl_discovery::scan(&root, &Default::default()).unwrap();
+            let scan = rl_discovery::scan(&root, &rl_discovery::ScanOptions::default()).unwrap();
             assert!(scan.skipped.is_empty(), "{:#?}", scan.skipped);
             config_schema(&scan, scan.find("deep").unwrap()).unwrap()
         })
@@ -90,7 +90,9 @@ fn state_files_that_are_fifos_are_refused_not_waited_on() {
     let home = tempfile::tempdir().unwrap();
     fifo(&home.path().join(".env"));
     let path = home.path().to_owned();
-    let secrets = within_a_minute(move || rl_settings::Secrets::load(&path, &Default::default()));
+    let secrets = within_a_minute(move || {
+        rl_settings::Secrets::load(&path, &std::collections::BTreeMap::new())
+    });
     assert!(
         secrets
             .warnings

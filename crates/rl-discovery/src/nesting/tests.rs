@@ -164,7 +164,7 @@ fn brackets_at_pythons_limit_pass_and_one_more_is_refused() {
 fn indentation_at_pythons_limit_passes_and_one_more_is_refused() {
     let at = |n: usize| {
         let mut source: String = (0..n)
-            .map(|i| format!("{}if a:\n", " ".repeat(i)))
+            .flat_map(|i| [" ".repeat(i), "if a:\n".to_owned()])
             .collect();
         source.push_str(&format!("{}pass\n", " ".repeat(n)));
         source

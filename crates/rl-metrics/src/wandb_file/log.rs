@@ -50,7 +50,7 @@ pub(super) enum Payload<'a> {
 }
 
 impl Payload<'_> {
-    pub fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         match self {
             Self::Whole(bytes) => bytes,
             Self::Joined(bytes) => bytes,
@@ -163,7 +163,7 @@ pub(super) mod tests {
     use super::*;
 
     /// Frames payloads the way WandB writes them (used to build damaged files in tests).
-    pub fn write_log(payloads: &[&[u8]]) -> Vec<u8> {
+    pub(crate) fn write_log(payloads: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::from(HEADER);
         out.extend_from_slice(&HEADER_MAGIC.to_le_bytes());
         out.push(HEADER_VERSION);

@@ -44,7 +44,7 @@ pub(super) struct Item {
 
 impl Item {
     /// Current SDKs fill `nested_key`; older files only `key`.
-    pub fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         if self.nested_key.is_empty() {
             self.key.clone()
         } else {

@@ -43,7 +43,7 @@ impl FakeRun {
     }
 
     fn summary(mut self, summary: &str) -> Self {
-        self.summary = summary.to_owned();
+        summary.clone_into(&mut self.summary);
         self
     }
 
@@ -532,7 +532,6 @@ async fn read_paged_history(inclusive_max_step: bool) {
     let steps: Vec<i64> = history.iter().map(|row| row.step).collect();
     assert_eq!(steps, [0, 1, 2, 3, 5, 6, 7]);
     for row in &history {
-        #[allow(clippy::cast_precision_loss)]
         let expected = row.step as f64 + 0.5;
         assert_eq!(row.number("train/loss"), Some(expected));
     }

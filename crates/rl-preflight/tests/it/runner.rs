@@ -312,7 +312,7 @@ pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize
         use_wandb: false,
         wandb_key: None,
         env_args: Vec::new(),
-        child_environment: Default::default(),
+        child_environment: std::collections::BTreeMap::new(),
         concurrency,
         timeout: Duration::from_secs(120),
         correct_rule: CorrectRule::TopScore,

@@ -15,7 +15,7 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The SLURM client commands on the PATH.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SlurmCli;
+pub(crate) struct SlurmCli;
 
 impl SlurmCli {
     async fn run(

@@ -201,7 +201,7 @@ async fn allocation_submits_the_script_reports_the_wait_and_places_the_run_on_it
         )]
         .into(),
         openai: vec![[("base_url".to_owned(), "http://127.0.0.1:41001/v1".into())].into()],
-        tinker: Default::default(),
+        tinker: std::collections::BTreeMap::new(),
         slurm: false,
         testing: false,
     };

@@ -216,11 +216,6 @@ impl From<&ModelReport> for ModelAnswer {
 impl From<&ModelReport> for ModelTested {
     fn from(model: &ModelReport) -> Self {
         let figures = &model.figures;
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )]
         let correct = figures
             .accuracy
             .map(|share| (share * figures.completions as f64).round() as usize);

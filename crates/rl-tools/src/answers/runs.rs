@@ -124,7 +124,7 @@ impl From<&ComponentRecord> for ComponentView {
             code,
             signal,
             log_path: component.log_path.clone(),
-            label: crate::runs::process_label(&component.status),
+            label: crate::runs::process_label(component.status),
         }
     }
 }
