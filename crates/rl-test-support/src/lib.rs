@@ -1,8 +1,10 @@
 //! Helpers for the integration tests of every crate (a dev-dependency only; nothing ships it).
 
 mod hostile;
+mod snapshot;
 
 pub use hostile::{GOOD_ENVIRONMENT, deeply_nested_sources};
+pub use snapshot::{scrub_strings, without_stamps};
 
 use std::path::{Path, PathBuf};
 

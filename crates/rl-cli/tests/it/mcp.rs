@@ -242,6 +242,8 @@ fn raw_json_rpc_gets_protocol_only_and_closing_stdin_ends_the_server() {
     }
 
     let listed = server.request(2, "tools/list", &json!({}));
+    // What every MCP client is shown: names, descriptions, input schemas.
+    insta::assert_json_snapshot!("mcp_tools_list", listed["result"]);
     let tools = listed["result"]["tools"].as_array().unwrap();
     assert_eq!(names(&listed["result"]["tools"]), rl_tools::TOOL_NAMES);
     for (tool, spec) in tools.iter().zip(rl_tools::specs()) {
@@ -259,6 +261,7 @@ fn raw_json_rpc_gets_protocol_only_and_closing_stdin_ends_the_server() {
     );
 
     let malformed = server.call(4, "rl_check_status", Some(json!({"run_id": 5})));
+    insta::assert_json_snapshot!("mcp_call_refused", malformed);
     assert_eq!(malformed["isError"], true, "{malformed}");
     let refusal = reply(&malformed);
     assert_eq!(refusal["kind"], "bad_request", "{refusal}");

@@ -553,6 +553,76 @@ fn every_route_answers_json_and_errors_have_their_status() {
 /// What a page on another site can make a browser send is refused with 403 and changes
 /// nothing: an `Origin` other than the server's, `Sec-Fetch-Site` other than same-origin, a
 /// `Host` that is not this server (DNS rebinding). The original client's requests still work.
+/// What the original (seed 001) HTTP client sees, route by route, success and error: status and
+/// body, with the machine's paths and the selection's time stamp replaced. The contract the
+/// split of `serve` and the answers' move to rl-tools keep.
+#[test]
+fn the_original_clients_routes_answer_as_before() {
+    let tree = fixture_tree();
+    let server = Server::start(
+        tempfile::tempdir().unwrap(),
+        &[],
+        &[("RL_TINKER_ATROPOS_ROOT", tree.as_str())],
+    );
+    let home = server.home.path().display().to_string();
+    let workspace = workspace_root().display().to_string();
+    let old_inference = json!({"prompts": ["2+2?"], "max_tokens": 5, "temperature": 0.0});
+    // `GET /health` is left out: what it finds is the machine's.
+    let exchanges: Vec<(&str, &str, Option<Value>)> = vec![
+        ("GET", "/environments", None),
+        ("GET", "/config", None),
+        ("POST", "/environments/gsm8k/select", None),
+        ("POST", "/environments/word_ladder/select", None),
+        ("GET", "/config", None),
+        (
+            "POST",
+            "/config",
+            Some(json!({"field": "group_size", "value": "12"})),
+        ),
+        (
+            "POST",
+            "/config",
+            Some(json!({"field": "group_size", "value": "many"})),
+        ),
+        (
+            "POST",
+            "/config",
+            Some(json!({"field": "no_such_field", "value": 1})),
+        ),
+        ("POST", "/config", Some(json!({"field": "group_size"}))),
+        ("GET", "/runs", None),
+        ("GET", "/runs/0badc0de", None),
+        ("GET", "/runs/not-a-run", None),
+        ("POST", "/runs/0badc0de/stop", None),
+        ("GET", "/runs/0badc0de/metrics", None),
+        ("POST", "/runs", Some(json!({}))),
+        ("POST", "/test/inference", Some(old_inference)),
+        ("POST", "/test/inference", Some(json!({"num_steps": 1000}))),
+        ("GET", "/no/such/route", None),
+        ("DELETE", "/runs", None),
+    ];
+    let mut seen = vec![];
+    for (method, path, body) in exchanges {
+        let body_text = body.as_ref().map(Value::to_string);
+        let answer = server.request(method, path, body_text.as_deref());
+        let answer = rl_test_support::scrub_strings(answer_json(&answer), &|text| {
+            rl_test_support::without_stamps(
+                &text
+                    .replace(&home, "[home]")
+                    .replace(&workspace, "[workspace]"),
+            )
+        });
+        seen.push(json!({"request": format!("{method} {path}"), "body": body, "answer": answer}));
+    }
+    insta::assert_json_snapshot!(seen, {
+        "[].answer.body.selected_at" => "[time]",
+    });
+}
+
+fn answer_json(answer: &Answer) -> Value {
+    json!({"status": answer.status, "body": answer.body})
+}
+
 #[test]
 fn browsers_on_other_sites_are_refused() {
     let tree = fixture_tree();
