@@ -1,0 +1,148 @@
+//! Request bodies: which content types a route reads, and why (browsers cannot send JSON
+//! cross-site without asking first).
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde_json::Value;
+
+use super::MAX_BODY_BYTES;
+use super::responses::{rejected, with_hint};
+
+/// What a route reads from its body.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// A JSON object (`POST /config`, `/runs`, `/test/inference`).
+    Json,
+    /// Nothing: the arguments are in the path (`select`, `stop`).
+    Nothing,
+}
+
+/// The body as JSON, `None` when there is none (empty or blank), after its content type.
+///
+/// A page on another site can make a browser POST here without asking first (a CORS "simple"
+/// request) only with no content type, a form's, or `text/plain`; `application/json` makes the
+/// browser ask first (a preflight), which this server never grants. So:
+/// - a route that reads a JSON body needs `Content-Type: application/json`, even for an empty
+///   body: the original client always sent it (`json=data`, `{}` included);
+/// - a route whose arguments are in the path takes an empty body whatever its content type: an
+///   empty body is no arguments. The original client sends `json=None`, which aiohttp turns
+///   into `Content-Type: application/octet-stream` and no body. A body that is not empty must be
+///   JSON. These routes rely on [`browser_guard`] alone against browsers (every browser sends
+///   `Origin` with a cross-site POST).
+///
+/// The refusal is 415 Unsupported Media Type, HTTP's status for content in a type the route
+/// does not read (the request itself may be well formed, so not 400).
+#[expect(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per request"
+)]
+fn read_body(
+    expected: Body,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Option<Value>, Response> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            with_hint(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+                "The API's bodies are small JSON objects",
+            )
+        } else {
+            rejected(rejection.status(), &rejection.body_text())
+        }
+    })?;
+    let blank = bytes.iter().all(u8::is_ascii_whitespace);
+    let hint = match expected {
+        Body::Json => {
+            "Send the body as JSON with `Content-Type: application/json`, `{}` when there is \
+             nothing to say"
+        }
+        Body::Nothing => {
+            "This route's arguments are in the path: send no body, or `{}` with `Content-Type: \
+             application/json`"
+        }
+    };
+    if expected == Body::Nothing && blank {
+        return Ok(None);
+    }
+    match headers.get(header::CONTENT_TYPE) {
+        Some(kind) if !is_json_type(kind) => {
+            return Err(with_hint(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                &format!(
+                    "the content type is {}, not JSON",
+                    String::from_utf8_lossy(kind.as_bytes())
+                ),
+                hint,
+            ));
+        }
+        None => {
+            return Err(with_hint(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the request has no content type: this route needs `Content-Type: \
+                 application/json`",
+                hint,
+            ));
+        }
+        _ => {}
+    }
+    if blank {
+        return Ok(None);
+    }
+    serde_json::from_slice(&bytes).map(Some).map_err(|error| {
+        with_hint(
+            StatusCode::BAD_REQUEST,
+            &format!("the body is not valid JSON: {error}"),
+            hint,
+        )
+    })
+}
+
+/// A route's JSON body: see [`read_body`].
+#[expect(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per request"
+)]
+pub(super) fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Option<Value>, Response> {
+    read_body(Body::Json, headers, body)
+}
+
+/// A route that takes its arguments from the path: no body, or an empty object.
+#[expect(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per request"
+)]
+pub(super) fn no_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(), Response> {
+    match read_body(Body::Nothing, headers, body)? {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(object)) if object.is_empty() => Ok(()),
+        Some(_) => Err(with_hint(
+            StatusCode::BAD_REQUEST,
+            "this route takes no body",
+            "Its arguments are in the path; send no body or {}",
+        )),
+    }
+}
+
+pub(super) fn is_json_type(value: &HeaderValue) -> bool {
+    let Ok(text) = value.to_str() else {
+        return false;
+    };
+    let essence = text
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
