@@ -45,6 +45,21 @@ impl StopOutcome {
     }
 }
 
+/// What a stopped group is called in a stop's messages, the supervisor's and a caller's alike:
+/// the component and its group, or what it left behind when it had ended by itself before the
+/// stop (its children kept the group alive).
+pub(crate) fn stopped_name(
+    component: crate::state::Component,
+    pgid: u32,
+    had_ended: bool,
+) -> String {
+    if had_ended {
+        format!("what {component} left behind (group {pgid})")
+    } else {
+        format!("{component} (group {pgid})")
+    }
+}
+
 /// How each named group ended, for a person: `env ended on SIGTERM, trainer killed after the
 /// grace period`; `None` when no group had anything to stop.
 pub fn describe_stops<N: std::fmt::Display>(stops: &[(N, StopOutcome)]) -> Option<String> {

@@ -48,6 +48,14 @@ impl LaunchPlan {
     }
 
     /// The port `component` listens on, for those that listen.
+    /// Every port the run's components listen on.
+    pub(crate) fn ports(&self) -> Vec<u16> {
+        Component::START_ORDER
+            .into_iter()
+            .filter_map(|component| self.port(component))
+            .collect()
+    }
+
     pub fn port(&self, component: Component) -> Option<u16> {
         match component {
             Component::Engine => self.engine_port,

@@ -7,6 +7,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::ops::Range;
+use std::time::Duration;
 
 use crate::ProcessError;
 
@@ -66,6 +67,23 @@ pub fn is_listening(port: u16) -> bool {
         std::time::Duration::from_millis(200),
     )
     .is_ok()
+}
+
+/// How long a stopped run's ports may take to be free once its processes are gone: a socket
+/// may linger in the kernel a moment.
+pub(crate) const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits up to [`RELEASE_WAIT`] for `ports` to be free; returns those still in use. The one
+/// wait of a stop, the supervisor's and that of a caller ending a run without it.
+pub(crate) async fn wait_until_free(ports: &[u16]) -> Vec<u16> {
+    let deadline = tokio::time::Instant::now() + RELEASE_WAIT;
+    loop {
+        let busy = still_listening(ports);
+        if busy.is_empty() || tokio::time::Instant::now() >= deadline {
+            return busy;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Those of `ports` something listens on now.

@@ -7,10 +7,10 @@ use rl_settings::{RunId, run_dir};
 
 use super::{POLL, Runs, StopReport};
 use crate::ProcessError;
-use crate::groups::{KILL_WAIT, StopOutcome, stop_recorded_group};
+use crate::groups::{KILL_WAIT, StopOutcome, stop_recorded_group, stopped_name};
 use crate::identity::ProcessIdentity;
 use crate::plan::LaunchPlan;
-use crate::ports::still_listening;
+use crate::ports::wait_until_free;
 use crate::slurm::SlurmCli;
 use crate::state::{Component, RunState};
 use crate::store::RunRecord;
@@ -104,7 +104,15 @@ impl Runs {
     ) -> Result<(), ProcessError> {
         self.end_slurm_job_of(id, run)?;
         let (outcomes, strays) = self.end_what_is_left(id, run, grace);
-        self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
+        if outcomes.is_empty() {
+            self.store.note(id, "stop", &describe_outcomes(&outcomes))?;
+        }
+        // One note a group, as the supervisor writes them.
+        for stop in &outcomes {
+            if let Some(message) = crate::groups::describe_stops(std::slice::from_ref(stop)) {
+                self.store.note(id, "stop", &message)?;
+            }
+        }
         if let Some(message) = strays.describe() {
             self.store.note(id, "strays", &message)?;
         }
@@ -117,7 +125,17 @@ impl Runs {
         let busy = if run.slurm_job.is_some() {
             Vec::new()
         } else {
-            wait_for_ports(run)
+            // The plan knows every port (the engine's too); the record, the API's and trainer's.
+            let ports = LaunchPlan::load(&self.home, id).map_or_else(
+                |_| {
+                    [run.api_port, run.trainer_port]
+                        .into_iter()
+                        .flatten()
+                        .collect()
+                },
+                |plan| plan.ports(),
+            );
+            crate::current_thread_runtime()?.block_on(wait_until_free(&ports))
         };
         if !busy.is_empty() {
             let message = format!("ports {busy:?} are still in use, by a process outside the run");
@@ -188,7 +206,7 @@ impl Runs {
         id: &RunId,
         run: &RunRecord,
         grace: Duration,
-    ) -> (Vec<(Component, StopOutcome)>, StrayOutcome) {
+    ) -> (Vec<(String, StopOutcome)>, StrayOutcome) {
         if run.from_another_boot() {
             return (Vec::new(), StrayOutcome::default());
         }
@@ -211,7 +229,7 @@ fn end_slurm_job(job: &str) -> Result<bool, ProcessError> {
 /// Stops, in stop order, each of the run's groups that still has members and is provably the
 /// run's (`group_is_ours`). Only within the boot the run started in (the caller checks): after
 /// a restart none of its processes can exist, and a pid names someone else's.
-fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)> {
+fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(String, StopOutcome)> {
     let mut outcomes = Vec::new();
     for component in Component::STOP_ORDER {
         let Some(record) = run.components.iter().find(|c| c.component == component) else {
@@ -221,30 +239,15 @@ fn stop_groups(run: &RunRecord, grace: Duration) -> Vec<(Component, StopOutcome)
             continue;
         };
         if let Some(outcome) = stop_recorded_group(leader, grace) {
-            outcomes.push((component, outcome));
+            let name = stopped_name(component, leader.pid, record.status.has_ended());
+            outcomes.push((name, outcome));
         }
     }
     outcomes
 }
 
-fn describe_outcomes(outcomes: &[(Component, StopOutcome)]) -> String {
+fn describe_outcomes(outcomes: &[(String, StopOutcome)]) -> String {
     crate::groups::describe_stops(outcomes).unwrap_or_else(|| "no process was left".to_owned())
-}
-
-/// Waits up to 2 s for the run's ports to be free; returns those still in use.
-fn wait_for_ports(run: &RunRecord) -> Vec<u16> {
-    let ports: Vec<u16> = [run.api_port, run.trainer_port]
-        .into_iter()
-        .flatten()
-        .collect();
-    let started = Instant::now();
-    loop {
-        let busy = still_listening(&ports);
-        if busy.is_empty() || started.elapsed() >= Duration::from_secs(2) {
-            return busy;
-        }
-        std::thread::sleep(POLL);
-    }
 }
 
 fn ended_verb(state: RunState) -> &'static str {

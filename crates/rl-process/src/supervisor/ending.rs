@@ -2,13 +2,14 @@
 //! order, whatever the components left outside their groups, the cluster's allocation and the
 //! ports; the end recorded once nothing of the run is left.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{
     Ending, REAP_WAIT, Supervisor, TICK, describe_end, first_line, report, seconds, stop_signal,
 };
 use crate::ProcessError;
-use crate::ports::still_listening;
+use crate::groups::{describe_stops, stopped_name};
+use crate::ports::wait_until_free;
 use crate::state::{Component, RunState, outcome_of_exit};
 
 impl Supervisor<'_> {
@@ -67,7 +68,7 @@ impl Supervisor<'_> {
             report(self.store.set_error(&id, &message));
         }
         let busy_ports = if self.placement.local {
-            self.wait_for_ports().await
+            wait_until_free(&self.plan.ports()).await
         } else {
             Vec::new()
         };
@@ -171,16 +172,13 @@ impl Supervisor<'_> {
             // By its leader's identity, checked before each signal: a component that ended
             // long ago may have left its group's id to another.
             let outcome = self.launcher.stop_group(leader, grace).await;
+            survivors.extend(outcome.survivors.iter().copied());
             if !outcome.was_empty {
-                let how = match (outcome.graceful, self.ended.contains_key(&component)) {
-                    (true, false) => "ended on SIGTERM",
-                    (true, true) => "had left processes behind; they ended on SIGTERM",
-                    (false, _) => "killed (SIGKILL) after the grace period",
-                };
-                let message = format!("{component} (group {}) {how}", leader.pid);
-                report(self.store.note(&id, "stop", &message));
+                let name = stopped_name(component, leader.pid, self.ended.contains_key(&component));
+                if let Some(message) = describe_stops(&[(name, outcome)]) {
+                    report(self.store.note(&id, "stop", &message));
+                }
             }
-            survivors.extend(outcome.survivors);
             report(self.reap(component).await);
         }
         survivors
@@ -196,22 +194,5 @@ impl Supervisor<'_> {
             }
         }
         Ok(())
-    }
-
-    /// The run's ports are free again once its groups are gone; a socket in the kernel may
-    /// take a moment. Returns the ports still in use after that.
-    async fn wait_for_ports(&mut self) -> Vec<u16> {
-        let ports: Vec<u16> = Component::START_ORDER
-            .into_iter()
-            .filter_map(|component| self.plan.port(component))
-            .collect();
-        let deadline = Instant::now() + REAP_WAIT;
-        loop {
-            let busy = still_listening(&ports);
-            if busy.is_empty() || Instant::now() >= deadline {
-                return busy;
-            }
-            tokio::time::sleep(TICK).await;
-        }
     }
 }
