@@ -11,13 +11,17 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 
 use rl_discovery::{ClassLocation, ClassTarget, Environment, Scan, dotted_name as dotted};
+use rl_settings::Value;
 use ruff_python_ast::{self as ast, Expr, ModModule, Stmt};
 use ruff_text_size::Ranged;
 
-use crate::schema::{Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
-use rl_settings::Value;
-
+use crate::schema::{Constraints, DefaultValue, FieldSpec, FieldType};
 use crate::{ConfigError, ConfigSchema};
+
+mod values;
+
+pub(crate) use values::literal;
+use values::{default_for, enum_members, field_default, non_negative, slice, string_value};
 
 /// Deep enough for any real hierarchy, shallow enough to stop a pathological one.
 const MAX_BASE_DEPTH: usize = 16;
@@ -133,47 +137,6 @@ fn builtin() -> Result<&'static Builtin, ConfigError> {
     built.as_ref().map_err(|reason| ConfigError::Source {
         file: BUILTIN_FILE.to_owned(),
         reason: reason.clone(),
-    })
-}
-
-/// Where names in an annotation are looked up.
-enum TypeContext<'a> {
-    /// Classes of this one file (the built-in table, which cannot look itself up while built).
-    Local(&'a ParsedFile),
-    Scanned {
-        reader: &'a Reader<'a>,
-        file: String,
-    },
-}
-
-impl TypeContext<'_> {
-    fn enum_type(&self, reference: &[String]) -> Option<FieldType> {
-        let name = reference.last()?;
-        match self {
-            TypeContext::Local(parsed) => local_enum(parsed, name),
-            TypeContext::Scanned { reader, file } => {
-                match reader.scan.resolve_reference(file, &reference.join("."))? {
-                    ClassTarget::External(qualified) => {
-                        let atroposlib =
-                            qualified.starts_with("atroposlib.") || !qualified.contains('.');
-                        atroposlib.then(|| builtin_enum(name)).flatten()
-                    }
-                    ClassTarget::Scanned(location) => reader.scanned_enum(&location),
-                }
-            }
-        }
-    }
-}
-
-fn builtin_enum(name: &str) -> Option<FieldType> {
-    local_enum(&builtin().ok()?.parsed, name)
-}
-
-fn local_enum(parsed: &ParsedFile, name: &str) -> Option<FieldType> {
-    let class = parsed.class(name, None)?;
-    Some(FieldType::Enum {
-        name: name.to_owned(),
-        members: enum_members(class),
     })
 }
 
@@ -466,126 +429,141 @@ fn read_field_call(text: &str, call: &ast::ExprCall, field: &mut FieldSpec) {
     }
 }
 
-fn field_default(text: &str, expr: &Expr, field_type: &FieldType) -> DefaultValue {
-    if matches!(expr, Expr::EllipsisLiteral(_)) {
-        return DefaultValue::Required;
-    }
-    default_for(text, expr, Some(field_type))
-}
-
-fn non_negative(expr: &Expr) -> Option<u64> {
-    match literal(expr)? {
-        Value::Int(i) => u64::try_from(i).ok(),
-        _ => None,
-    }
-}
-
-/// A literal as a value; an enum member (`Mode.FAST`) as its value when the field is that enum;
-/// anything else as an expression computed at run time.
-fn default_for(text: &str, expr: &Expr, field_type: Option<&FieldType>) -> DefaultValue {
-    if let Some(value) = literal(expr) {
-        return DefaultValue::Value { value };
-    }
-    let member = enum_member_name(expr)
-        .zip(field_type.and_then(enum_members_of))
-        .and_then(|(member, members)| members.iter().find(|m| m.name == member));
-    if let Some(found) = member {
-        return DefaultValue::Value {
-            value: found.value.clone(),
-        };
-    }
-    DefaultValue::Computed {
-        expression: slice(text, expr).to_owned(),
-    }
-}
-
-fn enum_member_name(expr: &Expr) -> Option<&str> {
-    match expr {
-        Expr::Attribute(attribute) => Some(attribute.attr.as_str()),
-        _ => None,
-    }
-}
-
-fn enum_members_of(field_type: &FieldType) -> Option<&[EnumMember]> {
-    match field_type {
-        FieldType::Enum { members, .. } => Some(members),
-        FieldType::Optional { inner } => enum_members_of(inner),
-        _ => None,
-    }
-}
-
-fn enum_members(class: &ast::StmtClassDef) -> Vec<EnumMember> {
-    class
-        .body
-        .iter()
-        .filter_map(|stmt| {
-            let Stmt::Assign(assign) = stmt else {
-                return None;
-            };
-            let [Expr::Name(target)] = assign.targets.as_slice() else {
-                return None;
-            };
-            let value = literal(&assign.value)?;
-            Some(EnumMember {
-                name: target.id.to_string(),
-                value,
-            })
-        })
-        .collect()
-}
-
-pub(crate) fn literal(expr: &Expr) -> Option<Value> {
-    Some(match expr {
-        Expr::NoneLiteral(_) => Value::Null,
-        Expr::BooleanLiteral(b) => Value::Bool(b.value),
-        Expr::StringLiteral(s) => Value::Str(s.value.to_str().to_owned()),
-        Expr::NumberLiteral(number) => match &number.value {
-            ast::Number::Int(int) => Value::Int(int.as_i64()?),
-            ast::Number::Float(float) => Value::Float(*float),
-            ast::Number::Complex { .. } => return None,
-        },
-        Expr::UnaryOp(unary) if matches!(unary.op, ast::UnaryOp::USub) => negated_literal(unary)?,
-        Expr::List(list) => Value::List(list.elts.iter().map(literal).collect::<Option<_>>()?),
-        Expr::Tuple(tuple) => Value::List(tuple.elts.iter().map(literal).collect::<Option<_>>()?),
-        Expr::Dict(dict) => {
-            let mut map = std::collections::BTreeMap::new();
-            for item in &dict.items {
-                let Some(Value::Str(key)) = item.key.as_ref().and_then(literal) else {
-                    return None;
-                };
-                map.insert(key, literal(&item.value)?);
+fn collect_returns<'b>(body: &'b [Stmt], returns: &mut Vec<&'b Expr>) {
+    for stmt in body {
+        match stmt {
+            Stmt::Return(ret) => returns.extend(ret.value.as_deref()),
+            Stmt::If(stmt_if) => {
+                collect_returns(&stmt_if.body, returns);
+                for clause in &stmt_if.elif_else_clauses {
+                    collect_returns(&clause.body, returns);
+                }
             }
-            Value::Map(map)
+            Stmt::Try(stmt_try) => {
+                collect_returns(&stmt_try.body, returns);
+                for handler in &stmt_try.handlers {
+                    let ast::ExceptHandler::ExceptHandler(handler) = handler;
+                    collect_returns(&handler.body, returns);
+                }
+                collect_returns(&stmt_try.orelse, returns);
+                collect_returns(&stmt_try.finalbody, returns);
+            }
+            Stmt::With(with) => collect_returns(&with.body, returns),
+            _ => {}
         }
-        _ => return None,
+    }
+}
+
+/// The value last assigned to `variable` among the top-level statements of `body`.
+fn last_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b Expr> {
+    body.iter().rev().find_map(|stmt| {
+        let (targets, value): (Vec<&Expr>, &Expr) = match stmt {
+            Stmt::Assign(assign) => (assign.targets.iter().collect(), &assign.value),
+            Stmt::AnnAssign(assign) => (vec![&assign.target], assign.value.as_deref()?),
+            _ => return None,
+        };
+        targets
+            .iter()
+            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == variable))
+            .then_some(value)
     })
 }
 
-/// `-1`, `--1.5`: the signs are counted by a loop, as a chain of them may be thousands long.
-fn negated_literal(unary: &ast::ExprUnaryOp) -> Option<Value> {
-    let mut negative = true;
-    let mut operand = unary.operand.as_ref();
-    while let Expr::UnaryOp(inner) = operand
-        && matches!(inner.op, ast::UnaryOp::USub)
-    {
-        negative = !negative;
-        operand = inner.operand.as_ref();
-    }
-    match literal(operand)? {
-        Value::Int(i) if negative => Some(Value::Int(i.checked_neg()?)),
-        Value::Float(f) if negative => Some(Value::Float(-f)),
-        value @ (Value::Int(_) | Value::Float(_)) => Some(value),
+fn last_call_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b ast::ExprCall> {
+    match last_assigned(body, variable)? {
+        Expr::Call(call) => Some(call),
         _ => None,
     }
 }
 
-fn string_value(expr: &Expr) -> Option<String> {
-    match expr {
-        Expr::StringLiteral(s) => Some(s.value.to_str().to_owned()),
-        _ => None,
+/// A class among the module-level statements (and their blocks), by name and, when given, by
+/// the line discovery reported.
+fn find_class<'m>(
+    body: &'m [Stmt],
+    text: &str,
+    name: &str,
+    line: Option<u32>,
+) -> Option<&'m ast::StmtClassDef> {
+    for stmt in body {
+        let found = match stmt {
+            Stmt::ClassDef(class) if class.name.as_str() == name => {
+                let class_line = line_of(text, class.name.start().to_usize());
+                line.is_none_or(|wanted| wanted == class_line)
+                    .then_some(class)
+            }
+            Stmt::If(stmt_if) => find_class(&stmt_if.body, text, name, line).or_else(|| {
+                stmt_if
+                    .elif_else_clauses
+                    .iter()
+                    .find_map(|c| find_class(&c.body, text, name, line))
+            }),
+            Stmt::Try(stmt_try) => find_class(&stmt_try.body, text, name, line)
+                .or_else(|| {
+                    stmt_try.handlers.iter().find_map(|handler| {
+                        let ast::ExceptHandler::ExceptHandler(handler) = handler;
+                        find_class(&handler.body, text, name, line)
+                    })
+                })
+                .or_else(|| find_class(&stmt_try.orelse, text, name, line))
+                .or_else(|| find_class(&stmt_try.finalbody, text, name, line)),
+            Stmt::With(with) => find_class(&with.body, text, name, line),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+fn line_of(text: &str, offset: usize) -> u32 {
+    let offset = offset.min(text.len());
+    1 + text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u32
+}
+
+/// Where names in an annotation are looked up.
+enum TypeContext<'a> {
+    /// Classes of this one file (the built-in table, which cannot look itself up while built).
+    Local(&'a ParsedFile),
+    Scanned {
+        reader: &'a Reader<'a>,
+        file: String,
+    },
+}
+
+impl TypeContext<'_> {
+    fn enum_type(&self, reference: &[String]) -> Option<FieldType> {
+        let name = reference.last()?;
+        match self {
+            TypeContext::Local(parsed) => local_enum(parsed, name),
+            TypeContext::Scanned { reader, file } => {
+                match reader.scan.resolve_reference(file, &reference.join("."))? {
+                    ClassTarget::External(qualified) => {
+                        let atroposlib =
+                            qualified.starts_with("atroposlib.") || !qualified.contains('.');
+                        atroposlib.then(|| builtin_enum(name)).flatten()
+                    }
+                    ClassTarget::Scanned(location) => reader.scanned_enum(&location),
+                }
+            }
+        }
     }
 }
 
+fn builtin_enum(name: &str) -> Option<FieldType> {
+    local_enum(&builtin().ok()?.parsed, name)
+}
+
+fn local_enum(parsed: &ParsedFile, name: &str) -> Option<FieldType> {
+    let class = parsed.class(name, None)?;
+    Some(FieldType::Enum {
+        name: name.to_owned(),
+        members: enum_members(class),
+    })
+}
 fn field_type(text: &str, annotation: &Expr, context: &TypeContext<'_>) -> FieldType {
     let unknown = || FieldType::Unknown {
         annotation: slice(text, annotation).to_owned(),
@@ -690,104 +668,4 @@ fn union(text: &str, members: &[&Expr], context: &TypeContext<'_>) -> Option<Fie
         ([single], false) => Some(field_type(text, single, context)),
         _ => None,
     }
-}
-
-fn collect_returns<'b>(body: &'b [Stmt], returns: &mut Vec<&'b Expr>) {
-    for stmt in body {
-        match stmt {
-            Stmt::Return(ret) => returns.extend(ret.value.as_deref()),
-            Stmt::If(stmt_if) => {
-                collect_returns(&stmt_if.body, returns);
-                for clause in &stmt_if.elif_else_clauses {
-                    collect_returns(&clause.body, returns);
-                }
-            }
-            Stmt::Try(stmt_try) => {
-                collect_returns(&stmt_try.body, returns);
-                for handler in &stmt_try.handlers {
-                    let ast::ExceptHandler::ExceptHandler(handler) = handler;
-                    collect_returns(&handler.body, returns);
-                }
-                collect_returns(&stmt_try.orelse, returns);
-                collect_returns(&stmt_try.finalbody, returns);
-            }
-            Stmt::With(with) => collect_returns(&with.body, returns),
-            _ => {}
-        }
-    }
-}
-
-/// The value last assigned to `variable` among the top-level statements of `body`.
-fn last_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b Expr> {
-    body.iter().rev().find_map(|stmt| {
-        let (targets, value): (Vec<&Expr>, &Expr) = match stmt {
-            Stmt::Assign(assign) => (assign.targets.iter().collect(), &assign.value),
-            Stmt::AnnAssign(assign) => (vec![&assign.target], assign.value.as_deref()?),
-            _ => return None,
-        };
-        targets
-            .iter()
-            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == variable))
-            .then_some(value)
-    })
-}
-
-fn last_call_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b ast::ExprCall> {
-    match last_assigned(body, variable)? {
-        Expr::Call(call) => Some(call),
-        _ => None,
-    }
-}
-
-/// A class among the module-level statements (and their blocks), by name and, when given, by
-/// the line discovery reported.
-fn find_class<'m>(
-    body: &'m [Stmt],
-    text: &str,
-    name: &str,
-    line: Option<u32>,
-) -> Option<&'m ast::StmtClassDef> {
-    for stmt in body {
-        let found = match stmt {
-            Stmt::ClassDef(class) if class.name.as_str() == name => {
-                let class_line = line_of(text, class.name.start().to_usize());
-                line.is_none_or(|wanted| wanted == class_line)
-                    .then_some(class)
-            }
-            Stmt::If(stmt_if) => find_class(&stmt_if.body, text, name, line).or_else(|| {
-                stmt_if
-                    .elif_else_clauses
-                    .iter()
-                    .find_map(|c| find_class(&c.body, text, name, line))
-            }),
-            Stmt::Try(stmt_try) => find_class(&stmt_try.body, text, name, line)
-                .or_else(|| {
-                    stmt_try.handlers.iter().find_map(|handler| {
-                        let ast::ExceptHandler::ExceptHandler(handler) = handler;
-                        find_class(&handler.body, text, name, line)
-                    })
-                })
-                .or_else(|| find_class(&stmt_try.orelse, text, name, line))
-                .or_else(|| find_class(&stmt_try.finalbody, text, name, line)),
-            Stmt::With(with) => find_class(&with.body, text, name, line),
-            _ => None,
-        };
-        if found.is_some() {
-            return found;
-        }
-    }
-    None
-}
-
-fn slice<'t>(text: &'t str, node: &impl Ranged) -> &'t str {
-    text.get(node.start().to_usize()..node.end().to_usize())
-        .unwrap_or("")
-}
-
-fn line_of(text: &str, offset: usize) -> u32 {
-    let offset = offset.min(text.len());
-    1 + text.as_bytes()[..offset]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count() as u32
 }
