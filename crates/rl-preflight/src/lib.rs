@@ -12,6 +12,7 @@
 mod analysis;
 mod command;
 mod error;
+mod files;
 mod model;
 mod plan;
 mod preflight;
@@ -35,9 +36,9 @@ pub use plan::{
 pub use preflight::run_test;
 pub use report::TestReport;
 pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink};
-pub use store::{ModelProgress, TestListing, TestProgress, TestStarted, TestStore, TestView};
+pub use store::{ModelProgress, TestListing, TestProgress, TestStore, TestView};
 pub use tracking::{
     Interruption, ModelMarks, StopRequest, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestOwner,
-    TestStatus, TestStopReport,
+    TestStarted, TestStatus, TestStopReport,
 };
 pub use verdict::{Summary, Verdict, VerdictBasis, VerdictPolicy, summarise};

@@ -14,7 +14,8 @@ use crate::model::{ModelOutcome, ModelReport};
 use crate::plan::TestPlan;
 use crate::report::TestReport;
 use crate::runner::{ModelRun, ModelRunner, ProgressSink};
-use crate::store::{TestStarted, TestStore};
+use crate::store::TestStore;
+use crate::tracking::TestStarted;
 use crate::tracking::{STOP_FILE, TestOwner, stop_request};
 use crate::verdict::summarise;
 

@@ -18,12 +18,10 @@ use tokio::io::AsyncWriteExt;
 use crate::analysis::count_groups;
 use crate::command::ModelJob;
 use crate::model::ModelOutcome;
-use crate::tracking::{ModelMarks, record_group, stop_request};
+use crate::tracking::{ModelMarks, STOP_GRACE, record_group, stop_request};
 
 /// How often the groups file is looked at for progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
-/// SIGTERM, then this long, then SIGKILL, for a model's group that is stopped.
-pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// What a person or agent watching the test is told.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,35 +6,19 @@
 use std::path::{Path, PathBuf};
 
 use rl_settings::RunId;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::analysis::count_groups;
 use crate::command::model_files;
 use crate::error::PreflightError;
+use crate::files::{read_json, write_json};
 use crate::report::TestReport;
 use crate::tracking::{
-    self, Interruption, REPORT_FILE, STOP_FILE, TestOwner, TestState, TestStatus, TestStopReport,
+    self, Interruption, REPORT_FILE, STOP_FILE, TestStarted, TestState, TestStatus, TestStopReport,
 };
 use crate::verdict::Verdict;
 
 const PLAN_FILE: &str = "plan.json";
-
-/// What is known of a test from its start: enough to list one that never finished, and to
-/// find the processes it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TestStarted {
-    pub test_id: String,
-    pub environment: String,
-    pub models: Vec<String>,
-    pub base_url: String,
-    pub started_at: String,
-    /// Groups per model (absent in tests of earlier versions).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<u32>,
-    /// The process running the test (absent in tests of earlier versions).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<TestOwner>,
-}
 
 /// One line of a listing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -278,37 +262,6 @@ fn set_private(dir: &Path) -> Result<(), PreflightError> {
             path: dir.to_owned(),
             source,
         }
-    })
-}
-
-/// Temporary file + rename: a reader sees the old file or the new one, never half. Each writer
-/// has a temporary file of its own: two processes may record the same finding at once.
-pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let io = |action| {
-        move |source| PreflightError::Io {
-            action,
-            path: path.to_owned(),
-            source,
-        }
-    };
-    let text = serde_json::to_vec_pretty(value)
-        .map_err(|error| io("serialise")(std::io::Error::other(error)))?;
-    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temporary = path.with_extension(format!("json.{}-{write}.tmp", std::process::id()));
-    std::fs::write(&temporary, text).map_err(io("write"))?;
-    std::fs::rename(&temporary, path).map_err(io("replace"))
-}
-
-pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, PreflightError> {
-    let text = std::fs::read(path).map_err(|source| PreflightError::Io {
-        action: "read",
-        path: path.to_owned(),
-        source,
-    })?;
-    serde_json::from_slice(&text).map_err(|error| PreflightError::CorruptReport {
-        path: path.to_owned(),
-        reason: error.to_string(),
     })
 }
 

@@ -16,8 +16,27 @@ use rl_process::{ProcessIdentity, StopOutcome, StrayOutcome};
 use serde::{Deserialize, Serialize};
 
 use crate::error::PreflightError;
-use crate::runner::STOP_GRACE;
-use crate::store::{TestStarted, read_json, write_json};
+use crate::files::{read_json, write_json};
+
+/// SIGTERM, then this long, then SIGKILL, for a model's group that is stopped.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// What is known of a test from its start: enough to list one that never finished, and to
+/// find the processes it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestStarted {
+    pub test_id: String,
+    pub environment: String,
+    pub models: Vec<String>,
+    pub base_url: String,
+    pub started_at: String,
+    /// Groups per model (absent in tests of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
+    /// The process running the test (absent in tests of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<TestOwner>,
+}
 
 /// `<model>.group.json`: one model's process group.
 pub(crate) const GROUP_SUFFIX: &str = ".group.json";

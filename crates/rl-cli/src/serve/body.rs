@@ -3,12 +3,12 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
 use super::MAX_BODY_BYTES;
-use super::responses::{rejected, with_hint};
+use super::responses::{is_json_type, rejected, with_hint};
 
 /// What a route reads from its body.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -131,18 +131,4 @@ pub(super) fn no_body(
             "Its arguments are in the path; send no body or {}",
         )),
     }
-}
-
-pub(super) fn is_json_type(value: &HeaderValue) -> bool {
-    let Ok(text) = value.to_str() else {
-        return false;
-    };
-    let essence = text
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }

@@ -1,12 +1,11 @@
 //! Answers that are not a tool's: successes and refusals as JSON, and axum's own plain-text
 //! refusals rewritten as `{"error": ...}` on the way out.
 
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::MAX_BODY_BYTES;
-use super::body::is_json_type;
 
 pub(super) fn ok(value: Value) -> Response {
     (StatusCode::OK, axum::Json(value)).into_response()
@@ -65,4 +64,19 @@ pub(super) async fn errors_as_json(response: Response) -> Response {
         }
     }
     json
+}
+
+/// Whether a content type is JSON (`application/json`, or `application/*+json`).
+pub(super) fn is_json_type(value: &HeaderValue) -> bool {
+    let Ok(text) = value.to_str() else {
+        return false;
+    };
+    let essence = text
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
