@@ -8,6 +8,14 @@ pub use snapshot::{scrub_strings, without_stamps};
 
 use std::path::{Path, PathBuf};
 
+/// `(name, value)` pairs as an environment to hand to a loader.
+pub fn variables(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
 /// The environment variable `cargo xtask test` sets to the test venv's Python.
 pub const PYTHON_ENV: &str = "RL_TEST_PYTHON";
 

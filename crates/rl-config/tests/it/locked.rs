@@ -1,13 +1,7 @@
 //! The operator's locks checked against atroposlib's config classes when settings are loaded.
 
 use rl_settings::Value;
-
-fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
+use rl_test_support::variables;
 
 /// The operator's locked values are checked as an agent's edits are, and a server entry's keys
 /// are all known.
@@ -26,17 +20,19 @@ fn locked_values_are_checked_like_edits() {
         ("[[locked.openai]]\ntimeout = \"soon\"\n", "timeout"),
     ] {
         std::fs::write(&file, text).unwrap();
-        let error = rl_config::load_settings(home.path(), vars(&[]))
+        let error = rl_config::load_settings(home.path(), variables(&[]))
             .unwrap_err()
             .to_string();
         assert!(error.contains(expected), "{text}: {error}");
     }
     std::fs::write(&file, "[locked.env]\ngroup_size = 8\n").unwrap();
-    let error =
-        rl_config::load_settings(home.path(), vars(&[("RL_LOCKED__ENV__GROUP_SIZE", "abc")]))
-            .unwrap_err()
-            .to_string();
+    let error = rl_config::load_settings(
+        home.path(),
+        variables(&[("RL_LOCKED__ENV__GROUP_SIZE", "abc")]),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(error.contains("group_size"), "{error}");
-    let settings = rl_config::load_settings(home.path(), vars(&[])).unwrap();
+    let settings = rl_config::load_settings(home.path(), variables(&[])).unwrap();
     assert_eq!(settings.locked.env["group_size"], Value::Int(8));
 }

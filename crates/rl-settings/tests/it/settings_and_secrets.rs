@@ -2,18 +2,12 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 
 use rl_settings::{Secrets, Settings, Value};
-
-fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
+use rl_test_support::variables;
 
 #[test]
 fn defaults_are_the_original_tools_locked_values() {
     let home = tempfile::tempdir().unwrap();
-    let settings = Settings::load(home.path(), vars(&[])).unwrap();
+    let settings = Settings::load(home.path(), variables(&[])).unwrap();
     insta::assert_yaml_snapshot!(settings.locked);
     assert_eq!(settings.wandb_project, "atropos-tinker");
     assert!(
@@ -34,7 +28,7 @@ fn file_then_environment_override() {
     .unwrap();
     let settings = Settings::load(
         home.path(),
-        vars(&[
+        variables(&[
             ("RL_LOCKED__ENV__MAX_TOKEN_LENGTH", "2048"),
             ("RL_TINKER_ATROPOS_ROOT", "/data/ta"),
             ("RL_HOME", "/ignored"),
@@ -75,7 +69,7 @@ fn a_broken_settings_file_is_a_clear_error() {
         "recursive_discovery = \"often\"\n",
     )
     .unwrap();
-    let error = Settings::load(home.path(), vars(&[])).unwrap_err();
+    let error = Settings::load(home.path(), variables(&[])).unwrap_err();
     assert!(error.to_string().contains("recursive_discovery"), "{error}");
 }
 
@@ -96,7 +90,7 @@ ANY_NAME = \"1\"
 ",
     )
     .unwrap();
-    let error = Settings::load(home.path(), vars(&[]))
+    let error = Settings::load(home.path(), variables(&[]))
         .unwrap_err()
         .to_string();
     assert!(
@@ -116,7 +110,7 @@ max_token_length = 4096
 ",
     )
     .unwrap();
-    let settings = Settings::load(home.path(), vars(&[("RL_SOMETHING_ELSE", "x")])).unwrap();
+    let settings = Settings::load(home.path(), variables(&[("RL_SOMETHING_ELSE", "x")])).unwrap();
     assert!((settings.run.stop_grace_secs - 30.0).abs() < f64::EPSILON);
 }
 
@@ -173,7 +167,7 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
     for (text, expected) in cases {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.toml"), text).unwrap();
-        let error = Settings::load(home.path(), vars(&[]))
+        let error = Settings::load(home.path(), variables(&[]))
             .unwrap_err()
             .to_string();
         assert!(error.contains(expected), "{text}: {error}");
@@ -185,7 +179,7 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
         "[child_environment]\nHF_HUB_OFFLINE = \"1\"\n[run]\nenv_settle_secs = 5\n",
     )
     .unwrap();
-    let settings = Settings::load(home.path(), vars(&[])).unwrap();
+    let settings = Settings::load(home.path(), variables(&[])).unwrap();
     assert_eq!(settings.child_environment["HF_HUB_OFFLINE"], "1");
     assert!((settings.run.env_settle_secs - 5.0).abs() < f64::EPSILON);
 }
@@ -193,7 +187,7 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
 #[test]
 fn the_status_limit_and_the_inference_endpoint_are_settings() {
     let home = tempfile::tempdir().unwrap();
-    let defaults = Settings::load(home.path(), vars(&[])).unwrap();
+    let defaults = Settings::load(home.path(), variables(&[])).unwrap();
     assert_eq!(defaults.status_check_interval_secs, 1800.0);
     assert_eq!(defaults.inference.base_url, None);
     std::fs::write(
@@ -201,8 +195,11 @@ fn the_status_limit_and_the_inference_endpoint_are_settings() {
         "status_check_interval_secs = 60\n[inference]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m1\"]\n",
     )
     .unwrap();
-    let settings =
-        Settings::load(home.path(), vars(&[("RL_STATUS_CHECK_INTERVAL_SECS", "0")])).unwrap();
+    let settings = Settings::load(
+        home.path(),
+        variables(&[("RL_STATUS_CHECK_INTERVAL_SECS", "0")]),
+    )
+    .unwrap();
     assert_eq!(settings.status_check_interval_secs, 0.0);
     assert_eq!(
         settings.inference.base_url.as_deref(),
@@ -211,7 +208,7 @@ fn the_status_limit_and_the_inference_endpoint_are_settings() {
     assert_eq!(settings.inference.models, ["m1"]);
     let error = Settings::load(
         home.path(),
-        vars(&[("RL_STATUS_CHECK_INTERVAL_SECS", "-5")]),
+        variables(&[("RL_STATUS_CHECK_INTERVAL_SECS", "-5")]),
     )
     .unwrap_err()
     .to_string();
@@ -236,7 +233,7 @@ fn slurm_settings_that_cannot_work_are_refused() {
     ] {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.toml"), text).unwrap();
-        let error = Settings::load(home.path(), vars(&[]))
+        let error = Settings::load(home.path(), variables(&[]))
             .unwrap_err()
             .to_string();
         assert!(error.contains(expected), "{text}: {error}");
@@ -247,7 +244,7 @@ fn slurm_settings_that_cannot_work_are_refused() {
         "backend = \"slurm\"\n[child_environment]\nNUM_TRAINING_NODES = \"1\"\n[slurm]\nnodes = 4\nenv_uses_allocation = true\n[slurm.gpus]\ntrainer = 2\n",
     )
     .unwrap();
-    let settings = Settings::load(home.path(), vars(&[])).unwrap();
+    let settings = Settings::load(home.path(), variables(&[])).unwrap();
     assert_eq!(settings.backend, rl_settings::Backend::Slurm);
     assert_eq!(settings.slurm.gpus.trainer, 2);
 }
@@ -263,7 +260,7 @@ fn a_deeply_nested_settings_value_is_a_short_error() {
         "]".repeat(100_000)
     );
     std::fs::write(home.path().join("config.toml"), deep).unwrap();
-    let error = Settings::load(home.path(), vars(&[]))
+    let error = Settings::load(home.path(), variables(&[]))
         .unwrap_err()
         .to_string();
     assert!(
