@@ -10,16 +10,20 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use crate::error::MetricsError;
-use crate::model::{
-    HistoryRow, LoggedRun, MetricValue, RunMetrics, RunRole, SourceKind, parse_python_json,
-};
+use crate::model::{HistoryRow, LoggedRun, MetricValue, RunMetrics, RunRole, SourceKind};
 use crate::source::{MetricsSource, RunTarget, WandbNames};
+
+mod responses;
+
+use responses::{
+    Envelope, HistoryProject, ProjectData, RowOutcome, RunNode, RunsProject, ViewerData, last_step,
+    parse_row, parse_summary,
+};
 
 const DEFAULT_BASE_URL: &str = "https://api.wandb.ai";
 /// Where people look at runs of the hosted service; a self-hosted server serves both.
@@ -581,153 +585,6 @@ enum Failure {
         retry_after: Option<Duration>,
     },
     Final(MetricsError),
-}
-
-#[derive(Deserialize)]
-struct Envelope {
-    data: Option<Value>,
-    errors: Option<Vec<GraphQlError>>,
-}
-
-#[derive(Deserialize)]
-struct GraphQlError {
-    message: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ViewerData {
-    viewer: Option<Viewer>,
-}
-
-#[derive(Deserialize)]
-struct Viewer {
-    entity: Option<String>,
-}
-
-/// A missing project is `null`, not an error.
-#[derive(Deserialize)]
-struct ProjectData<P> {
-    project: Option<P>,
-}
-
-#[derive(Deserialize)]
-struct RunsProject {
-    runs: Option<RunConnection>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RunConnection {
-    edges: Vec<RunEdge>,
-    page_info: PageInfo,
-}
-
-#[derive(Deserialize)]
-struct RunEdge {
-    node: RunNode,
-    cursor: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PageInfo {
-    end_cursor: Option<String>,
-    has_next_page: bool,
-}
-
-/// `summaryMetrics` is a JSON string and `historyKeys` a JSON object, but the SDK accepts
-/// either form for both, and so do we.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RunNode {
-    /// The run id, as in its URL.
-    name: String,
-    display_name: Option<String>,
-    state: Option<String>,
-    group: Option<String>,
-    summary_metrics: Option<Value>,
-    history_keys: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct HistoryProject {
-    run: Option<HistoryRun>,
-}
-
-#[derive(Deserialize)]
-struct HistoryRun {
-    history: Option<Vec<Value>>,
-}
-
-/// A JSON value that may arrive as a JSON-encoded string (with Python's bare `NaN`) instead.
-fn decode_embedded(value: &Value) -> Option<Value> {
-    match value {
-        Value::String(text) => parse_python_json(text).ok(),
-        other => Some(other.clone()),
-    }
-}
-
-fn parse_summary(
-    raw: Option<&Value>,
-    run_id: &str,
-    warnings: &mut Vec<String>,
-) -> BTreeMap<String, MetricValue> {
-    let Some(raw) = raw.filter(|raw| !raw.is_null()) else {
-        return BTreeMap::new();
-    };
-    if let Some(Value::Object(map)) = decode_embedded(raw) {
-        map.into_iter()
-            .map(|(key, value)| (key, MetricValue::from_json(value)))
-            .collect()
-    } else {
-        warnings.push(format!(
-            "the summary of WandB run {run_id} could not be read; it is left empty"
-        ));
-        BTreeMap::new()
-    }
-}
-
-fn last_step(history_keys: Option<&Value>) -> Option<i64> {
-    let keys = decode_embedded(history_keys?)?;
-    let step = keys.get("lastStep")?;
-    step.as_i64()
-        .or_else(|| step.as_f64().map(|step| step as i64))
-}
-
-enum RowOutcome {
-    Row(HistoryRow),
-    /// WandB's own bookkeeping rows have no step; they are not metrics.
-    NoStep,
-    Unreadable,
-}
-
-fn parse_row(line: &Value) -> RowOutcome {
-    let Some(Value::Object(mut map)) = decode_embedded(line) else {
-        return RowOutcome::Unreadable;
-    };
-    let step = map.get("_step").and_then(|step| {
-        step.as_i64()
-            .or_else(|| step.as_f64().map(|step| step as i64))
-    });
-    let Some(step) = step else {
-        return RowOutcome::NoStep;
-    };
-    let timestamp = map
-        .get("_timestamp")
-        .map(|value| MetricValue::from_json(value.clone()))
-        .and_then(|value| value.as_f64());
-    for internal in ["_step", "_timestamp", "_runtime"] {
-        map.remove(internal);
-    }
-    let values = map
-        .into_iter()
-        .map(|(key, value)| (key, MetricValue::from_json(value)))
-        .collect();
-    RowOutcome::Row(HistoryRow {
-        step,
-        timestamp,
-        values,
-    })
 }
 
 /// The filter's `$regex` is matched by the server, so the prefix must match only itself.
