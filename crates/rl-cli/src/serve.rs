@@ -27,7 +27,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use rl_tools::{Caller, FailureKind, MAX_TEST_STEPS, Registry, ToolReply};
+use rl_tools::{Caller, FailureKind, MAX_STEPS, Registry, ToolReply};
 use serde_json::{Map, Value, json};
 
 use crate::context::{Context, end_what_killed_tests_left, interrupted};
@@ -597,11 +597,11 @@ fn inference_arguments(body: Value) -> Result<(Value, Option<Value>), Response> 
     }
     let num_steps = u32::try_from(prompts)
         .unwrap_or(u32::MAX)
-        .clamp(1, MAX_TEST_STEPS);
+        .clamp(1, MAX_STEPS);
     let translation = json!({
         "message": format!(
             "The original body was read as num_steps = {num_steps} (one group per prompt, at \
-             least 1, at most {MAX_TEST_STEPS}) with the default group_size. `prompts`, \
+             least 1, at most {MAX_STEPS}) with the default group_size. `prompts`, \
              `max_tokens` and `temperature` were not sent as such: the test draws its items \
              from the environment itself, and atroposlib's process mode has no per-request \
              prompt input. Send {{\"num_steps\", \"group_size\", \"models\"}} to choose the \
