@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Subcommand, ValueEnum};
-use rl_config::{FieldType, ValueOrigin};
+use rl_config::ValueOrigin;
 use rl_settings::Value;
 use rl_tools::{ConfigView, FieldView};
 
@@ -171,10 +171,7 @@ fn print_current(current: &ConfigView) -> anyhow::Result<()> {
         };
         table.add_row([
             output::cell(&field.name),
-            output::cell(match &field.spec.field_type {
-                FieldType::Unknown { annotation } => annotation.clone(),
-                other => other.to_string(),
-            }),
+            output::cell(&field.spec.type_label),
             output::toned(value, tone),
             output::cell(from),
             output::cell(&field.description),

@@ -104,13 +104,13 @@ fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
     if !list.skipped.is_empty() {
         output::line(format!("{} files skipped:", list.skipped.len()))?;
         for skipped in &list.skipped {
-            output::line(format!("  {}: {}", skipped.file, skipped.reason))?;
+            output::line(format!("  {}: {}", skipped.file, skipped.reason_text))?;
         }
     }
     if !list.warnings.is_empty() {
         output::line(format!("{} files with warnings:", list.warnings.len()))?;
         for warned in &list.warnings {
-            output::line(format!("  {}: {}", warned.file, warned.warning))?;
+            output::line(format!("  {}: {}", warned.file, warned.warning_text))?;
         }
     }
     Ok(())

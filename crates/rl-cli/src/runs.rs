@@ -7,9 +7,12 @@ use std::time::Duration;
 use clap::builder::TypedValueParser as _;
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use rl_metrics::{HealthDigest, MetricValue, SourceFailure, StatusMetrics};
+use rl_metrics::MetricValue;
 use rl_process::{RunState, WaitOutcome, WaitUntil};
-use rl_tools::{EventView, ResultsView, RunView, SourceChoice, StatusView, Tools, WaitView};
+use rl_tools::{
+    EventView, HealthView, MetricsView, ResultsView, RunView, SourceChoice, SourceFailureView,
+    StatusView, Tools, WaitView,
+};
 
 use crate::context::{Context, runtime};
 use crate::output;
@@ -387,7 +390,7 @@ fn print_status(run: &RunView) -> anyhow::Result<()> {
     ))
 }
 
-fn metric_rows(metrics: &StatusMetrics) -> [(&'static str, String); 8] {
+fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 8] {
     let number = |value: Option<f64>| {
         value.map_or_else(|| "-".to_owned(), |v| MetricValue::Number(v).to_string())
     };
@@ -426,26 +429,20 @@ fn print_metrics(view: &StatusView) -> anyhow::Result<()> {
     print_problems(&view.metrics_warnings, &view.metrics_errors)
 }
 
-fn print_health(health: &HealthDigest) -> anyhow::Result<()> {
+fn print_health(health: &HealthView) -> anyhow::Result<()> {
     if health.healthy {
         return output::line("health: no warning sign");
     }
     for flag in &health.flags {
         output::line(format!(
             "health: {} ({}, steps {}-{}): {}",
-            serde_json::to_value(flag.kind)?
-                .as_str()
-                .unwrap_or_default(),
-            flag.metric,
-            flag.window.first_step,
-            flag.window.last_step,
-            flag.detail
+            flag.kind, flag.metric, flag.window.first_step, flag.window.last_step, flag.detail
         ))?;
     }
     Ok(())
 }
 
-fn print_problems(warnings: &[String], failures: &[SourceFailure]) -> anyhow::Result<()> {
+fn print_problems(warnings: &[String], failures: &[SourceFailureView]) -> anyhow::Result<()> {
     for warning in warnings {
         output::line(format!("metrics warning: {warning}"))?;
     }

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::model::{HistoryRow, LoggedRun, MetricValue};
 use crate::view::{ADVANTAGES_STD, LOGPROBS_DIFF, LOSS, REWARD_MEAN};
 
@@ -49,8 +47,7 @@ pub struct Activity {
     pub now: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlagKind {
     /// No new step for a while although the run is running.
     Stalled,
@@ -64,14 +61,27 @@ pub enum FlagKind {
     LogprobDriftRising,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+impl FlagKind {
+    /// The sign's name in answers and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stalled => "stalled",
+            Self::NonFinite => "non_finite",
+            Self::RewardFlat => "reward_flat",
+            Self::ZeroGroupVariance => "zero_group_variance",
+            Self::LogprobDriftRising => "logprob_drift_rising",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepWindow {
     pub first_step: i64,
     pub last_step: i64,
     pub rows: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HealthFlag {
     pub kind: FlagKind,
     pub metric: String,
@@ -79,7 +89,7 @@ pub struct HealthFlag {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HealthDigest {
     pub healthy: bool,
     /// The rows judged; `None` before the first step.

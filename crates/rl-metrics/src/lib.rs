@@ -4,7 +4,8 @@
 //! into the run folder, WandB's local `run-<id>.wandb` files (the only place an offline run keeps
 //! its history), and WandB's public GraphQL API. [`collect`] asks them in order; [`StatusMetrics`]
 //! is the normalised view a status shows, [`Results`] what a finished run hands over, and
-//! [`HealthDigest`] flags a run that is not learning.
+//! [`HealthDigest`] flags a run that is not learning. None of these types serialise: the crate
+//! writes no file, and rl-tools' answers name every key.
 
 mod checkpoints;
 mod error;
@@ -24,7 +25,7 @@ pub use health::{Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, Ste
 pub use jsonl::{MetricsFile, read_metrics_file};
 pub use model::{
     Checkpoint, HistoryRow, LoggedRun, MetricValue, RunMetrics, RunRole, SourceKind,
-    parse_python_json, summary_of,
+    non_finite_spelling, parse_python_json, summary_of,
 };
 pub use results::{Results, RunIdentity};
 pub use source::{

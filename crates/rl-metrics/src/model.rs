@@ -5,11 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::{Serialize, Serializer};
-
 /// A logged value. Numbers keep NaN and the infinities, which are exactly what the health digest
-/// looks for; JSON has no such numbers, so they serialise as the strings `"NaN"`, `"Infinity"`,
-/// `"-Infinity"` (the spelling Python's `json` and WandB use).
+/// looks for; JSON has no such numbers, so answers spell them as Python's `json` and WandB do
+/// ([`non_finite_spelling`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum MetricValue {
     Number(f64),
@@ -118,46 +116,38 @@ fn replace_non_finite_tokens(text: &str) -> Option<String> {
 impl fmt::Display for MetricValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Number(number) if number.is_nan() => f.write_str("NaN"),
-            Self::Number(number) if number.is_infinite() && *number > 0.0 => {
-                f.write_str("Infinity")
-            }
-            Self::Number(number) if number.is_infinite() => f.write_str("-Infinity"),
-            Self::Number(number) => write!(f, "{number}"),
+            Self::Number(number) => match non_finite_spelling(*number) {
+                Some(spelling) => f.write_str(spelling),
+                None => write!(f, "{number}"),
+            },
             Self::Other(serde_json::Value::String(text)) => f.write_str(text),
             Self::Other(value) => write!(f, "{value}"),
         }
     }
 }
 
-impl Serialize for MetricValue {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Number(number) if number.is_nan() => serializer.serialize_str("NaN"),
-            Self::Number(number) if number.is_infinite() && *number > 0.0 => {
-                serializer.serialize_str("Infinity")
-            }
-            Self::Number(number) if number.is_infinite() => serializer.serialize_str("-Infinity"),
-            Self::Number(number) => {
-                // Integers logged as integers (step counts, group sizes) stay integers.
-                if number.fract() == 0.0 && number.abs() < 9.0e15 {
-                    serializer.serialize_i64(*number as i64)
-                } else {
-                    serializer.serialize_f64(*number)
-                }
-            }
-            Self::Other(value) => value.serialize(serializer),
-        }
+/// `NaN`, `Infinity` or `-Infinity`, as Python's `json` and WandB write the numbers JSON lacks;
+/// `None` for a finite number.
+pub fn non_finite_spelling(number: f64) -> Option<&'static str> {
+    if number.is_nan() {
+        Some("NaN")
+    } else if number.is_infinite() {
+        Some(if number > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        })
+    } else {
+        None
     }
 }
 
 /// One logged step. `step` is the trainer's own count of finished steps (the real trainer logs
 /// step `n` after its n-th optimiser step; WandB's `_step`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HistoryRow {
     pub step: i64,
     /// Seconds since the Unix epoch when the row was logged (`_timestamp`), when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<f64>,
     pub values: BTreeMap<String, MetricValue>,
 }
@@ -169,8 +159,7 @@ impl HistoryRow {
 }
 
 /// Which process of the training run logged a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunRole {
     Trainer,
     Env,
@@ -186,28 +175,21 @@ impl fmt::Display for RunRole {
 }
 
 /// One logged run: the trainer's WandB run, the env's, or the trainer's metrics file.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LoggedRun {
     /// WandB's run id (the `<id>` in `run-<id>.wandb` and in the run's URL).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// WandB's display name, e.g. `gsm8k-1a2b3c4d-trainer-x7k2`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     /// WandB's run state (`running`, `finished`, `crashed`, …) when the source knows it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// The file this run was read from, for local sources.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
     /// Last value of every key, as WandB keeps it (keys starting with `_` included).
     pub summary: BTreeMap<String, MetricValue>,
     /// Every logged row in step order; not a sample.
-    #[serde(skip)]
     pub history: Vec<HistoryRow>,
 }
 
@@ -242,8 +224,7 @@ impl LoggedRun {
 }
 
 /// Where a run's metrics came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
     /// The JSON-lines file the trainer writes into the run folder.
     MetricsFile,
@@ -257,33 +238,36 @@ pub enum SourceKind {
     CheckpointsFile,
 }
 
-impl fmt::Display for SourceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl SourceKind {
+    /// The source's name in answers and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Self::MetricsFile => "metrics_file",
             Self::WandbFiles => "wandb_files",
             Self::WandbApi => "wandb_api",
             Self::TrainerLog => "trainer_log",
             Self::CheckpointsFile => "checkpoints_file",
-        })
+        }
+    }
+}
+
+impl fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
 /// A set of weights the trainer saved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<i64>,
     /// The sampler weights (`tinker://…/sampler_weights/<name>`): what sampling needs.
     pub path: String,
     /// `step_<n>` or `final`, as the trainer named it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The weights and optimizer state (`save_state`): what resuming needs.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub state_path: Option<String>,
     /// When it was saved (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
 }
 
@@ -301,7 +285,7 @@ impl Checkpoint {
 }
 
 /// Everything one source knows about a training run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunMetrics {
     pub source: SourceKind,
     pub trainer: Option<LoggedRun>,

@@ -3,13 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use crate::health::{Activity, HealthDigest, HealthPolicy};
 use crate::model::{Checkpoint, LoggedRun, MetricValue, RunMetrics, SourceKind};
 use crate::view::StatusMetrics;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Results {
     pub source: SourceKind,
     pub metrics: StatusMetrics,
@@ -29,15 +27,11 @@ pub struct Results {
 }
 
 /// Where to find a logged run again (its WandB page or its file).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunIdentity {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<std::path::PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
 }
 

@@ -3,13 +3,11 @@
 
 use std::path::PathBuf;
 
-use async_trait::async_trait;
-use serde::Serialize;
-
 use crate::checkpoints::{CHECKPOINTS_FILE_NAME, CheckpointRecord, read_checkpoints};
 use crate::error::MetricsError;
 use crate::model::{RunMetrics, SourceKind};
 use crate::trainer_log;
+use async_trait::async_trait;
 
 /// The file name, inside the run folder, of the trainer's JSON-lines metrics.
 pub const METRICS_FILE_NAME: &str = "metrics.jsonl";
@@ -21,7 +19,7 @@ pub const WANDB_DIR_NAME: &str = "wandb";
 /// The trainer's run is `{wandb_run_name}-trainer-{suffix}` (a random suffix), the env's is
 /// `{wandb_name}-{date}-{random}`, and both are in the trainer's `wandb_group`; nobody's run has
 /// the bare configured name, so runs are found by prefix within the group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WandbNames {
     pub project: String,
     pub group: Option<String>,
@@ -121,14 +119,14 @@ pub(crate) async fn read_off_thread<T: Send + 'static>(
 }
 
 /// A source that failed, kept beside whatever another source found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFailure {
     pub source: SourceKind,
     pub error: String,
 }
 
 /// The outcome of asking a run's sources in order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Collected {
     pub metrics: Option<RunMetrics>,
     pub failures: Vec<SourceFailure>,

@@ -2,9 +2,7 @@
 //! when the run has not logged it. Keys are the ones the Tinker trainer and atroposlib's envs
 //! really log (the original tool read `train/reward_mean`, which nobody logs).
 
-use serde::{Serialize, Serializer};
-
-use crate::model::{HistoryRow, LoggedRun, MetricValue, RunMetrics};
+use crate::model::{HistoryRow, LoggedRun, RunMetrics};
 
 pub(crate) const REWARD_MEAN: &str = "reward/mean";
 pub(crate) const LOSS: &str = "train/loss";
@@ -15,23 +13,16 @@ pub(crate) const ADVANTAGES_STD: &str = "advantages/std";
 pub(crate) const PERCENT_CORRECT: &str = "train/percent_correct";
 pub(crate) const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
 
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StatusMetrics {
     /// Training steps finished (the trainer logs step n after its n-th optimiser step).
     pub step: Option<i64>,
-    #[serde(serialize_with = "number")]
     pub reward_mean: Option<f64>,
-    #[serde(serialize_with = "number")]
     pub loss: Option<f64>,
-    #[serde(serialize_with = "number")]
     pub learning_rate: Option<f64>,
-    #[serde(serialize_with = "number")]
     pub percent_correct: Option<f64>,
-    #[serde(serialize_with = "number")]
     pub eval_percent_correct: Option<f64>,
-    #[serde(serialize_with = "number")]
     pub logprobs_diff: Option<f64>,
-    #[serde(serialize_with = "number")]
     pub advantages_std: Option<f64>,
 }
 
@@ -81,24 +72,12 @@ impl StatusMetrics {
     }
 }
 
-/// `None` → null; NaN and infinities as WandB writes them, never silently null.
-#[expect(
-    clippy::ref_option,
-    reason = "serde's `serialize_with` hands the field by reference"
-)]
-fn number<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
-    match value {
-        None => serializer.serialize_none(),
-        Some(number) => MetricValue::Number(*number).serialize(serializer),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::model::SourceKind;
+    use crate::model::{MetricValue, SourceKind};
 
     fn row(step: i64, values: &[(&str, f64)]) -> HistoryRow {
         HistoryRow {
@@ -139,18 +118,5 @@ mod tests {
         // Absent at the latest step means unknown now, not the older value.
         assert_eq!(view.advantages_std, None);
         assert_eq!(view.eval_percent_correct, None);
-    }
-
-    #[test]
-    fn non_finite_numbers_stay_visible_in_json() {
-        let view = StatusMetrics {
-            loss: Some(f64::NAN),
-            reward_mean: Some(f64::NEG_INFINITY),
-            ..StatusMetrics::default()
-        };
-        let json = serde_json::to_value(view).unwrap_or_default();
-        assert_eq!(json["loss"], "NaN");
-        assert_eq!(json["reward_mean"], "-Infinity");
-        assert_eq!(json["step"], serde_json::Value::Null);
     }
 }

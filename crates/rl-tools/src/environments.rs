@@ -4,7 +4,10 @@ use rl_config::{CurrentField, DefaultValue, FieldType};
 use rl_discovery::{Environment, Scan};
 use rl_settings::Value;
 
-use crate::answers::{ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected};
+use crate::answers::{
+    ConfigView, DuplicateNameView, Edited, EnvironmentEntry, EnvironmentList, FieldSpecView,
+    FieldView, FileWarningView, Selected, SkippedFileView,
+};
 use crate::{Tools, ToolsError};
 
 pub(crate) const LIST_TIPS: [&str; 4] = [
@@ -40,9 +43,13 @@ impl Tools {
             environments,
             tips: LIST_TIPS.iter().map(|tip| (*tip).to_owned()).collect(),
             root: scan.root.clone(),
-            duplicate_names: scan.duplicate_names.clone(),
-            skipped: scan.skipped.clone(),
-            warnings: scan.warnings.clone(),
+            duplicate_names: scan
+                .duplicate_names
+                .iter()
+                .map(DuplicateNameView::from)
+                .collect(),
+            skipped: scan.skipped.iter().map(SkippedFileView::from).collect(),
+            warnings: scan.warnings.iter().map(FileWarningView::from).collect(),
             files_scanned: scan.files_scanned,
         })
     }
@@ -151,7 +158,7 @@ fn field_view(field: &CurrentField) -> FieldView {
             .locked
             .then(|| field.current.value().cloned())
             .flatten(),
-        spec: spec.clone(),
+        spec: FieldSpecView::from(spec),
     }
 }
 

@@ -12,8 +12,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rl_settings::{SETTINGS_FILE, Secrets, Settings};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use wait_timeout::ChildExt;
+
+use crate::answers::{Check, HealthReport};
 
 /// The oldest Python atroposlib 0.4.0 runs on.
 pub const MIN_PYTHON: (u32, u32) = (3, 11);
@@ -66,27 +68,6 @@ impl Probes {
         });
         facts
     }
-}
-
-/// One thing checked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Check {
-    pub name: String,
-    pub ok: bool,
-    /// What was found (a version, a path, a count).
-    pub detail: String,
-    /// What to do when it is not ok.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-    /// A missing optional thing (a key only some tools use) does not make the machine unfit.
-    pub required: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HealthReport {
-    /// Every required check is ok.
-    pub healthy: bool,
-    pub checks: Vec<Check>,
 }
 
 /// Runs every check. Never fails: a check that cannot be made is a failed check. `settings` is

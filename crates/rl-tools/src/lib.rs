@@ -17,19 +17,22 @@ mod tool_specs;
 mod tools;
 
 pub use answers::{
-    ComponentView, ConfigView, Edited, EnvironmentEntry, EnvironmentList, ErrorAnswer, EventView,
-    EventsView, FieldView, LogTail, ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer,
-    ProcessView, RateLimited, ResultsPart, ResultsView, RunEntry, RunList, RunView, Selected,
-    Started, StatusView, Stopped, TestConfig, WaitView, error_answer, report_json,
+    Check, CheckpointView, ComponentLog, ComponentView, ConfigView, ConstraintsView, DefaultView,
+    DuplicateNameView, Edited, EnumMemberView, EnvironmentEntry, EnvironmentList, ErrorAnswer,
+    EventView, EventsView, FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView,
+    HealthReport, HealthView, LoggedRunView, LoggedValue, MetricsView, ModelAnswer, ModelTested,
+    OriginalSummary, PreflightAnswer, ProcessView, RateLimited, ResultsPart, ResultsView, RunEntry,
+    RunList, RunView, Selected, SkipReasonView, SkippedFileView, SourceFailureView, Started,
+    StatusView, Stopped, TestConfig, WaitView, WarningView, WindowView, error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
-pub use health_check::{Check, HealthReport, MIN_PYTHON, Probes, check as health_check};
+pub use health_check::{MIN_PYTHON, Probes, check as health_check};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::InferenceOptions;
 pub use registry::{Caller, Registry, ToolReply};
 /// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
-pub use rl_preflight::{MAX_GROUP_SIZE as MAX_TEST_GROUP_SIZE, MAX_STEPS as MAX_TEST_STEPS};
+pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
 pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
 pub use tools::{ToolContext, Tools, TreeOverride};
 // What a face names when it opens the tools or runs a supervisor; the lower crates own them.

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use rl_metrics::{Collected, HealthDigest, Results, StatusMetrics};
 use rl_process::{
-    ComponentStatus, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
-    WrittenConfig,
+    ComponentStatus, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome,
+    WaitUntil, WrittenConfig,
 };
 use rl_settings::{RunConfig, RunId, RunWandb};
 
 use crate::answers::{
-    EventView, EventsView, LogTail, ResultsView, RunEntry, RunList, RunView, Started, StatusView,
-    Stopped,
+    ComponentLog, EventView, EventsView, HealthView, MetricsView, ResultsPart, ResultsView,
+    RunEntry, RunList, RunView, SourceFailureView, Started, StatusView, Stopped,
 };
 use crate::metrics::{self, Patience, SourceChoice};
 use crate::{Tools, ToolsError};
@@ -178,8 +178,8 @@ impl Tools {
             wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
             wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
             wandb_run_name: wandb.and_then(|w| w.run_name),
-            results: results.map(Into::into),
-            metrics_errors: collected.failures,
+            results: results.as_ref().map(ResultsPart::from),
+            metrics_errors: failures_of(&collected),
         })
     }
 
@@ -227,7 +227,7 @@ impl Tools {
         id: &RunId,
         component: Option<&str>,
         lines: usize,
-    ) -> Result<Vec<LogTail>, ToolsError> {
+    ) -> Result<Vec<ComponentLog>, ToolsError> {
         let status = self.run_status(id, i64::MAX)?;
         let mut chosen: Vec<(String, PathBuf)> = status
             .run
@@ -249,14 +249,15 @@ impl Tools {
         chosen
             .into_iter()
             .map(|(name, path)| {
-                let (lines, truncated) = tail(&path, lines)?;
-                Ok(LogTail {
+                let tail = tail(&path, lines)?;
+                Ok(ComponentLog {
                     component: name,
-                    lines: lines
+                    lines: tail
+                        .lines
                         .into_iter()
                         .map(|line| self.secrets().redact(&line))
                         .collect(),
-                    truncated,
+                    truncated: tail.earlier,
                     path,
                 })
             })
@@ -265,10 +266,10 @@ impl Tools {
 }
 
 /// The last `count` lines of a file; a file not written yet has none.
-fn tail(path: &Path, count: usize) -> Result<(Vec<String>, bool), ToolsError> {
+fn tail(path: &Path, count: usize) -> Result<LogTail, ToolsError> {
     match rl_process::read_log_tail(path, count) {
-        Ok(tail) => Ok((tail.lines, tail.earlier)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok((Vec::new(), false)),
+        Ok(tail) => Ok(tail),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(LogTail::default()),
         Err(source) => Err(ToolsError::Io {
             action: "cannot read log",
             path: path.to_owned(),
@@ -320,20 +321,28 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
             .and_then(|m| m.trainer.as_ref())
             .and_then(|t| t.url.clone()),
         logs: logs_of(run),
-        metrics: found.map(StatusMetrics::of).unwrap_or_default(),
+        metrics: found
+            .map(|metrics| MetricsView::from(&StatusMetrics::of(metrics)))
+            .unwrap_or_default(),
         health: found.and_then(|metrics| {
             let trainer = metrics.trainer.as_ref()?;
-            Some(HealthDigest::assess(
-                trainer,
-                metrics::activity_of(run),
-                &metrics::policy(),
-            ))
+            let digest =
+                HealthDigest::assess(trainer, metrics::activity_of(run), &metrics::policy());
+            Some(HealthView::from(&digest))
         }),
-        metrics_source: found.map(|metrics| metrics.source),
+        metrics_source: found.map(|metrics| metrics.source.as_str()),
         metrics_warnings: found.map(|m| m.warnings.clone()).unwrap_or_default(),
-        metrics_errors: collected.failures.clone(),
+        metrics_errors: failures_of(collected),
         run: RunView::from(status),
     }
+}
+
+fn failures_of(collected: &Collected) -> Vec<SourceFailureView> {
+    collected
+        .failures
+        .iter()
+        .map(SourceFailureView::from)
+        .collect()
 }
 
 /// The body of a detached supervisor (`rl supervise <id>`): runs the run in `home` to its end.

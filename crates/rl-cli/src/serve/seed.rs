@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use rl_tools::MAX_TEST_STEPS;
+use rl_tools::MAX_STEPS;
 use serde_json::{Value, json};
 
 use super::responses::with_hint;
@@ -91,11 +91,11 @@ pub(super) fn inference_arguments(body: Value) -> Result<(Value, Option<Value>),
     }
     let num_steps = u32::try_from(prompts)
         .unwrap_or(u32::MAX)
-        .clamp(1, MAX_TEST_STEPS);
+        .clamp(1, MAX_STEPS);
     let translation = json!({
         "message": format!(
             "The original body was read as num_steps = {num_steps} (one group per prompt, at \
-             least 1, at most {MAX_TEST_STEPS}) with the default group_size. `prompts`, \
+             least 1, at most {MAX_STEPS}) with the default group_size. `prompts`, \
              `max_tokens` and `temperature` were not sent as such: the test draws its items \
              from the environment itself, and atroposlib's process mode has no per-request \
              prompt input. Send {{\"num_steps\", \"group_size\", \"models\"}} to choose the \

@@ -143,6 +143,17 @@ fn bad_requests_are_refused_before_anything_starts() {
         run(&[&local[..], &["--model", "m", "--model", "m"]].concat()).contains("listed twice")
     );
     assert!(run(&[&local[..], &["--steps", "0"]].concat()).contains("steps"));
+    // Over the limits every face shares (the plan once allowed 1 024 and 1 000).
+    let oversized = run(&[&local[..], &["--group-size", "1000"]].concat());
+    assert!(
+        oversized.contains("group_size is 1000; it must be between 1 and 256"),
+        "{oversized}"
+    );
+    let oversized = run(&[&local[..], &["--steps", "1000"]].concat());
+    assert!(
+        oversized.contains("num_steps is 1000; it must be between 1 and 100"),
+        "{oversized}"
+    );
     assert!(run(&["--base-url", "localhost:8000"]).contains("not an http(s) URL"));
     assert!(
         run(&[&local[..], &["--key-var", "RL_NO_SUCH_VARIABLE"]].concat())

@@ -263,3 +263,45 @@ async fn the_key_reaches_the_endpoint_and_no_argv_log_or_output() {
     }
     assert!(!serde_json::to_string(&report).unwrap().contains(KEY));
 }
+
+/// The plan itself refuses a test larger than any face may ask for (it allowed 1 000 steps of
+/// 1 024 completions while the tools refused over 100 and 256), at the limits and one past.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_plan_over_the_limits_is_refused() {
+    use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS, PreflightError, TestPlan};
+
+    let python = test_python();
+    let server = FixtureServer::start(&python, None);
+    let stack = Stack::new(&python);
+    let settings = stack.service.settings();
+    let selection = stack.service.selection().unwrap();
+    let plan = |steps, group_size| {
+        let mut asked = request(&server, &["half-right"]);
+        asked.steps = steps;
+        asked.group_size = group_size;
+        let working_dir = settings.tinker_atropos_root.clone().unwrap();
+        TestPlan::new(asked, &selection, settings, working_dir)
+    };
+    assert!(plan(MAX_STEPS, MAX_GROUP_SIZE).is_ok());
+    for (steps, group_size, what, value) in [
+        (
+            MAX_STEPS,
+            MAX_GROUP_SIZE + 1,
+            "group_size",
+            MAX_GROUP_SIZE + 1,
+        ),
+        (MAX_STEPS, 1024, "group_size", 1024),
+        (MAX_STEPS + 1, MAX_GROUP_SIZE, "num_steps", MAX_STEPS + 1),
+        (1000, 4, "num_steps", 1000),
+    ] {
+        match plan(steps, group_size) {
+            Err(PreflightError::OutOfRange {
+                what: refused,
+                value: given,
+                ..
+            }) => assert_eq!((refused, given), (what, value)),
+            other => panic!("{steps} steps of {group_size}: {other:?}"),
+        }
+    }
+}

@@ -3,9 +3,11 @@
 use std::path::PathBuf;
 
 use rl_config::ValueOrigin;
-use rl_discovery::{DuplicateName, FileWarning, SkippedFile};
 use rl_settings::Value;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+
+use super::fields::{FieldSpecView, origin_name};
+use super::scan::{DuplicateNameView, FileWarningView, SkippedFileView};
 
 /// `rl_list_environments`.
 #[derive(Debug, Clone, Serialize)]
@@ -16,12 +18,12 @@ pub struct EnvironmentList {
     /// The environments folder scanned.
     pub root: PathBuf,
     /// Names shared by several environments: select those by key.
-    pub duplicate_names: Vec<DuplicateName>,
+    pub duplicate_names: Vec<DuplicateNameView>,
     /// Python files that could not be read, with why.
-    pub skipped: Vec<SkippedFile>,
+    pub skipped: Vec<SkippedFileView>,
     /// Files that break the environments beside them (a `json.py` shadowing the standard
     /// library), or hold classes too deep to follow, with why.
-    pub warnings: Vec<FileWarning>,
+    pub warnings: Vec<FileWarningView>,
     pub files_scanned: usize,
 }
 
@@ -80,7 +82,9 @@ pub struct FieldView {
     pub default: Option<Value>,
     pub description: String,
     pub current_value: Option<Value>,
-    /// Where the current value comes from.
+    /// Where the current value comes from: `class_default`, `environment_default`,
+    /// `selection`, `edited` or `locked`.
+    #[serde(serialize_with = "origin")]
     pub origin: ValueOrigin,
     /// Values the field accepts, when it is a `Literal` or an enum.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -90,7 +94,15 @@ pub struct FieldView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locked_value: Option<Value>,
     /// Full detail: declared type, constraints, declaring class.
-    pub spec: rl_config::FieldSpec,
+    pub spec: FieldSpecView,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's `serialize_with` hands the field by reference"
+)]
+fn origin<S: Serializer>(origin: &ValueOrigin, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(origin_name(*origin))
 }
 
 /// `rl_edit_config`.

@@ -4,18 +4,29 @@
 
 mod environments;
 mod error;
+mod fields;
+mod health_check;
+mod metrics;
 mod preflight;
 mod runs;
+mod scan;
 
 pub use environments::{
     ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
 };
 pub use error::{ErrorAnswer, error_answer};
+pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, FieldTypeView};
+pub use health_check::{Check, HealthReport};
+pub use metrics::{
+    CheckpointView, FlagView, HealthView, LoggedRunView, LoggedValue, MetricsView, ResultsPart,
+    SourceFailureView, WindowView,
+};
 pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, TestConfig};
 pub use runs::{
-    ComponentView, EventView, EventsView, LogTail, ProcessView, RateLimited, ResultsPart,
-    ResultsView, RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,
+    ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsView,
+    RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,
 };
+pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};
 
 use crate::ToolsError;
 

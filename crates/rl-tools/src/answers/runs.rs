@@ -8,15 +8,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use rl_metrics::{
-    Checkpoint, HealthDigest, MetricValue, Results, RunIdentity, SourceFailure, SourceKind,
-    StatusMetrics,
-};
 use rl_process::{
     ComponentRecord, ComponentStatus, Event, ProcessIdentity, RunRecord, RunStatus, WaitOutcome,
 };
 use rl_settings::Value;
 use serde::Serialize;
+
+use super::metrics::{HealthView, MetricsView, ResultsPart, SourceFailureView};
 
 /// A run's record and its events after the caller's cursor.
 #[derive(Debug, Clone, Serialize)]
@@ -181,11 +179,12 @@ pub struct StatusView {
     pub wandb_url: Option<String>,
     pub logs: BTreeMap<String, PathBuf>,
     /// Every key present; each `null` until the run logs it.
-    pub metrics: StatusMetrics,
-    pub health: Option<HealthDigest>,
-    pub metrics_source: Option<SourceKind>,
+    pub metrics: MetricsView,
+    pub health: Option<HealthView>,
+    /// `metrics_file`, `wandb_files`, `wandb_api`, `trainer_log` or `checkpoints_file`.
+    pub metrics_source: Option<&'static str>,
     pub metrics_warnings: Vec<String>,
-    pub metrics_errors: Vec<SourceFailure>,
+    pub metrics_errors: Vec<SourceFailureView>,
     #[serde(flatten)]
     pub run: RunView,
 }
@@ -229,45 +228,7 @@ pub struct ResultsView {
     /// Absent when no source has anything yet.
     #[serde(flatten)]
     pub results: Option<ResultsPart>,
-    pub metrics_errors: Vec<SourceFailure>,
-}
-
-/// What the run's metrics say, once a source has any.
-#[derive(Debug, Clone, Serialize)]
-pub struct ResultsPart {
-    pub source: SourceKind,
-    pub metrics: StatusMetrics,
-    /// The trainer run's summary as logged (last value of every key).
-    pub final_metrics: BTreeMap<String, MetricValue>,
-    /// The env run's summary, keys as the env logged them.
-    pub env_final_metrics: BTreeMap<String, MetricValue>,
-    /// Every trainer step's normalised numbers, in step order.
-    pub history: Vec<StatusMetrics>,
-    /// `tinker://…/sampler_weights/final` when the trainer reported it.
-    pub final_weights: Option<String>,
-    pub checkpoints: Vec<Checkpoint>,
-    pub health: HealthDigest,
-    pub trainer_run: Option<RunIdentity>,
-    pub env_run: Option<RunIdentity>,
-    pub warnings: Vec<String>,
-}
-
-impl From<Results> for ResultsPart {
-    fn from(results: Results) -> Self {
-        Self {
-            source: results.source,
-            metrics: results.metrics,
-            final_metrics: results.final_metrics,
-            env_final_metrics: results.env_final_metrics,
-            history: results.history,
-            final_weights: results.final_weights,
-            checkpoints: results.checkpoints,
-            health: results.health,
-            trainer_run: results.trainer_run,
-            env_run: results.env_run,
-            warnings: results.warnings,
-        }
-    }
+    pub metrics_errors: Vec<SourceFailureView>,
 }
 
 /// `rl_list_runs`.
@@ -314,9 +275,10 @@ pub struct EventsView {
     pub next_since: i64,
 }
 
-/// The end of a component's log.
+/// The end of one component's log (`rl runs logs`): rl-process's `LogTail` of its file, named
+/// and with secrets masked.
 #[derive(Debug, Clone, Serialize)]
-pub struct LogTail {
+pub struct ComponentLog {
     pub component: String,
     pub path: PathBuf,
     /// The last lines, oldest first; secrets the run could see are masked.

@@ -1,9 +1,11 @@
-//! Integration tests of rl-tools: every tool's answer (`answers`), and the requirements check
-//! on a machine as it is and as it breaks.
+//! Integration tests of rl-tools: every tool's answer (`answers`, and the metrics part of the
+//! results for each metrics file in `metrics_files`), and the requirements check on a machine
+//! as it is and as it breaks.
 
 #![allow(clippy::unwrap_used)]
 
 mod answers;
+mod metrics_files;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
