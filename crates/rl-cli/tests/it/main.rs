@@ -4,6 +4,7 @@
 
 mod hostile_components;
 mod hostile_sources;
+mod json_outputs;
 mod mcp;
 mod new_env;
 mod preflight;
