@@ -58,36 +58,29 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
             introspect_timeout,
         } => {
             let current = tools.current_config()?;
-            let disagreements = match introspect {
-                None => None,
-                Some(Introspect::Python) => Some(
-                    tools
-                        .introspect_config(&current, Duration::from_secs(introspect_timeout))
-                        .context("--introspect python")?,
-                ),
+            let Some(Introspect::Python) = introspect else {
+                return if as_json {
+                    output::json(&current)
+                } else {
+                    print_current(&current)
+                };
             };
+            let introspected = tools
+                .introspect_config(current, Duration::from_secs(introspect_timeout))
+                .context("--introspect python")?;
             if as_json {
-                let mut value = serde_json::to_value(&current)?;
-                if let (Some(object), Some(disagreements)) = (value.as_object_mut(), disagreements)
-                {
-                    object.insert(
-                        "introspection_disagreements".to_owned(),
-                        serde_json::to_value(disagreements)?,
-                    );
-                }
-                return output::json(&value);
+                return output::json(&introspected);
             }
-            print_current(&current)?;
-            if let Some(disagreements) = disagreements {
-                if disagreements.is_empty() {
-                    output::line("python introspection agrees with the static reading")?;
-                }
-                for d in disagreements {
-                    output::line(format!(
-                        "disagreement on {}: static {} / python {}",
-                        d.field, d.static_reading, d.python
-                    ))?;
-                }
+            print_current(&introspected.config)?;
+            let disagreements = &introspected.introspection_disagreements;
+            if disagreements.is_empty() {
+                output::line("python introspection agrees with the static reading")?;
+            }
+            for d in disagreements {
+                output::line(format!(
+                    "disagreement on {}: static {} / python {}",
+                    d.field, d.static_reading, d.python
+                ))?;
             }
             Ok(())
         }
@@ -126,7 +119,7 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
             for entry in diff {
                 table.add_row([
                     entry.field,
-                    entry.default.to_string(),
+                    entry.default_text,
                     entry.value.to_string(),
                     entry.edited_at,
                 ]);

@@ -2,8 +2,7 @@
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use rl_discovery::{Environment, Scan};
-use rl_tools::EnvironmentList;
+use rl_tools::{EnvironmentDetail, EnvironmentList, FailureKind};
 
 use crate::context::Context;
 use crate::output;
@@ -58,12 +57,18 @@ pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> any
             ))
         }
         EnvsCommand::Show { name, recursive } => {
-            let scan = tools.scan(recursive).context(WHERE_ENVIRONMENTS_ARE)?;
-            let env = scan.find(&name)?;
+            // The folder hint helps when the folder could not be read, not when the name is
+            // unknown there.
+            let env = tools
+                .environment(&name, recursive)
+                .map_err(|error| match error.kind() {
+                    FailureKind::NotFound => anyhow::Error::new(error),
+                    _ => anyhow::Error::new(error).context(WHERE_ENVIRONMENTS_ARE),
+                })?;
             if as_json {
-                output::json(env)
+                output::json(&env)
             } else {
-                print_one(&scan, env)
+                print_one(&env)
             }
         }
     }
@@ -116,9 +121,9 @@ fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_one(scan: &Scan, env: &Environment) -> anyhow::Result<()> {
+fn print_one(env: &EnvironmentDetail) -> anyhow::Result<()> {
     let mut table = output::table(&["field", "value"]);
-    let path = env.path_in(&scan.root);
+    let path = &env.file_path;
     let rows = [
         ("name", env.name.clone()),
         ("key", env.key.clone()),

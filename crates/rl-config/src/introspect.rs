@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use rl_settings::Value;
 
@@ -26,7 +26,7 @@ const KEPT_ERRORS: usize = 64 * 1024;
 /// started and left holding the pipe does not hold the answer.
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Introspected {
     pub config_class: Option<String>,
     pub fields: Vec<IntrospectedField>,
@@ -36,7 +36,7 @@ pub struct Introspected {
     pub errors: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct IntrospectedField {
     pub name: String,
     #[serde(rename = "type")]
@@ -47,7 +47,7 @@ pub struct IntrospectedField {
 }
 
 /// Where the static reading and Python disagree.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Disagreement {
     pub field: String,
     pub static_reading: String,

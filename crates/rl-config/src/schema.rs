@@ -1,12 +1,10 @@
 //! The fields an environment's config accepts, as read from source.
 
-use serde::Serialize;
-
 use rl_settings::Value;
 
 /// Every field of one environment's config class, base classes included, in pydantic's order
 /// (inherited fields first, an override keeping its base's position).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConfigSchema {
     /// The environment's key in its scan.
     pub environment: String,
@@ -25,7 +23,7 @@ impl ConfigSchema {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FieldSpec {
     pub name: String,
     /// The annotation as written.
@@ -48,8 +46,7 @@ impl FieldSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum DefaultValue {
     Value {
         value: Value,
@@ -83,8 +80,7 @@ impl std::fmt::Display for DefaultValue {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum FieldType {
     Int,
     Float,
@@ -136,26 +132,20 @@ impl std::fmt::Display for FieldType {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EnumMember {
     pub name: String,
     pub value: Value,
 }
 
 /// pydantic's numeric and length constraints, where given as literals.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Constraints {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ge: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub gt: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub le: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub lt: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_length: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_length: Option<u64>,
 }
 

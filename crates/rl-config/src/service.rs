@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use rl_discovery::{Environment, Scan};
 use rl_settings::{RunConfig, RunEndpoints, RunId, Settings, Value};
-use serde::Serialize;
 
 use crate::store::{Edit, Section, SelectedEnvironment, Selection, Store};
 use crate::validate::{MAX_FIELD_NAME_CHARS, check_value};
@@ -23,7 +22,7 @@ pub struct ConfigService {
     store: Store,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct SelectionReport {
     pub environment: SelectedEnvironment,
     pub wandb_name: String,
@@ -33,7 +32,7 @@ pub struct SelectionReport {
     pub notes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct CurrentConfig {
     pub environment: SelectedEnvironment,
     pub config_class: String,
@@ -53,9 +52,8 @@ impl CurrentConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct CurrentField {
-    #[serde(flatten)]
     pub spec: FieldSpec,
     /// The value a run would use now.
     pub current: DefaultValue,
@@ -63,8 +61,7 @@ pub struct CurrentField {
     pub locked: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueOrigin {
     ClassDefault,
     EnvironmentDefault,
@@ -73,7 +70,7 @@ pub enum ValueOrigin {
     Locked,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct EditReport {
     pub field: String,
     pub section: Section,
@@ -86,7 +83,7 @@ pub struct EditReport {
     pub checked: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct DiffEntry {
     pub field: String,
     pub section: Section,
@@ -95,7 +92,7 @@ pub struct DiffEntry {
     pub edited_at: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct RunConfigFile {
     pub path: PathBuf,
     pub config: RunConfig,

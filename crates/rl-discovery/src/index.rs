@@ -3,14 +3,12 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 use crate::resolve::{Ancestor, ClassId, ParsedModule, Resolver};
 use crate::summary::Dotted;
 use crate::{Environment, Scan};
 
 /// A class of the scan: its file (relative to the scan root), name and line.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClassLocation {
     pub file: String,
     pub class_name: String,
@@ -18,8 +16,7 @@ pub struct ClassLocation {
 }
 
 /// What a class reference denotes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClassTarget {
     Scanned(ClassLocation),
     /// Outside the scan, by qualified name as imported (`atroposlib.envs.base.BaseEnvConfig`,

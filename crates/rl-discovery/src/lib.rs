@@ -27,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 pub use error::DiscoveryError;
 pub use index::{ClassLocation, ClassTarget};
@@ -59,7 +58,7 @@ impl Default for ScanOptions {
 }
 
 /// The outcome of scanning one folder.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Clone)]
 pub struct Scan {
     /// The scanned folder, canonicalised. Every `file` below is relative to it.
     pub root: PathBuf,
@@ -75,11 +74,10 @@ pub struct Scan {
     /// Names that more than one environment uses; select those by `key`.
     pub duplicate_names: Vec<DuplicateName>,
     /// What was parsed, kept (without syntax trees) to answer questions about classes later.
-    #[serde(skip)]
     index: Arc<index::ScanIndex>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Environment {
     /// The `name` class attribute, else the file stem.
     pub name: String,
@@ -104,8 +102,43 @@ pub struct Environment {
     /// Ancestors up to the atroposlib base reached: scanned classes as `Class (file:line)`,
     /// atroposlib's own by qualified name.
     pub bases: Vec<String>,
-    #[serde(skip)]
     origin: index::Origin,
+}
+
+/// What was read, without the index kept for later questions.
+impl std::fmt::Debug for Scan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scan")
+            .field("root", &self.root)
+            .field("recursive", &self.recursive)
+            .field("files_scanned", &self.files_scanned)
+            .field("environments", &self.environments)
+            .field("skipped", &self.skipped)
+            .field("warnings", &self.warnings)
+            .field("duplicate_names", &self.duplicate_names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What was read, without the index's ids (which change with the scan's order).
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Environment")
+            .field("name", &self.name)
+            .field("name_source", &self.name_source)
+            .field("key", &self.key)
+            .field("class_name", &self.class_name)
+            .field("file", &self.file)
+            .field("line", &self.line)
+            .field("description", &self.description)
+            .field("has_docstring", &self.has_docstring)
+            .field("config_class", &self.config_class)
+            .field("config_class_source", &self.config_class_source)
+            .field("has_config_init", &self.has_config_init)
+            .field("runnable", &self.runnable)
+            .field("bases", &self.bases)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Environment {
@@ -114,15 +147,13 @@ impl Environment {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameSource {
     Attribute,
     FileStem,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigClassSource {
     /// `env_config_cls = X` in the class body.
     EnvConfigCls,
@@ -134,14 +165,13 @@ pub enum ConfigClassSource {
     Default,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedFile {
     pub file: String,
     pub reason: SkipReason,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SkipReason {
     #[error("syntax error at line {line}, column {column}: {message}")]
     SyntaxError {
@@ -174,14 +204,13 @@ pub enum SkipReason {
     Unreadable { message: String },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileWarning {
     pub file: String,
     pub warning: Warning,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Warning {
     #[error(
         "shadows {shadowed} `{module}`: a run started from this folder imports this file for \
@@ -195,7 +224,7 @@ pub enum Warning {
     InheritanceTooDeep { class: String, limit: usize },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DuplicateName {
     pub name: String,
     pub keys: Vec<String>,

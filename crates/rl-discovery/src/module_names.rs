@@ -2,8 +2,6 @@
 //! script, so its folder comes first on `sys.path`: a `json.py` there is what every `import
 //! json` of that run gets — atroposlib's included — and every environment of the folder breaks.
 
-use serde::Serialize;
-
 /// CPython's `sys.stdlib_module_names` of 3.11, 3.12 and 3.13, merged and sorted. Made with
 /// `for v in 3.11 3.12 3.13; do python$v -c 'import sys; print(*sys.stdlib_module_names,
 /// sep="\n")'; done | sort -u`.
@@ -68,8 +66,7 @@ pub const RUNTIME_DEPENDENCIES: &[&str] = &[
 ];
 
 /// What a file named like a module takes the place of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shadowed {
     StandardLibrary,
     Dependency,

@@ -24,8 +24,7 @@ pub(crate) const MAX_INDENTATION: u32 = 99;
 pub(crate) const MAX_EXPRESSION_DEPTH: u32 = 3_000;
 
 /// What nests too deeply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nesting {
     Brackets,
     Indentation,

@@ -5,8 +5,9 @@ use rl_discovery::{Environment, Scan};
 use rl_settings::Value;
 
 use crate::answers::{
-    ConfigView, DuplicateNameView, Edited, EnvironmentEntry, EnvironmentList, FieldSpecView,
-    FieldView, FileWarningView, Selected, SkippedFileView,
+    ConfigView, DisagreementView, DuplicateNameView, EditEntry, Edited, EnvironmentDetail,
+    EnvironmentEntry, EnvironmentList, FieldSpecView, FieldView, FileWarningView,
+    IntrospectedConfig, Selected, SkippedFileView,
 };
 use crate::{Tools, ToolsError};
 
@@ -18,8 +19,19 @@ pub(crate) const LIST_TIPS: [&str; 4] = [
 ];
 
 impl Tools {
-    pub fn scan(&self, recursive: bool) -> Result<Scan, ToolsError> {
+    pub(crate) fn scan(&self, recursive: bool) -> Result<Scan, ToolsError> {
         Ok(rl_config::scan_environments(self.settings()?, recursive)?)
+    }
+
+    /// One environment in full, by name or key (`rl envs show`).
+    pub fn environment(
+        &self,
+        name: &str,
+        recursive: bool,
+    ) -> Result<EnvironmentDetail, ToolsError> {
+        let scan = self.scan(recursive)?;
+        let env = scan.find(name)?;
+        Ok(EnvironmentDetail::new(env, &scan.root))
     }
 
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {
@@ -72,17 +84,22 @@ impl Tools {
     }
 
     /// The edits made since selection, next to the defaults they replace.
-    pub fn config_diff(&self) -> Result<Vec<rl_config::DiffEntry>, ToolsError> {
-        Ok(self.service()?.diff()?)
+    pub fn config_diff(&self) -> Result<Vec<EditEntry>, ToolsError> {
+        Ok(self
+            .service()?
+            .diff()?
+            .iter()
+            .map(EditEntry::from)
+            .collect())
     }
 
     /// The selected environment's config class imported by the operator's Python, compared
     /// with the static reading: where the two disagree (`rl config show --introspect python`).
     pub fn introspect_config(
         &self,
-        current: &ConfigView,
+        current: ConfigView,
         timeout: std::time::Duration,
-    ) -> Result<Vec<rl_config::Disagreement>, ToolsError> {
+    ) -> Result<IntrospectedConfig, ToolsError> {
         let service = self.service()?;
         let scan = service.scan()?;
         let env = scan.find(&current.key)?;
@@ -93,7 +110,11 @@ impl Tools {
             &env.class_name,
             timeout,
         )?;
-        Ok(rl_config::compare(&schema, &python))
+        let disagreements = rl_config::compare(&schema, &python);
+        Ok(IntrospectedConfig {
+            config: current,
+            introspection_disagreements: disagreements.iter().map(DisagreementView::from).collect(),
+        })
     }
 
     pub fn current_config(&self) -> Result<ConfigView, ToolsError> {

@@ -17,13 +17,15 @@ mod tool_specs;
 mod tools;
 
 pub use answers::{
-    Check, CheckpointView, ComponentLog, ComponentView, ConfigView, ConstraintsView, DefaultView,
-    DuplicateNameView, Edited, EnumMemberView, EnvironmentEntry, EnvironmentList, ErrorAnswer,
-    EventView, EventsView, FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView,
-    HealthReport, HealthView, LoggedRunView, LoggedValue, MetricsView, ModelAnswer, ModelTested,
-    OriginalSummary, PreflightAnswer, ProcessView, RateLimited, ResultsPart, ResultsView, RunEntry,
-    RunList, RunView, Selected, SkipReasonView, SkippedFileView, SourceFailureView, Started,
-    StatusView, Stopped, TestConfig, WaitView, WarningView, WindowView, error_answer, report_json,
+    Check, CheckpointView, ComponentLog, ComponentView, ConfigClassSourceView, ConfigView,
+    ConstraintsView, DefaultView, DisagreementView, DuplicateNameView, EditEntry, Edited,
+    EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList, ErrorAnswer, EventView,
+    EventsView, FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView, HealthReport,
+    HealthView, IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer,
+    ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, RateLimited,
+    ResultsPart, ResultsView, RunEntry, RunList, RunView, Selected, SkipReasonView,
+    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig, WaitView,
+    WarningView, WindowView, error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};

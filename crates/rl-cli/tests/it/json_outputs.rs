@@ -58,6 +58,36 @@ fn envs_show_json_of_every_fixture_environment() {
     insta::assert_json_snapshot!(shown);
 }
 
+/// `rl config show --json` (`rl_get_current_config`'s answer) of every fixture environment:
+/// each kind of field, default and constraint as an agent reads it.
+#[test]
+fn config_show_json_of_every_fixture_environment() {
+    let listing = json_of(
+        tempfile::tempdir().unwrap().path(),
+        &["envs", "list", "--root", ROOT, "--recursive", "--json"],
+    );
+    let mut shown = BTreeMap::new();
+    for env in listing["environments"].as_array().unwrap() {
+        let key = env["key"].as_str().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            "recursive_discovery = true\n",
+        )
+        .unwrap();
+        let select = ["select", key, "--root", ROOT, "--json"];
+        let selected = rl_in(home.path(), &select);
+        let answer = if selected.status.success() {
+            json_of(home.path(), &["config", "show", "--root", ROOT, "--json"])
+        } else {
+            serde_json::from_slice(&selected.stdout).unwrap()
+        };
+        shown.insert(key.to_owned(), portable(answer));
+    }
+    assert_eq!(shown.len(), 20);
+    insta::assert_json_snapshot!(shown);
+}
+
 /// `rl config diff --json` after two edits.
 #[test]
 fn config_diff_json_lists_each_edit() {

@@ -3,14 +3,15 @@ use rl_settings::Value;
 
 use crate::fixture_scan;
 
-/// One snapshot per fixture environment: the whole field table, as an agent would see it.
+/// One snapshot per fixture environment: the whole field table as read (what an agent sees of
+/// it is snapshotted at the edge, in rl-cli's `json_outputs`).
 #[test]
 fn field_tables_of_every_fixture_environment() {
     let scan = fixture_scan();
     for env in &scan.environments {
         let schema = config_schema(&scan, env).unwrap();
         insta::with_settings!({ snapshot_suffix => env.key.replace(['@', '/', ':'], "_") }, {
-            insta::assert_yaml_snapshot!(schema);
+            insta::assert_debug_snapshot!(schema);
         });
     }
 }

@@ -32,8 +32,7 @@ fn deeply_nested_files_are_skipped_with_their_reason_and_the_good_one_is_listed(
         else {
             panic!("{name}: {:?}", skipped.reason);
         };
-        let json = serde_json::to_value(found).unwrap();
-        assert_eq!(json, *nesting, "{name}");
+        assert_eq!(format!("{found:?}").to_lowercase(), *nesting, "{name}");
         assert_eq!(found_line, line, "{name}");
         assert_eq!(*limit, found.limit(), "{name}");
     }

@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 
-use rl_discovery::{DiscoveryError, ScanOptions, SkipReason, scan};
+use rl_discovery::{DiscoveryError, FileWarning, ScanOptions, Shadowed, SkipReason, Warning, scan};
 
 use crate::tree;
 
@@ -306,10 +306,15 @@ fn files_named_like_modules_runs_import_are_warned_about_and_still_read() {
             .contains("the module environments import at run time `openai`"),
         "{warned:?}"
     );
-    let json = serde_json::to_value(&scan.warnings[3]).unwrap();
     assert_eq!(
-        json,
-        serde_json::json!({"file": "typing/__init__.py", "warning": {"kind": "shadows_module", "module": "typing", "shadowed": "standard_library"}})
+        scan.warnings[3],
+        FileWarning {
+            file: "typing/__init__.py".to_owned(),
+            warning: Warning::ShadowsModule {
+                module: "typing".to_owned(),
+                shadowed: Shadowed::StandardLibrary,
+            },
+        }
     );
 }
 

@@ -1,8 +1,9 @@
 //! The answers about environments and their configuration.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rl_config::ValueOrigin;
+use rl_discovery::{ConfigClassSource, Environment, NameSource};
 use rl_settings::Value;
 use serde::{Serialize, Serializer};
 
@@ -40,6 +41,87 @@ pub struct EnvironmentEntry {
     pub config_class: String,
     /// The file starts the environment with `cli()`, so it can be served and tested.
     pub runnable: bool,
+}
+
+/// One environment in full, as `rl envs show --json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvironmentDetail {
+    /// The `name` class attribute, else the file stem (`name_source` says which).
+    pub name: String,
+    pub name_source: NameSourceView,
+    /// Unique in the scan: `name@relative/path.py`.
+    pub key: String,
+    pub class_name: String,
+    /// Path relative to the environments folder.
+    pub file: String,
+    pub line: u32,
+    pub description: String,
+    pub has_docstring: bool,
+    pub config_class: String,
+    pub config_class_source: ConfigClassSourceView,
+    pub has_config_init: bool,
+    pub runnable: bool,
+    /// Ancestors up to the atroposlib base reached.
+    pub bases: Vec<String>,
+    /// For people: the file's absolute path.
+    #[serde(skip)]
+    pub file_path: PathBuf,
+}
+
+impl EnvironmentDetail {
+    /// `env` of the scan of `root`.
+    pub(crate) fn new(env: &Environment, root: &Path) -> Self {
+        Self {
+            name: env.name.clone(),
+            name_source: match env.name_source {
+                NameSource::Attribute => NameSourceView::Attribute,
+                NameSource::FileStem => NameSourceView::FileStem,
+            },
+            key: env.key.clone(),
+            class_name: env.class_name.clone(),
+            file: env.file.clone(),
+            line: env.line,
+            description: env.description.clone(),
+            has_docstring: env.has_docstring,
+            config_class: env.config_class.clone(),
+            config_class_source: match &env.config_class_source {
+                ConfigClassSource::EnvConfigCls => ConfigClassSourceView::EnvConfigCls,
+                ConfigClassSource::ConfigInitAnnotation => {
+                    ConfigClassSourceView::ConfigInitAnnotation
+                }
+                ConfigClassSource::Inherited { from } => {
+                    ConfigClassSourceView::Inherited { from: from.clone() }
+                }
+                ConfigClassSource::Default => ConfigClassSourceView::Default,
+            },
+            has_config_init: env.has_config_init,
+            runnable: env.runnable,
+            bases: env.bases.clone(),
+            file_path: env.path_in(root),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NameSourceView {
+    Attribute,
+    FileStem,
+}
+
+/// How the config class was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ConfigClassSourceView {
+    /// `env_config_cls = X` in the class body.
+    EnvConfigCls,
+    /// `config_init`'s return annotation.
+    ConfigInitAnnotation,
+    Inherited {
+        from: String,
+    },
+    /// atroposlib's `BaseEnvConfig`.
+    Default,
 }
 
 /// `rl_select_environment`.

@@ -2,6 +2,7 @@
 //! named here and built from the typed results of the lower crates, whose serde attributes
 //! only shape the files they write. The snapshots in `tests/it/answers.rs` show them all.
 
+mod config;
 mod environments;
 mod error;
 mod fields;
@@ -11,8 +12,10 @@ mod preflight;
 mod runs;
 mod scan;
 
+pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub use environments::{
-    ConfigView, Edited, EnvironmentEntry, EnvironmentList, FieldView, Selected,
+    ConfigClassSourceView, ConfigView, Edited, EnvironmentDetail, EnvironmentEntry,
+    EnvironmentList, FieldView, NameSourceView, Selected,
 };
 pub use error::{ErrorAnswer, error_answer};
 pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, FieldTypeView};
