@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use serde::Serialize;
 
 use crate::identity::{ProcessIdentity, members_of_group};
 
@@ -13,7 +12,7 @@ use crate::identity::{ProcessIdentity, members_of_group};
 const AFTER_KILL: Duration = Duration::from_secs(3);
 const POLL: Duration = Duration::from_millis(25);
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StopOutcome {
     /// The group had no process left to stop (its leader had ended and taken its children).
     pub was_empty: bool,

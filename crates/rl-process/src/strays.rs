@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
-use serde::Serialize;
 
 use crate::groups::KILL_WAIT;
 use crate::identity::{ProcessIdentity, processes};
@@ -24,14 +23,14 @@ const POLL: Duration = Duration::from_millis(25);
 const NAMED_AT_MOST: usize = 10;
 
 /// A process of the run found outside its components' groups.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stray {
     pub identity: ProcessIdentity,
     /// Its command name (`/proc/<pid>/comm`): never its arguments, which may hold anything.
     pub name: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StrayOutcome {
     /// Every process found and signalled.
     pub ended: Vec<Stray>,

@@ -6,6 +6,7 @@
 
 mod answers;
 mod metrics_files;
+mod preflight_views;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
