@@ -12,7 +12,7 @@ use rl_preflight::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, Progress, ProgressSink,
     TestPlan, TestProgress, TestReport, TestStatus, TestView,
 };
-use rl_tools::{InferenceOptions, Tools};
+use rl_tools::{InferenceOptions, TestListingView, TestShown, TestStopView, TestWaited, Tools};
 
 use crate::context::{Context, until_interrupted};
 use crate::output;
@@ -96,7 +96,7 @@ pub(crate) fn run(
         Some(PreflightSubcommand::Stop { test_id }) => {
             let stopped = tools.stop_preflight(&test_id)?;
             if as_json {
-                return output::json(&stopped);
+                return output::json(&TestStopView::from(&stopped));
             }
             output::line(&stopped.message)
         }
@@ -104,10 +104,11 @@ pub(crate) fn run(
 }
 
 fn show(view: &TestView, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        return output::json(&TestShown::from(view));
+    }
     match view {
-        TestView::Reported(report) if as_json => output::json(&rl_tools::report_json(report)?),
         TestView::Reported(report) => print_report(report),
-        TestView::Unfinished(progress) if as_json => output::json(progress),
         TestView::Unfinished(progress) => print_progress(progress),
     }
 }
@@ -136,11 +137,10 @@ fn wait(tools: &Tools, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<
     };
     let timed_out = matches!(&view, TestView::Unfinished(p) if p.status == TestStatus::Running);
     if as_json {
-        let test = match &view {
-            TestView::Reported(report) => rl_tools::report_json(report)?,
-            TestView::Unfinished(progress) => serde_json::to_value(progress)?,
-        };
-        return output::json(&serde_json::json!({"timed_out": timed_out, "test": test}));
+        return output::json(&TestWaited {
+            timed_out,
+            test: TestShown::from(&view),
+        });
     }
     if timed_out {
         output::line(format!(
@@ -405,7 +405,8 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
 fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
     let tests = tools.preflights()?;
     if as_json {
-        return output::json(&tests);
+        let listed: Vec<TestListingView> = tests.iter().map(TestListingView::from).collect();
+        return output::json(&listed);
     }
     if tests.is_empty() {
         return output::line("no pre-flight tests yet; run one with `rl preflight`");

@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use rl_settings::RunId;
-use serde::Serialize;
 
 use crate::analysis::count_groups;
 use crate::command::model_files;
@@ -21,7 +20,7 @@ use crate::verdict::Verdict;
 const PLAN_FILE: &str = "plan.json";
 
 /// One line of a listing.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TestListing {
     pub test_id: String,
     pub environment: String,
@@ -42,7 +41,7 @@ pub enum TestView {
 }
 
 /// A test without a report: running (read while another process runs it), or interrupted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TestProgress {
     pub test_id: String,
     pub status: TestStatus,
@@ -52,15 +51,13 @@ pub struct TestProgress {
     pub output_dir: PathBuf,
     /// The process running it (`rl preflight`, `rl mcp`, `rl serve`, …).
     pub owner_pid: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_requested_at: Option<String>,
     /// Why it is interrupted, and what became of its model processes.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub interruption: Option<Interruption>,
     pub models: Vec<ModelProgress>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelProgress {
     pub model: String,
     /// Groups written so far (atroposlib writes them when the model's run ends).

@@ -290,7 +290,7 @@ pub(crate) fn status_of(dir: &Path, state: &TestState) -> TestStatus {
 }
 
 /// What a stop did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TestStopReport {
     pub test_id: String,
     /// Whether anything was stopped.

@@ -21,11 +21,12 @@ pub use answers::{
     ConstraintsView, DefaultView, DisagreementView, DuplicateNameView, EditEntry, Edited,
     EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList, ErrorAnswer, EventView,
     EventsView, FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView, HealthReport,
-    HealthView, IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer,
-    ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, RateLimited,
-    ResultsPart, ResultsView, RunEntry, RunList, RunView, Selected, SkipReasonView,
-    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig, WaitView,
-    WarningView, WindowView, error_answer, report_json,
+    HealthView, InterruptionView, IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView,
+    ModelAnswer, ModelProgressView, ModelTested, NameSourceView, OriginalSummary, PreflightAnswer,
+    ProcessView, RateLimited, ResultsPart, ResultsView, RunEntry, RunList, RunView, Selected,
+    SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig,
+    TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
+    WindowView, error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};

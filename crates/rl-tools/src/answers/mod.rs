@@ -9,6 +9,7 @@ mod fields;
 mod health_check;
 mod metrics;
 mod preflight;
+mod preflight_store;
 mod runs;
 mod scan;
 
@@ -25,6 +26,10 @@ pub use metrics::{
     SourceFailureView, WindowView,
 };
 pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, TestConfig};
+pub use preflight_store::{
+    InterruptionView, ModelProgressView, TestListingView, TestProgressView, TestShown,
+    TestStopView, TestWaited,
+};
 pub use runs::{
     ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsView,
     RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 
 use rl_preflight::{
-    Interruption, ModelProgress, TestListing, TestProgress, TestStatus, TestStopReport, Verdict,
+    Interruption, ModelProgress, TestListing, TestProgress, TestStatus, TestStopReport, TestView,
+    Verdict,
 };
+use rl_tools::{TestListingView, TestShown, TestStopView};
 use serde_json::Value;
 
 fn listing() -> TestListing {
@@ -59,9 +61,13 @@ fn json(value: &impl serde::Serialize) -> Value {
     serde_json::to_value(value).unwrap()
 }
 
+fn shown(progress: TestProgress) -> TestShown {
+    TestShown::from(&TestView::Unfinished(Box::new(progress)))
+}
+
 #[test]
 fn a_listing_names_every_key() {
-    insta::assert_json_snapshot!(json(&vec![listing()]));
+    insta::assert_json_snapshot!(json(&vec![TestListingView::from(&listing())]));
 }
 
 #[test]
@@ -70,10 +76,10 @@ fn an_unfinished_test_names_every_key() {
     quiet.stop_requested_at = None;
     quiet.interruption = None;
     quiet.status = TestStatus::Running;
-    insta::assert_json_snapshot!(json(&vec![progress(), quiet]));
+    insta::assert_json_snapshot!(json(&vec![shown(progress()), shown(quiet)]));
 }
 
 #[test]
 fn a_stop_names_every_key() {
-    insta::assert_json_snapshot!(json(&stopped()));
+    insta::assert_json_snapshot!(json(&TestStopView::from(&stopped())));
 }
