@@ -74,6 +74,9 @@ class TrainerConfig:
     request_timeout_secs: float
     engine_unreachable_secs: float
     max_retries: int
+    # A resumed run: the state (weights + optimizer) it continues from, after this step.
+    resume_state: Optional[str] = None
+    starting_step: int = 0
     # What the reader wants the operator to know (defaults that may differ from the env's).
     notes: tuple = field(default=())
 
@@ -94,6 +97,7 @@ class TrainerConfig:
             "save_every": self.save_every,
             "keep_rollouts": self.keep_rollouts,
             "batch_timeout_secs": self.batch_timeout_secs,
+            **({"resume_state": self.resume_state, "starting_step": self.starting_step} if self.resume_state else {}),
         }
 
 
@@ -336,6 +340,12 @@ def parse_config(doc: Any) -> TrainerConfig:
         "engine_unreachable_secs", 120.0 if remote else 10.0, minimum=1.0
     )
     max_retries = tinker.integer("max_retries", 3, minimum=0)
+    resume_state = tinker.string("resume_state", None)
+    starting_step = tinker.integer("starting_step", 0, minimum=0)
+    if starting_step >= total_steps:
+        raise ConfigError(tinker.key("starting_step"), f"({starting_step}) must be below env.total_steps ({total_steps}): no step would be left")
+    if starting_step > 0 and resume_state is None:
+        raise ConfigError(tinker.key("resume_state"), "is required when tinker.starting_step is above 0: the saved state to continue from")
 
     if group_size > batch_size:
         raise ConfigError("env.batch_size", f"({batch_size}) must be at least env.group_size ({group_size})")
@@ -370,6 +380,8 @@ def parse_config(doc: Any) -> TrainerConfig:
         request_timeout_secs=request_timeout_secs,
         engine_unreachable_secs=engine_unreachable_secs,
         max_retries=max_retries,
+        resume_state=resume_state,
+        starting_step=starting_step,
         notes=tuple(notes),
     )
 

@@ -188,6 +188,12 @@ class Tinker:
         result = await bounded(future.result_async(), f"save_state({name!r})", self.timeout)
         return result.path
 
+    async def load_state(self, path: str) -> None:
+        """Weights and optimizer state (Adam's moments) of a `save_state` path: a resumed run
+        continues as if it had never stopped."""
+        future = await self.training.load_state_with_optimizer_async(path)
+        await bounded(future.result_async(), f"load_state_with_optimizer({path!r})", self.timeout)
+
     async def sampling_client(self, path: str):
         return await with_retries(
             lambda: self.service.create_sampling_client_async(model_path=path),

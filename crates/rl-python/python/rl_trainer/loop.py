@@ -74,7 +74,7 @@ class Trainer:
 
     async def run(self) -> None:
         await self.setup()
-        for n in range(1, self.config.total_steps + 1):
+        for n in range(self.config.starting_step + 1, self.config.total_steps + 1):
             self.phase, self.step = "step", n
             await self.train_step(n)
         self.phase = "final"
@@ -95,12 +95,20 @@ class Trainer:
 
         await self.tinker.connect()
         say(f"LoRA training client {self.tinker.model_id} on {c.base_model} (rank {c.lora_rank})")
-        path = await self.tinker.save_for_sampler("step_0")
-        # The starting state too: what a comparison with the trained weights, or a restart from
-        # scratch with the same initialisation, loads (a few hundred KB on a LoRA).
-        state_path = await self.tinker.save_state("step_0")
-        self.policy.swap(await self.tinker.sampling_client(path), path)
-        self.checkpoints.record(0, "step_0", path, state_path)
+        if c.resume_state:
+            # The parent's rows up to this step are already in checkpoints.jsonl (rl copies
+            # them); this run's sampler copy of the state is only for sampling.
+            await self.tinker.load_state(c.resume_state)
+            say(f"training state (weights + optimizer) loaded from {c.resume_state}; continuing after step {c.starting_step}")
+            path = await self.tinker.save_for_sampler(f"resumed_step_{c.starting_step}")
+            self.policy.swap(await self.tinker.sampling_client(path), path)
+        else:
+            path = await self.tinker.save_for_sampler("step_0")
+            # The starting state too: what a comparison with the trained weights, or a restart
+            # from scratch with the same initialisation, loads (a few hundred KB on a LoRA).
+            state_path = await self.tinker.save_state("step_0")
+            self.policy.swap(await self.tinker.sampling_client(path), path)
+            self.checkpoints.record(0, "step_0", path, state_path)
         announce(f"Sampling client updated: {path}")
 
         trainer_id = await self.runapi.register(
@@ -111,7 +119,7 @@ class Trainer:
                 "max_token_len": c.max_token_trainer_length,
                 "checkpoint_dir": c.checkpoint_dir,
                 "save_checkpoint_interval": c.save_checkpoint_interval,
-                "starting_step": 0,
+                "starting_step": c.starting_step,
                 "num_steps": c.total_steps,
             }
         )

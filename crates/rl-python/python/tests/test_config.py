@@ -34,6 +34,17 @@ class ConfigTests(unittest.TestCase):
             parse_config(document)
         return ctx.exception
 
+    def test_a_resumed_run_names_its_state_and_step(self):
+        c = parse_config(doc(tinker={"resume_state": "tinker://m/weights/step_2", "starting_step": 2}))
+        self.assertEqual((c.resume_state, c.starting_step), ("tinker://m/weights/step_2", 2))
+        self.assertEqual(c.summary()["starting_step"], 2)
+        fresh = parse_config(doc())
+        self.assertEqual((fresh.resume_state, fresh.starting_step), (None, 0))
+        self.assertNotIn("starting_step", fresh.summary())
+        self.assertIn("tinker.resume_state: is required", str(self.error(doc(tinker={"starting_step": 2}))))
+        self.assertIn("no step would be left", str(self.error(doc(tinker={"resume_state": "tinker://m/weights/final", "starting_step": 5}))))
+        self.assertIn("tinker.starting_step", str(self.error(doc(tinker={"resume_state": "tinker://m/weights/x", "starting_step": -1}))))
+
     def test_reads_the_run_yaml(self):
         c = parse_config(doc())
         self.assertEqual(c.total_steps, 5)

@@ -5,8 +5,10 @@ import contextlib
 import io
 import json
 import os
+import sys
 import tempfile
 import unittest
+from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
@@ -43,6 +45,10 @@ class FakeRunApi:
     async def close(self):
         pass
 
+    async def register(self, registration):
+        self.registration = registration
+        return "trainer-1"
+
 
 class FakeTinker:
     retries = 0
@@ -61,6 +67,14 @@ class FakeTinker:
     async def save_for_sampler(self, name):
         self.saved.append(name)
         return f"tinker://m/{name}"
+
+    async def connect(self):
+        pass
+
+    model_id = "m"
+
+    async def load_state(self, path):
+        self.loaded = path
 
     async def save_state(self, name):
         self.states.append(name)
@@ -91,12 +105,15 @@ class LoopTests(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True):
+    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True, resume=None):
+        tinker = {"base_url": "http://127.0.0.1:2", "save_every": save_every, "keep_rollouts": keep, "learning_rate": 0.01}
+        if resume:
+            tinker.update({"resume_state": resume[0], "starting_step": resume[1]})
         config = parse_config(
             {
                 "env": {"total_steps": steps, "group_size": 2, "batch_size": 4, "tokenizer_name": "/t", "use_wandb": False},
                 "openai": [{"base_url": "http://127.0.0.1:1/v1"}],
-                "tinker": {"base_url": "http://127.0.0.1:2", "save_every": save_every, "keep_rollouts": keep, "learning_rate": 0.01},
+                "tinker": tinker,
             }
         )
         trainer = Trainer(config, self.run_dir, "tml-test")
@@ -174,6 +191,25 @@ class LoopTests(unittest.TestCase):
         self.assertEqual(metrics[0]["train/loss"], 0.25 * 4 * 2)
         self.assertEqual(metrics[0]["train/loss_from_outputs"], 1)
         self.assertNotIn("train/loss", metrics[2])
+
+    def test_a_resumed_run_loads_its_state_and_trains_only_the_steps_left(self):
+        batches = [[group([0.0, 1.0])], [group([1.0, 0.0])]]
+        trainer = self.trainer(batches, steps=5, save_every=2, resume=("tinker://p/weights/step_3", 3))
+        fake_transformers = SimpleNamespace(AutoTokenizer=SimpleNamespace(from_pretrained=lambda name: FakeTokenizer()))
+        trainer.linger = lambda: asyncio.sleep(0)
+        out = io.StringIO()
+        with mock.patch.dict(sys.modules, {"transformers": fake_transformers}), contextlib.redirect_stdout(out):
+            asyncio.run(trainer.run())
+        trainer.metrics.close()
+        trainer.checkpoints.close()
+        fake = trainer.tinker
+        self.assertEqual(fake.loaded, "tinker://p/weights/step_3")
+        self.assertEqual(trainer.runapi.registration["starting_step"], 3)
+        self.assertEqual(fake.saved, ["resumed_step_3", "step_4", "final"])
+        self.assertEqual(fake.states, ["step_4", "final"])  # no step_0 state of its own
+        self.assertEqual([row.get("step") for row in self.rows("metrics.jsonl")], [4, 5, None])
+        self.assertEqual([c["step"] for c in self.rows("checkpoints.jsonl")], [4, 5])
+        self.assertIn("continuing after step 3", out.getvalue())
 
 
 if __name__ == "__main__":
