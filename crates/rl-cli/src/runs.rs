@@ -11,7 +11,7 @@ use rl_metrics::MetricValue;
 use rl_process::{RunState, WaitOutcome, WaitUntil};
 use rl_tools::{
     EventView, HealthView, MetricsView, ResultsView, RunView, SourceChoice, SourceFailureView,
-    StatusView, Tools, WaitView,
+    Started, StatusView, Tools, WaitView,
 };
 
 use crate::context::{Context, runtime};
@@ -43,6 +43,22 @@ pub(crate) enum RunsCommand {
     },
     /// Stop a run: environment, trainer, then API, each as a whole process group.
     Stop { run_id: String },
+    /// Continue a stopped, failed or lost run from its last saved state, as a new run.
+    ///
+    /// The new run has the parent's config and WandB group, loads its weights and optimizer
+    /// state, and numbers its steps on. With `--wait`, the exit codes of `rl runs wait`.
+    Resume {
+        run_id: String,
+        /// Resume even though the environment's file changed since the run started.
+        #[arg(long)]
+        allow_changes: bool,
+        /// Wait until the new run reaches this point before returning.
+        #[arg(long, value_enum, value_name = "UNTIL")]
+        wait: Option<Until>,
+        /// Seconds `--wait` may take.
+        #[arg(long, default_value_t = 1800.0)]
+        timeout: f64,
+    },
     /// A run's metrics: latest numbers, every step, final weights, checkpoints and health.
     Results {
         run_id: String,
@@ -115,7 +131,22 @@ fn source_parser() -> impl clap::builder::TypedValueParser<Value = SourceChoice>
 pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {
     let tools = context.tools()?;
     match command {
-        RunsCommand::Start { wait, timeout } => start(&tools, wait, timeout, as_json),
+        RunsCommand::Start { wait, timeout } => {
+            let started = tools.start_training()?;
+            follow_start(&tools, started, wait, timeout, as_json)
+        }
+        RunsCommand::Resume {
+            run_id,
+            allow_changes,
+            wait,
+            timeout,
+        } => {
+            let started = tools.resume_training(&tools.run_id(&run_id)?, allow_changes)?;
+            if !as_json {
+                output::line(&started.message)?;
+            }
+            follow_start(&tools, started, wait, timeout, as_json)
+        }
         RunsCommand::Status {
             run_id,
             since,
@@ -291,8 +322,14 @@ fn waiting(
     })
 }
 
-fn start(tools: &Tools, wait: Option<Until>, timeout: f64, as_json: bool) -> anyhow::Result<()> {
-    let mut started = tools.start_training()?;
+/// A run just started (or resumed): shown, or followed until `wait`.
+fn follow_start(
+    tools: &Tools,
+    mut started: Started,
+    wait: Option<Until>,
+    timeout: f64,
+    as_json: bool,
+) -> anyhow::Result<()> {
     let Some(until) = wait else {
         return if as_json {
             output::json(&started)
@@ -356,6 +393,12 @@ fn print_status(run: &RunView) -> anyhow::Result<()> {
         run.id, run.environment, run.elapsed_secs
     ))?;
     output::line(format!("config  {}", run.config_path.display()))?;
+    if let Some(parent) = &run.resumed_from {
+        output::line(format!(
+            "resumes run {} after its step {}",
+            parent.run_id, parent.step
+        ))?;
+    }
     if let (Some(api), Some(trainer)) = (run.api_port, run.trainer_port) {
         output::line(format!("ports   api {api}, trainer {trainer} (127.0.0.1)"))?;
     }

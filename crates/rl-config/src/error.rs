@@ -49,6 +49,17 @@ pub enum ConfigError {
     },
     #[error("python introspection failed: {0}")]
     Introspection(String),
+    #[error(
+        "run {run_id} ran {file}, which has changed since: the resumed run would train another \
+         environment than its first steps did; resume with allow_changes to continue anyway, or \
+         start a new run"
+    )]
+    EnvironmentChanged { run_id: String, file: PathBuf },
+    #[error(
+        "run {run_id} did not record which environment it ran ({missing} is missing: it was \
+         started by an earlier rl), so it cannot be resumed; start a new run"
+    )]
+    UnknownRunEnvironment { run_id: String, missing: PathBuf },
 }
 
 fn did_you_mean(closest: &[String]) -> String {

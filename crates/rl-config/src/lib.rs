@@ -19,8 +19,8 @@ pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, int
 pub use locked::load_settings;
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use service::{
-    ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, RunConfigFile,
-    SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD, scan_environments,
+    ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, ResumedConfig,
+    RunConfigFile, SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD, scan_environments,
 };
 pub use store::{Edit, Section, SelectedEnvironment, Selection};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};

@@ -4,12 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use rl_settings::{
-    RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunId, Settings, create_private_dir, run_dir,
+    RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunId, Settings, Value, create_private_dir, run_dir,
     write_atomically,
 };
+use serde::{Deserialize, Serialize};
 
 use crate::ConfigError;
-use crate::store::{Section, Selection};
+use crate::store::{Section, SelectedEnvironment, Selection};
 
 /// Locked values, then the selection's edits (a locked field keeps its locked value), then
 /// the run's WandB names, then the run's own addresses: the API, and the trainer as the first
@@ -33,7 +34,7 @@ pub(crate) fn build(
         }
     }
     let mut tinker = locked.tinker.clone();
-    let run_name = format!("{}-{}", selection.environment.name, run_id);
+    let run_name = run_name(&selection.environment, run_id);
     tinker.insert("wandb_project".to_owned(), wandb_project.into());
     tinker.insert("wandb_run_name".to_owned(), run_name.as_str().into());
     // The trainer hands its group to run-api, and the env logs into the same group: one
@@ -42,36 +43,149 @@ pub(crate) fn build(
     tinker
         .entry("wandb_group".to_owned())
         .or_insert_with(|| run_name.as_str().into());
-    let mut openai = locked.openai.clone();
-    if let Some(endpoints) = endpoints {
-        env.insert(
-            "rollout_server_url".to_owned(),
-            endpoints.rollout_server_url().as_str().into(),
-        );
-        if let Some(trainer) = openai.first_mut() {
-            trainer.insert(
-                "base_url".to_owned(),
-                endpoints.inference_base_url().as_str().into(),
-            );
-        }
-        if let Some(url) = endpoints.engine_url() {
-            tinker.insert("base_url".to_owned(), url.as_str().into());
-        }
-    }
-
-    RunConfig {
+    let mut config = RunConfig {
         env,
-        openai,
+        openai: locked.openai.clone(),
         tinker,
         slurm: locked.slurm,
         testing: locked.testing,
+    };
+    if let Some(endpoints) = endpoints {
+        place(&mut config, endpoints);
+    }
+    config
+}
+
+/// The run's name in WandB: the environment's name and the run's id.
+fn run_name(environment: &SelectedEnvironment, run_id: &RunId) -> String {
+    format!("{}-{}", environment.name, run_id)
+}
+
+/// The run's own addresses: the API, the trainer as the first inference server (further
+/// servers are the operator's and kept as they are), and the run's engine.
+fn place(config: &mut RunConfig, endpoints: RunEndpoints) {
+    config.env.insert(
+        "rollout_server_url".to_owned(),
+        endpoints.rollout_server_url().as_str().into(),
+    );
+    if let Some(trainer) = config.openai.first_mut() {
+        trainer.insert(
+            "base_url".to_owned(),
+            endpoints.inference_base_url().as_str().into(),
+        );
+    }
+    if let Some(url) = endpoints.engine_url() {
+        config
+            .tinker
+            .insert("base_url".to_owned(), url.as_str().into());
     }
 }
 
+/// A resumed run's config: its parent's as it ran (locked values, edits, WandB project and
+/// group), with the run's own name and addresses and the state to continue from.
+pub(crate) fn resumed(
+    parent: RunConfig,
+    environment: &SelectedEnvironment,
+    run_id: &RunId,
+    endpoints: RunEndpoints,
+    state_path: &str,
+    step: u64,
+) -> RunConfig {
+    let mut config = parent;
+    config.tinker.insert(
+        "wandb_run_name".to_owned(),
+        run_name(environment, run_id).as_str().into(),
+    );
+    config
+        .tinker
+        .insert("resume_state".to_owned(), state_path.into());
+    config.tinker.insert(
+        "starting_step".to_owned(),
+        Value::Int(i64::try_from(step).unwrap_or(i64::MAX)),
+    );
+    place(&mut config, endpoints);
+    config
+}
+
+/// Which environment a run ran, and its file's digest then: what a resume compares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RunEnvironment {
+    pub(crate) environment: SelectedEnvironment,
+    /// SHA-256 of the environment's file, hex.
+    pub(crate) sha256: String,
+}
+
+impl RunEnvironment {
+    /// The environment as its file is now.
+    pub(crate) fn of(environment: &SelectedEnvironment) -> Result<Self, ConfigError> {
+        let file = environment.environments_dir.join(&environment.file);
+        let bytes = std::fs::read(&file).map_err(|source| ConfigError::Io {
+            action: "read",
+            path: file.clone(),
+            source,
+        })?;
+        Ok(Self {
+            environment: environment.clone(),
+            sha256: sha256_hex(&bytes),
+        })
+    }
+
+    /// What run `run_id` (whose folder is `dir`) recorded.
+    pub(crate) fn read(dir: &Path, run_id: &str) -> Result<Self, ConfigError> {
+        let path = dir.join(RUN_ENVIRONMENT_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ConfigError::UnknownRunEnvironment {
+                    run_id: run_id.to_owned(),
+                    missing: path,
+                });
+            }
+            Err(source) => {
+                return Err(ConfigError::Io {
+                    action: "read",
+                    path,
+                    source,
+                });
+            }
+        };
+        serde_json::from_str(&text).map_err(|error| ConfigError::CorruptState {
+            path,
+            reason: error.to_string(),
+        })
+    }
+
+    fn write(&self, dir: &Path) -> Result<(), ConfigError> {
+        let text = serde_json::to_vec_pretty(self).map_err(|error| ConfigError::CorruptState {
+            path: dir.join(RUN_ENVIRONMENT_FILE),
+            reason: error.to_string(),
+        })?;
+        write_atomically(&dir.join(RUN_ENVIRONMENT_FILE), &text)?;
+        Ok(())
+    }
+}
+
+/// The file in a run's folder that says which environment it ran.
+const RUN_ENVIRONMENT_FILE: &str = "environment.json";
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    use std::fmt::Write as _;
+    let digest = sha2::Sha256::digest(bytes);
+    digest
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+/// Writes the run's `config.yaml` and `environment.json` in its folder; returns the config's
+/// path.
 pub(crate) fn write(
     home: &Path,
     run_id: &RunId,
-    selection: &Selection,
+    environment: &RunEnvironment,
     config: &RunConfig,
 ) -> Result<PathBuf, ConfigError> {
     let dir = run_dir(home, run_id);
@@ -80,9 +194,10 @@ pub(crate) fn write(
     let header = format!(
         "# Run {run_id} of {} ({}), written by rl. Holds no secret: keys reach the processes \
          through their environment.\n",
-        selection.environment.key, selection.environment.class_name
+        environment.environment.key, environment.environment.class_name
     );
     let text = header + &config.to_yaml()?;
     write_atomically(&path, text.as_bytes())?;
+    environment.write(&dir)?;
     Ok(path)
 }

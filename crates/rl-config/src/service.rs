@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use rl_discovery::{Environment, Scan};
 use rl_settings::{RunConfig, RunEndpoints, RunId, Settings, Value};
 
+use crate::new_run::RunEnvironment;
 use crate::store::{Edit, Section, SelectedEnvironment, Selection, Store};
 use crate::validate::{MAX_FIELD_NAME_CHARS, check_value};
 use crate::{ConfigError, ConfigSchema, DefaultValue, FieldSpec, config_schema};
@@ -414,11 +415,60 @@ impl ConfigService {
                     .or_insert_with(|| value.clone());
             }
         }
-        let path = crate::new_run::write(self.store.home(), run_id, &selection, &config)?;
+        let environment = RunEnvironment::of(&selection.environment)?;
+        let path = crate::new_run::write(self.store.home(), run_id, &environment, &config)?;
         Ok(RunConfigFile {
             path,
             config,
             selection,
+        })
+    }
+}
+
+/// A resumed run's config: where it was written, and the environment it runs (its parent's).
+#[derive(Debug, Clone)]
+pub struct ResumedConfig {
+    pub path: PathBuf,
+    pub environment: SelectedEnvironment,
+}
+
+impl ConfigService {
+    /// Writes `runs/<run_id>/config.yaml` for a run that continues `parent` (whose folder is
+    /// `parent_dir`) after its `step`, from `state_path`: the parent's config as it ran, with
+    /// the new run's addresses. Refused when the parent's environment file has changed since it
+    /// ran, unless `allow_changes`.
+    pub fn write_resumed_config(
+        &self,
+        parent: &RunId,
+        run_id: &RunId,
+        endpoints: RunEndpoints,
+        state_path: &str,
+        step: u64,
+        allow_changes: bool,
+    ) -> Result<ResumedConfig, ConfigError> {
+        let home = self.store.home();
+        let parent_dir = rl_settings::run_dir(home, parent);
+        let ran = RunEnvironment::read(&parent_dir, parent.as_str())?;
+        let now = RunEnvironment::of(&ran.environment)?;
+        if now.sha256 != ran.sha256 && !allow_changes {
+            return Err(ConfigError::EnvironmentChanged {
+                run_id: parent.to_string(),
+                file: ran.environment.environments_dir.join(&ran.environment.file),
+            });
+        }
+        let config = RunConfig::read(&parent_dir.join(rl_settings::RUN_CONFIG_FILE))?;
+        let config = crate::new_run::resumed(
+            config,
+            &ran.environment,
+            run_id,
+            endpoints,
+            state_path,
+            step,
+        );
+        let path = crate::new_run::write(home, run_id, &now, &config)?;
+        Ok(ResumedConfig {
+            path,
+            environment: now.environment,
         })
     }
 }

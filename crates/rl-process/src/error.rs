@@ -41,6 +41,11 @@ pub enum ProcessError {
          raise max_active_runs in config.toml"
     )]
     TooManyRuns { active: u32, max: u32 },
+    #[error(
+        "run {parent} is being resumed already, as run {child}: follow that one, or stop it \
+         first"
+    )]
+    AlreadyResumed { parent: String, child: String },
     #[error("cannot start the supervisor of run {run_id}: {reason}")]
     Supervisor { run_id: String, reason: String },
     #[error("the supervisor cannot run: {0}")]

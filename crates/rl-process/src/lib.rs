@@ -18,6 +18,7 @@ mod output;
 mod plan;
 mod ports;
 mod probe;
+mod resume;
 mod runs;
 mod slurm;
 mod state;
@@ -37,12 +38,13 @@ pub use output::{OutputCopy, redacted_output};
 pub use plan::LaunchPlan;
 pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};
+pub use resume::carry_over;
 pub use runs::{
     DEFAULT_EVENT_LIMIT, RunStatus, Runs, StopReport, SupervisorCommand, WaitOutcome, WaitUntil,
     WrittenConfig,
 };
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
-pub use store::{ComponentRecord, Event, NewRun, RunRecord, RunStore};
+pub use store::{ComponentRecord, Event, Lineage, NewRun, RunRecord, RunStore};
 pub use strays::{
     RUN_DIR_VARIABLE, Stray, StrayOutcome, carrying_dir, carrying_run_dir, descendants_of,
     end_strays,

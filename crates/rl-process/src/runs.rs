@@ -15,7 +15,7 @@ use crate::launcher::{LaunchSpec, open_log};
 use crate::plan::LaunchPlan;
 use crate::ports::{free_loopback_ports, is_listening};
 use crate::state::{Component, ComponentStatus, RunState};
-use crate::store::{Event, NewRun, RunRecord, RunStore};
+use crate::store::{Event, Lineage, NewRun, RunRecord, RunStore};
 use crate::strays::RUN_DIR_VARIABLE;
 use crate::template::{TemplateValues, render};
 
@@ -99,6 +99,8 @@ pub struct WrittenConfig {
     pub environment: String,
     /// The environment's Python file, which the env component runs.
     pub env_file: PathBuf,
+    /// The run it continues, when it resumes one.
+    pub resumed_from: Option<Lineage>,
 }
 
 pub struct Runs {
@@ -314,6 +316,7 @@ impl Runs {
                 logs,
                 queued: settings.backend == Backend::Slurm,
                 max_active: Some(settings.max_active_runs),
+                resumed_from: written.resumed_from.clone(),
             })
             .inspect_err(|_| {
                 // Nothing of a run that was never recorded is kept.

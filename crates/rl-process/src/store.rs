@@ -17,10 +17,11 @@ const OPENING_LOCK_FILE: &str = "runs.db.lock";
 const SUPERVISOR_EVENT: &str = "supervisor";
 /// The columns `run_from_row` reads, in its order.
 const RUN_COLUMNS: &str = "id, environment, state, phase, created_at, updated_at, config_path, \
-     api_port, trainer_port, supervisor_pid, supervisor_start_ticks, error, boot_id, slurm_job";
+     api_port, trainer_port, supervisor_pid, supervisor_start_ticks, error, boot_id, slurm_job, \
+     parent_id, start_step";
 
 /// Bumped with every change to the schema below; older databases are migrated on open.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE runs (
@@ -37,7 +38,9 @@ CREATE TABLE runs (
     supervisor_start_ticks INTEGER,
     error TEXT,
     boot_id TEXT,
-    slurm_job TEXT
+    slurm_job TEXT,
+    parent_id TEXT,
+    start_step INTEGER
 );
 CREATE TABLE components (
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -79,6 +82,15 @@ pub struct NewRun {
     /// Refused when this many runs are unfinished already (counted in the same transaction as
     /// the insert, so two callers at once cannot both take the last place).
     pub max_active: Option<u32>,
+    /// The run this one continues, when it is a resumed run.
+    pub resumed_from: Option<Lineage>,
+}
+
+/// Where a resumed run comes from: its parent, and the parent's step it continues after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    pub parent: RunId,
+    pub step: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +109,8 @@ pub struct RunRecord {
     pub boot_id: Option<String>,
     /// The SLURM job holding the run (the SLURM backend only).
     pub slurm_job: Option<String>,
+    /// The run it continues (`parent`) and the step it continues after: a resumed run.
+    pub resumed_from: Option<(String, u64)>,
     pub components: Vec<ComponentRecord>,
 }
 
@@ -163,13 +177,20 @@ impl RunStore {
                 transaction.execute_batch(SCHEMA)?;
                 transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
-            1 | 2 => {
+            1..=3 => {
                 // Version 2: the boot a run started in, so pids are never trusted across one.
                 if version < 2 {
                     transaction.execute_batch("ALTER TABLE runs ADD COLUMN boot_id TEXT;")?;
                 }
                 // Version 3: the SLURM job holding a run, so any later `rl` can cancel it.
-                transaction.execute_batch("ALTER TABLE runs ADD COLUMN slurm_job TEXT;")?;
+                if version < 3 {
+                    transaction.execute_batch("ALTER TABLE runs ADD COLUMN slurm_job TEXT;")?;
+                }
+                // Version 4: the run a resumed run continues, and the step it continues after.
+                transaction.execute_batch(
+                    "ALTER TABLE runs ADD COLUMN parent_id TEXT; \
+                     ALTER TABLE runs ADD COLUMN start_step INTEGER;",
+                )?;
                 transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
             SCHEMA_VERSION => {}
@@ -200,6 +221,22 @@ impl RunStore {
         if exists {
             return Err(ProcessError::DuplicateRun(run.id.to_string()));
         }
+        if let Some(lineage) = &run.resumed_from {
+            // Checked with the insert: two callers resuming one run at once get one child.
+            let active_child: Option<String> = transaction
+                .query_row(
+                    "SELECT id FROM runs WHERE parent_id = ?1 AND state NOT IN ('stopped', 'completed', 'failed', 'lost')",
+                    [lineage.parent.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if let Some(child) = active_child {
+                return Err(ProcessError::AlreadyResumed {
+                    parent: lineage.parent.to_string(),
+                    child,
+                });
+            }
+        }
         if let Some(max) = run.max_active {
             let active: u32 = transaction.query_row(
                 "SELECT COUNT(*) FROM runs WHERE state NOT IN ('stopped', 'completed', 'failed', 'lost')",
@@ -218,8 +255,8 @@ impl RunStore {
                 .map_or(Phase::Api, |(component, _)| Phase::from(*component))
         });
         transaction.execute(
-            "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port, boot_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port, boot_id, parent_id, start_step)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 run.id.as_str(),
                 run.environment,
@@ -230,6 +267,10 @@ impl RunStore {
                 run.api_port,
                 run.trainer_port,
                 crate::identity::boot_id(),
+                run.resumed_from.as_ref().map(|lineage| lineage.parent.as_str()),
+                run.resumed_from
+                    .as_ref()
+                    .map(|lineage| i64::try_from(lineage.step).unwrap_or(i64::MAX)),
             ],
         )?;
         for (component, log) in &run.logs {
@@ -583,6 +624,13 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowResult> {
         error: row.get(11)?,
         boot_id: row.get(12)?,
         slurm_job: row.get(13)?,
+        resumed_from: row.get::<_, Option<String>>(14)?.map(|parent| {
+            (
+                parent,
+                u64::try_from(row.get::<_, Option<i64>>(15).ok().flatten().unwrap_or(0))
+                    .unwrap_or(0),
+            )
+        }),
         components: Vec::new(),
     }))
 }

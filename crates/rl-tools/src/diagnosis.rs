@@ -89,6 +89,7 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
         ToolsError::UnknownRun { active, known, .. } => {
             (K::NotFound, A::UnknownRun { active, known })
         }
+        ToolsError::NotResumable { .. } => (K::Precondition, A::CorrectRequest),
         ToolsError::Io { .. } | ToolsError::Internal(_) => (K::Internal, A::RetryWhenReady),
         ToolsError::Settings(error) => return settings(error),
         ToolsError::Config(error) => return config(error),
@@ -112,6 +113,7 @@ fn process(error: &ProcessError) -> Diagnosis<'_> {
                 variable: "TINKER_API_KEY",
             },
         ),
+        ProcessError::AlreadyResumed { .. } => (K::Precondition, A::CorrectRequest),
         ProcessError::NoRoot
         | ProcessError::FixedPortInUse { .. }
         | ProcessError::TooManyRuns { .. } => (K::Precondition, A::RetryWhenReady),
@@ -186,6 +188,9 @@ fn config(error: &ConfigError) -> Diagnosis<'_> {
         ConfigError::NotAllowed { allowed, .. } => (K::BadRequest, A::NotAllowed { allowed }),
         ConfigError::OutOfRange { range, .. } => (K::BadRequest, A::OutOfRange { range }),
         ConfigError::InvalidInput { .. } => (K::BadRequest, A::CorrectRequest),
+        ConfigError::EnvironmentChanged { .. } | ConfigError::UnknownRunEnvironment { .. } => {
+            (K::Precondition, A::CorrectRequest)
+        }
         ConfigError::Source { .. }
         | ConfigError::CorruptState { .. }
         | ConfigError::Io { .. }

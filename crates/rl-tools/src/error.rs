@@ -33,6 +33,8 @@ pub enum ToolsError {
         /// The newest runs, whatever their state (at most [`crate::KNOWN_RUNS_SHOWN`]).
         known: Vec<String>,
     },
+    #[error("run {run_id} cannot be resumed: {reason}")]
+    NotResumable { run_id: String, reason: String },
     #[error(transparent)]
     Settings(#[from] SettingsError),
     #[error(transparent)]

@@ -12,6 +12,7 @@ mod new_env;
 mod preflight;
 mod rate_limit;
 mod registry;
+mod resume;
 mod runs;
 mod tool_specs;
 mod tools;
@@ -23,10 +24,10 @@ pub use answers::{
     EventsView, FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView, HealthReport,
     HealthView, InterruptionView, IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView,
     ModelAnswer, ModelProgressView, ModelTested, NameSourceView, OriginalSummary, PreflightAnswer,
-    ProcessView, RateLimited, ResultsPart, ResultsView, RunEntry, RunList, RunView, Selected,
-    SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig,
-    TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
-    WindowView, error_answer, report_json,
+    ProcessView, RateLimited, ResultsPart, ResultsView, ResumedFrom, RunEntry, RunList, RunView,
+    Selected, SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped,
+    TestConfig, TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView,
+    WarningView, WindowView, error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};

@@ -69,6 +69,14 @@ struct RunArgs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ResumeArgs {
+    run_id: String,
+    #[serde(default)]
+    allow_changes: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct StatusArgs {
     run_id: String,
     #[serde(default)]
@@ -170,6 +178,18 @@ impl Registry {
                     .blocking(move |tools| {
                         let id = tools.run_id(&run_id)?;
                         to_json(&tools.stop_training(&id)?)
+                    })
+                    .await
+            }
+            ToolName::ResumeTraining => {
+                let ResumeArgs {
+                    run_id,
+                    allow_changes,
+                } = parse(name, arguments)?;
+                self.tools
+                    .blocking(move |tools| {
+                        let id = tools.run_id(&run_id)?;
+                        to_json(&tools.resume_training(&id, allow_changes)?)
                     })
                     .await
             }

@@ -57,6 +57,7 @@ impl Tools {
                 path: written.path,
                 environment: selected.key.clone(),
                 env_file: selected.environments_dir.join(&selected.file),
+                resumed_from: None,
             })
         };
         let status = runs.start(
@@ -65,24 +66,14 @@ impl Tools {
             self.secrets(),
             &self.context().supervisor,
         )?;
-        let config = RunConfig::read(&status.run.config_path).ok();
-        let wandb = config.as_ref().map(RunConfig::wandb);
-        let config = config.map(|config| config.env).unwrap_or_default();
-        Ok(Started {
-            run_id: status.run.id.clone(),
-            status: status.run.state.name(),
-            config,
-            wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
-            wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
-            wandb_run_name: wandb.as_ref().and_then(|w| w.run_name.clone()),
-            logs: logs_of(&status.run),
-            message: format!(
+        Ok(started(
+            &status,
+            format!(
                 "Training run {} is starting. Follow it with rl_check_status(run_id), or block \
                  until it changes with `rl runs wait {}`; training takes hours.",
                 status.run.id, status.run.id
             ),
-            run: RunView::from(&status),
-        })
+        ))
     }
 
     /// The run's record and events, without metrics (quick: no WandB).
@@ -275,6 +266,24 @@ fn tail(path: &Path, count: usize) -> Result<LogTail, ToolsError> {
             path: path.to_owned(),
             source,
         }),
+    }
+}
+
+/// The answer to a start (or a resume): the run as it starts, its config and where it logs.
+pub(crate) fn started(status: &RunStatus, message: String) -> Started {
+    let config = RunConfig::read(&status.run.config_path).ok();
+    let wandb = config.as_ref().map(RunConfig::wandb);
+    let config = config.map(|config| config.env).unwrap_or_default();
+    Started {
+        run_id: status.run.id.clone(),
+        status: status.run.state.name(),
+        config,
+        wandb_project: wandb.as_ref().and_then(|w| w.project.clone()),
+        wandb_group: wandb.as_ref().and_then(|w| w.group.clone()),
+        wandb_run_name: wandb.as_ref().and_then(|w| w.run_name.clone()),
+        logs: logs_of(&status.run),
+        message,
+        run: RunView::from(status),
     }
 }
 

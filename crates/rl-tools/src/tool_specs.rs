@@ -25,6 +25,7 @@ pub(crate) enum ToolName {
     StartTraining,
     CheckStatus,
     StopTraining,
+    ResumeTraining,
     GetResults,
     ListRuns,
     TestInference,
@@ -33,7 +34,7 @@ pub(crate) enum ToolName {
 
 impl ToolName {
     /// In the order an agent meets them.
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::ListEnvironments,
         Self::SelectEnvironment,
         Self::GetCurrentConfig,
@@ -41,6 +42,7 @@ impl ToolName {
         Self::StartTraining,
         Self::CheckStatus,
         Self::StopTraining,
+        Self::ResumeTraining,
         Self::GetResults,
         Self::ListRuns,
         Self::TestInference,
@@ -56,6 +58,7 @@ impl ToolName {
             Self::StartTraining => "rl_start_training",
             Self::CheckStatus => "rl_check_status",
             Self::StopTraining => "rl_stop_training",
+            Self::ResumeTraining => "rl_resume_training",
             Self::GetResults => "rl_get_results",
             Self::ListRuns => "rl_list_runs",
             Self::TestInference => "rl_test_inference",
@@ -182,6 +185,29 @@ impl ToolName {
                 parameters: json!({
                     "type": "object",
                     "properties": {"run_id": run_id_parameter("The run to stop")},
+                    "required": ["run_id"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::ResumeTraining => ToolSpec {
+                name: self.name(),
+                description: "Continue a stopped, failed or lost run from its last saved training \
+                    state (weights and optimizer), as a new run: same config and WandB group, \
+                    steps, metrics and checkpoints numbered on from the parent's. Returns the new \
+                    run as rl_start_training does, with `resumed_from` (the parent and the step it \
+                    continues after). Refused, with the reason, when the run is still going, \
+                    completed, saved no state, or its environment file changed since (pass \
+                    `allow_changes` to continue anyway).",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "run_id": run_id_parameter("The run to continue"),
+                        "allow_changes": {
+                            "type": "boolean",
+                            "default": false,
+                            "description": "Resume even though the environment's file changed since the run started"
+                        }
+                    },
                     "required": ["run_id"],
                     "additionalProperties": false
                 }),

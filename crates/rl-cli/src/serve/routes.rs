@@ -67,7 +67,7 @@ impl Route {
 }
 
 /// Every route.
-const ROUTES: [Route; 11] = [
+const ROUTES: [Route; 12] = [
     Route {
         method: Method::Get,
         path: "/health",
@@ -121,6 +121,12 @@ const ROUTES: [Route; 11] = [
         path: "/runs/{id}/stop",
         usage: "",
         handler: |method| on(method, stop_training),
+    },
+    Route {
+        method: Method::Post,
+        path: "/runs/{id}/resume",
+        usage: "  {\"allow_changes\": false} (optional)",
+        handler: |method| on(method, resume_training),
     },
     Route {
         method: Method::Get,
@@ -255,6 +261,31 @@ async fn stop_training(
         return response;
     }
     call(&state, "rl_stop_training", json!({ "run_id": id })).await
+}
+
+/// `POST /runs/{id}/resume` with no body, or `{"allow_changes": true}`.
+async fn resume_training(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(rejection) => return rejected(rejection.status(), &rejection.body_text()),
+    };
+    let arguments = match json_body(&headers, body) {
+        Ok(None) => json!({ "run_id": id }),
+        Ok(Some(Value::Object(mut body))) => {
+            // The path names the run; a `run_id` in the body could only contradict it.
+            body.insert("run_id".to_owned(), Value::String(id));
+            Value::Object(body)
+        }
+        // Anything else is refused by the tool, with its schema.
+        Ok(Some(other)) => other,
+        Err(response) => return response,
+    };
+    call(&state, "rl_resume_training", arguments).await
 }
 
 async fn results(

@@ -259,3 +259,147 @@ fn stopping_a_training_run_leaves_no_process_and_keeps_its_checkpoints() {
     );
     assert_nothing_left(&stack, &id);
 }
+
+/// A run stopped after a few steps and resumed reaches its last step as a new run: the
+/// parent's steps and checkpoints carried over and numbered on, its state loaded (weights and
+/// optimizer), in the parent's WandB group; resuming it again while it goes is refused.
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_stopped_run_resumed_reaches_its_last_step() {
+    let (stack, _engine) = stack(&[("total_steps = 12", "total_steps = 6"), SAVE_EVERY_TWO]);
+    let parent = stack.start();
+    let parent_dir = stack.run_dir(&parent);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    // Stopped once step 3 is written: the state of step 2 is saved by then.
+    while lines(&parent_dir.join("metrics.jsonl"))
+        .iter()
+        .filter(|row| row.get("step").is_some())
+        .count()
+        < 3
+    {
+        let status = stack.json(&["runs", "status", &parent]);
+        assert!(
+            !is_finished(&status) && Instant::now() < deadline,
+            "the run ended or took too long before its third step: {}",
+            stack.explain(&parent)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let stopped = stack.json(&["runs", "stop", &parent]);
+    assert_eq!(stopped["run"]["state"], "stopped", "{stopped:#}");
+    let parent_checkpoints = lines(&parent_dir.join("checkpoints.jsonl"));
+    let resumed_at = parent_checkpoints
+        .iter()
+        .filter(|row| row["state_path"].is_string())
+        .filter_map(|row| row["step"].as_u64())
+        .max()
+        .unwrap();
+    assert!(resumed_at >= 2, "{parent_checkpoints:#?}");
+
+    let resumed = stack.json(&["runs", "resume", &parent]);
+    let child = resumed["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        resumed["resumed_from"],
+        serde_json::json!({"run_id": parent, "step": resumed_at}),
+        "{resumed:#}"
+    );
+    assert_eq!(
+        resumed["wandb_group"],
+        stack.json(&["runs", "status", &parent])["wandb_group"]
+    );
+    let again = stack.rl(&["runs", "resume", &parent, "--json"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("being resumed already"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+
+    let finished = stack.wait(&child, "finished", 900);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&child));
+    let child_dir = stack.run_dir(&child);
+    let steps: Vec<u64> = lines(&child_dir.join("metrics.jsonl"))
+        .iter()
+        .filter_map(|row| row["step"].as_u64())
+        .collect();
+    assert_eq!(steps, [1, 2, 3, 4, 5, 6], "{}", stack.explain(&child));
+    let parent_rows = lines(&parent_dir.join("metrics.jsonl"));
+    let child_rows = lines(&child_dir.join("metrics.jsonl"));
+    for step in 1..=resumed_at {
+        let row = |rows: &[Value]| {
+            rows.iter()
+                .find(|row| row["step"].as_u64() == Some(step))
+                .cloned()
+        };
+        assert_eq!(row(&parent_rows), row(&child_rows), "step {step}");
+    }
+    let checkpoints = lines(&child_dir.join("checkpoints.jsonl"));
+    let checkpoint_steps: Vec<u64> = checkpoints
+        .iter()
+        .filter_map(|row| row["step"].as_u64())
+        .collect();
+    assert!(
+        checkpoint_steps.windows(2).all(|pair| pair[0] < pair[1])
+            && checkpoint_steps.last() == Some(&6),
+        "{checkpoints:#?}"
+    );
+    for row in &checkpoints {
+        if let Some(state) = row["state_path"].as_str() {
+            assert!(
+                saved_file(&child_dir, state).exists(),
+                "{state} is not in the resumed run's engine folder"
+            );
+        }
+    }
+    let trainer_log = std::fs::read_to_string(child_dir.join("trainer.log")).unwrap();
+    assert!(
+        trainer_log.contains(&format!("continuing after step {resumed_at}")),
+        "{trainer_log}"
+    );
+    assert_nothing_left(&stack, &child);
+
+    // The resumed run completed: there is nothing left to resume.
+    let done = stack.rl(&["runs", "resume", &child, "--json"]);
+    assert_eq!(done.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&done.stdout).contains("completed all its steps"));
+}
+
+/// What resuming needs of the engine: a state saved with `save_state` and loaded into a fresh
+/// client with `load_state_with_optimizer` brings Adam's moments and step count back, so the
+/// next step is the one an uninterrupted client takes. The same deterministic CPU computation
+/// on the same inputs: the losses agree to rounding (1e-6 relative), while an optimizer
+/// restarted from zero moments would take another step (Adam's first step is about the sign of
+/// the gradient) and miss by far more.
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_saved_state_brings_back_the_optimizer() {
+    let engine = rl_test_support::local_engine();
+    let root = crate::workspace_root();
+    let work = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(&engine.python)
+        .arg(root.join("fixtures/local-engine/optimizer_state.py"))
+        .arg("--work-dir")
+        .arg(work.path())
+        .arg("--programs")
+        .arg(root.join("crates/rl-python/python"))
+        .arg("--base-model")
+        .arg(&engine.base_model)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let losses: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let number = |key: &str| losses[key].as_f64().unwrap();
+    let (uninterrupted, resumed) = (number("uninterrupted"), number("resumed"));
+    assert!(
+        (uninterrupted - resumed).abs() <= 1e-6 * uninterrupted.abs(),
+        "{losses:#}"
+    );
+    assert!(
+        (number("at_state") - uninterrupted).abs() > 1e-4,
+        "the step after the state changed nothing: {losses:#}"
+    );
+}

@@ -207,6 +207,7 @@ fn new_run_of(timing: RunTiming, queued: bool, components: &[Component]) -> Run 
                 .collect(),
             queued,
             max_active: None,
+            resumed_from: None,
         })
         .unwrap();
     Run { home, id, plan }

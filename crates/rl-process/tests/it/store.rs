@@ -1,7 +1,8 @@
 use std::path::PathBuf;
 
 use rl_process::{
-    Component, ComponentStatus, NewRun, Phase, ProcessError, ProcessIdentity, RunState, RunStore,
+    Component, ComponentStatus, Lineage, NewRun, Phase, ProcessError, ProcessIdentity, RunState,
+    RunStore,
 };
 use rl_settings::RunId;
 
@@ -17,6 +18,7 @@ fn new_run(id: &str) -> NewRun {
             .to_vec(),
         queued: false,
         max_active: None,
+        resumed_from: None,
     }
 }
 
@@ -260,6 +262,7 @@ fn a_version_1_store_is_migrated_and_keeps_its_runs() {
     connection
         .execute_batch(
             "ALTER TABLE runs DROP COLUMN boot_id; ALTER TABLE runs DROP COLUMN slurm_job; \
+             ALTER TABLE runs DROP COLUMN parent_id; ALTER TABLE runs DROP COLUMN start_step; \
              PRAGMA user_version = 1;",
         )
         .unwrap();
@@ -306,6 +309,54 @@ fn a_queued_run_moves_on_to_its_api_and_keeps_its_slurm_job() {
 }
 
 /// A store written by version 2 (no SLURM job column) is migrated on open, its runs kept.
+/// A store from before resumed runs gains their parent and step; its runs have none.
+#[test]
+fn a_version_3_store_is_migrated_and_records_a_resumed_run() {
+    let home = tempfile::tempdir().unwrap();
+    {
+        let mut store = RunStore::open(home.path()).unwrap();
+        store.create_run(&new_run("1234abcd")).unwrap();
+    }
+    let connection = rusqlite::Connection::open(home.path().join("runs.db")).unwrap();
+    connection
+        .execute_batch(
+            "ALTER TABLE runs DROP COLUMN parent_id; ALTER TABLE runs DROP COLUMN start_step; \
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
+    drop(connection);
+    let mut store = RunStore::open(home.path()).unwrap();
+    let parent = RunId::parse("1234abcd").unwrap();
+    assert_eq!(store.run(&parent).unwrap().unwrap().resumed_from, None);
+    store
+        .transition(&parent, RunState::Failed, "failed in a test")
+        .unwrap();
+    let child = NewRun {
+        resumed_from: Some(Lineage {
+            parent: parent.clone(),
+            step: 4,
+        }),
+        ..new_run("5678abcd")
+    };
+    store.create_run(&child).unwrap();
+    let record = store.run(&child.id).unwrap().unwrap();
+    assert_eq!(record.resumed_from, Some(("1234abcd".to_owned(), 4)));
+
+    // While that child is going, the parent cannot be resumed a second time.
+    let twice = store
+        .create_run(&NewRun {
+            resumed_from: Some(Lineage { parent, step: 4 }),
+            ..new_run("9abcdef0")
+        })
+        .unwrap_err();
+    assert!(
+        twice
+            .to_string()
+            .contains("being resumed already, as run 5678abcd"),
+        "{twice}"
+    );
+}
+
 #[test]
 fn a_version_2_store_is_migrated() {
     let home = tempfile::tempdir().unwrap();
@@ -315,7 +366,10 @@ fn a_version_2_store_is_migrated() {
     }
     let connection = rusqlite::Connection::open(home.path().join("runs.db")).unwrap();
     connection
-        .execute_batch("ALTER TABLE runs DROP COLUMN slurm_job; PRAGMA user_version = 2;")
+        .execute_batch(
+            "ALTER TABLE runs DROP COLUMN slurm_job; ALTER TABLE runs DROP COLUMN parent_id; \
+             ALTER TABLE runs DROP COLUMN start_step; PRAGMA user_version = 2;",
+        )
         .unwrap();
     drop(connection);
     let mut store = RunStore::open(home.path()).unwrap();

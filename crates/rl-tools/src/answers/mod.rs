@@ -32,7 +32,7 @@ pub use preflight_store::{
 };
 pub use runs::{
     ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsView,
-    RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,
+    ResumedFrom, RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,
 };
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};
 

@@ -38,6 +38,9 @@ pub struct RunView {
     /// The SLURM job holding the run (the SLURM backend only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slurm_job: Option<String>,
+    /// The run this one continues, and the step it continues after (a resumed run only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
     pub components: Vec<ComponentView>,
     /// Seconds since the run was created, until it finished.
     pub elapsed_secs: f64,
@@ -64,6 +67,10 @@ impl From<&RunStatus> for RunView {
             supervisor: run.supervisor.map(ProcessView::from),
             error: run.error.clone(),
             slurm_job: run.slurm_job.clone(),
+            resumed_from: run.resumed_from.as_ref().map(|(run_id, step)| ResumedFrom {
+                run_id: run_id.clone(),
+                step: *step,
+            }),
             components: run.components.iter().map(ComponentView::from).collect(),
             elapsed_secs: status.elapsed_secs,
             supervisor_log: status.supervisor_log.clone(),
@@ -71,6 +78,14 @@ impl From<&RunStatus> for RunView {
             next_since: status.next_since,
         }
     }
+}
+
+/// Where a resumed run comes from.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResumedFrom {
+    pub run_id: String,
+    /// The parent's last step with a saved state: the resumed run's first step is the next.
+    pub step: u64,
 }
 
 /// A process as rl knows it again after pid reuse.

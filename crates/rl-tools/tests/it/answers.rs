@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rl_process::{Component, ComponentStatus, NewRun, Phase, ProcessIdentity, RunState, RunStore};
-use rl_settings::{RunEndpoints, RunId, Secrets, Settings};
+use rl_settings::{RunConfig, RunEndpoints, RunId, Secrets, Settings, run_dir};
 use rl_tools::{Caller, Registry, ToolContext, Tools};
 use serde_json::{Value, json};
 
@@ -138,6 +138,11 @@ macro_rules! assert_answer {
 /// A run as its supervisor leaves it after a clean end: every component started and exited 0,
 /// the trainer's metrics file (the fixture's) and a few log lines in its folder.
 fn completed_run(fixture: &Fixture) {
+    ended_run(fixture, RunState::Completed);
+}
+
+/// [`completed_run`] ending in `end` instead.
+fn ended_run(fixture: &Fixture, end: RunState) {
     let home = fixture.home();
     fixture.select("word_ladder");
     let id = RunId::parse(FIXTURE_RUN).unwrap();
@@ -169,6 +174,7 @@ fn completed_run(fixture: &Fixture) {
                 .collect(),
             queued: false,
             max_active: None,
+            resumed_from: None,
         })
         .unwrap();
     for (index, component) in components.into_iter().enumerate() {
@@ -191,9 +197,11 @@ fn completed_run(fixture: &Fixture) {
             .record_component(&id, component, None, ComponentStatus::Exited { code: 0 })
             .unwrap();
     }
-    store
-        .transition(&id, RunState::Completed, "the trainer finished")
-        .unwrap();
+    let message = match end {
+        RunState::Completed => "the trainer finished",
+        _ => "the trainer ended",
+    };
+    store.transition(&id, end, message).unwrap();
     std::fs::copy(
         workspace().join("fixtures/metrics/complete.jsonl"),
         dir.join("metrics.jsonl"),
@@ -343,6 +351,14 @@ fn run_answers() {
         "stop_training_malformed_run_id",
         call("rl_stop_training", json!({"run_id": "../etc"}))
     );
+    assert_answer!(
+        "resume_training_completed",
+        call("rl_resume_training", run.clone())
+    );
+    assert_answer!(
+        "resume_training_unknown_run",
+        call("rl_resume_training", json!({"run_id": UNKNOWN_RUN}))
+    );
 
     // Agents may check a run once per interval; the second check is an answer, not an error.
     let agent = |tool: &str, arguments: Value| {
@@ -385,6 +401,95 @@ fn start_answers() {
         "the key is never in an answer"
     );
     assert_answer!("start_training", fixture.scrub(started, &[&id]));
+}
+
+/// A failed run with saved states resumes from the last one before its last step, as a new run
+/// that carries its steps and checkpoints; without a state, or with its environment changed,
+/// it is refused with the reason.
+#[test]
+fn resume_answers() {
+    let fixture = fixture();
+    ended_run(&fixture, RunState::Failed);
+    let parent = run_dir(fixture.home(), &RunId::parse(FIXTURE_RUN).unwrap());
+    let call = |arguments: Value| fixture.call("rl_resume_training", arguments);
+    let run = json!({"run_id": FIXTURE_RUN});
+
+    assert_answer!(
+        "resume_training_no_state",
+        fixture.scrub(call(run.clone()), &[])
+    );
+
+    std::fs::write(
+        parent.join("checkpoints.jsonl"),
+        concat!(
+            "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://p/step_0\", \"state_path\": \"tinker://p/weights/step_0\"}\n",
+            "{\"step\": 2, \"name\": \"step_2\", \"sampler_path\": \"tinker://p/step_2\", \"state_path\": \"tinker://p/weights/step_2\"}\n",
+            "{\"step\": 3, \"name\": \"step_3\", \"sampler_path\": \"tinker://p/step_3\", \"state_path\": null}\n",
+        ),
+    )
+    .unwrap();
+    let environment: Value =
+        serde_json::from_slice(&std::fs::read(parent.join("environment.json")).unwrap()).unwrap();
+    let env_file = PathBuf::from(
+        environment["environment"]["environments_dir"]
+            .as_str()
+            .unwrap(),
+    )
+    .join(environment["environment"]["file"].as_str().unwrap());
+    let original = std::fs::read(&env_file).unwrap();
+    let mut changed = original.clone();
+    changed.extend_from_slice(b"\n# changed after the run\n");
+    std::fs::write(&env_file, &changed).unwrap();
+    let refused = call(run.clone());
+    std::fs::write(&env_file, &original).unwrap();
+    assert_answer!(
+        "resume_training_environment_changed",
+        fixture.scrub(refused, &[])
+    );
+
+    let resumed = call(run);
+    let store = RunStore::open(fixture.home()).unwrap();
+    let runs = store.runs().unwrap();
+    // The stand-in supervisor's group ends before any assertion can fail.
+    for run in &runs {
+        if let Some(supervisor) = run.supervisor {
+            let group = nix::unistd::Pid::from_raw(i32::try_from(supervisor.pid).unwrap());
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    assert!(resumed["failure"].is_null(), "{resumed}");
+    let child = resumed["answer"]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        resumed["answer"]["resumed_from"],
+        json!({"run_id": FIXTURE_RUN, "step": 2})
+    );
+    let child_dir = run_dir(fixture.home(), &RunId::parse(&child).unwrap());
+    let config = RunConfig::read(&child_dir.join("config.yaml")).unwrap();
+    assert_eq!(
+        (
+            config.tinker.get("resume_state"),
+            config.tinker.get("starting_step")
+        ),
+        (
+            Some(&rl_settings::Value::from("tinker://p/weights/step_2")),
+            Some(&rl_settings::Value::Int(2))
+        )
+    );
+    let steps = |dir: &Path, file: &str| -> Vec<u64> {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok()?["step"].as_u64())
+            .collect()
+    };
+    assert_eq!(steps(&child_dir, "checkpoints.jsonl"), [0, 2]);
+    assert!(steps(&parent, "metrics.jsonl").iter().any(|step| *step > 2));
+    assert!(
+        steps(&child_dir, "metrics.jsonl")
+            .iter()
+            .all(|step| *step <= 2)
+    );
+    assert_answer!("resume_training", fixture.scrub(resumed, &[&child]));
 }
 
 #[test]

@@ -1,0 +1,141 @@
+//! What a resumed run takes over from its parent before it starts: the rows of the trainer's
+//! record files up to the step it continues after, so its steps and checkpoints continue the
+//! parent's, and the local engine's database and saved states, so the engine it starts can
+//! load the parent's state.
+
+use std::io::ErrorKind;
+use std::path::Path;
+
+use rl_settings::write_atomically;
+
+use crate::ProcessError;
+
+/// The trainer's files whose rows are numbered by step.
+const STEP_FILES: [&str; 2] = ["metrics.jsonl", "checkpoints.jsonl"];
+/// The run folder's sub-folder the local engine keeps its database and checkpoints in.
+const ENGINE_DIR: &str = "engine";
+/// Inside it, the saved weights and states: archives never rewritten once saved.
+const CHECKPOINTS_DIR: &str = "checkpoints";
+
+/// Copies into `child_dir` what it continues of `parent_dir`: the record rows of steps up to
+/// `step`, and the parent's engine folder (its saved states linked, not copied: they can be
+/// large and are never rewritten; its database copied, as the new engine writes to it).
+pub fn carry_over(parent_dir: &Path, child_dir: &Path, step: u64) -> Result<(), ProcessError> {
+    for name in STEP_FILES {
+        let text = match std::fs::read(parent_dir.join(name)) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(error) if error.kind() == ErrorKind::NotFound => continue,
+            Err(source) => return Err(io("read", &parent_dir.join(name), source)),
+        };
+        let kept = rows_up_to(&text, step);
+        write_atomically(&child_dir.join(name), kept.as_bytes())?;
+    }
+    let engine = parent_dir.join(ENGINE_DIR);
+    if engine.is_dir() {
+        copy_tree(&engine, &child_dir.join(ENGINE_DIR), false)?;
+    }
+    Ok(())
+}
+
+/// The lines of a JSON-lines record whose `step` is at most `step`; rows without a step (the
+/// final weights' event) and unreadable lines belong to the parent's end and are left out.
+fn rows_up_to(text: &str, step: u64) -> String {
+    text.lines()
+        .filter(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|row| row.get("step").and_then(serde_json::Value::as_u64))
+                .is_some_and(|row_step| row_step <= step)
+        })
+        .fold(String::new(), |mut kept, line| {
+            kept.push_str(line);
+            kept.push('\n');
+            kept
+        })
+}
+
+/// `from` recreated at `to`: folders made, files under `checkpoints/` hard-linked (copied when
+/// the two are on different file systems), other files copied. Symbolic links are not followed.
+fn copy_tree(from: &Path, to: &Path, in_checkpoints: bool) -> Result<(), ProcessError> {
+    std::fs::create_dir_all(to).map_err(|source| io("create", to, source))?;
+    let entries = std::fs::read_dir(from).map_err(|source| io("read", from, source))?;
+    for entry in entries {
+        let entry = entry.map_err(|source| io("read", from, source))?;
+        let kind = entry
+            .file_type()
+            .map_err(|source| io("read", &entry.path(), source))?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            let checkpoints = in_checkpoints || entry.file_name() == CHECKPOINTS_DIR;
+            copy_tree(&entry.path(), &target, checkpoints)?;
+        } else if kind.is_file() {
+            let linked = in_checkpoints && std::fs::hard_link(entry.path(), &target).is_ok();
+            if !linked {
+                std::fs::copy(entry.path(), &target)
+                    .map_err(|source| io("copy", &entry.path(), source))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn io(action: &'static str, path: &Path, source: std::io::Error) -> ProcessError {
+    ProcessError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_after_the_step_and_without_one_are_left_out() {
+        let text = "{\"step\": 1}\n{\"step\": 2, \"x\": 1}\n{\"step\": 3}\nnot json\n{\"event\": \"final_weights\"}\n";
+        assert_eq!(
+            rows_up_to(text, 2),
+            "{\"step\": 1}\n{\"step\": 2, \"x\": 1}\n"
+        );
+        assert_eq!(rows_up_to(text, 0), "");
+    }
+
+    #[test]
+    fn the_engine_folder_is_taken_over_its_states_linked_its_database_copied() {
+        use std::os::unix::fs::MetadataExt as _;
+        let parent = tempfile::tempdir().unwrap();
+        let child = tempfile::tempdir().unwrap();
+        let state = parent.path().join("engine/checkpoints/model/step_2.tar.gz");
+        std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+        std::fs::write(&state, b"state").unwrap();
+        std::fs::write(parent.path().join("engine/tinker.db"), b"db").unwrap();
+        std::fs::write(
+            parent.path().join("metrics.jsonl"),
+            "{\"step\": 1}\n{\"step\": 2}\n{\"step\": 3}\n",
+        )
+        .unwrap();
+
+        carry_over(parent.path(), child.path(), 2).unwrap();
+
+        let linked = child.path().join("engine/checkpoints/model/step_2.tar.gz");
+        assert_eq!(
+            std::fs::metadata(&linked).unwrap().ino(),
+            std::fs::metadata(&state).unwrap().ino()
+        );
+        let db = child.path().join("engine/tinker.db");
+        assert_eq!(std::fs::read(&db).unwrap(), b"db");
+        assert_ne!(
+            std::fs::metadata(&db).unwrap().ino(),
+            std::fs::metadata(parent.path().join("engine/tinker.db"))
+                .unwrap()
+                .ino(),
+            "the new engine writes its database: the parent's must stay as it was"
+        );
+        assert_eq!(
+            std::fs::read_to_string(child.path().join("metrics.jsonl")).unwrap(),
+            "{\"step\": 1}\n{\"step\": 2}\n"
+        );
+        assert!(!child.path().join("checkpoints.jsonl").exists());
+    }
+}
