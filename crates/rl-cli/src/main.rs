@@ -2,6 +2,7 @@
 //! operations of rl-tools (the same ones agents reach over MCP and HTTP), print. Exit codes:
 //! 0 success, 1 a failed request, 2 a usage error.
 
+mod checkpoints;
 mod config;
 mod context;
 mod envs;
@@ -66,6 +67,9 @@ enum Command {
     /// Start, watch, stop and collect training runs.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
+    /// List what runs saved; export a checkpoint as a PEFT adapter.
+    #[command(subcommand)]
+    Checkpoints(checkpoints::CheckpointsCommand),
     /// Pre-flight: the selected environment against several models, before training.
     #[command(visible_alias = "test")]
     Preflight(preflight::PreflightCommand),
@@ -126,6 +130,7 @@ fn main() -> ExitCode {
         Command::Select { name } => config::select(&context, &name, as_json),
         Command::Config(command) => config::run(command, &context, as_json),
         Command::Runs(command) => runs::run(command, &context, as_json),
+        Command::Checkpoints(command) => checkpoints::run(command, &context, as_json),
         Command::Preflight(command) => preflight::run(&context, command, as_json),
         Command::Doctor => doctor(&context, as_json),
         Command::Tool(command) => tool::run(command, &context, as_json),

@@ -83,9 +83,80 @@ pub fn read_checkpoints(path: &Path) -> Result<Option<CheckpointRecord>, Metrics
     Ok(Some(record))
 }
 
+/// Where the local engine (skyrl-tx 0.3.0) keeps what a `tinker://` path names, in a run's
+/// folder: sampler weights `tinker://<model>/<name>` as the archive
+/// `engine/checkpoints/<model>/sampler_weights/<name>.tar.gz`, a state
+/// `tinker://<model>/weights/<name>` as the folder `engine/checkpoints/<model>/<name>.tar.gz`.
+/// `None` for another shape of path, or a name that could leave the folder.
+pub fn engine_archive(run_dir: &Path, tinker_path: &str) -> Option<std::path::PathBuf> {
+    let rest = tinker_path.strip_prefix("tinker://")?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    let safe =
+        |part: &&str| !part.is_empty() && **part != *".." && **part != *"." && !part.contains('\\');
+    if !parts.iter().all(safe) {
+        return None;
+    }
+    let checkpoints = run_dir.join("engine").join("checkpoints");
+    match parts[..] {
+        [model, "weights", name] => Some(checkpoints.join(model).join(format!("{name}.tar.gz"))),
+        [model, name] => Some(
+            checkpoints
+                .join(model)
+                .join("sampler_weights")
+                .join(format!("{name}.tar.gz")),
+        ),
+        _ => None,
+    }
+}
+
+/// The bytes a saved archive takes: a file's size, or a folder's files' sizes summed (links
+/// not followed); `None` when it is not there.
+pub fn archive_bytes(path: &Path) -> Option<u64> {
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    if metadata.is_file() {
+        return Some(metadata.len());
+    }
+    if !metadata.is_dir() {
+        return None;
+    }
+    Some(
+        walkdir::WalkDir::new(path)
+            .max_depth(8)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter_map(|entry| entry.metadata().ok())
+            .filter(std::fs::Metadata::is_file)
+            .map(|metadata| metadata.len())
+            .sum(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_paths_map_to_the_engine_folder_and_never_out_of_it() {
+        let run = Path::new("/runs/r");
+        assert_eq!(
+            engine_archive(run, "tinker://m/step_2"),
+            Some(run.join("engine/checkpoints/m/sampler_weights/step_2.tar.gz"))
+        );
+        assert_eq!(
+            engine_archive(run, "tinker://m/weights/final"),
+            Some(run.join("engine/checkpoints/m/final.tar.gz"))
+        );
+        for hostile in [
+            "tinker://../etc",
+            "tinker://m/../../x",
+            "tinker://m/weights/..",
+            "tinker:///x",
+            "s3://m/x",
+            "tinker://a/b/c/d",
+        ] {
+            assert_eq!(engine_archive(run, hostile), None, "{hostile}");
+        }
+    }
 
     fn read_text(text: &str) -> Option<CheckpointRecord> {
         let dir = tempfile::tempdir().unwrap();

@@ -19,7 +19,9 @@ mod view;
 mod wandb_api;
 mod wandb_file;
 
-pub use checkpoints::{CHECKPOINTS_FILE_NAME, CheckpointRecord, read_checkpoints};
+pub use checkpoints::{
+    CHECKPOINTS_FILE_NAME, CheckpointRecord, archive_bytes, engine_archive, read_checkpoints,
+};
 pub use error::MetricsError;
 pub use health::{Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, StepWindow};
 pub use jsonl::{MetricsFile, read_metrics_file};

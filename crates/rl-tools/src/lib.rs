@@ -3,6 +3,7 @@
 //! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
 mod answers;
+mod checkpoints;
 mod diagnosis;
 mod environments;
 mod error;
@@ -18,16 +19,17 @@ mod tool_specs;
 mod tools;
 
 pub use answers::{
-    Check, CheckpointView, ComponentLog, ComponentView, ConfigClassSourceView, ConfigView,
-    ConstraintsView, DefaultView, DisagreementView, DuplicateNameView, EditEntry, Edited,
-    EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList, ErrorAnswer, EventView,
-    EventsView, FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView, HealthReport,
-    HealthView, InterruptionView, IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView,
-    ModelAnswer, ModelProgressView, ModelTested, NameSourceView, OriginalSummary, PreflightAnswer,
-    ProcessView, RateLimited, ResultsPart, ResultsView, ResumedFrom, RunEntry, RunList, RunView,
-    Selected, SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped,
-    TestConfig, TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView,
-    WarningView, WindowView, error_answer, report_json,
+    Check, CheckpointEntry, CheckpointList, CheckpointView, ComponentLog, ComponentView,
+    ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView, DisagreementView,
+    DuplicateNameView, EditEntry, Edited, EnumMemberView, EnvironmentDetail, EnvironmentEntry,
+    EnvironmentList, ErrorAnswer, EventView, EventsView, Exported, FieldSpecView, FieldTypeView,
+    FieldView, FileWarningView, FlagView, HealthReport, HealthView, InterruptionView,
+    IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer, ModelProgressView,
+    ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, RateLimited,
+    ResultsPart, ResultsView, ResumedFrom, RunCheckpoints, RunEntry, RunList, RunView, Selected,
+    SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig,
+    TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
+    WindowView, error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};

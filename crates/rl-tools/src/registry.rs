@@ -69,6 +69,13 @@ struct RunArgs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct CheckpointsArgs {
+    #[serde(default)]
+    run_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ResumeArgs {
     run_id: String,
     #[serde(default)]
@@ -202,6 +209,15 @@ impl Registry {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
                     .blocking(|tools| to_json(&tools.list_runs()?))
+                    .await
+            }
+            ToolName::ListCheckpoints => {
+                let CheckpointsArgs { run_id } = parse(name, arguments)?;
+                self.tools
+                    .blocking(move |tools| {
+                        let id = run_id.map(|id| tools.run_id(&id)).transpose()?;
+                        to_json(&tools.list_checkpoints(id.as_ref())?)
+                    })
                     .await
             }
             ToolName::TestInference => {

@@ -87,7 +87,7 @@ impl Tools {
 }
 
 /// `env.total_steps` of a run's config, when it is a positive integer.
-fn total_steps(config: &RunConfig) -> Option<u64> {
+pub(crate) fn total_steps(config: &RunConfig) -> Option<u64> {
     match config.env.get("total_steps") {
         Some(Value::Int(steps)) => u64::try_from(*steps).ok(),
         _ => None,

@@ -28,13 +28,14 @@ pub(crate) enum ToolName {
     ResumeTraining,
     GetResults,
     ListRuns,
+    ListCheckpoints,
     TestInference,
     HealthCheck,
 }
 
 impl ToolName {
     /// In the order an agent meets them.
-    const ALL: [Self; 12] = [
+    const ALL: [Self; 13] = [
         Self::ListEnvironments,
         Self::SelectEnvironment,
         Self::GetCurrentConfig,
@@ -45,6 +46,7 @@ impl ToolName {
         Self::ResumeTraining,
         Self::GetResults,
         Self::ListRuns,
+        Self::ListCheckpoints,
         Self::TestInference,
         Self::HealthCheck,
     ];
@@ -61,6 +63,7 @@ impl ToolName {
             Self::ResumeTraining => "rl_resume_training",
             Self::GetResults => "rl_get_results",
             Self::ListRuns => "rl_list_runs",
+            Self::ListCheckpoints => "rl_list_checkpoints",
             Self::TestInference => "rl_test_inference",
             Self::HealthCheck => "rl_health_check",
         }
@@ -232,6 +235,21 @@ impl ToolName {
                     ended, with `run_id`, `environment`, `status` and the WandB run name. Returns \
                     `runs` and `count`.",
                 parameters: no_parameters(),
+            },
+            Self::ListCheckpoints => ToolSpec {
+                name: self.name(),
+                description: "List what a run saved (or every run, without `run_id`): each \
+                    checkpoint's `step`, `name`, `sampler_path` (what sampling loads), \
+                    `state_path` (what resuming loads), `time`, `size_bytes` on the local engine, \
+                    `expires_at` where known, whether it is the `best` (by `reward/mean` at its \
+                    step) and whether it is the `resume_point` rl_resume_training would load. \
+                    Returns `runs` (each with `best_step` and `resume_step`) and `count`.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"run_id": run_id_parameter("Only this run's checkpoints")},
+                    "required": [],
+                    "additionalProperties": false
+                }),
             },
             Self::TestInference => ToolSpec {
                 name: self.name(),

@@ -121,6 +121,39 @@ fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
         checkpoints.last().unwrap()["sampler_path"]
     );
 
+    // The checkpoints as listed: every one with its size on disk, a best, and no resume
+    // point (the run completed).
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    let listed = &listed["runs"][0];
+    assert_eq!(
+        listed["checkpoints"].as_array().unwrap().len(),
+        checkpoints.len()
+    );
+    for checkpoint in listed["checkpoints"].as_array().unwrap() {
+        assert!(checkpoint["size_bytes"].as_u64().unwrap() > 0, "{listed:#}");
+        assert_eq!(checkpoint["resume_point"], false);
+    }
+    assert!(listed["best_step"].is_i64(), "{listed:#}");
+
+    // The final checkpoint exported as a PEFT adapter folder, and never over one.
+    let export = tempfile::tempdir().unwrap();
+    let adapter = export.path().join("adapter");
+    let last = checkpoints.last().unwrap()["step"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let adapter_arg = adapter.to_str().unwrap();
+    let exported = stack.json(&["checkpoints", "export", &id, &last, adapter_arg]);
+    assert_eq!(
+        exported["files"].as_array().unwrap().len(),
+        2,
+        "{exported:#}"
+    );
+    assert_peft_adapter(&adapter, &engine.base_model);
+    let again = stack.rl(&["checkpoints", "export", &id, &last, adapter_arg, "--json"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("exists already"));
+
     // Rollouts: one file per step that got a batch, bounded by keep_rollouts.
     let rollouts = std::fs::read_dir(dir.join("rollouts")).unwrap().count();
     assert!((1..=20).contains(&rollouts), "{rollouts} rollout files");
@@ -148,6 +181,44 @@ fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
     assert!(
         trained.is_finite() && initial.is_finite() && (trained - initial).abs() > 1e-4,
         "the policy did not change: {sampled:#}"
+    );
+}
+
+/// What PEFT's `PeftModel.from_pretrained` reads: a LoRA `adapter_config.json` for the base
+/// model, and a safetensors file whose tensors are named as PEFT names them
+/// (`base_model.model.….lora_A.weight`).
+fn assert_peft_adapter(dir: &Path, base_model: &Path) {
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("adapter_config.json")).unwrap()).unwrap();
+    assert_eq!(config["peft_type"], "LORA", "{config:#}");
+    assert!(config["r"].as_u64().unwrap() > 0, "{config:#}");
+    assert!(
+        config["target_modules"].is_array() || config["target_modules"].is_string(),
+        "{config:#}"
+    );
+    let base = config["base_model_name_or_path"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        base.is_empty() || Path::new(base) == base_model || base.ends_with("tiny-model"),
+        "{config:#}"
+    );
+    let bytes = std::fs::read(dir.join("adapter_model.safetensors")).unwrap();
+    let header_len = usize::try_from(u64::from_le_bytes(bytes[..8].try_into().unwrap())).unwrap();
+    let header: Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    let names: Vec<&String> = header
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|name| *name != "__metadata__")
+        .collect();
+    assert!(
+        !names.is_empty()
+            && names
+                .iter()
+                .all(|name| name.starts_with("base_model.model.")
+                    && (name.contains(".lora_A.") || name.contains(".lora_B."))),
+        "{names:?}"
     );
 }
 

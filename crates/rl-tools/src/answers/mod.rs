@@ -2,6 +2,7 @@
 //! named here and built from the typed results of the lower crates, whose serde attributes
 //! only shape the files they write. The snapshots in `tests/it/answers.rs` show them all.
 
+mod checkpoints;
 mod config;
 mod environments;
 mod error;
@@ -13,6 +14,7 @@ mod preflight_store;
 mod runs;
 mod scan;
 
+pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, RunCheckpoints};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub use environments::{
     ConfigClassSourceView, ConfigView, Edited, EnvironmentDetail, EnvironmentEntry,

@@ -428,6 +428,13 @@ fn resume_answers() {
         ),
     )
     .unwrap();
+    assert_answer!(
+        "list_checkpoints",
+        fixture.scrub(
+            fixture.call("rl_list_checkpoints", json!({"run_id": FIXTURE_RUN})),
+            &[]
+        )
+    );
     let environment: Value =
         serde_json::from_slice(&std::fs::read(parent.join("environment.json")).unwrap()).unwrap();
     let env_file = PathBuf::from(
@@ -490,6 +497,15 @@ fn resume_answers() {
             .all(|step| *step <= 2)
     );
     assert_answer!("resume_training", fixture.scrub(resumed, &[&child]));
+    let all = fixture.call("rl_list_checkpoints", json!({}));
+    assert_eq!(all["answer"]["count"], 2, "{all}");
+    assert_answer!(
+        "list_checkpoints_unknown_run",
+        fixture.scrub(
+            fixture.call("rl_list_checkpoints", json!({"run_id": UNKNOWN_RUN})),
+            &[]
+        )
+    );
 }
 
 #[test]

@@ -1,0 +1,98 @@
+//! `rl checkpoints list|export`: what runs saved, and a checkpoint as a PEFT adapter folder.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use rl_tools::CheckpointList;
+
+use crate::context::Context;
+use crate::output;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum CheckpointsCommand {
+    /// A run's checkpoints (every run's without an id): step, paths, size, the best, and the
+    /// one a resume loads.
+    List { run_id: Option<String> },
+    /// Write a checkpoint's LoRA adapter (`adapter_model.safetensors`, `adapter_config.json`)
+    /// into a folder, as PEFT loads it; never overwrites. The local engine's checkpoints only.
+    Export {
+        run_id: String,
+        step: i64,
+        dir: PathBuf,
+    },
+}
+
+pub(crate) fn run(
+    command: CheckpointsCommand,
+    context: &Context,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let tools = context.tools()?;
+    match command {
+        CheckpointsCommand::List { run_id } => {
+            let id = run_id.map(|id| tools.run_id(&id)).transpose()?;
+            let list = tools.list_checkpoints(id.as_ref())?;
+            if as_json {
+                return output::json(&list);
+            }
+            print_list(&list)
+        }
+        CheckpointsCommand::Export { run_id, step, dir } => {
+            let exported = tools.export_checkpoint(&tools.run_id(&run_id)?, step, &dir)?;
+            if as_json {
+                return output::json(&exported);
+            }
+            for file in &exported.files {
+                output::line(format!("wrote {}", file.display()))?;
+            }
+            output::line(format!("load it with:\n{}", exported.load_with))
+        }
+    }
+}
+
+fn print_list(list: &CheckpointList) -> anyhow::Result<()> {
+    if list.runs.is_empty() {
+        return output::line("no runs yet; start one with `rl runs start`");
+    }
+    for run in &list.runs {
+        output::line(format!(
+            "run {}  {}  {}",
+            run.run_id, run.environment, run.status
+        ))?;
+        if run.checkpoints.is_empty() {
+            output::line("  no checkpoints")?;
+            continue;
+        }
+        let mut table = output::table(&["step", "name", "state", "size", "", "sampler path"]);
+        for checkpoint in &run.checkpoints {
+            let marks = [
+                (checkpoint.best, "best"),
+                (checkpoint.resume_point, "resume point"),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, mark)| *mark)
+            .collect::<Vec<_>>()
+            .join(", ");
+            table.add_row([
+                output::cell(checkpoint.step.map(|s| s.to_string()).unwrap_or_default()),
+                output::cell(checkpoint.name.clone().unwrap_or_default()),
+                output::cell(if checkpoint.state_path.is_some() {
+                    "saved"
+                } else {
+                    ""
+                }),
+                output::cell(
+                    checkpoint
+                        .size_bytes
+                        .map(|bytes| format!("{:.1} MB", bytes as f64 / 1e6))
+                        .unwrap_or_default(),
+                ),
+                output::cell(marks),
+                output::cell(&checkpoint.sampler_path),
+            ]);
+        }
+        output::line(table)?;
+    }
+    Ok(())
+}

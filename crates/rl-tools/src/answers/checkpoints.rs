@@ -1,0 +1,66 @@
+//! `rl_list_checkpoints` and `rl checkpoints export`: what a run saved, which of it a resume
+//! needs and which did best, and an exported adapter.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// `rl_list_checkpoints`: one entry per run asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointList {
+    pub runs: Vec<RunCheckpoints>,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunCheckpoints {
+    pub run_id: String,
+    pub environment: String,
+    /// The run's state: starting, running, stopping, stopped, completed, failed or lost.
+    pub status: &'static str,
+    pub checkpoints: Vec<CheckpointEntry>,
+    /// The step of the best checkpoint, and by which measure (see `best_by`).
+    pub best_step: Option<i64>,
+    /// `reward/mean` at the checkpoint's step (the training batch's): the only score a run
+    /// has until it is evaluated on held-out prompts.
+    pub best_by: &'static str,
+    /// Where `rl_resume_training` would continue from, when the run can be resumed.
+    pub resume_step: Option<u64>,
+    /// Lines of `checkpoints.jsonl` that could not be read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointEntry {
+    pub step: Option<i64>,
+    /// `step_<n>` or `final`, as the trainer named it.
+    pub name: Option<String>,
+    /// What sampling loads (`tinker://…`).
+    pub sampler_path: String,
+    /// What resuming loads: weights and optimizer state (`null`: none was saved).
+    pub state_path: Option<String>,
+    /// When it was saved (RFC 3339).
+    pub time: Option<String>,
+    /// Bytes on disk of the sampler weights and state, on the local engine; `null` on the
+    /// hosted Tinker, which does not report them.
+    pub size_bytes: Option<u64>,
+    /// When the hosted Tinker deletes it; `null` when unknown or never (the local engine).
+    pub expires_at: Option<String>,
+    pub best: bool,
+    /// A resume of this run would load this checkpoint's state.
+    pub resume_point: bool,
+}
+
+/// `rl checkpoints export`: a PEFT LoRA adapter folder.
+#[derive(Debug, Clone, Serialize)]
+pub struct Exported {
+    pub run_id: String,
+    pub step: i64,
+    pub sampler_path: String,
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+    pub base_model: Option<String>,
+    /// Python that loads it with transformers and PEFT.
+    pub load_with: String,
+}

@@ -1,0 +1,349 @@
+//! A run's checkpoints: listed with their sizes, the best and the one a resume loads
+//! (`rl_list_checkpoints`), and exported as a PEFT LoRA adapter folder (`rl checkpoints export`).
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use rl_metrics::{
+    CHECKPOINTS_FILE_NAME, METRICS_FILE_NAME, archive_bytes, engine_archive, read_checkpoints,
+    read_metrics_file,
+};
+use rl_process::RunRecord;
+use rl_settings::{RunConfig, RunId, Value, run_dir};
+
+use crate::answers::{CheckpointEntry, CheckpointList, Exported, RunCheckpoints};
+use crate::resume::{resume_point, total_steps};
+use crate::{Tools, ToolsError};
+
+/// What a PEFT adapter folder holds, as the local engine's sampler archives hold it.
+const ADAPTER_FILES: [&str; 2] = ["adapter_config.json", "adapter_model.safetensors"];
+/// An adapter file larger than this is not a LoRA adapter rl saved.
+const MAX_ADAPTER_BYTES: u64 = 8 << 30;
+const BEST_BY: &str = "reward/mean";
+
+impl Tools {
+    /// The checkpoints of one run, or of every run (newest first).
+    pub fn list_checkpoints(&self, id: Option<&RunId>) -> Result<CheckpointList, ToolsError> {
+        let runs = match id {
+            Some(id) => vec![self.run_status(id, i64::MAX)?.run],
+            None => self.runs()?.list()?,
+        };
+        let runs: Vec<RunCheckpoints> = runs
+            .iter()
+            .map(|run| self.run_checkpoints(run))
+            .collect::<Result<_, _>>()?;
+        Ok(CheckpointList {
+            count: runs.len(),
+            runs,
+        })
+    }
+
+    fn run_checkpoints(&self, run: &RunRecord) -> Result<RunCheckpoints, ToolsError> {
+        let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
+        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
+        let rewards = rewards_by_step(&dir);
+        let best_step = record
+            .checkpoints
+            .iter()
+            .filter_map(|checkpoint| {
+                let step = checkpoint.step?;
+                Some((step, rewards.iter().find(|(at, _)| *at == step)?.1))
+            })
+            // The later of equals: it trained longer for the same score.
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+            .map(|(step, _)| step);
+        let total = RunConfig::read(&run.config_path)
+            .ok()
+            .as_ref()
+            .and_then(total_steps);
+        let resume = (!matches!(run.state, rl_process::RunState::Completed))
+            .then(|| resume_point(&dir, total).ok())
+            .flatten();
+        let checkpoints = record
+            .checkpoints
+            .iter()
+            .map(|checkpoint| {
+                let size = |path: Option<&String>| {
+                    path.and_then(|path| engine_archive(&dir, path))
+                        .and_then(|archive| archive_bytes(&archive))
+                };
+                let sampler = size(Some(&checkpoint.path));
+                let state = size(checkpoint.state_path.as_ref());
+                CheckpointEntry {
+                    step: checkpoint.step,
+                    name: checkpoint.name.clone(),
+                    sampler_path: checkpoint.path.clone(),
+                    state_path: checkpoint.state_path.clone(),
+                    time: checkpoint.time.clone(),
+                    size_bytes: sampler.map(|bytes| bytes + state.unwrap_or(0)),
+                    expires_at: None,
+                    best: checkpoint.step.is_some() && checkpoint.step == best_step,
+                    resume_point: resume.as_ref().is_some_and(|point| {
+                        checkpoint.state_path.as_deref() == Some(point.state_path.as_str())
+                    }),
+                }
+            })
+            .collect();
+        Ok(RunCheckpoints {
+            run_id: run.id.clone(),
+            environment: run.environment.clone(),
+            status: run.state.name(),
+            checkpoints,
+            best_step,
+            best_by: BEST_BY,
+            resume_step: resume.map(|point| point.step),
+            warnings: record.warnings,
+        })
+    }
+
+    /// Writes the LoRA adapter of run `id`'s checkpoint at `step` into `dir` (created; never
+    /// overwriting), as PEFT loads it.
+    pub fn export_checkpoint(
+        &self,
+        id: &RunId,
+        step: i64,
+        dir: &Path,
+    ) -> Result<Exported, ToolsError> {
+        let run = self.run_status(id, i64::MAX)?.run;
+        let run_dir = run_dir(self.home(), id);
+        let record = read_checkpoints(&run_dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
+        let checkpoint = record
+            .checkpoints
+            .iter()
+            .rev()
+            .find(|checkpoint| checkpoint.step == Some(step))
+            .ok_or_else(|| {
+                let steps: Vec<String> = record
+                    .checkpoints
+                    .iter()
+                    .filter_map(|c| c.step.map(|s| s.to_string()))
+                    .collect();
+                ToolsError::invalid(
+                    "step",
+                    format!(
+                        "run {id} has no checkpoint at step {step}; its checkpoints: {}",
+                        if steps.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            steps.join(", ")
+                        }
+                    ),
+                )
+            })?;
+        let archive = engine_archive(&run_dir, &checkpoint.path)
+            .filter(|archive| archive.is_file())
+            .ok_or_else(|| {
+                ToolsError::invalid(
+                    "checkpoint",
+                    format!(
+                        "{} is not in the run's local engine folder: only the local engine's \
+                         checkpoints can be exported here (the hosted Tinker's are downloaded \
+                         with its console or SDK)",
+                        checkpoint.path
+                    ),
+                )
+            })?;
+        let files = extract_adapter(&archive, dir)?;
+        let base_model = RunConfig::read(&run.config_path).ok().and_then(|config| {
+            match config.tinker.get("base_model") {
+                Some(Value::Str(model)) => Some(model.clone()),
+                _ => None,
+            }
+        });
+        let load_with = format!(
+            "from transformers import AutoModelForCausalLM\nfrom peft import PeftModel\n\
+             model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained({:?}), {:?})",
+            base_model.as_deref().unwrap_or("BASE_MODEL"),
+            dir.display().to_string()
+        );
+        Ok(Exported {
+            run_id: id.to_string(),
+            step,
+            sampler_path: checkpoint.path.clone(),
+            dir: dir.to_owned(),
+            files,
+            base_model,
+            load_with,
+        })
+    }
+}
+
+/// `reward/mean` of each step of the run's `metrics.jsonl`.
+fn rewards_by_step(dir: &Path) -> Vec<(i64, f64)> {
+    let Ok(metrics) = read_metrics_file(&dir.join(METRICS_FILE_NAME)) else {
+        return Vec::new();
+    };
+    metrics
+        .trainer
+        .iter()
+        .flat_map(|run| &run.history)
+        .filter_map(|row| Some((row.step, row.number(BEST_BY).filter(|r| r.is_finite())?)))
+        .collect()
+}
+
+/// The adapter files of a sampler archive, written into `dir`: only those two names, only
+/// regular files, never over an existing file.
+fn extract_adapter(archive: &Path, dir: &Path) -> Result<Vec<PathBuf>, ToolsError> {
+    let io = |action: &'static str, path: &Path| {
+        let path = path.to_owned();
+        move |source| ToolsError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let file = std::fs::File::open(archive).map_err(io("open", archive))?;
+    let mut entries = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let mut found: std::collections::BTreeMap<String, Vec<u8>> = std::collections::BTreeMap::new();
+    for entry in entries.entries().map_err(io("read", archive))? {
+        let entry = entry.map_err(io("read", archive))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = entry.path().ok().and_then(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        });
+        let Some(name) = name.filter(|name| ADAPTER_FILES.contains(&name.as_str())) else {
+            continue;
+        };
+        let mut bytes = Vec::new();
+        entry
+            .take(MAX_ADAPTER_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io("read", archive))?;
+        if bytes.len() as u64 > MAX_ADAPTER_BYTES {
+            return Err(ToolsError::invalid(
+                "checkpoint",
+                format!(
+                    "{name} in {} is over {MAX_ADAPTER_BYTES} bytes",
+                    archive.display()
+                ),
+            ));
+        }
+        found.insert(name, bytes);
+    }
+    for name in ADAPTER_FILES {
+        if !found.contains_key(name) {
+            return Err(ToolsError::invalid(
+                "checkpoint",
+                format!(
+                    "{} holds no {name}: not a LoRA adapter archive",
+                    archive.display()
+                ),
+            ));
+        }
+    }
+    // Refused before anything is written, so a refusal leaves the folder as it was.
+    for name in found.keys() {
+        let path = dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            return Err(ToolsError::Exists { path });
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    let mut written = Vec::new();
+    for (name, bytes) in found {
+        let path = dir.join(&name);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::AlreadyExists => ToolsError::Exists { path: path.clone() },
+                _ => ToolsError::Io {
+                    action: "create",
+                    path: path.clone(),
+                    source,
+                },
+            })?;
+        std::io::Write::write_all(&mut file, &bytes).map_err(io("write", &path))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gzipped tar of `entries`: (path, contents, a symbolic link to this target instead).
+    fn archive(entries: &[(&str, &[u8], Option<&str>)]) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let encoder =
+            flate2::write::GzEncoder::new(file.reopen().unwrap(), flate2::Compression::fast());
+        let mut builder = tar::Builder::new(encoder);
+        for (path, contents, link) in entries {
+            let mut header = tar::Header::new_gnu();
+            match link {
+                Some(target) => {
+                    header.set_entry_type(tar::EntryType::Symlink);
+                    header.set_size(0);
+                    header.set_link_name(target).unwrap();
+                }
+                None => header.set_size(contents.len() as u64),
+            }
+            header.set_mode(0o644);
+            // Written raw: `append_data` refuses `..`, which a hostile archive may hold.
+            let name = header.as_old_mut().name.as_mut();
+            name[..path.len()].copy_from_slice(path.as_bytes());
+            header.set_cksum();
+            builder.append(&header, *contents).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap();
+        file
+    }
+
+    #[test]
+    fn only_the_adapter_files_are_written_and_only_inside_the_folder() {
+        let file = archive(&[
+            ("../adapter_config.json", b"{}", None),
+            ("nested/adapter_model.safetensors", b"weights", None),
+            ("evil.sh", b"rm -rf", None),
+            ("link", b"", Some("/etc/passwd")),
+        ]);
+        let out = tempfile::tempdir().unwrap();
+        let dir = out.path().join("adapter");
+        let written = extract_adapter(file.path(), &dir).unwrap();
+        assert_eq!(
+            written,
+            [
+                dir.join("adapter_config.json"),
+                dir.join("adapter_model.safetensors")
+            ]
+        );
+        let mut names: Vec<String> = std::fs::read_dir(out.path().join("adapter"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["adapter_config.json", "adapter_model.safetensors"]);
+        assert!(!out.path().join("adapter_config.json").exists());
+
+        // Again into the same folder: refused, and nothing is rewritten.
+        std::fs::write(dir.join("adapter_model.safetensors"), b"mine").unwrap();
+        std::fs::remove_file(dir.join("adapter_config.json")).unwrap();
+        let again = extract_adapter(file.path(), &dir).unwrap_err();
+        assert!(matches!(again, ToolsError::Exists { .. }), "{again}");
+        assert!(!dir.join("adapter_config.json").exists());
+        assert_eq!(
+            std::fs::read(dir.join("adapter_model.safetensors")).unwrap(),
+            b"mine"
+        );
+    }
+
+    #[test]
+    fn an_archive_without_an_adapter_is_refused() {
+        let file = archive(&[("adapter_config.json", b"{}", None)]);
+        let dir = tempfile::tempdir().unwrap();
+        let error = extract_adapter(file.path(), &dir.path().join("out")).unwrap_err();
+        assert!(
+            error.to_string().contains("no adapter_model.safetensors"),
+            "{error}"
+        );
+        assert!(!dir.path().join("out").exists());
+        let garbage = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(garbage.path(), b"not gzip at all").unwrap();
+        assert!(extract_adapter(garbage.path(), &dir.path().join("out")).is_err());
+    }
+}
