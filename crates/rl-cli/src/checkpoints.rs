@@ -1,4 +1,5 @@
-//! `rl checkpoints list|export`: what runs saved, and a checkpoint as a PEFT adapter folder.
+//! `rl checkpoints list|export|prune`: what runs saved, a checkpoint as a PEFT adapter folder,
+//! and the operator's policy applied to an ended run.
 
 use std::path::PathBuf;
 
@@ -20,6 +21,9 @@ pub(crate) enum CheckpointsCommand {
         step: i64,
         dir: PathBuf,
     },
+    /// Delete the files of an ended run's checkpoints that `[checkpoints] keep_last` does not
+    /// keep; never the last ones, the best, the final weights or the state a resume loads.
+    Prune { run_id: String },
 }
 
 pub(crate) fn run(
@@ -46,6 +50,13 @@ pub(crate) fn run(
                 output::line(format!("wrote {}", file.display()))?;
             }
             output::line(format!("load it with:\n{}", exported.load_with))
+        }
+        CheckpointsCommand::Prune { run_id } => {
+            let pruned = tools.prune_checkpoints(&tools.run_id(&run_id)?)?;
+            if as_json {
+                return output::json(&pruned);
+            }
+            output::line(&pruned.message)
         }
     }
 }

@@ -19,8 +19,8 @@ pub use run_config::{RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunWandb};
 pub use run_id::{RunId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets};
 pub use settings::{
-    Backend, Commands, ComponentGpus, DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind,
-    EngineSettings, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings,
-    default_home,
+    Backend, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_STATUS_CHECK_INTERVAL_SECS,
+    EngineKind, EngineSettings, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings,
+    SlurmSettings, default_home,
 };
 pub use value::Value;

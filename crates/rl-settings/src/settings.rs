@@ -63,6 +63,16 @@ pub struct Settings {
     pub backend: Backend,
     /// The SLURM job of each run, when `backend = "slurm"`.
     pub slurm: SlurmSettings,
+    /// Which of a run's saved checkpoints `rl checkpoints prune` keeps.
+    pub checkpoints: CheckpointPolicy,
+}
+
+/// What pruning keeps of an ended run's checkpoints: the last `keep_last`, the best, the
+/// final weights and the state a resume loads. 0 keeps every checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CheckpointPolicy {
+    pub keep_last: u32,
 }
 
 /// Which Tinker API the trainer talks to.
@@ -293,6 +303,7 @@ impl Default for Settings {
             inference: InferenceSettings::default(),
             backend: Backend::Local,
             slurm: SlurmSettings::default(),
+            checkpoints: CheckpointPolicy::default(),
         }
     }
 }

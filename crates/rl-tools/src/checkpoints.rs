@@ -8,10 +8,10 @@ use rl_metrics::{
     CHECKPOINTS_FILE_NAME, METRICS_FILE_NAME, archive_bytes, engine_archive, read_checkpoints,
     read_metrics_file,
 };
-use rl_process::RunRecord;
+use rl_process::{RunRecord, RunState};
 use rl_settings::{RunConfig, RunId, Value, run_dir};
 
-use crate::answers::{CheckpointEntry, CheckpointList, Exported, RunCheckpoints};
+use crate::answers::{CheckpointEntry, CheckpointList, Exported, Pruned, RunCheckpoints};
 use crate::resume::{resume_point, total_steps};
 use crate::{Tools, ToolsError};
 
@@ -20,6 +20,8 @@ const ADAPTER_FILES: [&str; 2] = ["adapter_config.json", "adapter_model.safetens
 /// An adapter file larger than this is not a LoRA adapter rl saved.
 const MAX_ADAPTER_BYTES: u64 = 8 << 30;
 const BEST_BY: &str = "reward/mean";
+/// The steps `rl checkpoints prune` deleted the files of, in the run's folder.
+const PRUNED_FILE: &str = "pruned.json";
 
 impl Tools {
     /// The checkpoints of one run, or of every run (newest first).
@@ -39,26 +41,13 @@ impl Tools {
     }
 
     fn run_checkpoints(&self, run: &RunRecord) -> Result<RunCheckpoints, ToolsError> {
-        let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
-        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
-        let rewards = rewards_by_step(&dir);
-        let best_step = record
-            .checkpoints
-            .iter()
-            .filter_map(|checkpoint| {
-                let step = checkpoint.step?;
-                Some((step, rewards.iter().find(|(at, _)| *at == step)?.1))
-            })
-            // The later of equals: it trained longer for the same score.
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-            .map(|(step, _)| step);
-        let total = RunConfig::read(&run.config_path)
-            .ok()
-            .as_ref()
-            .and_then(total_steps);
-        let resume = (!matches!(run.state, rl_process::RunState::Completed))
-            .then(|| resume_point(&dir, total).ok())
-            .flatten();
+        let Saved {
+            dir,
+            record,
+            best_step,
+            resume,
+            pruned,
+        } = self.saved(run)?;
         let checkpoints = record
             .checkpoints
             .iter()
@@ -81,6 +70,7 @@ impl Tools {
                     resume_point: resume.as_ref().is_some_and(|point| {
                         checkpoint.state_path.as_deref() == Some(point.state_path.as_str())
                     }),
+                    pruned: checkpoint.step.is_some_and(|step| pruned.contains(&step)),
                 }
             })
             .collect();
@@ -93,6 +83,134 @@ impl Tools {
             best_by: BEST_BY,
             resume_step: resume.map(|point| point.step),
             warnings: record.warnings,
+        })
+    }
+
+    /// What run `run` saved, which of it is best, where a resume would start, what was pruned.
+    fn saved(&self, run: &RunRecord) -> Result<Saved, ToolsError> {
+        let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
+        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
+        let rewards = rewards_by_step(&dir);
+        let best_step = record
+            .checkpoints
+            .iter()
+            .filter_map(|checkpoint| {
+                let step = checkpoint.step?;
+                Some((step, rewards.iter().find(|(at, _)| *at == step)?.1))
+            })
+            // The later of equals: it trained longer for the same score.
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+            .map(|(step, _)| step);
+        let total = RunConfig::read(&run.config_path)
+            .ok()
+            .as_ref()
+            .and_then(total_steps);
+        let resume = (!matches!(run.state, RunState::Completed))
+            .then(|| resume_point(&dir, total).ok())
+            .flatten();
+        let pruned = read_pruned(&dir);
+        Ok(Saved {
+            dir,
+            record,
+            best_step,
+            resume,
+            pruned,
+        })
+    }
+
+    /// Deletes the files of an ended run's checkpoints that the operator's policy does not
+    /// keep (`[checkpoints] keep_last`): never the last ones, the best, the final weights or
+    /// the state a resume loads.
+    pub fn prune_checkpoints(&self, id: &RunId) -> Result<Pruned, ToolsError> {
+        let run = self.run_status(id, i64::MAX)?.run;
+        if !run.state.is_finished() {
+            return Err(ToolsError::invalid(
+                "run",
+                format!(
+                    "run {id} is {}: its trainer and engine use its checkpoints; prune it once \
+                     it has ended",
+                    run.state.label()
+                ),
+            ));
+        }
+        let keep_last = self.settings()?.checkpoints.keep_last;
+        let saved = self.saved(&run)?;
+        let mut steps: Vec<i64> = saved
+            .record
+            .checkpoints
+            .iter()
+            .filter_map(|checkpoint| checkpoint.step)
+            .collect();
+        steps.sort_unstable();
+        steps.dedup();
+        let mut kept: Vec<i64> = if keep_last == 0 {
+            steps.clone()
+        } else {
+            steps
+                .iter()
+                .rev()
+                .take(usize::try_from(keep_last).unwrap_or(usize::MAX))
+                .copied()
+                .collect()
+        };
+        kept.extend(saved.best_step);
+        kept.extend(
+            saved
+                .resume
+                .as_ref()
+                .and_then(|point| i64::try_from(point.step).ok()),
+        );
+        kept.extend(
+            saved
+                .record
+                .checkpoints
+                .iter()
+                .filter(|checkpoint| checkpoint.name.as_deref() == Some("final"))
+                .filter_map(|checkpoint| checkpoint.step),
+        );
+        kept.sort_unstable();
+        kept.dedup();
+        let (mut removed, mut not_local, mut freed_bytes) = (Vec::new(), Vec::new(), 0);
+        for checkpoint in &saved.record.checkpoints {
+            let Some(step) = checkpoint.step else {
+                continue;
+            };
+            if kept.contains(&step) || saved.pruned.contains(&step) {
+                continue;
+            }
+            let archives: Vec<PathBuf> = [Some(&checkpoint.path), checkpoint.state_path.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|path| engine_archive(&saved.dir, path))
+                .collect();
+            if archives.is_empty() {
+                not_local.push(step);
+                continue;
+            }
+            for archive in archives {
+                freed_bytes += archive_bytes(&archive).unwrap_or(0);
+                remove_archive(&archive)?;
+            }
+            removed.push(step);
+        }
+        let mut pruned = saved.pruned.clone();
+        pruned.extend(&removed);
+        pruned.sort_unstable();
+        pruned.dedup();
+        write_pruned(&saved.dir, &pruned)?;
+        let message = match (keep_last, removed.len()) {
+            (0, _) => "[checkpoints] keep_last is 0: every checkpoint is kept".to_owned(),
+            (_, 0) => "nothing to prune".to_owned(),
+            (_, count) => format!("deleted the files of {count} checkpoints, {freed_bytes} bytes"),
+        };
+        Ok(Pruned {
+            run_id: id.to_string(),
+            keep_last,
+            kept,
+            removed,
+            freed_bytes,
+            not_local,
+            message,
         })
     }
 
@@ -130,6 +248,12 @@ impl Tools {
                     ),
                 )
             })?;
+        if read_pruned(&run_dir).contains(&step) {
+            return Err(ToolsError::invalid(
+                "step",
+                format!("the files of run {id}'s checkpoint at step {step} were pruned"),
+            ));
+        }
         let archive = engine_archive(&run_dir, &checkpoint.path)
             .filter(|archive| archive.is_file())
             .ok_or_else(|| {
@@ -166,6 +290,46 @@ impl Tools {
             load_with,
         })
     }
+}
+
+/// A run's checkpoints as [`Tools::saved`] reads them.
+struct Saved {
+    dir: PathBuf,
+    record: rl_metrics::CheckpointRecord,
+    best_step: Option<i64>,
+    resume: Option<crate::resume::ResumePoint>,
+    pruned: Vec<i64>,
+}
+
+/// The steps pruned so far (none when the file is missing or unreadable: nothing is claimed
+/// deleted that was not).
+fn read_pruned(dir: &Path) -> Vec<i64> {
+    std::fs::read(dir.join(PRUNED_FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+fn write_pruned(dir: &Path, steps: &[i64]) -> Result<(), ToolsError> {
+    let text = serde_json::to_vec(steps)
+        .map_err(|error| ToolsError::Internal(format!("cannot encode pruned steps: {error}")))?;
+    rl_settings::write_atomically(&dir.join(PRUNED_FILE), &text)?;
+    Ok(())
+}
+
+/// A saved archive removed: a file, or a state's folder.
+fn remove_archive(path: &Path) -> Result<(), ToolsError> {
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    };
+    removed.map_err(|source| ToolsError::Io {
+        action: "remove",
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// `reward/mean` of each step of the run's `metrics.jsonl`.

@@ -25,11 +25,11 @@ pub use answers::{
     EnvironmentList, ErrorAnswer, EventView, EventsView, Exported, FieldSpecView, FieldTypeView,
     FieldView, FileWarningView, FlagView, HealthReport, HealthView, InterruptionView,
     IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer, ModelProgressView,
-    ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, RateLimited,
-    ResultsPart, ResultsView, ResumedFrom, RunCheckpoints, RunEntry, RunList, RunView, Selected,
-    SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig,
-    TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
-    WindowView, error_answer, report_json,
+    ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, Pruned,
+    RateLimited, ResultsPart, ResultsView, ResumedFrom, RunCheckpoints, RunEntry, RunList, RunView,
+    Selected, SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped,
+    TestConfig, TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView,
+    WarningView, WindowView, error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};

@@ -50,6 +50,24 @@ pub struct CheckpointEntry {
     pub best: bool,
     /// A resume of this run would load this checkpoint's state.
     pub resume_point: bool,
+    /// Its files were deleted by `rl checkpoints prune`; its record stays.
+    pub pruned: bool,
+}
+
+/// `rl checkpoints prune`: what the operator's policy kept and deleted of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pruned {
+    pub run_id: String,
+    /// `[checkpoints] keep_last` (0: every checkpoint is kept).
+    pub keep_last: u32,
+    /// Steps kept: the last `keep_last`, the best, the final weights, the resume point.
+    pub kept: Vec<i64>,
+    /// Steps whose files were deleted now.
+    pub removed: Vec<i64>,
+    pub freed_bytes: u64,
+    /// Steps not on this machine (the hosted Tinker's), left as they are.
+    pub not_local: Vec<i64>,
+    pub message: String,
 }
 
 /// `rl checkpoints export`: a PEFT LoRA adapter folder.

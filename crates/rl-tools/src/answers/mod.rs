@@ -14,7 +14,7 @@ mod preflight_store;
 mod runs;
 mod scan;
 
-pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, RunCheckpoints};
+pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Pruned, RunCheckpoints};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub use environments::{
     ConfigClassSourceView, ConfigView, Edited, EnvironmentDetail, EnvironmentEntry,

@@ -503,9 +503,92 @@ fn resume_answers() {
         "list_checkpoints_unknown_run",
         fixture.scrub(
             fixture.call("rl_list_checkpoints", json!({"run_id": UNKNOWN_RUN})),
-            &[]
+            &[&child]
         )
     );
+}
+
+/// Pruning keeps the last `keep_last`, the best, the final weights and the resume point, and
+/// deletes the other checkpoints' files on the local engine; what was pruned is listed so, and
+/// cannot be exported.
+#[test]
+fn prune_answers() {
+    let fixture = fixture_with(
+        Ok(Settings {
+            checkpoints: rl_settings::CheckpointPolicy { keep_last: 1 },
+            ..settings()
+        }),
+        &[("TINKER_API_KEY", TINKER_KEY)],
+    );
+    ended_run(&fixture, RunState::Failed);
+    let dir = run_dir(fixture.home(), &RunId::parse(FIXTURE_RUN).unwrap());
+    let engine = dir.join("engine/checkpoints/m");
+    let mut rows = String::new();
+    for step in 0..=5 {
+        let state = (step % 2 == 0).then(|| format!("tinker://m/weights/step_{step}"));
+        rows.push_str(
+            &json!({"step": step, "name": format!("step_{step}"),
+                    "sampler_path": format!("tinker://m/step_{step}"), "state_path": state})
+            .to_string(),
+        );
+        rows.push('\n');
+        std::fs::create_dir_all(engine.join("sampler_weights")).unwrap();
+        std::fs::write(
+            engine.join(format!("sampler_weights/step_{step}.tar.gz")),
+            [0u8; 100],
+        )
+        .unwrap();
+        if step % 2 == 0 {
+            std::fs::create_dir_all(engine.join(format!("step_{step}.tar.gz/checkpoint_0")))
+                .unwrap();
+            std::fs::write(
+                engine.join(format!("step_{step}.tar.gz/checkpoint_0/data")),
+                [0u8; 1000],
+            )
+            .unwrap();
+        }
+    }
+    std::fs::write(dir.join("checkpoints.jsonl"), rows).unwrap();
+    let rewards = [0.1, 0.9, 0.3, 0.2, 0.1];
+    let metrics = rewards
+        .iter()
+        .zip(1..)
+        .fold(String::new(), |mut text, (reward, step)| {
+            text.push_str(&json!({"step": step, "reward/mean": reward}).to_string());
+            text.push('\n');
+            text
+        });
+    std::fs::write(dir.join("metrics.jsonl"), metrics).unwrap();
+    let call = |tool: &str, arguments: Value| fixture.scrub(fixture.call(tool, arguments), &[]);
+
+    let tools = fixture.registry.tools();
+    let id = RunId::parse(FIXTURE_RUN).unwrap();
+    let pruned = serde_json::to_value(tools.prune_checkpoints(&id).unwrap()).unwrap();
+    // The reward peaks at step 2 (the best); the resume point is step 4, the last state
+    // before the last step; the last step is 5.
+    assert_eq!(pruned["kept"], json!([2, 4, 5]), "{pruned:#}");
+    assert_eq!(pruned["removed"], json!([0, 1, 3]), "{pruned:#}");
+    assert_eq!(pruned["freed_bytes"], 3 * 100 + 1000);
+    let sampler = |step: i32| engine.join(format!("sampler_weights/step_{step}.tar.gz"));
+    for step in [0, 1, 3] {
+        assert!(!sampler(step).exists());
+        assert!(!engine.join(format!("step_{step}.tar.gz")).exists());
+    }
+    for step in [2, 4, 5] {
+        assert!(sampler(step).exists());
+    }
+    assert!(engine.join("step_4.tar.gz/checkpoint_0/data").exists());
+    assert_answer!(
+        "list_checkpoints_pruned",
+        call("rl_list_checkpoints", json!({"run_id": FIXTURE_RUN}))
+    );
+    let again = tools.prune_checkpoints(&id).unwrap();
+    assert!(again.removed.is_empty(), "{again:?}");
+    let out = tempfile::tempdir().unwrap();
+    let refused = tools
+        .export_checkpoint(&id, 1, &out.path().join("adapter"))
+        .unwrap_err();
+    assert!(refused.to_string().contains("were pruned"), "{refused}");
 }
 
 #[test]
