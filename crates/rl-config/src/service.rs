@@ -121,11 +121,26 @@ impl ConfigService {
         scan_environments(&self.settings, false)
     }
 
+    /// A scan that reaches the environment file `file` (relative to the environments folder):
+    /// one of the sub-folders too when it lies in one, whatever `recursive_discovery` says.
+    pub fn scan_reaching(&self, file: &str) -> Result<Scan, ConfigError> {
+        scan_environments(&self.settings, file.contains('/'))
+    }
+
     /// Selects an environment by name, key or class name; clears earlier edits, as a new
     /// selection did in the original tool.
     pub fn select(&self, name: &str) -> Result<SelectionReport, ConfigError> {
         check_name("environment name", name, 200)?;
-        let scan = self.scan()?;
+        let mut scan = self.scan()?;
+        // A name `rl envs list --recursive` shows is selectable whatever `recursive_discovery`
+        // says: the sub-folders are searched when the top folder has no such environment.
+        if matches!(
+            scan.find(name),
+            Err(rl_discovery::DiscoveryError::UnknownEnvironment { .. })
+        ) && !scan.recursive
+        {
+            scan = scan_environments(&self.settings, true)?;
+        }
         let env = scan.find(name)?;
         let schema = config_schema(&scan, env)?;
         let now = jiff::Zoned::now();
@@ -244,7 +259,7 @@ impl ConfigService {
         &self,
         selection: &Selection,
     ) -> Result<(Environment, ConfigSchema), ConfigError> {
-        let scan = self.scan()?;
+        let scan = self.scan_reaching(&selection.environment.file)?;
         let env = scan
             .environments
             .iter()

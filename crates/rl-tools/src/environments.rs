@@ -101,7 +101,8 @@ impl Tools {
         timeout: std::time::Duration,
     ) -> Result<IntrospectedConfig, ToolsError> {
         let service = self.service()?;
-        let scan = service.scan()?;
+        let selection = service.selection()?;
+        let scan = service.scan_reaching(&selection.environment.file)?;
         let env = scan.find(&current.key)?;
         let schema = rl_config::config_schema(&scan, env)?;
         let python = rl_config::introspect(

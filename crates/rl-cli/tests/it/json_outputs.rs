@@ -69,12 +69,9 @@ fn config_show_json_of_every_fixture_environment() {
     let mut shown = BTreeMap::new();
     for env in listing["environments"].as_array().unwrap() {
         let key = env["key"].as_str().unwrap();
+        // Nested ones too, without `recursive_discovery`: what the recursive list shows is
+        // selectable.
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(
-            home.path().join("config.toml"),
-            "recursive_discovery = true\n",
-        )
-        .unwrap();
         let select = ["select", key, "--root", ROOT, "--json"];
         let selected = rl_in(home.path(), &select);
         let answer = if selected.status.success() {
