@@ -36,6 +36,16 @@ impl Context {
 
     /// Always absolute: run configs and logs under it are handed to processes with other
     /// working directories.
+    /// `--root` (or `RL_TINKER_ATROPOS_ROOT`) as given.
+    pub(crate) fn root_override(&self) -> Option<&PathBuf> {
+        self.root.as_ref()
+    }
+
+    /// `--envs-dir` (or `RL_ENVIRONMENTS_DIR`) as given.
+    pub(crate) fn envs_dir_override(&self) -> Option<&PathBuf> {
+        self.envs_dir.as_ref()
+    }
+
     pub(crate) fn home(&self) -> anyhow::Result<PathBuf> {
         let home = match &self.home {
             Some(home) => home.clone(),

@@ -7,6 +7,7 @@ mod config;
 mod context;
 mod envs;
 mod mcp;
+mod mcp_config;
 mod output;
 mod preflight;
 mod runs;
@@ -23,10 +24,13 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `rl --version`: the package version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("RL_COMMIT"), ")");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "rl",
-    version,
+    version = VERSION,
     about = "Reinforcement-learning runs on Atropos environments"
 )]
 struct Cli {
@@ -79,7 +83,11 @@ enum Command {
     #[command(subcommand)]
     Tool(tool::ToolCommand),
     /// Serve the agent tools over the Model Context Protocol on stdin/stdout.
-    Mcp,
+    Mcp {
+        /// Print the configuration that connects this MCP client to rl, instead of serving.
+        #[arg(long, value_enum, value_name = "CLIENT")]
+        print_config: Option<mcp_config::McpClient>,
+    },
     /// Serve the RL API over HTTP (loopback only unless told otherwise).
     Serve(serve::ServeArgs),
     /// Print a shell completion script (e.g. `rl completions bash > ~/.local/share/bash-completion/completions/rl`).
@@ -134,7 +142,10 @@ fn main() -> ExitCode {
         Command::Preflight(command) => preflight::run(&context, command, as_json),
         Command::Doctor => doctor(&context, as_json),
         Command::Tool(command) => tool::run(command, &context, as_json),
-        Command::Mcp => mcp::run(&context),
+        Command::Mcp {
+            print_config: Some(client),
+        } => mcp_config::print(&context, client),
+        Command::Mcp { print_config: None } => mcp::run(&context),
         Command::Serve(args) => serve::run(&context, args),
         Command::Completions { shell } => {
             let mut command = Cli::command();

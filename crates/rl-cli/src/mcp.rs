@@ -30,8 +30,9 @@ rl_test_inference to check that models can learn from it (takes minutes), \
 rl_start_training to start a run (it goes on in the background and takes hours), \
 rl_check_status now and then (agents may check a run once per interval, 30 minutes unless the \
 operator changed it), rl_stop_training to stop a run that looks wrong, rl_get_results for the \
-metrics and final weights. rl_list_runs lists the runs; rl_health_check says what the machine \
-lacks. Every answer is a JSON object; a failed call answers {\"error\": ..., \"hint\": ...} and \
+metrics and final weights, rl_resume_training to continue a stopped or failed run from its last \
+saved state, rl_list_checkpoints for what a run saved. rl_list_runs lists the runs; \
+rl_health_check says what the machine lacks. Every answer is a JSON object; a failed call answers {\"error\": ..., \"hint\": ...} and \
 says how to correct it.";
 
 /// How long pending tool calls may take to wind down once the session is over.

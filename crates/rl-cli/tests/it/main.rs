@@ -66,6 +66,24 @@ pub(crate) fn test_python() -> PathBuf {
     rl_test_support::test_python()
 }
 
+/// `rl --version` names the version and the commit it was built from, as `gh` and `uv` do.
+#[test]
+fn the_version_names_the_commit() {
+    let output = rl(&["--version"]);
+    assert!(output.status.success());
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    assert!(head.status.success(), "the tests run in a git checkout");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    assert_eq!(
+        text(&output.stdout).trim(),
+        format!("rl {} ({head})", env!("CARGO_PKG_VERSION"))
+    );
+}
+
 #[test]
 fn envs_list_prints_a_table() {
     let output = rl(&["envs", "list", "--root", ROOT]);

@@ -670,3 +670,55 @@ fn an_unreadable_preflight_store_does_not_keep_the_server_from_starting() {
         "stdout holds protocol messages only"
     );
 }
+
+/// `rl mcp --print-config claude-desktop` names this binary and the state directory by absolute
+/// path: the official MCP client, started with nothing but the printed entry, lists the tools.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn the_printed_client_configuration_starts_the_server() {
+    let python = test_python();
+    let home = tempfile::tempdir().unwrap();
+    let printed = crate::rl_in(
+        home.path(),
+        &["mcp", "--print-config", "claude-desktop", "--home", "."],
+    );
+    assert!(printed.status.success(), "{printed:?}");
+    let config: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    let entry = &config["mcpServers"]["rl"];
+    assert_eq!(
+        entry["env"]["RL_HOME"]
+            .as_str()
+            .map(std::path::PathBuf::from),
+        Some(workspace_root()),
+        "--home . is made absolute: {entry}"
+    );
+    assert!(
+        std::path::Path::new(entry["command"].as_str().unwrap()).is_absolute(),
+        "{entry}"
+    );
+    // The client gets the state directory of this test, not the workspace.
+    let mut config = config.clone();
+    config["mcpServers"]["rl"]["env"]["RL_HOME"] = Value::from(home.path().to_str().unwrap());
+    let file = home.path().join("claude_desktop_config.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let output = Command::new(&python)
+        .arg(workspace_root().join("crates/rl-cli/tests/it/mcp_config_client.py"))
+        .arg(&file)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| name.as_str().unwrap())
+        .collect();
+    assert_eq!(names, rl_tools::TOOL_NAMES);
+}
