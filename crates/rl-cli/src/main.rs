@@ -5,6 +5,7 @@
 mod checkpoints;
 mod config;
 mod context;
+mod curves;
 mod envs;
 mod mcp;
 mod mcp_config;
@@ -13,6 +14,7 @@ mod preflight;
 mod runs;
 mod serve;
 mod tool;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

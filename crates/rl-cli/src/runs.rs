@@ -7,7 +7,6 @@ use std::time::Duration;
 use clap::builder::TypedValueParser as _;
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use rl_metrics::MetricValue;
 use rl_process::{RunState, WaitOutcome, WaitUntil};
 use rl_tools::{
     EventView, HealthView, MetricsView, ResultsView, RunView, SourceChoice, SourceFailureView,
@@ -15,6 +14,7 @@ use rl_tools::{
 };
 
 use crate::context::{Context, runtime};
+use crate::curves;
 use crate::output;
 
 #[derive(Debug, Subcommand)]
@@ -40,7 +40,16 @@ pub(crate) enum RunsCommand {
         /// Where to read the run's metrics: auto, file, wandb-files or wandb-api.
         #[arg(long, default_value = "auto", value_parser = source_parser())]
         source: SourceChoice,
+        /// Follow the run until it ends, as `rl runs watch` does.
+        #[arg(long, short)]
+        follow: bool,
     },
+    /// Follow a run until it ends: state, step of total, ETA and its curves, redrawn as steps
+    /// arrive (plain lines when stdout is not a terminal).
+    ///
+    /// Exit codes as `rl runs wait --until finished`: 0 the run completed, 3 it ended without
+    /// completing. Ctrl-C stops watching; the run goes on.
+    Watch { run_id: String },
     /// Stop a run: environment, trainer, then API, each as a whole process group.
     Stop { run_id: String },
     /// Continue a stopped, failed or lost run from its last saved state, as a new run.
@@ -147,10 +156,17 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             }
             follow_start(&tools, started, wait, timeout, as_json)
         }
+        RunsCommand::Watch { run_id }
+        | RunsCommand::Status {
+            run_id,
+            follow: true,
+            ..
+        } => crate::watch::watch(&tools, &tools.run_id(&run_id)?),
         RunsCommand::Status {
             run_id,
             since,
             source,
+            follow: false,
         } => {
             let id = tools.run_id(&run_id)?;
             let view = runtime()?.block_on(tools.check_status(&id, since, source))?;
@@ -240,10 +256,15 @@ fn waited(outcome: &WaitOutcome, timeout: f64, as_json: bool) -> anyhow::Result<
         }
         print_status(&RunView::from(&outcome.status))?;
     }
-    let state = outcome.status.run.state;
+    ended(outcome.status.run.state, outcome.timed_out)
+}
+
+/// How a wait for a run ends, for scripts: 0 (`Ok`) reached, 3 the run ended without
+/// completing, 4 timed out.
+pub(crate) fn ended(state: RunState, timed_out: bool) -> anyhow::Result<()> {
     let code = if state.is_finished() && state != RunState::Completed {
         ENDED_UNCOMPLETED
-    } else if outcome.timed_out {
+    } else if timed_out {
         TIMED_OUT
     } else {
         return Ok(());
@@ -434,9 +455,7 @@ fn print_status(run: &RunView) -> anyhow::Result<()> {
 }
 
 fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 8] {
-    let number = |value: Option<f64>| {
-        value.map_or_else(|| "-".to_owned(), |v| MetricValue::Number(v).to_string())
-    };
+    let number = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), curves::significant);
     [
         (
             "step",
@@ -464,12 +483,21 @@ fn print_metrics(view: &StatusView) -> anyhow::Result<()> {
                 .map(|(name, value)| format!("{name} {value}"))
                 .collect();
             output::line(format!("metrics ({source}): {}", numbers.join(", ")))?;
+            print_curves(&view.history)?;
         }
     }
     if let Some(health) = &view.health {
         print_health(health)?;
     }
     print_problems(&view.metrics_warnings, &view.metrics_errors)
+}
+
+/// Each logged series over the steps, when there are any.
+fn print_curves(history: &[MetricsView]) -> anyhow::Result<()> {
+    for line in curves::lines(history, curves::WIDTH) {
+        output::line(line)?;
+    }
+    Ok(())
 }
 
 fn print_health(health: &HealthView) -> anyhow::Result<()> {
@@ -520,6 +548,7 @@ fn print_results(view: &ResultsView) -> anyhow::Result<()> {
         table.add_row([name.to_owned(), value]);
     }
     output::line(table)?;
+    print_curves(&results.history)?;
     output::line(format!(
         "final weights: {}",
         results.final_weights.as_deref().unwrap_or("not reported")

@@ -314,6 +314,14 @@ pub(crate) fn process_label(status: ComponentStatus) -> String {
 fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb>) -> StatusView {
     let found = collected.metrics.as_ref();
     let run = &status.run;
+    let trainer = found.and_then(|metrics| metrics.trainer.as_ref());
+    let total_steps = RunConfig::read(&run.config_path)
+        .ok()
+        .as_ref()
+        .and_then(crate::resume::total_steps);
+    let eta_secs = trainer
+        .filter(|_| !run.state.is_finished())
+        .and_then(|trainer| eta_secs(&trainer.history, total_steps?));
     StatusView {
         run_id: run.id.clone(),
         status: run.state.name(),
@@ -343,7 +351,41 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
         metrics_warnings: found.map(|m| m.warnings.clone()).unwrap_or_default(),
         metrics_errors: failures_of(collected),
         run: RunView::from(status),
+        total_steps,
+        eta_secs,
+        history: trainer
+            .map(|trainer| {
+                trainer
+                    .history
+                    .iter()
+                    .map(|row| MetricsView::from(&StatusMetrics::of_row(row)))
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
+}
+
+/// Steps whose pace sets the ETA: the latest ones, so a slow start (compiling, loading) fades.
+const ETA_STEPS: usize = 10;
+
+/// Seconds until step `total`, at the mean pace of the latest steps that carry a time; `None`
+/// until two such steps exist.
+pub(crate) fn eta_secs(history: &[rl_metrics::HistoryRow], total: u64) -> Option<f64> {
+    let timed: Vec<(i64, f64)> = history
+        .iter()
+        .filter_map(|row| Some((row.step, row.timestamp?)))
+        .collect();
+    let recent = &timed[timed.len().saturating_sub(ETA_STEPS + 1)..];
+    let (&(first_step, first_time), &(last_step, last_time)) = (recent.first()?, recent.last()?);
+    let steps = last_step - first_step;
+    if steps <= 0 || last_time < first_time {
+        return None;
+    }
+    #[expect(clippy::cast_precision_loss, reason = "step counts are far below 2^52")]
+    let per_step = (last_time - first_time) / steps as f64;
+    let left = i64::try_from(total).ok()?.saturating_sub(last_step).max(0);
+    #[expect(clippy::cast_precision_loss, reason = "step counts are far below 2^52")]
+    Some(per_step * left as f64)
 }
 
 fn failures_of(collected: &Collected) -> Vec<SourceFailureView> {
@@ -358,4 +400,34 @@ fn failures_of(collected: &Collected) -> Vec<SourceFailureView> {
 pub fn supervise(home: &Path, run_id: &str) -> Result<rl_process::RunState, ToolsError> {
     let id = RunId::parse(run_id)?;
     Ok(rl_process::supervise(home, &id)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(step: i64, timestamp: Option<f64>) -> rl_metrics::HistoryRow {
+        rl_metrics::HistoryRow {
+            step,
+            timestamp,
+            values: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn the_eta_is_the_latest_pace_times_the_steps_left() {
+        // A slow first step (compiling) is outside the last ten's pace.
+        let mut history = vec![row(1, Some(0.0))];
+        history.extend((2..=13).map(|step| row(step, Some(100.0 + 2.0 * f64::from(step as i32)))));
+        assert_eq!(eta_secs(&history, 20), Some(14.0));
+        assert_eq!(eta_secs(&history, 13), Some(0.0));
+        assert_eq!(
+            eta_secs(&history, 5),
+            Some(0.0),
+            "past its total: nothing left"
+        );
+        assert_eq!(eta_secs(&history[..1], 20), None, "one step has no pace");
+        assert_eq!(eta_secs(&[row(1, None), row(2, None)], 20), None);
+        assert_eq!(eta_secs(&[row(2, Some(5.0)), row(1, Some(9.0))], 20), None);
+    }
 }

@@ -55,8 +55,32 @@ fn saved_file(run_dir: &Path, path: &str) -> PathBuf {
 fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
     let (stack, engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO]);
     let id = stack.start();
+    // Followed from its start by `rl runs watch`, its output piped: plain lines.
+    let watcher = crate::rl_command(stack.home.path())
+        .args(["runs", "watch", &id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let finished = stack.wait(&id, "finished", 900);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let watched = watcher.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&watched.stdout);
+    assert_eq!(watched.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "escape codes in plain lines: {text}"
+    );
+    for step in 1..=5 {
+        assert!(
+            text.contains(&format!("step {step}/5")),
+            "step {step}: {text}"
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("reward_mean") && line.contains(" last ")),
+        "the curves close the plain lines: {text}"
+    );
     let dir = stack.run_dir(&id);
 
     // Losses come from the engine: a number on every step that trained.
@@ -358,6 +382,9 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
     }
     let stopped = stack.json(&["runs", "stop", &parent]);
     assert_eq!(stopped["run"]["state"], "stopped", "{stopped:#}");
+    // Watching a run that ended without completing ends at once, as `runs wait` does.
+    let watched = stack.rl(&["runs", "watch", &parent]);
+    assert_eq!(watched.status.code(), Some(3), "{watched:?}");
     let parent_checkpoints = lines(&parent_dir.join("checkpoints.jsonl"));
     let resumed_at = parent_checkpoints
         .iter()

@@ -202,6 +202,16 @@ pub struct StatusView {
     pub metrics_errors: Vec<SourceFailureView>,
     #[serde(flatten)]
     pub run: RunView,
+    /// For people: every trainer step's numbers, in step order (the curves `rl runs status`
+    /// draws); agents read them from `rl_get_results`.
+    #[serde(skip)]
+    pub history: Vec<MetricsView>,
+    /// For people: the steps the run trains (`env.total_steps` of its config).
+    #[serde(skip)]
+    pub total_steps: Option<u64>,
+    /// For people: seconds until the last step, at the pace of the latest steps.
+    #[serde(skip)]
+    pub eta_secs: Option<f64>,
 }
 
 /// `rl_check_status` within the interval an agent must wait between checks of a run: an
