@@ -13,6 +13,7 @@ mod health;
 mod jsonl;
 mod model;
 mod results;
+mod rollouts;
 mod source;
 mod trainer_log;
 mod view;
@@ -30,6 +31,10 @@ pub use model::{
     non_finite_spelling, parse_python_json, summary_of,
 };
 pub use results::{Results, RunIdentity};
+pub use rollouts::{
+    MAX_ROLLOUT_BYTES, MAX_ROLLOUT_ROWS, MAX_ROLLOUT_TEXT, ROLLOUTS_DIR, RolloutRow, StepRollouts,
+    read_rollouts, rollout_steps,
+};
 pub use source::{
     Collected, METRICS_FILE_NAME, MetricsSource, RunTarget, SourceFailure, WANDB_DIR_NAME,
     WandbNames, collect,

@@ -10,6 +10,7 @@ mod error;
 mod health_check;
 mod metrics;
 mod new_env;
+mod page;
 mod preflight;
 mod rate_limit;
 mod registry;
@@ -26,10 +27,11 @@ pub use answers::{
     FieldView, FileWarningView, FlagView, HealthReport, HealthView, InterruptionView,
     IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer, ModelProgressView,
     ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, Pruned,
-    RateLimited, ResultsPart, ResultsView, ResumedFrom, RunCheckpoints, RunEntry, RunList, RunView,
-    Selected, SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped,
-    TestConfig, TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView,
-    WarningView, WindowView, error_answer, report_json,
+    RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView, RunCheckpoints,
+    RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel, SkipReasonView,
+    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig, TestListingView,
+    TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView, WindowView,
+    error_answer, report_json,
 };
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};

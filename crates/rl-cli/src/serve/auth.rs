@@ -1,7 +1,10 @@
-//! The bearer token every request carries when the operator set one (`--token-env`).
+//! The bearer token every request carries when the operator set one (`--token-env`). A browser
+//! cannot send a header on a navigation, so a page is opened once with `?token=…`: the server
+//! answers with the token in a cookie (`HttpOnly`, `SameSite=Strict`) and the address without
+//! it; the cookie then stands for the token on reads (GET) only, never on what changes state.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -17,11 +20,19 @@ pub(super) async fn authenticate(
     let Some(expected) = &state.token else {
         return next.run(request).await;
     };
+    let reading = request.method() == Method::GET;
+    if reading
+        && let Some(given) = query_token(request.uri())
+        && same_token(given.as_bytes(), expected)
+    {
+        return into_cookie(request.uri().path(), &given);
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes)
-        .and_then(bearer_token);
+        .and_then(bearer_token)
+        .or_else(|| reading.then(|| cookie_token(request.headers())).flatten());
     match given {
         Some(given) if same_token(given, expected) => next.run(request).await,
         found => {
@@ -41,6 +52,93 @@ pub(super) async fn authenticate(
             response
         }
     }
+}
+
+/// The cookie that stands for the token in a browser.
+const COOKIE: &str = "rl_token";
+
+/// `?token=…` of a page's address.
+fn query_token(uri: &axum::http::Uri) -> Option<String> {
+    uri.query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))
+        .map(percent_decode)
+}
+
+/// `%XX` and `+` undone (a token pasted into an address may be encoded).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'%' if index + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[index + 1..index + 3]).ok();
+                if let Some(byte) = hex.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
+                    out.push(byte);
+                    index += 3;
+                } else {
+                    out.push(b'%');
+                    index += 1;
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                index += 1;
+            }
+            byte => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The address without its query, with the token set as the cookie.
+fn into_cookie(path: &str, token: &str) -> Response {
+    let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+    let Ok(cookie) = HeaderValue::from_str(&cookie)
+        .map_err(|_| ())
+        .and_then(|value| {
+            // A cookie value is printable ASCII without `;`, `,`, space or quotes.
+            token
+                .bytes()
+                .all(|byte| byte.is_ascii_graphic() && !b";,\"\\".contains(&byte))
+                .then_some(value)
+                .ok_or(())
+        })
+    else {
+        return with_hint(
+            StatusCode::BAD_REQUEST,
+            "this token cannot be kept in a browser's cookie",
+            "Use a token of printable ASCII without `;`, `,`, quotes or spaces for the pages",
+        );
+    };
+    let mut response = Response::new(axum::body::Body::empty());
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    let headers = response.headers_mut();
+    headers.insert(header::SET_COOKIE, cookie);
+    if let Ok(location) = HeaderValue::from_str(path) {
+        headers.insert(header::LOCATION, location);
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// The token a browser's cookie carries.
+fn cookie_token(headers: &axum::http::HeaderMap) -> Option<&[u8]> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|byte| *byte == b';'))
+        .map(<[u8]>::trim_ascii)
+        .find_map(|pair| pair.strip_prefix(COOKIE.as_bytes())?.strip_prefix(b"="))
+        .filter(|token| !token.is_empty())
 }
 
 /// The token of `Bearer <token>` (the scheme in any case).

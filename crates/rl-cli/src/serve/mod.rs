@@ -14,6 +14,7 @@
 mod auth;
 mod body;
 mod guard;
+mod pages;
 mod responses;
 mod routes;
 mod seed;
@@ -224,10 +225,15 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
-/// The routes of `routes.rs`; around them, from the outside in: errors as JSON, the browser
-/// guard, the token, the body limit.
+/// The routes of `routes.rs` and the pages' (`pages.rs`); around them, from the outside in:
+/// errors as JSON, the browser guard, the token, the body limit, a browser's page.
 fn router(state: AppState) -> Router {
     routes::router()
+        .merge(pages::router())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            pages::pages_first,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

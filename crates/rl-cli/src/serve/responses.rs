@@ -37,11 +37,12 @@ pub(super) async fn errors_as_json(response: Response) -> Response {
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let is_json = response
+    // A page's own refusal (a run that does not exist) is for the person reading it.
+    let is_answer = response
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(is_json_type);
-    if is_json {
+        .is_some_and(|value| is_json_type(value) || value.as_bytes().starts_with(b"text/html"));
+    if is_answer {
         return response;
     }
     let (parts, body) = response.into_parts();

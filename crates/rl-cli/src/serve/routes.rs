@@ -403,7 +403,7 @@ fn reply_response(reply: Result<ToolReply, tokio::task::JoinError>) -> Response 
 /// "the key is missing") is 409 Conflict — the request conflicts with the state of the
 /// machine — rather than 412 Precondition Failed, which HTTP keeps for conditional headers
 /// (`If-Match`, `If-Unmodified-Since`) this API does not use.
-fn status_of(kind: FailureKind) -> StatusCode {
+pub(super) fn status_of(kind: FailureKind) -> StatusCode {
     match kind {
         FailureKind::BadRequest => StatusCode::BAD_REQUEST,
         FailureKind::NotFound => StatusCode::NOT_FOUND,

@@ -2,11 +2,13 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod browser;
 mod hostile_components;
 mod hostile_sources;
 mod json_outputs;
 mod mcp;
 mod new_env;
+mod pages;
 mod preflight;
 mod runs;
 mod serve;

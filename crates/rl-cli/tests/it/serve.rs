@@ -154,6 +154,38 @@ impl Server {
     /// A request exactly as given (no token added; `Host` the address listened on unless
     /// `headers` has one); the answer must be JSON.
     fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let (status, headers, body) = self.exchange(method, path, headers, body);
+        assert!(
+            headers.contains("content-type: application/json"),
+            "{method} {path}: {status} is not JSON: {headers}\n{body}"
+        );
+        let body = serde_json::from_str(&body)
+            .unwrap_or_else(|error| panic!("{method} {path}: {error}: {body:?}"));
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// Its state directory.
+    pub(crate) fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// The base of the server's addresses, `http://127.0.0.1:PORT`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A request exactly as given: the status, the header block (lower-cased) and the body.
+    pub(crate) fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String, String) {
         let mut stream = TcpStream::connect_timeout(&self.address, Duration::from_secs(10))
             .unwrap_or_else(|error| panic!("cannot connect: {error}\n{}", self.output()));
         stream.set_read_timeout(Some(ANSWER_TIMEOUT)).unwrap();
@@ -190,17 +222,7 @@ impl Server {
             !headers.contains("transfer-encoding: chunked"),
             "{method} {path}: chunked answers are not read here: {head}"
         );
-        assert!(
-            headers.contains("content-type: application/json"),
-            "{method} {path}: {status} is not JSON: {head}\n{body}"
-        );
-        let body = serde_json::from_str(body)
-            .unwrap_or_else(|error| panic!("{method} {path}: {error}: {body:?}"));
-        Answer {
-            status,
-            headers,
-            body,
-        }
+        (status, headers, body.to_owned())
     }
 
     /// SIGTERM, then the exit status, within a bound; by then `output` holds all it wrote.

@@ -9,6 +9,7 @@ mod error;
 mod fields;
 mod health_check;
 mod metrics;
+mod page;
 mod preflight;
 mod preflight_store;
 mod runs;
@@ -27,6 +28,7 @@ pub use metrics::{
     CheckpointView, FlagView, HealthView, LoggedRunView, LoggedValue, MetricsView, ResultsPart,
     SourceFailureView, WindowView,
 };
+pub use page::{RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
 pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, TestConfig};
 pub use preflight_store::{
     InterruptionView, ModelProgressView, TestListingView, TestProgressView, TestShown,

@@ -1,0 +1,423 @@
+// rl's run pages: the list of runs (`/`) and one run (`/runs/{id}`), drawn from `/page/...`
+// (read-only JSON). Every text from a run (events, logs, rollouts) goes into the page with
+// textContent, never as HTML. Charts are uPlot's. While a run goes, the page asks for what is
+// new every two seconds (the events after its cursor, the steps so far) and redraws.
+"use strict";
+
+(function () {
+  const POLL_MS = 2000;
+  const app = document.getElementById("app");
+
+  // ------------------------------------------------------------------ small helpers
+
+  function el(tag, attributes, children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attributes || {})) {
+      if (key === "text") node.textContent = value;
+      else if (key === "class") node.className = value;
+      else node.setAttribute(key, value);
+    }
+    for (const child of children || []) {
+      if (child !== null && child !== undefined) node.append(child);
+    }
+    return node;
+  }
+
+  // WandB's spelling of the non-finite numbers, as the answers carry them, read as gaps.
+  function num(value) {
+    return typeof value === "number" && Number.isFinite(value) ? value : null;
+  }
+
+  // 4 significant digits, as the terminal shows them.
+  function fmt(value) {
+    if (value === null || value === undefined) return "–";
+    if (typeof value !== "number") return String(value);
+    if (value === 0) return "0";
+    const magnitude = Math.floor(Math.log10(Math.abs(value)));
+    if (magnitude < -4 || magnitude >= 15) return value.toExponential(3);
+    if (magnitude >= 3) return String(Math.round(value / 10 ** (magnitude - 3)) * 10 ** (magnitude - 3));
+    return String(Number(value.toFixed(3 - magnitude)));
+  }
+
+  function age(time) {
+    const seconds = (Date.now() - Date.parse(time)) / 1000;
+    if (!Number.isFinite(seconds)) return "";
+    if (seconds < 90) return Math.round(seconds) + " s ago";
+    if (seconds < 5400) return Math.round(seconds / 60) + " min ago";
+    if (seconds < 129600) return Math.round(seconds / 3600) + " h ago";
+    return Math.round(seconds / 86400) + " days ago";
+  }
+
+  function clock(seconds) {
+    const total = Math.max(0, Math.round(seconds));
+    const h = Math.floor(total / 3600);
+    const m = Math.floor(total / 60) % 60;
+    const s = String(total % 60).padStart(2, "0");
+    return h > 0 ? h + ":" + String(m).padStart(2, "0") + ":" + s : m + ":" + s;
+  }
+
+  async function getJson(path) {
+    const response = await fetch(path, { headers: { Accept: "application/json" } });
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    return body;
+  }
+
+  function showError(error) {
+    const box = document.getElementById("error") || el("p", { id: "error", class: "error" });
+    box.textContent = String(error.message || error);
+    app.prepend(box);
+  }
+
+  const FINISHED = ["stopped", "completed", "failed", "lost"];
+  // Steps are whole: ticks only at whole steps.
+  const STEP_AXIS = { label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] };
+
+  function stateBadge(state, phase) {
+    return el("span", { class: "state state-" + state, text: phase ? state + ": " + phase : state });
+  }
+
+  function table(headings, rows) {
+    return el("table", {}, [
+      el("thead", {}, [el("tr", {}, headings.map((h) => el("th", { text: h })))]),
+      el("tbody", {}, rows),
+    ]);
+  }
+
+  // ------------------------------------------------------------------ the list of runs
+
+  async function listPage() {
+    document.title = "rl: runs";
+    const data = await getJson("/page/runs");
+    const rows = data.runs.map((run) =>
+      el("tr", { "data-run": run.run_id }, [
+        el("td", {}, [el("a", { href: "/runs/" + run.run_id, text: run.run_id })]),
+        el("td", {}, [stateBadge(run.state, run.phase)]),
+        el("td", { text: run.environment }),
+        el("td", { class: "number", text: run.step === null ? "–" : run.total_steps ? run.step + "/" + run.total_steps : String(run.step) }),
+        el("td", { class: "number", text: fmt(num(run.reward_mean)) }),
+        el("td", { text: age(run.created_at), title: run.created_at }),
+      ])
+    );
+    app.replaceChildren(
+      el("header", {}, [el("h1", { text: "Runs" })]),
+      data.runs.length === 0
+        ? el("p", { class: "quiet", text: "No runs yet: start one with rl runs start." })
+        : table(["run", "state", "environment", "step", "last reward", "created"], rows)
+    );
+  }
+
+  // ------------------------------------------------------------------ one run
+
+  // A chart per series: uPlot, steps on x, this run (and the compared one) on y.
+  class Charts {
+    constructor(container, series) {
+      this.container = container;
+      this.series = series; // [{field, label}], in order
+      this.charts = new Map();
+      this.together = null;
+    }
+
+    update(history, other) {
+      for (const { field, label } of this.series) {
+        const mine = history.map((row) => num(row[field]));
+        const theirs = other ? other.history.map((row) => num(row[field])) : null;
+        if (!mine.some((v) => v !== null) && !(theirs && theirs.some((v) => v !== null))) continue;
+        const data = aligned(history, mine, other ? other.history : null, theirs);
+        let chart = this.charts.get(field);
+        if (!chart) {
+          chart = this.create(field, label, other);
+          this.charts.set(field, chart);
+        }
+        chart.box.setAttribute("data-points", String(mine.filter((v) => v !== null).length));
+        chart.plot.setData(data);
+      }
+      this.updateTogether(history);
+    }
+
+    // Every series of this run on one chart, each scaled to its own range (0 its lowest, 1 its
+    // highest), to compare their shapes; the legend shows each one's real value and a click on
+    // a name hides or shows it.
+    updateTogether(history) {
+      const shown = this.series.filter(({ field }) => history.some((row) => num(row[field]) !== null));
+      if (shown.length < 2) return;
+      const xs = history.map((row) => row.step);
+      const raw = shown.map(({ field }) => history.map((row) => num(row[field])));
+      const scaled = raw.map((values) => {
+        const finite = values.filter((v) => v !== null);
+        const low = Math.min(...finite);
+        const high = Math.max(...finite);
+        return values.map((v) => (v === null ? null : high > low ? (v - low) / (high - low) : 0.5));
+      });
+      if (!this.together || this.together.fields !== shown.map((s) => s.field).join()) {
+        if (this.together) this.together.box.remove();
+        const box = el("figure", { class: "chart wide", "data-series": "together" }, [el("figcaption", { text: "All series, each scaled to its range" })]);
+        this.container.prepend(box);
+        const colours = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#d97706", "#0891b2", "#db2777"];
+        const plot = new uPlot(
+          {
+            width: Math.max(280, box.clientWidth - 16),
+            height: 220,
+            scales: { x: { time: false }, y: { range: [0, 1] } },
+            axes: [STEP_AXIS, { values: (u, ticks) => ticks.map((t) => t.toFixed(1)) }],
+            series: [{ label: "step" }].concat(
+              shown.map(({ label }, i) => ({
+                label: label,
+                stroke: colours[i % colours.length],
+                width: 2,
+                value: (u, v, seriesIndex, index) => (index === null || index === undefined ? "–" : fmt(this.together.raw[seriesIndex - 1][index])),
+              }))
+            ),
+            legend: { live: true },
+            cursor: { sync: { key: "rl" } },
+          },
+          [xs].concat(scaled),
+          box
+        );
+        this.together = { box: box, plot: plot, fields: shown.map((s) => s.field).join(), raw: raw };
+      } else {
+        this.together.raw = raw;
+        this.together.plot.setData([xs].concat(scaled));
+      }
+    }
+
+    create(field, label, other) {
+      const box = el("figure", { class: "chart", "data-series": field }, [el("figcaption", { text: label })]);
+      this.container.append(box);
+      const series = [{ label: "step" }, { label: "this run", stroke: "#2563eb", width: 2, points: { show: true, size: 4 } }];
+      if (other) series.push({ label: "run " + other.run.id, stroke: "#d97706", width: 2, dash: [6, 4] });
+      const width = Math.max(260, box.clientWidth - 16);
+      const plot = new uPlot(
+        {
+          width: width,
+          height: 200,
+          scales: { x: { time: false } },
+          axes: [STEP_AXIS, {}],
+          series: series,
+          legend: { live: true },
+          cursor: { sync: { key: "rl" } },
+        },
+        [[], [], ...(other ? [[]] : [])],
+        box
+      );
+      return { box: box, plot: plot };
+    }
+  }
+
+  // Both runs' values on the union of their steps.
+  function aligned(history, mine, otherHistory, theirs) {
+    const steps = new Set(history.map((row) => row.step));
+    if (otherHistory) otherHistory.forEach((row) => steps.add(row.step));
+    const xs = [...steps].filter((s) => s !== null).sort((a, b) => a - b);
+    const pick = (rows, values) => {
+      const at = new Map(rows.map((row, i) => [row.step, values[i]]));
+      return xs.map((x) => (at.has(x) ? at.get(x) : null));
+    };
+    const data = [xs, pick(history, mine)];
+    if (otherHistory) data.push(pick(otherHistory, theirs));
+    return data;
+  }
+
+  function runHeader(page) {
+    const run = page.run;
+    const step = page.history.length ? page.history[page.history.length - 1].step : null;
+    const parts = [
+      el("a", { href: "/", text: "← runs" }),
+      el("h1", { text: "Run " + run.id }),
+      el("p", { class: "meta" }, [
+        stateBadge(run.state, run.phase),
+        el("span", { text: run.environment }),
+        el("span", { id: "step", text: step === null ? "no step yet" : page.total_steps ? "step " + step + "/" + page.total_steps : "step " + step }),
+        page.eta_secs !== null && !FINISHED.includes(run.state) ? el("span", { text: "ETA " + clock(page.eta_secs) }) : null,
+        run.resumed_from ? el("a", { href: "/runs/" + run.resumed_from.run_id, text: "resumes " + run.resumed_from.run_id + " after step " + run.resumed_from.step }) : null,
+      ]),
+    ];
+    if (run.error) parts.push(el("p", { class: "error", text: run.error }));
+    return el("header", { id: "header" }, parts);
+  }
+
+  function healthSection(health) {
+    if (!health) return el("p", { class: "quiet", text: "No steps yet." });
+    if (health.healthy) return el("p", { class: "good", text: "No warning sign in the last steps." });
+    return el(
+      "ul",
+      { class: "flags" },
+      health.flags.map((flag) =>
+        el("li", {}, [el("strong", { text: flag.kind }), el("span", { text: " " + flag.metric + " (steps " + flag.window.first_step + "–" + flag.window.last_step + "): " + flag.detail })])
+      )
+    );
+  }
+
+  function checkpointsSection(checkpoints) {
+    if (!checkpoints.length) return el("p", { class: "quiet", text: "No checkpoint saved yet." });
+    return table(
+      ["step", "name", "state saved", "size", "", "sampler path"],
+      checkpoints.map((c) =>
+        el("tr", {}, [
+          el("td", { class: "number", text: c.step === null ? "" : String(c.step) }),
+          el("td", { text: c.name || "" }),
+          el("td", { text: c.state_path ? "yes" : "" }),
+          el("td", { class: "number", text: c.size_bytes === null ? "" : (c.size_bytes / 1e6).toFixed(2) + " MB" }),
+          el("td", { text: [c.best ? "best" : "", c.resume_point ? "resume point" : "", c.pruned ? "pruned" : ""].filter(Boolean).join(", ") }),
+          el("td", { class: "path", text: c.sampler_path }),
+        ])
+      )
+    );
+  }
+
+  function logsSection(logs) {
+    return el(
+      "div",
+      {},
+      logs.map((log) =>
+        el("details", { "data-log": log.component }, [
+          el("summary", { text: log.component + " (" + log.lines.length + " lines" + (log.truncated ? ", the end" : "") + ")" }),
+          el("pre", { text: log.lines.join("\n") }),
+        ])
+      )
+    );
+  }
+
+  class Timeline {
+    constructor(container) {
+      this.list = el("ol", { class: "timeline" });
+      container.append(this.list);
+    }
+
+    add(events) {
+      for (const event of events) {
+        this.list.append(
+          el("li", { "data-kind": event.kind }, [
+            el("time", { text: event.at, datetime: event.at }),
+            el("span", { class: "kind", text: event.kind }),
+            el("span", { text: event.message }),
+          ])
+        );
+      }
+    }
+  }
+
+  class Rollouts {
+    constructor(container, runId) {
+      this.runId = runId;
+      this.select = el("select", { id: "rollout-step", "aria-label": "step" });
+      this.body = el("div", { id: "rollouts" });
+      this.select.addEventListener("change", () => this.show(this.select.value));
+      container.append(el("p", {}, [el("label", { text: "Step " }, [this.select])]), this.body);
+      this.steps = [];
+    }
+
+    update(steps) {
+      if (steps.length === this.steps.length) return;
+      const chosen = this.select.value;
+      this.steps = steps;
+      this.select.replaceChildren(...steps.map((s) => el("option", { value: String(s), text: String(s) })));
+      if (!steps.length) {
+        this.body.replaceChildren(el("p", { class: "quiet", text: "This run kept no rollouts (keep_rollouts = 0, or no step yet)." }));
+        return;
+      }
+      const step = chosen && steps.includes(Number(chosen)) ? chosen : String(steps[steps.length - 1]);
+      this.select.value = step;
+      if (step !== chosen) this.show(step);
+    }
+
+    async show(step) {
+      try {
+        const data = await getJson("/page/runs/" + this.runId + "/rollouts/" + encodeURIComponent(step));
+        const rows = data.rows.map((row) =>
+          el("tr", { class: row.skipped ? "skipped" : "" }, [
+            el("td", { class: "number", text: row.group === null ? "" : String(row.group) }),
+            el("td", { class: "number", text: row.index === null ? "" : String(row.index) }),
+            el("td", {}, [el("pre", { class: "prompt", text: row.prompt === null ? "" : row.prompt })]),
+            el("td", {}, [el("pre", { class: "completion", text: row.completion === null ? "" : row.completion })]),
+            el("td", { class: "number", text: fmt(num(row.score)) }),
+            el("td", { class: "number", text: fmt(num(row.advantage)) }),
+            el("td", { text: row.skipped ? "skipped" + (row.skip_reason ? ": " + row.skip_reason : "") : "" }),
+          ])
+        );
+        const notes = [];
+        if (data.truncated) notes.push(el("p", { class: "quiet", text: "Cut at rl's bounds: not every row or character is shown." }));
+        data.warnings.forEach((w) => notes.push(el("p", { class: "quiet", text: w })));
+        this.body.replaceChildren(...notes, table(["group", "#", "prompt", "completion", "score", "advantage", ""], rows));
+      } catch (error) {
+        this.body.replaceChildren(el("p", { class: "error", text: String(error.message || error) }));
+      }
+    }
+  }
+
+  async function runPage(runId) {
+    const compareId = new URLSearchParams(location.search).get("compare");
+    let page = await getJson("/page/runs/" + runId + "?since=0");
+    let other = compareId ? await getJson("/page/runs/" + encodeURIComponent(compareId) + "?since=" + Number.MAX_SAFE_INTEGER) : null;
+    document.title = "rl: run " + runId;
+
+    const chartsBox = el("div", { class: "charts", id: "charts" });
+    const timelineBox = el("section", {}, [el("h2", { text: "Timeline" })]);
+    const rolloutsBox = el("section", {}, [el("h2", { text: "Rollouts" })]);
+    const healthBox = el("div", { id: "health" });
+    const checkpointsBox = el("div", { id: "checkpoints" });
+    const logsBox = el("div", { id: "logs" });
+    const compareForm = el("form", { class: "compare", action: "/runs/" + runId, method: "get" }, [
+      el("label", { text: "Overlay run " }, [el("input", { name: "compare", value: compareId || "", placeholder: "run id", size: "10", pattern: "[0-9a-f]{8}" })]),
+      el("button", { type: "submit", text: "Compare" }),
+    ]);
+    app.replaceChildren(
+      runHeader(page),
+      el("section", {}, [el("h2", { text: "Curves" }), compareForm, chartsBox]),
+      el("section", {}, [el("h2", { text: "Health" }), healthBox]),
+      timelineBox,
+      rolloutsBox,
+      el("section", {}, [el("h2", { text: "Checkpoints" }), checkpointsBox]),
+      el("section", {}, [el("h2", { text: "Logs" }), logsBox])
+    );
+
+    const charts = new Charts(chartsBox, page.series);
+    const timeline = new Timeline(timelineBox);
+    const rollouts = new Rollouts(rolloutsBox, runId);
+    let cursor = 0;
+
+    function draw(page) {
+      document.getElementById("header").replaceWith(runHeader(page));
+      charts.update(page.history, other);
+      if (!chartsBox.children.length) chartsBox.replaceChildren(el("p", { class: "quiet", text: "No step logged yet." }));
+      else chartsBox.querySelectorAll("p.quiet").forEach((p) => p.remove());
+      timeline.add(page.run.events);
+      cursor = page.run.next_since;
+      healthBox.replaceChildren(healthSection(page.health));
+      checkpointsBox.replaceChildren(checkpointsSection(page.checkpoints));
+      const open = new Set([...logsBox.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-log")));
+      logsBox.replaceChildren(logsSection(page.logs));
+      logsBox.querySelectorAll("details").forEach((d) => {
+        if (open.has(d.getAttribute("data-log"))) d.open = true;
+      });
+      rollouts.update(page.rollout_steps);
+      app.setAttribute("data-state", page.run.state);
+    }
+
+    draw(page);
+    while (!FINISHED.includes(page.run.state)) {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      try {
+        page = await getJson("/page/runs/" + runId + "?since=" + cursor);
+        draw(page);
+        document.getElementById("error")?.remove();
+      } catch (error) {
+        showError(error);
+      }
+    }
+  }
+
+  const kind = app.getAttribute("data-page");
+  const done = kind === "run" ? runPage(app.getAttribute("data-run")) : listPage();
+  done
+    .then(() => app.setAttribute("data-ready", "true"))
+    .catch((error) => {
+      showError(error);
+      app.setAttribute("data-ready", "error");
+    });
+  // A live page is ready once drawn, not when the run ends.
+  if (kind === "run") {
+    const mark = () => (document.getElementById("charts") ? app.setAttribute("data-drawn", "true") : setTimeout(mark, 50));
+    mark();
+  }
+})();

@@ -1,0 +1,242 @@
+//! The run pages: `/` lists the runs, `/runs/{id}` shows one (charts of its series, the
+//! components' timeline, health, checkpoints, log tails, rollouts), live while it goes. A
+//! browser asking for HTML (`Accept: text/html`) at those two paths gets a page; every other
+//! client gets the API's JSON there, as before. The page is a static shell: its script reads
+//! `/page/…` (read-only JSON) and renders every text as text, never as HTML. Every asset is
+//! inside the binary (uPlot, vendored in `assets/vendor/uplot/`), under a content security
+//! policy that allows only this server's own scripts, styles and requests.
+
+use axum::Router;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rl_tools::{Tools, ToolsError};
+use serde::Deserialize;
+
+use super::AppState;
+use super::routes::status_of;
+
+/// Only this server's scripts, styles, images and requests; no inline script, no framing.
+pub(super) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+     form-action 'self'; frame-ancestors 'none'";
+
+/// The files the pages load, by their path under `/assets/`.
+const ASSETS: [(&str, &str, &[u8]); 4] = [
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/app.js"),
+    ),
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../../assets/app.css"),
+    ),
+    (
+        "uPlot.iife.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/vendor/uplot/uPlot.iife.min.js"),
+    ),
+    (
+        "uPlot.min.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../../assets/vendor/uplot/uPlot.min.css"),
+    ),
+];
+
+/// The pages' data and assets (GET only).
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/page/runs", get(run_rows))
+        .route("/page/runs/{id}", get(run_page))
+        .route("/page/runs/{id}/rollouts/{step}", get(rollouts))
+        .route("/assets/{name}", get(asset))
+}
+
+/// Before the API's routes: a browser's request for HTML at `/` or `/runs/{id}` gets a page.
+pub(super) async fn pages_first(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::GET || !wants_html(request.headers()) {
+        return next.run(request).await;
+    }
+    let path = request.uri().path().to_owned();
+    if path == "/" {
+        return page("list", None);
+    }
+    if let Some(id) = path.strip_prefix("/runs/").filter(|id| !id.contains('/')) {
+        let tools = state.registry.tools();
+        return match tools
+            .run_id(id)
+            .and_then(|id| tools.run_status(&id, i64::MAX).map(|_| id))
+        {
+            Ok(id) => page("run", Some(id.as_str())),
+            Err(error) => not_found_page(&error.to_string()),
+        };
+    }
+    next.run(request).await
+}
+
+/// A browser's navigation: HTML before JSON in `Accept`.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"))
+}
+
+/// The shell both pages share; `run` is a checked run id (hex), so it needs no escaping.
+fn page(kind: &str, run: Option<&str>) -> Response {
+    let run = run
+        .map(|id| format!(" data-run=\"{id}\""))
+        .unwrap_or_default();
+    let title = if kind == "run" { "rl: run" } else { "rl: runs" };
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title}</title><link rel=\"icon\" href=\"data:,\">\
+         <link rel=\"stylesheet\" href=\"/assets/uPlot.min.css\">\
+         <link rel=\"stylesheet\" href=\"/assets/app.css\"></head>\
+         <body><main id=\"app\" data-page=\"{kind}\"{run}><p class=\"quiet\">loading…</p></main>\
+         <script src=\"/assets/uPlot.iife.min.js\"></script>\
+         <script src=\"/assets/app.js\"></script></body></html>\n"
+    );
+    html_response(StatusCode::OK, html)
+}
+
+fn not_found_page(error: &str) -> Response {
+    let text: String = error
+        .chars()
+        .map(|c| match c {
+            '<' => "&lt;".to_owned(),
+            '>' => "&gt;".to_owned(),
+            '&' => "&amp;".to_owned(),
+            '"' => "&quot;".to_owned(),
+            other => other.to_string(),
+        })
+        .collect();
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rl: not found</title>\
+         <link rel=\"icon\" href=\"data:,\">\
+         <link rel=\"stylesheet\" href=\"/assets/app.css\"></head><body><main>\
+         <p><a href=\"/\">← runs</a></p><h1>Not found</h1><p>{text}</p></main></body></html>\n"
+    );
+    html_response(StatusCode::NOT_FOUND, html)
+}
+
+fn html_response(status: StatusCode, html: String) -> Response {
+    let mut response = (status, html).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    secure(headers);
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The headers every page and asset carries.
+fn secure(headers: &mut HeaderMap) {
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+}
+
+async fn asset(Path(name): Path<String>) -> Response {
+    let Some((_, content_type, bytes)) = ASSETS.iter().find(|(file, ..)| *file == name) else {
+        return super::responses::failure(StatusCode::NOT_FOUND, &format!("no asset {name}"));
+    };
+    let mut response = bytes.to_vec().into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    secure(headers);
+    response
+}
+
+/// A tool method's answer as JSON, its failure with the status of its kind.
+fn answer<T: serde::Serialize>(tools: &Tools, result: Result<T, ToolsError>) -> Response {
+    match result.and_then(|value| {
+        serde_json::to_value(value)
+            .map_err(|error| ToolsError::Internal(format!("cannot encode the answer: {error}")))
+    }) {
+        Ok(value) => (StatusCode::OK, axum::Json(value)).into_response(),
+        Err(error) => (
+            status_of(error.kind()),
+            axum::Json(rl_tools::error_answer(&error, Some(tools))),
+        )
+            .into_response(),
+    }
+}
+
+async fn run_rows(State(state): State<AppState>) -> Response {
+    let tools = state.registry.tools().clone();
+    let rows = tokio::task::spawn_blocking({
+        let tools = tools.clone();
+        move || tools.run_rows()
+    })
+    .await
+    .unwrap_or_else(|error| Err(ToolsError::Internal(error.to_string())));
+    answer(&tools, rows)
+}
+
+#[derive(Deserialize)]
+struct Since {
+    #[serde(default)]
+    since: i64,
+}
+
+async fn run_page(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    since: Result<Query<Since>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let tools = state.registry.tools().clone();
+    let since = match since {
+        Ok(Query(Since { since })) => since,
+        Err(rejection) => {
+            return super::responses::rejected(rejection.status(), &rejection.body_text());
+        }
+    };
+    let page = match tools.run_id(&id) {
+        Ok(id) => tools.run_page(&id, since).await,
+        Err(error) => Err(error),
+    };
+    answer(&tools, page)
+}
+
+async fn rollouts(
+    State(state): State<AppState>,
+    Path((id, step)): Path<(String, String)>,
+) -> Response {
+    let tools = state.registry.tools().clone();
+    let result = match (tools.run_id(&id), step.parse::<i64>()) {
+        (Ok(id), Ok(step)) => {
+            let tools = tools.clone();
+            tokio::task::spawn_blocking(move || tools.rollouts(&id, step))
+                .await
+                .unwrap_or_else(|error| Err(ToolsError::Internal(error.to_string())))
+        }
+        (Err(error), _) => Err(error),
+        (_, Err(_)) => Err(ToolsError::Invalid {
+            what: "step".to_owned(),
+            reason: format!("{step:?} is not a step number"),
+        }),
+    };
+    answer(&tools, result)
+}

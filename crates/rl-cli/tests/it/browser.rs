@@ -1,0 +1,308 @@
+//! The run pages as a person sees them: `rl serve` on loopback, headless Chromium driven over
+//! the DevTools protocol (a websocket; the few commands used are written here). One chart per
+//! series with every step's point, a step written meanwhile on the open page within seconds, a
+//! rollout's `<script>` shown as text and never run, no console error; screenshots of both
+//! pages are kept in `target/test-artifacts/`.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tungstenite::stream::MaybeTlsStream;
+use tungstenite::{Message, WebSocket};
+
+use crate::pages::{HOSTILE_TEXT, RUN, STEPS, run_home, write_step};
+use crate::serve::Server;
+use crate::workspace_root;
+
+/// Longest wait for the browser to start, answer a command, or show something.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The flags a headless Chromium needs here: no sandbox (root), no GPU, and none of the
+/// background connections this machine's closed network refuses.
+const FLAGS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
+fn chromium() -> PathBuf {
+    std::env::var_os("RL_TEST_CHROMIUM").map_or_else(|| PathBuf::from("chromium"), PathBuf::from)
+}
+
+/// A headless Chromium with one page, its DevTools session, and the events seen so far. Its
+/// process group is killed on drop.
+struct Browser {
+    child: Child,
+    _profile: tempfile::TempDir,
+    socket: WebSocket<MaybeTlsStream<TcpStream>>,
+    session: String,
+    next_id: u64,
+    events: Vec<Value>,
+}
+
+impl Browser {
+    fn open(url: &str) -> Self {
+        let profile = tempfile::tempdir().unwrap();
+        let mut child = Command::new(chromium())
+            .args(FLAGS)
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args([
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+            ])
+            .arg("--window-size=1280,1600")
+            .arg("about:blank")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", chromium().display()));
+        let (sender, lines) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let started = Instant::now();
+        let endpoint = loop {
+            let line = lines
+                .recv_timeout(PATIENCE.saturating_sub(started.elapsed()))
+                .unwrap_or_else(|_| {
+                    let _ = child.kill();
+                    panic!("Chromium never said where its DevTools listen")
+                });
+            if let Some(endpoint) = line.strip_prefix("DevTools listening on ") {
+                break endpoint.trim().to_owned();
+            }
+        };
+        let (socket, _) = tungstenite::connect(endpoint.as_str()).unwrap();
+        if let MaybeTlsStream::Plain(stream) = socket.get_ref() {
+            stream
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+        }
+        let mut browser = Self {
+            child,
+            _profile: profile,
+            socket,
+            session: String::new(),
+            next_id: 0,
+            events: Vec::new(),
+        };
+        let target = browser.call("Target.createTarget", json!({"url": "about:blank"}));
+        let attached = browser.call(
+            "Target.attachToTarget",
+            json!({"targetId": target["targetId"], "flatten": true}),
+        );
+        attached["sessionId"]
+            .as_str()
+            .unwrap()
+            .clone_into(&mut browser.session);
+        for domain in ["Runtime.enable", "Log.enable", "Page.enable"] {
+            browser.call(domain, json!({}));
+        }
+        browser.call("Page.navigate", json!({"url": url}));
+        browser
+    }
+
+    /// One DevTools command (on the page once attached), and its result.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut message = json!({"id": id, "method": method});
+        message["params"] = params;
+        if !self.session.is_empty() {
+            message["sessionId"] = Value::from(self.session.as_str());
+        }
+        self.socket
+            .send(Message::text(message.to_string()))
+            .unwrap();
+        let started = Instant::now();
+        while started.elapsed() < PATIENCE {
+            let reply = match self.socket.read() {
+                Ok(Message::Text(text)) => serde_json::from_str::<Value>(&text).unwrap(),
+                Ok(_) => continue,
+                Err(tungstenite::Error::Io(error))
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue;
+                }
+                Err(error) => panic!("DevTools: {error}"),
+            };
+            if reply["id"] == id {
+                assert!(reply["error"].is_null(), "{method}: {reply}");
+                return reply["result"].clone();
+            }
+            self.events.push(reply);
+        }
+        panic!("{method}: no answer within {PATIENCE:?}")
+    }
+
+    /// `expression`'s value in the page (promises awaited).
+    fn eval(&mut self, expression: &str) -> Value {
+        let result = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+        );
+        assert!(
+            result["exceptionDetails"].is_null(),
+            "{expression}: {result}"
+        );
+        result["result"]["value"].clone()
+    }
+
+    /// Waits until `expression` is true in the page.
+    fn wait_for(&mut self, expression: &str, within: Duration) -> Duration {
+        let started = Instant::now();
+        while started.elapsed() < within {
+            if self.eval(expression) == Value::Bool(true) {
+                return started.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "not true within {within:?}: {expression}\nthe page: {}",
+            self.eval("document.body.innerText")
+        )
+    }
+
+    /// What the page reported as an error: exceptions, `console.error`, and the browser's own
+    /// log entries at error level (refused by the content security policy, failed loads).
+    fn errors(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|event| match event["method"].as_str() {
+                Some("Runtime.exceptionThrown") => true,
+                Some("Runtime.consoleAPICalled") => {
+                    matches!(event["params"]["type"].as_str(), Some("error" | "assert"))
+                }
+                Some("Log.entryAdded") => event["params"]["entry"]["level"] == "error",
+                _ => false,
+            })
+            .map(ToString::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// A screenshot of `url`, as Chromium's command line takes it.
+fn screenshot(url: &str, file: &Path) {
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new(chromium())
+        .args(FLAGS)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--window-size=1280,1600", "--virtual-time-budget=4000"])
+        .arg(format!("--screenshot={}", file.display()))
+        .arg(url)
+        .process_group(0)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success() && file.is_file(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs Chromium: `cargo xtask test` runs it"]
+fn the_run_page_shows_a_run_as_it_trains() {
+    let server = Server::start(run_home(true), &[], &[]);
+    let home = server.home().to_owned();
+    let mut browser = Browser::open(&format!("{}/runs/{RUN}", server.url()));
+    browser.wait_for(
+        "document.querySelector('#app')?.dataset.drawn === 'true' && \
+         document.querySelectorAll('figure.chart').length > 0",
+        PATIENCE,
+    );
+
+    // One chart per series the run logged, each with every step's point.
+    let charts = browser.eval(
+        "JSON.stringify([...document.querySelectorAll('figure.chart')]\
+         .map(f => [f.dataset.series, f.dataset.points || null]))",
+    );
+    let charts: Vec<(String, Option<String>)> =
+        serde_json::from_str(charts.as_str().unwrap()).unwrap();
+    let steps = STEPS.to_string();
+    for series in ["reward_mean", "loss", "learning_rate"] {
+        assert!(
+            charts
+                .iter()
+                .any(|(name, points)| name == series && points.as_deref() == Some(&steps)),
+            "{series}: {charts:?}"
+        );
+    }
+    let drawn = browser.eval("document.querySelectorAll('canvas').length");
+    assert!(
+        drawn.as_u64().unwrap() >= 4,
+        "uPlot drew no canvas: {drawn}"
+    );
+
+    // A step written now shows on the open page by itself, within seconds.
+    write_step(&home, STEPS + 1);
+    let waited = browser.wait_for(
+        &format!(
+            "document.querySelector('figure.chart[data-series=reward_mean]')\
+             ?.dataset.points === '{}'",
+            STEPS + 1
+        ),
+        Duration::from_secs(10),
+    );
+    assert!(waited < Duration::from_secs(10));
+
+    // What a run wrote is shown as text, and never runs.
+    browser.wait_for(
+        "document.querySelector('#rollouts pre.prompt') !== null",
+        PATIENCE,
+    );
+    let shown = browser.eval("document.querySelector('#rollouts pre.prompt').textContent");
+    assert_eq!(shown, HOSTILE_TEXT);
+    let injected = browser.eval(
+        "document.querySelectorAll('#rollouts script, #rollouts img, #rollouts b, #logs img').length",
+    );
+    assert_eq!(injected, 0);
+    assert_ne!(browser.eval("document.title"), "pwned");
+    assert!(
+        browser
+            .eval("document.querySelector('#logs details[data-log=trainer] pre').textContent")
+            .as_str()
+            .unwrap()
+            .contains(HOSTILE_TEXT)
+    );
+
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+
+    let artifacts = workspace_root().join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    screenshot(&format!("{}/", server.url()), &artifacts.join("runs.png"));
+    screenshot(
+        &format!("{}/runs/{RUN}", server.url()),
+        &artifacts.join("run.png"),
+    );
+}

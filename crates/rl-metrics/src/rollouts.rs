@@ -1,0 +1,241 @@
+//! `rollouts/step_NNNNNN.jsonl`, which rl's trainer keeps in the run folder for its newest
+//! steps: one row per completion of the step's batch (`group`, `index`, `prompt`,
+//! `completion`, `score`, `advantage`, `skipped`, `skip_reason`, …). Read for people to look at
+//! what the model wrote, so never trusted: files, rows and texts are read up to a bound, a line
+//! that is not such a row is skipped with a warning.
+
+use std::io::Read as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::MetricsError;
+
+/// The folder inside the run folder.
+pub const ROLLOUTS_DIR: &str = "rollouts";
+/// Bytes of one step's file read at most.
+pub const MAX_ROLLOUT_BYTES: u64 = 8 * 1024 * 1024;
+/// Rows of one step returned at most.
+pub const MAX_ROLLOUT_ROWS: usize = 1024;
+/// Characters of one prompt or completion kept at most.
+pub const MAX_ROLLOUT_TEXT: usize = 16 * 1024;
+
+/// One completion as the trainer recorded it; a skipped group without completions has no
+/// index, prompt or completion.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RolloutRow {
+    pub group: Option<i64>,
+    pub index: Option<i64>,
+    pub prompt: Option<String>,
+    pub completion: Option<String>,
+    pub score: Option<f64>,
+    pub advantage: Option<f64>,
+    pub skipped: bool,
+    pub skip_reason: Option<String>,
+}
+
+/// One step's rows, and what could not be read of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepRollouts {
+    pub step: i64,
+    pub rows: Vec<RolloutRow>,
+    /// The file, a row or a text went past its bound and was cut.
+    pub truncated: bool,
+    pub warnings: Vec<String>,
+}
+
+/// The steps whose rollouts the run kept, oldest first.
+pub fn rollout_steps(run_dir: &Path) -> Vec<i64> {
+    let Ok(entries) = std::fs::read_dir(run_dir.join(ROLLOUTS_DIR)) else {
+        return Vec::new();
+    };
+    let mut steps: Vec<i64> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+        .filter_map(|entry| step_of(&entry.file_name().to_string_lossy()))
+        .collect();
+    steps.sort_unstable();
+    steps
+}
+
+/// `step_000012.jsonl` → 12.
+fn step_of(name: &str) -> Option<i64> {
+    let digits = name.strip_prefix("step_")?.strip_suffix(".jsonl")?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// The rows of `step`; `Ok(None)` when the run kept none for it.
+pub fn read_rollouts(run_dir: &Path, step: i64) -> Result<Option<StepRollouts>, MetricsError> {
+    let path = run_dir
+        .join(ROLLOUTS_DIR)
+        .join(format!("step_{step:06}.jsonl"));
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(MetricsError::Io {
+                action: "open",
+                path,
+                source,
+            });
+        }
+    };
+    if !file.metadata().is_ok_and(|metadata| metadata.is_file()) {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_ROLLOUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| MetricsError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
+        })?;
+    let mut rollouts = StepRollouts {
+        step,
+        ..StepRollouts::default()
+    };
+    if bytes.len() as u64 > MAX_ROLLOUT_BYTES {
+        // Only whole lines within the bound.
+        bytes.truncate(usize::try_from(MAX_ROLLOUT_BYTES).unwrap_or(usize::MAX));
+        if let Some(end) = bytes.iter().rposition(|b| *b == b'\n') {
+            bytes.truncate(end + 1);
+        }
+        rollouts.truncated = true;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if rollouts.rows.len() == MAX_ROLLOUT_ROWS {
+            rollouts.truncated = true;
+            break;
+        }
+        // serde_json refuses nesting past 128 levels, so a hostile line cannot exhaust the stack.
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(row)) => {
+                let (row, cut) = row_of(&row);
+                rollouts.truncated |= cut;
+                rollouts.rows.push(row);
+            }
+            Ok(_) | Err(_) => rollouts.warnings.push(format!(
+                "line {} of step {step}'s rollouts is not a rollout row; skipped",
+                number + 1
+            )),
+        }
+    }
+    Ok(Some(rollouts))
+}
+
+fn row_of(row: &serde_json::Map<String, Value>) -> (RolloutRow, bool) {
+    let mut cut = false;
+    let mut text = |key: &str| {
+        let text = row.get(key)?.as_str()?;
+        if text.chars().count() > MAX_ROLLOUT_TEXT {
+            cut = true;
+            Some(text.chars().take(MAX_ROLLOUT_TEXT).collect())
+        } else {
+            Some(text.to_owned())
+        }
+    };
+    let prompt = text("prompt");
+    let completion = text("completion");
+    let skip_reason = text("skip_reason");
+    let number = |key: &str| {
+        row.get(key)
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite())
+    };
+    let row = RolloutRow {
+        group: row.get("group").and_then(Value::as_i64),
+        index: row.get("index").and_then(Value::as_i64),
+        prompt,
+        completion,
+        score: number("score"),
+        advantage: number("advantage"),
+        skipped: row.get("skipped").and_then(Value::as_bool).unwrap_or(false),
+        skip_reason,
+    };
+    (row, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_with(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(ROLLOUTS_DIR)).unwrap();
+        for (name, bytes) in files {
+            std::fs::write(dir.path().join(ROLLOUTS_DIR).join(name), bytes).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn rows_are_read_and_steps_listed() {
+        let run = run_with(&[
+            (
+                "step_000002.jsonl",
+                b"{\"group\": 0, \"index\": 1, \"prompt\": \"<script>alert(1)</script>\", \"completion\": \"42\", \"score\": 1.0, \"advantage\": 0.5, \"skipped\": false}\n{\"group\": 1, \"index\": null, \"skipped\": true, \"skip_reason\": \"all scores equal\"}\n",
+            ),
+            ("step_000010.jsonl", b""),
+            ("notes.txt", b"x"),
+            ("step_.jsonl", b""),
+        ]);
+        assert_eq!(rollout_steps(run.path()), [2, 10]);
+        let read = read_rollouts(run.path(), 2).unwrap().unwrap();
+        assert_eq!(read.rows.len(), 2);
+        assert_eq!(
+            read.rows[0].prompt.as_deref(),
+            Some("<script>alert(1)</script>")
+        );
+        assert!(read.rows[1].skipped && read.rows[1].index.is_none());
+        assert_eq!(read_rollouts(run.path(), 3).unwrap(), None);
+    }
+
+    #[test]
+    fn hostile_files_are_bounded_and_never_trusted() {
+        let nested = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let long = "x".repeat(MAX_ROLLOUT_TEXT + 10);
+        let mut text = format!("{nested}\n\u{0}\u{1}not json\n");
+        text.push_str(&format!(
+            "{{\"prompt\": \"{long}\", \"score\": \"high\"}}\n"
+        ));
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(b"{\"completion\": \"caf\xe9\"}\n");
+        let run = run_with(&[("step_000001.jsonl", &bytes)]);
+        let read = read_rollouts(run.path(), 1).unwrap().unwrap();
+        assert_eq!(read.warnings.len(), 2, "{:?}", read.warnings);
+        assert_eq!(read.rows.len(), 2);
+        assert!(read.truncated);
+        assert_eq!(
+            read.rows[0].prompt.as_ref().map(|p| p.chars().count()),
+            Some(MAX_ROLLOUT_TEXT)
+        );
+        assert_eq!(read.rows[0].score, None);
+        assert_eq!(read.rows[1].completion.as_deref(), Some("caf\u{fffd}"));
+
+        let many = (0..MAX_ROLLOUT_ROWS + 5).fold(String::new(), |mut text, i| {
+            text.push_str(&format!("{{\"index\": {i}}}\n"));
+            text
+        });
+        let huge = "y".repeat(usize::try_from(MAX_ROLLOUT_BYTES).unwrap());
+        let run = run_with(&[
+            ("step_000002.jsonl", many.as_bytes()),
+            (
+                "step_000003.jsonl",
+                format!("{{\"prompt\": \"a\"}}\n{huge}\n").as_bytes(),
+            ),
+        ]);
+        let read = read_rollouts(run.path(), 2).unwrap().unwrap();
+        assert_eq!(read.rows.len(), MAX_ROLLOUT_ROWS);
+        assert!(read.truncated);
+        let read = read_rollouts(run.path(), 3).unwrap().unwrap();
+        assert_eq!(read.rows.len(), 1);
+        assert!(read.truncated);
+    }
+}

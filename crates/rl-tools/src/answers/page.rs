@@ -1,0 +1,105 @@
+//! What `rl serve`'s run pages read: the list of runs with their latest step and reward, one
+//! run's page (its record and events after a cursor, every step's numbers, health,
+//! checkpoints, log tails, the steps with rollouts), and one step's rollouts. Read-only, and
+//! data only: the page renders every text as text.
+
+use rl_metrics::{RolloutRow, StepRollouts};
+use serde::Serialize;
+
+use super::checkpoints::CheckpointEntry;
+use super::metrics::{HealthView, MetricsView};
+use super::runs::{ComponentLog, RunView};
+
+/// `GET /page/runs`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRows {
+    pub runs: Vec<RunRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    pub run_id: String,
+    pub environment: String,
+    pub state: &'static str,
+    pub phase: Option<&'static str>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The latest step and its reward, from the run's metrics file (`null` without one).
+    pub step: Option<i64>,
+    pub reward_mean: Option<f64>,
+    pub total_steps: Option<u64>,
+}
+
+/// `GET /page/runs/{id}?since=N`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunPage {
+    /// The record, with the events after `since` and the next cursor.
+    pub run: RunView,
+    pub total_steps: Option<u64>,
+    pub eta_secs: Option<f64>,
+    pub metrics_source: Option<&'static str>,
+    /// Every trainer step's numbers, in step order.
+    pub history: Vec<MetricsView>,
+    pub health: Option<HealthView>,
+    pub checkpoints: Vec<CheckpointEntry>,
+    pub logs: Vec<ComponentLog>,
+    /// Steps whose rollouts the run kept, oldest first.
+    pub rollout_steps: Vec<i64>,
+    /// The charts, in order: each a `history` row's field and its label.
+    pub series: Vec<SeriesLabel>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SeriesLabel {
+    pub field: &'static str,
+    /// The key the trainer logs it as.
+    pub label: &'static str,
+}
+
+/// `GET /page/runs/{id}/rollouts/{step}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RolloutsView {
+    pub step: i64,
+    pub rows: Vec<RolloutView>,
+    /// The file, a row or a text went past its bound and was cut.
+    pub truncated: bool,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RolloutView {
+    pub group: Option<i64>,
+    pub index: Option<i64>,
+    pub prompt: Option<String>,
+    pub completion: Option<String>,
+    pub score: Option<f64>,
+    pub advantage: Option<f64>,
+    pub skipped: bool,
+    pub skip_reason: Option<String>,
+}
+
+impl From<&StepRollouts> for RolloutsView {
+    fn from(rollouts: &StepRollouts) -> Self {
+        Self {
+            step: rollouts.step,
+            rows: rollouts.rows.iter().map(RolloutView::from).collect(),
+            truncated: rollouts.truncated,
+            warnings: rollouts.warnings.clone(),
+        }
+    }
+}
+
+impl From<&RolloutRow> for RolloutView {
+    fn from(row: &RolloutRow) -> Self {
+        Self {
+            group: row.group,
+            index: row.index,
+            prompt: row.prompt.clone(),
+            completion: row.completion.clone(),
+            score: row.score,
+            advantage: row.advantage,
+            skipped: row.skipped,
+            skip_reason: row.skip_reason.clone(),
+        }
+    }
+}

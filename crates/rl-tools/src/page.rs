@@ -1,0 +1,102 @@
+//! The data of `rl serve`'s run pages (`answers/page.rs`).
+
+use rl_metrics::{
+    METRICS_FILE_NAME, StatusMetrics, read_metrics_file, read_rollouts, rollout_steps,
+};
+use rl_settings::{RunConfig, RunId, run_dir};
+
+use crate::answers::{MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
+use crate::metrics::SourceChoice;
+use crate::resume::total_steps;
+use crate::{Tools, ToolsError};
+
+/// Lines of each component's log on a run page.
+const LOG_LINES: usize = 60;
+
+/// The charts' series: a `history` row's field and its label (the key the trainer logs).
+const SERIES: [(&str, &str); 7] = [
+    ("reward_mean", "reward/mean"),
+    ("loss", "train/loss"),
+    ("percent_correct", "train/percent_correct"),
+    ("eval_percent_correct", "eval/percent_correct"),
+    ("learning_rate", "train/learning_rate"),
+    ("logprobs_diff", "logprobs/diff"),
+    ("advantages_std", "advantages/std"),
+];
+
+impl Tools {
+    /// Every run with its latest step and reward, newest first.
+    pub fn run_rows(&self) -> Result<RunRows, ToolsError> {
+        let runs = self.runs()?.list()?;
+        let rows = runs
+            .into_iter()
+            .map(|run| {
+                let dir = RunId::parse(&run.id).map(|id| run_dir(self.home(), &id));
+                let latest = dir
+                    .as_ref()
+                    .ok()
+                    .and_then(|dir| read_metrics_file(&dir.join(METRICS_FILE_NAME)).ok())
+                    .map(|metrics| MetricsView::from(&StatusMetrics::of(&metrics)))
+                    .unwrap_or_default();
+                RunRow {
+                    run_id: run.id.clone(),
+                    environment: run.environment.clone(),
+                    state: run.state.name(),
+                    phase: run.state.phase().map(rl_process::Phase::as_str),
+                    created_at: run.created_at.clone(),
+                    updated_at: run.updated_at.clone(),
+                    step: latest.step,
+                    reward_mean: latest.reward_mean,
+                    total_steps: RunConfig::read(&run.config_path)
+                        .ok()
+                        .as_ref()
+                        .and_then(total_steps),
+                }
+            })
+            .collect();
+        Ok(RunRows { runs: rows })
+    }
+
+    /// A run's page, its events after `since`.
+    pub async fn run_page(&self, id: &RunId, since: i64) -> Result<RunPage, ToolsError> {
+        let status = self.check_status(id, since, SourceChoice::Auto).await?;
+        let owned = id.clone();
+        let (checkpoints, logs) = self
+            .blocking(move |tools| {
+                let checkpoints = tools
+                    .list_checkpoints(Some(&owned))?
+                    .runs
+                    .into_iter()
+                    .next()
+                    .map(|run| run.checkpoints)
+                    .unwrap_or_default();
+                let logs = tools.logs(&owned, None, LOG_LINES)?;
+                Ok((checkpoints, logs))
+            })
+            .await?;
+        Ok(RunPage {
+            total_steps: status.total_steps,
+            eta_secs: status.eta_secs,
+            metrics_source: status.metrics_source,
+            history: status.history,
+            health: status.health,
+            checkpoints,
+            logs,
+            rollout_steps: rollout_steps(&run_dir(self.home(), id)),
+            series: SERIES
+                .into_iter()
+                .map(|(field, label)| SeriesLabel { field, label })
+                .collect(),
+            run: status.run,
+        })
+    }
+
+    /// The rollouts of one step of a run.
+    pub fn rollouts(&self, id: &RunId, step: i64) -> Result<RolloutsView, ToolsError> {
+        self.run_status(id, i64::MAX)?;
+        let read = read_rollouts(&run_dir(self.home(), id), step)?.ok_or_else(|| {
+            ToolsError::invalid("step", format!("run {id} kept no rollouts of step {step}"))
+        })?;
+        Ok(RolloutsView::from(&read))
+    }
+}
