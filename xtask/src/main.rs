@@ -7,6 +7,7 @@ mod demo;
 mod fixture_server;
 mod sample;
 mod test;
+mod vendor;
 mod venv;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,8 @@ enum Task {
     Demo,
     /// Run every benchmark and write docs/benchmarks.md.
     Bench(bench::BenchArgs),
+    /// Fetch the run pages' chart library (uPlot) into the binary's assets, or check them.
+    Vendor(vendor::VendorArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -41,6 +44,7 @@ fn main() -> std::process::ExitCode {
             Task::Test(args) => test::run(&root, &args),
             Task::Demo => demo::run(&root),
             Task::Bench(args) => bench::run(&root, &args),
+            Task::Vendor(args) => vendor::run(&root, &args),
         });
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,

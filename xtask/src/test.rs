@@ -25,6 +25,21 @@ pub(crate) struct TestArgs {
 /// The tests that need a SLURM cluster: rl-cli's `slurm` module.
 const SLURM_TESTS: &str = "binary_id(rl-cli::it) & test(/^slurm::/)";
 
+/// The tests that need Chromium: rl-cli's `browser` module.
+const BROWSER_TESTS: &str = "binary_id(rl-cli::it) & test(/^browser::/)";
+/// The variable that names the Chromium the browser tests drive.
+const CHROMIUM_ENV: &str = "RL_TEST_CHROMIUM";
+
+/// The Chromium here: `$RL_TEST_CHROMIUM`, else `chromium` on the PATH, if it answers.
+fn chromium() -> Option<String> {
+    let program = std::env::var(CHROMIUM_ENV).unwrap_or_else(|_| "chromium".to_owned());
+    Command::new(&program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+        .then_some(program)
+}
+
 /// Whether a SLURM controller answers here.
 fn slurm_answers() -> bool {
     Command::new("sinfo")
@@ -37,6 +52,7 @@ fn slurm_answers() -> bool {
 
 pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
     if args.check {
+        crate::vendor::check(root)?;
         run_command(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
         run_command(Command::new("cargo").args([
             "clippy",
@@ -103,7 +119,10 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             "--no-tests=fail",
             "--final-status-level=fail",
         ];
-        let without_slurm = format!("not ({SLURM_TESTS})");
+        // Under `--check` (CI) SLURM must answer and Chromium be installed: their tests run
+        // and fail if not. Elsewhere what is missing is left out and said so.
+        let mut left_out = Vec::new();
+        let browser = chromium();
         if python.is_some() {
             nextest.extend(["--run-ignored", "all"]);
             if !args.check && !slurm_answers() {
@@ -111,10 +130,30 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
                     "no SLURM answers (`sinfo`): its tests are skipped; start one with `sudo \
                      ci/slurm/up.sh`"
                 );
-                nextest.extend(["-E", without_slurm.as_str()]);
+                left_out.push(SLURM_TESTS);
+            }
+            if !args.check && browser.is_none() {
+                eprintln!(
+                    "no Chromium (`chromium` or ${CHROMIUM_ENV}): the browser tests are skipped; \
+                     install Debian's chromium"
+                );
+                left_out.push(BROWSER_TESTS);
             }
         }
-        run_command(test_command(&nextest).env("INSTA_UPDATE", insta_update))?;
+        let filter = left_out
+            .iter()
+            .map(|tests| format!("not ({tests})"))
+            .collect::<Vec<_>>()
+            .join(" & ");
+        if !filter.is_empty() {
+            nextest.extend(["-E", filter.as_str()]);
+        }
+        let mut command = test_command(&nextest);
+        command.env("INSTA_UPDATE", insta_update);
+        if let Some(browser) = &browser {
+            command.env(CHROMIUM_ENV, browser);
+        }
+        run_command(&mut command)?;
     } else {
         let mut test = vec!["test", "--workspace"];
         if python.is_some() {
