@@ -297,6 +297,24 @@ fn the_run_page_shows_a_run_as_it_trains() {
 
     let errors = browser.errors();
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    drop(browser);
+
+    // A second run overlaid on the same charts (here the run itself: the same points twice).
+    let mut compared = Browser::open(&format!("{}/runs/{RUN}?compare={RUN}", server.url()));
+    compared.wait_for(
+        "document.querySelector('figure.chart[data-series=reward_mean] .u-legend') !== null",
+        PATIENCE,
+    );
+    let legend = compared.eval(
+        "[...document.querySelectorAll('figure.chart[data-series=reward_mean] .u-legend .u-series')]\
+         .map(s => s.textContent).join('|')",
+    );
+    assert!(
+        legend.as_str().unwrap().contains(&format!("run {RUN}")),
+        "no overlaid run in the legend: {legend}"
+    );
+    let errors = compared.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 
     let artifacts = workspace_root().join("target/test-artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
