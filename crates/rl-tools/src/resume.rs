@@ -3,11 +3,11 @@
 //! its WandB group, its steps and checkpoints numbered on from the parent's.
 
 use rl_metrics::{CHECKPOINTS_FILE_NAME, read_checkpoints};
-use rl_process::{Lineage, RunState, WrittenConfig};
+use rl_process::{Lineage, RunState};
 use rl_settings::{RunConfig, RunId, Value, run_dir};
 
 use crate::answers::Started;
-use crate::runs::started;
+use crate::runs::{started, written_config};
 use crate::{Tools, ToolsError};
 
 /// Where a resumed run starts: the parent's last saved state before its last step.
@@ -48,9 +48,8 @@ impl Tools {
         let total_steps = total_steps(&RunConfig::read(&status.run.config_path)?);
         let point = resume_point(&parent_dir, total_steps).map_err(refuse)?;
         let service = self.service()?;
-        let mut runs = self.runs()?;
         let home = self.home().to_owned();
-        let write_config = |run_id: &RunId, endpoints| -> Result<WrittenConfig, ToolsError> {
+        let status = self.launch(&service, |run_id, endpoints| {
             let written = service.write_resumed_config(
                 parent,
                 run_id,
@@ -60,23 +59,16 @@ impl Tools {
                 allow_changes,
             )?;
             rl_process::carry_over(&parent_dir, &run_dir(&home, run_id), point.step)?;
-            let environment = &written.environment;
-            Ok(WrittenConfig {
-                path: written.path,
-                environment: environment.key.clone(),
-                env_file: environment.environments_dir.join(&environment.file),
-                resumed_from: Some(Lineage {
-                    parent: parent.clone(),
-                    step: point.step,
-                }),
-            })
-        };
-        let status = runs.start(
-            service.settings(),
-            write_config,
-            self.secrets(),
-            &self.context().supervisor,
-        )?;
+            let lineage = Lineage {
+                parent: parent.clone(),
+                step: point.step,
+            };
+            Ok(written_config(
+                written.path,
+                &written.environment,
+                Some(lineage),
+            ))
+        })?;
         let message = format!(
             "Run {} continues run {parent} after its step {} from {}. Follow it with \
              rl_check_status(run_id).",

@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rl_config::{ConfigService, SelectedEnvironment};
 use rl_metrics::{Collected, HealthDigest, Results, StatusMetrics};
 use rl_process::{
-    ComponentStatus, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome,
+    ComponentStatus, Lineage, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome,
     WaitUntil, WrittenConfig,
 };
-use rl_settings::{RunConfig, RunId, RunWandb};
+use rl_settings::{RunConfig, RunEndpoints, RunId, RunWandb};
 
 use crate::answers::{
     ComponentLog, EventView, EventsView, HealthView, MetricsView, ResultsPart, ResultsView,
@@ -49,23 +50,14 @@ impl Tools {
 
     pub fn start_training(&self) -> Result<Started, ToolsError> {
         let service = self.service()?;
-        let mut runs = self.runs()?;
-        let write_config = |run_id: &RunId, endpoints| -> Result<WrittenConfig, ToolsError> {
+        let status = self.launch(&service, |run_id, endpoints| {
             let written = service.write_run_config(run_id, Some(endpoints))?;
-            let selected = &written.selection.environment;
-            Ok(WrittenConfig {
-                path: written.path,
-                environment: selected.key.clone(),
-                env_file: selected.environments_dir.join(&selected.file),
-                resumed_from: None,
-            })
-        };
-        let status = runs.start(
-            service.settings(),
-            write_config,
-            self.secrets(),
-            &self.context().supervisor,
-        )?;
+            Ok(written_config(
+                written.path,
+                &written.selection.environment,
+                None,
+            ))
+        })?;
         Ok(started(
             &status,
             format!(
@@ -266,6 +258,36 @@ fn tail(path: &Path, count: usize) -> Result<LogTail, ToolsError> {
             path: path.to_owned(),
             source,
         }),
+    }
+}
+
+impl Tools {
+    /// Starts a run under the operator's settings, its config written by `write_config`.
+    pub(crate) fn launch(
+        &self,
+        service: &ConfigService,
+        write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, ToolsError>,
+    ) -> Result<RunStatus, ToolsError> {
+        self.runs()?.start(
+            service.settings(),
+            write_config,
+            self.secrets(),
+            &self.context().supervisor,
+        )
+    }
+}
+
+/// What starting a run needs to know of the config written for it to run `environment`.
+pub(crate) fn written_config(
+    path: PathBuf,
+    environment: &SelectedEnvironment,
+    resumed_from: Option<Lineage>,
+) -> WrittenConfig {
+    WrittenConfig {
+        path,
+        environment: environment.key.clone(),
+        env_file: environment.environments_dir.join(&environment.file),
+        resumed_from,
     }
 }
 
