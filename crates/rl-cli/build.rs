@@ -14,12 +14,16 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=RL_COMMIT={commit}");
-    // Built again when HEAD moves: HEAD itself and the branch it names, wherever this checkout
-    // (or worktree) keeps them.
-    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
-    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    // Built again when HEAD moves: HEAD itself and the branches, wherever this checkout (or
+    // worktree) keeps them.
+    // `refs/heads` as a folder: Cargo looks at every file in it, a branch's new loose ref too.
+    let watched = ["HEAD", "packed-refs", "refs/heads"];
+    // Only files that exist: Cargo reruns a build script on every build for a missing one
+    // (a fresh clone keeps its branch in `packed-refs`, with no loose ref file).
     for name in watched {
-        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+        if let Some(path) = git(&["rev-parse", "--git-path", name])
+            && std::path::Path::new(&path).exists()
+        {
             println!("cargo:rerun-if-changed={path}");
         }
     }
