@@ -13,6 +13,7 @@ mod output;
 mod preflight;
 mod runs;
 mod serve;
+mod setup;
 mod tool;
 mod watch;
 
@@ -79,6 +80,9 @@ enum Command {
     /// Pre-flight: the selected environment against several models, before training.
     #[command(visible_alias = "test")]
     Preflight(preflight::PreflightCommand),
+    /// Make the Python a run needs (and with `--engine local` the local engine's) in the
+    /// state directory, and point config.toml at it; idempotent, and repairs what is missing.
+    Setup(setup::SetupArgs),
     /// Check what rl needs: Python, atroposlib, the tree and its environments, keys, state.
     Doctor,
     /// The agent tools (`rl_*`) as agents call them: list, schemas, call one.
@@ -142,6 +146,7 @@ fn main() -> ExitCode {
         Command::Runs(command) => runs::run(command, &context, as_json),
         Command::Checkpoints(command) => checkpoints::run(command, &context, as_json),
         Command::Preflight(command) => preflight::run(&context, command, as_json),
+        Command::Setup(args) => setup::run(&context, &args),
         Command::Doctor => doctor(&context, as_json),
         Command::Tool(command) => tool::run(command, &context, as_json),
         Command::Mcp {

@@ -29,7 +29,7 @@ pub enum ProcessError {
     )]
     MissingTinkerKey { dotenv: std::path::PathBuf },
     #[error(
-        "no tinker-atropos tree is configured (the trainer runs from it): set RL_TINKER_ATROPOS_ROOT, tinker_atropos_root in config.toml, or pass --root"
+        "no environments folder is configured (runs start from it): set environments_dir (or tinker_atropos_root, a tinker-atropos tree) in config.toml, RL_ENVIRONMENTS_DIR, or pass --envs-dir"
     )]
     NoRoot,
     #[error(

@@ -154,13 +154,16 @@ impl Runs {
                 dotenv: self.home.join(".env"),
             });
         }
-        // Absolute, as the components run with the tree as their working directory.
-        let root = absolute(
-            settings
-                .tinker_atropos_root
-                .as_ref()
-                .ok_or(ProcessError::NoRoot)?,
-        )?;
+        // Absolute, as the components run with it as their working directory: the tree, or
+        // without one the environments folder (rl's trainer needs no tree).
+        let root = match &settings.tinker_atropos_root {
+            Some(root) => absolute(root)?,
+            None => absolute(
+                &settings
+                    .environments_dir()
+                    .map_err(|_| ProcessError::NoRoot)?,
+            )?,
+        };
         // Runs whose supervisor vanished are `lost`, not unfinished, when counted below.
         self.list()?;
         let run_id = self.unused_id()?;

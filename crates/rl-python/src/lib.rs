@@ -20,6 +20,11 @@ const PACKAGES: [&str; 2] = ["rl_trainer", "rl_engine"];
 pub const TRAINER_REQUIREMENTS: &str = include_str!("../requirements/trainer.txt");
 /// The local engine's own Python: skyrl-tx and CPU JAX, kept apart from atroposlib's pins.
 pub const ENGINE_REQUIREMENTS: &str = include_str!("../requirements/engine.txt");
+/// The Atropos library the environments, run-api and rl's trainer run on.
+pub const ATROPOSLIB: Pin = Pin {
+    name: "atroposlib",
+    version: "0.4.0",
+};
 /// skyrl-tx itself, installed without its dependencies (see `requirements/engine.txt`).
 pub const ENGINE_PACKAGE: Pin = Pin {
     name: "skyrl-tx",

@@ -9,6 +9,7 @@ mod run_config;
 mod run_id;
 mod secrets;
 mod settings;
+mod settings_file;
 mod value;
 
 pub use error::SettingsError;
@@ -23,4 +24,5 @@ pub use settings::{
     EngineKind, EngineSettings, InferenceSettings, Locked, RunTiming, SETTINGS_FILE, Settings,
     SlurmSettings, default_home,
 };
+pub use settings_file::{SettingEdit, write_settings};
 pub use value::Value;

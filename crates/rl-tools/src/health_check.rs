@@ -92,10 +92,10 @@ pub fn check(
             checks.push(finding("settings", true, Ok(read)));
             let trainer_pins = rl_python::pins(rl_python::TRAINER_REQUIREMENTS);
             let probed = probes.facts(&settings.python, &trainer_pins);
-            checks.extend(python_checks(&settings.python, &probed));
-            checks.push(trainer_check(settings, &probed, &trainer_pins));
+            checks.extend(python_checks(home, &settings.python, &probed));
+            checks.push(trainer_check(home, settings, &probed, &trainer_pins));
             if settings.engine.is_local() {
-                checks.extend(engine_checks(settings, probes));
+                checks.extend(engine_checks(home, settings, probes));
             }
             checks.extend(tree_checks(settings));
             checks.extend(key_checks(settings, secrets));
@@ -139,7 +139,7 @@ fn finding(name: &str, required: bool, outcome: Result<String, (String, String)>
 /// Python's version, atroposlib's, and the installed versions of the packages asked about
 /// (`None`: not installed), from one run of an interpreter.
 #[derive(Debug, Clone, Deserialize)]
-struct PythonFacts {
+pub(crate) struct PythonFacts {
     version: [u32; 3],
     atroposlib: Option<String>,
     import_error: Option<String>,
@@ -159,13 +159,20 @@ for name in sys.argv[1:]:\n    try:\n        facts['packages'][name] = version(n
 except PackageNotFoundError:\n        facts['packages'][name] = None\n\
 print(json.dumps(facts))\n";
 
-fn python_checks(python: &Path, probed: &Result<PythonFacts, String>) -> Vec<Check> {
-    let configure = format!(
-        "install Python {}.{}+ and set `python = \"/path/to/python\"` in config.toml (now {})",
-        MIN_PYTHON.0,
-        MIN_PYTHON.1,
-        python.display()
-    );
+fn python_checks(home: &Path, python: &Path, probed: &Result<PythonFacts, String>) -> Vec<Check> {
+    let managed = crate::setup::is_managed(home, python);
+    let configure = if managed {
+        "rl setup (it makes the Python it manages again)".to_owned()
+    } else {
+        format!(
+            "run `rl setup` (rl makes a Python with what a run needs and points config.toml at \
+             it), or install Python {}.{}+ and set `python = \"/path/to/python\"` in config.toml \
+             (now {})",
+            MIN_PYTHON.0,
+            MIN_PYTHON.1,
+            python.display()
+        )
+    };
     let facts = match probed {
         Ok(facts) => facts,
         Err(problem) => {
@@ -193,7 +200,16 @@ fn python_checks(python: &Path, probed: &Result<PythonFacts, String>) -> Vec<Che
             Err((format!("{version} is older than 3.11"), configure)),
         )
     };
-    let install = format!("{} -m pip install atroposlib==0.4.0", python.display());
+    let install = if managed {
+        "rl setup (it repairs the Python it made)".to_owned()
+    } else {
+        format!(
+            "{} -m pip install {}=={}",
+            python.display(),
+            rl_python::ATROPOSLIB.name,
+            rl_python::ATROPOSLIB.version
+        )
+    };
     let atroposlib = match (&facts.atroposlib, &facts.import_error) {
         (Some(version), _) => finding("atroposlib", true, Ok(version.clone())),
         (None, error) => finding(
@@ -209,7 +225,7 @@ fn python_checks(python: &Path, probed: &Result<PythonFacts, String>) -> Vec<Che
 }
 
 /// The pins `facts` shows missing or at another version, as `name==version` to install.
-fn unmet(facts: &PythonFacts, pins: &[rl_python::Pin]) -> Vec<String> {
+pub(crate) fn unmet(facts: &PythonFacts, pins: &[rl_python::Pin]) -> Vec<String> {
     pins.iter()
         .filter(|pin| facts.packages.get(pin.name).and_then(Option::as_deref) != Some(pin.version))
         .map(|pin| {
@@ -226,6 +242,7 @@ fn unmet(facts: &PythonFacts, pins: &[rl_python::Pin]) -> Vec<String> {
 /// The trainer runs start: rl's own needs its pinned packages in `python`; tinker-atropos'
 /// script works, with defects a user must know before trusting a run's outcome.
 fn trainer_check(
+    home: &Path,
     settings: &Settings,
     probed: &Result<PythonFacts, String>,
     pins: &[rl_python::Pin],
@@ -283,11 +300,15 @@ fn trainer_check(
             true,
             Err((
                 format!("rl's trainer needs {}", missing.join(", ")),
-                format!(
-                    "{} -m pip install {}",
-                    settings.python.display(),
-                    missing_pins(&missing)
-                ),
+                if crate::setup::is_managed(home, &settings.python) {
+                    "rl setup (it repairs the Python it made)".to_owned()
+                } else {
+                    format!(
+                        "{} -m pip install {}",
+                        settings.python.display(),
+                        missing_pins(&missing)
+                    )
+                },
             )),
         )
     }
@@ -303,7 +324,7 @@ fn missing_pins(unmet: &[String]) -> String {
 }
 
 /// The local engine's Python (skyrl-tx and its pins) and the model it is to train.
-fn engine_checks(settings: &Settings, probes: &Probes) -> Vec<Check> {
+fn engine_checks(home: &Path, settings: &Settings, probes: &Probes) -> Vec<Check> {
     let python = settings.engine_python();
     let mut pins = vec![rl_python::ENGINE_PACKAGE];
     pins.extend(rl_python::pins(rl_python::ENGINE_REQUIREMENTS));
@@ -346,7 +367,9 @@ fn engine_checks(settings: &Settings, probes: &Probes) -> Vec<Check> {
                     true,
                     Err((
                         format!("the local engine needs {}", missing.join(", ")),
-                        if rest.is_empty() {
+                        if crate::setup::is_managed(home, python) {
+                            "rl setup --engine local (it repairs the Python it made)".to_owned()
+                        } else if rest.is_empty() {
                             format!("{} -m pip install --no-deps {skyrl}", python.display())
                         } else {
                             format!(
@@ -383,7 +406,7 @@ fn engine_checks(settings: &Settings, probes: &Probes) -> Vec<Check> {
     vec![engine, model]
 }
 
-fn run_probe(python: &Path, pins: &[rl_python::Pin]) -> Result<PythonFacts, String> {
+pub(crate) fn run_probe(python: &Path, pins: &[rl_python::Pin]) -> Result<PythonFacts, String> {
     let mut child = Command::new(python)
         .args(["-c", PROBE])
         .args(pins.iter().map(|pin| pin.name))
@@ -583,7 +606,7 @@ mod tests {
         settings.commands.trainer = ["{python}", "launch_training.py", "--config", "{config}"]
             .map(str::to_owned)
             .to_vec();
-        let check = trainer_check(&settings, &Ok(facts(&[])), &PINS);
+        let check = trainer_check(Path::new("/home"), &settings, &Ok(facts(&[])), &PINS);
         assert!(!check.ok && !check.required, "{check:?}");
         for defect in ["8001", "exits 0", "never", "resume"] {
             assert!(check.detail.contains(defect), "{defect}: {}", check.detail);
@@ -594,6 +617,7 @@ mod tests {
     fn rls_trainer_needs_its_pins_and_says_how_to_install_them() {
         let settings = Settings::default();
         let ok = trainer_check(
+            Path::new("/home"),
             &settings,
             &Ok(facts(&[
                 ("tinker", Some("0.16.1")),
@@ -603,6 +627,7 @@ mod tests {
         );
         assert!(ok.ok, "{ok:?}");
         let missing = trainer_check(
+            Path::new("/home"),
             &settings,
             &Ok(facts(&[("tinker", None), ("numpy", Some("1.0"))])),
             &PINS,

@@ -16,6 +16,7 @@ mod rate_limit;
 mod registry;
 mod resume;
 mod runs;
+pub mod setup;
 mod tool_specs;
 mod tools;
 

@@ -12,6 +12,7 @@ mod pages;
 mod preflight;
 mod runs;
 mod serve;
+mod setup;
 mod slurm;
 mod tools;
 mod training;

@@ -1,0 +1,170 @@
+//! `rl setup`: the Python a run needs, made by rl in the state directory, and `config.toml`
+//! pointed at it (`rl_tools::setup`); `--check` says what is missing without changing
+//! anything.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressStyle};
+use rl_settings::{SettingEdit, write_settings};
+use rl_tools::setup::{Installer, Part, PartState, ensure, inspect};
+
+use crate::context::Context;
+use crate::output;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SetupArgs {
+    /// Where runs train: `local` adds the local Tinker-compatible engine (skyrl-tx on CPU or
+    /// GPU JAX) and sets `[engine] kind = "local"`; `hosted` (the default) uses the hosted
+    /// Tinker with TINKER_API_KEY.
+    #[arg(long, value_enum, value_name = "WHERE")]
+    engine: Option<Engine>,
+    /// The model the local engine trains: a Hugging Face model folder on disk.
+    #[arg(long, value_name = "PATH")]
+    base_model: Option<PathBuf>,
+    /// Only say what is missing or at another version (exit 1 when anything is); change
+    /// nothing.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Engine {
+    Local,
+    Hosted,
+}
+
+pub(crate) fn run(context: &Context, args: &SetupArgs) -> anyhow::Result<()> {
+    let home = context.home()?;
+    rl_settings::create_private_dir(&home)?;
+    let local = args.engine == Some(Engine::Local)
+        || (args.engine.is_none() && Part::Engine.python(&home).is_file());
+    let parts: Vec<Part> = std::iter::once(Part::Trainer)
+        .chain(local.then_some(Part::Engine))
+        .collect();
+    if args.check {
+        let states: Vec<PartState> = parts.iter().map(|part| inspect(&home, *part)).collect();
+        for state in &states {
+            if state.problems.is_empty() {
+                output::line(format!(
+                    "{}: as pinned ({})",
+                    state.part.name(),
+                    state.python.display()
+                ))?;
+            } else {
+                output::line(format!(
+                    "{}: {}",
+                    state.part.name(),
+                    state.problems.join(", ")
+                ))?;
+            }
+        }
+        if states.iter().any(|state| !state.problems.is_empty()) {
+            output::line("fix: rl setup".to_owned() + if local { " --engine local" } else { "" })?;
+            return Err(anyhow::Error::new(output::AlreadyReported(1)));
+        }
+        return Ok(());
+    }
+    if let Some(model) = &args.base_model {
+        anyhow::ensure!(
+            model.is_dir(),
+            "--base-model {}: not a folder; give a Hugging Face model folder on disk",
+            model.display()
+        );
+    }
+    let installer = Installer::find();
+    let spinner = if std::io::stderr().is_terminal() {
+        let spinner = ProgressBar::new_spinner();
+        spinner.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        spinner.enable_steady_tick(Duration::from_millis(120));
+        spinner
+    } else {
+        ProgressBar::hidden()
+    };
+    let say = |line: &str| {
+        if spinner.is_hidden() {
+            output::progress(line);
+        } else {
+            spinner.set_message(line.to_owned());
+        }
+    };
+    let mut ready = Vec::new();
+    for part in &parts {
+        let state = ensure(&home, *part, &installer, &say);
+        match state {
+            Ok(state) => ready.push(state),
+            Err(error) => {
+                spinner.finish_and_clear();
+                return Err(error).context(format!("setting up the {}", part.name()));
+            }
+        }
+    }
+    spinner.finish_and_clear();
+    let mut edits = vec![SettingEdit {
+        table: None,
+        key: "python",
+        value: text(&Part::Trainer.python(&home)),
+        comment: "rl's managed Python (`rl setup`): atroposlib and rl's trainer",
+    }];
+    if let Some(root) = context.root_override() {
+        edits.push(SettingEdit {
+            table: None,
+            key: "tinker_atropos_root",
+            value: text(&std::path::absolute(root)?),
+            comment: "the tinker-atropos tree runs start from",
+        });
+    }
+    if let Some(dir) = context.envs_dir_override() {
+        edits.push(SettingEdit {
+            table: None,
+            key: "environments_dir",
+            value: text(&std::path::absolute(dir)?),
+            comment: "the folder of your Atropos environments",
+        });
+    }
+    if local {
+        edits.push(SettingEdit {
+            table: Some("engine"),
+            key: "kind",
+            value: "local".to_owned(),
+            comment: "train on this machine, with the engine each run starts",
+        });
+        edits.push(SettingEdit {
+            table: Some("engine"),
+            key: "python",
+            value: text(&Part::Engine.python(&home)),
+            comment: "rl's managed Python of the local engine (`rl setup --engine local`)",
+        });
+        if let Some(model) = &args.base_model {
+            edits.push(SettingEdit {
+                table: Some("engine"),
+                key: "base_model",
+                value: text(&std::path::absolute(model)?),
+                comment: "the model the local engine trains (a model folder on disk)",
+            });
+        }
+    }
+    let config = write_settings(&home, &edits)?;
+    for state in &ready {
+        output::line(format!(
+            "{}: ready ({})",
+            state.part.name(),
+            state.python.display()
+        ))?;
+    }
+    output::line(format!(
+        "wrote {} (with {}); next: rl doctor, rl envs list, rl mcp --print-config CLIENT",
+        config.display(),
+        installer.name()
+    ))
+}
+
+fn text(path: &std::path::Path) -> String {
+    path.to_string_lossy().into_owned()
+}
