@@ -59,6 +59,18 @@ pub(crate) fn success_json(args: &[&str], output: &Output) -> serde_json::Value 
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// The JSON a helper program printed on stdout, once it succeeded (else its stderr, shown).
+#[track_caller]
+pub(crate) fn script_json(command: &mut Command) -> serde_json::Value {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).replace(&workspace_root().display().to_string(), "[workspace]")
 }

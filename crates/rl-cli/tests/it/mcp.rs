@@ -701,19 +701,13 @@ fn the_printed_client_configuration_starts_the_server() {
     config["mcpServers"]["rl"]["env"]["RL_HOME"] = Value::from(home.path().to_str().unwrap());
     let file = home.path().join("claude_desktop_config.json");
     std::fs::write(&file, config.to_string()).unwrap();
-    let output = Command::new(&python)
-        .arg(workspace_root().join("crates/rl-cli/tests/it/mcp_config_client.py"))
-        .arg(&file)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let listed = crate::script_json(
+        Command::new(&python)
+            .arg(workspace_root().join("crates/rl-cli/tests/it/mcp_config_client.py"))
+            .arg(&file)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default()),
     );
-    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
     let names: Vec<&str> = listed["tools"]
         .as_array()
         .unwrap()

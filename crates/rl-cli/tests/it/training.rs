@@ -250,21 +250,15 @@ fn assert_peft_adapter(dir: &Path, base_model: &Path) {
 /// states, one sampled, both scored on a fixed completion.
 fn sample_checkpoints(engine: &LocalEngine, run_dir: &Path, state: &str, compare: &str) -> Value {
     let root = crate::workspace_root();
-    let output = std::process::Command::new(&engine.python)
+    let mut command = std::process::Command::new(&engine.python);
+    command
         .arg(root.join("fixtures/local-engine/sample_checkpoints.py"))
         .arg("--run-dir")
         .arg(run_dir)
         .arg("--programs")
         .arg(root.join("crates/rl-python/python"))
-        .args(["--state", state, "--compare", compare])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+        .args(["--state", state, "--compare", compare]);
+    crate::script_json(&mut command)
 }
 
 #[test]
@@ -474,22 +468,16 @@ fn a_saved_state_brings_back_the_optimizer() {
     let engine = rl_test_support::local_engine();
     let root = crate::workspace_root();
     let work = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(&engine.python)
+    let mut command = std::process::Command::new(&engine.python);
+    command
         .arg(root.join("fixtures/local-engine/optimizer_state.py"))
         .arg("--work-dir")
         .arg(work.path())
         .arg("--programs")
         .arg(root.join("crates/rl-python/python"))
         .arg("--base-model")
-        .arg(&engine.base_model)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let losses: Value = serde_json::from_slice(&output.stdout).unwrap();
+        .arg(&engine.base_model);
+    let losses = crate::script_json(&mut command);
     let number = |key: &str| losses[key].as_f64().unwrap();
     let (uninterrupted, resumed) = (number("uninterrupted"), number("resumed"));
     assert!(
