@@ -3,6 +3,7 @@
 //! 0 success, 1 a failed request, 2 a usage error.
 
 mod checkpoints;
+mod compare;
 mod config;
 mod context;
 mod curves;
@@ -77,6 +78,9 @@ enum Command {
     /// List what runs saved; export a checkpoint as a PEFT adapter.
     #[command(subcommand)]
     Checkpoints(checkpoints::CheckpointsCommand),
+    /// Did training help? A run's checkpoint against its base model on the run's
+    /// environment, with confidence intervals and a verdict.
+    Compare(compare::CompareArgs),
     /// Pre-flight: the selected environment against several models, before training.
     #[command(visible_alias = "test")]
     Preflight(preflight::PreflightCommand),
@@ -146,6 +150,7 @@ fn main() -> ExitCode {
         Command::Runs(command) => runs::run(command, &context, as_json),
         Command::Checkpoints(command) => checkpoints::run(command, &context, as_json),
         Command::Preflight(command) => preflight::run(&context, command, as_json),
+        Command::Compare(args) => compare::run(&context, args, as_json),
         Command::Setup(args) => setup::run(&context, &args),
         Command::Doctor => doctor(&context, as_json),
         Command::Tool(command) => tool::run(command, &context, as_json),

@@ -224,7 +224,7 @@ fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
                 args.timeout
             )
         })?;
-    let plan = tools.inference_plan(InferenceOptions {
+    let plan = tools.inference_plan(&InferenceOptions {
         models: args.models,
         num_steps: Some(args.steps),
         group_size: Some(args.group_size),
@@ -265,7 +265,7 @@ fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
 
 /// One bar per model, groups done of total. atroposlib writes a model's groups only when it
 /// finishes, so a bar shows its elapsed time until then.
-fn bars(plan: &TestPlan) -> ProgressSink {
+pub(crate) fn bars(plan: &TestPlan) -> ProgressSink {
     let multi = MultiProgress::new();
     let style = ProgressStyle::with_template(
         "{prefix:>24} [{bar:20}] {pos}/{len} groups  {elapsed}  {msg}",

@@ -212,6 +212,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(600),
             correct_rule: crate::analysis::CorrectRule::TopScore,
             verdict_policy: crate::verdict::VerdictPolicy::default(),
+            server: None,
         }
     }
 

@@ -11,6 +11,7 @@
 
 mod analysis;
 mod command;
+mod compare;
 mod error;
 mod files;
 mod model;
@@ -18,6 +19,7 @@ mod plan;
 mod preflight;
 mod report;
 mod runner;
+mod server;
 mod store;
 mod tracking;
 mod verdict;
@@ -26,6 +28,7 @@ pub use analysis::{
     CorrectRule, Figures, Groups, ScoreStats, figures, parse_groups, read_groups, threshold,
 };
 pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
+pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare};
 pub use error::PreflightError;
 pub use model::{ModelOutcome, ModelReport};
 pub use plan::{
@@ -36,6 +39,7 @@ pub use plan::{
 pub use preflight::run_test;
 pub use report::TestReport;
 pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink};
+pub use server::ModelServer;
 pub use store::{ModelProgress, TestListing, TestProgress, TestStore, TestView};
 pub use tracking::{
     Interruption, ModelMarks, StopRequest, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestOwner,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::CorrectRule;
 use crate::error::PreflightError;
+use crate::server::ModelServer;
 use crate::verdict::VerdictPolicy;
 
 /// OpenRouter, and the three models the original tool tested by default.
@@ -102,6 +103,8 @@ pub struct TestPlan {
     pub timeout: Duration,
     pub correct_rule: CorrectRule,
     pub verdict_policy: VerdictPolicy,
+    /// The process serving the models at `endpoint`, when the test starts it itself.
+    pub server: Option<ModelServer>,
 }
 
 /// What a caller may choose; everything else comes from the selection and the settings.
@@ -116,6 +119,8 @@ pub struct TestRequest {
     pub concurrency: usize,
     pub timeout: Duration,
     pub correct_rule: CorrectRule,
+    /// Started before the models and ended after them; `endpoint` is then its URL.
+    pub server: Option<ModelServer>,
 }
 
 impl TestRequest {
@@ -135,6 +140,7 @@ impl TestRequest {
             concurrency: DEFAULT_CONCURRENCY,
             timeout: DEFAULT_TIMEOUT,
             correct_rule: CorrectRule::default(),
+            server: None,
         }
     }
 }
@@ -200,6 +206,7 @@ impl TestPlan {
             timeout: request.timeout,
             correct_rule: request.correct_rule,
             verdict_policy: VerdictPolicy::default(),
+            server: request.server,
         })
     }
 }

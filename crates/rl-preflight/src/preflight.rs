@@ -13,7 +13,8 @@ use crate::error::PreflightError;
 use crate::model::{ModelOutcome, ModelReport};
 use crate::plan::TestPlan;
 use crate::report::TestReport;
-use crate::runner::{ModelRun, ModelRunner, ProgressSink};
+use crate::runner::{ModelRun, ModelRunner, Progress, ProgressSink};
+use crate::server;
 use crate::store::TestStore;
 use crate::tracking::TestStarted;
 use crate::tracking::{STOP_FILE, TestOwner, stop_request};
@@ -53,28 +54,34 @@ pub async fn run_test(
         .map(|(index, model)| model_job(plan, index, model, &dir))
         .collect();
 
-    let permits = Arc::new(Semaphore::new(plan.concurrency));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (index, job) in jobs.iter().cloned().enumerate() {
-        let (runner, permits, secrets, progress) = (
-            runner.clone(),
-            permits.clone(),
-            secrets.clone(),
-            progress.clone(),
-        );
-        let timeout = plan.timeout;
-        tasks.spawn(async move {
-            // The semaphore is never closed, so a permit always comes.
-            let _permit = permits.acquire_owned().await.ok();
-            (index, runner.run(job, timeout, secrets, progress).await)
-        });
-    }
-    let mut runs: Vec<Option<ModelRun>> = vec![None; jobs.len()];
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok((index, run)) = joined {
-            runs[index] = Some(run);
-        }
-    }
+    let runs = match &plan.server {
+        None => run_models(plan, &jobs, &runner, &secrets, &progress).await,
+        Some(server) => match server::start(server, &dir, &secrets).await {
+            Ok(running) => {
+                let runs = run_models(plan, &jobs, &runner, &secrets, &progress).await;
+                running.end().await;
+                runs
+            }
+            Err(reason) => {
+                let reason = secrets.redact(&reason);
+                jobs.iter()
+                    .map(|job| {
+                        let outcome = ModelOutcome::NotStarted {
+                            reason: reason.clone(),
+                        };
+                        progress(Progress::Finished {
+                            model: job.model.clone(),
+                            outcome: outcome.clone(),
+                        });
+                        Some(ModelRun {
+                            outcome,
+                            duration: std::time::Duration::ZERO,
+                        })
+                    })
+                    .collect()
+            }
+        },
+    };
 
     let groups: Vec<Groups> = jobs
         .iter()
@@ -147,6 +154,39 @@ pub async fn run_test(
 /// Enough of a failed model's log to find the exception that ended it (tracebacks wrapped in
 /// retries run to a few hundred lines), without reading a log of any length whole.
 const CAUSE_SEARCH_LINES: usize = 2000;
+
+/// Every model's job at once, up to the plan's concurrency.
+async fn run_models(
+    plan: &TestPlan,
+    jobs: &[ModelJob],
+    runner: &Arc<dyn ModelRunner>,
+    secrets: &Secrets,
+    progress: &ProgressSink,
+) -> Vec<Option<ModelRun>> {
+    let permits = Arc::new(Semaphore::new(plan.concurrency));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, job) in jobs.iter().cloned().enumerate() {
+        let (runner, permits, secrets, progress) = (
+            runner.clone(),
+            permits.clone(),
+            secrets.clone(),
+            progress.clone(),
+        );
+        let timeout = plan.timeout;
+        tasks.spawn(async move {
+            // The semaphore is never closed, so a permit always comes.
+            let _permit = permits.acquire_owned().await.ok();
+            (index, runner.run(job, timeout, secrets, progress).await)
+        });
+    }
+    let mut runs: Vec<Option<ModelRun>> = vec![None; jobs.len()];
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok((index, run)) = joined {
+            runs[index] = Some(run);
+        }
+    }
+    runs
+}
 
 fn read_log_end(path: &std::path::Path) -> String {
     rl_process::read_log_tail(path, CAUSE_SEARCH_LINES)

@@ -38,7 +38,7 @@ pub use output::{OutputCopy, redacted_output};
 pub use plan::LaunchPlan;
 pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};
-pub use resume::carry_over;
+pub use resume::{carry_over, copy_engine};
 pub use runs::{
     DEFAULT_EVENT_LIMIT, RunStatus, Runs, StopReport, SupervisorCommand, WaitOutcome, WaitUntil,
     WrittenConfig,

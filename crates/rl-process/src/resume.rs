@@ -30,9 +30,15 @@ pub fn carry_over(parent_dir: &Path, child_dir: &Path, step: u64) -> Result<(), 
         let kept = rows_up_to(&text, step);
         write_atomically(&child_dir.join(name), kept.as_bytes())?;
     }
-    let engine = parent_dir.join(ENGINE_DIR);
+    copy_engine(parent_dir, child_dir)
+}
+
+/// The local engine's folder of `run_dir` (when it has one) recreated in `to_dir`, for another
+/// engine to start on: saved states linked, the database copied.
+pub fn copy_engine(run_dir: &Path, to_dir: &Path) -> Result<(), ProcessError> {
+    let engine = run_dir.join(ENGINE_DIR);
     if engine.is_dir() {
-        copy_tree(&engine, &child_dir.join(ENGINE_DIR), false)?;
+        copy_tree(&engine, &to_dir.join(ENGINE_DIR), false)?;
     }
     Ok(())
 }

@@ -47,6 +47,16 @@ fn secrets_for(component: Component, local_engine: bool) -> &'static [&'static s
     }
 }
 
+/// WandB's mode for a run's components when the operator set none and there is no WandB key:
+/// offline. Online, WandB would refuse to start without a key (no terminal to log in from) and
+/// take the component down; offline it writes the run's files into the run folder, where rl
+/// reads the metrics.
+fn wandb_mode_without_key(settings: &Settings, secrets: &Secrets) -> Option<&'static str> {
+    (secrets.get("WANDB_API_KEY").is_none()
+        && !settings.child_environment.contains_key("WANDB_MODE"))
+    .then_some("offline")
+}
+
 #[derive(Debug, Clone)]
 pub struct RunStatus {
     pub run: RunRecord,
@@ -262,6 +272,9 @@ impl Runs {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
+            if let Some(mode) = wandb_mode_without_key(settings, secrets) {
+                env.push(("WANDB_MODE".to_owned(), mode.to_owned()));
+            }
             env.push(("RL_RUN_ID".to_owned(), run_id.to_string()));
             // Also how the run's processes are found once its supervisor is gone.
             env.push((

@@ -87,7 +87,7 @@ impl Tools {
     }
 
     /// What run `run` saved, which of it is best, where a resume would start, what was pruned.
-    fn saved(&self, run: &RunRecord) -> Result<Saved, ToolsError> {
+    pub(crate) fn saved(&self, run: &RunRecord) -> Result<Saved, ToolsError> {
         let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
         let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
         let rewards = rewards_by_step(&dir);
@@ -293,10 +293,10 @@ impl Tools {
 }
 
 /// A run's checkpoints as [`Tools::saved`] reads them.
-struct Saved {
-    dir: PathBuf,
-    record: rl_metrics::CheckpointRecord,
-    best_step: Option<i64>,
+pub(crate) struct Saved {
+    pub(crate) dir: PathBuf,
+    pub(crate) record: rl_metrics::CheckpointRecord,
+    pub(crate) best_step: Option<i64>,
     resume: Option<crate::resume::ResumePoint>,
     pruned: Vec<i64>,
 }

@@ -3,7 +3,9 @@
 //! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
 mod answers;
+mod checkpoint_models;
 mod checkpoints;
+mod compare;
 mod diagnosis;
 mod environments;
 mod error;
@@ -21,19 +23,20 @@ mod tool_specs;
 mod tools;
 
 pub use answers::{
-    Check, CheckpointEntry, CheckpointList, CheckpointView, ComponentLog, ComponentView,
-    ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView, DisagreementView,
-    DuplicateNameView, EditEntry, Edited, EnumMemberView, EnvironmentDetail, EnvironmentEntry,
-    EnvironmentList, ErrorAnswer, EventView, EventsView, Exported, FieldSpecView, FieldTypeView,
-    FieldView, FileWarningView, FlagView, HealthReport, HealthView, InterruptionView,
-    IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer, ModelProgressView,
-    ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, Pruned,
-    RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView, RunCheckpoints,
-    RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel, SkipReasonView,
-    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig, TestListingView,
-    TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView, WindowView,
-    error_answer, report_json,
+    Check, CheckpointEntry, CheckpointList, CheckpointView, ComparedModel, ComparisonAnswer,
+    ComponentLog, ComponentView, ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView,
+    DisagreementView, DuplicateNameView, EditEntry, Edited, EnumMemberView, EnvironmentDetail,
+    EnvironmentEntry, EnvironmentList, ErrorAnswer, EstimateView, EventView, EventsView, Exported,
+    FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView, HealthReport, HealthView,
+    InterruptionView, IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer,
+    ModelProgressView, ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView,
+    Pruned, RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView,
+    RunCheckpoints, RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel,
+    SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig,
+    TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
+    WindowView, error_answer, report_json,
 };
+pub use compare::{CompareOptions, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use error::{FailureKind, ToolsError};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};
 pub use metrics::SourceChoice;

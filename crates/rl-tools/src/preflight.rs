@@ -9,6 +9,7 @@ use rl_preflight::{
     TestView,
 };
 
+use crate::checkpoint_models::is_checkpoint_model;
 use crate::{Tools, ToolsError};
 
 /// What a caller may choose; everything left `None` comes from the operator's settings
@@ -56,16 +57,25 @@ impl Tools {
     }
 
     /// The plan of a test of the selected environment, with every key it needs at hand.
-    pub fn inference_plan(&self, options: InferenceOptions) -> Result<TestPlan, ToolsError> {
+    pub fn inference_plan(&self, options: &InferenceOptions) -> Result<TestPlan, ToolsError> {
         let settings = self.settings()?;
         let selection = self.service()?.selection()?;
+        if options
+            .models
+            .iter()
+            .any(|model| is_checkpoint_model(model))
+        {
+            return self.checkpoint_plan(options, &selection);
+        }
         let configured = &settings.inference;
         let base_url = options
             .base_url
+            .clone()
             .or_else(|| configured.base_url.clone())
             .unwrap_or_else(|| OPENROUTER_BASE_URL.to_owned());
         let key_variable = options
             .key_variable
+            .clone()
             .or_else(|| configured.key_variable.clone())
             .or_else(|| {
                 (base_url == OPENROUTER_BASE_URL).then(|| OPENROUTER_KEY_VARIABLE.to_owned())
@@ -78,7 +88,7 @@ impl Tools {
         };
         let mut request = TestRequest::openrouter(key.clone());
         if !options.models.is_empty() {
-            request.models = options.models;
+            request.models.clone_from(&options.models);
         } else if !configured.models.is_empty() {
             request.models.clone_from(&configured.models);
         }
@@ -87,6 +97,45 @@ impl Tools {
             key_variable: key_variable.unwrap_or_else(|| "(none)".to_owned()),
             key,
         };
+        self.finish_plan(request, options, &selection)
+    }
+
+    /// A test of a run's checkpoints (`run:ID[@STEP]`), served by a process the test starts.
+    fn checkpoint_plan(
+        &self,
+        options: &InferenceOptions,
+        selection: &rl_config::Selection,
+    ) -> Result<TestPlan, ToolsError> {
+        if options.base_url.is_some() || options.key_variable.is_some() {
+            return Err(ToolsError::Invalid {
+                what: "base_url".to_owned(),
+                reason: "checkpoints (run:ID[@STEP]) are served by rl itself: give no endpoint"
+                    .to_owned(),
+            });
+        }
+        let [port] = rl_process::free_loopback_ports::<1>()?;
+        let server = self.checkpoint_server(&options.models, port)?;
+        let mut request = TestRequest::openrouter(None);
+        request.models.clone_from(&options.models);
+        request.endpoint = Endpoint {
+            base_url: server.base_url(),
+            key_variable: "(none)".to_owned(),
+            key: None,
+        };
+        // The checkpoints are loaded and compiled before the first model starts; a model's
+        // timeout counts from its own start.
+        request.server = Some(server);
+        self.finish_plan(request, options, selection)
+    }
+
+    /// The caller's sizes, limits and rule applied to `request`, then checked into a plan.
+    fn finish_plan(
+        &self,
+        mut request: TestRequest,
+        options: &InferenceOptions,
+        selection: &rl_config::Selection,
+    ) -> Result<TestPlan, ToolsError> {
+        let settings = self.settings()?;
         if let Some(steps) = options.num_steps {
             request.steps = steps;
         }
@@ -115,7 +164,7 @@ impl Tools {
             path: root,
             source,
         })?;
-        Ok(TestPlan::new(request, &selection, settings, working_dir)?)
+        Ok(TestPlan::new(request, selection, settings, working_dir)?)
     }
 
     /// Runs the plan: every model at once up to its concurrency, each in a process group of

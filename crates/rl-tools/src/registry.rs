@@ -284,7 +284,7 @@ impl Registry {
         };
         let plan = self
             .tools
-            .blocking(move |tools| tools.inference_plan(options))
+            .blocking(move |tools| tools.inference_plan(&options))
             .await?;
         let report = self
             .tools

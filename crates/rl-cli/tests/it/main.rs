@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 mod browser;
+mod compare;
 mod hostile_components;
 mod hostile_sources;
 mod json_outputs;

@@ -1,62 +1,294 @@
-//! `rl setup` as a user runs it on a fresh state directory: the managed Python made from the
-//! package registry (pip's cache makes it quick after the first time), `config.toml` pointed at
-//! it with what was there kept, `--check` and `rl doctor` naming a package removed behind rl's
-//! back, and `rl setup` putting it back.
+//! A user's first hour, as the README tells it, in a fresh HOME with no `RL_*` variable: `rl`
+//! installed with `cargo install` into a root of its own, `rl setup --engine local` from the
+//! package registry (pip's cache is the runner's, so only the first run downloads), a new
+//! environment written, selected and trained to `completed` on the local engine, its results
+//! read; then a package removed behind rl's back, named by `rl setup --check` and `rl doctor`,
+//! and put back by `rl setup`.
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::rl_in;
+use rl_test_support::workspace_root;
+
+/// Where the journey's `cargo install` builds: its own folder, kept between test runs so only
+/// the first pays the build, and never `target/debug` (whose `rl` the other tests are running).
+const INSTALL_TARGET: &str = "target/journey-install";
+
+struct User {
+    home: PathBuf,
+    bin: PathBuf,
+    path: String,
+    pip_cache: Option<PathBuf>,
+}
+
+impl User {
+    /// A command as this user runs it: their HOME, their PATH (the installed `rl` first),
+    /// none of the test runner's `RL_*` or XDG variables.
+    fn command(&self, program: &Path) -> Command {
+        let mut command = Command::new(program);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if name.starts_with("RL_") || name.starts_with("XDG_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .env("NO_COLOR", "1")
+            .current_dir(&self.home)
+            .stdin(Stdio::null());
+        if let Some(cache) = &self.pip_cache {
+            command.env("PIP_CACHE_DIR", cache);
+        }
+        command
+    }
+
+    fn rl(&self, args: &[&str], limit: Duration) -> Output {
+        let mut command = self.command(&self.bin.join("rl"));
+        command.args(args);
+        bounded(command, limit)
+    }
+
+    fn state(&self) -> PathBuf {
+        self.home.join(".local/state/rl")
+    }
+}
+
+/// Runs `command` to its end, killed (with its process group) past `limit`.
+fn bounded(mut command: Command, limit: Duration) -> Output {
+    use std::os::unix::process::CommandExt as _;
+    let description = format!("{command:?}");
+    let child = command
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{description}: {error}"));
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let deadline = Instant::now() + limit;
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    loop {
+        match receiver.recv_timeout(Duration::from_secs(1)) {
+            Ok(output) => return output.unwrap(),
+            Err(_) if Instant::now() < deadline => {}
+            Err(_) => {
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+                panic!("{description} took more than {limit:?}");
+            }
+        }
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("no JSON: {}", text(output)))
+}
 
 #[test]
-#[ignore = "needs python3 and the package registry: `cargo xtask test` runs it"]
-fn setup_makes_checks_and_repairs_the_managed_python() {
-    let home = tempfile::tempdir().unwrap();
-    let envs = tempfile::tempdir().unwrap();
+#[ignore = "needs cargo, python3, the package registry and the tiny model: `cargo xtask test` runs it"]
+fn a_new_user_installs_sets_up_trains_and_repairs() {
+    let tiny_model = rl_test_support::local_engine().base_model;
+    let root = workspace_root();
+    let user_dir = tempfile::tempdir().unwrap();
+    let home = user_dir.path().join("home");
+    let prefix = user_dir.path().join("prefix");
+    std::fs::create_dir_all(&home).unwrap();
+    let runner_home = std::env::var_os("HOME").map(PathBuf::from);
+    let user = User {
+        bin: prefix.join("bin"),
+        path: format!(
+            "{}:{}",
+            prefix.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+        pip_cache: runner_home.map(|runner| runner.join(".cache/pip")),
+        home,
+    };
+
+    // 1. Install, as the README says (`--debug` and `--offline` only to spare the test a
+    //    release build and the index: the crates are those the workspace built with).
+    let mut install = user.command(Path::new(env!("CARGO")));
+    install
+        .args(["install", "--locked", "--offline", "--debug", "--path"])
+        .arg(root.join("crates/rl-cli"))
+        .arg("--root")
+        .arg(&prefix)
+        .arg("--target-dir")
+        .arg(root.join(INSTALL_TARGET));
+    let installed = bounded(install, Duration::from_secs(1200));
+    assert!(installed.status.success(), "{}", text(&installed));
+    let version = user.rl(&["--version"], Duration::from_secs(30));
+    assert!(
+        String::from_utf8_lossy(&version.stdout)
+            .starts_with(&format!("rl {}", env!("CARGO_PKG_VERSION"))),
+        "{}",
+        text(&version)
+    );
+
+    // 2. Set up: the operator's own line is kept.
+    std::fs::create_dir_all(user.state()).unwrap();
     std::fs::write(
-        home.path().join("config.toml"),
+        user.state().join("config.toml"),
         "# mine\nmax_active_runs = 2\n",
     )
     .unwrap();
-    let envs_dir = envs.path().to_str().unwrap();
-    let made = rl_in(home.path(), &["--envs-dir", envs_dir, "setup"]);
-    assert!(made.status.success(), "{made:?}");
-    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
-    let python = home.path().join("venvs/trainer/bin/python");
-    assert!(config.contains("# mine\nmax_active_runs = 2\n"), "{config}");
+    let envs = user.home.join("envs");
+    std::fs::create_dir_all(&envs).unwrap();
+    let made = user.rl(
+        &[
+            "--envs-dir",
+            envs.to_str().unwrap(),
+            "setup",
+            "--engine",
+            "local",
+            "--base-model",
+            tiny_model.to_str().unwrap(),
+        ],
+        Duration::from_secs(1500),
+    );
+    assert!(made.status.success(), "{}", text(&made));
+    let config = std::fs::read_to_string(user.state().join("config.toml")).unwrap();
     assert!(
-        config.contains(&format!("python = \"{}\"", python.display())),
+        config.starts_with("# mine\nmax_active_runs = 2\n"),
         "{config}"
     );
-    assert!(
-        config.contains(&format!("environments_dir = \"{envs_dir}\"")),
-        "{config}"
-    );
-    let checked = rl_in(home.path(), &["setup", "--check"]);
-    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    for managed in ["venvs/trainer/bin/python", "venvs/engine/bin/python"] {
+        let python = user.state().join(managed);
+        assert!(
+            config.contains(&format!("\"{}\"", python.display())),
+            "{config}"
+        );
+    }
+    assert!(config.contains("kind = \"local\""), "{config}");
+    let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    let doctor = user.rl(&["doctor", "--json"], Duration::from_secs(120));
+    assert_eq!(doctor.status.code(), Some(0), "{}", text(&doctor));
 
-    // Again: nothing to do.
-    let again = rl_in(home.path(), &["setup"]);
-    assert!(again.status.success(), "{again:?}");
+    // What a user edits next for a first run on a CPU: a few short steps of a small model.
+    let mut config = config;
+    config.push_str(
+        "\n# A first run: short, on this CPU, with no hub.\n\
+         [locked.env]\ntotal_steps = 3\nmax_token_length = 128\n\n\
+         [locked.tinker]\nlora_rank = 8\nsave_every = 2\n\n\
+         [child_environment]\nJAX_PLATFORMS = \"cpu\"\nHF_HUB_OFFLINE = \"1\"\n\
+         TRANSFORMERS_OFFLINE = \"1\"\n\n\
+         [run]\nengine_ready_timeout_secs = 180\ntrainer_ready_timeout_secs = 300\n\
+         env_settle_secs = 120\n",
+    );
+    std::fs::write(user.state().join("config.toml"), config).unwrap();
+
+    // 3. An environment of one's own, selected and trained.
+    let created = user.rl(
+        &["envs", "new", "my_env", "--json"],
+        Duration::from_secs(60),
+    );
+    assert!(created.status.success(), "{}", text(&created));
+    assert!(envs.join("my_env.py").is_file());
+    let selected = user.rl(&["select", "my_env"], Duration::from_secs(60));
+    assert!(selected.status.success(), "{}", text(&selected));
+    let started = user.rl(
+        &[
+            "runs",
+            "start",
+            "--wait",
+            "finished",
+            "--timeout",
+            "1200",
+            "--json",
+        ],
+        Duration::from_secs(1300),
+    );
+    let logs = || {
+        let runs = user.state().join("runs");
+        std::fs::read_dir(&runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|run| {
+                std::fs::read_dir(run.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            })
+            .filter(|file| file.path().extension().is_some_and(|e| e == "log"))
+            .map(|file| {
+                let body = std::fs::read_to_string(file.path()).unwrap_or_default();
+                let tail: String = body
+                    .lines()
+                    .rev()
+                    .take(30)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                format!("== {}\n{tail}", file.path().display())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        started.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&started),
+        logs()
+    );
+    let run_id = json(&started)["run_id"].as_str().unwrap().to_owned();
+    let status = user.rl(
+        &["runs", "status", &run_id, "--json"],
+        Duration::from_secs(60),
+    );
+    let status = json(&status);
+    assert_eq!(status["status"], "completed", "{status:#}");
+    let results = user.rl(
+        &["runs", "results", &run_id, "--json"],
+        Duration::from_secs(60),
+    );
+    assert!(results.status.success(), "{}", text(&results));
+    let results = json(&results);
     assert!(
-        String::from_utf8_lossy(&again.stderr).contains("as pinned, nothing to do"),
-        "{again:?}"
+        results["checkpoints"]
+            .as_array()
+            .is_some_and(|saved| !saved.is_empty()),
+        "{results:#}"
+    );
+    assert!(
+        results["final_weights"]
+            .as_str()
+            .is_some_and(|weights| weights.starts_with("tinker://")),
+        "{results:#}"
     );
 
-    // A package removed behind rl's back: named by --check and by doctor, which points at
-    // `rl setup`; and `rl setup` puts it back.
-    let removed = Command::new(&python)
-        .args(["-m", "pip", "uninstall", "--yes", "--quiet", "PyYAML"])
-        .output()
-        .unwrap();
-    assert!(removed.status.success(), "{removed:?}");
-    let checked = rl_in(home.path(), &["setup", "--check"]);
-    assert_eq!(checked.status.code(), Some(1), "{checked:?}");
+    // 4. Broken behind rl's back: named by --check and by doctor (which points at `rl
+    //    setup`), put back by `rl setup`.
+    let python = user.state().join("venvs/trainer/bin/python");
+    let mut uninstall = user.command(&python);
+    uninstall.args(["-m", "pip", "uninstall", "--yes", "--quiet", "PyYAML"]);
+    let removed = bounded(uninstall, Duration::from_secs(120));
+    assert!(removed.status.success(), "{}", text(&removed));
+    let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
+    assert_eq!(checked.status.code(), Some(1), "{}", text(&checked));
     let said = String::from_utf8_lossy(&checked.stdout);
     assert!(said.contains("PyYAML==6.0.3 (found missing)"), "{said}");
-    assert!(said.contains("fix: rl setup"), "{said}");
-    let doctor = rl_in(home.path(), &["doctor", "--json"]);
-    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
-    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert!(said.contains("fix: rl setup --engine local"), "{said}");
+    let doctor = user.rl(&["doctor", "--json"], Duration::from_secs(120));
+    assert_eq!(doctor.status.code(), Some(1), "{}", text(&doctor));
+    let report = json(&doctor);
     let trainer = report["checks"]
         .as_array()
         .unwrap()
@@ -68,8 +300,8 @@ fn setup_makes_checks_and_repairs_the_managed_python() {
         trainer["fix"].as_str().unwrap().starts_with("rl setup"),
         "{trainer}"
     );
-    let repaired = rl_in(home.path(), &["setup"]);
-    assert!(repaired.status.success(), "{repaired:?}");
-    let checked = rl_in(home.path(), &["setup", "--check"]);
-    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    let again = user.rl(&["setup"], Duration::from_secs(1500));
+    assert!(again.status.success(), "{}", text(&again));
+    let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
 }

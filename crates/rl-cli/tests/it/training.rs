@@ -12,7 +12,7 @@ use crate::runs::{Stack, assert_nothing_left, is_finished, pid_of, run_processes
 use crate::test_python;
 
 /// A state directory for real training, `edits` applied to `fixtures/local-engine.toml`.
-fn stack(edits: &[(&str, &str)]) -> (Stack, LocalEngine) {
+pub(crate) fn stack(edits: &[(&str, &str)]) -> (Stack, LocalEngine) {
     let python = test_python();
     let engine = rl_test_support::local_engine();
     let settings = rl_test_support::local_engine_settings(&python, &engine);
@@ -20,8 +20,8 @@ fn stack(edits: &[(&str, &str)]) -> (Stack, LocalEngine) {
 }
 
 /// Fewer steps than the demo: enough for two state saves and a final one.
-const SHORT_RUN: (&str, &str) = ("total_steps = 12", "total_steps = 5");
-const SAVE_EVERY_TWO: (&str, &str) = ("save_every = 4", "save_every = 2");
+pub(crate) const SHORT_RUN: (&str, &str) = ("total_steps = 12", "total_steps = 5");
+pub(crate) const SAVE_EVERY_TWO: (&str, &str) = ("save_every = 4", "save_every = 2");
 
 fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)

@@ -80,6 +80,7 @@ pub(crate) fn request(server: &FixtureServer, models: &[&str]) -> TestRequest {
         concurrency: 4,
         timeout: Duration::from_secs(120),
         correct_rule: CorrectRule::TopScore,
+        server: None,
     }
 }
 

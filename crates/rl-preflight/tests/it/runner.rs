@@ -317,6 +317,7 @@ pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize
         timeout: Duration::from_secs(120),
         correct_rule: CorrectRule::TopScore,
         verdict_policy: VerdictPolicy::default(),
+        server: None,
     }
 }
 

@@ -1,4 +1,5 @@
-"""The inference the trainer serves to the environment, from the current sampling client.
+"""The inference the trainer serves to the environment, from the current sampling client; or,
+given several named policies (`rl_trainer.checkpoints`), from the one a request's `model` names.
 
 Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions and
 POST /generate (SGLang's native shape; atroposlib's ManagedServer calls it). Answers 503
@@ -15,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import socket
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, Union
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -72,8 +73,19 @@ def _error(status: int, message: str, kind: str, param: Optional[str] = None) ->
     return JSONResponse(status_code=status, content=error_body(message, kind, param))
 
 
-def create_app(policy: Policy) -> FastAPI:
+def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
+    """One policy answers every request; several are chosen by the request's `model` (the
+    native `/generate` names none, so it needs one policy)."""
+    policies = dict(served) if isinstance(served, Mapping) else {served.model_name: served}
     app = FastAPI(title="rl trainer inference", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def policy_for(body: Any) -> Policy:
+        if len(policies) == 1:
+            return next(iter(policies.values()))
+        name = body.get("model") if isinstance(body, dict) else None
+        if isinstance(name, str) and name in policies:
+            return policies[name]
+        raise RequestError(f"model {name!r} is not served here; these are: {', '.join(policies)}", "model", 404)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, exc: StarletteHTTPException):
@@ -88,13 +100,14 @@ def create_app(policy: Policy) -> FastAPI:
             raise RequestError("the request body is not valid JSON") from None
 
     async def handle(request: Request, work) -> JSONResponse:
-        if not policy.initialized:
+        if not all(policy.initialized for policy in policies.values()):
             return _error(503, "the trainer is not initialized yet (no sampling client)", "service_unavailable")
         try:
             body = await body_of(request)
-            return JSONResponse(await work(body))
+            return JSONResponse(await work(policy_for(body), body))
         except RequestError as e:
-            return _error(e.status, e.message, "invalid_request_error", e.param)
+            kind = "not_found_error" if e.status == 404 else "invalid_request_error"
+            return _error(e.status, e.message, kind, e.param)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the sampler failed
@@ -102,7 +115,7 @@ def create_app(policy: Policy) -> FastAPI:
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "trainer_initialized": bool(policy.initialized)}
+        return {"status": "ok", "trainer_initialized": all(policy.initialized for policy in policies.values())}
 
     @app.get("/v1/models")
     async def models():
@@ -115,22 +128,23 @@ def create_app(policy: Policy) -> FastAPI:
                     "owned_by": "rl-trainer",
                     "root": policy.sampler_path,
                 }
+                for policy in policies.values()
             ],
         }
 
-    async def generate(body):
+    async def generate(policy, body):
         req = parse_generate(body, policy.vocab_size)
         prompt = req.input_ids if req.input_ids is not None else policy.encode(req.text)
         samples = await policy.sample(prompt, req.n, req.spec)
         return generate_response(req, len(prompt), samples, policy.decode, policy.token_text, policy.stop_ids(req.spec))
 
-    async def chat(body):
+    async def chat(policy, body):
         req = parse_chat(body, policy.vocab_size)
         prompt = policy.chat_tokens(req.messages)
         samples = await policy.sample(prompt, req.n, req.spec)
         return chat_response(req, policy.model_name, len(prompt), samples, policy.decode, policy.token_text)
 
-    async def completions(body):
+    async def completions(policy, body):
         req = parse_completions(body, policy.vocab_size)
         prompts = [p if isinstance(p, list) else policy.encode(p) for p in req.prompts]
         results = await asyncio.gather(*(policy.sample(p, req.n, req.spec) for p in prompts))

@@ -279,3 +279,64 @@ class AtroposlibTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NamedPoliciesTests(unittest.TestCase):
+    """Several policies on one server (rl_trainer.checkpoints): a request's `model` chooses."""
+
+    def setUp(self):
+        self.base_client = FakeSamplingClient()
+        self.trained_client = FakeSamplingClient()
+        base = make_policy(client=self.base_client)
+        base.model_name = "run:r1@base"
+        trained = make_policy(client=self.trained_client)
+        trained.model_name = "run:r1@4"
+        self.http = TestClient(create_app({base.model_name: base, trained.model_name: trained}))
+
+    def chat(self, model):
+        return self.http.post(
+            "/v1/chat/completions",
+            json={"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+        )
+
+    def test_the_model_named_answers(self):
+        answer = self.chat("run:r1@4")
+        self.assertEqual(answer.status_code, 200, answer.text)
+        self.assertEqual(answer.json()["model"], "run:r1@4")
+        self.assertEqual((len(self.trained_client.calls), len(self.base_client.calls)), (1, 0))
+        self.assertEqual(self.chat("run:r1@base").status_code, 200)
+        self.assertEqual(len(self.base_client.calls), 1)
+
+    def test_an_unknown_or_missing_model_is_404_naming_those_served(self):
+        for model in ["run:r1@9", None, 7]:
+            answer = self.chat(model)
+            self.assertEqual(answer.status_code, 404, answer.text)
+            error = answer.json()["error"]
+            self.assertEqual((error["type"], error["param"]), ("not_found_error", "model"))
+            self.assertIn("run:r1@base", error["message"])
+
+    def test_models_lists_every_policy(self):
+        listed = [m["id"] for m in self.http.get("/v1/models").json()["data"]]
+        self.assertEqual(listed, ["run:r1@base", "run:r1@4"])
+
+
+class CheckpointArgumentTests(unittest.TestCase):
+    def test_model_pairs(self):
+        from rl_trainer.checkpoints import model_pairs
+
+        self.assertEqual(model_pairs(["a=tinker://m/weights/x"]), [("a", "tinker://m/weights/x")])
+        for bad in ["a", "=p", "a="]:
+            with self.assertRaises(ValueError):
+                model_pairs([bad])
+
+    def test_backend_config_makes_room_for_every_adapter(self):
+        import json
+
+        from rl_trainer.checkpoints import backend_config
+
+        config = json.loads(backend_config('{"max_lora_adapters": 2, "train_micro_batch_size": 8}', 3, 8))
+        self.assertEqual(config, {"max_lora_adapters": 4, "max_lora_rank": 8, "train_micro_batch_size": 8})
+        self.assertEqual(json.loads(backend_config('{"max_lora_adapters": 9, "max_lora_rank": 32}', 1, 8)),
+                         {"max_lora_adapters": 9, "max_lora_rank": 32})
+        with self.assertRaises(ValueError):
+            backend_config("[1]", 1, 8)

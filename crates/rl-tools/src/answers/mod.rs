@@ -3,6 +3,7 @@
 //! only shape the files they write. The snapshots in `tests/it/answers.rs` show them all.
 
 mod checkpoints;
+mod compare;
 mod config;
 mod environments;
 mod error;
@@ -16,6 +17,7 @@ mod runs;
 mod scan;
 
 pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Pruned, RunCheckpoints};
+pub use compare::{ComparedModel, ComparisonAnswer, EstimateView};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub use environments::{
     ConfigClassSourceView, ConfigView, Edited, EnvironmentDetail, EnvironmentEntry,

@@ -3,8 +3,8 @@
 It asks the questions of a JSON-lines dataset (`{"question": ..., "answer": ...}` per line,
 by default `__NAME__.jsonl` beside this file), samples a group of answers per question from
 the policy, and scores each 1.0 when its last number (or, for answers that are not numbers,
-its last line) matches the expected answer, else -1.0. Replace `score` and `prompt` with your
-task's; keep the rest.
+its last line) matches the expected answer; a wrong answer scores between -1.0 and 0.0 by how
+close it comes. Replace `score` and `prompt` with your task's; keep the rest.
 
     python __NAME__.py process --env.total_steps 3 --openai.base_url URL --openai.model_name M
 """
@@ -12,6 +12,7 @@ task's; keep the rest.
 import json
 import os
 import re
+from difflib import SequenceMatcher
 from typing import Dict, List, Optional, Tuple
 
 from pydantic import Field
@@ -87,7 +88,13 @@ class __CLASS__(BaseEnv):
 
     @staticmethod
     def score(completion: Optional[str], answer: str) -> float:
-        return 1.0 if final_answer(completion) == final_answer(answer) else -1.0
+        got, expected = final_answer(completion), final_answer(answer)
+        if got == expected:
+            return 1.0
+        # Partial credit for a near miss: atroposlib drops a group whose scores are all equal
+        # (it teaches nothing), so while no answer in a group is right yet - a small or
+        # untrained model - the closer ones must still score higher.
+        return -1.0 + SequenceMatcher(None, got, expected).ratio()
 
     def tokens_and_masks(self, messages, completion: str) -> Tuple[List[int], List[int]]:
         # Rendered as text, then encoded: apply_chat_template(tokenize=True) returns

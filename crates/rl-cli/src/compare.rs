@@ -1,0 +1,119 @@
+//! `rl compare ID`: is the trained model better than the base on its environment? Both are
+//! sampled through the run's engine started again, on the same pre-flight, and compared with
+//! confidence intervals; the verdict says how many samples it rests on.
+
+use std::sync::Arc;
+
+use clap::Args;
+use rl_preflight::{Progress, ProgressSink};
+use rl_settings::RunId;
+use rl_tools::{
+    CompareOptions, ComparedModel, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS,
+    EstimateView,
+};
+
+use crate::context::{Context, until_interrupted, wait_limit};
+use crate::curves::significant;
+use crate::output;
+use crate::preflight::bars;
+
+#[derive(Debug, Args)]
+pub(crate) struct CompareArgs {
+    /// The run whose checkpoint is compared with its base model (a finished local-engine run).
+    run_id: String,
+    /// The trained checkpoint: a step with a saved state, or `best` (default: the last saved
+    /// state, the final one when the run completed).
+    #[arg(long, value_name = "STEP")]
+    step: Option<String>,
+    /// Prompts (groups) per model.
+    #[arg(long, default_value_t = DEFAULT_COMPARE_PROMPTS)]
+    prompts: u32,
+    /// Completions per prompt.
+    #[arg(long, default_value_t = DEFAULT_COMPARE_GROUP_SIZE)]
+    group_size: u32,
+    /// Seconds each model may sample for, from its start.
+    #[arg(long, default_value_t = 1800.0)]
+    timeout: f64,
+}
+
+pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow::Result<()> {
+    let tools = context.tools()?;
+    let id = RunId::parse(&args.run_id)?;
+    let options = CompareOptions {
+        step: args.step,
+        prompts: args.prompts,
+        group_size: args.group_size,
+        timeout: wait_limit(args.timeout)?,
+    };
+    let plan = tools.compare_plan(&id, &options)?;
+    let progress = if as_json {
+        Arc::new(|_: Progress| {}) as ProgressSink
+    } else {
+        output::line(format!(
+            "comparing {} with its base model on {} ({} prompts of {} completions each); the \
+             run's engine loads both first, which compiles (minutes on a CPU)",
+            plan.models[1], plan.environment, plan.steps, plan.group_size
+        ))?;
+        bars(&plan)
+    };
+    let Some(report) = until_interrupted(&tools, tools.test_inference(&plan, progress))? else {
+        anyhow::bail!(
+            "interrupted: the comparison's processes were stopped; its test is kept in {}",
+            tools.preflight_dir().display()
+        );
+    };
+    let answer = tools.comparison(&id, &report?)?;
+    if as_json {
+        return output::json(&answer);
+    }
+    let mut table = output::table(&[
+        "model",
+        "status",
+        "prompts",
+        "completions",
+        "mean score (95% CI)",
+        "% correct (95% CI)",
+    ]);
+    for model in [&answer.base, &answer.trained] {
+        table.add_row(row(model));
+    }
+    output::line(table)?;
+    if let Some(difference) = &answer.difference {
+        output::line(format!(
+            "difference (trained - base): {}",
+            interval(difference)
+        ))?;
+    }
+    output::line(format!("verdict: {}", answer.explanation))?;
+    output::line(format!(
+        "prompts: {}; the test: rl preflight show {}",
+        answer.prompts, answer.test_id
+    ))
+}
+
+fn row(model: &ComparedModel) -> [String; 6] {
+    [
+        model.model.clone(),
+        model.status.to_owned(),
+        model.prompts.to_string(),
+        model.completions.to_string(),
+        model
+            .mean_score
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), interval),
+        model
+            .percent_correct
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), interval),
+    ]
+}
+
+fn interval(estimate: &EstimateView) -> String {
+    let end = |x: Option<f64>| x.map_or_else(|| "?".to_owned(), significant);
+    format!(
+        "{} ({} to {})",
+        significant(estimate.value),
+        end(estimate.low),
+        end(estimate.high)
+    )
+}

@@ -1,0 +1,373 @@
+//! "Is the trained model better than the base?" from the scores both got on the same prompts:
+//! each model's mean score and percent correct with 95% confidence intervals, the difference
+//! of the means with its own, and a verdict that is directional only when that interval
+//! excludes zero.
+//!
+//! The unit is the prompt, not the completion: the completions of one group answer the same
+//! prompt and rise and fall together, so treating them as independent would make every
+//! interval too narrow. Each model's figure is the mean of its per-prompt means, its interval
+//! Student's t over those; the difference is Welch's (unequal variances).
+
+/// Below this many prompts per model, no direction is claimed, whatever the numbers.
+pub const MIN_PROMPTS: usize = 2;
+
+/// A value and its 95% confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// One model's figures on the compared prompts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelEstimate {
+    pub prompts: usize,
+    pub completions: usize,
+    pub mean_score: Estimate,
+    /// Percent of completions scoring at least the test's threshold of "correct".
+    pub percent_correct: Estimate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Better,
+    NoDetectableDifference,
+    Worse,
+}
+
+impl Direction {
+    pub fn label(self) -> &'static str {
+        match self {
+            Direction::Better => "better",
+            Direction::NoDetectableDifference => "no detectable difference",
+            Direction::Worse => "worse",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub base: ModelEstimate,
+    pub trained: ModelEstimate,
+    /// Trained minus base, mean score.
+    pub difference: Estimate,
+    pub verdict: Direction,
+    /// The verdict in a sentence, with the samples it rests on.
+    pub explanation: String,
+}
+
+/// Compares `trained`'s groups of scores with `base`'s; a completion is correct from
+/// `correct_from` on. `None` when either model has no scored completion.
+pub fn compare(base: &[Vec<f64>], trained: &[Vec<f64>], correct_from: f64) -> Option<Comparison> {
+    let (base_means, base_figures) = estimate(base, correct_from)?;
+    let (trained_means, trained_figures) = estimate(trained, correct_from)?;
+    let difference = welch(&trained_means, &base_means);
+    let enough = base_means.len() >= MIN_PROMPTS && trained_means.len() >= MIN_PROMPTS;
+    let verdict = if !enough {
+        Direction::NoDetectableDifference
+    } else if difference.low > 0.0 {
+        Direction::Better
+    } else if difference.high < 0.0 {
+        Direction::Worse
+    } else {
+        Direction::NoDetectableDifference
+    };
+    let basis = format!(
+        "{} prompts ({} completions) for the base model, {} ({}) for the trained one",
+        base_figures.prompts,
+        base_figures.completions,
+        trained_figures.prompts,
+        trained_figures.completions
+    );
+    let change = format!(
+        "mean score {:+.4} (95% CI {:+.4} to {:+.4})",
+        difference.value, difference.low, difference.high
+    );
+    let explanation = match verdict {
+        _ if !enough => format!(
+            "{change}; too few prompts to tell a difference (at least {MIN_PROMPTS} per model): {basis}"
+        ),
+        Direction::Better => format!("better: {change}, on {basis}"),
+        Direction::Worse => format!("worse: {change}, on {basis}"),
+        Direction::NoDetectableDifference => format!(
+            "no detectable difference: {change} includes 0, on {basis}; more prompts narrow it"
+        ),
+    };
+    Some(Comparison {
+        base: base_figures,
+        trained: trained_figures,
+        difference,
+        verdict,
+        explanation,
+    })
+}
+
+/// Per-prompt mean scores, and the model's figures. Empty groups are left out.
+fn estimate(groups: &[Vec<f64>], correct_from: f64) -> Option<(Vec<f64>, ModelEstimate)> {
+    let groups: Vec<&Vec<f64>> = groups.iter().filter(|group| !group.is_empty()).collect();
+    if groups.is_empty() {
+        return None;
+    }
+    let means: Vec<f64> = groups.iter().map(|group| mean(group)).collect();
+    let correct: Vec<f64> = groups
+        .iter()
+        .map(|group| {
+            let hits = group.iter().filter(|score| **score >= correct_from).count();
+            100.0 * count(hits) / count(group.len())
+        })
+        .collect();
+    let mut percent_correct = interval(&correct);
+    percent_correct.low = percent_correct.low.max(0.0);
+    percent_correct.high = percent_correct.high.min(100.0);
+    Some((
+        means.clone(),
+        ModelEstimate {
+            prompts: groups.len(),
+            completions: groups.iter().map(|group| group.len()).sum(),
+            mean_score: interval(&means),
+            percent_correct,
+        },
+    ))
+}
+
+/// The mean of `values` with Student's t interval (infinite for a single value).
+fn interval(values: &[f64]) -> Estimate {
+    let value = mean(values);
+    let n = values.len();
+    if n < 2 {
+        return Estimate {
+            value,
+            low: f64::NEG_INFINITY,
+            high: f64::INFINITY,
+        };
+    }
+    let half = t_critical(count(n - 1)) * (variance(values) / count(n)).sqrt();
+    Estimate {
+        value,
+        low: value - half,
+        high: value + half,
+    }
+}
+
+/// `a`'s mean minus `b`'s, with Welch's interval.
+fn welch(a: &[f64], b: &[f64]) -> Estimate {
+    let value = mean(a) - mean(b);
+    if a.len() < 2 || b.len() < 2 {
+        return Estimate {
+            value,
+            low: f64::NEG_INFINITY,
+            high: f64::INFINITY,
+        };
+    }
+    let (va, vb) = (variance(a) / count(a.len()), variance(b) / count(b.len()));
+    let se = (va + vb).sqrt();
+    if se == 0.0 {
+        // Every prompt scored alike within each model: the difference is exact.
+        return Estimate {
+            value,
+            low: value,
+            high: value,
+        };
+    }
+    let df =
+        (va + vb).powi(2) / (va.powi(2) / count(a.len() - 1) + vb.powi(2) / count(b.len() - 1));
+    let half = t_critical(df) * se;
+    Estimate {
+        value,
+        low: value - half,
+        high: value + half,
+    }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / count(values.len())
+}
+
+/// The sample variance (n - 1).
+fn variance(values: &[f64]) -> f64 {
+    let m = mean(values);
+    values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / count(values.len() - 1)
+}
+
+#[allow(clippy::cast_precision_loss)] // counts of prompts and completions, far below 2^52
+fn count(n: usize) -> f64 {
+    n as f64
+}
+
+/// Student's t two-sided 95% critical value for `df` degrees of freedom, rounded down to the
+/// table's next entry (a wider, never narrower, interval).
+fn t_critical(df: f64) -> f64 {
+    const TABLE: [(f64, f64); 34] = [
+        (1.0, 12.706),
+        (2.0, 4.303),
+        (3.0, 3.182),
+        (4.0, 2.776),
+        (5.0, 2.571),
+        (6.0, 2.447),
+        (7.0, 2.365),
+        (8.0, 2.306),
+        (9.0, 2.262),
+        (10.0, 2.228),
+        (11.0, 2.201),
+        (12.0, 2.179),
+        (13.0, 2.160),
+        (14.0, 2.145),
+        (15.0, 2.131),
+        (16.0, 2.120),
+        (17.0, 2.110),
+        (18.0, 2.101),
+        (19.0, 2.093),
+        (20.0, 2.086),
+        (21.0, 2.080),
+        (22.0, 2.074),
+        (23.0, 2.069),
+        (24.0, 2.064),
+        (25.0, 2.060),
+        (26.0, 2.056),
+        (27.0, 2.052),
+        (28.0, 2.048),
+        (29.0, 2.045),
+        (30.0, 2.042),
+        (40.0, 2.021),
+        (60.0, 2.000),
+        (120.0, 1.980),
+        (f64::INFINITY, 1.960),
+    ];
+    TABLE
+        .iter()
+        .rev()
+        .find(|(at_least, _)| df >= *at_least)
+        .map_or(TABLE[0].1, |(_, critical)| *critical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn groups(rows: &[&[f64]]) -> Vec<Vec<f64>> {
+        rows.iter().map(|row| row.to_vec()).collect()
+    }
+
+    #[test]
+    fn a_clear_gain_is_better_and_says_what_it_rests_on() {
+        let base = groups(&[
+            &[-1.0, -1.0, 0.0, -1.0],
+            &[-1.0, 0.0, -1.0, -1.0],
+            &[-1.0; 4],
+            &[0.0, -1.0, -1.0, -1.0],
+        ]);
+        let trained = groups(&[
+            &[1.0, 1.0, 0.0, 1.0],
+            &[1.0; 4],
+            &[1.0, 0.0, 1.0, 1.0],
+            &[1.0; 4],
+        ]);
+        let comparison = compare(&base, &trained, 1.0).unwrap();
+        assert_eq!(comparison.verdict, Direction::Better, "{comparison:?}");
+        assert!(comparison.difference.low > 0.0);
+        assert_eq!(
+            (comparison.base.prompts, comparison.base.completions),
+            (4, 16)
+        );
+        assert!((comparison.trained.percent_correct.value - 87.5).abs() < 1e-9);
+        assert_eq!(comparison.base.percent_correct.value, 0.0);
+        assert!(
+            comparison
+                .explanation
+                .starts_with("better: mean score +1.6875"),
+            "{}",
+            comparison.explanation
+        );
+        assert!(
+            comparison
+                .explanation
+                .contains("4 prompts (16 completions) for the base model")
+        );
+    }
+
+    #[test]
+    fn a_clear_loss_is_worse() {
+        let good = groups(&[&[1.0, 0.8], &[0.9, 1.0], &[1.0, 1.0]]);
+        let bad = groups(&[&[0.1, 0.0], &[0.2, 0.1], &[0.0, 0.0]]);
+        assert_eq!(compare(&good, &bad, 1.0).unwrap().verdict, Direction::Worse);
+    }
+
+    #[test]
+    fn overlapping_scores_are_no_detectable_difference() {
+        let base = groups(&[&[1.0, -1.0], &[-1.0, -1.0], &[1.0, 1.0], &[-1.0, 1.0]]);
+        let trained = groups(&[&[1.0, 1.0], &[-1.0, -1.0], &[1.0, -1.0], &[-1.0, 1.0]]);
+        let comparison = compare(&base, &trained, 1.0).unwrap();
+        assert_eq!(comparison.verdict, Direction::NoDetectableDifference);
+        assert!(comparison.difference.low < 0.0 && comparison.difference.high > 0.0);
+        assert!(comparison.explanation.contains("includes 0"));
+    }
+
+    #[test]
+    fn one_prompt_claims_nothing_however_large_the_gap() {
+        let comparison = compare(&groups(&[&[-1.0; 8]]), &groups(&[&[1.0; 8]]), 1.0).unwrap();
+        assert_eq!(comparison.verdict, Direction::NoDetectableDifference);
+        assert!(
+            comparison.explanation.contains("too few prompts"),
+            "{}",
+            comparison.explanation
+        );
+        assert!(comparison.base.mean_score.low.is_infinite());
+    }
+
+    #[test]
+    fn identical_constant_scores_are_no_difference_and_constant_gaps_are_exact() {
+        let same = groups(&[&[0.5, 0.5], &[0.5, 0.5]]);
+        let comparison = compare(&same, &same, 1.0).unwrap();
+        assert_eq!(comparison.verdict, Direction::NoDetectableDifference);
+        assert_eq!(
+            comparison.difference,
+            Estimate {
+                value: 0.0,
+                low: 0.0,
+                high: 0.0
+            }
+        );
+        let higher = groups(&[&[0.75, 0.75], &[0.75, 0.75]]);
+        assert_eq!(
+            compare(&same, &higher, 1.0).unwrap().verdict,
+            Direction::Better
+        );
+    }
+
+    #[test]
+    fn no_scores_is_no_comparison_and_empty_groups_are_left_out() {
+        assert!(compare(&[], &groups(&[&[1.0]]), 1.0).is_none());
+        assert!(compare(&groups(&[&[]]), &groups(&[&[1.0]]), 1.0).is_none());
+        let with_empty = groups(&[&[1.0, 0.0], &[], &[0.0, 1.0]]);
+        assert_eq!(
+            compare(&with_empty, &with_empty, 1.0).unwrap().base.prompts,
+            2
+        );
+    }
+
+    #[test]
+    fn intervals_use_students_t_for_few_prompts() {
+        // Means 0 and 1: mean 0.5, sd 0.7071, se 0.5, t(1) = 12.706.
+        let estimate = interval(&[0.0, 1.0]);
+        assert!(
+            (estimate.high - (0.5 + 12.706 * 0.5)).abs() < 1e-9,
+            "{estimate:?}"
+        );
+        assert_eq!(t_critical(0.5), 12.706);
+        assert_eq!(t_critical(35.0), 2.042);
+        assert_eq!(t_critical(1e9), 1.960);
+    }
+
+    #[test]
+    fn percent_correct_stays_within_0_and_100() {
+        let comparison = compare(
+            &groups(&[&[1.0, 1.0], &[1.0, 0.0]]),
+            &groups(&[&[0.0], &[0.0]]),
+            1.0,
+        )
+        .unwrap();
+        assert!(comparison.base.percent_correct.high <= 100.0);
+        assert!(comparison.trained.percent_correct.low >= 0.0);
+    }
+}

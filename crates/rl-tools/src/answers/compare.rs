@@ -1,0 +1,96 @@
+//! What `rl compare --json` prints.
+
+use serde::Serialize;
+
+use rl_preflight::{Comparison, Estimate, ModelEstimate, TestReport};
+use rl_settings::RunId;
+
+/// A 95% interval; an end is `null` when too few prompts bound it.
+#[derive(Debug, Serialize)]
+pub struct EstimateView {
+    pub value: f64,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+}
+
+impl From<Estimate> for EstimateView {
+    fn from(estimate: Estimate) -> Self {
+        let finite = |x: f64| x.is_finite().then_some(x);
+        Self {
+            value: estimate.value,
+            low: finite(estimate.low),
+            high: finite(estimate.high),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ComparedModel {
+    pub model: String,
+    /// How its process ended (`succeeded`, `failed`, `timed_out`, `not_started`, …).
+    pub status: &'static str,
+    pub prompts: usize,
+    pub completions: usize,
+    pub mean_score: Option<EstimateView>,
+    pub percent_correct: Option<EstimateView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ComparisonAnswer {
+    pub run_id: String,
+    pub environment: String,
+    /// The pre-flight the numbers come from (`rl preflight show ID`).
+    pub test_id: String,
+    pub base: ComparedModel,
+    pub trained: ComparedModel,
+    /// Trained minus base, mean score.
+    pub difference: Option<EstimateView>,
+    /// `better`, `no detectable difference`, `worse`; `null` when a model produced no score.
+    pub verdict: Option<&'static str>,
+    pub explanation: String,
+    /// Which prompts the numbers rest on.
+    pub prompts: String,
+    /// A completion counts as correct from this score on (the top score the test saw).
+    pub correct_from: Option<f64>,
+}
+
+impl ComparisonAnswer {
+    pub(crate) fn new(id: &RunId, report: &TestReport, comparison: Option<&Comparison>) -> Self {
+        let model = |index: usize, estimate: Option<&ModelEstimate>| {
+            let tested = &report.models[index.min(report.models.len().saturating_sub(1))];
+            ComparedModel {
+                model: tested.model.clone(),
+                status: super::ModelAnswer::from(tested).status,
+                prompts: estimate.map_or(0, |e| e.prompts),
+                completions: estimate.map_or(0, |e| e.completions),
+                mean_score: estimate.map(|e| e.mean_score.into()),
+                percent_correct: estimate.map(|e| e.percent_correct.into()),
+            }
+        };
+        let explanation = comparison.map_or_else(
+            || {
+                "no verdict: a model produced no scored completion (see the test's logs: \
+                 `rl preflight show TEST_ID`)"
+                    .to_owned()
+            },
+            |c| c.explanation.clone(),
+        );
+        Self {
+            run_id: id.to_string(),
+            environment: report.environment.clone(),
+            test_id: report.test_id.clone(),
+            base: model(0, comparison.map(|c| &c.base)),
+            trained: model(1, comparison.map(|c| &c.trained)),
+            difference: comparison.map(|c| c.difference.into()),
+            verdict: comparison.map(|c| c.verdict.label()),
+            explanation,
+            prompts: format!(
+                "the first {} items the environment gives in `process` mode, the same \
+                 environment and settings for both models (the same items when its order is \
+                 deterministic)",
+                report.steps
+            ),
+            correct_from: report.correct_from,
+        }
+    }
+}

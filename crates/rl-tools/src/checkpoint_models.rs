@@ -1,0 +1,261 @@
+//! A run's checkpoints as the models of a pre-flight: `run:ID` (its last saved state),
+//! `run:ID@STEP`, `run:ID@best` and `run:ID@base` (the base model it trained, through the same
+//! engine and code, so a comparison differs only in the weights). They are served by
+//! `rl_trainer.checkpoints` (rl's trainer's Python, the run's engine started again on a copy of
+//! its engine folder), which the test starts before its models and ends after them.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rl_preflight::ModelServer;
+use rl_process::RunState;
+use rl_settings::{RunConfig, RunId, Value};
+
+use crate::{Tools, ToolsError};
+
+/// How a model names a run's checkpoint.
+pub(crate) const RUN_PREFIX: &str = "run:";
+/// Loading the engine and each checkpoint compiles JAX functions: minutes on a small CPU.
+const READY_TIMEOUT: Duration = Duration::from_secs(900);
+const PYTHON_MODULE: &str = "rl_trainer.checkpoints";
+
+/// Which of a run's weights a model names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum At {
+    /// The last checkpoint with a saved state (the final one, when the run saved it).
+    Last,
+    Step(i64),
+    Best,
+    Base,
+}
+
+/// Whether `model` names a run's checkpoint.
+pub(crate) fn is_checkpoint_model(model: &str) -> bool {
+    model.starts_with(RUN_PREFIX)
+}
+
+/// `run:ID[@STEP|@best|@base]` read.
+pub(crate) fn parse_checkpoint_model(model: &str) -> Result<(RunId, At), ToolsError> {
+    let invalid = |reason: String| ToolsError::Invalid {
+        what: format!("model {model}"),
+        reason,
+    };
+    let rest = model
+        .strip_prefix(RUN_PREFIX)
+        .ok_or_else(|| invalid(format!("a checkpoint is named {RUN_PREFIX}ID[@STEP]")))?;
+    let (id, at) = match rest.split_once('@') {
+        None => (rest, At::Last),
+        Some((id, "best")) => (id, At::Best),
+        Some((id, "base")) => (id, At::Base),
+        Some((id, step)) => match step.parse::<i64>() {
+            Ok(step) if step >= 0 => (id, At::Step(step)),
+            _ => {
+                return Err(invalid(format!(
+                    "{step:?} is not a step: use a step number, best or base"
+                )));
+            }
+        },
+    };
+    Ok((RunId::parse(id)?, at))
+}
+
+impl Tools {
+    /// The server of `models`, every one a checkpoint of the same finished local-engine run,
+    /// on `port`.
+    pub(crate) fn checkpoint_server(
+        &self,
+        models: &[String],
+        port: u16,
+    ) -> Result<ModelServer, ToolsError> {
+        let mut parsed = Vec::new();
+        for model in models {
+            if !is_checkpoint_model(model) {
+                return Err(ToolsError::Invalid {
+                    what: "models".to_owned(),
+                    reason: format!(
+                        "{model} is not a checkpoint: a test of checkpoints (run:ID[@STEP]) names \
+                         checkpoints only; test other models in a test of their own"
+                    ),
+                });
+            }
+            parsed.push((model.clone(), parse_checkpoint_model(model)?));
+        }
+        let Some((_, (run_id, _))) = parsed.first() else {
+            return Err(ToolsError::Invalid {
+                what: "models".to_owned(),
+                reason: "name at least one model".to_owned(),
+            });
+        };
+        if let Some((other, _)) = parsed.iter().find(|(_, (id, _))| id != run_id) {
+            return Err(ToolsError::Invalid {
+                what: "models".to_owned(),
+                reason: format!(
+                    "{other} is of another run than {RUN_PREFIX}{run_id}: one test samples the \
+                     checkpoints of one run"
+                ),
+            });
+        }
+        let run = self.run_status(run_id, i64::MAX)?.run;
+        if !run.state.is_finished() || run.state == RunState::Stopping {
+            return Err(ToolsError::Invalid {
+                what: format!("run {run_id}"),
+                reason: format!(
+                    "it is {}: its engine is in use; sample its checkpoints once it has ended",
+                    run.state.name()
+                ),
+            });
+        }
+        let saved = self.saved(&run)?;
+        if !saved.dir.join("engine").is_dir() {
+            return Err(ToolsError::Invalid {
+                what: format!("run {run_id}"),
+                reason: "it did not train on the local engine (no engine folder): a hosted \
+                         run's checkpoints are sampled at Tinker's own OpenAI-compatible \
+                         endpoint (--base-url with --model tinker://…)"
+                    .to_owned(),
+            });
+        }
+        let config = RunConfig::read(&run.config_path)?;
+        let base_model =
+            text_of(config.tinker.get("base_model")).ok_or_else(|| ToolsError::Invalid {
+                what: format!("run {run_id}"),
+                reason: "its config names no tinker.base_model".to_owned(),
+            })?;
+        let lora_rank = int_of(config.tinker.get("lora_rank")).unwrap_or(32);
+        let max_token_length = int_of(config.env.get("max_token_length")).unwrap_or(2048);
+        let settings = self.settings()?;
+        let programs = rl_python::install(self.home()).map_err(|error| {
+            ToolsError::Internal(format!("cannot write rl's Python programs: {error}"))
+        })?;
+        let mut args = vec![
+            "-m".to_owned(),
+            PYTHON_MODULE.to_owned(),
+            "--port".to_owned(),
+            port.to_string(),
+            "--engine-python".to_owned(),
+            path_text(settings.engine_python()),
+            "--engine-dir".to_owned(),
+            "engine".to_owned(),
+            "--base-model".to_owned(),
+            base_model,
+            "--lora-rank".to_owned(),
+            lora_rank.to_string(),
+            "--max-token-length".to_owned(),
+            max_token_length.to_string(),
+            "--backend-config".to_owned(),
+            serde_json::to_string(&settings.engine.backend_config)
+                .map_err(|error| ToolsError::Internal(error.to_string()))?,
+        ];
+        for (model, (_, at)) in &parsed {
+            if *at == At::Base {
+                args.extend(["--base".to_owned(), model.clone()]);
+            } else {
+                let state = state_of(&saved, at).map_err(|reason| ToolsError::Invalid {
+                    what: format!("model {model}"),
+                    reason,
+                })?;
+                args.extend(["--model".to_owned(), format!("{model}={state}")]);
+            }
+        }
+        let mut env: Vec<(String, String)> = settings
+            .child_environment
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        env.push(("PYTHONPATH".to_owned(), path_text(&programs)));
+        Ok(ModelServer {
+            program: settings.python.clone(),
+            args,
+            env,
+            port,
+            ready_timeout: READY_TIMEOUT,
+            engine_of: Some(saved.dir),
+        })
+    }
+}
+
+/// The saved state (`save_state` path) a checkpoint model loads; a restarted engine can
+/// sample only what it can load.
+fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String> {
+    let with_state: Vec<(i64, &str)> = saved
+        .record
+        .checkpoints
+        .iter()
+        .filter_map(|checkpoint| Some((checkpoint.step?, checkpoint.state_path.as_deref()?)))
+        .collect();
+    let steps = || {
+        let listed: Vec<String> = with_state
+            .iter()
+            .map(|(step, _)| step.to_string())
+            .collect();
+        if listed.is_empty() {
+            "it saved no state (save_every in [locked.tinker] saves them as it trains)".to_owned()
+        } else {
+            format!("steps with a saved state: {}", listed.join(", "))
+        }
+    };
+    let wanted = match at {
+        At::Last => with_state.last().map(|(step, _)| *step),
+        At::Step(step) => Some(*step),
+        At::Best => saved.best_step,
+        At::Base => None,
+    };
+    let Some(step) = wanted else {
+        return Err(format!("no checkpoint to sample; {}", steps()));
+    };
+    with_state
+        .iter()
+        .rev()
+        .find(|(at, _)| *at == step)
+        .map(|(_, state)| (*state).to_owned())
+        .ok_or_else(|| format!("step {step} has no saved state to sample; {}", steps()))
+}
+
+fn text_of(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::Str(text) if !text.is_empty() => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn int_of(value: Option<&Value>) -> Option<i64> {
+    match value? {
+        Value::Int(number) => Some(*number),
+        _ => None,
+    }
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_models_are_read() {
+        let (id, at) = parse_checkpoint_model("run:20261124-150000-abcd").unwrap();
+        assert_eq!(
+            (id.to_string().as_str(), at),
+            ("20261124-150000-abcd", At::Last)
+        );
+        for (suffix, expected) in [
+            ("@4", At::Step(4)),
+            ("@best", At::Best),
+            ("@base", At::Base),
+        ] {
+            let model = format!("run:20261124-150000-abcd{suffix}");
+            assert_eq!(parse_checkpoint_model(&model).unwrap().1, expected);
+        }
+        for bad in [
+            "run:",
+            "run:x/../y",
+            "run:20261124-150000-abcd@-1",
+            "run:20261124-150000-abcd@last",
+            "qwen/qwen3-8b",
+        ] {
+            assert!(parse_checkpoint_model(bad).is_err(), "{bad}");
+        }
+    }
+}
