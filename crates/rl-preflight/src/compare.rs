@@ -356,7 +356,8 @@ mod tests {
         );
         assert_eq!(t_critical(0.5), 12.706);
         assert_eq!(t_critical(35.0), 2.042);
-        assert_eq!(t_critical(1e9), 1.960);
+        assert_eq!(t_critical(1e9), 1.980);
+        assert_eq!(t_critical(f64::INFINITY), 1.960);
     }
 
     #[test]

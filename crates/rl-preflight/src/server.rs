@@ -48,6 +48,9 @@ pub(crate) struct Running {
     child: tokio::process::Child,
     copy: rl_process::OutputCopy,
     dir: PathBuf,
+    /// Set once `end` has run; otherwise dropping it (the test's future dropped on a Ctrl-C)
+    /// ends it there and then.
+    ended: bool,
 }
 
 /// Starts `server` for the test in `dir` and waits until it is ready. On any failure it is
@@ -100,6 +103,7 @@ pub(crate) async fn start(
         child,
         copy,
         dir: dir.to_owned(),
+        ended: false,
     };
     let recorded = record_group(&dir.join(format!("{SERVER}{GROUP_SUFFIX}")), SERVER, leader);
     if let Err(error) = recorded {
@@ -168,5 +172,16 @@ impl Running {
             self.copy.cut(STOP_GRACE).await;
         }
         let _ = std::fs::remove_dir_all(self.dir.join(ENGINE_COPY));
+        self.ended = true;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.ended {
+            rl_process::stop_recorded_group(self.leader, STOP_GRACE);
+            self.marks.end_processes(STOP_GRACE);
+            let _ = std::fs::remove_dir_all(self.dir.join(ENGINE_COPY));
+        }
     }
 }

@@ -235,24 +235,21 @@ mod tests {
 
     #[test]
     fn checkpoint_models_are_read() {
-        let (id, at) = parse_checkpoint_model("run:20261124-150000-abcd").unwrap();
-        assert_eq!(
-            (id.to_string().as_str(), at),
-            ("20261124-150000-abcd", At::Last)
-        );
+        let (id, at) = parse_checkpoint_model("run:0badc0de").unwrap();
+        assert_eq!((id.to_string().as_str(), at), ("0badc0de", At::Last));
         for (suffix, expected) in [
             ("@4", At::Step(4)),
             ("@best", At::Best),
             ("@base", At::Base),
         ] {
-            let model = format!("run:20261124-150000-abcd{suffix}");
+            let model = format!("run:0badc0de{suffix}");
             assert_eq!(parse_checkpoint_model(&model).unwrap().1, expected);
         }
         for bad in [
             "run:",
             "run:x/../y",
-            "run:20261124-150000-abcd@-1",
-            "run:20261124-150000-abcd@last",
+            "run:0badc0de@-1",
+            "run:0badc0de@last",
             "qwen/qwen3-8b",
         ] {
             assert!(parse_checkpoint_model(bad).is_err(), "{bad}");

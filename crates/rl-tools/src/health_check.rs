@@ -505,7 +505,7 @@ fn environment_count_check(
             true,
             Err((
                 format!("no environment in {}", dir.display()),
-                "add one (a BaseEnv subclass), or point --envs-dir at the folder that has them"
+                "write one with `rl envs new NAME` (rl's template), or point --envs-dir at the folder that has them"
                     .to_owned(),
             )),
         )],

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
 
 use crate::answers::{RateLimited, error_answer, report_json, to_json};
+use crate::compare::CompareOptions;
 use crate::error::FailureKind;
 use crate::metrics::SourceChoice;
 use crate::preflight::InferenceOptions;
@@ -97,6 +98,15 @@ struct InferenceArgs {
     group_size: Option<u32>,
     #[serde(default)]
     models: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompareArgs {
+    run_id: String,
+    step: Option<String>,
+    num_steps: Option<u32>,
+    group_size: Option<u32>,
 }
 
 impl Registry {
@@ -224,6 +234,10 @@ impl Registry {
                 let args: InferenceArgs = parse(name, arguments)?;
                 self.test_inference(args).await
             }
+            ToolName::CompareTraining => {
+                let args: CompareArgs = parse(name, arguments)?;
+                self.compare_training(args).await
+            }
             ToolName::HealthCheck => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
@@ -291,6 +305,37 @@ impl Registry {
             .test_inference(&plan, Arc::new(|_: Progress| {}))
             .await?;
         report_json(&report)
+    }
+}
+
+impl Registry {
+    async fn compare_training(&self, args: CompareArgs) -> Result<serde_json::Value, ToolsError> {
+        rl_preflight::check_size(args.num_steps, args.group_size).map_err(|error| {
+            ToolsError::BadArguments {
+                tool: ToolName::CompareTraining.name().to_owned(),
+                reason: error.to_string(),
+            }
+        })?;
+        let defaults = CompareOptions::default();
+        let options = CompareOptions {
+            step: args.step,
+            prompts: args.num_steps.unwrap_or(defaults.prompts),
+            group_size: args.group_size.unwrap_or(defaults.group_size),
+            ..defaults
+        };
+        let (id, plan) = self
+            .tools
+            .blocking(move |tools| {
+                let id = tools.run_id(&args.run_id)?;
+                let plan = tools.compare_plan(&id, &options)?;
+                Ok((id, plan))
+            })
+            .await?;
+        let report = self
+            .tools
+            .test_inference(&plan, Arc::new(|_: Progress| {}))
+            .await?;
+        to_json(&self.tools.comparison(&id, &report)?)
     }
 }
 

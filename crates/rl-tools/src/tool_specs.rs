@@ -5,6 +5,8 @@ use serde_json::json;
 
 use rl_preflight::{DEFAULT_GROUP_SIZE, DEFAULT_STEPS, MAX_GROUP_SIZE, MAX_STEPS};
 
+use crate::compare::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
+
 /// One tool as agents see it.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
@@ -30,12 +32,13 @@ pub(crate) enum ToolName {
     ListRuns,
     ListCheckpoints,
     TestInference,
+    CompareTraining,
     HealthCheck,
 }
 
 impl ToolName {
     /// In the order an agent meets them.
-    const ALL: [Self; 13] = [
+    const ALL: [Self; 14] = [
         Self::ListEnvironments,
         Self::SelectEnvironment,
         Self::GetCurrentConfig,
@@ -48,6 +51,7 @@ impl ToolName {
         Self::ListRuns,
         Self::ListCheckpoints,
         Self::TestInference,
+        Self::CompareTraining,
         Self::HealthCheck,
     ];
 
@@ -65,6 +69,7 @@ impl ToolName {
             Self::ListRuns => "rl_list_runs",
             Self::ListCheckpoints => "rl_list_checkpoints",
             Self::TestInference => "rl_test_inference",
+            Self::CompareTraining => "rl_compare_training",
             Self::HealthCheck => "rl_health_check",
         }
     }
@@ -265,9 +270,31 @@ impl ToolName {
                     "properties": {
                         "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_STEPS, "description": "Groups per model"},
                         "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_GROUP_SIZE, "description": "Completions per group, as in training"},
-                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7)"}
+                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); or a finished local-engine run's checkpoints, served by rl: run:RUN_ID (its last saved state), run:RUN_ID@STEP, run:RUN_ID@best, run:RUN_ID@base (its base model)"}
                     },
                     "required": [],
+                    "additionalProperties": false
+                }),
+            },
+            Self::CompareTraining => ToolSpec {
+                name: self.name(),
+                description: "Did training help? Run the pre-flight of a finished local-engine \
+                    run's environment (it must be selected) against its base model and a trained \
+                    checkpoint, both sampled through the run's engine, on the same prompts. Takes \
+                    minutes. Returns each model's `mean_score` and `percent_correct` with 95% \
+                    confidence intervals (`low`, `high`; null when too few prompts bound them), \
+                    the `difference` (trained minus base), a `verdict` (better, no detectable \
+                    difference, worse) and an `explanation` saying how many prompts and \
+                    completions it rests on.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "run_id": run_id_parameter("The run whose checkpoint is compared"),
+                        "step": {"type": "string", "pattern": "^([0-9]+|best)$", "description": "The trained checkpoint: a step with a saved state, or best (default: the last saved state)"},
+                        "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_COMPARE_PROMPTS, "description": "Prompts (groups) per model"},
+                        "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_COMPARE_GROUP_SIZE, "description": "Completions per prompt"}
+                    },
+                    "required": ["run_id"],
                     "additionalProperties": false
                 }),
             },

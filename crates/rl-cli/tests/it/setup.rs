@@ -10,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rl_test_support::workspace_root;
+use serde_json::Value;
 
 /// Where the journey's `cargo install` builds: its own folder, kept between test runs so only
 /// the first pays the build, and never `target/debug` (whose `rl` the other tests are running).
@@ -175,8 +176,19 @@ fn a_new_user_installs_sets_up_trains_and_repairs() {
     assert!(config.contains("kind = \"local\""), "{config}");
     let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
     assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    // The one thing missing now is an environment, and doctor says how to write one.
     let doctor = user.rl(&["doctor", "--json"], Duration::from_secs(120));
-    assert_eq!(doctor.status.code(), Some(0), "{}", text(&doctor));
+    assert_eq!(doctor.status.code(), Some(1), "{}", text(&doctor));
+    let failed: Vec<Value> = json(&doctor)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|check| check["ok"] == false && check["required"] == true)
+        .cloned()
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0]["name"], "environments");
+    assert!(failed[0]["fix"].as_str().unwrap().contains("rl envs new"));
 
     // What a user edits next for a first run on a CPU: a few short steps of a small model.
     let mut config = config;
@@ -198,6 +210,8 @@ fn a_new_user_installs_sets_up_trains_and_repairs() {
     );
     assert!(created.status.success(), "{}", text(&created));
     assert!(envs.join("my_env.py").is_file());
+    let doctor = user.rl(&["doctor", "--json"], Duration::from_secs(120));
+    assert_eq!(doctor.status.code(), Some(0), "{}", text(&doctor));
     let selected = user.rl(&["select", "my_env"], Duration::from_secs(60));
     assert!(selected.status.success(), "{}", text(&selected));
     let started = user.rl(
@@ -302,6 +316,64 @@ fn a_new_user_installs_sets_up_trains_and_repairs() {
     );
     let again = user.rl(&["setup"], Duration::from_secs(1500));
     assert!(again.status.success(), "{}", text(&again));
+    let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+}
+
+/// uv from the package registry, pinned: what `rl setup` uses when it is on the PATH.
+const UV: &str = "uv==0.13.9";
+
+#[test]
+#[ignore = "needs python3 and the package registry: `cargo xtask test` runs it"]
+fn setup_uses_uv_when_it_is_on_the_path() {
+    let user_dir = tempfile::tempdir().unwrap();
+    let tools = user_dir.path().join("tools");
+    let venv = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&tools)
+        .output()
+        .unwrap();
+    assert!(venv.status.success(), "{}", text(&venv));
+    let mut install = Command::new(tools.join("bin/python"));
+    install.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        UV,
+    ]);
+    let installed = bounded(install, Duration::from_secs(300));
+    assert!(installed.status.success(), "{}", text(&installed));
+    let home = user_dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let runner_home = std::env::var_os("HOME").map(PathBuf::from);
+    let user = User {
+        // uv's folder first, then rl's build (not installed: `rl setup` is what is tested).
+        bin: workspace_root().join("target/debug"),
+        path: format!(
+            "{}:{}",
+            tools.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+        pip_cache: None,
+        home,
+    };
+    let mut command = user.command(&user.bin.join("rl"));
+    command.arg("setup");
+    if let Some(runner) = &runner_home {
+        // uv's cache is the runner's, as pip's is in the journey: only the first run downloads.
+        command.env("UV_CACHE_DIR", runner.join(".cache/uv"));
+    }
+    let made = bounded(command, Duration::from_secs(1200));
+    assert!(made.status.success(), "{}", text(&made));
+    assert!(
+        String::from_utf8_lossy(&made.stdout).contains("(with uv)"),
+        "{}",
+        text(&made)
+    );
+    let log = std::fs::read_to_string(user.state().join("venvs/setup.log")).unwrap();
+    assert!(log.contains("uv"), "{log}");
     let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
     assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
 }

@@ -6,6 +6,7 @@
 mod hostile_models;
 mod preflight;
 mod runner;
+mod served;
 mod tracking;
 
 use std::path::{Path, PathBuf};
@@ -66,10 +67,14 @@ impl Stack {
 }
 
 pub(crate) fn request(server: &FixtureServer, models: &[&str]) -> TestRequest {
+    request_at(&server.base_url, models)
+}
+
+pub(crate) fn request_at(base_url: &str, models: &[&str]) -> TestRequest {
     TestRequest {
         models: models.iter().map(|m| (*m).to_owned()).collect(),
         endpoint: Endpoint {
-            base_url: server.base_url.clone(),
+            base_url: base_url.to_owned(),
             key_variable: "FIXTURE_KEY".to_owned(),
             key: Some("sk-fixture-not-checked".to_owned()),
         },

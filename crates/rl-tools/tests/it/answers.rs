@@ -462,6 +462,13 @@ fn resume_answers() {
         if let Some(supervisor) = run.supervisor {
             let group = nix::unistd::Pid::from_raw(i32::try_from(supervisor.pid).unwrap());
             let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            // Gone before the answers below list the active runs (a signal is not a death).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while rl_process::ProcessIdentity::of(supervisor.pid).is_some_and(|p| p.is_alive())
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
         }
     }
     assert!(resumed["failure"].is_null(), "{resumed}");
@@ -612,6 +619,42 @@ fn health_and_preflight_answers() {
     assert_answer!(
         "test_inference_num_steps_out_of_range",
         call("rl_test_inference", json!({"num_steps": 0}))
+    );
+    assert_answer!(
+        "test_inference_checkpoint_of_no_run",
+        call("rl_test_inference", json!({"models": ["run:0badc0de@2"]}))
+    );
+    assert_answer!(
+        "test_inference_checkpoint_beside_a_model",
+        call(
+            "rl_test_inference",
+            json!({"models": ["run:0badc0de", "qwen/qwen3-8b"]})
+        )
+    );
+    assert_answer!(
+        "test_inference_checkpoint_bad_step",
+        call(
+            "rl_test_inference",
+            json!({"models": ["run:0badc0de@latest"]})
+        )
+    );
+    assert_answer!(
+        "compare_training_unknown_run",
+        call("rl_compare_training", json!({"run_id": "0badc0de"}))
+    );
+    assert_answer!(
+        "compare_training_num_steps_out_of_range",
+        call(
+            "rl_compare_training",
+            json!({"run_id": "0badc0de", "num_steps": 101})
+        )
+    );
+    assert_answer!(
+        "compare_training_unknown_argument",
+        call(
+            "rl_compare_training",
+            json!({"run_id": "0badc0de", "model": "x"})
+        )
     );
 }
 
