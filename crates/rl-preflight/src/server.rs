@@ -20,6 +20,12 @@ const POLL: Duration = Duration::from_millis(500);
 /// The folder, inside the test's, holding the copy of the run's engine folder.
 const ENGINE_COPY: &str = "engine";
 
+/// Removes the copy of a run's engine folder a test's server worked on (its states are links:
+/// a copy left behind would keep them on disk after the run's own are pruned).
+pub(crate) fn remove_engine_copy(test_dir: &Path) {
+    let _ = std::fs::remove_dir_all(test_dir.join(ENGINE_COPY));
+}
+
 /// A server of the test's models on a loopback port. Its arguments never hold a key.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelServer {
@@ -171,7 +177,7 @@ impl Running {
         if !self.copy.ended(STOP_GRACE).await {
             self.copy.cut(STOP_GRACE).await;
         }
-        let _ = std::fs::remove_dir_all(self.dir.join(ENGINE_COPY));
+        remove_engine_copy(&self.dir);
         self.ended = true;
     }
 }
@@ -181,7 +187,7 @@ impl Drop for Running {
         if !self.ended {
             rl_process::stop_recorded_group(self.leader, STOP_GRACE);
             self.marks.end_processes(STOP_GRACE);
-            let _ = std::fs::remove_dir_all(self.dir.join(ENGINE_COPY));
+            remove_engine_copy(&self.dir);
         }
     }
 }

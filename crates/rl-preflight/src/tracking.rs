@@ -257,6 +257,7 @@ pub(crate) fn reconcile(dir: &Path, started: &TestStarted) -> Result<TestState, 
         return Ok(TestState::Reported);
     }
     let ended = end_groups(dir, started.owner.as_ref());
+    crate::server::remove_engine_copy(dir);
     let interruption = Interruption {
         found_at: jiff::Timestamp::now().to_string(),
         reason,

@@ -282,14 +282,7 @@ impl Registry {
     }
 
     async fn test_inference(&self, args: InferenceArgs) -> Result<serde_json::Value, ToolsError> {
-        // Before the plan, which needs a selection and a key: an oversized test is refused as
-        // the bad argument it is.
-        rl_preflight::check_size(args.num_steps, args.group_size).map_err(|error| {
-            ToolsError::BadArguments {
-                tool: ToolName::TestInference.name().to_owned(),
-                reason: error.to_string(),
-            }
-        })?;
+        checked_size(ToolName::TestInference, args.num_steps, args.group_size)?;
         let options = InferenceOptions {
             models: args.models.unwrap_or_default(),
             num_steps: args.num_steps,
@@ -306,16 +299,9 @@ impl Registry {
             .await?;
         report_json(&report)
     }
-}
 
-impl Registry {
     async fn compare_training(&self, args: CompareArgs) -> Result<serde_json::Value, ToolsError> {
-        rl_preflight::check_size(args.num_steps, args.group_size).map_err(|error| {
-            ToolsError::BadArguments {
-                tool: ToolName::CompareTraining.name().to_owned(),
-                reason: error.to_string(),
-            }
-        })?;
+        checked_size(ToolName::CompareTraining, args.num_steps, args.group_size)?;
         let defaults = CompareOptions::default();
         let options = CompareOptions {
             step: args.step,
@@ -337,6 +323,19 @@ impl Registry {
             .await?;
         to_json(&self.tools.comparison(&id, &report)?)
     }
+}
+
+/// A test's size checked before its plan, which needs a selection and a key: an oversized test
+/// is refused as the bad argument it is.
+fn checked_size(
+    tool: ToolName,
+    steps: Option<u32>,
+    group_size: Option<u32>,
+) -> Result<(), ToolsError> {
+    rl_preflight::check_size(steps, group_size).map_err(|error| ToolsError::BadArguments {
+        tool: tool.name().to_owned(),
+        reason: error.to_string(),
+    })
 }
 
 /// The argument object, `null` or absent counting as `{}`.
