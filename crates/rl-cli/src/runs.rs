@@ -401,7 +401,20 @@ fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
 /// The detached supervisor's body: its output goes to the run's `supervisor.log`.
 pub(crate) fn supervise(context: &Context, id: &str) -> anyhow::Result<()> {
     let ended = rl_tools::supervise(&context.home()?, id)?;
-    output::line(format!("run {id} ended: {}", ended.label()))
+    output::line(format!("run {id} ended: {}", ended.label()))?;
+    // The operator's policy applied as the run ends; a failure is said in the supervisor's
+    // log and changes nothing of how the run ended.
+    let tools = context.tools()?;
+    if tools.settings()?.checkpoints.prune_when_ended {
+        let pruned = rl_settings::RunId::parse(id)
+            .map_err(rl_tools::ToolsError::from)
+            .and_then(|id| tools.prune_checkpoints(&id));
+        match pruned {
+            Ok(pruned) => output::line(format!("checkpoints pruned: {}", pruned.message))?,
+            Err(error) => output::line(format!("checkpoints not pruned: {error}"))?,
+        }
+    }
+    Ok(())
 }
 
 fn print_status(run: &RunView) -> anyhow::Result<()> {

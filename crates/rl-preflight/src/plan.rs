@@ -224,7 +224,9 @@ fn cli_text(value: &Value) -> Option<String> {
     }
 }
 
-fn check_models(models: &[String]) -> Result<(), PreflightError> {
+/// Model ids as every test takes them: 1 to 200 printable characters without spaces, none twice.
+/// Callers that read a model id before the plan check it first, so that what they echo is bounded.
+pub fn check_models(models: &[String]) -> Result<(), PreflightError> {
     if models.is_empty() {
         return Err(PreflightError::invalid("models", "name at least one model"));
     }
@@ -237,7 +239,8 @@ fn check_models(models: &[String]) -> Result<(), PreflightError> {
             return Err(PreflightError::invalid(
                 "models",
                 format!(
-                    "{model:?} is not a model id (1 to 200 characters, no spaces or control characters)"
+                    "{} is not a model id (1 to 200 characters, no spaces or control characters)",
+                    shown(model)
                 ),
             ));
         }
@@ -249,6 +252,17 @@ fn check_models(models: &[String]) -> Result<(), PreflightError> {
         }
     }
     Ok(())
+}
+
+/// A refused id as an error shows it: quoted, and only its start when it is long (the whole of
+/// a huge one would be echoed to the caller).
+fn shown(model: &str) -> String {
+    const SHOWN: usize = 60;
+    if model.chars().count() <= SHOWN {
+        return format!("{model:?}");
+    }
+    let start: String = model.chars().take(SHOWN).collect();
+    format!("{start:?}… ({} characters)", model.chars().count())
 }
 
 /// The test's size, as far as the caller gave it: `num_steps` groups of `group_size`

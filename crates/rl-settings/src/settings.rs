@@ -73,6 +73,8 @@ pub struct Settings {
 #[serde(default)]
 pub struct CheckpointPolicy {
     pub keep_last: u32,
+    /// Prune each run as it ends (its supervisor does), not only on `rl checkpoints prune`.
+    pub prune_when_ended: bool,
 }
 
 /// Which Tinker API the trainer talks to.

@@ -25,6 +25,7 @@ pub(crate) enum At {
     /// The last checkpoint with a saved state (the final one, when the run saved it).
     Last,
     Step(i64),
+    /// The saved state at the step with the best `reward/mean`.
     Best,
     Base,
 }
@@ -175,13 +176,14 @@ impl Tools {
 }
 
 /// The saved state (`save_state` path) a checkpoint model loads; a restarted engine can
-/// sample only what it can load.
+/// sample only what it can load, and nothing pruned.
 fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String> {
     let with_state: Vec<(i64, &str)> = saved
         .record
         .checkpoints
         .iter()
         .filter_map(|checkpoint| Some((checkpoint.step?, checkpoint.state_path.as_deref()?)))
+        .filter(|(step, _)| !saved.pruned.contains(step))
         .collect();
     let steps = || {
         let listed: Vec<String> = with_state
@@ -189,7 +191,9 @@ fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String
             .map(|(step, _)| step.to_string())
             .collect();
         if listed.is_empty() {
-            "it saved no state (save_every in [locked.tinker] saves them as it trains)".to_owned()
+            "it saved no state, or its states were pruned (save_every in [locked.tinker] saves \
+             them as it trains)"
+                .to_owned()
         } else {
             format!("steps with a saved state: {}", listed.join(", "))
         }
@@ -197,7 +201,10 @@ fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String
     let wanted = match at {
         At::Last => with_state.last().map(|(step, _)| *step),
         At::Step(step) => Some(*step),
-        At::Best => saved.best_step,
+        // The best of what can be loaded: a better step without a state cannot be sampled.
+        At::Best => {
+            crate::checkpoints::best_of(with_state.iter().map(|(step, _)| *step), &saved.rewards)
+        }
         At::Base => None,
     };
     let Some(step) = wanted else {

@@ -47,6 +47,7 @@ impl Tools {
             best_step,
             resume,
             pruned,
+            ..
         } = self.saved(run)?;
         let checkpoints = record
             .checkpoints
@@ -91,16 +92,13 @@ impl Tools {
         let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
         let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
         let rewards = rewards_by_step(&dir);
-        let best_step = record
-            .checkpoints
-            .iter()
-            .filter_map(|checkpoint| {
-                let step = checkpoint.step?;
-                Some((step, rewards.iter().find(|(at, _)| *at == step)?.1))
-            })
-            // The later of equals: it trained longer for the same score.
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-            .map(|(step, _)| step);
+        let best_step = best_of(
+            record
+                .checkpoints
+                .iter()
+                .filter_map(|checkpoint| checkpoint.step),
+            &rewards,
+        );
         let total = RunConfig::read(&run.config_path)
             .ok()
             .as_ref()
@@ -113,6 +111,7 @@ impl Tools {
             dir,
             record,
             best_step,
+            rewards,
             resume,
             pruned,
         })
@@ -297,8 +296,10 @@ pub(crate) struct Saved {
     pub(crate) dir: PathBuf,
     pub(crate) record: rl_metrics::CheckpointRecord,
     pub(crate) best_step: Option<i64>,
+    /// `reward/mean` by step, as `metrics.jsonl` has it.
+    pub(crate) rewards: Vec<(i64, f64)>,
     resume: Option<crate::resume::ResumePoint>,
-    pruned: Vec<i64>,
+    pub(crate) pruned: Vec<i64>,
 }
 
 /// The steps pruned so far (none when the file is missing or unreadable: nothing is claimed
@@ -333,6 +334,16 @@ fn remove_archive(path: &Path) -> Result<(), ToolsError> {
 }
 
 /// `reward/mean` of each step of the run's `metrics.jsonl`.
+/// The step of `steps` with the highest reward, the later of equals (it trained longer for the
+/// same score); none without a reward logged at any of them.
+pub(crate) fn best_of(steps: impl IntoIterator<Item = i64>, rewards: &[(i64, f64)]) -> Option<i64> {
+    steps
+        .into_iter()
+        .filter_map(|step| Some((step, rewards.iter().find(|(at, _)| *at == step)?.1)))
+        .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+        .map(|(step, _)| step)
+}
+
 fn rewards_by_step(dir: &Path) -> Vec<(i64, f64)> {
     let Ok(metrics) = read_metrics_file(&dir.join(METRICS_FILE_NAME)) else {
         return Vec::new();

@@ -113,6 +113,7 @@ impl Tools {
                     .to_owned(),
             });
         }
+        rl_preflight::check_models(&options.models)?;
         let [port] = rl_process::free_loopback_ports::<1>()?;
         let server = self.checkpoint_server(&options.models, port)?;
         let mut request = TestRequest::openrouter(None);

@@ -8,13 +8,39 @@ use serde_json::Value;
 use crate::runs::assert_nothing_left;
 use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, stack};
 
+/// Keep the last checkpoint (and the best and the final weights), pruned as the run ends.
+const PRUNED_AS_IT_ENDS: (&str, &str) = (
+    "keep_rollouts = 20",
+    "keep_rollouts = 20\n\n[checkpoints]\nkeep_last = 1\nprune_when_ended = true",
+);
+
 #[test]
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
 fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
-    let (stack, _engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO]);
+    let (stack, _engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO, PRUNED_AS_IT_ENDS]);
     let id = stack.start();
     let finished = stack.wait(&id, "finished", 900);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+
+    // The operator's policy applied by the supervisor as the run ended: the last checkpoint,
+    // the best and the final weights kept, the others' files deleted.
+    let pruned_file = stack.run_dir(&id).join("pruned.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !pruned_file.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    let checkpoints = listed["runs"][0]["checkpoints"].as_array().unwrap().clone();
+    let pruned: Vec<i64> = checkpoints
+        .iter()
+        .filter(|checkpoint| checkpoint["pruned"] == true && checkpoint["state_path"].is_string())
+        .map(|checkpoint| checkpoint["step"].as_i64().unwrap())
+        .collect();
+    assert!(!pruned.is_empty(), "{listed:#}");
+    for checkpoint in &checkpoints {
+        let kept = checkpoint["best"] == true || checkpoint["name"] == "final";
+        assert!(!(kept && checkpoint["pruned"] == true), "{listed:#}");
+    }
     let engine_db = stack.run_dir(&id).join("engine/tinker.db");
     let db_before = std::fs::read(&engine_db).unwrap();
 
@@ -34,12 +60,17 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         &["test", "--json", "--model", &at("1")],
         "steps with a saved state: ",
     );
+    // A pruned state is no model any more.
+    refused(
+        &["test", "--json", "--model", &at(&pruned[0].to_string())],
+        "has no saved state",
+    );
     refused(
         &[
             "test",
             "--json",
             "--model",
-            &at("4"),
+            &at("best"),
             "--model",
             "qwen/qwen3-8b",
         ],
@@ -50,7 +81,7 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
             "test",
             "--json",
             "--model",
-            &at("4"),
+            &at("best"),
             "--base-url",
             "http://127.0.0.1:9/v1",
         ],
@@ -63,7 +94,7 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         "--model",
         &at("base"),
         "--model",
-        &at("4"),
+        &at("best"),
         "--steps",
         "2",
         "--group-size",
@@ -75,7 +106,7 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     }
     let test_dir = std::path::PathBuf::from(report["output_dir"].as_str().unwrap());
     let served = std::fs::read_to_string(test_dir.join("server.log")).unwrap();
-    assert!(served.contains(&format!("as run:{id}@4")), "{served}");
+    assert!(served.contains(&format!("as run:{id}@best")), "{served}");
     assert!(
         !test_dir.join("engine").exists(),
         "the engine copy is removed"

@@ -522,7 +522,10 @@ fn resume_answers() {
 fn prune_answers() {
     let fixture = fixture_with(
         Ok(Settings {
-            checkpoints: rl_settings::CheckpointPolicy { keep_last: 1 },
+            checkpoints: rl_settings::CheckpointPolicy {
+                keep_last: 1,
+                ..Default::default()
+            },
             ..settings()
         }),
         &[("TINKER_API_KEY", TINKER_KEY)],
@@ -637,6 +640,13 @@ fn health_and_preflight_answers() {
             "rl_test_inference",
             json!({"models": ["run:0badc0de@latest"]})
         )
+    );
+    let long = format!("run:0badc0de@{}", "9".repeat(100_000));
+    let answer = call("rl_test_inference", json!({ "models": [long] }));
+    assert_eq!(answer["failure"], "bad_request", "{answer}");
+    assert!(
+        answer.to_string().len() < 2_000,
+        "the id is not echoed whole"
     );
     assert_answer!(
         "compare_training_unknown_run",
