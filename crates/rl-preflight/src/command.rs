@@ -49,6 +49,11 @@ pub(crate) struct ModelFiles {
     pub group_path: PathBuf,
 }
 
+/// What the runner drew for a model whose groups are at `output_path` (`01-m.items.json`).
+pub(crate) fn items_path(output_path: &Path) -> PathBuf {
+    output_path.with_extension("items.json")
+}
+
 pub(crate) fn model_files(test_dir: &Path, index: usize, model: &str) -> ModelFiles {
     let stem = file_stem(index, model);
     ModelFiles {
@@ -115,10 +120,14 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         output_path,
         group_path,
     } = model_files(test_dir, index, model);
-    let mut args = vec![
+    let mut args = Vec::new();
+    if plan.held_out.is_some() {
+        args.extend(["-m".to_owned(), rl_python::ENV_RUNNER.to_owned()]);
+    }
+    args.extend([
         plan.env_file.to_string_lossy().into_owned(),
         "process".to_owned(),
-    ];
+    ]);
     let mut flag = |name: &str, value: String| {
         args.push(format!("--{name}"));
         args.push(value);
@@ -150,6 +159,21 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         .clone()
         .unwrap_or_else(|| NO_KEY_PLACEHOLDER.to_owned());
     env.push((CHILD_KEY_VARIABLE.to_owned(), key));
+    if let Some(held_out) = &plan.held_out {
+        let theirs = plan.child_environment.get("PYTHONPATH").map(String::as_str);
+        env.push((
+            "PYTHONPATH".to_owned(),
+            rl_python::python_path(&held_out.programs, theirs),
+        ));
+        env.extend(rl_python::items_variables(
+            rl_python::Items::HeldOut,
+            held_out.slice,
+        ));
+        env.push((
+            rl_python::ITEMS_REPORT_VARIABLE.to_owned(),
+            items_path(&output_path).to_string_lossy().into_owned(),
+        ));
+    }
     if plan.use_wandb {
         // The SDK keeps its run files in the test's folder, not in the working tree.
         env.push((
@@ -213,6 +237,7 @@ mod tests {
             correct_rule: crate::analysis::CorrectRule::TopScore,
             verdict_policy: crate::verdict::VerdictPolicy::default(),
             server: None,
+            held_out: None,
         }
     }
 
@@ -259,6 +284,31 @@ mod tests {
         assert_eq!(env["WANDB_DIR"], "/home/preflight/0badc0de");
         assert_eq!(env["WANDB_API_KEY"], "wandb-key-value");
         assert!(!job.env_remove.iter().any(|n| n == "WANDB_API_KEY"));
+    }
+
+    #[test]
+    fn held_out_items_run_the_environment_through_rl_env_with_the_slice() {
+        let mut plan = plan(false);
+        plan.child_environment
+            .insert("PYTHONPATH".to_owned(), "/theirs".to_owned());
+        plan.held_out = Some(crate::plan::HeldOutItems {
+            programs: "/home/python/abc".into(),
+            slice: rl_python::Slice {
+                fraction: 0.25,
+                seed: 7,
+            },
+        });
+        let job = model_job(&plan, 1, "run:0badc0de", Path::new("/t"));
+        assert_eq!(
+            job.args[..4],
+            ["-m", "rl_env", "/tree/envs/arithmetic_env.py", "process"]
+        );
+        let env: std::collections::BTreeMap<_, _> = job.env.iter().cloned().collect();
+        assert_eq!(env["PYTHONPATH"], "/home/python/abc:/theirs");
+        assert_eq!(env["RL_ITEMS"], "held-out");
+        assert_eq!(env["RL_HELD_OUT_FRACTION"], "0.25");
+        assert_eq!(env["RL_HELD_OUT_SEED"], "7");
+        assert_eq!(env["RL_ITEMS_REPORT"], "/t/02-run_0badc0de.items.json");
     }
 
     #[test]

@@ -30,10 +30,10 @@ pub use analysis::{
 pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
 pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare};
 pub use error::PreflightError;
-pub use model::{ModelOutcome, ModelReport};
+pub use model::{DrawnItems, ModelOutcome, ModelReport};
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
-    Endpoint, Key, LOCKED_FIELDS, MAX_GROUP_SIZE, MAX_STEPS, OPENROUTER_BASE_URL,
+    Endpoint, HeldOutItems, Key, LOCKED_FIELDS, MAX_GROUP_SIZE, MAX_STEPS, OPENROUTER_BASE_URL,
     OPENROUTER_KEY_VARIABLE, TestPlan, TestRequest, check_models, check_size,
 };
 pub use preflight::run_test;

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::Figures;
+use crate::command::items_path;
+use crate::error::PreflightError;
+use crate::files::read_json;
 
 /// How a model's `process` run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,4 +46,30 @@ pub struct ModelReport {
     pub error_tail: Vec<String>,
     pub log_path: PathBuf,
     pub output_path: PathBuf,
+}
+
+/// What rl's environment runner drew for a model asked the held-out items.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DrawnItems {
+    /// `held-out slice` or `eval split` (the environment's own).
+    pub source: String,
+    pub fraction: f64,
+    pub seed: u64,
+    /// Distinct items asked.
+    pub drawn: u32,
+    /// Items passed over: outside the slice, or asked already.
+    pub skipped: u32,
+    /// The source had no more items before the test's steps were done.
+    pub exhausted: bool,
+}
+
+impl ModelReport {
+    /// What the runner drew, when the model ran through it (`None` for an ordinary test).
+    pub fn drawn_items(&self) -> Result<Option<DrawnItems>, PreflightError> {
+        let path = items_path(&self.output_path);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        read_json(&path).map(Some)
+    }
 }

@@ -105,6 +105,16 @@ pub struct TestPlan {
     pub verdict_policy: VerdictPolicy,
     /// The process serving the models at `endpoint`, when the test starts it itself.
     pub server: Option<ModelServer>,
+    /// Only the held-out items, each once, when set: the environment runs through rl's runner.
+    pub held_out: Option<HeldOutItems>,
+}
+
+/// The items a run kept out of training (or the environment's eval split), asked through rl's
+/// environment runner, which is installed in `programs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldOutItems {
+    pub programs: PathBuf,
+    pub slice: rl_python::Slice,
 }
 
 /// What a caller may choose; everything else comes from the selection and the settings.
@@ -121,6 +131,7 @@ pub struct TestRequest {
     pub correct_rule: CorrectRule,
     /// Started before the models and ended after them; `endpoint` is then its URL.
     pub server: Option<ModelServer>,
+    pub held_out: Option<HeldOutItems>,
 }
 
 impl TestRequest {
@@ -141,6 +152,7 @@ impl TestRequest {
             timeout: DEFAULT_TIMEOUT,
             correct_rule: CorrectRule::default(),
             server: None,
+            held_out: None,
         }
     }
 }
@@ -207,6 +219,7 @@ impl TestPlan {
             correct_rule: request.correct_rule,
             verdict_policy: VerdictPolicy::default(),
             server: request.server,
+            held_out: request.held_out,
         })
     }
 }

@@ -47,7 +47,6 @@ impl LaunchPlan {
             .collect()
     }
 
-    /// The port `component` listens on, for those that listen.
     /// Every port the run's components listen on.
     pub(crate) fn ports(&self) -> Vec<u16> {
         Component::START_ORDER
@@ -56,6 +55,13 @@ impl LaunchPlan {
             .collect()
     }
 
+    /// The slice of its environment's items the run kept out of training, if it kept one.
+    pub fn held_out(&self) -> Option<rl_python::Slice> {
+        let env = self.spec(Component::Env)?;
+        rl_python::kept_out(&env.args, &env.env)
+    }
+
+    /// The port `component` listens on, for those that listen.
     pub fn port(&self, component: Component) -> Option<u16> {
         match component {
             Component::Engine => self.engine_port,

@@ -291,7 +291,16 @@ impl Runs {
                     programs.to_string_lossy().into_owned(),
                 )),
                 Component::Trainer => env.push(python_path(&programs, &settings.child_environment)),
-                Component::Api | Component::Env => {}
+                // Through `rl_env` (the default command), the environment keeps the held-out
+                // slice out of training; `rl compare` asks it.
+                Component::Env => {
+                    env.push(python_path(&programs, &settings.child_environment));
+                    env.extend(rl_python::items_variables(
+                        rl_python::Items::Training,
+                        settings.held_out.slice(),
+                    ));
+                }
+                Component::Api => {}
             }
             components.push(LaunchSpec {
                 component,
@@ -536,15 +545,11 @@ fn python_path(
     programs: &Path,
     child_environment: &std::collections::BTreeMap<String, String>,
 ) -> (String, String) {
-    let mut value = programs.to_string_lossy().into_owned();
-    if let Some(theirs) = child_environment
-        .get("PYTHONPATH")
-        .filter(|v| !v.is_empty())
-    {
-        value.push(':');
-        value.push_str(theirs);
-    }
-    ("PYTHONPATH".to_owned(), value)
+    let theirs = child_environment.get("PYTHONPATH").map(String::as_str);
+    (
+        "PYTHONPATH".to_owned(),
+        rl_python::python_path(programs, theirs),
+    )
 }
 
 fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {

@@ -1,5 +1,6 @@
 //! The Python programs rl ships, where the ecosystem is Python-only: its trainer on the `tinker`
-//! SDK (`rl_trainer`) and the launcher of the local Tinker-compatible engine (`rl_engine`).
+//! SDK (`rl_trainer`), the launcher of the local Tinker-compatible engine (`rl_engine`) and the
+//! runner of environments that keeps the held-out slice out of training (`rl_env`).
 //!
 //! They are embedded in the binary, so an installed `rl` needs no checkout: [`install`] writes
 //! them into the state directory, in a folder named by their content, and a run hands that
@@ -14,7 +15,7 @@ use include_dir::{Dir, DirEntry, include_dir};
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
 
 /// The packages rl installs from [`PROGRAMS`]; anything else there (tests) stays behind.
-const PACKAGES: [&str; 2] = ["rl_trainer", "rl_engine"];
+const PACKAGES: [&str; 3] = ["rl_trainer", "rl_engine", "rl_env"];
 
 /// What rl's trainer imports beyond the standard library, in the Python that runs atroposlib.
 pub const TRAINER_REQUIREMENTS: &str = include_str!("../requirements/trainer.txt");
@@ -42,6 +43,77 @@ pub enum PythonError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// `python -m rl_env ENV_FILE ...`: an environment file run with the items a process draws
+/// chosen by the variables of [`items_variables`].
+pub const ENV_RUNNER: &str = "rl_env";
+/// Where the runner writes what it drew (`{"source", "drawn", "exhausted", ...}`).
+pub const ITEMS_REPORT_VARIABLE: &str = "RL_ITEMS_REPORT";
+const ITEMS_VARIABLE: &str = "RL_ITEMS";
+const FRACTION_VARIABLE: &str = "RL_HELD_OUT_FRACTION";
+const SEED_VARIABLE: &str = "RL_HELD_OUT_SEED";
+
+/// Which of an environment's items a process draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Items {
+    /// Every item outside the held-out slice: a training run's.
+    Training,
+    /// The held-out slice (or the environment's eval split), each item once: `rl compare`'s.
+    HeldOut,
+}
+
+/// The slice of an environment's items kept out of training: those whose seeded content hash
+/// falls below `fraction`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slice {
+    pub fraction: f64,
+    pub seed: u64,
+}
+
+/// The variables that tell [`ENV_RUNNER`] which items to draw.
+pub fn items_variables(items: Items, slice: Slice) -> Vec<(String, String)> {
+    let items = match items {
+        Items::Training => "training",
+        Items::HeldOut => "held-out",
+    };
+    vec![
+        (ITEMS_VARIABLE.to_owned(), items.to_owned()),
+        (FRACTION_VARIABLE.to_owned(), slice.fraction.to_string()),
+        (SEED_VARIABLE.to_owned(), slice.seed.to_string()),
+    ]
+}
+
+/// The slice a command kept out of its items: `Some` when it runs [`ENV_RUNNER`] drawing
+/// training items with a slice of more than nothing.
+pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<Slice> {
+    let runs_runner = args
+        .windows(2)
+        .any(|pair| pair[0] == "-m" && pair[1] == ENV_RUNNER);
+    let value = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    if !runs_runner || value(ITEMS_VARIABLE) != Some("training") {
+        return None;
+    }
+    let slice = Slice {
+        fraction: value(FRACTION_VARIABLE)?.parse().ok()?,
+        seed: value(SEED_VARIABLE)?.parse().ok()?,
+    };
+    (slice.fraction > 0.0).then_some(slice)
+}
+
+/// `PYTHONPATH` with rl's programs first, then whatever the operator's was.
+pub fn python_path(programs: &Path, theirs: Option<&str>) -> String {
+    let mut value = programs.to_string_lossy().into_owned();
+    if let Some(theirs) = theirs.filter(|value| !value.is_empty()) {
+        value.push(':');
+        value.push_str(theirs);
+    }
+    value
 }
 
 /// One exact pin of a requirements file.
@@ -174,6 +246,33 @@ pub fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_keeps_a_slice_out_only_through_the_runner_drawing_training_items() {
+        let slice = Slice {
+            fraction: 0.25,
+            seed: 7,
+        };
+        let runner: Vec<String> = ["-m", "rl_env", "env.py", "serve"]
+            .map(String::from)
+            .to_vec();
+        let training = items_variables(Items::Training, slice);
+        assert_eq!(kept_out(&runner, &training), Some(slice));
+        let plain: Vec<String> = ["env.py", "serve"].map(String::from).to_vec();
+        assert_eq!(kept_out(&plain, &training), None);
+        assert_eq!(
+            kept_out(&runner, &items_variables(Items::HeldOut, slice)),
+            None
+        );
+        let nothing = Slice {
+            fraction: 0.0,
+            seed: 7,
+        };
+        assert_eq!(
+            kept_out(&runner, &items_variables(Items::Training, nothing)),
+            None
+        );
+    }
 
     #[test]
     fn pins_are_read_from_requirement_lines() {

@@ -65,6 +65,42 @@ pub struct Settings {
     pub slurm: SlurmSettings,
     /// Which of a run's saved checkpoints `rl checkpoints prune` keeps.
     pub checkpoints: CheckpointPolicy,
+    /// The slice of each environment's items kept out of training, for `rl compare`.
+    pub held_out: HeldOut,
+}
+
+/// The share of an environment's items a run never trains on, chosen by their content with
+/// `seed` (the same items for every run of the same fraction and seed): what `rl compare`
+/// asks the base and the trained model. 0 keeps nothing out. An environment with an eval
+/// split of its own (`get_next_eval_item`) trains on every training item whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HeldOut {
+    pub fraction: f64,
+    pub seed: u64,
+}
+
+/// The Tinker cookbook's and most fine-tuning guides' share of a dataset kept for evaluation.
+pub(crate) const DEFAULT_HELD_OUT_FRACTION: f64 = 0.1;
+/// More kept out would leave training too little of a small dataset.
+pub(crate) const MAX_HELD_OUT_FRACTION: f64 = 0.5;
+
+impl Default for HeldOut {
+    fn default() -> Self {
+        Self {
+            fraction: DEFAULT_HELD_OUT_FRACTION,
+            seed: 0,
+        }
+    }
+}
+
+impl HeldOut {
+    pub fn slice(&self) -> rl_python::Slice {
+        rl_python::Slice {
+            fraction: self.fraction,
+            seed: self.seed,
+        }
+    }
 }
 
 /// What pruning keeps of an ended run's checkpoints: the last `keep_last`, the best, the
@@ -269,7 +305,15 @@ impl Default for Commands {
                 "--run-dir",
                 "{run_dir}",
             ]),
-            env: args(&["{python}", "{env_file}", "serve", "--config", "{config}"]),
+            env: args(&[
+                "{python}",
+                "-m",
+                "rl_env",
+                "{env_file}",
+                "serve",
+                "--config",
+                "{config}",
+            ]),
         }
     }
 }
@@ -306,6 +350,7 @@ impl Default for Settings {
             backend: Backend::Local,
             slurm: SlurmSettings::default(),
             checkpoints: CheckpointPolicy::default(),
+            held_out: HeldOut::default(),
         }
     }
 }
@@ -463,6 +508,13 @@ impl Settings {
                  on disk (a Hugging Face Qwen3 or Llama checkpoint) for the engine to train"
                     .to_owned(),
             ));
+        }
+        let fraction = self.held_out.fraction;
+        if !(fraction.is_finite() && (0.0..=MAX_HELD_OUT_FRACTION).contains(&fraction)) {
+            return Err(SettingsError::Invalid(format!(
+                "held_out.fraction is {fraction}; it must be between 0 (keep nothing out) and \
+                 {MAX_HELD_OUT_FRACTION}"
+            )));
         }
         if self.max_active_runs == 0 {
             return Err(SettingsError::Invalid(

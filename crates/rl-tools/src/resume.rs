@@ -4,7 +4,7 @@
 
 use rl_metrics::{CHECKPOINTS_FILE_NAME, read_checkpoints};
 use rl_process::{Lineage, RunState};
-use rl_settings::{RunConfig, RunId, Value, run_dir};
+use rl_settings::{HeldOut, RunConfig, RunId, Value, run_dir};
 
 use crate::answers::Started;
 use crate::runs::{started, written_config};
@@ -49,7 +49,23 @@ impl Tools {
         let point = resume_point(&parent_dir, total_steps).map_err(refuse)?;
         let service = self.service()?;
         let home = self.home().to_owned();
-        let status = self.launch(&service, |run_id, endpoints| {
+        // The parent's slice of held-out items, whatever [held_out] says now: one run's steps
+        // never train on items another of its steps kept out.
+        let mut settings = service.settings().clone();
+        settings.held_out = rl_process::LaunchPlan::load(self.home(), parent)
+            .ok()
+            .and_then(|plan| plan.held_out())
+            .map_or(
+                HeldOut {
+                    fraction: 0.0,
+                    ..settings.held_out
+                },
+                |slice| HeldOut {
+                    fraction: slice.fraction,
+                    seed: slice.seed,
+                },
+            );
+        let status = self.launch_with(&settings, |run_id, endpoints| {
             let written = service.write_resumed_config(
                 parent,
                 run_id,

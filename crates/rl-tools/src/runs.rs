@@ -10,7 +10,7 @@ use rl_process::{
     ComponentStatus, Lineage, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome,
     WaitUntil, WrittenConfig,
 };
-use rl_settings::{RunConfig, RunEndpoints, RunId, RunWandb};
+use rl_settings::{RunConfig, RunEndpoints, RunId, RunWandb, Settings};
 
 use crate::answers::{
     ComponentLog, EventView, EventsView, HealthView, MetricsView, ResultsPart, ResultsView,
@@ -268,8 +268,17 @@ impl Tools {
         service: &ConfigService,
         write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, ToolsError>,
     ) -> Result<RunStatus, ToolsError> {
+        self.launch_with(service.settings(), write_config)
+    }
+
+    /// A start with `settings` in place of the operator's as they are now.
+    pub(crate) fn launch_with(
+        &self,
+        settings: &Settings,
+        write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, ToolsError>,
+    ) -> Result<RunStatus, ToolsError> {
         self.runs()?.start(
-            service.settings(),
+            settings,
             write_config,
             self.secrets(),
             &self.context().supervisor,

@@ -3,21 +3,61 @@
 //! from completions sampled from the base and the trained weights, through the run's engine
 //! started again on a copy of its folder, which is left as it was.
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
 use crate::runs::assert_nothing_left;
 use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, stack};
 
-/// Keep the last checkpoint (and the best and the final weights), pruned as the run ends.
-const PRUNED_AS_IT_ENDS: (&str, &str) = (
+/// Keep the last checkpoint (and the best and the final weights), pruned as the run ends; and
+/// a quarter of the items out of training: with seed 7, 4 of the 12 digits prompts.
+const PRUNED_AS_IT_ENDS_FOUR_HELD_OUT: (&str, &str) = (
     "keep_rollouts = 20",
-    "keep_rollouts = 20\n\n[checkpoints]\nkeep_last = 1\nprune_when_ended = true",
+    "keep_rollouts = 20\n\n[checkpoints]\nkeep_last = 1\nprune_when_ended = true\n\n\
+     [held_out]\nfraction = 0.25\nseed = 7",
 );
+const HELD_OUT_PROMPTS: usize = 4;
+
+/// The user messages of the groups a model of a test wrote.
+fn asked_prompts(test_dir: &std::path::Path, stem_start: &str) -> BTreeSet<String> {
+    let mut asked = BTreeSet::new();
+    for entry in std::fs::read_dir(test_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let groups = path
+            .extension()
+            .is_some_and(|extension| extension == "jsonl");
+        if !(name.starts_with(stem_start) && groups) {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let group: Value = serde_json::from_str(line).unwrap();
+            for messages in group["messages"].as_array().unwrap() {
+                for message in messages.as_array().unwrap() {
+                    if message["role"] == "user" {
+                        asked.insert(message["content"].as_str().unwrap().to_owned());
+                    }
+                }
+            }
+        }
+    }
+    asked
+}
+
+/// Every prompt the run's trainer logged a rollout of.
+fn trained_prompts(run_dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(run_dir.join("rollouts")).unwrap() {
+        text.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    text
+}
 
 #[test]
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
 fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
-    let (stack, _engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO, PRUNED_AS_IT_ENDS]);
+    let (stack, _engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO, PRUNED_AS_IT_ENDS_FOUR_HELD_OUT]);
     let id = stack.start();
     let finished = stack.wait(&id, "finished", 900);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
@@ -112,8 +152,34 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         "the engine copy is removed"
     );
 
-    // The comparison: base against the final weights, on the run's environment.
+    // The comparison: base against the final weights, on the run's environment, asking the
+    // prompts the run kept out of training, each once.
     let compared = stack.json(&["compare", &id, "--prompts", "3", "--group-size", "4"]);
+    assert_eq!(compared["prompt_source"], "held-out slice", "{compared:#}");
+    assert_eq!(compared["kept_out_of_training"], true, "{compared:#}");
+    assert!(
+        compared["prompts"]
+            .as_str()
+            .unwrap()
+            .contains("3 distinct items of the held-out slice (0.25 of the items by content, seed 7), which the run never trained on"),
+        "{compared:#}"
+    );
+    let compare_dir = stack
+        .home
+        .path()
+        .join("preflight")
+        .join(compared["test_id"].as_str().unwrap());
+    let base_prompts = asked_prompts(&compare_dir, "01-");
+    assert_eq!(base_prompts.len(), 3, "{base_prompts:?}");
+    assert_eq!(asked_prompts(&compare_dir, "02-"), base_prompts);
+    let trained_on = trained_prompts(&stack.run_dir(&id));
+    assert!(
+        trained_on.contains("Write some digits."),
+        "no rollouts read"
+    );
+    for prompt in &base_prompts {
+        assert!(!trained_on.contains(prompt.as_str()), "trained on {prompt}");
+    }
     assert_eq!(compared["run_id"], id.as_str());
     assert_eq!(compared["base"]["model"], at("base"));
     assert_eq!(compared["trained"]["model"], format!("run:{id}"));
@@ -141,6 +207,16 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     );
     let shown = stack.json(&["preflight", "show", compared["test_id"].as_str().unwrap()]);
     assert_eq!(shown["test_id"], compared["test_id"], "{shown:#}");
+
+    // More prompts asked than the slice holds: every one of them, once, and the answer says so.
+    let all = stack.json(&["compare", &id, "--prompts", "6", "--group-size", "2"]);
+    for side in ["base", "trained"] {
+        assert_eq!(all[side]["prompts"], HELD_OUT_PROMPTS, "{all:#}");
+    }
+    assert!(
+        all["prompts"].as_str().unwrap().contains("all 4 there are"),
+        "{all:#}"
+    );
 
     // The run's own engine folder was only read.
     assert_eq!(std::fs::read(&engine_db).unwrap(), db_before);

@@ -388,8 +388,19 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
         .unwrap();
     assert!(resumed_at >= 2, "{parent_checkpoints:#?}");
 
+    // The operator changes the held-out slice meanwhile: the continued run keeps its parent's.
+    let settings_file = stack.home.path().join("config.toml");
+    let mut settings = std::fs::read_to_string(&settings_file).unwrap();
+    settings.push_str("\n[held_out]\nfraction = 0.3\nseed = 9\n");
+    std::fs::write(&settings_file, settings).unwrap();
+
     let resumed = stack.json(&["runs", "resume", &parent]);
     let child = resumed["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        held_out_of(&stack.run_dir(&child)),
+        held_out_of(&parent_dir)
+    );
+    assert_eq!(held_out_of(&parent_dir), ["0.1", "0"]);
     assert_eq!(
         resumed["resumed_from"],
         serde_json::json!({"run_id": parent, "step": resumed_at}),
@@ -454,6 +465,30 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
     let done = stack.rl(&["runs", "resume", &child, "--json"]);
     assert_eq!(done.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&done.stdout).contains("completed all its steps"));
+}
+
+/// The held-out fraction and seed a run's environment was started with.
+fn held_out_of(run_dir: &Path) -> Vec<String> {
+    let plan: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("launch.json")).unwrap()).unwrap();
+    let env = plan["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|component| component["component"] == "env")
+        .unwrap();
+    ["RL_HELD_OUT_FRACTION", "RL_HELD_OUT_SEED"]
+        .iter()
+        .map(|name| {
+            env["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|pair| pair[0] == *name)
+                .map(|pair| pair[1].as_str().unwrap().to_owned())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// What resuming needs of the engine: a state saved with `save_state` and loaded into a fresh

@@ -86,6 +86,7 @@ pub(crate) fn request_at(base_url: &str, models: &[&str]) -> TestRequest {
         timeout: Duration::from_secs(120),
         correct_rule: CorrectRule::TopScore,
         server: None,
+        held_out: None,
     }
 }
 

@@ -318,6 +318,7 @@ pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize
         correct_rule: CorrectRule::TopScore,
         verdict_policy: VerdictPolicy::default(),
         server: None,
+        held_out: None,
     }
 }
 

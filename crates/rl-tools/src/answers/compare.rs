@@ -5,6 +5,8 @@ use serde::Serialize;
 use rl_preflight::{Comparison, Estimate, ModelEstimate, TestReport};
 use rl_settings::RunId;
 
+use crate::compare::Prompts;
+
 /// A 95% interval; an end is `null` when too few prompts bound it.
 #[derive(Debug, Serialize)]
 pub struct EstimateView {
@@ -50,12 +52,21 @@ pub struct ComparisonAnswer {
     pub explanation: String,
     /// Which prompts the numbers rest on.
     pub prompts: String,
+    /// `held-out slice`, `eval split` (the environment's own) or `training items`.
+    pub prompt_source: String,
+    /// Whether training never drew these prompts: only then does a gain show skill, not memory.
+    pub kept_out_of_training: bool,
     /// A completion counts as correct from this score on (the top score the test saw).
     pub correct_from: Option<f64>,
 }
 
 impl ComparisonAnswer {
-    pub(crate) fn new(id: &RunId, report: &TestReport, comparison: Option<&Comparison>) -> Self {
+    pub(crate) fn new(
+        id: &RunId,
+        report: &TestReport,
+        comparison: Option<&Comparison>,
+        prompts: &Prompts,
+    ) -> Self {
         let model = |index: usize, estimate: Option<&ModelEstimate>| {
             let tested = &report.models[index.min(report.models.len().saturating_sub(1))];
             ComparedModel {
@@ -85,11 +96,12 @@ impl ComparisonAnswer {
             verdict: comparison.map(|c| c.verdict.label()),
             explanation,
             prompts: format!(
-                "the first {} items the environment gives in `process` mode, the same \
-                 environment and settings for both models (the same items when its order is \
-                 deterministic)",
-                report.steps
+                "{}; up to {} per model, the same environment and settings for both (the same \
+                 items when the environment's order is deterministic)",
+                prompts.description, report.steps
             ),
+            prompt_source: prompts.source.clone(),
+            kept_out_of_training: prompts.kept_out_of_training,
             correct_from: report.correct_from,
         }
     }
