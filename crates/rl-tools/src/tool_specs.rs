@@ -280,8 +280,10 @@ impl ToolName {
                 name: self.name(),
                 description: "Did training help? Run the pre-flight of a finished local-engine \
                     run's environment (it must be selected) against its base model and a trained \
-                    checkpoint, both sampled through the run's engine, on the same prompts. Takes \
-                    minutes. Returns each model's `mean_score` and `percent_correct` with 95% \
+                    checkpoint, both sampled through the run's engine, on the same prompts: the \
+                    items the run kept out of training, each once. Takes minutes. Returns \
+                    `prompt_source` and `kept_out_of_training` (a gain on trained prompts may be \
+                    memory, not skill), each model's `mean_score` and `percent_correct` with 95% \
                     confidence intervals (`low`, `high`; null when too few prompts bound them), \
                     the `difference` (trained minus base), a `verdict` (better, no detectable \
                     difference, worse) and an `explanation` saying how many prompts and \

@@ -40,8 +40,9 @@ class ItemsError(ValueError):
 
 def canonical(value):
     """`value` as JSON the same in every process: dict keys and set members sorted (a set's
-    order follows string hashing, which differs per process), tuples as lists, anything else
-    JSON cannot hold by its repr."""
+    order follows string hashing, which differs per process), tuples as lists, a pydantic
+    model or any other object by its type's name and fields, anything else by its repr — unless
+    that repr names a memory address, which differs per process and would split at random."""
     if isinstance(value, dict):
         return {str(key): canonical(member) for key, member in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, (list, tuple)):
@@ -51,7 +52,18 @@ def canonical(value):
         return sorted(members, key=lambda member: json.dumps(member, sort_keys=True))
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    return repr(value)
+    dump = getattr(value, "model_dump", None)
+    fields = dump() if callable(dump) else getattr(value, "__dict__", None)
+    if isinstance(fields, dict):
+        return {"type": type(value).__qualname__, "fields": canonical(fields)}
+    text = repr(value)
+    if " at 0x" in text:
+        raise ItemsError(
+            f"an item holds {text}, which has no stable content to split on: yield data "
+            "(str, numbers, lists, dicts, dataclasses), or give the environment an eval split "
+            f"({EVAL_METHOD})"
+        )
+    return text
 
 
 def item_key(item) -> str:

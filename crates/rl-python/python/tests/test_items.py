@@ -78,9 +78,18 @@ class KeyTest(unittest.TestCase):
         }
         self.assertEqual(keys, {item_key(item)})
 
-    def test_objects_json_cannot_hold_are_keyed_by_repr(self):
+    def test_objects_are_keyed_by_their_fields_or_a_stable_repr(self):
         self.assertEqual(canonical({"when": 1.5, 2: {3}}), {"2": [3], "when": 1.5})
-        self.assertEqual(canonical(ValueError("x")), "ValueError('x')")
+        self.assertEqual(canonical(b"\x00"), "b'\\x00'")
+
+        class Item:
+            def __init__(self, question):
+                self.question = question
+
+        self.assertEqual(item_key(Item("q")), item_key(Item("q")))
+        self.assertNotEqual(item_key(Item("q")), item_key(Item("r")))
+        with self.assertRaisesRegex(ItemsError, "no stable content"):
+            item_key({"handle": object()})
 
     def test_the_slice_is_about_the_fraction_asked_and_moves_with_the_seed(self):
         keys = [item_key(item) for item in questions(4000)]
