@@ -1,4 +1,5 @@
-//! `rl runs start|status|stop|results|list|events|logs|wait`: training runs; and the hidden
+//! `rl runs start|status|stop|results|list|events|logs|wait`: training runs; the hidden
+//! `rl runs evaluate` that rl's trainer calls every `eval_every` steps; and the hidden
 //! `rl supervise`, the body of each run's detached supervisor.
 
 use std::io::IsTerminal;
@@ -94,6 +95,21 @@ pub(crate) enum RunsCommand {
         /// Lines from the end of each log.
         #[arg(long, short = 'n', default_value_t = 40)]
         lines: usize,
+    },
+    /// Evaluate a run's checkpoint served at BASE_URL on its held-out prompts: what rl's
+    /// trainer asks every `eval_every` steps. Prints the figures and the `eval/*` metrics.
+    #[command(hide = true)]
+    Evaluate {
+        run_id: String,
+        /// The step of the checkpoint being served.
+        #[arg(long)]
+        step: u64,
+        /// Where the trainer serves it (loopback only), e.g. http://127.0.0.1:PORT/v1.
+        #[arg(long)]
+        base_url: String,
+        /// The model name the trainer serves it as.
+        #[arg(long)]
+        model: String,
     },
     /// Block until a run changes state, is running, or has finished.
     ///
@@ -192,6 +208,32 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             print_results(&view)
         }
         RunsCommand::List => list(&tools, as_json),
+        RunsCommand::Evaluate {
+            run_id,
+            step,
+            base_url,
+            model,
+        } => {
+            let request = rl_tools::EvaluationRequest {
+                step,
+                base_url,
+                model,
+            };
+            let id = tools.run_id(&run_id)?;
+            // The trainer's stop reaches this process too: its test's models are ended with it.
+            let Some(evaluated) = crate::context::until_interrupted(
+                &tools,
+                tools.evaluate_checkpoint(&id, &request),
+            )?
+            else {
+                anyhow::bail!("interrupted: the evaluation's processes were stopped");
+            };
+            let evaluated = evaluated?;
+            if as_json {
+                return output::json(&evaluated);
+            }
+            output::line(&evaluated.message)
+        }
         RunsCommand::Events {
             run_id,
             since,
@@ -467,7 +509,7 @@ fn print_status(run: &RunView) -> anyhow::Result<()> {
     ))
 }
 
-fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 8] {
+fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 9] {
     let number = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), curves::significant);
     [
         (
@@ -481,6 +523,7 @@ fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 8] {
         ("learning_rate", number(metrics.learning_rate)),
         ("percent_correct", number(metrics.percent_correct)),
         ("eval_percent_correct", number(metrics.eval_percent_correct)),
+        ("eval_mean_score", number(metrics.eval_mean_score)),
         ("logprobs_diff", number(metrics.logprobs_diff)),
         ("advantages_std", number(metrics.advantages_std)),
     ]

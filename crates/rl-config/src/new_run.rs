@@ -165,6 +165,11 @@ impl RunEnvironment {
     }
 }
 
+/// The environment run `run_id` ran, as its folder records it.
+pub fn run_environment(home: &Path, run_id: &RunId) -> Result<SelectedEnvironment, ConfigError> {
+    RunEnvironment::read(&run_dir(home, run_id), run_id.as_str()).map(|ran| ran.environment)
+}
+
 /// The file in a run's folder that says which environment it ran.
 const RUN_ENVIRONMENT_FILE: &str = "environment.json";
 

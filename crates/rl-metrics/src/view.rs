@@ -12,6 +12,8 @@ pub(crate) const ADVANTAGES_STD: &str = "advantages/std";
 /// Env keys; WandB prefixes them with the env's registered name (`gsm8k_0_train/…`).
 pub(crate) const PERCENT_CORRECT: &str = "train/percent_correct";
 pub(crate) const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
+/// rl's evaluation during training (`eval_every`) logs these two in the trainer's rows.
+pub(crate) const EVAL_MEAN_SCORE: &str = "eval/mean_score";
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StatusMetrics {
@@ -22,6 +24,8 @@ pub struct StatusMetrics {
     pub learning_rate: Option<f64>,
     pub percent_correct: Option<f64>,
     pub eval_percent_correct: Option<f64>,
+    /// The held-out evaluation's mean score (rl's trainer with `eval_every`).
+    pub eval_mean_score: Option<f64>,
     pub logprobs_diff: Option<f64>,
     pub advantages_std: Option<f64>,
 }
@@ -36,9 +40,22 @@ impl StatusMetrics {
             .as_ref()
             .map(Self::of_trainer)
             .unwrap_or_default();
+        // Evaluations come every few steps: the latest one is the current figure.
+        if let Some(evaluated) = metrics.trainer.as_ref().and_then(|trainer| {
+            trainer
+                .history
+                .iter()
+                .rev()
+                .find(|row| row.number(EVAL_MEAN_SCORE).is_some())
+        }) {
+            view.eval_mean_score = evaluated.number(EVAL_MEAN_SCORE);
+            view.eval_percent_correct = evaluated.number(EVAL_PERCENT_CORRECT);
+        }
         if let Some(env) = &metrics.env {
             view.percent_correct = env.summary_number(PERCENT_CORRECT);
-            view.eval_percent_correct = env.summary_number(EVAL_PERCENT_CORRECT);
+            if view.eval_percent_correct.is_none() {
+                view.eval_percent_correct = env.summary_number(EVAL_PERCENT_CORRECT);
+            }
         }
         view
     }
@@ -58,10 +75,12 @@ impl StatusMetrics {
         }
     }
 
-    /// One trainer row under the normalised names (env numbers stay `None`).
+    /// One trainer row under the normalised names (the env's own numbers stay `None`).
     pub fn of_row(row: &HistoryRow) -> Self {
         Self {
             step: Some(row.step),
+            eval_mean_score: row.number(EVAL_MEAN_SCORE),
+            eval_percent_correct: row.number(EVAL_PERCENT_CORRECT),
             reward_mean: row.number(REWARD_MEAN),
             loss: row.number(LOSS),
             learning_rate: row.number(LEARNING_RATE),
@@ -118,5 +137,56 @@ mod tests {
         // Absent at the latest step means unknown now, not the older value.
         assert_eq!(view.advantages_std, None);
         assert_eq!(view.eval_percent_correct, None);
+        assert_eq!(view.eval_mean_score, None);
+    }
+
+    #[test]
+    fn the_latest_evaluation_is_current_until_the_next() {
+        let mut metrics = RunMetrics::empty(SourceKind::MetricsFile);
+        metrics.trainer = Some(LoggedRun {
+            history: vec![
+                row(
+                    2,
+                    &[
+                        (REWARD_MEAN, 0.1),
+                        (EVAL_MEAN_SCORE, 0.2),
+                        (EVAL_PERCENT_CORRECT, 10.0),
+                    ],
+                ),
+                row(3, &[(REWARD_MEAN, 0.3)]),
+                row(
+                    4,
+                    &[
+                        (REWARD_MEAN, 0.4),
+                        (EVAL_MEAN_SCORE, 0.5),
+                        (EVAL_PERCENT_CORRECT, 25.0),
+                    ],
+                ),
+                row(5, &[(REWARD_MEAN, 0.6)]),
+            ],
+            ..LoggedRun::default()
+        });
+        let mut env_summary = BTreeMap::new();
+        env_summary.insert(EVAL_PERCENT_CORRECT.to_owned(), MetricValue::Number(0.9));
+        metrics.env = Some(LoggedRun {
+            summary: env_summary,
+            ..LoggedRun::default()
+        });
+        let view = StatusMetrics::of(&metrics);
+        assert_eq!(view.step, Some(5));
+        assert_eq!(view.eval_mean_score, Some(0.5));
+        assert_eq!(
+            view.eval_percent_correct,
+            Some(25.0),
+            "rl's evaluation over the env's"
+        );
+        let rows: Vec<Option<f64>> = metrics
+            .trainer
+            .unwrap()
+            .history
+            .iter()
+            .map(|r| StatusMetrics::of_row(r).eval_mean_score)
+            .collect();
+        assert_eq!(rows, [Some(0.2), None, Some(0.5), None]);
     }
 }

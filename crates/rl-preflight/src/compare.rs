@@ -103,6 +103,12 @@ pub fn compare(base: &[Vec<f64>], trained: &[Vec<f64>], correct_from: f64) -> Op
     })
 }
 
+/// One model's figures on its groups of scores, as a comparison reports each side: what an
+/// evaluation during training logs. `None` when no completion was scored.
+pub fn evaluate(groups: &[Vec<f64>], correct_from: f64) -> Option<ModelEstimate> {
+    estimate(groups, correct_from).map(|(_, figures)| figures)
+}
+
 /// Per-prompt mean scores, and the model's figures. Empty groups are left out.
 fn estimate(groups: &[Vec<f64>], correct_from: f64) -> Option<(Vec<f64>, ModelEstimate)> {
     let groups: Vec<&Vec<f64>> = groups.iter().filter(|group| !group.is_empty()).collect();
@@ -358,6 +364,19 @@ mod tests {
         assert_eq!(t_critical(35.0), 2.042);
         assert_eq!(t_critical(1e9), 1.980);
         assert_eq!(t_critical(f64::INFINITY), 1.960);
+    }
+
+    #[test]
+    fn an_evaluation_is_one_side_of_a_comparison() {
+        let scores = groups(&[&[1.0, 0.0], &[1.0, 1.0], &[0.0, 0.5]]);
+        let alone = evaluate(&scores, 1.0).unwrap();
+        let compared = compare(&scores, &scores, 1.0).unwrap();
+        assert_eq!(alone, compared.trained);
+        assert_eq!(alone.prompts, 3);
+        assert_eq!(alone.completions, 6);
+        assert!((alone.mean_score.value - 0.583_333).abs() < 1e-6);
+        assert!((alone.percent_correct.value - 50.0).abs() < 1e-9);
+        assert_eq!(evaluate(&[], 1.0), None);
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub use analysis::{
     CorrectRule, Figures, Groups, ScoreStats, figures, parse_groups, read_groups, threshold,
 };
 pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
-pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare};
+pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare, evaluate};
 pub use error::PreflightError;
 pub use model::{DrawnItems, ModelOutcome, ModelReport};
 pub use plan::{

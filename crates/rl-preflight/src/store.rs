@@ -80,6 +80,11 @@ impl TestStore {
         }
     }
 
+    /// Tests kept in `dir` instead: a run's evaluations during training, in its own folder.
+    pub fn in_dir(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
     /// Where the tests are (`<home>/preflight`).
     pub fn dir(&self) -> &Path {
         &self.dir

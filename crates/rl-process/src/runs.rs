@@ -47,6 +47,26 @@ fn secrets_for(component: Component, local_engine: bool) -> &'static [&'static s
     }
 }
 
+/// The command line of `rl runs evaluate` for run `run_id`, as JSON: the same `rl` that
+/// supervises the run, on the same state directory.
+fn evaluate_command(rl: &Path, home: &Path, run_id: &RunId) -> Result<String, ProcessError> {
+    let text = |path: &Path| {
+        path.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| ProcessError::Store(format!("{} is not UTF-8", path.display())))
+    };
+    let argv = [
+        text(rl)?,
+        "--home".to_owned(),
+        text(&absolute(home)?)?,
+        "--json".to_owned(),
+        "runs".to_owned(),
+        "evaluate".to_owned(),
+        run_id.to_string(),
+    ];
+    serde_json::to_string(&argv).map_err(|error| ProcessError::Store(error.to_string()))
+}
+
 /// WandB's mode for a run's components when the operator set none and there is no WandB key:
 /// offline. Online, WandB would refuse to start without a key (no terminal to log in from) and
 /// take the component down; offline it writes the run's files into the run folder, where rl
@@ -290,7 +310,13 @@ impl Runs {
                     "PYTHONPATH".to_owned(),
                     programs.to_string_lossy().into_owned(),
                 )),
-                Component::Trainer => env.push(python_path(&programs, &settings.child_environment)),
+                Component::Trainer => {
+                    env.push(python_path(&programs, &settings.child_environment));
+                    env.push((
+                        rl_python::EVALUATE_COMMAND_VARIABLE.to_owned(),
+                        evaluate_command(&supervisor.program, &self.home, &run_id)?,
+                    ));
+                }
                 // Through `rl_env` (the default command), the environment keeps the held-out
                 // slice out of training; `rl compare` asks it.
                 Component::Env => {

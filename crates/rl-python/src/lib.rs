@@ -50,6 +50,10 @@ pub enum PythonError {
 pub const ENV_RUNNER: &str = "rl_env";
 /// Where the runner writes what it drew (`{"source", "drawn", "exhausted", ...}`).
 pub const ITEMS_REPORT_VARIABLE: &str = "RL_ITEMS_REPORT";
+/// The trainer's way to evaluate a checkpoint every `eval_every` steps: a JSON list, the
+/// command line of `rl runs evaluate RUN_ID` to which it adds `--step`, `--base-url` and
+/// `--model`.
+pub const EVALUATE_COMMAND_VARIABLE: &str = "RL_EVALUATE_COMMAND";
 const ITEMS_VARIABLE: &str = "RL_ITEMS";
 const FRACTION_VARIABLE: &str = "RL_HELD_OUT_FRACTION";
 const SEED_VARIABLE: &str = "RL_HELD_OUT_SEED";

@@ -25,7 +25,8 @@ pub(crate) enum At {
     /// The last checkpoint with a saved state (the final one, when the run saved it).
     Last,
     Step(i64),
-    /// The saved state at the step with the best `reward/mean`.
+    /// The saved state at the best step: by held-out evaluation when the run evaluated during
+    /// training, else by `reward/mean`.
     Best,
     Base,
 }
@@ -202,9 +203,10 @@ fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String
         At::Last => with_state.last().map(|(step, _)| *step),
         At::Step(step) => Some(*step),
         // The best of what can be loaded: a better step without a state cannot be sampled.
-        At::Best => {
-            crate::checkpoints::best_of(with_state.iter().map(|(step, _)| *step), &saved.rewards)
-        }
+        At::Best => crate::checkpoints::best_of(
+            with_state.iter().map(|(step, _)| *step),
+            &saved.scores.values,
+        ),
         At::Base => None,
     };
     let Some(step) = wanted else {

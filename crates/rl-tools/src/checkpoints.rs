@@ -19,7 +19,10 @@ use crate::{Tools, ToolsError};
 const ADAPTER_FILES: [&str; 2] = ["adapter_config.json", "adapter_model.safetensors"];
 /// An adapter file larger than this is not a LoRA adapter rl saved.
 const MAX_ADAPTER_BYTES: u64 = 8 << 30;
-const BEST_BY: &str = "reward/mean";
+/// What the best checkpoint is chosen by: the held-out evaluation's mean score when the run
+/// evaluated during training (`eval_every`), else the training reward at the step.
+const BEST_BY_EVALUATION: &str = crate::answers::EVAL_MEAN_SCORE;
+const BEST_BY_REWARD: &str = "reward/mean";
 /// The steps `rl checkpoints prune` deleted the files of, in the run's folder.
 const PRUNED_FILE: &str = "pruned.json";
 
@@ -45,9 +48,9 @@ impl Tools {
             dir,
             record,
             best_step,
+            scores,
             resume,
             pruned,
-            ..
         } = self.saved(run)?;
         let checkpoints = record
             .checkpoints
@@ -81,7 +84,7 @@ impl Tools {
             status: run.state.name(),
             checkpoints,
             best_step,
-            best_by: BEST_BY,
+            best_by: scores.by,
             resume_step: resume.map(|point| point.step),
             warnings: record.warnings,
         })
@@ -91,13 +94,13 @@ impl Tools {
     pub(crate) fn saved(&self, run: &RunRecord) -> Result<Saved, ToolsError> {
         let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
         let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
-        let rewards = rewards_by_step(&dir);
+        let scores = scores_by_step(&dir);
         let best_step = best_of(
             record
                 .checkpoints
                 .iter()
                 .filter_map(|checkpoint| checkpoint.step),
-            &rewards,
+            &scores.values,
         );
         let total = RunConfig::read(&run.config_path)
             .ok()
@@ -111,7 +114,7 @@ impl Tools {
             dir,
             record,
             best_step,
-            rewards,
+            scores,
             resume,
             pruned,
         })
@@ -296,8 +299,8 @@ pub(crate) struct Saved {
     pub(crate) dir: PathBuf,
     pub(crate) record: rl_metrics::CheckpointRecord,
     pub(crate) best_step: Option<i64>,
-    /// `reward/mean` by step, as `metrics.jsonl` has it.
-    pub(crate) rewards: Vec<(i64, f64)>,
+    /// What the best is chosen by, by step.
+    pub(crate) scores: Scores,
     resume: Option<crate::resume::ResumePoint>,
     pub(crate) pruned: Vec<i64>,
 }
@@ -333,27 +336,46 @@ fn remove_archive(path: &Path) -> Result<(), ToolsError> {
     })
 }
 
-/// `reward/mean` of each step of the run's `metrics.jsonl`.
-/// The step of `steps` with the highest reward, the later of equals (it trained longer for the
-/// same score); none without a reward logged at any of them.
-pub(crate) fn best_of(steps: impl IntoIterator<Item = i64>, rewards: &[(i64, f64)]) -> Option<i64> {
+/// A score of a run's steps, as its `metrics.jsonl` has it.
+pub(crate) struct Scores {
+    /// The metric's name.
+    pub(crate) by: &'static str,
+    pub(crate) values: Vec<(i64, f64)>,
+}
+
+/// The step of `steps` with the highest score, the later of equals (it trained longer for the
+/// same score); none without a score logged at any of them.
+pub(crate) fn best_of(steps: impl IntoIterator<Item = i64>, scores: &[(i64, f64)]) -> Option<i64> {
     steps
         .into_iter()
-        .filter_map(|step| Some((step, rewards.iter().find(|(at, _)| *at == step)?.1)))
+        .filter_map(|step| Some((step, scores.iter().find(|(at, _)| *at == step)?.1)))
         .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
         .map(|(step, _)| step)
 }
 
-fn rewards_by_step(dir: &Path) -> Vec<(i64, f64)> {
+/// The held-out evaluations' mean scores when the run has any, else the training rewards.
+fn scores_by_step(dir: &Path) -> Scores {
     let Ok(metrics) = read_metrics_file(&dir.join(METRICS_FILE_NAME)) else {
-        return Vec::new();
+        return Scores {
+            by: BEST_BY_REWARD,
+            values: Vec::new(),
+        };
     };
-    metrics
-        .trainer
-        .iter()
-        .flat_map(|run| &run.history)
-        .filter_map(|row| Some((row.step, row.number(BEST_BY).filter(|r| r.is_finite())?)))
-        .collect()
+    let of = |by: &'static str| Scores {
+        by,
+        values: metrics
+            .trainer
+            .iter()
+            .flat_map(|run| &run.history)
+            .filter_map(|row| Some((row.step, row.number(by).filter(|x| x.is_finite())?)))
+            .collect(),
+    };
+    let evaluated = of(BEST_BY_EVALUATION);
+    if evaluated.values.is_empty() {
+        of(BEST_BY_REWARD)
+    } else {
+        evaluated
+    }
 }
 
 /// The adapter files of a sampler archive, written into `dir`: only those two names, only

@@ -88,7 +88,7 @@ impl Tools {
     }
 
     /// The slice of its environment's items run `id` kept out of training, if any.
-    fn kept_out(&self, id: &RunId) -> Option<rl_python::Slice> {
+    pub(crate) fn kept_out(&self, id: &RunId) -> Option<rl_python::Slice> {
         rl_process::LaunchPlan::load(self.home(), id)
             .ok()?
             .held_out()

@@ -14,11 +14,12 @@ use crate::{Tools, ToolsError};
 const LOG_LINES: usize = 60;
 
 /// The charts' series: a `history` row's field and its label (the key the trainer logs).
-const SERIES: [(&str, &str); 7] = [
+const SERIES: [(&str, &str); 8] = [
     ("reward_mean", "reward/mean"),
     ("loss", "train/loss"),
     ("percent_correct", "train/percent_correct"),
     ("eval_percent_correct", "eval/percent_correct"),
+    ("eval_mean_score", "eval/mean_score"),
     ("learning_rate", "train/learning_rate"),
     ("logprobs_diff", "logprobs/diff"),
     ("advantages_std", "advantages/std"),

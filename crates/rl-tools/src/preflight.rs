@@ -175,14 +175,24 @@ impl Tools {
         plan: &TestPlan,
         progress: ProgressSink,
     ) -> Result<TestReport, ToolsError> {
+        self.test_inference_in(plan, &self.test_store(), progress)
+            .await
+    }
+
+    /// Runs the plan as a test kept in `store` (a run's evaluations are kept in its folder).
+    pub(crate) async fn test_inference_in(
+        &self,
+        plan: &TestPlan,
+        store: &TestStore,
+        progress: ProgressSink,
+    ) -> Result<TestReport, ToolsError> {
         let mut secrets = self.secrets().clone();
         if let Some(key) = &plan.endpoint.key {
             secrets.also_redact(&plan.endpoint.key_variable, key);
         }
-        let store = self.test_store();
         Ok(rl_preflight::run_test(
             plan,
-            &store,
+            store,
             std::sync::Arc::new(self.model_runner().clone()),
             secrets,
             progress,

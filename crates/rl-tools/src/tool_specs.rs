@@ -246,8 +246,9 @@ impl ToolName {
                 description: "List what a run saved (or every run, without `run_id`): each \
                     checkpoint's `step`, `name`, `sampler_path` (what sampling loads), \
                     `state_path` (what resuming loads), `time`, `size_bytes` on the local engine, \
-                    `expires_at` where known, whether it is the `best` (by `reward/mean` at its \
-                    step) and whether it is the `resume_point` rl_resume_training would load. \
+                    `expires_at` where known, whether it is the `best` (by `best_by`: the held-out \
+                    `eval/mean_score` when the run evaluated during training, else `reward/mean` \
+                    at its step) and whether it is the `resume_point` rl_resume_training would load. \
                     Returns `runs` (each with `best_step` and `resume_step`) and `count`.",
                 parameters: json!({
                     "type": "object",

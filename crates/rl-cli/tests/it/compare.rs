@@ -20,7 +20,7 @@ const PRUNED_AS_IT_ENDS_FOUR_HELD_OUT: (&str, &str) = (
 const HELD_OUT_PROMPTS: usize = 4;
 
 /// The user messages of the groups a model of a test wrote.
-fn asked_prompts(test_dir: &std::path::Path, stem_start: &str) -> BTreeSet<String> {
+pub(crate) fn asked_prompts(test_dir: &std::path::Path, stem_start: &str) -> BTreeSet<String> {
     let mut asked = BTreeSet::new();
     for entry in std::fs::read_dir(test_dir).unwrap() {
         let path = entry.unwrap().path();
@@ -46,7 +46,7 @@ fn asked_prompts(test_dir: &std::path::Path, stem_start: &str) -> BTreeSet<Strin
 }
 
 /// Every prompt the run's trainer logged a rollout of.
-fn trained_prompts(run_dir: &std::path::Path) -> String {
+pub(crate) fn trained_prompts(run_dir: &std::path::Path) -> String {
     let mut text = String::new();
     for entry in std::fs::read_dir(run_dir.join("rollouts")).unwrap() {
         text.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());

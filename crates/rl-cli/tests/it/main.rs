@@ -4,6 +4,7 @@
 
 mod browser;
 mod compare;
+mod evaluation;
 mod hostile_components;
 mod hostile_sources;
 mod json_outputs;

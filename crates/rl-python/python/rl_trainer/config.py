@@ -74,6 +74,9 @@ class TrainerConfig:
     request_timeout_secs: float
     engine_unreachable_secs: float
     max_retries: int
+    # Evaluation during training (rl runs evaluate): every this many steps, 0 for never.
+    eval_every: int = 0
+    eval_timeout_secs: float = 1800.0
     # A resumed run: the state (weights + optimizer) it continues from, after this step.
     resume_state: Optional[str] = None
     starting_step: int = 0
@@ -97,6 +100,7 @@ class TrainerConfig:
             "save_every": self.save_every,
             "keep_rollouts": self.keep_rollouts,
             "batch_timeout_secs": self.batch_timeout_secs,
+            **({"eval_every": self.eval_every} if self.eval_every else {}),
             **({"resume_state": self.resume_state, "starting_step": self.starting_step} if self.resume_state else {}),
         }
 
@@ -340,6 +344,8 @@ def parse_config(doc: Any) -> TrainerConfig:
         "engine_unreachable_secs", 120.0 if remote else 10.0, minimum=1.0
     )
     max_retries = tinker.integer("max_retries", 3, minimum=0)
+    eval_every = tinker.integer("eval_every", 0, minimum=0)
+    eval_timeout_secs = tinker.number("eval_timeout_secs", 1800.0, minimum=0.0, exclusive=True)
     resume_state = tinker.string("resume_state", None)
     starting_step = tinker.integer("starting_step", 0, minimum=0)
     if starting_step >= total_steps:
@@ -380,6 +386,8 @@ def parse_config(doc: Any) -> TrainerConfig:
         request_timeout_secs=request_timeout_secs,
         engine_unreachable_secs=engine_unreachable_secs,
         max_retries=max_retries,
+        eval_every=eval_every,
+        eval_timeout_secs=eval_timeout_secs,
         resume_state=resume_state,
         starting_step=starting_step,
         notes=tuple(notes),

@@ -21,7 +21,8 @@ from .batch import (
     summary,
     training_logprobs,
 )
-from .config import TrainerConfig
+from .config import TrainerConfig, is_loopback_host
+from . import evaluation
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
 from .records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows
 from .runapi import RunApi
@@ -57,6 +58,8 @@ class Trainer:
         self.checkpoints = Checkpoints(os.path.join(run_dir, "checkpoints.jsonl"))
         self.rollouts = Rollouts(os.path.join(run_dir, "rollouts"), config.keep_rollouts)
         self.wandb: Optional[Wandb] = None
+        self.evaluate_command = evaluation.command_from()
+        self.last_evaluated = config.starting_step
 
     # ------------------------------------------------------------------ phases
 
@@ -86,6 +89,11 @@ class Trainer:
         c = self.config
         for note in c.notes:
             say(f"note: {note}")
+        if c.eval_every and self.evaluate_command is None:
+            say(
+                f"note: tinker.eval_every is {c.eval_every}, but rl gave no evaluation command "
+                f"({evaluation.COMMAND_VARIABLE}): no checkpoint is evaluated during this run"
+            )
         say("settings: " + ", ".join(f"{k}={v}" for k, v in c.summary().items()))
         from transformers import AutoTokenizer  # slow import: after /health is up
 
@@ -182,10 +190,16 @@ class Trainer:
                 metrics[f"engine/optim/{key}"] = value
             metrics.update(advantage_stats(prepared))
 
-        if sequences or last:
+        saved = bool(sequences) or last
+        if saved:
             await self.save(n, last)
         metrics["time/wait_secs"] = waited
         metrics["time/step_secs"] = time.monotonic() - started
+        if saved and self.evaluate_command and evaluation.is_due(n, c.total_steps, c.eval_every, self.last_evaluated):
+            evaluated = time.monotonic()
+            metrics.update(await self.evaluate(n))
+            metrics["time/eval_secs"] = time.monotonic() - evaluated
+            self.last_evaluated = n
         metrics["_timestamp"] = time.time()  # when the step ended (the key stays second)
         self.metrics.append(metrics)
         if self.wandb is not None:
@@ -210,6 +224,19 @@ class Trainer:
         announce(f"Sampling client updated: {sampler_path}")
         if state_path:
             say(f"training state (weights + optimizer) saved: {state_path}")
+
+    async def evaluate(self, n: int) -> Dict[str, Any]:
+        """The held-out evaluation of the checkpoint just saved, which the server now serves
+        (training waits: the weights stay those of step n)."""
+        c = self.config
+        host = c.serve_host
+        if host in ("0.0.0.0", "::", "") or is_loopback_host(host):
+            host = "127.0.0.1"
+        base_url = f"http://{host}:{c.serve_port}/v1"
+        # rl cuts each model at eval_timeout_secs; this bound covers its start and reading too.
+        return await evaluation.evaluate(
+            self.evaluate_command, n, base_url, self.policy.model_name, c.eval_timeout_secs + 120, say
+        )
 
     async def finish(self) -> None:
         path = self.policy.sampler_path

@@ -105,8 +105,8 @@ class LoopTests(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True, resume=None):
-        tinker = {"base_url": "http://127.0.0.1:2", "save_every": save_every, "keep_rollouts": keep, "learning_rate": 0.01}
+    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True, resume=None, eval_every=0):
+        tinker = {"base_url": "http://127.0.0.1:2", "save_every": save_every, "keep_rollouts": keep, "learning_rate": 0.01, "eval_every": eval_every}
         if resume:
             tinker.update({"resume_state": resume[0], "starting_step": resume[1]})
         config = parse_config(
@@ -191,6 +191,34 @@ class LoopTests(unittest.TestCase):
         self.assertEqual(metrics[0]["train/loss"], 0.25 * 4 * 2)
         self.assertEqual(metrics[0]["train/loss_from_outputs"], 1)
         self.assertNotIn("train/loss", metrics[2])
+
+    def test_every_eval_every_steps_the_saved_checkpoint_is_evaluated_into_its_row(self):
+        batches = [[group([0.0, 1.0])], [group([1.0, 1.0])], [group([0.0, 1.0])], [group([1.0, 0.0])]]
+        trainer = self.trainer(batches, steps=4, eval_every=2)
+        asked = []
+
+        async def fake_evaluate(command, step, base_url, model, timeout, say):
+            asked.append((step, base_url, model, trainer.policy.sampler_path))
+            return {"eval/mean_score": step / 10}
+
+        trainer.evaluate_command = ["rl", "runs", "evaluate", "0123abcd"]
+        with mock.patch("rl_trainer.evaluation.evaluate", fake_evaluate):
+            self.run_steps(trainer, 4)
+        # Step 2 saved nothing (every group alike): the next saved step is evaluated instead,
+        # and the last always is; each against the checkpoint it just saved, on loopback.
+        self.assertEqual(
+            asked,
+            [(3, "http://127.0.0.1:1/v1", trainer.config.model_name, "tinker://m/step_3"), (4, "http://127.0.0.1:1/v1", trainer.config.model_name, "tinker://m/final")],
+        )
+        rows = self.rows("metrics.jsonl")
+        self.assertEqual([row.get("eval/mean_score") for row in rows], [None, None, 0.3, 0.4, None])
+        self.assertIn("time/eval_secs", rows[2])
+
+    def test_without_rls_command_nothing_is_evaluated(self):
+        trainer = self.trainer([[group([0.0, 1.0])]], steps=1, eval_every=1)
+        trainer.evaluate_command = None
+        self.run_steps(trainer, 1)
+        self.assertNotIn("eval/mean_score", self.rows("metrics.jsonl")[0])
 
     def test_a_resumed_run_loads_its_state_and_trains_only_the_steps_left(self):
         batches = [[group([0.0, 1.0])], [group([1.0, 0.0])]]

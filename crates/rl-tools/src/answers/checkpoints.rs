@@ -21,8 +21,8 @@ pub struct RunCheckpoints {
     pub checkpoints: Vec<CheckpointEntry>,
     /// The step of the best checkpoint, and by which measure (see `best_by`).
     pub best_step: Option<i64>,
-    /// `reward/mean` at the checkpoint's step (the training batch's): the only score a run
-    /// has until it is evaluated on held-out prompts.
+    /// `eval/mean_score` when the run was evaluated on held-out prompts during training
+    /// (`eval_every`), else `reward/mean` at the checkpoint's step (the training batch's).
     pub best_by: &'static str,
     /// Where `rl_resume_training` would continue from, when the run can be resumed.
     pub resume_step: Option<u64>,

@@ -30,6 +30,9 @@ pub struct MetricsView {
     pub percent_correct: Option<f64>,
     #[serde(serialize_with = "number")]
     pub eval_percent_correct: Option<f64>,
+    /// The held-out evaluation's mean score (`eval_every`), the best checkpoint's measure.
+    #[serde(serialize_with = "number")]
+    pub eval_mean_score: Option<f64>,
     #[serde(serialize_with = "number")]
     pub logprobs_diff: Option<f64>,
     #[serde(serialize_with = "number")]
@@ -45,6 +48,7 @@ impl From<&StatusMetrics> for MetricsView {
             learning_rate: metrics.learning_rate,
             percent_correct: metrics.percent_correct,
             eval_percent_correct: metrics.eval_percent_correct,
+            eval_mean_score: metrics.eval_mean_score,
             logprobs_diff: metrics.logprobs_diff,
             advantages_std: metrics.advantages_std,
         }

@@ -7,6 +7,7 @@ mod compare;
 mod config;
 mod environments;
 mod error;
+mod evaluation;
 mod fields;
 mod health_check;
 mod metrics;
@@ -24,6 +25,7 @@ pub use environments::{
     EnvironmentList, FieldView, NameSourceView, Selected,
 };
 pub use error::{ErrorAnswer, error_answer};
+pub use evaluation::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, Evaluated};
 pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, FieldTypeView};
 pub use health_check::{Check, HealthReport};
 pub use metrics::{

@@ -1,0 +1,156 @@
+//! Evaluation during training (`eval_every`): on the local engine with the tiny model, the
+//! trainer pauses every two steps and at the last, rl tests the checkpoint it serves on the
+//! run's held-out prompts, and the figures become the run's `eval/*` series and the measure of
+//! its best checkpoint.
+
+use serde_json::Value;
+
+use crate::compare::{asked_prompts, trained_prompts};
+use crate::runs::assert_nothing_left;
+use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, stack};
+
+/// Evaluate every two steps on 3 prompts of 2 completions, a quarter of the items kept out
+/// (seed 7: 4 of the 12 digits prompts).
+const EVALUATED_EVERY_TWO: (&str, &str) = (
+    "keep_rollouts = 20",
+    "keep_rollouts = 20\neval_every = 2\neval_prompts = 3\neval_group_size = 2\n\n\
+     [held_out]\nfraction = 0.25\nseed = 7",
+);
+
+fn rows(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
+    let (stack, _engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO, EVALUATED_EVERY_TWO]);
+    let id = stack.start();
+    let finished = stack.wait(&id, "finished", 1200);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let run_dir = stack.run_dir(&id);
+
+    // The evaluated steps: two apart or more (a step that saved nothing postpones it), the
+    // last always, each a step that saved a checkpoint; every figure from 3 prompts.
+    let metrics = rows(&run_dir.join("metrics.jsonl"));
+    let evaluated: Vec<(i64, f64)> = metrics
+        .iter()
+        .filter_map(|row| Some((row["step"].as_i64()?, row["eval/mean_score"].as_f64()?)))
+        .collect();
+    let steps: Vec<i64> = evaluated.iter().map(|(step, _)| *step).collect();
+    let trainer_log = std::fs::read_to_string(run_dir.join("trainer.log")).unwrap();
+    assert!(steps.len() >= 2, "{metrics:#?}\n{trainer_log}");
+    assert_eq!(steps.last(), Some(&5), "{metrics:#?}");
+    assert!(
+        steps
+            .windows(2)
+            .all(|pair| pair[1] - pair[0] >= 2 || pair[1] == 5),
+        "{steps:?}"
+    );
+    let saved: Vec<i64> = rows(&run_dir.join("checkpoints.jsonl"))
+        .iter()
+        .filter_map(|row| row["step"].as_i64())
+        .collect();
+    for step in &steps {
+        assert!(
+            saved.contains(step),
+            "step {step} evaluated, saved {saved:?}"
+        );
+    }
+    for row in metrics
+        .iter()
+        .filter(|row| row["eval/mean_score"].is_number())
+    {
+        assert_eq!(row["eval/prompts"], 3.0, "{row:#}");
+        assert_eq!(row["eval/completions"], 6.0, "{row:#}");
+        let percent = row["eval/percent_correct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&percent), "{row:#}");
+        assert!(row.get("eval/failed").is_none(), "{row:#}");
+    }
+
+    // Each evaluation is a test in the run's folder that asked only held-out prompts.
+    let evaluations: Vec<std::path::PathBuf> = std::fs::read_dir(run_dir.join("evaluations"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir())
+        .collect();
+    assert_eq!(evaluations.len(), steps.len(), "{evaluations:?}");
+    let trained_on = trained_prompts(&run_dir);
+    for test in &evaluations {
+        let asked = asked_prompts(test, "01-");
+        assert_eq!(asked.len(), 3, "{asked:?}");
+        for prompt in &asked {
+            assert!(!trained_on.contains(prompt.as_str()), "trained on {prompt}");
+        }
+    }
+    assert!(
+        trainer_log.contains("evaluated step 5: mean score"),
+        "{trainer_log}"
+    );
+    assert!(
+        trainer_log.contains("which the run never trained on"),
+        "{trainer_log}"
+    );
+
+    // The series in the status, and the best checkpoint chosen by it.
+    let status = stack.json(&["runs", "status", &id]);
+    let (_, last_score) = evaluated.last().copied().unwrap();
+    assert_eq!(
+        status["metrics"]["eval_mean_score"].as_f64(),
+        Some(last_score),
+        "{status:#}"
+    );
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    let run = &listed["runs"][0];
+    assert_eq!(run["best_by"], "eval/mean_score", "{listed:#}");
+    let best_step = run["best_step"].as_i64().unwrap();
+    let best_score = evaluated
+        .iter()
+        .map(|(_, score)| *score)
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert!(
+        evaluated.contains(&(best_step, best_score)),
+        "best {best_step}, evaluated {evaluated:?}"
+    );
+
+    // Asked by hand, it evaluates only a trainer on loopback, and only a run that exists.
+    for (args, expected) in [
+        (
+            vec!["--base-url", "http://10.1.2.3:8000/v1", "--model", "m"],
+            "not on loopback",
+        ),
+        (
+            vec!["--base-url", "https://127.0.0.1:8000/v1", "--model", "m"],
+            "over http://",
+        ),
+    ] {
+        let mut call = vec!["--json", "runs", "evaluate", id.as_str(), "--step", "5"];
+        call.extend(args);
+        let output = stack.rl(&call);
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let error: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(
+            error["error"].as_str().unwrap().contains(expected),
+            "{error:#}"
+        );
+    }
+    let unknown = stack.rl(&[
+        "--json",
+        "runs",
+        "evaluate",
+        "00000000",
+        "--step",
+        "1",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+    ]);
+    assert_eq!(unknown.status.code(), Some(1), "{unknown:?}");
+    assert_nothing_left(&stack, &id);
+}
