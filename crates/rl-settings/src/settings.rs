@@ -212,6 +212,23 @@ pub struct InferenceSettings {
     pub key_variable: Option<String>,
     /// Models tested when the caller names none; empty means the original's three.
     pub models: Vec<String>,
+    /// Where a hosted run's checkpoints are sampled: the Tinker service's OpenAI-compatible
+    /// endpoint (its key is `TINKER_API_KEY`); unset means the hosted service's.
+    pub tinker_openai_url: Option<String>,
+}
+
+/// The hosted Tinker service's OpenAI-compatible endpoint: it samples any `tinker://…/
+/// sampler_weights/…` path, and base models by name.
+pub(crate) const TINKER_OPENAI_BASE_URL: &str =
+    "https://tinker.thinkingmachines.dev/services/tinker-prod/oai/api/v1";
+
+impl InferenceSettings {
+    /// Where a hosted run's checkpoints are sampled.
+    pub fn tinker_openai_url(&self) -> &str {
+        self.tinker_openai_url
+            .as_deref()
+            .unwrap_or(TINKER_OPENAI_BASE_URL)
+    }
 }
 
 /// How long each phase of a run may take, in seconds.

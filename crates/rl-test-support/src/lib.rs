@@ -200,8 +200,21 @@ impl FixtureServer {
     ///
     /// # Panics
     /// When the server cannot start or does not say where it listens.
-    #[allow(clippy::expect_used)]
     pub fn start(python: &Path, required_key_sha256: Option<&str>) -> Self {
+        Self::serving(python, required_key_sha256, None)
+    }
+
+    /// As [`FixtureServer::start`]; with `any_model`, a model name that is none of its
+    /// policies is answered with that policy (as an endpoint that serves any checkpoint).
+    ///
+    /// # Panics
+    /// When the server cannot start or does not say where it listens.
+    #[allow(clippy::expect_used)]
+    pub fn serving(
+        python: &Path,
+        required_key_sha256: Option<&str>,
+        any_model: Option<&str>,
+    ) -> Self {
         use std::io::BufRead;
         let dir = tempfile::tempdir().expect("a temporary folder");
         let request_log = dir.path().join("requests.jsonl");
@@ -213,6 +226,9 @@ impl FixtureServer {
             .stdout(std::process::Stdio::piped());
         if let Some(hash) = required_key_sha256 {
             command.args(["--require-key-sha256", hash]);
+        }
+        if let Some(policy) = any_model {
+            command.args(["--any-model", policy]);
         }
         let mut child = command.spawn().expect("the fixture server starts");
         let mut first = String::new();

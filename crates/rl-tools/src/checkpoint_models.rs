@@ -1,15 +1,16 @@
 //! A run's checkpoints as the models of a pre-flight: `run:ID` (its last saved state),
 //! `run:ID@STEP`, `run:ID@best` and `run:ID@base` (the base model it trained, through the same
-//! engine and code, so a comparison differs only in the weights). They are served by
-//! `rl_trainer.checkpoints` (rl's trainer's Python, the run's engine started again on a copy of
-//! its engine folder), which the test starts before its models and ends after them.
+//! engine and code, so a comparison differs only in the weights). A local-engine run's are
+//! served by `rl_trainer.checkpoints` (rl's trainer's Python, the run's engine started again on
+//! a copy of its engine folder), which the test starts before its models and ends after them;
+//! a hosted run's by the Tinker service's OpenAI-compatible endpoint, by their sampler paths.
 
 use std::path::Path;
 use std::time::Duration;
 
 use rl_preflight::ModelServer;
-use rl_process::RunState;
-use rl_settings::{RunConfig, RunId, Value};
+use rl_process::{RunRecord, RunState};
+use rl_settings::{RunConfig, RunId, Value, run_dir};
 
 use crate::{Tools, ToolsError};
 
@@ -62,13 +63,12 @@ pub(crate) fn parse_checkpoint_model(model: &str) -> Result<(RunId, At), ToolsEr
 }
 
 impl Tools {
-    /// The server of `models`, every one a checkpoint of the same finished local-engine run,
-    /// on `port`.
-    pub(crate) fn checkpoint_server(
+    /// The run whose checkpoints `models` name, and what each names: every model a checkpoint,
+    /// all of one run.
+    pub(crate) fn checkpoint_models(
         &self,
         models: &[String],
-        port: u16,
-    ) -> Result<ModelServer, ToolsError> {
+    ) -> Result<(RunRecord, Vec<(String, At)>), ToolsError> {
         let mut parsed = Vec::new();
         for model in models {
             if !is_checkpoint_model(model) {
@@ -98,6 +98,56 @@ impl Tools {
             });
         }
         let run = self.run_status(run_id, i64::MAX)?.run;
+        let named = parsed
+            .into_iter()
+            .map(|(model, (_, at))| (model, at))
+            .collect();
+        Ok((run, named))
+    }
+
+    /// Whether `run` trained on the local engine (its folder keeps the engine's), rather than
+    /// on the hosted Tinker, whose checkpoints its own endpoint samples.
+    pub(crate) fn trained_locally(&self, run: &RunRecord) -> Result<bool, ToolsError> {
+        Ok(run_dir(self.home(), &RunId::parse(&run.id)?)
+            .join("engine")
+            .is_dir())
+    }
+
+    /// What the hosted Tinker's OpenAI-compatible endpoint is asked for each of `named`: a
+    /// checkpoint's sampler path (`tinker://…/sampler_weights/…`), or the base model's name.
+    pub(crate) fn hosted_models(
+        &self,
+        run: &RunRecord,
+        named: &[(String, At)],
+    ) -> Result<Vec<String>, ToolsError> {
+        let saved = self.saved(run)?;
+        let config = RunConfig::read(&run.config_path)?;
+        named
+            .iter()
+            .map(|(model, at)| {
+                let invalid = |reason: String| ToolsError::Invalid {
+                    what: format!("model {model}"),
+                    reason,
+                };
+                match at {
+                    At::Base => base_model_of(&config).ok_or_else(|| {
+                        invalid("its run's config names no tinker.base_model".to_owned())
+                    }),
+                    at => sampler_of(&saved, at).map_err(invalid),
+                }
+            })
+            .collect()
+    }
+
+    /// The server of `models`, every one a checkpoint of the same finished local-engine run,
+    /// on `port`.
+    pub(crate) fn checkpoint_server(
+        &self,
+        run: &RunRecord,
+        named: &[(String, At)],
+        port: u16,
+    ) -> Result<ModelServer, ToolsError> {
+        let run_id = RunId::parse(&run.id)?;
         if !run.state.is_finished() || run.state == RunState::Stopping {
             return Err(ToolsError::Invalid {
                 what: format!("run {run_id}"),
@@ -107,22 +157,12 @@ impl Tools {
                 ),
             });
         }
-        let saved = self.saved(&run)?;
-        if !saved.dir.join("engine").is_dir() {
-            return Err(ToolsError::Invalid {
-                what: format!("run {run_id}"),
-                reason: "it did not train on the local engine (no engine folder): a hosted \
-                         run's checkpoints are sampled at Tinker's own OpenAI-compatible \
-                         endpoint (--base-url with --model tinker://…)"
-                    .to_owned(),
-            });
-        }
+        let saved = self.saved(run)?;
         let config = RunConfig::read(&run.config_path)?;
-        let base_model =
-            text_of(config.tinker.get("base_model")).ok_or_else(|| ToolsError::Invalid {
-                what: format!("run {run_id}"),
-                reason: "its config names no tinker.base_model".to_owned(),
-            })?;
+        let base_model = base_model_of(&config).ok_or_else(|| ToolsError::Invalid {
+            what: format!("run {run_id}"),
+            reason: "its config names no tinker.base_model".to_owned(),
+        })?;
         let lora_rank = int_of(config.tinker.get("lora_rank")).unwrap_or(32);
         let max_token_length = int_of(config.env.get("max_token_length")).unwrap_or(2048);
         let settings = self.settings()?;
@@ -148,8 +188,8 @@ impl Tools {
             serde_json::to_string(&settings.engine.backend_config)
                 .map_err(|error| ToolsError::Internal(error.to_string()))?,
         ];
-        for (model, (_, at)) in &parsed {
-            if *at == At::Base {
+        for (model, at) in named {
+            if at == &At::Base {
                 args.extend(["--base".to_owned(), model.clone()]);
             } else {
                 let state = state_of(&saved, at).map_err(|reason| ToolsError::Invalid {
@@ -218,6 +258,46 @@ fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String
         .find(|(at, _)| *at == step)
         .map(|(_, state)| (*state).to_owned())
         .ok_or_else(|| format!("step {step} has no saved state to sample; {}", steps()))
+}
+
+/// The sampler path (`save_weights_for_sampler`) of the checkpoint `at` names: every saved
+/// step has one; a pruned one is no model.
+fn sampler_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String> {
+    let sampled: Vec<(i64, &str)> = saved
+        .record
+        .checkpoints
+        .iter()
+        .filter_map(|checkpoint| Some((checkpoint.step?, checkpoint.path.as_str())))
+        .filter(|(step, _)| !saved.pruned.contains(step))
+        .collect();
+    let wanted = match at {
+        At::Last => sampled.last().map(|(step, _)| *step),
+        At::Step(step) => Some(*step),
+        At::Best => {
+            crate::checkpoints::best_of(sampled.iter().map(|(step, _)| *step), &saved.scores.values)
+        }
+        At::Base => None,
+    };
+    let listed = || {
+        let steps: Vec<String> = sampled.iter().map(|(step, _)| step.to_string()).collect();
+        if steps.is_empty() {
+            "it saved no checkpoint".to_owned()
+        } else {
+            format!("steps with a checkpoint: {}", steps.join(", "))
+        }
+    };
+    let step = wanted.ok_or_else(|| format!("no checkpoint to sample; {}", listed()))?;
+    sampled
+        .iter()
+        .rev()
+        .find(|(at, _)| *at == step)
+        .map(|(_, path)| (*path).to_owned())
+        .ok_or_else(|| format!("step {step} has no checkpoint; {}", listed()))
+}
+
+/// The model a run trained (`tinker.base_model`, else the tokenizer it was given).
+fn base_model_of(config: &RunConfig) -> Option<String> {
+    text_of(config.tinker.get("base_model")).or_else(|| text_of(config.env.get("tokenizer_name")))
 }
 
 fn text_of(value: Option<&Value>) -> Option<String> {

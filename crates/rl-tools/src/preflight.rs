@@ -10,6 +10,9 @@ use rl_preflight::{
 };
 
 use crate::checkpoint_models::is_checkpoint_model;
+
+/// The hosted Tinker's key, which its OpenAI-compatible endpoint takes too.
+const TINKER_KEY_VARIABLE: &str = "TINKER_API_KEY";
 use crate::{Tools, ToolsError};
 
 /// What a caller may choose; everything left `None` comes from the operator's settings
@@ -100,7 +103,8 @@ impl Tools {
         self.finish_plan(request, options, &selection)
     }
 
-    /// A test of a run's checkpoints (`run:ID[@STEP]`), served by a process the test starts.
+    /// A test of a run's checkpoints (`run:ID[@STEP]`): a local-engine run's served by a
+    /// process the test starts, a hosted run's by the Tinker service's endpoint.
     fn checkpoint_plan(
         &self,
         options: &InferenceOptions,
@@ -114,18 +118,35 @@ impl Tools {
             });
         }
         rl_preflight::check_models(&options.models)?;
-        let [port] = rl_process::free_loopback_ports::<1>()?;
-        let server = self.checkpoint_server(&options.models, port)?;
+        let (run, named) = self.checkpoint_models(&options.models)?;
         let mut request = TestRequest::openrouter(None);
-        request.models.clone_from(&options.models);
-        request.endpoint = Endpoint {
-            base_url: server.base_url(),
-            key_variable: "(none)".to_owned(),
-            key: None,
-        };
-        // The checkpoints are loaded and compiled before the first model starts; a model's
-        // timeout counts from its own start.
-        request.server = Some(server);
+        if self.trained_locally(&run)? {
+            let [port] = rl_process::free_loopback_ports::<1>()?;
+            let server = self.checkpoint_server(&run, &named, port)?;
+            request.models.clone_from(&options.models);
+            request.endpoint = Endpoint {
+                base_url: server.base_url(),
+                key_variable: "(none)".to_owned(),
+                key: None,
+            };
+            // The checkpoints are loaded and compiled before the first model starts; a
+            // model's timeout counts from its own start.
+            request.server = Some(server);
+        } else {
+            // Tinker's endpoint samples a checkpoint by its sampler path, while training goes
+            // on or after; the test's models are those paths.
+            let key = self
+                .key(TINKER_KEY_VARIABLE)
+                .ok_or_else(|| PreflightError::MissingKey {
+                    variable: TINKER_KEY_VARIABLE.to_owned(),
+                })?;
+            request.models = self.hosted_models(&run, &named)?;
+            request.endpoint = Endpoint {
+                base_url: self.settings()?.inference.tinker_openai_url().to_owned(),
+                key_variable: TINKER_KEY_VARIABLE.to_owned(),
+                key: Some(key),
+            };
+        }
         self.finish_plan(request, options, selection)
     }
 

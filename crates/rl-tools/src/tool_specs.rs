@@ -271,7 +271,7 @@ impl ToolName {
                     "properties": {
                         "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_STEPS, "description": "Groups per model"},
                         "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_GROUP_SIZE, "description": "Completions per group, as in training"},
-                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); or a finished local-engine run's checkpoints, served by rl: run:RUN_ID (its last saved state), run:RUN_ID@STEP, run:RUN_ID@best, run:RUN_ID@base (its base model)"}
+                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); or a run's checkpoints: run:RUN_ID (its last saved state), run:RUN_ID@STEP, run:RUN_ID@best, run:RUN_ID@base (its base model); a finished local-engine run's are served by rl, a hosted run's by Tinker's OpenAI-compatible endpoint (TINKER_API_KEY)"}
                     },
                     "required": [],
                     "additionalProperties": false
@@ -279,9 +279,10 @@ impl ToolName {
             },
             Self::CompareTraining => ToolSpec {
                 name: self.name(),
-                description: "Did training help? Run the pre-flight of a finished local-engine \
-                    run's environment (it must be selected) against its base model and a trained \
-                    checkpoint, both sampled through the run's engine, on the same prompts: the \
+                description: "Did training help? Run the pre-flight of a run's environment (it \
+                    must be selected) against its base model and a trained checkpoint, both \
+                    sampled through the run's engine (a finished local-engine run's, started \
+                    again; a hosted run's at Tinker's endpoint), on the same prompts: the \
                     items the run kept out of training, each once. Takes minutes. Returns \
                     `prompt_source` and `kept_out_of_training` (a gain on trained prompts may be \
                     memory, not skill), each model's `mean_score` and `percent_correct` with 95% \

@@ -222,3 +222,123 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     assert_eq!(std::fs::read(&engine_db).unwrap(), db_before);
     assert_nothing_left(&stack, &id);
 }
+
+/// Hex SHA-256, as the fixture server logs a bearer token.
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest as _;
+    use std::fmt::Write as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_hosted_runs_checkpoints_are_sampled_at_tinkers_endpoint() {
+    // The fixture trainer trains nothing on this machine: its run looks like a hosted one (no
+    // engine folder, `tinker://` sampler paths), and the fixture server stands in for Tinker's
+    // OpenAI-compatible endpoint, accepting only the run's TINKER_API_KEY.
+    const KEY: &str = "tml-hosted-endpoint-key-5f1c";
+    let python = crate::test_python();
+    let tinker = rl_test_support::FixtureServer::serving(
+        &python,
+        Some(&sha256_hex(KEY)),
+        Some("half-right"),
+    );
+    let endpoint = format!(
+        "[inference]\ntinker_openai_url = \"{}\"\n\n[locked.env]",
+        tinker.base_url
+    );
+    let mut stack = crate::runs::Stack::new(&python, &[("[locked.env]", endpoint.as_str())]);
+    stack.tinker_key = Some(KEY);
+    let id = stack.start();
+    let finished = stack.wait(&id, "finished", 300);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    let last_sampler = listed["runs"][0]["checkpoints"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["sampler_path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(last_sampler.starts_with("tinker://"), "{listed:#}");
+
+    // A pre-flight of the base model and the last checkpoint, asked by their Tinker names.
+    let report = stack.json(&[
+        "test",
+        "--model",
+        &format!("run:{id}@base"),
+        "--model",
+        &format!("run:{id}"),
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+    ]);
+    let tested: Vec<&str> = report["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(tested.len(), 2, "{report:#}");
+    assert_eq!(tested[1], last_sampler, "{report:#}");
+    for model in report["models"].as_array().unwrap() {
+        assert_eq!(model["status"], "succeeded", "{report:#}");
+    }
+    let requests = tinker.requests();
+    let asked: BTreeSet<&str> = requests
+        .iter()
+        .filter_map(|request| request["model"].as_str())
+        .collect();
+    assert!(asked.contains(last_sampler.as_str()), "{requests:#?}");
+    assert!(asked.contains(tested[0]), "{requests:#?}");
+    assert!(
+        requests
+            .iter()
+            .all(|request| request["auth_sha256"] == sha256_hex(KEY).as_str()),
+        "{requests:#?}"
+    );
+
+    // `rl compare` of a hosted run goes the same way, to a verdict.
+    let compared = stack.json(&["compare", &id, "--prompts", "2", "--group-size", "2"]);
+    assert_eq!(
+        compared["trained"]["model"],
+        last_sampler.as_str(),
+        "{compared:#}"
+    );
+    assert_eq!(compared["base"]["status"], "succeeded", "{compared:#}");
+    assert!(compared["verdict"].is_string(), "{compared:#}");
+
+    // The key went to the endpoint only: no file rl wrote holds it.
+    let mut folders = vec![stack.home.path().to_owned()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(KEY),
+                    "{} holds the key",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    // Without the key, the test is refused before anything starts.
+    stack.tinker_key = None;
+    let refused = stack.rl(&["test", "--json", "--model", &format!("run:{id}")]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let error: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("TINKER_API_KEY"),
+        "{error:#}"
+    );
+}

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::compare::{asked_prompts, trained_prompts};
 use crate::runs::assert_nothing_left;
-use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, stack};
+use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, lines, stack};
 
 /// Evaluate every two steps on 3 prompts of 2 completions, a quarter of the items kept out
 /// (seed 7: 4 of the 12 digits prompts).
@@ -16,15 +16,6 @@ const EVALUATED_EVERY_TWO: (&str, &str) = (
     "keep_rollouts = 20\neval_every = 2\neval_prompts = 3\neval_group_size = 2\n\n\
      [held_out]\nfraction = 0.25\nseed = 7",
 );
-
-fn rows(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
 
 #[test]
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
@@ -37,7 +28,7 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
 
     // The evaluated steps: two apart or more (a step that saved nothing postpones it), the
     // last always, each a step that saved a checkpoint; every figure from 3 prompts.
-    let metrics = rows(&run_dir.join("metrics.jsonl"));
+    let metrics = lines(&run_dir.join("metrics.jsonl"));
     let evaluated: Vec<(i64, f64)> = metrics
         .iter()
         .filter_map(|row| Some((row["step"].as_i64()?, row["eval/mean_score"].as_f64()?)))
@@ -52,7 +43,7 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
             .all(|pair| pair[1] - pair[0] >= 2 || pair[1] == 5),
         "{steps:?}"
     );
-    let saved: Vec<i64> = rows(&run_dir.join("checkpoints.jsonl"))
+    let saved: Vec<i64> = lines(&run_dir.join("checkpoints.jsonl"))
         .iter()
         .filter_map(|row| row["step"].as_i64())
         .collect();

@@ -23,7 +23,8 @@ pub(crate) fn stack(edits: &[(&str, &str)]) -> (Stack, LocalEngine) {
 pub(crate) const SHORT_RUN: (&str, &str) = ("total_steps = 12", "total_steps = 5");
 pub(crate) const SAVE_EVERY_TWO: (&str, &str) = ("save_every = 4", "save_every = 2");
 
-fn lines(path: &Path) -> Vec<Value> {
+/// The JSON lines of a file a run writes (none when it is missing).
+pub(crate) fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
