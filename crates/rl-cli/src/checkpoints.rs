@@ -1,5 +1,6 @@
-//! `rl checkpoints list|export|prune`: what runs saved, a checkpoint as a PEFT adapter folder,
-//! and the operator's policy applied to an ended run.
+//! `rl checkpoints list|export|keep|prune`: what runs saved, a checkpoint as a PEFT adapter
+//! folder, a hosted checkpoint kept past its expiry, and the operator's policy applied to an
+//! ended run.
 
 use std::path::PathBuf;
 
@@ -15,11 +16,24 @@ pub(crate) enum CheckpointsCommand {
     /// one a resume loads.
     List { run_id: Option<String> },
     /// Write a checkpoint's LoRA adapter (`adapter_model.safetensors`, `adapter_config.json`)
-    /// into a folder, as PEFT loads it; never overwrites. The local engine's checkpoints only.
+    /// into a folder, as PEFT loads it; never overwrites. A hosted run's is downloaded from the
+    /// Tinker service (TINKER_API_KEY).
     Export {
         run_id: String,
         step: i64,
         dir: PathBuf,
+    },
+    /// Keep a hosted run's checkpoint (its sampler weights and state) at the Tinker service
+    /// for DAYS from now, or for ever: hosted checkpoints expire unless kept.
+    Keep {
+        run_id: String,
+        step: i64,
+        /// Days from now until it expires.
+        #[arg(long, required_unless_present = "forever", conflicts_with = "forever")]
+        days: Option<u32>,
+        /// It never expires.
+        #[arg(long)]
+        forever: bool,
     },
     /// Delete the files of an ended run's checkpoints that `[checkpoints] keep_last` does not
     /// keep; never the last ones, the best, the final weights or the state a resume loads.
@@ -50,6 +64,22 @@ pub(crate) fn run(
                 output::line(format!("wrote {}", file.display()))?;
             }
             output::line(format!("load it with:\n{}", exported.load_with))
+        }
+        CheckpointsCommand::Keep {
+            run_id,
+            step,
+            days,
+            forever,
+        } => {
+            let keep_for = match days {
+                Some(days) if !forever => rl_tools::KeepFor::Days(days),
+                _ => rl_tools::KeepFor::Forever,
+            };
+            let kept = tools.keep_checkpoint(&tools.run_id(&run_id)?, step, keep_for)?;
+            if as_json {
+                return output::json(&kept);
+            }
+            output::line(&kept.message)
         }
         CheckpointsCommand::Prune { run_id } => {
             let pruned = tools.prune_checkpoints(&tools.run_id(&run_id)?)?;

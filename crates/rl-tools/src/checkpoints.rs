@@ -33,9 +33,11 @@ impl Tools {
             Some(id) => vec![self.run_status(id, i64::MAX)?.run],
             None => self.runs()?.list()?,
         };
+        // The service is asked of one run only: a listing of every run stays local and quick.
+        let ask_service = id.is_some();
         let runs: Vec<RunCheckpoints> = runs
             .iter()
-            .map(|run| self.run_checkpoints(run))
+            .map(|run| self.run_checkpoints(run, ask_service))
             .collect::<Result<_, _>>()?;
         Ok(CheckpointList {
             count: runs.len(),
@@ -43,15 +45,33 @@ impl Tools {
         })
     }
 
-    fn run_checkpoints(&self, run: &RunRecord) -> Result<RunCheckpoints, ToolsError> {
+    fn run_checkpoints(
+        &self,
+        run: &RunRecord,
+        ask_service: bool,
+    ) -> Result<RunCheckpoints, ToolsError> {
         let Saved {
             dir,
-            record,
+            mut record,
             best_step,
             scores,
             resume,
             pruned,
         } = self.saved(run)?;
+        // A hosted run's sizes and expiries are the service's to tell.
+        let hosted = if ask_service && !self.trained_locally(run)? {
+            match self.hosted_listing(run, &record) {
+                Ok(listed) => listed,
+                Err(error) => {
+                    record.warnings.push(format!(
+                        "the Tinker service did not tell sizes and expiries: {error}"
+                    ));
+                    std::collections::BTreeMap::new()
+                }
+            }
+        } else {
+            std::collections::BTreeMap::new()
+        };
         let checkpoints = record
             .checkpoints
             .iter()
@@ -60,8 +80,21 @@ impl Tools {
                     path.and_then(|path| engine_archive(&dir, path))
                         .and_then(|archive| archive_bytes(&archive))
                 };
-                let sampler = size(Some(&checkpoint.path));
-                let state = size(checkpoint.state_path.as_ref());
+                let listed = |path: Option<&String>| path.and_then(|path| hosted.get(path));
+                let (sampler_listed, state_listed) = (
+                    listed(Some(&checkpoint.path)),
+                    listed(checkpoint.state_path.as_ref()),
+                );
+                let sampler = size(Some(&checkpoint.path))
+                    .or_else(|| sampler_listed.and_then(|listed| listed.size_bytes));
+                let state = size(checkpoint.state_path.as_ref())
+                    .or_else(|| state_listed.and_then(|listed| listed.size_bytes));
+                // Usable while both live: the earlier expiry of the two.
+                let expires_at = [sampler_listed, state_listed]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|listed| listed.expires_at.clone())
+                    .min();
                 CheckpointEntry {
                     step: checkpoint.step,
                     name: checkpoint.name.clone(),
@@ -69,7 +102,7 @@ impl Tools {
                     state_path: checkpoint.state_path.clone(),
                     time: checkpoint.time.clone(),
                     size_bytes: sampler.map(|bytes| bytes + state.unwrap_or(0)),
-                    expires_at: None,
+                    expires_at,
                     best: checkpoint.step.is_some() && checkpoint.step == best_step,
                     resume_point: resume.as_ref().is_some_and(|point| {
                         checkpoint.state_path.as_deref() == Some(point.state_path.as_str())
@@ -226,50 +259,38 @@ impl Tools {
     ) -> Result<Exported, ToolsError> {
         let run = self.run_status(id, i64::MAX)?.run;
         let run_dir = run_dir(self.home(), id);
-        let record = read_checkpoints(&run_dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
-        let checkpoint = record
-            .checkpoints
-            .iter()
-            .rev()
-            .find(|checkpoint| checkpoint.step == Some(step))
-            .ok_or_else(|| {
-                let steps: Vec<String> = record
-                    .checkpoints
-                    .iter()
-                    .filter_map(|c| c.step.map(|s| s.to_string()))
-                    .collect();
-                ToolsError::invalid(
-                    "step",
-                    format!(
-                        "run {id} has no checkpoint at step {step}; its checkpoints: {}",
-                        if steps.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            steps.join(", ")
-                        }
-                    ),
-                )
-            })?;
+        let checkpoint = self.checkpoint_at(&run, step)?;
         if read_pruned(&run_dir).contains(&step) {
             return Err(ToolsError::invalid(
                 "step",
                 format!("the files of run {id}'s checkpoint at step {step} were pruned"),
             ));
         }
-        let archive = engine_archive(&run_dir, &checkpoint.path)
-            .filter(|archive| archive.is_file())
-            .ok_or_else(|| {
-                ToolsError::invalid(
+        let local = engine_archive(&run_dir, &checkpoint.path).filter(|archive| archive.is_file());
+        let files = match local {
+            Some(archive) => extract_adapter(&archive, dir)?,
+            None if !self.trained_locally(&run)? => {
+                // A hosted run's archive, fetched from the service, read like a local one.
+                let download = run_dir.join(format!("export-step-{step}.tar.gz"));
+                let part = download.with_extension("gz.part");
+                let _ = std::fs::remove_file(&part);
+                let _ = std::fs::remove_file(&download);
+                let files = self
+                    .fetch_archive(&run, &checkpoint.path, &download)
+                    .and_then(|()| extract_adapter(&download, dir));
+                let _ = std::fs::remove_file(&download);
+                files?
+            }
+            None => {
+                return Err(ToolsError::invalid(
                     "checkpoint",
                     format!(
-                        "{} is not in the run's local engine folder: only the local engine's \
-                         checkpoints can be exported here (the hosted Tinker's are downloaded \
-                         with its console or SDK)",
+                        "{} is not in the run's local engine folder (its archive is missing)",
                         checkpoint.path
                     ),
-                )
-            })?;
-        let files = extract_adapter(&archive, dir)?;
+                ));
+            }
+        };
         let base_model = RunConfig::read(&run.config_path).ok().and_then(|config| {
             match config.tinker.get("base_model") {
                 Some(Value::Str(model)) => Some(model.clone()),
@@ -291,6 +312,43 @@ impl Tools {
             base_model,
             load_with,
         })
+    }
+}
+
+impl Tools {
+    /// Run `run`'s checkpoint at `step`, as its `checkpoints.jsonl` records it.
+    pub(crate) fn checkpoint_at(
+        &self,
+        run: &RunRecord,
+        step: i64,
+    ) -> Result<rl_metrics::Checkpoint, ToolsError> {
+        let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
+        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
+        if let Some(checkpoint) = record
+            .checkpoints
+            .iter()
+            .rev()
+            .find(|checkpoint| checkpoint.step == Some(step))
+        {
+            return Ok(checkpoint.clone());
+        }
+        let steps: Vec<String> = record
+            .checkpoints
+            .iter()
+            .filter_map(|c| c.step.map(|s| s.to_string()))
+            .collect();
+        Err(ToolsError::invalid(
+            "step",
+            format!(
+                "run {} has no checkpoint at step {step}; its checkpoints: {}",
+                run.id,
+                if steps.is_empty() {
+                    "none".to_owned()
+                } else {
+                    steps.join(", ")
+                }
+            ),
+        ))
     }
 }
 

@@ -11,6 +11,7 @@ mod environments;
 mod error;
 mod evaluation;
 mod health_check;
+mod hosted;
 mod metrics;
 mod new_env;
 mod page;
@@ -30,18 +31,19 @@ pub use answers::{
     EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList, ErrorAnswer,
     EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView, FieldTypeView,
     FieldView, FileWarningView, FlagView, HealthReport, HealthView, InterruptionView,
-    IntrospectedConfig, LoggedRunView, LoggedValue, MetricsView, ModelAnswer, ModelProgressView,
-    ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView, Pruned,
-    RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView, RunCheckpoints,
-    RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel, SkipReasonView,
-    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig, TestListingView,
-    TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView, WindowView,
-    error_answer, report_json,
+    IntrospectedConfig, Kept, LoggedRunView, LoggedValue, MetricsView, ModelAnswer,
+    ModelProgressView, ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView,
+    Pruned, RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView,
+    RunCheckpoints, RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel,
+    SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig,
+    TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
+    WindowView, error_answer, report_json,
 };
 pub use compare::{CompareOptions, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};
+pub use hosted::{KeepFor, MAX_KEEP_DAYS};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::InferenceOptions;

@@ -42,10 +42,11 @@ pub struct CheckpointEntry {
     pub state_path: Option<String>,
     /// When it was saved (RFC 3339).
     pub time: Option<String>,
-    /// Bytes on disk of the sampler weights and state, on the local engine; `null` on the
-    /// hosted Tinker, which does not report them.
+    /// Bytes of the sampler weights and state: on disk on the local engine, as the hosted
+    /// Tinker reports them when one run is listed; `null` when unknown.
     pub size_bytes: Option<u64>,
-    /// When the hosted Tinker deletes it; `null` when unknown or never (the local engine).
+    /// When the hosted Tinker deletes it (the earlier of its weights' and state's expiry), as
+    /// it reports it when one run is listed; `null` when unknown or never.
     pub expires_at: Option<String>,
     pub best: bool,
     /// A resume of this run would load this checkpoint's state.
@@ -81,4 +82,16 @@ pub struct Exported {
     pub base_model: Option<String>,
     /// Python that loads it with transformers and PEFT.
     pub load_with: String,
+}
+
+/// `rl checkpoints keep`: a hosted checkpoint's new expiry.
+#[derive(Debug, Clone, Serialize)]
+pub struct Kept {
+    pub run_id: String,
+    pub step: i64,
+    /// Its sampler weights and, when the step saved one, its state.
+    pub paths: Vec<String>,
+    /// Seconds from now until it expires; `null`: it no longer expires.
+    pub ttl_seconds: Option<u64>,
+    pub message: String,
 }

@@ -17,7 +17,7 @@ mod preflight_store;
 mod runs;
 mod scan;
 
-pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Pruned, RunCheckpoints};
+pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Kept, Pruned, RunCheckpoints};
 pub use compare::{ComparedModel, ComparisonAnswer, EstimateView};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub use environments::{
