@@ -85,6 +85,44 @@ impl EvaluationSize {
     }
 }
 
+/// The operator's `[locked.tinker]` evaluation settings, checked as a run starts: `eval_every`
+/// a whole number from 0, and with it on, sizes a test takes.
+pub(crate) fn check_locked(tinker: &BTreeMap<String, Value>) -> Result<(), ToolsError> {
+    let every = match tinker.get("eval_every") {
+        None | Some(Value::Null) => 0,
+        Some(Value::Int(n)) if *n >= 0 => *n,
+        Some(other) => {
+            return Err(ToolsError::invalid(
+                "[locked.tinker] eval_every",
+                format!(
+                    "must be a whole number from 0 (0: never), got {}",
+                    other.kind()
+                ),
+            ));
+        }
+    };
+    if every == 0 {
+        return Ok(());
+    }
+    let size = EvaluationSize::of(tinker)?;
+    for (key, value, max) in [
+        ("eval_prompts", size.prompts, rl_preflight::MAX_STEPS),
+        (
+            "eval_group_size",
+            size.group_size,
+            rl_preflight::MAX_GROUP_SIZE,
+        ),
+    ] {
+        if !(1..=max).contains(&value) {
+            return Err(ToolsError::invalid(
+                format!("[locked.tinker] {key}"),
+                format!("is {value}; it must be between 1 and {max}, as a pre-flight's"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Tools {
     /// The test of run `id`'s checkpoint served at `request.base_url`: the run's environment
     /// with the run's settings (not the selection's: another may be selected meanwhile), on its
@@ -95,6 +133,8 @@ impl Tools {
         request: &EvaluationRequest,
     ) -> Result<TestPlan, ToolsError> {
         check_loopback(&request.base_url)?;
+        // An unknown run is said as such, with the runs there are.
+        self.run_status(id, i64::MAX)?;
         let dir = run_dir(self.home(), id);
         let config = RunConfig::read(&dir.join(RUN_CONFIG_FILE))?;
         let size = EvaluationSize::of(&config.tinker)?;
@@ -254,6 +294,39 @@ mod tests {
             let error = EvaluationSize::of(&tinker(std::slice::from_ref(&bad))).unwrap_err();
             assert!(error.to_string().contains(bad.0), "{error}");
         }
+    }
+
+    #[test]
+    fn a_run_with_an_evaluation_that_cannot_run_is_refused_at_its_start() {
+        assert!(check_locked(&BTreeMap::new()).is_ok());
+        // Off: its sizes are not looked at.
+        assert!(check_locked(&tinker(&[("eval_prompts", Value::Int(100_000))])).is_ok());
+        for bad in [
+            vec![("eval_every", Value::Int(-1))],
+            vec![("eval_every", Value::Str("often".to_owned()))],
+            vec![
+                ("eval_every", Value::Int(5)),
+                ("eval_prompts", Value::Int(100_000)),
+            ],
+            vec![
+                ("eval_every", Value::Int(5)),
+                ("eval_group_size", Value::Int(0)),
+            ],
+            vec![
+                ("eval_every", Value::Int(5)),
+                ("eval_timeout_secs", Value::Int(0)),
+            ],
+        ] {
+            let error = check_locked(&tinker(&bad)).unwrap_err();
+            assert!(error.to_string().contains("eval_"), "{error}");
+        }
+        assert!(
+            check_locked(&tinker(&[
+                ("eval_every", Value::Int(5)),
+                ("eval_prompts", Value::Int(4))
+            ]))
+            .is_ok()
+        );
     }
 
     #[test]

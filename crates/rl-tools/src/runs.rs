@@ -277,6 +277,8 @@ impl Tools {
         settings: &Settings,
         write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, ToolsError>,
     ) -> Result<RunStatus, ToolsError> {
+        // An evaluation the operator's settings would make fail is refused now, not steps in.
+        crate::evaluation::check_locked(&settings.locked.tinker)?;
         self.runs()?.start(
             settings,
             write_config,
