@@ -26,6 +26,17 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&home)?;
     let settings = crate::venv::local_engine_settings(root, &python, &engine)?;
+    // The run is also evaluated as it trains: every 4 steps, on a quarter of the prompts that
+    // training never sees.
+    let anchor = "keep_rollouts = 20";
+    if !settings.contains(anchor) {
+        bail!("fixtures/local-engine.toml no longer has `{anchor}` under [locked.tinker]");
+    }
+    let settings = settings.replace(
+        anchor,
+        "keep_rollouts = 20\neval_every = 4\neval_prompts = 3\neval_group_size = 4\n\n\
+         [held_out]\nfraction = 0.25\nseed = 7",
+    );
     std::fs::write(home.join("config.toml"), settings)?;
     let rl_with = |args: &[&str]| {
         // The demo promises no keys: the local stack needs none, and none of the caller's leak in.
@@ -86,7 +97,8 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
 
     println!(
         "\n== 5. Train for real: the digits environment (reward = the share of digits in a \
-         completion) on the local engine, with rl's own trainer and a tiny random Qwen3"
+         completion) on the local engine, with rl's own trainer and a tiny random Qwen3, \
+         evaluated every 4 steps on prompts it never trains on"
     );
     run_command(&mut rl_with(&["select", "digits"]))?;
     run_command(&mut rl_with(&["doctor"]))?;
@@ -142,8 +154,9 @@ fn show_training(results: &serde_json::Value) -> anyhow::Result<String> {
     let history = results["history"]
         .as_array()
         .context("the results have no history")?;
-    println!("\n   step   loss (engine)   reward/mean");
+    println!("\n   step   loss (engine)   reward/mean   held-out mean score");
     let mut rewards = Vec::new();
+    let mut evaluated = Vec::new();
     for row in history {
         let cell = |key: &str| {
             row[key]
@@ -151,13 +164,17 @@ fn show_training(results: &serde_json::Value) -> anyhow::Result<String> {
                 .map_or_else(|| "—".to_owned(), |value| format!("{value:.4}"))
         };
         println!(
-            "   {:>4}   {:>13}   {:>11}",
+            "   {:>4}   {:>13}   {:>11}   {:>19}",
             row["step"],
             cell("loss"),
-            cell("reward_mean")
+            cell("reward_mean"),
+            cell("eval_mean_score")
         );
         if let Some(reward) = row["reward_mean"].as_f64() {
             rewards.push(reward);
+        }
+        if let Some(score) = row["eval_mean_score"].as_f64() {
+            evaluated.push((row["step"].clone(), score));
         }
     }
     println!("\n   checkpoints (checkpoints.jsonl):");
@@ -185,8 +202,15 @@ fn show_training(results: &serde_json::Value) -> anyhow::Result<String> {
     } else {
         "stayed flat"
     };
+    let held_out = match (evaluated.first(), evaluated.last()) {
+        (Some((from_step, from)), Some((to_step, to))) if evaluated.len() > 1 => format!(
+            "; held-out mean score {from:.3} at step {from_step}, {to:.3} at step {to_step}"
+        ),
+        _ => String::new(),
+    };
     Ok(format!(
-        "mean reward {verdict}: {first:.3} over the first {third} step(s), {last:.3} over the last {third}"
+        "mean reward {verdict}: {first:.3} over the first {third} step(s), {last:.3} over the \
+         last {third}{held_out}"
     ))
 }
 

@@ -1,5 +1,5 @@
 //! Evaluation during training (`eval_every`): on the local engine with the tiny model, the
-//! trainer pauses every two steps and at the last, rl tests the checkpoint it serves on the
+//! trainer pauses before its first step, every two steps and at the last, rl tests the checkpoint it serves on the
 //! run's held-out prompts, and the figures become the run's `eval/*` series and the measure of
 //! its best checkpoint.
 
@@ -35,7 +35,8 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
         .collect();
     let steps: Vec<i64> = evaluated.iter().map(|(step, _)| *step).collect();
     let trainer_log = std::fs::read_to_string(run_dir.join("trainer.log")).unwrap();
-    assert!(steps.len() >= 2, "{metrics:#?}\n{trainer_log}");
+    assert!(steps.len() >= 3, "{metrics:#?}\n{trainer_log}");
+    assert_eq!(steps[0], 0, "the untrained weights first: {metrics:#?}");
     assert_eq!(steps.last(), Some(&5), "{metrics:#?}");
     assert!(
         steps

@@ -1,7 +1,7 @@
-"""Evaluation during training: every `tinker.eval_every` steps (and at the last), once the
-step's checkpoint is saved and served, the trainer pauses and asks rl to test that checkpoint on
-the run's held-out prompts (`rl runs evaluate`, the same test `rl compare` runs). rl answers
-with the `eval/*` numbers, which go into the step's row of metrics.jsonl and to WandB.
+"""Evaluation during training: before a new run's first step, every `tinker.eval_every` steps and
+at the last, once the step's checkpoint is saved and served, the trainer pauses and asks rl to test that
+checkpoint on the run's held-out prompts (`rl runs evaluate`, the same test `rl compare` runs). rl
+answers with the `eval/*` numbers, which go into the step's row of metrics.jsonl and to WandB.
 
 rl owns what is tested and how it is scored; the trainer owns only when. An evaluation that
 fails is said and counted (`eval/failed`); training goes on.

@@ -77,6 +77,10 @@ class Trainer:
 
     async def run(self) -> None:
         await self.setup()
+        c = self.config
+        if self.evaluate_command and c.eval_every > 0 and c.starting_step == 0:
+            # The untrained weights first: the baseline every later evaluation is read against.
+            self.metrics.append({"step": 0, **await self.evaluate(0)})
         for n in range(self.config.starting_step + 1, self.config.total_steps + 1):
             self.phase, self.step = "step", n
             await self.train_step(n)

@@ -214,6 +214,26 @@ class LoopTests(unittest.TestCase):
         self.assertEqual([row.get("eval/mean_score") for row in rows], [None, None, 0.3, 0.4, None])
         self.assertIn("time/eval_secs", rows[2])
 
+    def test_a_new_run_evaluates_its_untrained_weights_first(self):
+        trainer = self.trainer([[group([0.0, 1.0])], [group([1.0, 0.0])]], steps=2, eval_every=5)
+        asked = []
+
+        async def fake_evaluate(command, step, base_url, model, timeout, say):
+            asked.append((step, trainer.policy.sampler_path))
+            return {"eval/mean_score": 0.1 * (step + 1)}
+
+        trainer.evaluate_command = ["rl"]
+        trainer.linger = lambda: asyncio.sleep(0)
+        fake_transformers = SimpleNamespace(AutoTokenizer=SimpleNamespace(from_pretrained=lambda name: FakeTokenizer()))
+        with mock.patch("rl_trainer.evaluation.evaluate", fake_evaluate), mock.patch.dict(sys.modules, {"transformers": fake_transformers}), contextlib.redirect_stdout(io.StringIO()):
+            asyncio.run(trainer.run())
+        trainer.metrics.close()
+        trainer.checkpoints.close()
+        self.assertEqual(asked, [(0, "tinker://m/step_0"), (2, "tinker://m/final")])
+        rows = self.rows("metrics.jsonl")
+        self.assertEqual(rows[0], {"step": 0, "eval/mean_score": 0.1})
+        self.assertEqual(rows[2]["eval/mean_score"], 0.30000000000000004)
+
     def test_without_rls_command_nothing_is_evaluated(self):
         trainer = self.trainer([[group([0.0, 1.0])]], steps=1, eval_every=1)
         trainer.evaluate_command = None
