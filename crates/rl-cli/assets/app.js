@@ -109,6 +109,9 @@
 
   // ------------------------------------------------------------------ one run
 
+  // Evaluations come every few steps: their points are joined across the steps between.
+  const sparse = (field) => field.startsWith("eval_");
+
   // A chart per series: uPlot, steps on x, this run (and the compared one) on y.
   class Charts {
     constructor(container, series) {
@@ -161,10 +164,11 @@
             scales: { x: { time: false }, y: { range: [0, 1] } },
             axes: [STEP_AXIS, { values: (u, ticks) => ticks.map((t) => t.toFixed(1)) }],
             series: [{ label: "step" }].concat(
-              shown.map(({ label }, i) => ({
+              shown.map(({ field, label }, i) => ({
                 label: label,
                 stroke: colours[i % colours.length],
                 width: 2,
+                spanGaps: sparse(field),
                 value: (u, v, seriesIndex, index) => (index === null || index === undefined ? "–" : fmt(this.together.raw[seriesIndex - 1][index])),
               }))
             ),
@@ -184,8 +188,9 @@
     create(field, label, other) {
       const box = el("figure", { class: "chart", "data-series": field }, [el("figcaption", { text: label })]);
       this.container.append(box);
-      const series = [{ label: "step" }, { label: "this run", stroke: "#2563eb", width: 2, points: { show: true, size: 4 } }];
-      if (other) series.push({ label: "run " + other.run.id, stroke: "#d97706", width: 2, dash: [6, 4] });
+      const gaps = sparse(field);
+      const series = [{ label: "step" }, { label: "this run", stroke: "#2563eb", width: 2, spanGaps: gaps, points: { show: true, size: 4 } }];
+      if (other) series.push({ label: "run " + other.run.id, stroke: "#d97706", width: 2, dash: [6, 4], spanGaps: gaps });
       const width = Math.max(260, box.clientWidth - 16);
       const plot = new uPlot(
         {
