@@ -5,6 +5,7 @@
 mod browser;
 mod compare;
 mod evaluation;
+mod hosted;
 mod hostile_components;
 mod hostile_sources;
 mod json_outputs;

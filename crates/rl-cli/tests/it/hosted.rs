@@ -1,0 +1,366 @@
+//! A hosted run's checkpoints: sampled at Tinker's OpenAI-compatible endpoint, kept past their
+//! expiry, listed with their sizes and expiries and exported through the official SDK, against
+//! stand-ins for the service (`fixtures/openai-server`, `fixtures/tinker-service`). The fixture
+//! trainer trains nothing on this machine, so its run is hosted as far as rl can tell: no
+//! engine folder, `tinker://` paths.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::runs::Stack;
+
+/// A completed run of the fixture trainer with `table` (a TOML table of config.toml) and
+/// TINKER_API_KEY `key`, and its last checkpoint as `rl checkpoints list` shows it.
+fn hosted_run(python: &std::path::Path, table: &str, key: &'static str) -> (Stack, String, Value) {
+    let settings = format!("{table}\n\n[locked.env]");
+    let mut stack = Stack::new(python, &[("[locked.env]", settings.as_str())]);
+    stack.tinker_key = Some(key);
+    let id = stack.start();
+    let finished = stack.wait(&id, "finished", 300);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    let last = listed["runs"][0]["checkpoints"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["sampler_path"]
+            .as_str()
+            .unwrap()
+            .starts_with("tinker://"),
+        "{listed:#}"
+    );
+    (stack, id, last)
+}
+
+/// Hex SHA-256, as the fixture server logs a bearer token.
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest as _;
+    use std::fmt::Write as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_hosted_runs_checkpoints_are_sampled_at_tinkers_endpoint() {
+    // The fixture server stands in for Tinker's OpenAI-compatible endpoint, accepting only the
+    // run's TINKER_API_KEY.
+    const KEY: &str = "tml-hosted-endpoint-key-5f1c";
+    let python = crate::test_python();
+    let tinker = rl_test_support::FixtureServer::serving(
+        &python,
+        Some(&sha256_hex(KEY)),
+        Some("half-right"),
+    );
+    let endpoint = format!("[inference]\ntinker_openai_url = \"{}\"", tinker.base_url);
+    let (mut stack, id, last) = hosted_run(&python, &endpoint, KEY);
+    let last_sampler = last["sampler_path"].as_str().unwrap().to_owned();
+
+    // A pre-flight of the base model and the last checkpoint, asked by their Tinker names.
+    let report = stack.json(&[
+        "test",
+        "--model",
+        &format!("run:{id}@base"),
+        "--model",
+        &format!("run:{id}"),
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+    ]);
+    let tested: Vec<&str> = report["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(tested.len(), 2, "{report:#}");
+    assert_eq!(tested[1], last_sampler, "{report:#}");
+    for model in report["models"].as_array().unwrap() {
+        assert_eq!(model["status"], "succeeded", "{report:#}");
+    }
+    let requests = tinker.requests();
+    let asked: BTreeSet<&str> = requests
+        .iter()
+        .filter_map(|request| request["model"].as_str())
+        .collect();
+    assert!(asked.contains(last_sampler.as_str()), "{requests:#?}");
+    assert!(asked.contains(tested[0]), "{requests:#?}");
+    assert!(
+        requests
+            .iter()
+            .all(|request| request["auth_sha256"] == sha256_hex(KEY).as_str()),
+        "{requests:#?}"
+    );
+
+    // `rl compare` of a hosted run goes the same way, to a verdict.
+    let compared = stack.json(&["compare", &id, "--prompts", "2", "--group-size", "2"]);
+    assert_eq!(
+        compared["trained"]["model"],
+        last_sampler.as_str(),
+        "{compared:#}"
+    );
+    assert_eq!(compared["base"]["status"], "succeeded", "{compared:#}");
+    assert!(compared["verdict"].is_string(), "{compared:#}");
+
+    // The key went to the endpoint only: no file rl wrote holds it.
+    assert_no_file_holds(stack.home.path(), KEY);
+
+    // Without the key, the test is refused before anything starts.
+    stack.tinker_key = None;
+    let refused = stack.rl(&["test", "--json", "--model", &format!("run:{id}")]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let error: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("TINKER_API_KEY"),
+        "{error:#}"
+    );
+}
+
+/// The stand-in for the Tinker service's checkpoint routes (`fixtures/tinker-service`), ended
+/// when dropped.
+struct TinkerService {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl TinkerService {
+    fn start(folder: &std::path::Path, archive: &std::path::Path, key: &str) -> Self {
+        use std::io::BufRead as _;
+        let log = folder.join("service.jsonl");
+        let mut child = std::process::Command::new("python3")
+            .arg(
+                rl_test_support::workspace_root().join("fixtures/tinker-service/tinker_service.py"),
+            )
+            .args(["--port", "0", "--require-key-sha256", &sha256_hex(key)])
+            .arg("--archive")
+            .arg(archive)
+            .arg("--log")
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_owned();
+        Self { child, url, log }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        crate::training::lines(&self.log)
+    }
+}
+
+impl Drop for TinkerService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs the test venv (the tinker SDK): `cargo xtask test` runs it"]
+fn a_hosted_checkpoint_is_kept_and_exported_through_the_tinker_sdk() {
+    const KEY: &str = "tml-hosted-service-key-93ab";
+    let folder = tempfile::tempdir().unwrap();
+    // What the service's archive of a sampler checkpoint holds: a PEFT adapter.
+    let adapter = folder.path().join("adapter");
+    std::fs::create_dir(&adapter).unwrap();
+    std::fs::write(
+        adapter.join("adapter_config.json"),
+        br#"{"r": 8, "peft_type": "LORA"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        adapter.join("adapter_model.safetensors"),
+        b"not really tensors",
+    )
+    .unwrap();
+    let archive = folder.path().join("archive.tar.gz");
+    let packed = std::process::Command::new("tar")
+        .arg("czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&adapter)
+        .args(["adapter_config.json", "adapter_model.safetensors"])
+        .status()
+        .unwrap();
+    assert!(packed.success());
+    let service = TinkerService::start(folder.path(), &archive, KEY);
+
+    // Its Tinker is the stand-in.
+    let python = crate::test_python();
+    let tinker = format!("[locked.tinker]\nbase_url = \"{}\"", service.url);
+    let (mut stack, id, last) = hosted_run(&python, &tinker, KEY);
+    let step = last["step"].as_i64().unwrap().to_string();
+    let sampler = last["sampler_path"].as_str().unwrap().to_owned();
+    // One run listed: its sizes and expiries as the service tells them (the stand-in: 1000
+    // bytes, a week after a fixed time).
+    assert!(sampler.ends_with("/sampler_weights/final"), "{last:#}");
+    assert_eq!(last["size_bytes"], 1000, "{last:#}");
+    assert_eq!(last["expires_at"], "2027-01-22T08:00:00+00:00", "{last:#}");
+    let everything = stack.json(&["checkpoints", "list"]);
+    assert!(
+        everything["runs"][0]["checkpoints"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["expires_at"]
+            .is_null()
+    );
+    let lists = |service: &TinkerService| {
+        service
+            .requests()
+            .iter()
+            .filter(|request| request["path"].as_str().unwrap().ends_with("/checkpoints"))
+            .count()
+    };
+    assert_eq!(lists(&service), 1, "every run's listing asks no service");
+
+    // Kept for 30 days, then for ever: the SDK's TTL route, with the run's key.
+    let kept = stack.json(&["checkpoints", "keep", &id, &step, "--days", "30"]);
+    assert_eq!(kept["ttl_seconds"], 30 * 86_400, "{kept:#}");
+    assert_eq!(kept["paths"][0], sampler.as_str(), "{kept:#}");
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    let last = listed["runs"][0]["checkpoints"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last["expires_at"], "2027-02-14T08:00:00+00:00",
+        "{listed:#}"
+    );
+    let forever = stack.json(&["checkpoints", "keep", &id, &step, "--forever"]);
+    assert!(forever["ttl_seconds"].is_null(), "{forever:#}");
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    let last = listed["runs"][0]["checkpoints"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(last["expires_at"].is_null(), "{listed:#}");
+    let (training_run, checkpoint) = sampler["tinker://".len()..].split_once('/').unwrap();
+    let ttl_path = format!("/api/v1/training_runs/{training_run}/checkpoints/{checkpoint}/ttl");
+    let set: Vec<Value> = service
+        .requests()
+        .into_iter()
+        .filter(|request| request["method"] == "PUT")
+        .collect();
+    assert_eq!(set.len(), 2, "{set:#?}");
+    assert_eq!(set[0]["path"], ttl_path.as_str(), "{set:#?}");
+    assert_eq!(set[0]["body"]["ttl_seconds"], 30 * 86_400, "{set:#?}");
+    assert!(set[1]["body"]["ttl_seconds"].is_null(), "{set:#?}");
+    assert!(
+        service
+            .requests()
+            .iter()
+            .filter(|request| !request["path"].as_str().unwrap().starts_with("/download/"))
+            .all(|request| request["key_sha256"] == sha256_hex(KEY).as_str()),
+        "{:#?}",
+        service.requests()
+    );
+
+    // Exported: the service's archive fetched through the SDK, its adapter written out.
+    let out = folder.path().join("exported");
+    let exported = stack.json(&["checkpoints", "export", &id, &step, out.to_str().unwrap()]);
+    assert_eq!(
+        exported["files"].as_array().unwrap().len(),
+        2,
+        "{exported:#}"
+    );
+    for name in ["adapter_config.json", "adapter_model.safetensors"] {
+        assert_eq!(
+            std::fs::read(out.join(name)).unwrap(),
+            std::fs::read(adapter.join(name)).unwrap()
+        );
+    }
+    let leftovers: Vec<String> = std::fs::read_dir(stack.run_dir(&id))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("export-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Refused, saying why: a step it did not save, a bad number of days, the service's own
+    // refusal (another key), and no key at all.
+    let refused = |stack: &Stack, args: &[&str], expected: &str| {
+        let output = stack.rl(args);
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let error: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(
+            error["error"].as_str().unwrap().contains(expected),
+            "{error:#}"
+        );
+    };
+    refused(
+        &stack,
+        &["--json", "checkpoints", "keep", &id, "999", "--days", "1"],
+        "no checkpoint at step 999",
+    );
+    refused(
+        &stack,
+        &["--json", "checkpoints", "keep", &id, &step, "--days", "0"],
+        "out of range",
+    );
+    stack.tinker_key = Some("tml-not-the-key");
+    refused(
+        &stack,
+        &["--json", "checkpoints", "keep", &id, &step, "--days", "1"],
+        "refused or failed",
+    );
+    // A listing still answers, saying what it could not learn.
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    assert!(
+        listed["runs"][0]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("did not tell sizes and expiries"),
+        "{listed:#}"
+    );
+    stack.tinker_key = None;
+    refused(
+        &stack,
+        &["--json", "checkpoints", "keep", &id, &step, "--days", "1"],
+        "TINKER_API_KEY",
+    );
+
+    // The key reached the service only: no file rl wrote holds it.
+    assert_no_file_holds(stack.home.path(), KEY);
+}
+
+/// Fails when a file under `folder` holds `secret`.
+fn assert_no_file_holds(folder: &std::path::Path, secret: &str) {
+    let mut folders = vec![folder.to_owned()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(secret),
+                    "{} holds the key",
+                    path.display()
+                );
+            }
+        }
+    }
+}
