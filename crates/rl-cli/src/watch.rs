@@ -142,12 +142,34 @@ pub(crate) fn plain_line(progress: &Progress) -> String {
     .join("  ")
 }
 
+/// A line for each step after `after` and before the current one that was done between two
+/// looks, with that step's numbers: a log of a run has every step.
+pub(crate) fn passed_lines(progress: &Progress, after: Option<i64>) -> Vec<String> {
+    let Some(now) = progress.step else {
+        return Vec::new();
+    };
+    let after = after.unwrap_or(0);
+    progress
+        .history
+        .iter()
+        .filter(|row| row.step.is_some_and(|step| step > after && step < now))
+        .map(|row| {
+            let mut at = progress.clone();
+            at.step = row.step;
+            at.latest = *row;
+            at.eta_secs = None;
+            plain_line(&at)
+        })
+        .collect()
+}
+
 /// Follows run `id` until it ends.
 pub(crate) fn watch(tools: &Tools, id: &RunId) -> anyhow::Result<()> {
     let runtime = runtime()?;
     let live = std::io::stdout().is_terminal();
     let mut drawn = 0;
     let mut last_plain = String::new();
+    let mut last_step = None;
     loop {
         let view = runtime.block_on(tools.check_status(id, i64::MAX, SourceChoice::Auto))?;
         let progress = Progress::of(&view);
@@ -167,8 +189,12 @@ pub(crate) fn watch(tools: &Tools, id: &RunId) -> anyhow::Result<()> {
             // A line when the state or the step changes, not when only the ETA moves.
             let key = format!("{} {:?}", progress.state, progress.step);
             if key != last_plain {
+                for line in passed_lines(&progress, last_step) {
+                    output::line(line)?;
+                }
                 output::line(plain_line(&progress))?;
                 last_plain = key;
+                last_step = progress.step.max(last_step);
             }
         }
         if progress.finished {
@@ -264,6 +290,18 @@ mod tests {
             ))))
             .collect();
         insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    #[test]
+    fn steps_done_between_two_looks_each_get_their_line() {
+        let now = progress("running", &STEPS[..4], None);
+        let passed = passed_lines(&now, Some(1));
+        assert_eq!(passed.len(), 2, "{passed:#?}");
+        assert!(passed[0].contains("step 2/12"), "{passed:#?}");
+        assert!(passed[1].contains("step 3/12"), "{passed:#?}");
+        assert_eq!(passed_lines(&now, None).len(), 3);
+        assert!(passed_lines(&now, Some(4)).is_empty());
+        assert!(passed_lines(&progress("starting: env", &[], None), None).is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use rl_settings::{
 use serde::{Deserialize, Serialize};
 
 use crate::ConfigError;
-use crate::store::{Section, SelectedEnvironment, Selection};
+use crate::store::{Edit, Section, SelectedEnvironment, Selection};
 
 /// Locked values, then the selection's edits (a locked field keeps its locked value), then
 /// the run's WandB names, then the run's own addresses: the API, and the trainer as the first
@@ -108,16 +108,23 @@ pub(crate) fn resumed(
 }
 
 /// Which environment a run ran, and its file's digest then: what a resume compares.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct RunEnvironment {
     pub(crate) environment: SelectedEnvironment,
     /// SHA-256 of the environment's file, hex.
     pub(crate) sha256: String,
+    /// The selection's edits the run started with (none recorded by runs before them): what
+    /// a test of the run's checkpoints passes on, as a pre-flight passes the selection's.
+    #[serde(default)]
+    pub(crate) edits: Vec<Edit>,
 }
 
 impl RunEnvironment {
-    /// The environment as its file is now.
-    pub(crate) fn of(environment: &SelectedEnvironment) -> Result<Self, ConfigError> {
+    /// The environment as its file is now, with the edits a run of it starts with.
+    pub(crate) fn of(
+        environment: &SelectedEnvironment,
+        edits: &[Edit],
+    ) -> Result<Self, ConfigError> {
         let file = environment.environments_dir.join(&environment.file);
         let bytes = std::fs::read(&file).map_err(|source| ConfigError::Io {
             action: "read",
@@ -127,6 +134,7 @@ impl RunEnvironment {
         Ok(Self {
             environment: environment.clone(),
             sha256: sha256_hex(&bytes),
+            edits: edits.to_vec(),
         })
     }
 
@@ -165,9 +173,16 @@ impl RunEnvironment {
     }
 }
 
-/// The environment run `run_id` ran, as its folder records it.
-pub fn run_environment(home: &Path, run_id: &RunId) -> Result<SelectedEnvironment, ConfigError> {
-    RunEnvironment::read(&run_dir(home, run_id), run_id.as_str()).map(|ran| ran.environment)
+/// What run `run_id` ran, as its folder records it: the environment and the selection's edits
+/// (its WandB name and time are not kept).
+pub fn run_selection(home: &Path, run_id: &RunId) -> Result<Selection, ConfigError> {
+    let ran = RunEnvironment::read(&run_dir(home, run_id), run_id.as_str())?;
+    Ok(Selection {
+        environment: ran.environment,
+        wandb_name: String::new(),
+        selected_at: String::new(),
+        edits: ran.edits,
+    })
 }
 
 /// The file in a run's folder that says which environment it ran.

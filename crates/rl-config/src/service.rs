@@ -430,7 +430,7 @@ impl ConfigService {
                     .or_insert_with(|| value.clone());
             }
         }
-        let environment = RunEnvironment::of(&selection.environment)?;
+        let environment = RunEnvironment::of(&selection.environment, &selection.edits)?;
         let path = crate::new_run::write(self.store.home(), run_id, &environment, &config)?;
         Ok(RunConfigFile {
             path,
@@ -464,7 +464,7 @@ impl ConfigService {
         let home = self.store.home();
         let parent_dir = rl_settings::run_dir(home, parent);
         let ran = RunEnvironment::read(&parent_dir, parent.as_str())?;
-        let now = RunEnvironment::of(&ran.environment)?;
+        let now = RunEnvironment::of(&ran.environment, &ran.edits)?;
         if now.sha256 != ran.sha256 && !allow_changes {
             return Err(ConfigError::EnvironmentChanged {
                 run_id: parent.to_string(),

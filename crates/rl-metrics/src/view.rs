@@ -11,9 +11,9 @@ pub(crate) const LOGPROBS_DIFF: &str = "logprobs/diff";
 pub(crate) const ADVANTAGES_STD: &str = "advantages/std";
 /// Env keys; WandB prefixes them with the env's registered name (`gsm8k_0_train/…`).
 pub(crate) const PERCENT_CORRECT: &str = "train/percent_correct";
-pub(crate) const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
+pub const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
 /// rl's evaluation during training (`eval_every`) logs these two in the trainer's rows.
-pub(crate) const EVAL_MEAN_SCORE: &str = "eval/mean_score";
+pub const EVAL_MEAN_SCORE: &str = "eval/mean_score";
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StatusMetrics {

@@ -223,11 +223,17 @@ pub(crate) const TINKER_OPENAI_BASE_URL: &str =
     "https://tinker.thinkingmachines.dev/services/tinker-prod/oai/api/v1";
 
 impl InferenceSettings {
-    /// Where a hosted run's checkpoints are sampled.
-    pub fn tinker_openai_url(&self) -> &str {
-        self.tinker_openai_url
-            .as_deref()
-            .unwrap_or(TINKER_OPENAI_BASE_URL)
+    /// Where the checkpoints of a run trained against `service` (its `tinker.base_url`; `None`:
+    /// the hosted Tinker) are sampled: the operator's endpoint if set, else that service's own
+    /// OpenAI-compatible route, so a run's paths and key go only to the service that has them.
+    pub fn tinker_openai_url(&self, service: Option<&str>) -> String {
+        if let Some(url) = &self.tinker_openai_url {
+            return url.clone();
+        }
+        service.map_or_else(
+            || TINKER_OPENAI_BASE_URL.to_owned(),
+            |service| format!("{}/oai/api/v1", service.trim_end_matches('/')),
+        )
     }
 }
 

@@ -93,8 +93,9 @@ impl Tools {
                 let expires_at = [sampler_listed, state_listed]
                     .into_iter()
                     .flatten()
-                    .filter_map(|listed| listed.expires_at.clone())
-                    .min();
+                    .filter_map(|listed| listed.expires_at.as_ref())
+                    .min_by_key(|at| at.parse::<jiff::Timestamp>().ok())
+                    .cloned();
                 CheckpointEntry {
                     step: checkpoint.step,
                     name: checkpoint.name.clone(),
@@ -271,8 +272,8 @@ impl Tools {
             Some(archive) => extract_adapter(&archive, dir)?,
             None if !self.trained_locally(&run)? => {
                 // A hosted run's archive, fetched from the service, read like a local one.
-                let download = run_dir.join(format!("export-step-{step}.tar.gz"));
-                let part = download.with_extension("gz.part");
+                let download = run_dir.join(format!("export-step-{step}.tar"));
+                let part = download.with_extension("tar.part");
                 let _ = std::fs::remove_file(&part);
                 let _ = std::fs::remove_file(&download);
                 let files = self
@@ -447,8 +448,17 @@ fn extract_adapter(archive: &Path, dir: &Path) -> Result<Vec<PathBuf>, ToolsErro
             source,
         }
     };
-    let file = std::fs::File::open(archive).map_err(io("open", archive))?;
-    let mut entries = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let mut file = std::fs::File::open(archive).map_err(io("open", archive))?;
+    // The local engine writes tar.gz; the hosted service serves a plain tar.
+    let mut magic = [0_u8; 2];
+    let gzip = file.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
+    std::io::Seek::rewind(&mut file).map_err(io("read", archive))?;
+    let reader: Box<dyn std::io::Read> = if gzip {
+        Box::new(flate2::read::GzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let mut entries = tar::Archive::new(reader);
     let mut found: std::collections::BTreeMap<String, Vec<u8>> = std::collections::BTreeMap::new();
     for entry in entries.entries().map_err(io("read", archive))? {
         let entry = entry.map_err(io("read", archive))?;

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rl_config::{Edit, Section, Selection};
 use rl_preflight::{CorrectRule, Endpoint, HeldOutItems, TestPlan, TestRequest, TestStore};
 use rl_settings::{RUN_CONFIG_FILE, RunConfig, RunId, Value, run_dir};
 
@@ -23,8 +22,6 @@ const DEFAULT_CORRECT_FROM: f64 = 1.0;
 const DEFAULT_TIMEOUT_SECS: f64 = 1800.0;
 /// A week, as a pre-flight's own limit.
 const MAX_TIMEOUT_SECS: f64 = 7.0 * 86_400.0;
-/// Env fields of a run's config that are its plumbing, not the environment's settings.
-const RUN_FIELDS: [&str; 2] = ["rollout_server_url", "wandb_name"];
 
 /// What the trainer asks: the step it saved, and where it serves that checkpoint.
 #[derive(Debug, Clone)]
@@ -60,7 +57,9 @@ impl EvaluationSize {
         let number = |key: &str, default: f64| -> Result<f64, ToolsError> {
             match tinker.get(key) {
                 None | Some(Value::Null) => Ok(default),
-                Some(Value::Int(n)) => Ok(f64::from(i32::try_from(*n).unwrap_or(i32::MAX))),
+                Some(Value::Int(n)) => i32::try_from(*n).map(f64::from).map_err(|_| {
+                    ToolsError::invalid(format!("tinker.{key}"), format!("{n} is out of range"))
+                }),
                 Some(Value::Float(x)) if x.is_finite() => Ok(*x),
                 Some(other) => Err(ToolsError::invalid(
                     format!("tinker.{key}"),
@@ -85,9 +84,14 @@ impl EvaluationSize {
     }
 }
 
+/// How much longer than an evaluation's own limit the trainer waits for `rl runs evaluate`
+/// (starting the test, reading it); the trainer's copy is `evaluate()`'s bound in `loop.py`.
+const EVALUATE_MARGIN: Duration = Duration::from_secs(120);
+
 /// The operator's `[locked.tinker]` evaluation settings, checked as a run starts: `eval_every`
-/// a whole number from 0, and with it on, sizes a test takes.
-pub(crate) fn check_locked(tinker: &BTreeMap<String, Value>) -> Result<(), ToolsError> {
+/// a whole number from 0, and with it on, sizes a test takes. Returns how long one evaluation
+/// may hold the trainer (zero when there is none).
+pub(crate) fn check_locked(tinker: &BTreeMap<String, Value>) -> Result<Duration, ToolsError> {
     let every = match tinker.get("eval_every") {
         None | Some(Value::Null) => 0,
         Some(Value::Int(n)) if *n >= 0 => *n,
@@ -102,7 +106,7 @@ pub(crate) fn check_locked(tinker: &BTreeMap<String, Value>) -> Result<(), Tools
         }
     };
     if every == 0 {
-        return Ok(());
+        return Ok(Duration::ZERO);
     }
     let size = EvaluationSize::of(tinker)?;
     for (key, value, max) in [
@@ -120,13 +124,13 @@ pub(crate) fn check_locked(tinker: &BTreeMap<String, Value>) -> Result<(), Tools
             ));
         }
     }
-    Ok(())
+    Ok(size.timeout + EVALUATE_MARGIN)
 }
 
 impl Tools {
-    /// The test of run `id`'s checkpoint served at `request.base_url`: the run's environment
-    /// with the run's settings (not the selection's: another may be selected meanwhile), on its
-    /// held-out items.
+    /// The test of run `id`'s checkpoint served at `request.base_url`: the run's environment,
+    /// edits and locked fields as it trained (not the selection's: another may be selected
+    /// meanwhile), on its held-out items.
     pub fn evaluation_plan(
         &self,
         id: &RunId,
@@ -138,22 +142,7 @@ impl Tools {
         let dir = run_dir(self.home(), id);
         let config = RunConfig::read(&dir.join(RUN_CONFIG_FILE))?;
         let size = EvaluationSize::of(&config.tinker)?;
-        let selection = Selection {
-            environment: rl_config::run_environment(self.home(), id)?,
-            wandb_name: String::new(),
-            selected_at: String::new(),
-            edits: config
-                .env
-                .iter()
-                .filter(|(field, _)| !RUN_FIELDS.contains(&field.as_str()))
-                .map(|(field, value)| Edit {
-                    field: field.clone(),
-                    section: Section::Env,
-                    value: value.clone(),
-                    edited_at: String::new(),
-                })
-                .collect(),
-        };
+        let selection = rl_config::run_selection(self.home(), id)?;
         // The locked fields the test passes on are the run's, as it trained.
         let mut settings = self.settings()?.clone();
         settings.locked.env.clone_from(&config.env);
@@ -238,21 +227,22 @@ impl Tools {
 /// The trainer serves on loopback; an evaluation never sends the run's prompts elsewhere.
 fn check_loopback(base_url: &str) -> Result<(), ToolsError> {
     let refuse = |reason: &str| ToolsError::invalid("base_url", format!("{base_url:?}: {reason}"));
-    let Some(rest) = base_url.strip_prefix("http://") else {
+    // Parsed as the clients that will call it parse it (WHATWG): a user name, a fragment or a
+    // backslash cannot make it name one host here and another there.
+    let url = url::Url::parse(base_url).map_err(|_| refuse("not a URL"))?;
+    if url.scheme() != "http" {
         return Err(refuse("an evaluation asks the run's trainer over http://"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse("a URL with a user name is not the run's trainer"));
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(address)) => address.is_loopback(),
+        Some(url::Host::Ipv6(address)) => address.is_loopback(),
+        None => false,
     };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = match authority.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
-        None => authority
-            .rsplit_once(':')
-            .map_or(authority, |(host, _)| host),
-    };
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|address| address.is_loopback());
-    if loopback {
+    if loopback && !base_url.contains('@') {
         Ok(())
     } else {
         Err(refuse(
@@ -343,6 +333,11 @@ mod tests {
             "https://127.0.0.1/v1",
             "http://example.com/v1",
             "not a url",
+            // Loopback before an `@` is a user name: the host is what follows.
+            "http://127.0.0.1:1@evil.example/v1",
+            "http://127.0.0.1@evil.example/v1",
+            "http://evil.example#@127.0.0.1/v1",
+            "http://evil.example\\@127.0.0.1/v1",
         ] {
             assert!(check_loopback(bad).is_err(), "{bad}");
         }

@@ -17,7 +17,8 @@ use crate::answers::Kept;
 use crate::{Tools, ToolsError};
 
 const MODULE: &str = "rl_trainer.hosted";
-const TINKER_KEY_VARIABLE: &str = "TINKER_API_KEY";
+/// The hosted Tinker's key, which its OpenAI-compatible endpoint takes too.
+pub(crate) const TINKER_KEY_VARIABLE: &str = "TINKER_API_KEY";
 /// The helper's whole run: the service answers in seconds; an archive of a large LoRA may take
 /// minutes to download.
 const KEEP_LIMIT: Duration = Duration::from_secs(300);
@@ -258,7 +259,7 @@ fn training_run_of(path: &str) -> Option<String> {
 
 /// The Tinker API run `run` trained against, when its config names one (else the hosted
 /// service, the SDK's default).
-fn service_of(run: &RunRecord) -> Option<String> {
+pub(crate) fn service_of(run: &RunRecord) -> Option<String> {
     match RunConfig::read(&run.config_path)
         .ok()?
         .tinker

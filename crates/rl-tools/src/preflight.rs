@@ -10,9 +10,7 @@ use rl_preflight::{
 };
 
 use crate::checkpoint_models::is_checkpoint_model;
-
-/// The hosted Tinker's key, which its OpenAI-compatible endpoint takes too.
-const TINKER_KEY_VARIABLE: &str = "TINKER_API_KEY";
+use crate::hosted::{TINKER_KEY_VARIABLE, service_of};
 use crate::{Tools, ToolsError};
 
 /// What a caller may choose; everything left `None` comes from the operator's settings
@@ -142,7 +140,10 @@ impl Tools {
                 })?;
             request.models = self.hosted_models(&run, &named)?;
             request.endpoint = Endpoint {
-                base_url: self.settings()?.inference.tinker_openai_url().to_owned(),
+                base_url: self
+                    .settings()?
+                    .inference
+                    .tinker_openai_url(service_of(&run).as_deref()),
                 key_variable: TINKER_KEY_VARIABLE.to_owned(),
                 key: Some(key),
             };

@@ -111,6 +111,34 @@ fn run_config_yaml_has_the_original_structure_and_no_secret() {
 }
 
 #[test]
+fn a_run_keeps_the_selection_it_started_with() {
+    let (home, service) = service();
+    service.select("gsm8k_tinker").unwrap();
+    service.edit("group_size", &Value::Int(12)).unwrap();
+    let run_id = RunId::parse("0badc0de").unwrap();
+    service.write_run_config(&run_id, None).unwrap();
+    // Another selection meanwhile changes nothing of what the run ran.
+    service.select("word_ladder").unwrap();
+    let ran = rl_config::run_selection(home.path(), &run_id).unwrap();
+    assert_eq!(ran.environment.name, "gsm8k_tinker");
+    let edits: Vec<(&str, &Value)> = ran
+        .edits
+        .iter()
+        .map(|edit| (edit.field.as_str(), &edit.value))
+        .collect();
+    assert_eq!(edits, [("group_size", &Value::Int(12))]);
+    // A run from before edits were recorded ran with none that rl can name.
+    let file = home.path().join("runs/0badc0de/environment.json");
+    let mut recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    recorded.as_object_mut().unwrap().remove("edits");
+    std::fs::write(&file, recorded.to_string()).unwrap();
+    let ran = rl_config::run_selection(home.path(), &run_id).unwrap();
+    assert!(ran.edits.is_empty());
+    assert!(rl_config::run_selection(home.path(), &RunId::parse("00000000").unwrap()).is_err());
+}
+
+#[test]
 fn run_ids_are_checked_before_they_touch_a_path() {
     for bad in [
         "",

@@ -15,6 +15,8 @@ import math
 import os
 from typing import Callable, Dict, List, Mapping, Optional
 
+from .config import is_loopback_host
+
 #: The JSON command line of `rl runs evaluate RUN_ID`, set by rl for the trainer it starts.
 COMMAND_VARIABLE = "RL_EVALUATE_COMMAND"
 #: At most this much of the evaluation's error output is quoted in the trainer's log.
@@ -33,6 +35,19 @@ def command_from(environ: Mapping[str, str] = os.environ) -> Optional[List[str]]
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
         return None
     return argv
+
+
+def loopback_url(host: str, port: int) -> Optional[str]:
+    """Where rl reaches the trainer's server from the same machine: its own loopback address,
+    or loopback for a server on every address; None for one bound elsewhere only."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    elif not is_loopback_host(host):
+        return None
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/v1"
 
 
 def is_due(step: int, total_steps: int, every: int, last_evaluated: int) -> bool:

@@ -6,7 +6,7 @@
 
 `list` prints what the service says of each training run's checkpoints (path, size, expiry);
 `keep` sets (or, with `--forever`, removes) the expiry of each `tinker://` path; `archive`
-downloads a sampler checkpoint's archive (the PEFT adapter files, as tar.gz) into FILE, written
+downloads a sampler checkpoint's archive (the PEFT adapter files, a tar; gzipped on the local engine) into FILE, written
 whole or not at all. The key is TINKER_API_KEY from the environment, never an argument;
 TINKER_BASE_URL names another service (the SDK's own variable).
 

@@ -21,7 +21,7 @@ from .batch import (
     summary,
     training_logprobs,
 )
-from .config import TrainerConfig, is_loopback_host
+from .config import TrainerConfig
 from . import evaluation
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
 from .records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows
@@ -59,6 +59,7 @@ class Trainer:
         self.rollouts = Rollouts(os.path.join(run_dir, "rollouts"), config.keep_rollouts)
         self.wandb: Optional[Wandb] = None
         self.evaluate_command = evaluation.command_from()
+        self.evaluation_url = evaluation.loopback_url(config.serve_host, config.serve_port)
         self.last_evaluated = config.starting_step
 
     # ------------------------------------------------------------------ phases
@@ -80,7 +81,10 @@ class Trainer:
         c = self.config
         if self.evaluate_command and c.eval_every > 0 and c.starting_step == 0:
             # The untrained weights first: the baseline every later evaluation is read against.
-            self.metrics.append({"step": 0, **await self.evaluate(0)})
+            baseline = {"step": 0, **await self.evaluate(0)}
+            self.metrics.append(baseline)
+            if self.wandb is not None:
+                self.wandb.log(baseline, step=0)
         for n in range(self.config.starting_step + 1, self.config.total_steps + 1):
             self.phase, self.step = "step", n
             await self.train_step(n)
@@ -98,6 +102,12 @@ class Trainer:
                 f"note: tinker.eval_every is {c.eval_every}, but rl gave no evaluation command "
                 f"({evaluation.COMMAND_VARIABLE}): no checkpoint is evaluated during this run"
             )
+        elif c.eval_every and self.evaluation_url is None:
+            say(
+                f"note: tinker.eval_every is {c.eval_every}, but this trainer serves on {c.serve_host}, "
+                "not on loopback, where rl asks it: no checkpoint is evaluated during this run"
+            )
+            self.evaluate_command = None
         say("settings: " + ", ".join(f"{k}={v}" for k, v in c.summary().items()))
         from transformers import AutoTokenizer  # slow import: after /health is up
 
@@ -233,13 +243,10 @@ class Trainer:
         """The held-out evaluation of the checkpoint just saved, which the server now serves
         (training waits: the weights stay those of step n)."""
         c = self.config
-        host = c.serve_host
-        if host in ("0.0.0.0", "::", "") or is_loopback_host(host):
-            host = "127.0.0.1"
-        base_url = f"http://{host}:{c.serve_port}/v1"
-        # rl cuts each model at eval_timeout_secs; this bound covers its start and reading too.
+        # rl cuts each model at eval_timeout_secs; this bound covers its start and reading too
+        # (rl's EVALUATE_MARGIN, which it adds to the run's completion grace).
         return await evaluation.evaluate(
-            self.evaluate_command, n, base_url, self.policy.model_name, c.eval_timeout_secs + 120, say
+            self.evaluate_command, n, self.evaluation_url, self.policy.model_name, c.eval_timeout_secs + 120, say
         )
 
     async def finish(self) -> None:

@@ -52,6 +52,16 @@ class EvaluationTests(unittest.TestCase):
         self.assertFalse(evaluation.is_due(5, 10, 4, 2))
         self.assertFalse(any(evaluation.is_due(n, 10, 0, 0) for n in range(1, 11)))
 
+    def test_the_trainer_is_asked_where_it_listens_on_loopback(self):
+        self.assertEqual(evaluation.loopback_url("127.0.0.1", 5), "http://127.0.0.1:5/v1")
+        self.assertEqual(evaluation.loopback_url("127.0.0.2", 5), "http://127.0.0.2:5/v1")
+        self.assertEqual(evaluation.loopback_url("localhost", 5), "http://localhost:5/v1")
+        self.assertEqual(evaluation.loopback_url("::1", 5), "http://[::1]:5/v1")
+        self.assertEqual(evaluation.loopback_url("0.0.0.0", 5), "http://127.0.0.1:5/v1")
+        self.assertEqual(evaluation.loopback_url("::", 5), "http://[::1]:5/v1")
+        self.assertIsNone(evaluation.loopback_url("10.1.2.3", 5))
+        self.assertIsNone(evaluation.loopback_url("node7.cluster", 5))
+
     def test_the_command_comes_from_rl_or_not_at_all(self):
         self.assertEqual(evaluation.command_from({evaluation.COMMAND_VARIABLE: '["/bin/rl", "runs"]'}), ["/bin/rl", "runs"])
         for bad in ["", "not json", "{}", "[]", '["", "x"]', "[1]"]:

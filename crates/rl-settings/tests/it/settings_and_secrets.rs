@@ -270,3 +270,32 @@ fn a_deeply_nested_settings_value_is_a_short_error() {
     );
     assert!(error.len() < 2_000, "{} characters", error.len());
 }
+
+#[test]
+fn a_runs_checkpoints_are_sampled_at_its_own_tinker_unless_the_operator_says() {
+    let home = tempfile::tempdir().unwrap();
+    let defaults = Settings::load(home.path(), variables(&[])).unwrap();
+    assert_eq!(
+        defaults.inference.tinker_openai_url(None),
+        "https://tinker.thinkingmachines.dev/services/tinker-prod/oai/api/v1"
+    );
+    // A run trained against another Tinker service is sampled there, not at the hosted one.
+    assert_eq!(
+        defaults
+            .inference
+            .tinker_openai_url(Some("https://tinker.example/services/staging/")),
+        "https://tinker.example/services/staging/oai/api/v1"
+    );
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[inference]\ntinker_openai_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    let settings = Settings::load(home.path(), variables(&[])).unwrap();
+    assert_eq!(
+        settings
+            .inference
+            .tinker_openai_url(Some("https://tinker.example/services/staging")),
+        "http://127.0.0.1:9/v1"
+    );
+}

@@ -11,10 +11,7 @@ use rl_settings::RunId;
 use super::EstimateView;
 use crate::compare::Prompts;
 
-/// The mean score of an evaluation, the series the best checkpoint is chosen by.
-pub const EVAL_MEAN_SCORE: &str = "eval/mean_score";
-/// The share of completions at or above the run's bar of "correct", in percent.
-pub const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
+pub use rl_metrics::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT};
 
 #[derive(Debug, Serialize)]
 pub struct Evaluated {
