@@ -86,26 +86,17 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
 
     // Refused before anything starts: a step without a saved state, a checkpoint beside
     // another endpoint's model, an endpoint given for checkpoints.
-    let refused = |args: &[&str], expected: &str| {
-        let output = stack.rl(args);
-        assert_eq!(output.status.code(), Some(1), "{output:?}");
-        let error: Value = serde_json::from_slice(&output.stdout).unwrap();
-        assert!(
-            error["error"].as_str().unwrap().contains(expected),
-            "{error:#}"
-        );
-    };
     let at = |step: &str| format!("run:{id}@{step}");
-    refused(
+    stack.refused(
         &["test", "--json", "--model", &at("1")],
         "steps with a saved state: ",
     );
     // A pruned state is no model any more.
-    refused(
+    stack.refused(
         &["test", "--json", "--model", &at(&pruned[0].to_string())],
         "has no saved state",
     );
-    refused(
+    stack.refused(
         &[
             "test",
             "--json",
@@ -116,7 +107,7 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         ],
         "checkpoints only",
     );
-    refused(
+    stack.refused(
         &[
             "test",
             "--json",
@@ -219,7 +210,7 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     );
 
     // A local engine's checkpoints never expire: there is nothing to keep.
-    refused(
+    stack.refused(
         &["checkpoints", "keep", "--json", &id, "2", "--days", "1"],
         "never expire",
     );

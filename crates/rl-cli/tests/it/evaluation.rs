@@ -3,8 +3,6 @@
 //! run's held-out prompts, and the figures become the run's `eval/*` series and the measure of
 //! its best checkpoint.
 
-use serde_json::Value;
-
 use crate::compare::{asked_prompts, trained_prompts};
 use crate::runs::assert_nothing_left;
 use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, lines, stack};
@@ -120,29 +118,34 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
             vec!["--base-url", "https://127.0.0.1:8000/v1", "--model", "m"],
             "over http://",
         ),
+        (
+            vec![
+                "--base-url",
+                "http://127.0.0.1:1@10.1.2.3/v1",
+                "--model",
+                "m",
+            ],
+            "user name",
+        ),
     ] {
         let mut call = vec!["--json", "runs", "evaluate", id.as_str(), "--step", "5"];
         call.extend(args);
-        let output = stack.rl(&call);
-        assert_eq!(output.status.code(), Some(1), "{output:?}");
-        let error: Value = serde_json::from_slice(&output.stdout).unwrap();
-        assert!(
-            error["error"].as_str().unwrap().contains(expected),
-            "{error:#}"
-        );
+        stack.refused(&call, expected);
     }
-    let unknown = stack.rl(&[
-        "--json",
-        "runs",
-        "evaluate",
-        "00000000",
-        "--step",
-        "1",
-        "--base-url",
-        "http://127.0.0.1:9/v1",
-        "--model",
-        "m",
-    ]);
-    assert_eq!(unknown.status.code(), Some(1), "{unknown:?}");
+    stack.refused(
+        &[
+            "--json",
+            "runs",
+            "evaluate",
+            "00000000",
+            "--step",
+            "1",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ],
+        "no run with id '00000000'",
+    );
     assert_nothing_left(&stack, &id);
 }

@@ -10,6 +10,17 @@ use serde_json::Value;
 
 use crate::runs::Stack;
 
+/// Run `id`'s last checkpoint, as `rl checkpoints list ID` shows it.
+fn last_checkpoint(stack: &Stack, id: &str) -> Value {
+    let listed = stack.json(&["checkpoints", "list", id]);
+    listed["runs"][0]["checkpoints"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed:#}"))
+        .last()
+        .unwrap_or_else(|| panic!("no checkpoint: {listed:#}"))
+        .clone()
+}
+
 /// A completed run of the fixture trainer with `table` (a TOML table of config.toml) and
 /// TINKER_API_KEY `key`, and its last checkpoint as `rl checkpoints list` shows it.
 fn hosted_run(python: &std::path::Path, table: &str, key: &'static str) -> (Stack, String, Value) {
@@ -19,19 +30,13 @@ fn hosted_run(python: &std::path::Path, table: &str, key: &'static str) -> (Stac
     let id = stack.start();
     let finished = stack.wait(&id, "finished", 300);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
-    let listed = stack.json(&["checkpoints", "list", &id]);
-    let last = listed["runs"][0]["checkpoints"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let last = last_checkpoint(&stack, &id);
     assert!(
         last["sampler_path"]
             .as_str()
             .unwrap()
             .starts_with("tinker://"),
-        "{listed:#}"
+        "{last:#}"
     );
     (stack, id, last)
 }
@@ -237,27 +242,12 @@ fn a_hosted_checkpoint_is_kept_and_exported_through_the_tinker_sdk() {
     let kept = stack.json(&["checkpoints", "keep", &id, &step, "--days", "30"]);
     assert_eq!(kept["ttl_seconds"], 30 * 86_400, "{kept:#}");
     assert_eq!(kept["paths"][0], sampler.as_str(), "{kept:#}");
-    let listed = stack.json(&["checkpoints", "list", &id]);
-    let last = listed["runs"][0]["checkpoints"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
-    assert_eq!(
-        last["expires_at"], "2027-02-14T08:00:00+00:00",
-        "{listed:#}"
-    );
+    let last = last_checkpoint(&stack, &id);
+    assert_eq!(last["expires_at"], "2027-02-14T08:00:00+00:00", "{last:#}");
     let forever = stack.json(&["checkpoints", "keep", &id, &step, "--forever"]);
     assert!(forever["ttl_seconds"].is_null(), "{forever:#}");
-    let listed = stack.json(&["checkpoints", "list", &id]);
-    let last = listed["runs"][0]["checkpoints"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
-    assert!(last["expires_at"].is_null(), "{listed:#}");
+    let last = last_checkpoint(&stack, &id);
+    assert!(last["expires_at"].is_null(), "{last:#}");
     let (training_run, checkpoint) = sampler["tinker://".len()..].split_once('/').unwrap();
     let ttl_path = format!("/api/v1/training_runs/{training_run}/checkpoints/{checkpoint}/ttl");
     let set: Vec<Value> = service
@@ -302,28 +292,16 @@ fn a_hosted_checkpoint_is_kept_and_exported_through_the_tinker_sdk() {
 
     // Refused, saying why: a step it did not save, a bad number of days, the service's own
     // refusal (another key), and no key at all.
-    let refused = |stack: &Stack, args: &[&str], expected: &str| {
-        let output = stack.rl(args);
-        assert_eq!(output.status.code(), Some(1), "{output:?}");
-        let error: Value = serde_json::from_slice(&output.stdout).unwrap();
-        assert!(
-            error["error"].as_str().unwrap().contains(expected),
-            "{error:#}"
-        );
-    };
-    refused(
-        &stack,
+    stack.refused(
         &["--json", "checkpoints", "keep", &id, "999", "--days", "1"],
         "no checkpoint at step 999",
     );
-    refused(
-        &stack,
+    stack.refused(
         &["--json", "checkpoints", "keep", &id, &step, "--days", "0"],
         "out of range",
     );
     stack.tinker_key = Some("tml-not-the-key");
-    refused(
-        &stack,
+    stack.refused(
         &["--json", "checkpoints", "keep", &id, &step, "--days", "1"],
         "refused or failed",
     );
@@ -337,8 +315,7 @@ fn a_hosted_checkpoint_is_kept_and_exported_through_the_tinker_sdk() {
         "{listed:#}"
     );
     stack.tinker_key = None;
-    refused(
-        &stack,
+    stack.refused(
         &["--json", "checkpoints", "keep", &id, &step, "--days", "1"],
         "TINKER_API_KEY",
     );

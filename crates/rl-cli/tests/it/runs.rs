@@ -70,6 +70,16 @@ impl Stack {
         command.output().unwrap()
     }
 
+    /// Runs `args` (which ask for JSON) and checks they are refused with an error saying
+    /// `expected`.
+    pub(crate) fn refused(&self, args: &[&str], expected: &str) {
+        let error = refusal(&self.rl(args));
+        assert!(
+            error["error"].as_str().unwrap().contains(expected),
+            "{error:#}"
+        );
+    }
+
     pub(crate) fn json(&self, args: &[&str]) -> Value {
         let mut all = args.to_vec();
         all.push("--json");
