@@ -133,7 +133,7 @@ impl Tools {
                     At::Base => base_model_of(&config).ok_or_else(|| {
                         invalid("its run's config names no tinker.base_model".to_owned())
                     }),
-                    at => sampler_of(&saved, at).map_err(invalid),
+                    at => path_of(&saved, at, Weights::Sampler).map_err(invalid),
                 }
             })
             .collect()
@@ -192,10 +192,11 @@ impl Tools {
             if at == &At::Base {
                 args.extend(["--base".to_owned(), model.clone()]);
             } else {
-                let state = state_of(&saved, at).map_err(|reason| ToolsError::Invalid {
-                    what: format!("model {model}"),
-                    reason,
-                })?;
+                let state =
+                    path_of(&saved, at, Weights::State).map_err(|reason| ToolsError::Invalid {
+                        what: format!("model {model}"),
+                        reason,
+                    })?;
                 args.extend(["--model".to_owned(), format!("{model}={state}")]);
             }
         }
@@ -216,35 +217,61 @@ impl Tools {
     }
 }
 
-/// The saved state (`save_state` path) a checkpoint model loads; a restarted engine can
-/// sample only what it can load, and nothing pruned.
-fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String> {
-    let with_state: Vec<(i64, &str)> = saved
+/// Which of a checkpoint's paths a model samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weights {
+    /// The saved state (`save_state`): what a restarted local engine can load.
+    State,
+    /// The sampler weights (`save_weights_for_sampler`): what Tinker's endpoint samples;
+    /// every saved step has them.
+    Sampler,
+}
+
+/// The path of `weights` of the checkpoint `at` names; nothing pruned is a model.
+fn path_of(saved: &crate::checkpoints::Saved, at: &At, weights: Weights) -> Result<String, String> {
+    let candidates: Vec<(i64, &str)> = saved
         .record
         .checkpoints
         .iter()
-        .filter_map(|checkpoint| Some((checkpoint.step?, checkpoint.state_path.as_deref()?)))
+        .filter_map(|checkpoint| {
+            let path = match weights {
+                Weights::State => checkpoint.state_path.as_deref()?,
+                Weights::Sampler => checkpoint.path.as_str(),
+            };
+            Some((checkpoint.step?, path))
+        })
         .filter(|(step, _)| !saved.pruned.contains(step))
         .collect();
+    let (having, missing, none) = match weights {
+        Weights::State => (
+            "steps with a saved state",
+            "no saved state to sample",
+            "it saved no state, or its states were pruned (save_every in [locked.tinker] saves \
+             them as it trains)",
+        ),
+        Weights::Sampler => (
+            "steps with a checkpoint",
+            "no checkpoint",
+            "it saved no checkpoint, or they were pruned",
+        ),
+    };
     let steps = || {
-        let listed: Vec<String> = with_state
+        let listed: Vec<String> = candidates
             .iter()
             .map(|(step, _)| step.to_string())
             .collect();
         if listed.is_empty() {
-            "it saved no state, or its states were pruned (save_every in [locked.tinker] saves \
-             them as it trains)"
-                .to_owned()
+            none.to_owned()
         } else {
-            format!("steps with a saved state: {}", listed.join(", "))
+            format!("{having}: {}", listed.join(", "))
         }
     };
     let wanted = match at {
-        At::Last => with_state.last().map(|(step, _)| *step),
+        At::Last => candidates.last().map(|(step, _)| *step),
         At::Step(step) => Some(*step),
-        // The best of what can be loaded: a better step without a state cannot be sampled.
+        // The best of what can be sampled: a better step without these weights cannot be.
         At::Best => crate::checkpoints::best_of(
-            with_state.iter().map(|(step, _)| *step),
+            candidates.iter().map(|(step, _)| *step),
             &saved.scores.values,
         ),
         At::Base => None,
@@ -252,47 +279,12 @@ fn state_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String
     let Some(step) = wanted else {
         return Err(format!("no checkpoint to sample; {}", steps()));
     };
-    with_state
-        .iter()
-        .rev()
-        .find(|(at, _)| *at == step)
-        .map(|(_, state)| (*state).to_owned())
-        .ok_or_else(|| format!("step {step} has no saved state to sample; {}", steps()))
-}
-
-/// The sampler path (`save_weights_for_sampler`) of the checkpoint `at` names: every saved
-/// step has one; a pruned one is no model.
-fn sampler_of(saved: &crate::checkpoints::Saved, at: &At) -> Result<String, String> {
-    let sampled: Vec<(i64, &str)> = saved
-        .record
-        .checkpoints
-        .iter()
-        .filter_map(|checkpoint| Some((checkpoint.step?, checkpoint.path.as_str())))
-        .filter(|(step, _)| !saved.pruned.contains(step))
-        .collect();
-    let wanted = match at {
-        At::Last => sampled.last().map(|(step, _)| *step),
-        At::Step(step) => Some(*step),
-        At::Best => {
-            crate::checkpoints::best_of(sampled.iter().map(|(step, _)| *step), &saved.scores.values)
-        }
-        At::Base => None,
-    };
-    let listed = || {
-        let steps: Vec<String> = sampled.iter().map(|(step, _)| step.to_string()).collect();
-        if steps.is_empty() {
-            "it saved no checkpoint".to_owned()
-        } else {
-            format!("steps with a checkpoint: {}", steps.join(", "))
-        }
-    };
-    let step = wanted.ok_or_else(|| format!("no checkpoint to sample; {}", listed()))?;
-    sampled
+    candidates
         .iter()
         .rev()
         .find(|(at, _)| *at == step)
         .map(|(_, path)| (*path).to_owned())
-        .ok_or_else(|| format!("step {step} has no checkpoint; {}", listed()))
+        .ok_or_else(|| format!("step {step} has {missing}; {}", steps()))
 }
 
 /// The model a run trained (`tinker.base_model`, else the tokenizer it was given).

@@ -272,10 +272,9 @@ impl Tools {
             Some(archive) => extract_adapter(&archive, dir)?,
             None if !self.trained_locally(&run)? => {
                 // A hosted run's archive, fetched from the service, read like a local one.
+                // The helper writes it whole (beside it, then renamed), over what a killed
+                // export may have left.
                 let download = run_dir.join(format!("export-step-{step}.tar"));
-                let part = download.with_extension("tar.part");
-                let _ = std::fs::remove_file(&part);
-                let _ = std::fs::remove_file(&download);
                 let files = self
                     .fetch_archive(&run, &checkpoint.path, &download)
                     .and_then(|()| extract_adapter(&download, dir));

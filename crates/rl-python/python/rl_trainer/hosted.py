@@ -83,7 +83,7 @@ def archive(args) -> dict:
     part = args.out + ".part"
     written = 0
     try:
-        with urllib.request.urlopen(answer.url, timeout=DOWNLOAD_TIMEOUT_SECS) as response, open(part, "xb") as out:
+        with urllib.request.urlopen(answer.url, timeout=DOWNLOAD_TIMEOUT_SECS) as response, open(part, "wb") as out:
             while True:
                 chunk = response.read(CHUNK)
                 if not chunk:
