@@ -12,6 +12,9 @@ import path, the peft stand-in installed there too. Every other call passes thro
 The engine is not given a session of its own, so it stays in this process's group: a signal to
 the group reaches both, and skyrl-tx itself terminates the engine when the server shuts down
 and shuts the server down when the engine dies.
+
+The app it serves is skyrl-tx's wrapped by `routes.install`: what the current tinker SDK asks
+that skyrl-tx 0.3.0 does not answer (see routes.py).
 """
 
 from __future__ import annotations
@@ -67,9 +70,25 @@ def _redirect_engine_spawn() -> None:
     asyncio.create_subprocess_exec = create_subprocess_exec
 
 
+def _serve_current_protocol() -> None:
+    import uvicorn
+
+    upstream = uvicorn.run
+
+    def run(app, *args, **kwargs):
+        from rl_engine import routes
+
+        return upstream(routes.install(app), *args, **kwargs)
+
+    run.__wrapped__ = upstream
+    # api.py's `__main__` block ends in `uvicorn.run(app, ...)`, looked up on the module then.
+    uvicorn.run = run
+
+
 def main() -> None:
     install_peft_standin()
     _redirect_engine_spawn()
+    _serve_current_protocol()
     runpy.run_module("tx.tinker.api", run_name="__main__", alter_sys=True)
 
 

@@ -99,7 +99,7 @@ async def serve(args, engine: subprocess.Popen, engine_port: int, stopping: asyn
     import tinker
     from transformers import AutoTokenizer
 
-    from .engine import Tinker, TinkerPolicy
+    from .engine import Tinker, TinkerPolicy, load_state
     from .server import InferenceServer, bind_socket, create_app
 
     sock = bind_socket("127.0.0.1", args.port)
@@ -126,12 +126,12 @@ async def serve(args, engine: subprocess.Popen, engine_port: int, stopping: asyn
         if stopping.is_set():
             raise Stopped()
         say(f"loading {state} as {name}")
-        training = await sdk.service.create_lora_training_client_async(base_model=args.base_model, rank=args.lora_rank)
-        await (await training.load_state_async(state)).result_async()
-        saved = await (await training.save_weights_for_sampler_async(f"served_{index}")).result_async()
+        training = await sdk.service.create_lora_training_client(base_model=args.base_model, rank=args.lora_rank)
+        await load_state(training, state, optimizer=False)
+        saved = await training.save_weights_for_sampler(f"served_{index}")
         policies[name] = policy(name, await sdk.sampling_client(saved.path), saved.path)
     if args.base:
-        client = await sdk.service.create_sampling_client_async(base_model=args.base_model)
+        client = await sdk.service.create_sampling_client(base_model=args.base_model)
         policies[args.base] = policy(args.base, client, args.base_model)
     server = InferenceServer(create_app(policies), sock)
     task = asyncio.create_task(server.serve())

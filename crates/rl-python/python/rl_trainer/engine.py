@@ -1,5 +1,10 @@
-"""The Tinker SDK (tinker==0.16.1) as the trainer uses it: one LoRA training client, sampler
+"""The Tinker SDK (tinker==0.38.0) as the trainer uses it: one LoRA training client, sampler
 saves, training states, sampling clients, and the policy the inference server samples from.
+
+The SDK's calls return futures that are awaited (its `*_async` twins are deprecated since 0.3x).
+One deprecated call stays: `load_state[_with_optimizer]`, because its replacement
+(`ServiceClient.create_training_client_from_state_with_optimizer`) makes the server create the
+model inside `load_weights`, which skyrl-tx 0.3.0, the local engine, cannot (docs/decisions.md).
 
 Failure handling:
 * every SDK call is bounded by `tinker.request_timeout_secs` (the SDK itself retries lost
@@ -18,6 +23,7 @@ import asyncio
 import json
 import os
 import time
+import warnings
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple
 
 import httpx
@@ -121,6 +127,15 @@ class Watchdog:
                 await asyncio.sleep(self.interval)
 
 
+def load_state(training, path: str, optimizer: bool):
+    """The future of `training` loading a `save_state` path: its weights, and with `optimizer`
+    Adam's moments too. The SDK's deprecation warning is silenced here, the one place that
+    calls it (see the module's docstring)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return training.load_state_with_optimizer(path) if optimizer else training.load_state(path)
+
+
 def to_datum(seq: AlignedSequence) -> ttypes.Datum:
     """One Datum per completion: numpy arrays, no torch."""
     return ttypes.Datum(
@@ -169,7 +184,7 @@ class Tinker:
             self.say,
         )
         self.training = await bounded(
-            self.service.create_lora_training_client_async(base_model=self.config.base_model, rank=self.config.lora_rank),
+            self.service.create_lora_training_client(base_model=self.config.base_model, rank=self.config.lora_rank),
             "creating the LoRA training client",
             self.timeout,
         )
@@ -179,24 +194,21 @@ class Tinker:
         return str(self.training.model_id)
 
     async def save_for_sampler(self, name: str) -> str:
-        future = await self.training.save_weights_for_sampler_async(name)
-        result = await bounded(future.result_async(), f"save_weights_for_sampler({name!r})", self.timeout)
+        result = await bounded(self.training.save_weights_for_sampler(name), f"save_weights_for_sampler({name!r})", self.timeout)
         return result.path
 
     async def save_state(self, name: str) -> str:
-        future = await self.training.save_state_async(name)
-        result = await bounded(future.result_async(), f"save_state({name!r})", self.timeout)
+        result = await bounded(self.training.save_state(name), f"save_state({name!r})", self.timeout)
         return result.path
 
     async def load_state(self, path: str) -> None:
         """Weights and optimizer state (Adam's moments) of a `save_state` path: a resumed run
         continues as if it had never stopped."""
-        future = await self.training.load_state_with_optimizer_async(path)
-        await bounded(future.result_async(), f"load_state_with_optimizer({path!r})", self.timeout)
+        await bounded(load_state(self.training, path, optimizer=True), f"load_state_with_optimizer({path!r})", self.timeout)
 
     async def sampling_client(self, path: str):
         return await with_retries(
-            lambda: self.service.create_sampling_client_async(model_path=path),
+            lambda: self.service.create_sampling_client(model_path=path),
             f"creating a sampling client for {path}",
             self.retries,
             self.timeout,
@@ -206,17 +218,17 @@ class Tinker:
     async def train(self, datums: List[ttypes.Datum], learning_rate: float) -> Tuple[Any, Any]:
         """forward_backward(importance_sampling) then optim_step(Adam); both submitted before
         either result is awaited, so they queue back to back."""
-        fb_future = await self.training.forward_backward_async(datums, "importance_sampling")
+        fb_future = self.training.forward_backward(datums, "importance_sampling")
         adam = ttypes.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
-        optim_future = await self.training.optim_step_async(adam)
-        fb = await bounded(fb_future.result_async(), "forward_backward", self.timeout)
-        optim = await bounded(optim_future.result_async(), "optim_step", self.timeout)
+        optim_future = self.training.optim_step(adam)
+        fb = await bounded(fb_future, "forward_backward", self.timeout)
+        optim = await bounded(optim_future, "optim_step", self.timeout)
         return fb, optim
 
     async def compute_logprobs(self, client, tokens: Sequence[int]) -> List[float]:
         """The sampler's logprob of every token given the ones before it (0.0 for the first)."""
         values = await with_retries(
-            lambda: client.compute_logprobs_async(ttypes.ModelInput.from_ints(list(tokens))),
+            lambda: client.compute_logprobs(ttypes.ModelInput.from_ints(list(tokens))),
             "compute_logprobs",
             self.retries,
             self.timeout,
@@ -309,7 +321,7 @@ class TinkerPolicy(Policy):
             stop=tinker_stop(spec, self.eos_ids, self.token_text),
         )
         result = await with_retries(
-            lambda: client.sample_async(prompt=ttypes.ModelInput.from_ints(list(prompt)), num_samples=n, sampling_params=params),
+            lambda: client.sample(prompt=ttypes.ModelInput.from_ints(list(prompt)), num_samples=n, sampling_params=params),
             "sampling",
             self.tinker.retries,
             self.tinker.timeout,

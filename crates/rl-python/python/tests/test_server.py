@@ -41,7 +41,7 @@ class FakeSamplingClient:
         self.with_logprobs = with_logprobs
         self.calls = []
 
-    async def sample_async(self, prompt, num_samples, sampling_params):
+    async def sample(self, prompt, num_samples, sampling_params):
         self.calls.append((prompt.to_ints(), num_samples, sampling_params))
         seqs = []
         for i in range(num_samples):
@@ -55,7 +55,7 @@ class FakeSamplingClient:
             )
         return SimpleNamespace(sequences=seqs)
 
-    async def compute_logprobs_async(self, model_input):
+    async def compute_logprobs(self, model_input):
         n = len(model_input.to_ints())
         return [-1.0] * (n - 1)  # skyrl-tx's shape: no value for the first token
 
@@ -181,7 +181,7 @@ class RouteTests(unittest.TestCase):
 
     def test_sampling_failure_is_a_500(self):
         class Broken(FakeSamplingClient):
-            async def sample_async(self, **kwargs):
+            async def sample(self, **kwargs):
                 raise RuntimeError("engine on fire")
 
         http = TestClient(create_app(make_policy(client=Broken())))
@@ -234,7 +234,7 @@ class AtroposlibTests(unittest.TestCase):
         eos = tokenizer.eos_token_id
 
         class Client(FakeSamplingClient):
-            async def sample_async(self, prompt, num_samples, sampling_params):
+            async def sample(self, prompt, num_samples, sampling_params):
                 self.calls.append((prompt.to_ints(), num_samples, sampling_params))
                 return SimpleNamespace(
                     sequences=[
