@@ -151,7 +151,7 @@ fn main() -> ExitCode {
         Command::Checkpoints(command) => checkpoints::run(command, &context, as_json),
         Command::Preflight(command) => preflight::run(&context, command, as_json),
         Command::Compare(args) => compare::run(&context, args, as_json),
-        Command::Setup(args) => setup::run(&context, &args),
+        Command::Setup(args) => setup::run(&context, &args, as_json),
         Command::Doctor => doctor(&context, as_json),
         Command::Tool(command) => tool::run(command, &context, as_json),
         Command::Mcp {

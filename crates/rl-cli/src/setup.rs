@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
 use rl_settings::{SettingEdit, write_settings};
 use rl_tools::setup::{Installer, Part, PartState, ensure, inspect};
 
@@ -37,7 +38,7 @@ enum Engine {
     Hosted,
 }
 
-pub(crate) fn run(context: &Context, args: &SetupArgs) -> anyhow::Result<()> {
+pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow::Result<()> {
     let home = context.home()?;
     rl_settings::create_private_dir(&home)?;
     let local = args.engine == Some(Engine::Local)
@@ -46,27 +47,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs) -> anyhow::Result<()> {
         .chain(local.then_some(Part::Engine))
         .collect();
     if args.check {
-        let states: Vec<PartState> = parts.iter().map(|part| inspect(&home, *part)).collect();
-        for state in &states {
-            if state.problems.is_empty() {
-                output::line(format!(
-                    "{}: as pinned ({})",
-                    state.part.name(),
-                    state.python.display()
-                ))?;
-            } else {
-                output::line(format!(
-                    "{}: {}",
-                    state.part.name(),
-                    state.problems.join(", ")
-                ))?;
-            }
-        }
-        if states.iter().any(|state| !state.problems.is_empty()) {
-            output::line("fix: rl setup".to_owned() + if local { " --engine local" } else { "" })?;
-            return Err(anyhow::Error::new(output::AlreadyReported(1)));
-        }
-        return Ok(());
+        return check(&home, &parts, local, as_json);
     }
     if let Some(model) = &args.base_model {
         anyhow::ensure!(
@@ -163,6 +144,84 @@ pub(crate) fn run(context: &Context, args: &SetupArgs) -> anyhow::Result<()> {
         config.display(),
         installer.name()
     ))
+}
+
+/// What `rl setup --check` prints with `--json`.
+#[derive(Serialize)]
+struct Checked<'a> {
+    /// Every part holds its pins.
+    ready: bool,
+    parts: Vec<CheckedPart<'a>>,
+    /// The command that makes it ready; `None` when it is.
+    fix: Option<String>,
+}
+
+#[derive(Serialize)]
+struct CheckedPart<'a> {
+    part: &'static str,
+    python: &'a std::path::Path,
+    problems: &'a [String],
+    /// The Tinker SDK installed there beside the one rl was built for.
+    tinker_sdk: Option<CheckedSdk<'a>>,
+}
+
+#[derive(Serialize)]
+struct CheckedSdk<'a> {
+    installed: Option<&'a str>,
+    built_for: &'static str,
+}
+
+/// `rl setup --check`: each part's Python against its pins, and the SDK it holds; exit 1 when
+/// anything is missing or at another version.
+fn check(home: &std::path::Path, parts: &[Part], local: bool, as_json: bool) -> anyhow::Result<()> {
+    let states: Vec<PartState> = parts.iter().map(|part| inspect(home, *part)).collect();
+    let ready = states.iter().all(|state| state.problems.is_empty());
+    let fix = (!ready).then(|| "rl setup".to_owned() + if local { " --engine local" } else { "" });
+    if as_json {
+        output::json(&Checked {
+            ready,
+            parts: states
+                .iter()
+                .map(|state| CheckedPart {
+                    part: state.part.name(),
+                    python: &state.python,
+                    problems: &state.problems,
+                    tinker_sdk: state.sdk.as_ref().map(|sdk| CheckedSdk {
+                        installed: sdk.installed.as_deref(),
+                        built_for: sdk.built_for,
+                    }),
+                })
+                .collect(),
+            fix,
+        })?;
+    } else {
+        for state in &states {
+            if state.problems.is_empty() {
+                output::line(format!(
+                    "{}: as pinned ({})",
+                    state.part.name(),
+                    state.python.display()
+                ))?;
+            } else {
+                output::line(format!(
+                    "{}: {}",
+                    state.part.name(),
+                    state.problems.join(", ")
+                ))?;
+            }
+            if let Some(sdk) = &state.sdk {
+                output::line(format!("{}: tinker SDK {}", state.part.name(), sdk.describe()))?;
+            }
+        }
+        if let Some(fix) = &fix {
+            output::line(format!("fix: {fix}"))?;
+        }
+    }
+    if ready {
+        Ok(())
+    } else {
+        Err(anyhow::Error::new(output::AlreadyReported(1)))
+    }
 }
 
 fn text(path: &std::path::Path) -> String {

@@ -26,6 +26,12 @@ pub const ATROPOSLIB: Pin = Pin {
     name: "atroposlib",
     version: "0.4.0",
 };
+/// The Tinker SDK rl's programs are written for, pinned in both requirements files (a test
+/// holds them to this): the version `rl doctor` and `rl setup --check` compare against.
+pub const SDK: Pin = Pin {
+    name: "tinker",
+    version: "0.38.0",
+};
 /// skyrl-tx itself, installed without its dependencies (see `requirements/engine.txt`).
 pub const ENGINE_PACKAGE: Pin = Pin {
     name: "skyrl-tx",
@@ -250,6 +256,17 @@ pub fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_pythons_pin_the_sdk_rl_is_written_for() {
+        for requirements in [TRAINER_REQUIREMENTS, ENGINE_REQUIREMENTS] {
+            let sdk: Vec<Pin> = pins(requirements)
+                .into_iter()
+                .filter(|pin| pin.name == SDK.name)
+                .collect();
+            assert_eq!(sdk, [SDK], "{requirements}");
+        }
+    }
 
     #[test]
     fn a_command_keeps_a_slice_out_only_through_the_runner_drawing_training_items() {

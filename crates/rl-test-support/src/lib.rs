@@ -2,9 +2,11 @@
 
 mod hostile;
 mod snapshot;
+mod tinker;
 
 pub use hostile::{GOOD_ENVIRONMENT, deeply_nested_sources};
 pub use snapshot::{scrub_strings, without_stamps};
+pub use tinker::{EngineServer, ServiceOptions, TinkerService, sha256_hex};
 
 use std::path::{Path, PathBuf};
 

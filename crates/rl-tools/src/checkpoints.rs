@@ -271,12 +271,21 @@ impl Tools {
         let files = match local {
             Some(archive) => extract_adapter(&archive, dir)?,
             None if !self.trained_locally(&run)? => {
-                // A hosted run's archive, fetched from the service, read like a local one.
-                // The helper writes it whole (beside it, then renamed), over what a killed
-                // export may have left.
+                // A hosted run's checkpoint, exported by the service from its saved state and
+                // read like a local archive. The helper writes it whole (beside it, then
+                // renamed), over what a killed export may have left.
+                let state = checkpoint.state_path.as_deref().ok_or_else(|| {
+                    ToolsError::invalid(
+                        "step",
+                        format!(
+                            "run {id}'s checkpoint at step {step} has sampler weights only; the \
+                             Tinker service exports saved states (save_every), not sampler weights"
+                        ),
+                    )
+                })?;
                 let download = run_dir.join(format!("export-step-{step}.tar"));
                 let files = self
-                    .fetch_archive(&run, &checkpoint.path, &download)
+                    .fetch_export(&run, state, &download)
                     .and_then(|()| extract_adapter(&download, dir));
                 let _ = std::fs::remove_file(&download);
                 files?

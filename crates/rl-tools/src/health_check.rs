@@ -94,6 +94,9 @@ pub fn check(
             let probed = probes.facts(&settings.python, &trainer_pins);
             checks.extend(python_checks(home, &settings.python, &probed));
             checks.push(trainer_check(home, settings, &probed, &trainer_pins));
+            if uses_rls_trainer(settings) {
+                checks.push(sdk_check(home, settings, &probed));
+            }
             if settings.engine.is_local() {
                 checks.extend(engine_checks(home, settings, probes));
             }
@@ -239,6 +242,72 @@ pub(crate) fn unmet(facts: &PythonFacts, pins: &[rl_python::Pin]) -> Vec<String>
         .collect()
 }
 
+/// The Tinker SDK a Python holds, beside the one rl's programs are written for
+/// ([`rl_python::SDK`]): the hosted service refuses SDKs it no longer supports, and the local
+/// engine speaks the protocol of the pinned one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdkVersions {
+    /// `None`: not installed in that Python.
+    pub installed: Option<String>,
+    pub built_for: &'static str,
+}
+
+impl SdkVersions {
+    pub(crate) fn of(facts: &PythonFacts) -> Self {
+        Self {
+            installed: facts
+                .packages
+                .get(rl_python::SDK.name)
+                .cloned()
+                .flatten(),
+            built_for: rl_python::SDK.version,
+        }
+    }
+
+    pub fn matches(&self) -> bool {
+        self.installed.as_deref() == Some(self.built_for)
+    }
+
+    /// `0.38.0 (what rl was built for)`, `0.16.1 installed, rl was built for 0.38.0`, ...
+    pub fn describe(&self) -> String {
+        match &self.installed {
+            Some(installed) if self.matches() => format!("{installed} (what rl was built for)"),
+            Some(installed) => format!("{installed} installed, rl was built for {}", self.built_for),
+            None => format!("not installed, rl was built for {}", self.built_for),
+        }
+    }
+}
+
+/// The SDK in the trainer's Python (`tinker SDK`): what the service and the engine are
+/// spoken to with.
+fn sdk_check(home: &Path, settings: &Settings, probed: &Result<PythonFacts, String>) -> Check {
+    let Ok(facts) = probed else {
+        return finding(
+            "tinker SDK",
+            true,
+            Err((
+                "not checked: no working Python".to_owned(),
+                "fix Python first".to_owned(),
+            )),
+        );
+    };
+    let versions = SdkVersions::of(facts);
+    if versions.matches() {
+        return finding("tinker SDK", true, Ok(versions.describe()));
+    }
+    let fix = if crate::setup::is_managed(home, &settings.python) {
+        "rl setup (it installs the SDK rl was built for)".to_owned()
+    } else {
+        format!(
+            "{} -m pip install {}=={}",
+            settings.python.display(),
+            rl_python::SDK.name,
+            rl_python::SDK.version
+        )
+    };
+    finding("tinker SDK", true, Err((versions.describe(), fix)))
+}
+
 /// The trainer runs start: rl's own needs its pinned packages in `python`; tinker-atropos'
 /// script works, with defects a user must know before trusting a run's outcome.
 fn trainer_check(
@@ -266,7 +335,7 @@ fn trainer_check(
             )),
         );
     }
-    if !template.iter().any(|arg| arg == "rl_trainer") {
+    if !uses_rls_trainer(settings) {
         return finding(
             "trainer",
             true,
@@ -312,6 +381,11 @@ fn trainer_check(
             )),
         )
     }
+}
+
+/// Whether runs start rl's own trainer (not the operator's command).
+fn uses_rls_trainer(settings: &Settings) -> bool {
+    settings.commands.trainer.iter().any(|arg| arg == "rl_trainer")
 }
 
 /// `name==version` of each unmet pin, for a pip command line.

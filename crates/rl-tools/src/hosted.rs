@@ -130,16 +130,18 @@ impl Tools {
             .collect())
     }
 
-    /// Downloads the archive of the sampler checkpoint `path` of hosted run `run` into `out`.
-    pub(crate) fn fetch_archive(
+    /// Exports the saved state `state_path` of hosted run `run` as a tar of the files the
+    /// service gives (the SDK's only export since 0.3x: a training state loaded and saved as
+    /// external weights, the temporary copy deleted after) into `out`.
+    pub(crate) fn fetch_export(
         &self,
         run: &RunRecord,
-        path: &str,
+        state_path: &str,
         out: &Path,
     ) -> Result<(), ToolsError> {
         let args = [
-            "archive".to_owned(),
-            path.to_owned(),
+            "export".to_owned(),
+            state_path.to_owned(),
             "--out".to_owned(),
             out.to_string_lossy().into_owned(),
         ];

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use rl_python::{ATROPOSLIB, ENGINE_PACKAGE, ENGINE_REQUIREMENTS, Pin, TRAINER_REQUIREMENTS, pins};
 
 use crate::ToolsError;
-use crate::health_check::{run_probe, unmet};
+use crate::health_check::{SdkVersions, run_probe, unmet};
 
 /// The folder, in the state directory, of the Pythons rl manages.
 const VENVS: &str = "venvs";
@@ -64,23 +64,27 @@ pub struct PartState {
     /// `name==version (found …)` of each pin missing or at another version; or why the Python
     /// itself is not usable.
     pub problems: Vec<String>,
+    /// The Tinker SDK it holds against the one rl was built for; `None` when the Python
+    /// could not be asked.
+    pub sdk: Option<SdkVersions>,
 }
 
 /// What the part's Python holds against its pins.
 pub fn inspect(home: &Path, part: Part) -> PartState {
     let python = part.python(home);
-    let problems = if python.is_file() {
+    let (problems, sdk) = if python.is_file() {
         match run_probe(&python, &part.pins()) {
-            Ok(facts) => unmet(&facts, &part.pins()),
-            Err(problem) => vec![problem],
+            Ok(facts) => (unmet(&facts, &part.pins()), Some(SdkVersions::of(&facts))),
+            Err(problem) => (vec![problem], None),
         }
     } else {
-        vec![format!("no Python at {}", python.display())]
+        (vec![format!("no Python at {}", python.display())], None)
     };
     PartState {
         part,
         python,
         problems,
+        sdk,
     }
 }
 

@@ -8,6 +8,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use rl_test_support::{ServiceOptions, TinkerService, sha256_hex};
+
+use crate::hosted_training::assert_no_file_holds;
 use crate::runs::Stack;
 
 /// Run `id`'s last checkpoint, as `rl checkpoints list ID` shows it.
@@ -39,18 +42,6 @@ fn hosted_run(python: &std::path::Path, table: &str, key: &'static str) -> (Stac
         "{last:#}"
     );
     (stack, id, last)
-}
-
-/// Hex SHA-256, as the fixture server logs a bearer token.
-fn sha256_hex(text: &str) -> String {
-    use sha2::Digest as _;
-    use std::fmt::Write as _;
-    sha2::Sha256::digest(text.as_bytes())
-        .iter()
-        .fold(String::with_capacity(64), |mut hex, byte| {
-            let _ = write!(hex, "{byte:02x}");
-            hex
-        })
 }
 
 #[test]
@@ -130,84 +121,18 @@ fn a_hosted_runs_checkpoints_are_sampled_at_tinkers_endpoint() {
     );
 }
 
-/// The stand-in for the Tinker service's checkpoint routes (`fixtures/tinker-service`), ended
-/// when dropped.
-struct TinkerService {
-    child: std::process::Child,
-    url: String,
-    log: std::path::PathBuf,
-}
-
-impl TinkerService {
-    fn start(folder: &std::path::Path, archive: &std::path::Path, key: &str) -> Self {
-        use std::io::BufRead as _;
-        let log = folder.join("service.jsonl");
-        let mut child = std::process::Command::new("python3")
-            .arg(
-                rl_test_support::workspace_root().join("fixtures/tinker-service/tinker_service.py"),
-            )
-            .args(["--port", "0", "--require-key-sha256", &sha256_hex(key)])
-            .arg("--archive")
-            .arg(archive)
-            .arg("--log")
-            .arg(&log)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap()
-            .to_owned();
-        Self { child, url, log }
-    }
-
-    fn requests(&self) -> Vec<Value> {
-        crate::training::lines(&self.log)
-    }
-}
-
-impl Drop for TinkerService {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 #[ignore = "needs the test venv (the tinker SDK): `cargo xtask test` runs it"]
-fn a_hosted_checkpoint_is_kept_and_exported_through_the_tinker_sdk() {
+fn a_hosted_checkpoint_is_kept_through_the_tinker_sdk() {
     const KEY: &str = "tml-hosted-service-key-93ab";
     let folder = tempfile::tempdir().unwrap();
-    // What the service's archive of a sampler checkpoint holds: a PEFT adapter.
-    let adapter = folder.path().join("adapter");
-    std::fs::create_dir(&adapter).unwrap();
-    std::fs::write(
-        adapter.join("adapter_config.json"),
-        br#"{"r": 8, "peft_type": "LORA"}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        adapter.join("adapter_model.safetensors"),
-        b"not really tensors",
-    )
-    .unwrap();
-    // The service serves a plain tar (the local engine's are gzipped).
-    let archive = folder.path().join("archive.tar");
-    let packed = std::process::Command::new("tar")
-        .arg("cf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&adapter)
-        .args(["adapter_config.json", "adapter_model.safetensors"])
-        .status()
-        .unwrap();
-    assert!(packed.success());
-    let service = TinkerService::start(folder.path(), &archive, KEY);
+    let service = TinkerService::start(
+        folder.path(),
+        &ServiceOptions {
+            key: Some(KEY),
+            ..ServiceOptions::default()
+        },
+    );
 
     // Its Tinker is the stand-in.
     let python = crate::test_python();
@@ -269,27 +194,6 @@ fn a_hosted_checkpoint_is_kept_and_exported_through_the_tinker_sdk() {
         service.requests()
     );
 
-    // Exported: the service's archive fetched through the SDK, its adapter written out.
-    let out = folder.path().join("exported");
-    let exported = stack.json(&["checkpoints", "export", &id, &step, out.to_str().unwrap()]);
-    assert_eq!(
-        exported["files"].as_array().unwrap().len(),
-        2,
-        "{exported:#}"
-    );
-    for name in ["adapter_config.json", "adapter_model.safetensors"] {
-        assert_eq!(
-            std::fs::read(out.join(name)).unwrap(),
-            std::fs::read(adapter.join(name)).unwrap()
-        );
-    }
-    let leftovers: Vec<String> = std::fs::read_dir(stack.run_dir(&id))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("export-"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
-
     // Refused, saying why: a step it did not save, a bad number of days, the service's own
     // refusal (another key), and no key at all.
     stack.refused(
@@ -322,23 +226,4 @@ fn a_hosted_checkpoint_is_kept_and_exported_through_the_tinker_sdk() {
 
     // The key reached the service only: no file rl wrote holds it.
     assert_no_file_holds(stack.home.path(), KEY);
-}
-
-/// Fails when a file under `folder` holds `secret`.
-fn assert_no_file_holds(folder: &std::path::Path, secret: &str) {
-    let mut folders = vec![folder.to_owned()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                folders.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                assert!(
-                    !String::from_utf8_lossy(&bytes).contains(secret),
-                    "{} holds the key",
-                    path.display()
-                );
-            }
-        }
-    }
 }

@@ -6,6 +6,7 @@ mod browser;
 mod compare;
 mod evaluation;
 mod hosted;
+mod hosted_training;
 mod hostile_components;
 mod hostile_sources;
 mod json_outputs;

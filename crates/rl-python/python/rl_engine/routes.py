@@ -23,8 +23,6 @@ import json
 from typing import Awaitable, Callable
 
 from fastapi import HTTPException, Request
-from sqlmodel.ext.asyncio.session import AsyncSession
-from tx.tinker.db_models import SamplingSessionDB
 
 from rl_engine import protocol
 
@@ -41,6 +39,9 @@ def install(app) -> Callable:
         return {}
 
     async def sampler(sampler_id: str, request: Request) -> dict:
+        from sqlmodel.ext.asyncio.session import AsyncSession
+        from tx.tinker.db_models import SamplingSessionDB
+
         async with AsyncSession(request.app.state.db_engine) as session:
             found = await session.get(SamplingSessionDB, sampler_id)
         if found is None:

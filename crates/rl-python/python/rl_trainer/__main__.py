@@ -56,7 +56,7 @@ def _short(error: BaseException) -> str:
 
 
 async def _run(config, run_dir: str, api_key: str) -> None:
-    from .engine import HOSTED_TINKER_URL, Watchdog
+    from .engine import HOSTED_TINKER_URL, Watchdog, refusal
     from .loop import Trainer
 
     loop = asyncio.get_running_loop()
@@ -105,8 +105,10 @@ async def _run(config, run_dir: str, api_key: str) -> None:
         main_task.cancel()
         await asyncio.wait({main_task}, timeout=2)
     trainer.fail_wandb(EXIT_FAILED)
-    traceback.print_exception(type(error), error, error.__traceback__)
-    _last_line(f"rl-trainer: {where}: {_short(error)}")
+    refused = refusal(error)
+    if refused is None:
+        traceback.print_exception(type(error), error, error.__traceback__)
+    _last_line(f"rl-trainer: {where}: {refused or _short(error)}")
     _die(EXIT_FAILED)
 
 

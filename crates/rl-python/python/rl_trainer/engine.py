@@ -60,6 +60,40 @@ def is_retryable(error: BaseException) -> bool:
     return isinstance(error, RetryableException)
 
 
+def _detail(error: "tinker.APIStatusError") -> str:
+    body = getattr(error, "body", None)
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return detail if isinstance(detail, str) else " ".join(str(error).split())[:300]
+
+
+def refusal(error: BaseException) -> Optional[str]:
+    """What to tell the operator when the Tinker service refused the trainer itself (its SDK,
+    its key) rather than failed: the service's words and the fix. None for any other error."""
+    if not isinstance(error, tinker.APIStatusError):
+        return None
+    detail = _detail(error)
+    if error.status_code == 400 and "SDK version" in detail:
+        try:
+            from importlib.metadata import version
+
+            installed = version("tinker")
+        except Exception:  # pragma: no cover - the SDK is importable, so its metadata is there
+            installed = "unknown"
+        return (
+            f"the Tinker service refuses this tinker SDK ({installed}): \"{detail}\" (HTTP 400); "
+            "fix: `rl setup` installs the SDK rl was built for (`rl setup --check` names both); "
+            "when that is the one refused, update rl to a release pinned to a newer SDK "
+            "(`cargo xtask pins` shows how far each pin is behind)"
+        )
+    if error.status_code in (401, 403):
+        return (
+            f"authentication failed: the Tinker service refused TINKER_API_KEY: \"{detail}\" "
+            f"(HTTP {error.status_code}); fix: check the key (a Tinker key starts with tml-) and "
+            "where rl reads it (the environment, or RL_HOME/.env)"
+        )
+    return None
+
+
 async def bounded(awaitable: Awaitable, what: str, timeout: float):
     """`awaitable`, or RequestTimeout after `timeout` seconds (0: no limit)."""
     if timeout and timeout > 0:

@@ -5,15 +5,32 @@ import httpx
 import tinker
 
 from rl_trainer.batch import AlignedSequence
-from rl_trainer.engine import EngineUnreachable, RequestTimeout, Watchdog, bounded, is_retryable, tensor_list, to_datum, with_retries
+from rl_trainer.engine import EngineUnreachable, RequestTimeout, Watchdog, bounded, is_retryable, refusal, tensor_list, to_datum, with_retries
 
 
-def status_error(code):
+def status_error(code, body=None):
     request = httpx.Request("POST", "http://x")
-    return tinker.APIStatusError("boom", response=httpx.Response(code, request=request), body=None)
+    return tinker.APIStatusError("boom", response=httpx.Response(code, request=request), body=body)
+
+
+SDK_REFUSED = {"detail": "Your Tinker SDK version is no longer supported. Please upgrade to the latest version."}
 
 
 class EngineTests(unittest.TestCase):
+    def test_the_services_refusals_are_said_with_their_fix(self):
+        sdk = refusal(status_error(400, SDK_REFUSED))
+        self.assertIn(SDK_REFUSED["detail"], sdk)
+        self.assertIn("tinker SDK (", sdk)
+        self.assertIn("rl setup", sdk)
+        key = refusal(status_error(401, {"detail": "Invalid API key"}))
+        self.assertTrue(key.startswith("authentication failed"), key)
+        self.assertIn("Invalid API key", key)
+        self.assertIn("TINKER_API_KEY", key)
+        self.assertIn("HTTP 403", refusal(status_error(403, {"detail": "no"})))
+        self.assertIsNone(refusal(status_error(400, {"detail": "Maximum number of LoRA adapters reached"})))
+        self.assertIsNone(refusal(status_error(500, SDK_REFUSED)))
+        self.assertIsNone(refusal(ValueError("no")))
+
     def test_retryable_errors(self):
         self.assertTrue(is_retryable(tinker.APIConnectionError(request=httpx.Request("GET", "http://x"))))
         self.assertTrue(is_retryable(status_error(429)))
