@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod fixture_server;
+mod pins;
 mod sample;
 mod test;
 mod vendor;
@@ -33,6 +34,8 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Fetch the run pages' chart library (uPlot) into the binary's assets, or check them.
     Vendor(vendor::VendorArgs),
+    /// Each pinned Python package beside its newest release on PyPI (reports only; exits 0).
+    Pins,
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +48,10 @@ fn main() -> std::process::ExitCode {
             Task::Demo => demo::run(&root),
             Task::Bench(args) => bench::run(&root, &args),
             Task::Vendor(args) => vendor::run(&root, &args),
+            Task::Pins => {
+                pins::run();
+                Ok(())
+            }
         });
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
