@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A bare Tinker-SDK RL loop: the baseline "the same Tinker calls made by a bare SDK script".
 
-It uses nothing from rl: only the `tinker` SDK (0.16.1 talks to skyrl-tx 0.3.0), the base
+It uses nothing from rl: only the `tinker` SDK (rl's pin), the base
 model's tokenizer through transformers, and numpy. It starts no server; point it at one:
 
     ENGINE_PYTHON xtask/python/bare_sdk_loop.py --base-url http://127.0.0.1:PORT \
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -167,7 +168,7 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
             training.optim_step(types.AdamParams(learning_rate=args.lr, beta1=0.9, beta2=0.95, eps=1e-8)).result()
     with timer("save"):
         path = training.save_weights_for_sampler(f"step_{step}").result().path
-        sampler = training.create_sampling_client(path)
+        sampler = training.create_sampling_client(path).result()
 
     record = {
         "step": step,
@@ -215,14 +216,14 @@ def run_probes(args, service, training, sampler, prompts, log) -> dict:
             attempt("load_state_with_optimizer", lambda: training.load_state_with_optimizer(saved).result(), probes, log)
         if hasattr(service, "create_training_client_from_state"):
             def from_state():
-                client = service.create_training_client_from_state(saved)
+                client = service.create_training_client_from_state(saved).result()
                 return client.save_weights_for_sampler("from_state").result().path
 
             attempt("create_training_client_from_state", from_state, probes, log)
     attempt("compute_logprobs", lambda: sampler.compute_logprobs(prompt).result(), probes, log)
 
     def base_sampling():
-        base = service.create_sampling_client(base_model=args.base_model)
+        base = service.create_sampling_client(base_model=args.base_model).result()
         return list(base.sample(prompt=prompt, num_samples=2, sampling_params=short).result().sequences[0].tokens)
 
     attempt("create_sampling_client(base_model)", base_sampling, probes, log)
@@ -242,12 +243,13 @@ def main(argv: list[str] | None = None) -> int:
 
     setup = Timer()
     with setup("service_client"):
-        service = tinker.ServiceClient(base_url=args.base_url, api_key="tml-local")
+        # TINKER_API_KEY when the server checks keys (the stand-in for the hosted service).
+        service = tinker.ServiceClient(base_url=args.base_url, api_key=os.environ.get("TINKER_API_KEY") or "tml-local")
     with setup("create_lora_training_client"):
-        training = service.create_lora_training_client(base_model=args.base_model, rank=args.rank, seed=args.seed)
+        training = service.create_lora_training_client(base_model=args.base_model, rank=args.rank, seed=args.seed).result()
     with setup("save_step_0"):
         path0 = training.save_weights_for_sampler("step_0").result().path
-        sampler = training.create_sampling_client(path0)
+        sampler = training.create_sampling_client(path0).result()
     log(f"tinker {tinker.__version__}; step_0 weights at {path0}; setup {setup.seconds}")
 
     records = []

@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
 use rl_settings::{SettingEdit, write_settings};
 use rl_tools::setup::{Installer, Part, PartState, ensure, inspect};
+use serde::Serialize;
 
 use crate::context::Context;
 use crate::output;
@@ -210,7 +210,11 @@ fn check(home: &std::path::Path, parts: &[Part], local: bool, as_json: bool) -> 
                 ))?;
             }
             if let Some(sdk) = &state.sdk {
-                output::line(format!("{}: tinker SDK {}", state.part.name(), sdk.describe()))?;
+                output::line(format!(
+                    "{}: tinker SDK {}",
+                    state.part.name(),
+                    sdk.describe()
+                ))?;
             }
         }
         if let Some(fix) = &fix {

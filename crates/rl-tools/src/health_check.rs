@@ -255,11 +255,7 @@ pub struct SdkVersions {
 impl SdkVersions {
     pub(crate) fn of(facts: &PythonFacts) -> Self {
         Self {
-            installed: facts
-                .packages
-                .get(rl_python::SDK.name)
-                .cloned()
-                .flatten(),
+            installed: facts.packages.get(rl_python::SDK.name).cloned().flatten(),
             built_for: rl_python::SDK.version,
         }
     }
@@ -272,7 +268,9 @@ impl SdkVersions {
     pub fn describe(&self) -> String {
         match &self.installed {
             Some(installed) if self.matches() => format!("{installed} (what rl was built for)"),
-            Some(installed) => format!("{installed} installed, rl was built for {}", self.built_for),
+            Some(installed) => {
+                format!("{installed} installed, rl was built for {}", self.built_for)
+            }
             None => format!("not installed, rl was built for {}", self.built_for),
         }
     }
@@ -385,7 +383,11 @@ fn trainer_check(
 
 /// Whether runs start rl's own trainer (not the operator's command).
 fn uses_rls_trainer(settings: &Settings) -> bool {
-    settings.commands.trainer.iter().any(|arg| arg == "rl_trainer")
+    settings
+        .commands
+        .trainer
+        .iter()
+        .any(|arg| arg == "rl_trainer")
 }
 
 /// `name==version` of each unmet pin, for a pip command line.

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use sha2::Digest as _;
+
 use super::{median, verdict};
 use crate::venv::LocalEngine;
 use crate::{local_stack_rl, run_command};
@@ -25,112 +27,223 @@ const WARM_UP_STEPS: usize = 3;
 const OVERHEAD_GOAL: f64 = 0.05;
 const BARE_SCRIPT: &str = "xtask/python/bare_sdk_loop.py";
 
+/// The key the stand-in for the hosted service takes in the benchmark (no secret).
+const BENCH_KEY: &str = "tml-bench-key-0000";
+
+/// Where the Tinker calls go: the engine itself, or the stand-in for the hosted service in
+/// front of it (`fixtures/tinker-service`: key and SDK checks, then forwarded), as a hosted
+/// user's run reaches the service.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Through {
+    Engine,
+    StandIn,
+}
+
+/// Each path's figures.
+struct Figures {
+    bare_step: f64,
+    rl_step: f64,
+    to_first_step: f64,
+    engine_peak_bytes: f64,
+}
+
+impl Figures {
+    fn overhead(&self) -> f64 {
+        self.rl_step / self.bare_step - 1.0
+    }
+}
+
+fn measure_path(
+    root: &Path,
+    rl: &Path,
+    python: &Path,
+    engine: &LocalEngine,
+    through: Through,
+) -> anyhow::Result<Figures> {
+    let bare = bare_steps(root, engine, through)?;
+    let driven = rl_steps(root, rl, python, engine, through)?;
+    Ok(Figures {
+        bare_step: median(&bare[WARM_UP_STEPS..]),
+        rl_step: median(&driven.steps[WARM_UP_STEPS..]),
+        to_first_step: driven.to_first_step,
+        engine_peak_bytes: driven.engine_peak_bytes,
+    })
+}
+
 pub(super) fn measure(
     root: &Path,
     rl: &Path,
     python: &Path,
     engine: &LocalEngine,
 ) -> anyhow::Result<String> {
-    let bare = bare_steps(root, engine)?;
-    let driven = rl_steps(root, rl, python, engine)?;
-    let bare_step = median(&bare[WARM_UP_STEPS..]);
-    let rl_step = median(&driven.steps[WARM_UP_STEPS..]);
-    let overhead = rl_step / bare_step - 1.0;
+    let local = measure_path(root, rl, python, engine, Through::Engine)?;
+    let hosted = measure_path(root, rl, python, engine, Through::StandIn)?;
     let mut text = format!("{TITLE}\n\n");
     let _ = writeln!(
         text,
-        "The tiny random Qwen3 (2 layers, hidden 64, made by `cargo xtask`) on skyrl-tx 0.3.0, CPU \
-         JAX, 8 prompts × 8 completions of at most 16 tokens a step, LoRA rank 8, {STEPS} steps \
-         each side, medians of the steps after the first {WARM_UP_STEPS} (they compile JAX \
-         functions). rl's step is measured between the trainer's metrics rows; it includes \
-         waiting for run-api's batch, which the environment fills by sampling through the \
-         trainer's `/generate` while the previous step trains (one batch ahead at most, \
-         `max_batches_offpolicy = 1`). Both make the same Tinker calls per step (rl's run with \
-         `save_every = 0`; its last step also saves the final state). The bare script samples, \
-         trains and saves one after another.\n"
+        "tinker SDK {} on both sides. The tiny random Qwen3 (2 layers, hidden 64, made by \
+         `cargo xtask`) on skyrl-tx 0.3.0 behind rl_engine (the routes and protobuf bodies the \
+         current SDK needs), CPU JAX, 8 prompts × 8 completions of at most 16 tokens a step, \
+         LoRA rank 8, {STEPS} steps each side, medians of the steps after the first \
+         {WARM_UP_STEPS} (they compile JAX functions). rl's step is measured between the \
+         trainer's metrics rows; it includes waiting for run-api's batch, which the environment \
+         fills by sampling through the trainer's `/generate` while the previous step trains \
+         (one batch ahead at most, `max_batches_offpolicy = 1`). Both make the same Tinker calls \
+         per step (rl's run with `save_every = 0`; its last step also saves the final state). \
+         The bare script samples, trains and saves one after another. *Through the stand-in*: \
+         every call goes through `fixtures/tinker-service` (the key and the SDK's version \
+         checked, then forwarded to the engine), as a hosted run's go to the service; each side \
+         gets an engine and a stand-in of its own. rl's hosted run starts no engine (its engine \
+         is already up), so its start → first step is not comparable with the local one's.\n",
+        rl_python::SDK.version
     );
-    let _ = writeln!(text, "| measure | value |\n|---|---|");
     let _ = writeln!(
         text,
-        "| bare SDK script, seconds per step | {bare_step:.2} |"
+        "| measure | on the engine | through the stand-in |\n|---|---|---|"
     );
-    let _ = writeln!(text, "| rl run, seconds per step | {rl_step:.2} |");
     let _ = writeln!(
         text,
-        "| rl's overhead per step (goal ≤ {:.0} %) | {:+.1} % — {} |",
+        "| bare SDK script, seconds per step | {:.2} | {:.2} |",
+        local.bare_step, hosted.bare_step
+    );
+    let _ = writeln!(
+        text,
+        "| rl run, seconds per step | {:.2} | {:.2} |",
+        local.rl_step, hosted.rl_step
+    );
+    let _ = writeln!(
+        text,
+        "| rl's overhead per step (goal ≤ {:.0} %) | {:+.1} % — {} | {:+.1} % — {} |",
         OVERHEAD_GOAL * 100.0,
-        overhead * 100.0,
-        verdict(overhead <= OVERHEAD_GOAL)
+        local.overhead() * 100.0,
+        verdict(local.overhead() <= OVERHEAD_GOAL),
+        hosted.overhead() * 100.0,
+        verdict(hosted.overhead() <= OVERHEAD_GOAL),
     );
     let _ = writeln!(
         text,
-        "| rl run, start → first step | {:.1} s |",
-        driven.to_first_step
+        "| rl run, start → first step | {:.1} s | {:.1} s |",
+        local.to_first_step, hosted.to_first_step
     );
     let _ = writeln!(
         text,
-        "| the engine's peak resident memory (its largest process, VmHWM) | {:.0} MB |",
-        driven.engine_peak_bytes / 1e6
+        "| the engine's peak resident memory (its largest process, VmHWM) | {:.0} MB | — |",
+        local.engine_peak_bytes / 1e6
+    );
+    let _ = writeln!(
+        text,
+        "\nThe stand-in's own cost per step, the bare script through it against straight to the \
+         engine: {:+.1} %.",
+        (hosted.bare_step / local.bare_step - 1.0) * 100.0
     );
     Ok(text)
 }
 
-/// The bare script's step times against an engine of its own.
-fn bare_steps(root: &Path, engine: &LocalEngine) -> anyhow::Result<Vec<f64>> {
-    let scratch = tempfile::tempdir()?;
+/// A server the benchmark started, ended with its process group when dropped.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// The engine (and, for [`Through::StandIn`], the stand-in in front of it) in `scratch`, and the
+/// URL the Tinker calls go to.
+fn tinker_at(
+    root: &Path,
+    engine: &LocalEngine,
+    scratch: &Path,
+    through: Through,
+) -> anyhow::Result<(Vec<Server>, String)> {
     let port = free_port()?;
-    let mut server = Command::new(&engine.python)
-        .args(["-m", "rl_engine", "--base-model"])
-        .arg(&engine.base_model)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .arg("--database-url")
-        .arg(format!("sqlite:///{}/tinker.db", scratch.path().display()))
-        .arg("--checkpoints-base")
-        .arg(scratch.path().join("checkpoints"))
-        .args([
-            "--backend-config",
-            r#"{"max_lora_adapters": 3, "max_lora_rank": 8, "sample_max_num_sequences": 64, "train_micro_batch_size": 8}"#,
-        ])
-        .env("PYTHONPATH", root.join("crates/rl-python/python"))
-        .env("JAX_PLATFORMS", "cpu")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    let server = Server(
+        Command::new(&engine.python)
+            .args(["-m", "rl_engine", "--base-model"])
+            .arg(&engine.base_model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--database-url")
+            .arg(format!("sqlite:///{}/tinker.db", scratch.display()))
+            .arg("--checkpoints-base")
+            .arg(scratch.join("checkpoints"))
+            .args([
+                "--backend-config",
+                r#"{"max_lora_adapters": 3, "max_lora_rank": 8, "sample_max_num_sequences": 64, "train_micro_batch_size": 8}"#,
+            ])
+            .env("PYTHONPATH", root.join("crates/rl-python/python"))
+            .env("JAX_PLATFORMS", "cpu")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .context("cannot start the engine")?,
+    );
+    wait_for_engine(port)?;
+    let engine_url = format!("http://127.0.0.1:{port}");
+    if through == Through::Engine {
+        return Ok((vec![server], engine_url));
+    }
+    let key_sha256 =
+        sha2::Sha256::digest(BENCH_KEY.as_bytes())
+            .iter()
+            .fold(String::new(), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            });
+    let mut stand_in = Command::new("python3")
+        .arg(root.join("fixtures/tinker-service/tinker_service.py"))
+        .args(["--port", "0", "--engine", &engine_url])
+        .args(["--require-key-sha256", &key_sha256])
+        .args(["--min-sdk", rl_python::SDK.version])
+        .stdout(Stdio::piped())
         .process_group(0)
         .spawn()
-        .context("cannot start the engine for the bare script")?;
-    let outcome = (|| {
-        wait_for_engine(port)?;
-        let out = scratch.path().join("bare.json");
-        run_command(
-            Command::new(&engine.python)
-                .arg(root.join(BARE_SCRIPT))
-                .args(["--base-url", &format!("http://127.0.0.1:{port}")])
-                .arg("--base-model")
-                .arg(&engine.base_model)
-                .args(["--steps", &STEPS.to_string()])
-                .args(["--group-size", "8", "--groups", "8", "--max-tokens", "16"])
-                .args(["--lr", "0.01", "--rank", "8", "--json-out"])
-                .arg(&out),
-        )?;
-        let report: Value = serde_json::from_slice(&std::fs::read(&out)?)?;
-        let steps: Vec<f64> = report["steps"]
-            .as_array()
-            .context("the bare script wrote no steps")?
-            .iter()
-            .map(|step| {
-                step["seconds"]
-                    .as_object()
-                    .map_or(0.0, |parts| parts.values().filter_map(Value::as_f64).sum())
-            })
-            .collect();
-        Ok(steps)
-    })();
-    // The whole group: the API process and its engine child.
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{}", server.id())])
-        .status();
-    let _ = server.wait();
-    outcome
+        .context("cannot start the stand-in for the hosted service")?;
+    let mut first = String::new();
+    if let Some(stdout) = stand_in.stdout.take() {
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first)?;
+    }
+    let stand_in = Server(stand_in);
+    let url = first
+        .trim()
+        .strip_prefix("listening on ")
+        .with_context(|| format!("the stand-in said {first:?}"))?
+        .to_owned();
+    Ok((vec![stand_in, server], url))
+}
+
+/// The bare script's step times against an engine of its own.
+fn bare_steps(root: &Path, engine: &LocalEngine, through: Through) -> anyhow::Result<Vec<f64>> {
+    let scratch = tempfile::tempdir()?;
+    let (_servers, url) = tinker_at(root, engine, scratch.path(), through)?;
+    let out = scratch.path().join("bare.json");
+    run_command(
+        Command::new(&engine.python)
+            .arg(root.join(BARE_SCRIPT))
+            .args(["--base-url", &url])
+            .arg("--base-model")
+            .arg(&engine.base_model)
+            .args(["--steps", &STEPS.to_string()])
+            .args(["--group-size", "8", "--groups", "8", "--max-tokens", "16"])
+            .args(["--lr", "0.01", "--rank", "8", "--json-out"])
+            .arg(&out)
+            .env("TINKER_API_KEY", BENCH_KEY),
+    )?;
+    let report: Value = serde_json::from_slice(&std::fs::read(&out)?)?;
+    let steps: Vec<f64> = report["steps"]
+        .as_array()
+        .context("the bare script wrote no steps")?
+        .iter()
+        .map(|step| {
+            step["seconds"]
+                .as_object()
+                .map_or(0.0, |parts| parts.values().filter_map(Value::as_f64).sum())
+        })
+        .collect();
+    Ok(steps)
 }
 
 struct Driven {
@@ -139,18 +252,52 @@ struct Driven {
     engine_peak_bytes: f64,
 }
 
-/// One rl run of [`STEPS`] steps on the local engine: its step times from the metrics rows,
-/// and the engine's memory sampled while it runs.
-fn rl_steps(root: &Path, rl: &Path, python: &Path, engine: &LocalEngine) -> anyhow::Result<Driven> {
+/// One rl run of [`STEPS`] steps: on the local engine the run starts, or as a hosted run at
+/// the stand-in; its step times from the metrics rows, and the engine's memory sampled while
+/// it runs (a local run's).
+fn rl_steps(
+    root: &Path,
+    rl: &Path,
+    python: &Path,
+    engine: &LocalEngine,
+    through: Through,
+) -> anyhow::Result<Driven> {
     let home = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
     // The same Tinker calls as the bare script: no optimizer-state saves between steps.
-    let settings = crate::venv::local_engine_settings(root, python, engine)?
+    let mut settings = crate::venv::local_engine_settings(root, python, engine)?
         .replace("total_steps = 12", &format!("total_steps = {STEPS}"))
         .replace("save_every = 4", "save_every = 0");
+    let _servers = if through == Through::StandIn {
+        let (servers, url) = tinker_at(root, engine, scratch.path(), through)?;
+        let model = engine.base_model.display().to_string();
+        settings = settings
+            .replace("kind = \"local\"", "kind = \"tinker\"")
+            .replace(
+                "tinker_atropos_root = ",
+                "trainer_needs_tinker_key = true\ntinker_atropos_root = ",
+            )
+            .replace(
+                "[locked.tinker]\n",
+                &format!("[locked.tinker]\nbase_url = \"{url}\"\nbase_model = \"{model}\"\n"),
+            )
+            .replace(
+                "[locked.env]\n",
+                &format!("[locked.env]\ntokenizer_name = \"{model}\"\n"),
+            )
+            .replace(
+                "[[locked.openai]]\n",
+                &format!("[[locked.openai]]\ntokenizer_name = \"{model}\"\n"),
+            );
+        servers
+    } else {
+        Vec::new()
+    };
     std::fs::write(home.path().join("config.toml"), settings)?;
     let rl_json = |args: &[&str]| -> anyhow::Result<Value> {
         let output = local_stack_rl(rl, root, home.path(), args)
             .arg("--json")
+            .env("TINKER_API_KEY", BENCH_KEY)
             .output()?;
         if !output.status.success() {
             bail!(

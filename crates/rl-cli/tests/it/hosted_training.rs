@@ -89,7 +89,10 @@ fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported
     let finished = stack.wait(&id, "finished", 900);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
     let dir = stack.run_dir(&id);
-    assert!(!dir.join("engine").exists(), "a hosted run has no engine folder");
+    assert!(
+        !dir.join("engine").exists(),
+        "a hosted run has no engine folder"
+    );
 
     // It trained at the service with rl's SDK: a session of the pinned version, every step's
     // loss computed by the engine behind it, the key on every request.
@@ -226,7 +229,10 @@ fn a_wrong_key_fails_the_run_naming_authentication() {
     assert!(error.contains("authentication failed"), "{error}");
     assert!(error.contains("TINKER_API_KEY"), "{error}");
     let log = std::fs::read_to_string(stack.run_dir(&id).join("trainer.log")).unwrap();
-    assert!(!log.contains("Traceback"), "a refusal is no stack trace:\n{log}");
+    assert!(
+        !log.contains("Traceback"),
+        "a refusal is no stack trace:\n{log}"
+    );
     assert!(!log.contains(KEY), "the key is in the trainer's log");
     assert_nothing_left(&stack, &id);
 }

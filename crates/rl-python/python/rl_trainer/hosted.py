@@ -2,16 +2,21 @@
 
     python -m rl_trainer.hosted list TRAINING_RUN_ID [TRAINING_RUN_ID ...]
     python -m rl_trainer.hosted keep PATH [PATH ...] (--ttl-seconds N | --forever)
-    python -m rl_trainer.hosted archive PATH --out FILE [--max-bytes N]
+    python -m rl_trainer.hosted export STATE_PATH --out FILE [--max-bytes N]
 
 `list` prints what the service says of each training run's checkpoints (path, size, expiry);
-`keep` sets (or, with `--forever`, removes) the expiry of each `tinker://` path; `archive`
-downloads a sampler checkpoint's archive (the PEFT adapter files, a tar; gzipped on the local engine) into FILE, written
-whole or not at all. The key is TINKER_API_KEY from the environment, never an argument;
-TINKER_BASE_URL names another service (the SDK's own variable).
+`keep` sets (or, with `--forever`, removes) the expiry of each `tinker://` path; `export`
+downloads a saved training state (`tinker://RUN/weights/NAME`, what `save_state` writes: the
+service exports no sampler weights) as the SDK's `tinker checkpoint download` does: the state is
+loaded into a new training run and saved as temporary external weights (the PEFT adapter
+files), each file is fetched from its signed URL, then the temporary export is deleted and the
+session closed. FILE is a plain tar of those files by their names, written whole or not at all,
+holding at most `--max-bytes` of files. The key is TINKER_API_KEY from the environment, never an
+argument; TINKER_BASE_URL names another service (the SDK's own variable).
 
-Prints one JSON object on success. Exit codes: 0 done, 1 the service refused or failed (the
-last line on stderr says why), 2 bad arguments.
+Prints one JSON object on success (`export`: path, out, bytes of files, their names). Exit
+codes: 0 done, 1 the service refused or failed (the last line on stderr says why), 2 bad
+arguments.
 """
 
 from __future__ import annotations
@@ -20,18 +25,32 @@ import argparse
 import json
 import os
 import sys
+import tarfile
+import tempfile
+import time
 import urllib.request
+from datetime import datetime, timedelta, timezone
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-#: The service answers within this; a download may take longer and has its own bound.
+#: The service answers within this; loading a state or writing its files, within WORK; a
+#: download's every read, within DOWNLOAD.
 REQUEST_TIMEOUT_SECS = 120
+WORK_TIMEOUT_SECS = 600
 DOWNLOAD_TIMEOUT_SECS = 1800
 CHUNK = 1 << 20
+#: The temporary export lives this long unless deleted (the shortest the service takes) ...
+EXPORT_TTL_SECS = 3600
+#: ... and its URLs are signed again this long before they expire.
+RESIGN_BEFORE = timedelta(minutes=5)
 
 
 def say(message: str) -> None:
     print(f"rl_trainer.hosted: {message}", file=sys.stderr, flush=True)
+
+
+def one_line(error: Exception) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:500]}"
 
 
 def tinker_path(text: str) -> str:
@@ -41,15 +60,34 @@ def tinker_path(text: str) -> str:
     return text
 
 
-def rest_client():
-    import tinker
+def state_path(text: str) -> str:
+    if tinker_path(text).split("/")[3] != "weights":
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is sampler weights: the hosted service exports saved training states "
+            "(tinker://RUN/weights/NAME, what save_state writes), not sampler weights"
+        )
+    return text
 
+
+def safe_name(name: str) -> str:
+    """An exported file's name as a tar member: relative, without `..`, `.` or empty parts."""
+    parts = name.split("/") if isinstance(name, str) else [""]
+    if not all(parts) or ".." in parts or "." in parts:
+        raise RuntimeError(f"the export holds a file with an unsafe name: {name!r}")
+    return name
+
+
+def credentials() -> dict:
     key = (os.environ.get("TINKER_API_KEY") or "").strip()
     if not key:
         raise RuntimeError("TINKER_API_KEY is not set")
-    base_url = (os.environ.get("TINKER_BASE_URL") or "").strip() or None
-    service = tinker.ServiceClient(base_url=base_url, api_key=key) if base_url else tinker.ServiceClient(api_key=key)
-    return service.create_rest_client()
+    return {"api_key": key, "base_url": (os.environ.get("TINKER_BASE_URL") or "").strip() or None}
+
+
+def rest_client():
+    import tinker
+
+    return tinker.RestClient(**credentials())
 
 
 def listed(args) -> dict:
@@ -77,26 +115,84 @@ def keep(args) -> dict:
     return {"kept": args.paths, "ttl_seconds": ttl}
 
 
-def archive(args) -> dict:
-    rest = rest_client()
-    answer = rest.get_checkpoint_archive_url_from_tinker_path(args.path).result(timeout=REQUEST_TIMEOUT_SECS)
-    part = args.out + ".part"
-    written = 0
+class SignedUrls:
+    """An external weights export's download URL per file, signed again (and the export kept
+    alive as long) when they are about to expire."""
+
+    def __init__(self, rest, path: str):
+        self.rest, self.path = rest, path
+        self.sign()
+        if not self.urls:
+            raise RuntimeError(f"the export {path} holds no files")
+        self.names = sorted(safe_name(name) for name in self.urls)
+
+    def sign(self) -> None:
+        answer = self.rest.get_external_weights_urls(self.path).result(timeout=REQUEST_TIMEOUT_SECS)
+        self.rest.set_checkpoint_ttl_from_tinker_path(self.path, EXPORT_TTL_SECS).result(timeout=REQUEST_TIMEOUT_SECS)
+        expires = answer.expires  # naive means UTC
+        self.urls, self.expires = dict(answer.urls), expires if expires.tzinfo else expires.replace(tzinfo=timezone.utc)
+
+    def open(self, name: str):
+        if datetime.now(timezone.utc) >= self.expires - RESIGN_BEFORE:
+            self.sign()
+        if name not in self.urls:
+            raise RuntimeError(f"the export {self.path} no longer holds {name!r}")
+        return urllib.request.urlopen(self.urls[name], timeout=DOWNLOAD_TIMEOUT_SECS)
+
+
+def write_tar(out: str, names: list, open_file, max_bytes: int) -> int:
+    """Writes `out` as a plain tar of each name's bytes (`open_file(name)`: a stream), at most
+    `max_bytes` of them in all, whole or not at all; returns their total size."""
+    names = [safe_name(name) for name in names]
+    part, total = out + ".part", 0
     try:
-        with urllib.request.urlopen(answer.url, timeout=DOWNLOAD_TIMEOUT_SECS) as response, open(part, "wb") as out:
-            while True:
-                chunk = response.read(CHUNK)
-                if not chunk:
-                    break
-                written += len(chunk)
-                if written > args.max_bytes:
-                    raise RuntimeError(f"the archive is larger than {args.max_bytes} bytes")
-                out.write(chunk)
-        os.replace(part, args.out)
+        with tarfile.open(part, "w", format=tarfile.PAX_FORMAT) as tar:
+            for name in names:
+                with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(out))) as spool:
+                    with open_file(name) as stream:
+                        while chunk := stream.read(CHUNK):
+                            total += len(chunk)
+                            if total > max_bytes:
+                                raise RuntimeError(f"the export is larger than {max_bytes} bytes")
+                            spool.write(chunk)
+                    member = tarfile.TarInfo(name)
+                    member.size, member.mtime = spool.tell(), int(time.time())
+                    spool.seek(0)
+                    tar.addfile(member, spool)
+        os.replace(part, out)
     finally:
         if os.path.exists(part):
             os.unlink(part)
-    return {"path": args.path, "out": args.out, "bytes": written}
+    return total
+
+
+def export(args) -> dict:
+    import tinker
+
+    access = credentials()
+    service, rest = tinker.ServiceClient(**access), tinker.RestClient(**access)
+    status = "errored"
+    try:
+        training = service.create_training_client_from_state(
+            args.path, user_metadata={"created_by": "rl checkpoints export"}
+        ).result(timeout=WORK_TIMEOUT_SECS)
+        saved = training.save_weights_external("rl-export", ttl_seconds=EXPORT_TTL_SECS)
+        exported = saved.result(timeout=WORK_TIMEOUT_SECS).path
+        try:
+            urls = SignedUrls(rest, exported)
+            written = write_tar(args.out, urls.names, urls.open, args.max_bytes)
+        finally:
+            try:
+                rest.delete_checkpoint_from_tinker_path(exported).result(timeout=REQUEST_TIMEOUT_SECS)
+            except Exception as e:
+                say(f"the temporary export {exported} was not deleted ({one_line(e)}); it expires within an hour")
+        status = "success"
+    finally:
+        try:
+            service.close(status).result(timeout=REQUEST_TIMEOUT_SECS)
+        except Exception as e:
+            say(f"the session was not closed: {one_line(e)}")
+    return {"path": args.path, "out": args.out, "bytes": written, "files": urls.names}
 
 
 def main(argv=None) -> int:
@@ -109,8 +205,8 @@ def main(argv=None) -> int:
     how_long = kept.add_mutually_exclusive_group(required=True)
     how_long.add_argument("--ttl-seconds", type=int)
     how_long.add_argument("--forever", action="store_true")
-    fetched = commands.add_parser("archive")
-    fetched.add_argument("path", type=tinker_path)
+    fetched = commands.add_parser("export")
+    fetched.add_argument("path", metavar="STATE_PATH", type=state_path)
     fetched.add_argument("--out", required=True)
     fetched.add_argument("--max-bytes", type=int, default=8 << 30)
     try:
@@ -120,11 +216,13 @@ def main(argv=None) -> int:
     if args.command == "keep" and not args.forever and args.ttl_seconds <= 0:
         say("--ttl-seconds must be above 0")
         return EXIT_USAGE
+    if args.command == "export" and args.max_bytes <= 0:
+        say("--max-bytes must be above 0")
+        return EXIT_USAGE
     try:
-        result = {"list": listed, "keep": keep, "archive": archive}[args.command](args)
+        result = {"list": listed, "keep": keep, "export": export}[args.command](args)
     except Exception as e:  # the service's refusal or a broken connection: said once, plainly
-        message = " ".join(str(e).split())[:500]
-        say(f"failed: {type(e).__name__}: {message}")
+        say(f"failed: {one_line(e)}")
         return EXIT_FAILED
     print(json.dumps(result), flush=True)
     return 0
