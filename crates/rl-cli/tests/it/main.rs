@@ -307,6 +307,7 @@ fn doctor_reports_every_check_and_fails_when_one_required_is_missing() {
             "python",
             "atroposlib",
             "trainer",
+            "tinker SDK",
             "environments",
             "TINKER_API_KEY"
         ]
