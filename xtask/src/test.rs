@@ -112,10 +112,12 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         // The tests that need the venv (or SLURM) are `#[ignore]`d: asked for when what they
         // need is here, else left out and counted as skipped in nextest's summary — never
         // passed unrun. Under `--check` (CI) SLURM must answer: its tests run and fail if not.
+        // Every test runs whatever one does: a failure must not hide the state of the rest.
         let mut nextest = vec![
             "nextest",
             "run",
             "--workspace",
+            "--no-fail-fast",
             "--no-tests=fail",
             "--final-status-level=fail",
         ];
@@ -155,7 +157,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         }
         run_command(&mut command)?;
     } else {
-        let mut test = vec!["test", "--workspace"];
+        let mut test = vec!["test", "--workspace", "--no-fail-fast"];
         if python.is_some() {
             test.extend(["--", "--include-ignored"]);
         }

@@ -1,9 +1,9 @@
 //! A user's first hour, as the README tells it, in a fresh HOME with no `RL_*` variable: `rl`
-//! installed with `cargo install` into a root of its own, `rl setup --engine local` from the
+//! in a root of its own (the README's `cargo install` is run by `.ci/run`), `rl setup --engine local` from the
 //! package registry (pip's cache is the runner's, so only the first run downloads), a new
 //! environment written, selected and trained to `completed` on the local engine, its results
-//! read; then a package removed behind rl's back, named by `rl setup --check` and `rl doctor`,
-//! and put back by `rl setup`.
+//! read; then an older tinker SDK installed behind rl's back, named by `rl setup --check` and
+//! `rl doctor`, and put back by `rl setup`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -11,10 +11,6 @@ use std::time::{Duration, Instant};
 
 use rl_test_support::workspace_root;
 use serde_json::Value;
-
-/// Where the journey's `cargo install` builds: its own folder, kept between test runs so only
-/// the first pays the build, and never `target/debug` (whose `rl` the other tests are running).
-const INSTALL_TARGET: &str = "target/journey-install";
 
 struct User {
     home: PathBuf,
@@ -102,7 +98,6 @@ fn json(output: &Output) -> serde_json::Value {
 #[ignore = "needs cargo, python3, the package registry and the tiny model: `cargo xtask test` runs it"]
 fn a_new_user_installs_sets_up_trains_and_repairs() {
     let tiny_model = rl_test_support::local_engine().base_model;
-    let root = workspace_root();
     let user_dir = tempfile::tempdir().unwrap();
     let home = user_dir.path().join("home");
     let prefix = user_dir.path().join("prefix");
@@ -119,21 +114,11 @@ fn a_new_user_installs_sets_up_trains_and_repairs() {
         home,
     };
 
-    // 1. Install, as the README says (`--debug` and `--offline` only to spare the test a
-    //    release build and the index: the crates are those the workspace built with).
-    let mut install = user.command(Path::new(env!("CARGO")));
-    install
-        .args(["install", "--locked", "--offline", "--debug", "--path"])
-        .arg(root.join("crates/rl-cli"))
-        .arg("--root")
-        .arg(&prefix)
-        .arg("--target-dir")
-        .arg(root.join(INSTALL_TARGET))
-        // No debug info: a third of the build's time and most of its disk, none of its use.
-        .env("CARGO_PROFILE_DEV_DEBUG", "false")
-        .env("CARGO_INCREMENTAL", "0");
-    let installed = bounded(install, Duration::from_secs(1200));
-    assert!(installed.status.success(), "{}", text(&installed));
+    // 1. Installed: the binary this test suite built, copied into the user's own root, since a
+    //    second build of the workspace inside a test takes longer than the rest of the suite
+    //    on a busy 2-core machine. `.ci/run` runs the README's `cargo install` itself.
+    std::fs::create_dir_all(&user.bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_rl"), user.bin.join("rl")).unwrap();
     let version = user.rl(&["--version"], Duration::from_secs(30));
     assert!(
         String::from_utf8_lossy(&version.stdout)
@@ -291,36 +276,79 @@ fn a_new_user_installs_sets_up_trains_and_repairs() {
         "{results:#}"
     );
 
-    // 4. Broken behind rl's back: named by --check and by doctor (which points at `rl
-    //    setup`), put back by `rl setup`.
+    // 4. Broken behind rl's back: an older tinker SDK (one the hosted service refuses), named
+    //    by --check (text and JSON) and by doctor (which points at `rl setup`), put back by
+    //    `rl setup`.
     let python = user.state().join("venvs/trainer/bin/python");
-    let mut uninstall = user.command(&python);
-    uninstall.args(["-m", "pip", "uninstall", "--yes", "--quiet", "PyYAML"]);
-    let removed = bounded(uninstall, Duration::from_secs(120));
-    assert!(removed.status.success(), "{}", text(&removed));
+    let mut downgrade = user.command(&python);
+    downgrade.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "tinker==0.16.1",
+    ]);
+    let downgraded = bounded(downgrade, Duration::from_secs(300));
+    assert!(downgraded.status.success(), "{}", text(&downgraded));
+    let built_for = rl_python::SDK.version;
     let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
     assert_eq!(checked.status.code(), Some(1), "{}", text(&checked));
     let said = String::from_utf8_lossy(&checked.stdout);
-    assert!(said.contains("PyYAML==6.0.3 (found missing)"), "{said}");
+    assert!(
+        said.contains(&format!("tinker=={built_for} (found 0.16.1)")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "trainer: tinker SDK 0.16.1 installed, rl was built for {built_for}"
+        )),
+        "{said}"
+    );
     assert!(said.contains("fix: rl setup --engine local"), "{said}");
+    let checked = user.rl(&["setup", "--check", "--json"], Duration::from_secs(120));
+    assert_eq!(checked.status.code(), Some(1), "{}", text(&checked));
+    let answer = json(&checked);
+    assert_eq!(answer["ready"], false, "{answer:#}");
+    assert_eq!(answer["fix"], "rl setup --engine local", "{answer:#}");
+    assert_eq!(answer["parts"][0]["part"], "trainer", "{answer:#}");
+    assert_eq!(
+        answer["parts"][0]["tinker_sdk"]["installed"], "0.16.1",
+        "{answer:#}"
+    );
+    assert_eq!(
+        answer["parts"][0]["tinker_sdk"]["built_for"], built_for,
+        "{answer:#}"
+    );
     let doctor = user.rl(&["doctor", "--json"], Duration::from_secs(120));
     assert_eq!(doctor.status.code(), Some(1), "{}", text(&doctor));
     let report = json(&doctor);
-    let trainer = report["checks"]
+    let sdk = report["checks"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|check| check["name"] == "trainer")
+        .find(|check| check["name"] == "tinker SDK")
         .unwrap();
-    assert_eq!(trainer["ok"], false, "{trainer}");
+    assert_eq!(sdk["ok"], false, "{sdk}");
     assert!(
-        trainer["fix"].as_str().unwrap().starts_with("rl setup"),
-        "{trainer}"
+        sdk["detail"].as_str().unwrap().contains("0.16.1 installed"),
+        "{sdk}"
+    );
+    assert!(
+        sdk["fix"].as_str().unwrap().starts_with("rl setup"),
+        "{sdk}"
     );
     let again = user.rl(&["setup"], Duration::from_secs(1500));
     assert!(again.status.success(), "{}", text(&again));
     let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
     assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    assert!(
+        String::from_utf8_lossy(&checked.stdout).contains(&format!(
+            "trainer: tinker SDK {built_for} (what rl was built for)"
+        )),
+        "{}",
+        text(&checked)
+    );
 }
 
 /// uv from the package registry, pinned: what `rl setup` uses when it is on the PATH.
