@@ -33,6 +33,27 @@ from .server import InferenceServer, bind_socket, create_app
 FAULT_VARIABLE = "RL_TRAINER_FAIL_AT_STEP"
 
 
+#: A sentence every tokenizer turns into a few ordinary tokens: what the weights' fingerprint
+#: is the log-probability of.
+PROBE_TEXT = "The quick brown fox jumps over the lazy dog, 1 2 3."
+#: Loaded weights are the saved ones when their fingerprints agree this closely (the engine
+#: recomputes the same forward pass; only float summation order may differ).
+FINGERPRINT_TOLERANCE = 1e-3
+
+
+class StateNotLoaded(Exception):
+    """A resume's training state did not come back as it was saved."""
+
+
+def probe_tokens(tokenizer) -> list:
+    tokens = list(tokenizer.encode(PROBE_TEXT, add_special_tokens=False))[:32]
+    return tokens if len(tokens) >= 2 else [0, 1]
+
+
+def fingerprints_match(expected: float, found: float) -> bool:
+    return math.isfinite(found) and abs(found - expected) <= FINGERPRINT_TOLERANCE * max(1.0, abs(expected))
+
+
 def say(message: str) -> None:
     """An informational line on stdout (the lines rl parses are printed bare)."""
     print(f"[rl-trainer] {message}", flush=True)
@@ -61,6 +82,9 @@ class Trainer:
         self.evaluate_command = evaluation.command_from()
         self.evaluation_url = evaluation.loopback_url(config.serve_host, config.serve_port)
         self.last_evaluated = config.starting_step
+        # The tokens the weights' fingerprint is taken on: the probe text in the run's tokenizer
+        # (set once the tokenizer is loaded, in setup).
+        self.probe: list = []
 
     # ------------------------------------------------------------------ phases
 
@@ -117,10 +141,12 @@ class Trainer:
 
         await self.tinker.connect()
         say(f"LoRA training client {self.tinker.model_id} on {c.base_model} (rank {c.lora_rank})")
+        self.probe = probe_tokens(tokenizer)
         if c.resume_state:
             # The parent's rows up to this step are already in checkpoints.jsonl (rl copies
             # them); this run's sampler copy of the state is only for sampling.
             await self.tinker.load_state(c.resume_state)
+            await self.check_loaded(c.resume_state)
             say(f"training state (weights + optimizer) loaded from {c.resume_state}; continuing after step {c.starting_step}")
             path = await self.tinker.save_for_sampler(f"resumed_step_{c.starting_step}")
             self.policy.swap(await self.tinker.sampling_client(path), path)
@@ -129,8 +155,9 @@ class Trainer:
             # The starting state too: what a comparison with the trained weights, or a restart
             # from scratch with the same initialisation, loads (a few hundred KB on a LoRA).
             state_path = await self.tinker.save_state("step_0")
+            fingerprint = await self.tinker.fingerprint(self.probe)
             self.policy.swap(await self.tinker.sampling_client(path), path)
-            self.checkpoints.record(0, "step_0", path, state_path)
+            self.checkpoints.record(0, "step_0", path, state_path, fingerprint)
         announce(f"Sampling client updated: {path}")
 
         trainer_id = await self.runapi.register(
@@ -229,15 +256,34 @@ class Trainer:
         c = self.config
         name = "final" if last else f"step_{n}"
         sampler_path = await self.tinker.save_for_sampler(name)
-        state_path = None
+        state_path = fingerprint = None
         if last or (c.save_every > 0 and n % c.save_every == 0):
             state_path = await self.tinker.save_state(name)
+            fingerprint = await self.tinker.fingerprint(self.probe)
         # Recorded as soon as saved: a failure to sample from it must not hide that it exists.
-        self.checkpoints.record(n, name, sampler_path, state_path)
+        self.checkpoints.record(n, name, sampler_path, state_path, fingerprint)
         self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
         announce(f"Sampling client updated: {sampler_path}")
         if state_path:
             say(f"training state (weights + optimizer) saved: {state_path}")
+
+    async def check_loaded(self, state_path: str) -> None:
+        """Fails unless the weights now are the ones saved at `state_path`: an engine can answer
+        a load of a state whose files are gone as if it loaded it, and training would go on
+        from fresh weights under the parent's name."""
+        expected = self.checkpoints.fingerprint_of(state_path)
+        if expected is None:
+            say(f"note: {state_path} has no recorded fingerprint (saved by an older rl): its load is not verified")
+            return
+        found = await self.tinker.fingerprint(self.probe)
+        if not fingerprints_match(expected, found):
+            raise StateNotLoaded(
+                f"the training state {state_path} did not load: the weights' log-probability of a "
+                f"fixed sequence is {found:.6g}, the saved state's was {expected:.6g} (its files at "
+                "the engine are missing or damaged); resume from an earlier saved state "
+                "(rl checkpoints list shows them)"
+            )
+        say(f"verified: the loaded weights are those saved at {state_path}")
 
     async def evaluate(self, n: int) -> Dict[str, Any]:
         """The held-out evaluation of the checkpoint just saved, which the server now serves

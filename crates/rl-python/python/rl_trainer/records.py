@@ -47,12 +47,16 @@ class JsonLines:
 
 
 class Checkpoints:
-    """checkpoints.jsonl: {"step", "name", "sampler_path", "state_path", "time"} per checkpoint."""
+    """checkpoints.jsonl: {"step", "name", "sampler_path", "state_path", "time"} per checkpoint,
+    and with a state its `fingerprint`: what a resume checks it loaded (loop.py)."""
 
     def __init__(self, path: str):
+        self.path = path
         self.lines = JsonLines(path)
 
-    def record(self, step: int, name: str, sampler_path: str, state_path: Optional[str]) -> Dict[str, Any]:
+    def record(
+        self, step: int, name: str, sampler_path: str, state_path: Optional[str], fingerprint: Optional[float] = None
+    ) -> Dict[str, Any]:
         row = {
             "step": step,
             "name": name,
@@ -60,8 +64,28 @@ class Checkpoints:
             "state_path": state_path,
             "time": rfc3339_now(),
         }
+        if fingerprint is not None:
+            row["fingerprint"] = fingerprint
         self.lines.append(row)
         return row
+
+    def fingerprint_of(self, state_path: str) -> Optional[float]:
+        """The fingerprint recorded with `state_path` (rl copies a parent's rows into its
+        resumed child's file), if any row has one."""
+        found = None
+        try:
+            with open(self.path, "r", encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    value = row.get("fingerprint") if isinstance(row, dict) else None
+                    if row.get("state_path") == state_path and isinstance(value, (int, float)):
+                        found = float(value)
+        except OSError:
+            return None
+        return found
 
     def close(self) -> None:
         self.lines.close()

@@ -12,7 +12,7 @@ from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
-from rl_trainer.loop import Trainer
+from rl_trainer.loop import PROBE_TEXT, StateNotLoaded, Trainer, probe_tokens
 
 from tests.test_server import FakeSamplingClient, FakeTokenizer
 
@@ -73,8 +73,17 @@ class FakeTinker:
 
     model_id = "m"
 
+    #: The fingerprint each saved state's weights have; any other load leaves fresh weights
+    #: (an engine that answers a load of a state it does not have as if it loaded it).
+    state_fingerprints = {}
+
     async def load_state(self, path):
         self.loaded = path
+        self.weights = self.state_fingerprints.get(path, -100.0)
+
+    async def fingerprint(self, tokens):
+        self.fingerprinted = list(tokens)
+        return getattr(self, "weights", -100.0) - len(self.trained)
 
     async def save_state(self, name):
         self.states.append(name)
@@ -121,6 +130,7 @@ class LoopTests(unittest.TestCase):
         trainer.tinker = FakeTinker(loss_sum)
         trainer.policy.tinker = trainer.tinker
         trainer.policy.load(FakeTokenizer())
+        trainer.probe = probe_tokens(FakeTokenizer())
         trainer.policy.swap(FakeSamplingClient(), "tinker://m/step_0")
         trainer.policy.registered = True
         return trainer
@@ -240,24 +250,57 @@ class LoopTests(unittest.TestCase):
         self.run_steps(trainer, 1)
         self.assertNotIn("eval/mean_score", self.rows("metrics.jsonl")[0])
 
-    def test_a_resumed_run_loads_its_state_and_trains_only_the_steps_left(self):
+    def resumed(self, parent_rows, state_fingerprints):
+        """A run resumed from tinker://p/weights/step_3, its checkpoints.jsonl holding the
+        parent's `parent_rows` (as rl copies them), run to its end: (trainer, output)."""
+        os.makedirs(self.run_dir, exist_ok=True)
+        with open(os.path.join(self.run_dir, "checkpoints.jsonl"), "w") as f:
+            for row in parent_rows:
+                f.write(json.dumps(row) + "\n")
         batches = [[group([0.0, 1.0])], [group([1.0, 0.0])]]
         trainer = self.trainer(batches, steps=5, save_every=2, resume=("tinker://p/weights/step_3", 3))
+        trainer.tinker.state_fingerprints = state_fingerprints
         fake_transformers = SimpleNamespace(AutoTokenizer=SimpleNamespace(from_pretrained=lambda name: FakeTokenizer()))
         trainer.linger = lambda: asyncio.sleep(0)
         out = io.StringIO()
-        with mock.patch.dict(sys.modules, {"transformers": fake_transformers}), contextlib.redirect_stdout(out):
-            asyncio.run(trainer.run())
-        trainer.metrics.close()
-        trainer.checkpoints.close()
+        try:
+            with mock.patch.dict(sys.modules, {"transformers": fake_transformers}), contextlib.redirect_stdout(out):
+                asyncio.run(trainer.run())
+        finally:
+            trainer.metrics.close()
+            trainer.checkpoints.close()
+        return trainer, out.getvalue()
+
+    PARENT = {"step": 3, "name": "step_3", "sampler_path": "tinker://p/step_3", "state_path": "tinker://p/weights/step_3", "fingerprint": -42.5}
+
+    def test_a_resumed_run_loads_its_state_and_trains_only_the_steps_left(self):
+        trainer, out = self.resumed([self.PARENT], {"tinker://p/weights/step_3": -42.5})
         fake = trainer.tinker
         self.assertEqual(fake.loaded, "tinker://p/weights/step_3")
         self.assertEqual(trainer.runapi.registration["starting_step"], 3)
         self.assertEqual(fake.saved, ["resumed_step_3", "step_4", "final"])
         self.assertEqual(fake.states, ["step_4", "final"])  # no step_0 state of its own
         self.assertEqual([row.get("step") for row in self.rows("metrics.jsonl")], [4, 5, None])
-        self.assertEqual([c["step"] for c in self.rows("checkpoints.jsonl")], [4, 5])
-        self.assertIn("continuing after step 3", out.getvalue())
+        rows = self.rows("checkpoints.jsonl")
+        self.assertEqual([c["step"] for c in rows], [3, 4, 5])
+        # Every state saved carries its weights' fingerprint, taken on the same fixed tokens.
+        self.assertEqual([c.get("fingerprint") for c in rows[1:]], [-42.5 - 1, -42.5 - 2])
+        self.assertEqual(fake.fingerprinted, FakeTokenizer().encode(PROBE_TEXT)[:32])
+        self.assertIn("verified: the loaded weights are those saved at tinker://p/weights/step_3", out)
+        self.assertIn("continuing after step 3", out)
+
+    def test_a_state_that_did_not_load_as_saved_fails_the_resume_naming_it(self):
+        with self.assertRaises(StateNotLoaded) as refused:
+            self.resumed([self.PARENT], {})
+        self.assertIn("tinker://p/weights/step_3 did not load", str(refused.exception))
+        self.assertIn("-42.5", str(refused.exception))
+
+    def test_a_state_saved_without_a_fingerprint_is_loaded_unverified(self):
+        parent = dict(self.PARENT)
+        del parent["fingerprint"]
+        trainer, out = self.resumed([parent], {})
+        self.assertIn("has no recorded fingerprint", out)
+        self.assertEqual(trainer.tinker.saved[-1], "final")
 
 
 if __name__ == "__main__":
