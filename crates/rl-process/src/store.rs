@@ -151,6 +151,10 @@ impl RunStore {
         // (busy at once, whatever the timeout): two processes opening a new store together
         // must take turns. Held only while opening.
         let _opening = rl_settings::lock_exclusive(&home.join(OPENING_LOCK_FILE))?;
+        // SQLite opens a FIFO and fails with "disk I/O error" (or waits on it): say what it is.
+        for file in [DATABASE_FILE, "runs.db-wal", "runs.db-shm"] {
+            rl_settings::refuse_special_file(&home.join(file))?;
+        }
         let connection = Connection::open(&path)?;
         // Several processes share the file: readers must not block the supervisor's writes,
         // and a writer waits for another instead of failing at once.

@@ -430,3 +430,23 @@ fn the_unfinished_runs_are_capped_across_concurrent_callers() {
         })
         .unwrap();
 }
+
+/// A `runs.db` (or its journal) that is a FIFO is named as one, not met with SQLite's "disk
+/// I/O error" or a wait.
+#[test]
+fn a_store_that_is_a_fifo_is_refused_saying_so() {
+    for file in ["runs.db", "runs.db-wal"] {
+        let home = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(
+            &home.path().join(file),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        let Err(refused) = RunStore::open(home.path()) else {
+            panic!("{file}: a FIFO opened as a store");
+        };
+        let said = refused.to_string();
+        assert!(said.contains("FIFO (named pipe)"), "{file}: {said}");
+        assert!(said.contains(file), "{file}: {said}");
+    }
+}
