@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -78,10 +79,14 @@ pub fn introspect(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // A group of its own: what the import starts (a server, a pool's workers) is ended
+        // with it, on a timeout and after it exits.
+        .process_group(0)
         .spawn()
         .map_err(|error| {
             ConfigError::Introspection(format!("cannot run {}: {error}", python.display()))
         })?;
+    let group = GroupGuard(child.id());
     // Pipes are drained on threads so a chatty child cannot block on a full pipe.
     let out = Captured::start(child.stdout.take(), Keep::Start(MAX_ANSWER));
     let err = Captured::start(child.stderr.take(), Keep::End(KEPT_ERRORS));
@@ -90,7 +95,7 @@ pub fn introspect(
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() >= timeout => {
-                let _ = child.kill();
+                drop(group);
                 let _ = child.wait();
                 return Err(ConfigError::Introspection(format!(
                     "{} did not finish within {} s and was stopped",
@@ -102,6 +107,7 @@ pub fn introspect(
             Err(error) => return Err(ConfigError::Introspection(error.to_string())),
         }
     };
+    drop(group);
     let stdout = out.text(OUTPUT_GRACE);
     let stderr = err.text(OUTPUT_GRACE);
     match serde_json::from_str::<Introspected>(stdout.trim()) {
@@ -114,6 +120,20 @@ pub fn introspect(
             "the helper printed no result ({status}); last output: {}",
             tail(&stderr, 5)
         ))),
+    }
+}
+
+/// Ends the introspection's whole process group when dropped (SIGKILL: it only imports).
+struct GroupGuard(u32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 

@@ -183,3 +183,31 @@ fn a_process_left_holding_the_output_does_not_hold_the_answer() {
 
 /// Generous: these fail only when something never happens.
 const PATIENCE: Duration = Duration::from_secs(60);
+
+/// What the import started (a server, a pool's workers) ends with it at the timeout, not only
+/// the Python that imported.
+#[test]
+fn a_timed_out_introspection_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let cleanup = rl_test_support::KillOnDrop::new("introspect-child");
+    let python = fake_python(
+        dir.path(),
+        &format!("sh -c 'sleep 600; : {}' &\nsleep 600", cleanup.marker),
+    );
+    let error = introspect(
+        &python,
+        &dir.path().join("env.py"),
+        "Env",
+        Duration::from_secs(1),
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("did not finish"), "{error}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !rl_test_support::processes_mentioning(&cleanup.marker).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the import's child outlived the introspection"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
