@@ -56,11 +56,24 @@
     return h > 0 ? h + ":" + String(m).padStart(2, "0") + ":" + s : m + ":" + s;
   }
 
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  // A busy server (503) says when to ask again (Retry-After): asked again that many times
+  // before its refusal is shown.
+  const BUSY_RETRIES = 5;
+
   async function getJson(path) {
-    const response = await fetch(path, { headers: { Accept: "application/json" } });
-    const body = await response.json();
-    if (!response.ok) throw new Error(body.error || response.statusText);
-    return body;
+    for (let retries = BUSY_RETRIES; ; retries--) {
+      const response = await fetch(path, { headers: { Accept: "application/json" } });
+      if (response.status === 503 && retries > 0) {
+        const seconds = Number(response.headers.get("Retry-After"));
+        await sleep(1000 * (Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, 30) : 1));
+        continue;
+      }
+      const body = await response.json().catch(() => ({}));
+      if (!response.ok) throw new Error(body.error || response.status + " " + response.statusText);
+      return body;
+    }
   }
 
   function showError(error) {
@@ -350,10 +363,22 @@
     }
   }
 
+  // The run to overlay, if `?compare=` names one: an extra, never needed to draw the page. A
+  // run that does not exist (junk, deleted) is said beside the form, and the page drawn without.
+  async function comparedRun(compareId) {
+    if (!compareId) return { other: null, problem: null };
+    try {
+      const other = await getJson("/page/runs/" + encodeURIComponent(compareId) + "?since=" + Number.MAX_SAFE_INTEGER);
+      return { other: other, problem: null };
+    } catch (error) {
+      return { other: null, problem: "Not overlaid: run " + compareId + ": " + String(error.message || error) };
+    }
+  }
+
   async function runPage(runId) {
     const compareId = new URLSearchParams(location.search).get("compare");
     let page = await getJson("/page/runs/" + runId + "?since=0");
-    let other = compareId ? await getJson("/page/runs/" + encodeURIComponent(compareId) + "?since=" + Number.MAX_SAFE_INTEGER) : null;
+    const { other, problem } = await comparedRun(compareId);
     document.title = "rl: run " + runId;
 
     const chartsBox = el("div", { class: "charts", id: "charts" });
@@ -365,6 +390,7 @@
     const compareForm = el("form", { class: "compare", action: "/runs/" + runId, method: "get" }, [
       el("label", { text: "Overlay run " }, [el("input", { name: "compare", value: compareId || "", placeholder: "run id", size: "10", pattern: "[0-9a-f]{8}" })]),
       el("button", { type: "submit", text: "Compare" }),
+      problem ? el("span", { id: "compare-problem", class: "error", text: problem }) : null,
     ]);
     app.replaceChildren(
       runHeader(page),
@@ -401,7 +427,7 @@
 
     draw(page);
     while (!FINISHED.includes(page.run.state)) {
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      await sleep(POLL_MS);
       try {
         page = await getJson("/page/runs/" + runId + "?since=" + cursor);
         draw(page);

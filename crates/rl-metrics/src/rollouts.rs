@@ -4,7 +4,7 @@
 //! what the model wrote, so never trusted: files, rows and texts are read up to a bound, a line
 //! that is not such a row is skipped with a warning.
 
-use std::io::Read as _;
+use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::Path;
 
 use serde_json::Value;
@@ -66,68 +66,82 @@ fn step_of(name: &str) -> Option<i64> {
         .flatten()
 }
 
-/// The rows of `step`; `Ok(None)` when the run kept none for it.
+/// The rows of `step`; `Ok(None)` when the run kept none for it (or kept something that is no
+/// regular file there: a FIFO would block the read for good).
+///
+/// Read a line at a time, within [`MAX_ROLLOUT_BYTES`] of the file: what is held is the rows
+/// kept and the line being read, never the file (`rl serve` answers many such reads at once).
 pub fn read_rollouts(run_dir: &Path, step: i64) -> Result<Option<StepRollouts>, MetricsError> {
     let path = run_dir
         .join(ROLLOUTS_DIR)
         .join(format!("step_{step:06}.jsonl"));
-    let file = match std::fs::File::open(&path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(MetricsError::Io {
-                action: "open",
-                path,
-                source,
-            });
+    let io_error = |action: &'static str| {
+        let path = path.clone();
+        move |source| MetricsError::Io {
+            action,
+            path,
+            source,
         }
     };
+    match std::fs::metadata(&path) {
+        Ok(metadata) if metadata.is_file() => {}
+        Ok(_) => return Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(io_error("open")(source)),
+    }
+    let file = std::fs::File::open(&path).map_err(io_error("open"))?;
     if !file.metadata().is_ok_and(|metadata| metadata.is_file()) {
         return Ok(None);
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_ROLLOUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|source| MetricsError::Io {
-            action: "read",
-            path: path.clone(),
-            source,
-        })?;
+    let mut reader = BufReader::new(file).take(MAX_ROLLOUT_BYTES);
     let mut rollouts = StepRollouts {
         step,
         ..StepRollouts::default()
     };
-    if bytes.len() as u64 > MAX_ROLLOUT_BYTES {
-        // Only whole lines within the bound.
-        bytes.truncate(usize::try_from(MAX_ROLLOUT_BYTES).unwrap_or(usize::MAX));
-        if let Some(end) = bytes.iter().rposition(|b| *b == b'\n') {
-            bytes.truncate(end + 1);
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        number += 1;
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(io_error("read"))?;
+        // At the bound with more to come: the line being read is cut, and dropped.
+        let cut = read == 0 || line.last() != Some(&b'\n');
+        if cut && reader.limit() == 0 && more_to_read(reader.get_mut()).map_err(io_error("read"))? {
+            rollouts.truncated = true;
+            break;
         }
-        rollouts.truncated = true;
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    for (number, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+        if read == 0 {
+            break;
+        }
+        if line.trim_ascii().is_empty() {
             continue;
         }
         if rollouts.rows.len() == MAX_ROLLOUT_ROWS {
             rollouts.truncated = true;
             break;
         }
+        let text = String::from_utf8_lossy(&line);
         // serde_json refuses nesting past 128 levels, so a hostile line cannot exhaust the stack.
-        match serde_json::from_str::<Value>(line) {
+        match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(row)) => {
                 let (row, cut) = row_of(&row);
                 rollouts.truncated |= cut;
                 rollouts.rows.push(row);
             }
             Ok(_) | Err(_) => rollouts.warnings.push(format!(
-                "line {} of step {step}'s rollouts is not a rollout row; skipped",
-                number + 1
+                "line {number} of step {step}'s rollouts is not a rollout row; skipped"
             )),
         }
     }
     Ok(Some(rollouts))
+}
+
+/// Whether a read would give another byte (it takes it).
+fn more_to_read(reader: &mut impl std::io::Read) -> std::io::Result<bool> {
+    let mut byte = [0_u8; 1];
+    Ok(reader.read(&mut byte)? > 0)
 }
 
 fn row_of(row: &serde_json::Map<String, Value>) -> (RolloutRow, bool) {
@@ -237,5 +251,42 @@ mod tests {
         let read = read_rollouts(run.path(), 3).unwrap().unwrap();
         assert_eq!(read.rows.len(), 1);
         assert!(read.truncated);
+    }
+
+    /// A line that ends exactly at the bound is kept, and what follows it is said to be cut.
+    #[test]
+    fn the_byte_bound_keeps_whole_lines() {
+        let bound = usize::try_from(MAX_ROLLOUT_BYTES).unwrap();
+        let head = "{\"prompt\": \"";
+        let tail = "\"}\n";
+        let filler = "z".repeat(bound - head.len() - tail.len());
+        let exact = format!("{head}{filler}{tail}");
+        let run = run_with(&[
+            ("step_000001.jsonl", exact.as_bytes()),
+            (
+                "step_000002.jsonl",
+                format!("{exact}{{\"index\": 1}}\n").as_bytes(),
+            ),
+        ]);
+        let read = read_rollouts(run.path(), 1).unwrap().unwrap();
+        assert_eq!((read.rows.len(), read.truncated), (1, true), "cut text");
+        let read = read_rollouts(run.path(), 2).unwrap().unwrap();
+        assert_eq!(read.rows.len(), 1);
+        assert!(read.truncated, "the row past the bound is not read");
+    }
+
+    /// Something other than a file in a step's place is no rollouts, and never blocks the read.
+    #[test]
+    fn a_fifo_is_no_rollouts() {
+        let run = run_with(&[]);
+        let fifo = run.path().join(ROLLOUTS_DIR).join("step_000004.jsonl");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(read_rollouts(run.path(), 4).unwrap(), None);
+        std::fs::create_dir(run.path().join(ROLLOUTS_DIR).join("step_000005.jsonl")).unwrap();
+        assert_eq!(read_rollouts(run.path(), 5).unwrap(), None);
     }
 }

@@ -4,7 +4,7 @@
 //! it; the cookie then stands for the token on reads (GET) only, never on what changes state.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -25,7 +25,7 @@ pub(super) async fn authenticate(
         && let Some(given) = query_token(request.uri())
         && same_token(given.as_bytes(), expected)
     {
-        return into_cookie(request.uri().path(), &given);
+        return into_cookie(&address_without_token(request.uri()), &given);
     }
     let given = request
         .headers()
@@ -58,11 +58,34 @@ pub(super) async fn authenticate(
 const COOKIE: &str = "rl_token";
 
 /// `?token=…` of a page's address.
-fn query_token(uri: &axum::http::Uri) -> Option<String> {
+fn query_token(uri: &Uri) -> Option<String> {
     uri.query()?
         .split('&')
-        .find_map(|pair| pair.strip_prefix("token="))
+        .find_map(token_of)
         .map(percent_decode)
+}
+
+/// The token a query's `name=value` pair carries, if it is `token=…`.
+fn token_of(pair: &str) -> Option<&str> {
+    pair.strip_prefix("token=")
+}
+
+/// Where a page opened with `?token=` is sent once the cookie is set: the same address without
+/// the token, its other parameters kept (`?compare=…`). The path starts with exactly one `/`:
+/// `//host` or `/\host` would send the browser to another site.
+fn address_without_token(uri: &Uri) -> String {
+    let path = format!("/{}", uri.path().trim_start_matches(['/', '\\']));
+    let kept: Vec<&str> = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| !pair.is_empty() && token_of(pair).is_none())
+        .collect();
+    if kept.is_empty() {
+        path
+    } else {
+        format!("{path}?{}", kept.join("&"))
+    }
 }
 
 /// `%XX` and `+` undone (a token pasted into an address may be encoded).
@@ -95,8 +118,8 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The address without its query, with the token set as the cookie.
-fn into_cookie(path: &str, token: &str) -> Response {
+/// A redirect to `address` (the page's, without the token), with the token set as the cookie.
+fn into_cookie(address: &str, token: &str) -> Response {
     let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
     let Ok(cookie) = HeaderValue::from_str(&cookie)
         .map_err(|_| ())
@@ -119,7 +142,7 @@ fn into_cookie(path: &str, token: &str) -> Response {
     *response.status_mut() = StatusCode::SEE_OTHER;
     let headers = response.headers_mut();
     headers.insert(header::SET_COOKIE, cookie);
-    if let Ok(location) = HeaderValue::from_str(path) {
+    if let Ok(location) = HeaderValue::from_str(address) {
         headers.insert(header::LOCATION, location);
     }
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -172,6 +195,21 @@ mod tests {
         assert!(!same_token(b"ab", b"abc"));
         assert!(!same_token(b"abcd", b"abc"));
         assert!(!same_token(b"", b"abc"));
+    }
+
+    #[test]
+    fn the_redirect_keeps_every_parameter_but_the_token() {
+        let after = |uri: &str| address_without_token(&uri.parse().unwrap());
+        assert_eq!(after("/runs/5e7a11ce?token=t"), "/runs/5e7a11ce");
+        assert_eq!(
+            after("/runs/5e7a11ce?compare=ffffffff&token=t"),
+            "/runs/5e7a11ce?compare=ffffffff"
+        );
+        assert_eq!(after("/?a=1&token=t&&b=%20x"), "/?a=1&b=%20x");
+        assert_eq!(after("/?tokens=1&token=t"), "/?tokens=1");
+        // Never to another site.
+        assert_eq!(after("//evil.example/x?token=t"), "/evil.example/x");
+        assert_eq!(after("/%5Cevil.example?token=t"), "/%5Cevil.example");
     }
 
     #[test]

@@ -10,10 +10,12 @@
 //! Browsers are kept out: the API starts processes, and any page a user visits could otherwise
 //! make their browser call it (cross-site requests, DNS rebinding): `guard.rs` and `body.rs`
 //! hold the rules; `auth.rs` the token; `seed.rs` the first client's old request bodies.
+//! Reads of run files (pages, metrics, rollouts) are bounded in number and memory: `heavy.rs`.
 
 mod auth;
 mod body;
 mod guard;
+mod heavy;
 mod pages;
 mod responses;
 mod routes;
@@ -61,6 +63,8 @@ struct AppState {
     token: Option<Arc<[u8]>>,
     /// The `Host` headers answered.
     hosts: Hosts,
+    /// The bound on reads of run files.
+    heavy: heavy::HeavyReads,
 }
 
 /// Which names a request may call the server by (its `Host` header).
@@ -115,6 +119,7 @@ pub(crate) fn run(context: &Context, args: ServeArgs) -> anyhow::Result<()> {
         registry: registry.clone(),
         token: token.map(|token| Arc::from(token.into_bytes())),
         hosts,
+        heavy: heavy::HeavyReads::new(),
     };
     let outcome = runtime.block_on(serve(
         state,

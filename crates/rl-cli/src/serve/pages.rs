@@ -16,6 +16,7 @@ use rl_tools::{Tools, ToolsError};
 use serde::Deserialize;
 
 use super::AppState;
+use super::heavy::HeavyRead;
 use super::routes::status_of;
 
 /// Only this server's scripts, styles, images and requests; no inline script, no framing.
@@ -169,30 +170,47 @@ async fn asset(Path(name): Path<String>) -> Response {
     response
 }
 
-/// A tool method's answer as JSON, its failure with the status of its kind.
-fn answer<T: serde::Serialize>(tools: &Tools, result: Result<T, ToolsError>) -> Response {
-    match result.and_then(|value| {
-        serde_json::to_value(value)
-            .map_err(|error| ToolsError::Internal(format!("cannot encode the answer: {error}")))
-    }) {
-        Ok(value) => (StatusCode::OK, axum::Json(value)).into_response(),
-        Err(error) => (
-            status_of(error.kind()),
-            axum::Json(rl_tools::error_answer(&error, Some(tools))),
-        )
-            .into_response(),
+/// A page read's answer: its value as JSON, its failure with the status of its kind.
+fn answer<T: serde::Serialize>(
+    tools: &Tools,
+    result: Result<T, ToolsError>,
+    held: HeavyRead,
+) -> Response {
+    match result {
+        Ok(value) => held.json(StatusCode::OK, &value),
+        Err(error) => failed(tools, &error),
     }
 }
 
-async fn run_rows(State(state): State<AppState>) -> Response {
+fn failed(tools: &Tools, error: &ToolsError) -> Response {
+    (
+        status_of(error.kind()),
+        axum::Json(rl_tools::error_answer(error, Some(tools))),
+    )
+        .into_response()
+}
+
+/// `work` on a blocking thread, as a heavy read (`heavy.rs`).
+async fn read_blocking<T: Send + 'static>(
+    state: &AppState,
+    work: impl FnOnce(&Tools) -> Result<T, ToolsError> + Send + 'static,
+) -> Result<(Result<T, ToolsError>, HeavyRead), Response> {
     let tools = state.registry.tools().clone();
-    let rows = tokio::task::spawn_blocking({
-        let tools = tools.clone();
-        move || tools.run_rows()
-    })
-    .await
-    .unwrap_or_else(|error| Err(ToolsError::Internal(error.to_string())));
-    answer(&tools, rows)
+    state
+        .heavy
+        .run(async move {
+            tokio::task::spawn_blocking(move || work(&tools))
+                .await
+                .unwrap_or_else(|error| Err(ToolsError::Internal(error.to_string())))
+        })
+        .await
+}
+
+async fn run_rows(State(state): State<AppState>) -> Response {
+    match read_blocking(&state, Tools::run_rows).await {
+        Ok((rows, held)) => answer(state.registry.tools(), rows, held),
+        Err(busy) => busy,
+    }
 }
 
 #[derive(Deserialize)]
@@ -213,11 +231,19 @@ async fn run_page(
             return super::responses::rejected(rejection.status(), &rejection.body_text());
         }
     };
-    let page = match tools.run_id(&id) {
-        Ok(id) => tools.run_page(&id, since).await,
-        Err(error) => Err(error),
+    let id = match tools.run_id(&id) {
+        Ok(id) => id,
+        Err(error) => return failed(&tools, &error),
     };
-    answer(&tools, page)
+    let reader = tools.clone();
+    match state
+        .heavy
+        .run(async move { reader.run_page(&id, since).await })
+        .await
+    {
+        Ok((page, held)) => answer(&tools, page, held),
+        Err(busy) => busy,
+    }
 }
 
 async fn rollouts(
@@ -225,18 +251,19 @@ async fn rollouts(
     Path((id, step)): Path<(String, String)>,
 ) -> Response {
     let tools = state.registry.tools().clone();
-    let result = match (tools.run_id(&id), step.parse::<i64>()) {
-        (Ok(id), Ok(step)) => {
-            let tools = tools.clone();
-            tokio::task::spawn_blocking(move || tools.rollouts(&id, step))
-                .await
-                .unwrap_or_else(|error| Err(ToolsError::Internal(error.to_string())))
+    let (id, step) = match (tools.run_id(&id), step.parse::<i64>()) {
+        (Ok(id), Ok(step)) => (id, step),
+        (Err(error), _) => return failed(&tools, &error),
+        (_, Err(_)) => {
+            let error = ToolsError::Invalid {
+                what: "step".to_owned(),
+                reason: format!("{step:?} is not a step number"),
+            };
+            return failed(&tools, &error);
         }
-        (Err(error), _) => Err(error),
-        (_, Err(_)) => Err(ToolsError::Invalid {
-            what: "step".to_owned(),
-            reason: format!("{step:?} is not a step number"),
-        }),
     };
-    answer(&tools, result)
+    match read_blocking(&state, move |tools| tools.rollouts(&id, step)).await {
+        Ok((rollouts, held)) => answer(&tools, rollouts, held),
+        Err(busy) => busy,
+    }
 }

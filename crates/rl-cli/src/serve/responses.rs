@@ -15,6 +15,14 @@ pub(super) fn failure(status: StatusCode, error: &str) -> Response {
     (status, axum::Json(json!({ "error": error }))).into_response()
 }
 
+/// A request's task ended without an answer (it panicked).
+pub(super) fn worker_failed(error: &tokio::task::JoinError) -> Response {
+    failure(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &format!("the request's worker failed: {error}"),
+    )
+}
+
 pub(super) fn with_hint(status: StatusCode, error: &str, hint: &str) -> Response {
     (status, axum::Json(json!({ "error": error, "hint": hint }))).into_response()
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::body::{json_body, no_body};
-use super::responses::{failure, ok, rejected, with_hint};
+use super::responses::{failure, ok, rejected, with_hint, worker_failed};
 use super::seed::inference_arguments;
 
 /// Every route of [`ROUTES`], with JSON answers for unknown paths and methods.
@@ -239,7 +239,7 @@ async fn check_status(
             );
         }
     };
-    call(
+    read_run_files(
         &state,
         "rl_check_status",
         json!({ "run_id": id, "since": since }),
@@ -293,7 +293,7 @@ async fn results(
     id: Result<Path<String>, PathRejection>,
 ) -> Response {
     match id {
-        Ok(Path(id)) => call(&state, "rl_get_results", json!({ "run_id": id })).await,
+        Ok(Path(id)) => read_run_files(&state, "rl_get_results", json!({ "run_id": id })).await,
         Err(rejection) => rejected(rejection.status(), &rejection.body_text()),
     }
 }
@@ -375,6 +375,21 @@ async fn call(state: &AppState, tool: &'static str, arguments: Value) -> Respons
     reply_response(run_tool(state, tool, arguments).await)
 }
 
+/// A tool that reads a run's files (its metrics, logs), whole: a heavy read (`heavy.rs`).
+async fn read_run_files(state: &AppState, tool: &'static str, arguments: Value) -> Response {
+    let registry = state.registry.clone();
+    let read = state
+        .heavy
+        .run(async move { registry.call(tool, arguments, Caller::Person).await })
+        .await;
+    match read {
+        Ok((ToolReply { value, failure }, held)) => {
+            held.json(failure.map_or(StatusCode::OK, status_of), &value)
+        }
+        Err(response) => response,
+    }
+}
+
 /// Runs the tool on a task of its own: a client that hangs up does not cut a start or a test
 /// short (the test still ends and is kept; `rl preflight list` shows it).
 async fn run_tool(
@@ -392,10 +407,7 @@ fn reply_response(reply: Result<ToolReply, tokio::task::JoinError>) -> Response 
             let status = failure.map_or(StatusCode::OK, status_of);
             (status, axum::Json(value)).into_response()
         }
-        Err(error) => failure(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("the request's worker failed: {error}"),
-        ),
+        Err(error) => worker_failed(&error),
     }
 }
 

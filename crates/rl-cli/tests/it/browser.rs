@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
-use crate::pages::{HOSTILE_TEXT, RUN, STEPS, run_home, write_step};
+use crate::pages::{
+    HOSTILE_TEXT, LARGE_STEP, RUN, STEPS, ask, run_home, write_large_rollouts, write_step,
+};
 use crate::serve::Server;
 use crate::workspace_root;
 
@@ -323,4 +325,120 @@ fn the_run_page_shows_a_run_as_it_trains() {
         &format!("{}/runs/{RUN}", server.url()),
         &artifacts.join("run.png"),
     );
+}
+
+/// Issue 30 #5: `?compare=` naming no run (none such, junk, a path) leaves the run drawn
+/// whole, the overlay flagged beside its form; the only error is the compared run's failed
+/// load.
+#[test]
+#[ignore = "needs Chromium: `cargo xtask test` runs it"]
+fn a_compare_naming_no_run_still_draws_the_run() {
+    let server = Server::start(run_home(false), &[], &[]);
+    for compare in ["ffffffff", "junk%3Cb%3Ebold", "..%2F..%2Fetc"] {
+        let mut browser = Browser::open(&format!("{}/runs/{RUN}?compare={compare}", server.url()));
+        browser.wait_for(
+            "document.querySelector('#app')?.dataset.ready !== undefined",
+            PATIENCE,
+        );
+        assert_eq!(
+            browser.eval("document.querySelector('#app').dataset.ready"),
+            "true",
+            "{compare}: {}",
+            browser.eval("document.body.innerText")
+        );
+        let drawn = browser.eval(
+            "JSON.stringify([document.querySelectorAll('figure.chart canvas').length, \
+             document.querySelector('#checkpoints table') !== null])",
+        );
+        let (charts, checkpoints): (u64, bool) =
+            serde_json::from_str(drawn.as_str().unwrap()).unwrap();
+        assert!(
+            charts >= 3 && checkpoints,
+            "{compare}: the run is not drawn whole: {drawn}"
+        );
+        browser.wait_for(
+            "document.querySelectorAll('#rollouts tr').length >= 2",
+            PATIENCE,
+        );
+        let problem = browser.eval("document.querySelector('#compare-problem')?.textContent");
+        assert!(
+            problem
+                .as_str()
+                .is_some_and(|text| text.starts_with("Not overlaid: run ")),
+            "{compare}: the overlay is not flagged: {problem}"
+        );
+        assert_eq!(
+            browser.eval("document.querySelectorAll('#compare-problem b, .u-legend b').length"),
+            0,
+            "{compare}: the id is shown as text"
+        );
+        let legend = browser.eval(
+            "[...document.querySelectorAll('figure.chart .u-legend .u-series')]\
+             .map(s => s.textContent).join('|')",
+        );
+        assert!(
+            !legend.as_str().unwrap().contains("run "),
+            "{compare}: {legend}"
+        );
+        let errors: Vec<String> = browser
+            .errors()
+            .into_iter()
+            .filter(|error| {
+                !(error.contains("\"source\":\"network\"")
+                    && error.contains(&format!("/page/runs/{compare}?")))
+            })
+            .collect();
+        assert!(errors.is_empty(), "{compare}: {errors:#?}");
+    }
+    let artifacts = workspace_root().join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    screenshot(
+        &format!("{}/runs/{RUN}?compare=ffffffff", server.url()),
+        &artifacts.join("run-compare-unknown.png"),
+    );
+}
+
+/// Issue 30 #6 seen from the page: a server busy with reads of run files answers the page's
+/// first read 503 with Retry-After; the page asks again then, and draws once it is answered.
+#[test]
+#[ignore = "needs Chromium: `cargo xtask test` runs it"]
+fn a_busy_server_delays_the_run_page_and_never_breaks_it() {
+    let server = Server::start(run_home(false), &[], &[]);
+    write_large_rollouts(server.home());
+    // Clients that never read their answers hold every read until they go.
+    let rollouts = format!("/page/runs/{RUN}/rollouts/{LARGE_STEP}");
+    let mut stalled = Vec::new();
+    while stalled.len() < 64 {
+        let (status, head, rest) = ask(&server, &rollouts);
+        if status == 503 {
+            break;
+        }
+        assert_eq!(status, 200, "{head}");
+        stalled.push(rest);
+    }
+    let mut browser = Browser::open(&format!("{}/runs/{RUN}", server.url()));
+    browser.wait_for(
+        &format!(
+            "performance.getEntriesByType('resource')\
+             .some(e => e.name.endsWith('/page/runs/{RUN}?since=0'))"
+        ),
+        PATIENCE,
+    );
+    assert_eq!(
+        browser.eval("document.querySelector('#app').dataset.ready ?? 'waiting'"),
+        "waiting",
+        "the page gave up on a busy server"
+    );
+    drop(stalled);
+    browser.wait_for(
+        "document.querySelector('#app').dataset.ready === 'true' && \
+         document.querySelectorAll('figure.chart canvas').length > 0",
+        PATIENCE,
+    );
+    let errors: Vec<String> = browser
+        .errors()
+        .into_iter()
+        .filter(|error| !(error.contains("\"source\":\"network\"") && error.contains(" 503 ")))
+        .collect();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }

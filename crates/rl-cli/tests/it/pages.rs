@@ -2,7 +2,10 @@
 //! headers that keep a page safe, the pages' data, the token as a cookie. `browser.rs` looks
 //! at the same pages in headless Chromium.
 
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
 use std::path::Path;
+use std::time::Duration;
 
 use rl_process::{Component, ComponentStatus, NewRun, Phase, ProcessIdentity, RunState, RunStore};
 use rl_settings::{RunId, run_dir};
@@ -212,6 +215,29 @@ fn the_token_reaches_a_browser_as_a_cookie_for_reading_only() {
         headers.contains(&format!("location: /runs/{RUN}\r\n")),
         "{headers}"
     );
+    // The page's own parameters survive the redirect (issue 30 #5), the token never.
+    let (status, headers, _) = server.exchange(
+        "GET",
+        &format!("/runs/{RUN}?compare=ffffffff&token={TOKEN}&x=1"),
+        &[HTML],
+        "",
+    );
+    assert_eq!(status, 303, "{headers}");
+    assert!(
+        headers.contains(&format!("location: /runs/{RUN}?compare=ffffffff&x=1\r\n")),
+        "{headers}"
+    );
+    let (status, headers, _) = server.exchange(
+        "GET",
+        &format!("//evil.example/?token={TOKEN}"),
+        &[HTML],
+        "",
+    );
+    assert_eq!(status, 303, "{headers}");
+    assert!(
+        headers.contains("location: /evil.example/\r\n"),
+        "{headers}"
+    );
     let cookie = headers
         .lines()
         .find_map(|line| line.strip_prefix("set-cookie: "))
@@ -237,4 +263,164 @@ fn the_token_reaches_a_browser_as_a_cookie_for_reading_only() {
     assert_eq!(status, 401, "{body}");
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert!(answer["error"].is_string());
+}
+
+/// The step whose rollouts [`write_large_rollouts`] writes.
+pub(crate) const LARGE_STEP: usize = 3;
+
+/// Rollouts of step [`LARGE_STEP`] larger than rl ever reads of one step (issue 30 #6's 200 MB
+/// file, in small: only the first `MAX_ROLLOUT_BYTES` are read), so each answer is megabytes.
+pub(crate) fn write_large_rollouts(home: &Path) {
+    let dir = run_dir(home, &RunId::parse(RUN).unwrap());
+    let text = "w".repeat(15_000);
+    let row = serde_json::json!({"group": 0, "index": 0, "prompt": text, "completion": text,
+        "score": 1.0, "advantage": 0.0, "skipped": false});
+    let line = format!("{row}\n");
+    let rows = usize::try_from(rl_metrics::MAX_ROLLOUT_BYTES).unwrap() / line.len() * 3 / 2;
+    std::fs::write(
+        dir.join(format!("rollouts/step_{LARGE_STEP:06}.jsonl")),
+        line.repeat(rows),
+    )
+    .unwrap();
+}
+
+/// A request whose answer's head is read and its body left in the connection: the status, the
+/// head (lower-cased) and the connection, to read the rest from or to drop.
+pub(crate) fn ask(
+    server: &crate::serve::Server,
+    path: &str,
+) -> (u16, String, BufReader<TcpStream>) {
+    let mut stream =
+        TcpStream::connect_timeout(&server.address(), Duration::from_secs(10)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.address()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "no answer: {head}"
+        );
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line.to_ascii_lowercase());
+    }
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, head, reader)
+}
+
+/// A refusal because the server is busy: 503, JSON, and when to ask again.
+#[track_caller]
+fn assert_busy(head: &str, mut rest: BufReader<TcpStream>) {
+    assert!(head.contains("retry-after: "), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    let mut body = String::new();
+    rest.read_to_string(&mut body).unwrap();
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert!(body["error"].is_string(), "{body}");
+}
+
+/// Issue 30 #6: reads of run files are bounded. Clients that ask for megabytes and never read
+/// them keep their reads under way; past the bound, the next is refused at once with 503 and
+/// Retry-After, and the rest of the API still answers. Their reads end with their connections.
+#[test]
+fn reads_of_run_files_past_the_bound_are_refused_with_retry_after() {
+    const CLIENTS: usize = 24;
+    let server = Server::start(run_home(false), &[], &[]);
+    write_large_rollouts(server.home());
+    let rollouts = format!("/page/runs/{RUN}/rollouts/{LARGE_STEP}");
+    let mut stalled = Vec::new();
+    let refused = loop {
+        assert!(
+            stalled.len() < CLIENTS,
+            "{CLIENTS} reads under way at once, none refused: reads are unbounded"
+        );
+        let (status, head, rest) = ask(&server, &rollouts);
+        match status {
+            200 => stalled.push(rest),
+            503 => break (head, rest),
+            other => panic!("{other}: {head}"),
+        }
+    };
+    assert_busy(&refused.0, refused.1);
+    // Every read of a run's files counts: the page's data, the API's status and metrics.
+    for path in [
+        format!("/page/runs/{RUN}"),
+        "/page/runs".to_owned(),
+        format!("/runs/{RUN}"),
+        format!("/runs/{RUN}/metrics"),
+    ] {
+        let (status, head, rest) = ask(&server, &path);
+        assert_eq!(status, 503, "{path}: {head}");
+        assert_busy(&head, rest);
+    }
+    // What reads no run file still answers, the page's shell included.
+    crate::serve::expect(server.get("/runs"), 200);
+    let (status, _, body) = server.exchange("GET", &format!("/runs/{RUN}"), &[HTML], "");
+    assert_eq!(status, 200, "{body}");
+
+    drop(stalled);
+    let answered = (0..300).any(|_| {
+        let (status, _, mut rest) = ask(&server, &rollouts);
+        if status == 200 {
+            let mut body = Vec::new();
+            rest.read_to_end(&mut body).unwrap();
+            let body: Value = serde_json::from_slice(&body).unwrap();
+            assert!(body["truncated"] == true && !body["rows"].as_array().unwrap().is_empty());
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        false
+    });
+    assert!(answered, "the reads of closed connections never ended");
+}
+
+/// Issue 30 #6: a hundred clients at once asking for a large rollouts file get it or a 503 with
+/// Retry-After, and the server's memory stays within a bound (1.6 GB before, unbounded).
+#[test]
+fn a_hundred_reads_at_once_hold_bounded_memory() {
+    const CLIENTS: usize = 100;
+    /// Far above the bound's worst case (a few reads of 8 MB, each held a few times over),
+    /// far below a hundred such reads.
+    const MEMORY_LIMIT: u64 = 400 * 1024 * 1024;
+    let server = Server::start(run_home(false), &[], &[]);
+    write_large_rollouts(server.home());
+    let rollouts = format!("/page/runs/{RUN}/rollouts/{LARGE_STEP}");
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let (status, head, mut rest) = ask(&server, &rollouts);
+                    match status {
+                        200 => {
+                            std::io::copy(&mut rest, &mut std::io::sink()).unwrap();
+                        }
+                        503 => assert_busy(&head, rest),
+                        other => panic!("{other}: {head}"),
+                    }
+                    status
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .map(|client| client.join().unwrap())
+            .collect()
+    });
+    assert!(statuses.contains(&200), "{statuses:?}");
+    let peak = server.peak_memory();
+    assert!(
+        peak < MEMORY_LIMIT,
+        "rl serve held {} MB at its peak for {CLIENTS} reads",
+        peak / (1024 * 1024)
+    );
 }

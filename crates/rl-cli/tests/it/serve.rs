@@ -173,6 +173,28 @@ impl Server {
         self.home.path()
     }
 
+    /// The address it listens on.
+    pub(crate) fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The server's highest resident memory so far, in bytes (`VmHWM`).
+    pub(crate) fn peak_memory(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kilobytes = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no VmHWM in {status}"));
+        kilobytes * 1024
+    }
+
     /// The base of the server's addresses, `http://127.0.0.1:PORT`.
     pub(crate) fn url(&self) -> String {
         format!("http://{}", self.address)
