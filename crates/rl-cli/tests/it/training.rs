@@ -395,6 +395,51 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
     settings.push_str("\n[held_out]\nfraction = 0.3\nseed = 9\n");
     std::fs::write(&settings_file, settings).unwrap();
 
+    // A state that does not load as it was saved (the step's files replaced by step 0's)
+    // fails the resumed run at its start, naming the state, instead of training on.
+    let state_of = |step: u64| {
+        let row = parent_checkpoints
+            .iter()
+            .find(|row| row["step"].as_u64() == Some(step))
+            .unwrap();
+        saved_file(&parent_dir, row["state_path"].as_str().unwrap())
+    };
+    let (last_state, first_state) = (state_of(resumed_at), state_of(0));
+    let kept = parent_dir.join("kept-state");
+    std::fs::rename(&last_state, &kept).unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&first_state)
+        .arg(&last_state)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let damaged = stack.json(&["runs", "resume", &parent]);
+    let damaged = damaged["run_id"].as_str().unwrap().to_owned();
+    let ended = stack.wait(&damaged, "finished", 600);
+    assert_eq!(ended["state"], "failed", "{}", stack.explain(&damaged));
+    let error = ended["error"].as_str().unwrap_or_default();
+    assert!(error.contains("did not load"), "{error}");
+    assert_nothing_left(&stack, &damaged);
+    // Its files gone, the state is passed over for the one before it, and the answer says so.
+    std::fs::remove_dir_all(&last_state).unwrap();
+    let earlier = stack.json(&["runs", "resume", &parent]);
+    assert!(
+        earlier["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("state of step {resumed_at} is missing")),
+        "{earlier:#}"
+    );
+    assert!(
+        earlier["resumed_from"]["step"].as_u64().unwrap() < resumed_at,
+        "{earlier:#}"
+    );
+    let earlier = earlier["run_id"].as_str().unwrap().to_owned();
+    stack.json(&["runs", "stop", &earlier]);
+    assert_nothing_left(&stack, &earlier);
+    std::fs::rename(&kept, &last_state).unwrap();
+
     let resumed = stack.json(&["runs", "resume", &parent]);
     let child = resumed["run_id"].as_str().unwrap().to_owned();
     assert_eq!(
@@ -458,6 +503,10 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
     let trainer_log = std::fs::read_to_string(child_dir.join("trainer.log")).unwrap();
     assert!(
         trainer_log.contains(&format!("continuing after step {resumed_at}")),
+        "{trainer_log}"
+    );
+    assert!(
+        trainer_log.contains("verified: the loaded weights are those saved at"),
         "{trainer_log}"
     );
     assert_nothing_left(&stack, &child);

@@ -16,6 +16,11 @@ use crate::state::{Component, RunState};
 use crate::store::RunRecord;
 use crate::strays::{StrayOutcome, carrying_run_dir, end_strays};
 
+/// What a stop without the supervisor cannot promise.
+const UNTRACEABLE: &str = "A process of the run that left its process group and cleared its \
+                           environment cannot be found without the supervisor: if the run's \
+                           ports, GPU or files stay busy, look for it with `ps`";
+
 /// The grace period of what a lost run left (its plan's may be unreadable).
 const LOST_RUN_GRACE: Duration = Duration::from_secs(10);
 
@@ -169,13 +174,24 @@ impl Runs {
         }
     }
 
+    /// Without its supervisor, rl finds a run's processes by their groups and by the run's
+    /// folder in their environment; one that left both behind cannot be found, and a stop
+    /// says so rather than promising that nothing is left.
     fn clean_up_lost(&mut self, id: &RunId, run: &RunRecord) -> Result<StopReport, ProcessError> {
         // Its SLURM job outlives the supervisor (and any reboot of this machine): ended first,
         // so that its steps stop gracefully before their local `srun`s are.
         let cancelled = self.end_slurm_job_of(id, run)?;
         let (outcomes, strays) = self.end_what_is_left(id, run, LOST_RUN_GRACE);
+        // The advice to stop it is taken: what the stop did replaces it.
+        self.store.set_error(
+            id,
+            "its supervisor is gone without recording an end (killed, or the machine \
+             restarted); `rl runs stop` has ended what it found of the run",
+        )?;
         let message = if outcomes.is_empty() && strays.ended.is_empty() && !cancelled {
-            format!("run {id} is lost and left no process behind; nothing to stop")
+            format!(
+                "run {id} is lost and left no process rl can find; nothing to stop. {UNTRACEABLE}"
+            )
         } else {
             let mut parts = Vec::new();
             if !outcomes.is_empty() {
@@ -189,7 +205,7 @@ impl Runs {
             }
             let text = parts.join("; ");
             self.store.note(id, "stop", &format!("lost run: {text}"))?;
-            format!("run {id} is lost; {text}")
+            format!("run {id} is lost; {text}. {UNTRACEABLE}")
         };
         Ok(StopReport {
             stopped: !outcomes.is_empty() || !strays.ended.is_empty() || cancelled,

@@ -240,15 +240,15 @@ class Tinker:
         continues as if it had never stopped."""
         await bounded(load_state(self.training, path, optimizer=True), f"load_state_with_optimizer({path!r})", self.timeout)
 
-    async def fingerprint(self, tokens: Sequence[int]) -> float:
-        """The training weights' summed log-probability of `tokens` (each given the ones before):
-        one number that tells two sets of weights apart, computed without changing them."""
+    async def fingerprint(self, tokens: Sequence[int]) -> List[float]:
+        """The training weights' log-probability of each of `tokens` given the ones before:
+        what tells two sets of weights apart, computed without changing them."""
         datum = ttypes.Datum(
             model_input=ttypes.ModelInput.from_ints(list(tokens[:-1])),
             loss_fn_inputs={"target_tokens": np.asarray(tokens[1:], dtype=np.int64)},
         )
         result = await bounded(self.training.forward([datum], "cross_entropy"), "forward (the weights' fingerprint)", self.timeout)
-        return float(sum(tensor_list(result.loss_fn_outputs[0].get("logprobs"))))
+        return [round(float(x), 6) for x in tensor_list(result.loss_fn_outputs[0].get("logprobs"))]
 
     async def sampling_client(self, path: str):
         return await with_retries(

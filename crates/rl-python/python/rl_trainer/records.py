@@ -55,7 +55,7 @@ class Checkpoints:
         self.lines = JsonLines(path)
 
     def record(
-        self, step: int, name: str, sampler_path: str, state_path: Optional[str], fingerprint: Optional[float] = None
+        self, step: int, name: str, sampler_path: str, state_path: Optional[str], fingerprint: Optional[List[float]] = None
     ) -> Dict[str, Any]:
         row = {
             "step": step,
@@ -69,7 +69,7 @@ class Checkpoints:
         self.lines.append(row)
         return row
 
-    def fingerprint_of(self, state_path: str) -> Optional[float]:
+    def fingerprint_of(self, state_path: str) -> Optional[List[float]]:
         """The fingerprint recorded with `state_path` (rl copies a parent's rows into its
         resumed child's file), if any row has one."""
         found = None
@@ -81,8 +81,8 @@ class Checkpoints:
                     except ValueError:
                         continue
                     value = row.get("fingerprint") if isinstance(row, dict) else None
-                    if row.get("state_path") == state_path and isinstance(value, (int, float)):
-                        found = float(value)
+                    if row.get("state_path") == state_path and isinstance(value, list) and value:
+                        found = [float(x) for x in value if isinstance(x, (int, float))]
         except OSError:
             return None
         return found

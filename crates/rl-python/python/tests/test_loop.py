@@ -12,7 +12,7 @@ from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
-from rl_trainer.loop import PROBE_TEXT, StateNotLoaded, Trainer, probe_tokens
+from rl_trainer.loop import PROBE_TEXT, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
 
 from tests.test_server import FakeSamplingClient, FakeTokenizer
 
@@ -83,7 +83,7 @@ class FakeTinker:
 
     async def fingerprint(self, tokens):
         self.fingerprinted = list(tokens)
-        return getattr(self, "weights", -100.0) - len(self.trained)
+        return [getattr(self, "weights", -100.0) - len(self.trained), -1.0]
 
     async def save_state(self, name):
         self.states.append(name)
@@ -271,7 +271,7 @@ class LoopTests(unittest.TestCase):
             trainer.checkpoints.close()
         return trainer, out.getvalue()
 
-    PARENT = {"step": 3, "name": "step_3", "sampler_path": "tinker://p/step_3", "state_path": "tinker://p/weights/step_3", "fingerprint": -42.5}
+    PARENT = {"step": 3, "name": "step_3", "sampler_path": "tinker://p/step_3", "state_path": "tinker://p/weights/step_3", "fingerprint": [-42.5, -1.0]}
 
     def test_a_resumed_run_loads_its_state_and_trains_only_the_steps_left(self):
         trainer, out = self.resumed([self.PARENT], {"tinker://p/weights/step_3": -42.5})
@@ -284,16 +284,25 @@ class LoopTests(unittest.TestCase):
         rows = self.rows("checkpoints.jsonl")
         self.assertEqual([c["step"] for c in rows], [3, 4, 5])
         # Every state saved carries its weights' fingerprint, taken on the same fixed tokens.
-        self.assertEqual([c.get("fingerprint") for c in rows[1:]], [-42.5 - 1, -42.5 - 2])
+        self.assertEqual([c.get("fingerprint") for c in rows[1:]], [[-42.5 - 1, -1.0], [-42.5 - 2, -1.0]])
         self.assertEqual(fake.fingerprinted, FakeTokenizer().encode(PROBE_TEXT)[:32])
         self.assertIn("verified: the loaded weights are those saved at tinker://p/weights/step_3", out)
         self.assertIn("continuing after step 3", out)
+
+    def test_fingerprints_match_token_by_token(self):
+        saved = [-2.5, -0.75, -7.125]
+        self.assertTrue(fingerprints_match(saved, [-2.5, -0.7504, -7.125]))
+        self.assertFalse(fingerprints_match(saved, [-2.5, -0.76, -7.125]))
+        # A move on one token is not hidden by an opposite move on another.
+        self.assertFalse(fingerprints_match(saved, [-2.49, -0.76, -7.125]))
+        self.assertFalse(fingerprints_match(saved, saved[:2]))
+        self.assertFalse(fingerprints_match(saved, [-2.5, float("nan"), -7.125]))
 
     def test_a_state_that_did_not_load_as_saved_fails_the_resume_naming_it(self):
         with self.assertRaises(StateNotLoaded) as refused:
             self.resumed([self.PARENT], {})
         self.assertIn("tinker://p/weights/step_3 did not load", str(refused.exception))
-        self.assertIn("-42.5", str(refused.exception))
+        self.assertIn("-43.5", str(refused.exception))  # the saved state's, summed
 
     def test_a_state_saved_without_a_fingerprint_is_loaded_unverified(self):
         parent = dict(self.PARENT)
