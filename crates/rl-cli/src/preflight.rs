@@ -339,9 +339,16 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
         "zero-variance groups",
         "mean score",
         "seconds",
+        "verdict",
     ]);
     for model in &report.models {
         let figures = &model.figures;
+        let own = report
+            .summary
+            .by_model
+            .iter()
+            .find(|verdict| verdict.model == model.model)
+            .map_or("-", |verdict| rl_preflight::label(verdict.verdict));
         table.add_row([
             model.model.clone(),
             outcome_text(&model.outcome),
@@ -355,6 +362,7 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
                 .as_ref()
                 .map_or_else(|| "-".to_owned(), |s| format!("{:.2}", s.mean)),
             format!("{:.1}", model.duration_secs),
+            own.to_owned(),
         ]);
     }
     output::line(table)?;
@@ -378,10 +386,7 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
     let summary = &report.summary;
     output::line(format!(
         "verdict: {} — {}",
-        serde_json::to_value(summary.verdict)?
-            .as_str()
-            .unwrap_or_default()
-            .replace('_', " "),
+        rl_preflight::label(summary.verdict),
         summary.explanation
     ))?;
     output::line(format!(
@@ -426,15 +431,7 @@ fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
             test.started_at,
             test.models.join(", "),
             test.status.label().to_owned(),
-            test.verdict.map_or_else(
-                || "-".to_owned(),
-                |verdict| {
-                    serde_json::to_value(verdict)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default()
-                },
-            ),
+            test.verdict.map_or("-", rl_preflight::label).to_owned(),
         ]);
     }
     output::line(table)

@@ -45,4 +45,4 @@ pub use tracking::{
     Interruption, ModelMarks, StopRequest, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestOwner,
     TestStarted, TestStatus, TestStopReport,
 };
-pub use verdict::{Summary, Verdict, VerdictBasis, VerdictPolicy, summarise};
+pub use verdict::{ModelVerdict, Summary, Verdict, VerdictBasis, VerdictPolicy, label, summarise};

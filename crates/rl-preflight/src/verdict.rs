@@ -50,6 +50,19 @@ pub struct Summary {
     pub basis: VerdictBasis,
     /// One sentence for people.
     pub explanation: String,
+    /// Each model's own verdict by the same rule: a task can be too easy for one model and
+    /// ready for another (reports of earlier versions have none).
+    #[serde(default)]
+    pub by_model: Vec<ModelVerdict>,
+}
+
+/// One model's verdict, from its groups alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelVerdict {
+    pub model: String,
+    pub verdict: Verdict,
+    pub explanation: String,
+    pub basis: VerdictBasis,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -66,8 +79,58 @@ pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
         .iter()
         .filter(|model| model.outcome == ModelOutcome::Succeeded)
         .collect();
+    let by_model: Vec<ModelVerdict> = models
+        .iter()
+        .map(|model| {
+            let (verdict, explanation, basis) = judge(&[model], policy);
+            ModelVerdict {
+                model: model.model.clone(),
+                verdict,
+                explanation,
+                basis,
+            }
+        })
+        .collect();
+    let (verdict, mut explanation, basis) = judge(&models.iter().collect::<Vec<_>>(), policy);
+    let judged: Vec<&ModelVerdict> = by_model
+        .iter()
+        .filter(|model| model.basis.groups > 0)
+        .collect();
+    if judged
+        .iter()
+        .any(|model| model.verdict != judged[0].verdict)
+    {
+        let each: Vec<String> = judged
+            .iter()
+            .map(|model| format!("{} {}", model.model, label(model.verdict)))
+            .collect();
+        explanation.push_str(&format!("; the models differ: {}", each.join(", ")));
+    }
+    let accuracies: Vec<(&str, f64)> = succeeded
+        .iter()
+        .filter_map(|model| Some((model.model.as_str(), model.figures.accuracy?)))
+        .collect();
+    Summary {
+        models_tested: models.len(),
+        models_succeeded: succeeded.len(),
+        best_model: accuracies
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(model, _)| (*model).to_owned()),
+        average_accuracy: (!accuracies.is_empty())
+            .then(|| accuracies.iter().map(|(_, a)| a).sum::<f64>() / accuracies.len() as f64),
+        environment_working: basis.groups > 0,
+        verdict,
+        basis,
+        explanation,
+        by_model,
+    }
+}
+
+/// The verdict of `models`' scored groups taken together (one model's, or every model's).
+fn judge(models: &[&ModelReport], policy: VerdictPolicy) -> (Verdict, String, VerdictBasis) {
     // Groups from a model cut off or failed still show what the environment does.
-    let scored: Vec<&ModelReport> = models
+    let scored: Vec<&&ModelReport> = models
         .iter()
         .filter(|model| model.figures.steps_tested > 0)
         .collect();
@@ -84,7 +147,11 @@ pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
     let (verdict, explanation) = if groups == 0 {
         (
             Verdict::Broken,
-            "no model produced a scored group: see each model's error and log".to_owned(),
+            if models.len() == 1 {
+                "it produced no scored group: see its error and log".to_owned()
+            } else {
+                "no model produced a scored group: see each model's error and log".to_owned()
+            },
         )
     } else if at_least(basis.all_correct_share, policy.nearly_all) {
         (
@@ -123,23 +190,17 @@ pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
             ),
         )
     };
-    let accuracies: Vec<(&str, f64)> = succeeded
-        .iter()
-        .filter_map(|model| Some((model.model.as_str(), model.figures.accuracy?)))
-        .collect();
-    Summary {
-        models_tested: models.len(),
-        models_succeeded: succeeded.len(),
-        best_model: accuracies
-            .iter()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(model, _)| (*model).to_owned()),
-        average_accuracy: (!accuracies.is_empty())
-            .then(|| accuracies.iter().map(|(_, a)| a).sum::<f64>() / accuracies.len() as f64),
-        environment_working: groups > 0,
-        verdict,
-        basis,
-        explanation,
+    (verdict, explanation, basis)
+}
+
+/// A verdict as people read it (`too easy`).
+pub fn label(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Ready => "ready",
+        Verdict::TooEasy => "too easy",
+        Verdict::TooHard => "too hard",
+        Verdict::NoSignal => "no signal",
+        Verdict::Broken => "broken",
     }
 }
 
@@ -176,6 +237,56 @@ mod tests {
     const RIGHT: &[f64] = &[1.0, 1.0, 1.0, 1.0];
     const WRONG: &[f64] = &[-1.0, -1.0, -1.0, -1.0];
     const MIXED: &[f64] = &[1.0, -1.0, 1.0, -1.0];
+
+    #[test]
+    fn each_model_has_its_own_verdict_and_a_pooled_one_says_they_differ() {
+        let ok = ModelOutcome::Succeeded;
+        let summary = summarise(
+            &[
+                model("strong", ok.clone(), &[RIGHT; 10]),
+                model("weak", ok.clone(), &[MIXED, MIXED, MIXED, WRONG]),
+                model(
+                    "gone",
+                    ModelOutcome::Failed {
+                        code: Some(1),
+                        signal: None,
+                    },
+                    &[],
+                ),
+            ],
+            VerdictPolicy::default(),
+        );
+        let each: Vec<(&str, Verdict)> = summary
+            .by_model
+            .iter()
+            .map(|model| (model.model.as_str(), model.verdict))
+            .collect();
+        assert_eq!(
+            each,
+            [
+                ("strong", Verdict::TooEasy),
+                ("weak", Verdict::Ready),
+                ("gone", Verdict::Broken)
+            ]
+        );
+        assert_eq!(summary.by_model[0].basis.groups, 10);
+        assert!(
+            summary
+                .explanation
+                .ends_with("the models differ: strong too easy, weak ready"),
+            "{}",
+            summary.explanation
+        );
+        let alike = summarise(
+            &[model("a", ok.clone(), &[MIXED]), model("b", ok, &[MIXED])],
+            VerdictPolicy::default(),
+        );
+        assert!(
+            !alike.explanation.contains("differ"),
+            "{}",
+            alike.explanation
+        );
+    }
 
     #[test]
     fn each_verdict_from_the_groups_behind_it() {

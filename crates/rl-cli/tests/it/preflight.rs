@@ -113,6 +113,24 @@ fn a_test_answers_in_one_json_line_and_is_kept() {
     assert_eq!(report["key_variable"], "(none)");
     assert_eq!(report["models"][0]["status"], "succeeded");
     assert_eq!(report["models"][0]["accuracy"], 0.5);
+    // Each model is judged on its own groups: the one that never scores has no reward to learn
+    // from, whatever the other does, and the pooled verdict says they differ.
+    assert_eq!(report["models"][1]["verdict"], "too_hard", "{report:#}");
+    assert!(
+        report["models"][1]["verdict_explanation"]
+            .as_str()
+            .unwrap()
+            .contains("all wrong"),
+        "{report:#}"
+    );
+    assert_ne!(report["models"][0]["verdict"], "too_hard", "{report:#}");
+    assert!(
+        report["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("the models differ"),
+        "{report:#}"
+    );
     let id = report["test_id"].as_str().unwrap();
 
     let listed = rl_in(home.path(), &["preflight", "list", "--json"]);
@@ -122,7 +140,9 @@ fn a_test_answers_in_one_json_line_and_is_kept() {
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown, report);
     let table = rl_in(home.path(), &["preflight", "show", id]);
-    assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: "));
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("verdict: "), "{table}");
+    assert!(table.contains("too hard"), "each model's verdict in its row: {table}");
 }
 
 #[test]

@@ -83,6 +83,9 @@ pub struct ModelAnswer {
     pub error_tail: Vec<String>,
     pub log_path: PathBuf,
     pub output_path: PathBuf,
+    /// This model's own verdict (ready, too easy, ...), from its groups alone.
+    pub verdict: Option<Verdict>,
+    pub verdict_explanation: Option<String>,
 }
 
 /// A model as the original tool listed it.
@@ -140,7 +143,18 @@ impl From<&TestReport> for PreflightAnswer {
             stopped_at: report.stopped_at.clone(),
             duration_secs: report.duration_secs,
             output_dir: report.output_dir.clone(),
-            models: report.models.iter().map(ModelAnswer::from).collect(),
+            models: report
+                .models
+                .iter()
+                .map(|model| {
+                    let mut answer = ModelAnswer::from(model);
+                    if let Some(own) = summary.by_model.iter().find(|v| v.model == model.model) {
+                        answer.verdict = Some(own.verdict);
+                        answer.verdict_explanation = Some(own.explanation.clone());
+                    }
+                    answer
+                })
+                .collect(),
             models_succeeded: summary.models_succeeded,
             best_model: summary.best_model.clone(),
             average_accuracy: summary.average_accuracy,
@@ -209,6 +223,8 @@ impl From<&ModelReport> for ModelAnswer {
             error_tail: model.error_tail.clone(),
             log_path: model.log_path.clone(),
             output_path: model.output_path.clone(),
+            verdict: None,
+            verdict_explanation: None,
         }
     }
 }
