@@ -79,14 +79,14 @@ pub(crate) fn run(
             if as_json {
                 return output::json(&kept);
             }
-            output::line(&kept.message)
+            output::say(&kept.message)
         }
         CheckpointsCommand::Prune { run_id } => {
             let pruned = tools.prune_checkpoints(&tools.run_id(&run_id)?)?;
             if as_json {
                 return output::json(&pruned);
             }
-            output::line(&pruned.message)
+            output::say(&pruned.message)
         }
     }
 }

@@ -98,7 +98,7 @@ pub(crate) fn run(
             if as_json {
                 return output::json(&TestStopView::from(&stopped));
             }
-            output::line(&stopped.message)
+            output::say(&stopped.message)
         }
     }
 }

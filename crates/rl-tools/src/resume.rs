@@ -40,6 +40,13 @@ impl Tools {
                     "it completed all its steps; start a new run to train further".to_owned(),
                 ));
             }
+            RunState::Stopping => {
+                return Err(refuse(
+                    "it is stopping; once it has stopped (rl_check_status(run_id) says so), \
+                     resume it"
+                        .to_owned(),
+                ));
+            }
             going => {
                 return Err(refuse(format!(
                     "it is {}; stop it first (rl_stop_training), then resume it",

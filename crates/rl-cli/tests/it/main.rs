@@ -14,6 +14,7 @@ mod mcp;
 mod new_env;
 mod pages;
 mod preflight;
+mod run_logs;
 mod runs;
 mod serve;
 mod setup;
@@ -271,11 +272,11 @@ fn selection_and_edits_are_shared_between_processes() {
 fn config_without_selection_says_what_to_do() {
     let output = rl(&["config", "show", "--root", ROOT]);
     assert_eq!(output.status.code(), Some(1));
-    assert!(
-        text(&output.stderr).contains("select one first"),
-        "{}",
-        text(&output.stderr)
-    );
+    let said = text(&output.stderr);
+    assert!(said.contains("select one first"), "{said}");
+    // A person is told the command; the agents' tool name is theirs.
+    assert!(said.contains("`rl select NAME`"), "{said}");
+    assert!(!said.contains("rl_select_environment"), "{said}");
 }
 
 #[test]
