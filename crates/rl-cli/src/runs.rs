@@ -255,7 +255,11 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
                 return output::json(&tails);
             }
             for tail in tails {
-                let more = if tail.truncated { ", end only" } else { "" };
+                let more = match (tail.capped, tail.truncated) {
+                    (true, _) => ", capped: its latest lines",
+                    (false, true) => ", end only",
+                    (false, false) => "",
+                };
                 output::line(format!(
                     "── {} ({}{more})",
                     tail.component,

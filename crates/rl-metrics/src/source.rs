@@ -62,8 +62,9 @@ impl WandbNames {
 pub struct RunTarget {
     /// `runs/<id>/`: holds the metrics file and the WandB folder.
     pub run_dir: PathBuf,
-    /// The trainer's log, scanned for the checkpoints and final weights it prints.
-    pub trainer_log: Option<PathBuf>,
+    /// The trainer's log, scanned for the checkpoints and final weights it prints: its files in
+    /// the order written (a capped log's head, then its tail files); none when unknown.
+    pub trainer_log: Vec<PathBuf>,
     pub wandb: Option<WandbNames>,
     /// Set by [`collect`] for the sources after one that found the trainer's run: they are
     /// asked for the env's run only (the API then reads no trainer history it would discard).
@@ -71,7 +72,7 @@ pub struct RunTarget {
 }
 
 impl RunTarget {
-    pub fn new(run_dir: PathBuf, trainer_log: Option<PathBuf>, wandb: Option<WandbNames>) -> Self {
+    pub fn new(run_dir: PathBuf, trainer_log: Vec<PathBuf>, wandb: Option<WandbNames>) -> Self {
         Self {
             run_dir,
             trainer_log,
@@ -175,10 +176,11 @@ pub async fn collect(target: &RunTarget, sources: &[&dyn MetricsSource]) -> Coll
     match read_off_thread(file.clone(), move || read_checkpoints(&file)).await {
         Ok(Some(record)) => use_checkpoint_record(&mut found, record),
         Ok(None) => {
-            if let Some(log) = target.trainer_log.clone() {
+            if let Some(first) = target.trainer_log.first().cloned() {
                 // A trainer log of a long run is large: read it where it cannot stall the
                 // runtime.
-                let report = read_off_thread(log.clone(), move || trainer_log::scan(&log)).await;
+                let files = target.trainer_log.clone();
+                let report = read_off_thread(first, move || trainer_log::scan(&files)).await;
                 add_from_trainer_log(&mut found, report);
             }
         }
@@ -251,7 +253,7 @@ mod tests {
     use crate::model::LoggedRun;
 
     fn target() -> RunTarget {
-        RunTarget::new(PathBuf::from("/nonexistent/run"), None, None)
+        RunTarget::new(PathBuf::from("/nonexistent/run"), Vec::new(), None)
     }
 
     fn source(kind: SourceKind, answer: Option<RunMetrics>) -> MockMetricsSource {
@@ -364,7 +366,7 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let target = RunTarget {
-            trainer_log: Some(log),
+            trainer_log: vec![log],
             ..target()
         };
         let file = source(SourceKind::MetricsFile, None);
@@ -394,7 +396,7 @@ mod tests {
             "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://m/step_0\", \"state_path\": \"tinker://m/weights/step_0\", \"time\": \"2026-11-23T16:00:00Z\"}\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let target = RunTarget::new(dir.path().to_path_buf(), Some(log), None);
+        let target = RunTarget::new(dir.path().to_path_buf(), vec![log], None);
         let mut with_final = RunMetrics::empty(SourceKind::MetricsFile);
         with_final.final_weights = Some("tinker://m/final".to_owned());
         let file = source(SourceKind::MetricsFile, Some(with_final));

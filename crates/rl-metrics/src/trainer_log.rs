@@ -6,7 +6,7 @@
 //! `step_<n>` it printed after saving them, and the `final` line is never believed.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::MetricsError;
 use crate::model::Checkpoint;
@@ -19,20 +19,32 @@ pub struct WeightsReport {
     pub final_weights: Option<String>,
 }
 
-pub fn scan(path: &Path) -> Result<WeightsReport, MetricsError> {
-    let file = std::fs::File::open(path).map_err(|source| MetricsError::Io {
+/// Reads the trainer's log from its `files` in the order they were written: the log, then (once
+/// rl capped it) its tail files, read as one so that a line split between two is read whole.
+/// The first file must exist; a later one gone meanwhile (rotated away) is passed over.
+pub fn scan(files: &[PathBuf]) -> Result<WeightsReport, MetricsError> {
+    let Some((first, rest)) = files.split_first() else {
+        return Ok(WeightsReport::default());
+    };
+    let open = |path: &Path| std::fs::File::open(path);
+    let mut reader: Box<dyn Read> = Box::new(open(first).map_err(|source| MetricsError::Io {
         action: "open",
-        path: path.to_owned(),
+        path: first.clone(),
         source,
-    })?;
+    })?);
+    for path in rest {
+        if let Ok(file) = open(path) {
+            reader = Box::new(reader.chain(file));
+        }
+    }
     let mut report = WeightsReport::default();
     // Logs hold arbitrary bytes (progress bars, other encodings): read lossily, line by line.
-    for_each_line(BufReader::new(file), |line| {
+    for_each_line(BufReader::new(reader), |line| {
         read_line(&String::from_utf8_lossy(line), &mut report);
     })
     .map_err(|source| MetricsError::Io {
         action: "read",
-        path: path.to_owned(),
+        path: first.clone(),
         source,
     })?;
     Ok(concluded(report))
@@ -96,6 +108,33 @@ mod tests {
             read_line(line, &mut report);
         }
         concluded(report)
+    }
+
+    #[test]
+    fn a_capped_log_is_read_through_its_tail_files() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let files: Vec<PathBuf> = ["trainer.log", "trainer.log.tail.1", "trainer.log.tail"]
+            .iter()
+            .map(|name| dir.path().join(name))
+            .collect();
+        let texts = [
+            "Sampling client updated: tinker://abc/sampler_weights/step_1\n[rl] log capped\n",
+            "noise\nSampling client updated: tinker://abc/sampler_w",
+            "eights/step_7\nnoise\n",
+        ];
+        for (path, text) in files.iter().zip(texts) {
+            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let report = scan(&files).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            report.final_weights.as_deref(),
+            Some("tinker://abc/sampler_weights/step_7"),
+            "the latest weights, named across the two tail files"
+        );
+        // A tail file rotated away meanwhile is passed over.
+        std::fs::remove_file(&files[1]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(scan(&files).map(|r| r.checkpoints.len()).ok(), Some(1));
+        assert_eq!(scan(&[]).ok(), Some(WeightsReport::default()));
     }
 
     #[test]

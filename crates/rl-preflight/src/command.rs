@@ -37,6 +37,8 @@ pub struct ModelJob {
     pub total_groups: u32,
     /// Set in the child's environment: its processes are found by them wherever they went.
     pub marks: ModelMarks,
+    /// What its log keeps at most.
+    pub log_limit: rl_process::LogLimit,
 }
 
 /// Where a model's files are in its test's folder, named after its place in the list and its
@@ -81,6 +83,7 @@ impl std::fmt::Debug for ModelJob {
             .field("stop_path", &self.stop_path)
             .field("total_groups", &self.total_groups)
             .field("marks", &self.marks)
+            .field("log_limit", &self.log_limit)
             .finish()
     }
 }
@@ -207,6 +210,7 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
             test_dir: test_dir.to_owned(),
             model: stem,
         },
+        log_limit: plan.log_limit,
     }
 }
 
@@ -238,6 +242,7 @@ mod tests {
             verdict_policy: crate::verdict::VerdictPolicy::default(),
             server: None,
             held_out: None,
+            log_limit: rl_process::LogLimit::default(),
         }
     }
 

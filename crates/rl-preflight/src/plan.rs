@@ -107,6 +107,9 @@ pub struct TestPlan {
     pub server: Option<ModelServer>,
     /// Only the held-out items, each once, when set: the environment runs through rl's runner.
     pub held_out: Option<HeldOutItems>,
+    /// What each model's log (and the server's) keeps at most: the operator's
+    /// `run.log_limit_bytes`.
+    pub log_limit: rl_process::LogLimit,
 }
 
 /// The items a run kept out of training (or the environment's eval split), asked through rl's
@@ -220,6 +223,7 @@ impl TestPlan {
             verdict_policy: VerdictPolicy::default(),
             server: request.server,
             held_out: request.held_out,
+            log_limit: rl_process::LogLimit(settings.run.log_limit_bytes),
         })
     }
 }

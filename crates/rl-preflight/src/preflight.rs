@@ -56,7 +56,7 @@ pub async fn run_test(
 
     let runs = match &plan.server {
         None => run_models(plan, &jobs, &runner, &secrets, &progress).await,
-        Some(server) => match server::start(server, &dir, &secrets).await {
+        Some(server) => match server::start(server, &dir, &secrets, plan.log_limit).await {
             Ok(running) => {
                 let runs = run_models(plan, &jobs, &runner, &secrets, &progress).await;
                 running.end().await;

@@ -191,8 +191,9 @@ impl LocalModelRunner {
         progress: &ProgressSink,
     ) -> Result<ModelOutcome, String> {
         // Copied as bytes in bounded chunks: a model printing one endless line costs no memory.
-        let (output, mut copy) = rl_process::redacted_output(&job.log_path, secrets.clone())
-            .map_err(|error| format!("cannot create {}: {error}", job.log_path.display()))?;
+        let (output, mut copy) =
+            rl_process::redacted_output(&job.log_path, secrets.clone(), job.log_limit)
+                .map_err(|error| format!("cannot create {}: {error}", job.log_path.display()))?;
         let output_err = output
             .try_clone()
             .map_err(|error| format!("cannot share its output pipe: {error}"))?;
@@ -330,12 +331,16 @@ fn end_model(leader: ProcessIdentity, marks: &ModelMarks) -> Vec<u32> {
         .collect()
 }
 
-/// rl's own lines at the end of a model's log, once its output is copied.
+/// rl's own lines at the end of a model's log, once its output is copied (in its tail file
+/// once it is capped, so that they stay its last lines).
 async fn append_notes(log: &Path, notes: &[String]) {
     if notes.is_empty() {
         return;
     }
-    let opened = tokio::fs::OpenOptions::new().append(true).open(log).await;
+    let opened = tokio::fs::OpenOptions::new()
+        .append(true)
+        .open(rl_process::log_end(log))
+        .await;
     if let Ok(mut log) = opened {
         for note in notes {
             let _ = log.write_all(format!("{note}\n").as_bytes()).await;

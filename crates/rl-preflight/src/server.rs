@@ -65,13 +65,14 @@ pub(crate) async fn start(
     server: &ModelServer,
     dir: &Path,
     secrets: &Secrets,
+    log_limit: rl_process::LogLimit,
 ) -> Result<Running, String> {
     if let Some(run_dir) = &server.engine_of {
         rl_process::copy_engine(run_dir, dir)
             .map_err(|error| format!("cannot copy the run's engine folder: {error}"))?;
     }
     let log = dir.join(format!("{SERVER}.log"));
-    let (output, copy) = rl_process::redacted_output(&log, secrets.clone())
+    let (output, copy) = rl_process::redacted_output(&log, secrets.clone(), log_limit)
         .map_err(|error| format!("cannot create {}: {error}", log.display()))?;
     let output_err = output
         .try_clone()

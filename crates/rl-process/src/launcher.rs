@@ -12,6 +12,7 @@ use rl_settings::Secrets;
 use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;
+use crate::capped_log::LogLimit;
 use crate::groups::{StopOutcome, group_is_ours, stop_recorded_group};
 use crate::identity::ProcessIdentity;
 use crate::output::{OutputCopy, redacted_output};
@@ -38,7 +39,8 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// Removed from the inherited environment (keys this component does not need).
     pub env_remove: Vec<String>,
-    /// stdout and stderr both go here, appended, with every key redacted.
+    /// stdout and stderr both go here, appended, with every key redacted; past the plan's
+    /// `log_limit_bytes` its head is kept and its latest output goes to its tail files.
     pub log_path: PathBuf,
 }
 
@@ -147,6 +149,8 @@ pub(crate) fn open_log(path: &std::path::Path) -> std::io::Result<(Stdio, Stdio)
 #[derive(Clone, Default)]
 pub struct LocalLauncher {
     secrets: Secrets,
+    /// What each component's log keeps at most.
+    log_limit: LogLimit,
     /// The calling process is a run's supervisor and nothing else: every process below it is
     /// the run's.
     owns_descendants: bool,
@@ -171,7 +175,7 @@ impl LocalLauncher {
     /// The launcher of a run's supervisor, which is made the child subreaper of what it starts:
     /// a process a component leaves (one that called `setsid` and outlived its parent) stays
     /// below the supervisor, which ends it with the run and collects its exit.
-    pub fn for_supervisor(secrets: Secrets) -> Result<Self, ProcessError> {
+    pub fn for_supervisor(secrets: Secrets, log_limit: LogLimit) -> Result<Self, ProcessError> {
         nix::sys::prctl::set_child_subreaper(true).map_err(|errno| {
             ProcessError::SupervisorSetup(format!(
                 "cannot become the subreaper of the run's processes: {errno}"
@@ -179,6 +183,7 @@ impl LocalLauncher {
         })?;
         let launcher = Self {
             owns_descendants: true,
+            log_limit,
             ..Self::new(secrets)
         };
         let launched = launcher.launched.clone();
@@ -211,7 +216,7 @@ impl Launcher for LocalLauncher {
             component: spec.component,
             reason,
         };
-        let (output, copy) = redacted_output(&spec.log_path, self.secrets.clone())
+        let (output, copy) = redacted_output(&spec.log_path, self.secrets.clone(), self.log_limit)
             .map_err(|e| fail(format!("cannot open log {}: {e}", spec.log_path.display())))?;
         let output_err = output
             .try_clone()

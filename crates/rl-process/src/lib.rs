@@ -9,6 +9,7 @@
 //! The supervisor and the readiness gates build on these (see the run lifecycle issue;
 //! docs/ARCHITECTURE.md says what exists).
 
+mod capped_log;
 mod error;
 mod groups;
 mod identity;
@@ -27,6 +28,7 @@ mod strays;
 mod supervisor;
 mod template;
 
+pub use capped_log::{DEFAULT_LOG_LIMIT, LogLimit, is_capped, log_end, log_files, tail_path};
 pub use error::ProcessError;
 pub use groups::{StopOutcome, describe_stops, group_is_ours, stop_group, stop_recorded_group};
 pub use identity::{ProcessIdentity, boot_id, is_another_boot, members_of_group};

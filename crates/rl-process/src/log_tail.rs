@@ -1,8 +1,13 @@
 //! The last lines of a log, read from its end: a component's log grows for hours, and showing
-//! its tail must cost what the tail costs, not what the log does.
+//! its tail must cost what the tail costs, not what the log does. A capped log's files are read
+//! as the one log they make (head, marker, latest output), so its tail is its latest lines.
 
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+
+use crate::capped_log::{previous_tail_path, tail_path};
 
 /// The first read from the end; most tails fit in it.
 const FIRST_WINDOW: u64 = 64 * 1024;
@@ -17,17 +22,16 @@ pub struct LogTail {
     pub earlier: bool,
 }
 
-/// The last `count` lines of the file at `path`, invalid UTF-8 replaced. A missing file is an
-/// error of kind `NotFound`, for the caller to read as "nothing written yet" where it is.
+/// The last `count` lines of the log at `path` (with its tail files, once capped), invalid UTF-8
+/// replaced. A missing log is an error of kind `NotFound`, for the caller to read as "nothing
+/// written yet" where it is.
 pub fn read_log_tail(path: &Path, count: usize) -> std::io::Result<LogTail> {
-    let mut file = std::fs::File::open(path)?;
-    let length = file.metadata()?.len();
+    let mut log = LogFiles::open(path)?;
+    let length = log.length;
     let mut window = FIRST_WINDOW;
     loop {
         let start = length.saturating_sub(window);
-        file.seek(SeekFrom::Start(start))?;
-        let mut bytes = Vec::new();
-        file.by_ref().take(length - start).read_to_end(&mut bytes)?;
+        let bytes = log.read_from(start)?;
         let mut lines: Vec<&[u8]> = bytes.split(|&byte| byte == b'\n').collect();
         // A final newline ends the last line; it does not begin another.
         if lines.last().is_some_and(|line| line.is_empty()) {
@@ -54,6 +58,52 @@ pub fn read_log_tail(path: &Path, count: usize) -> std::io::Result<LogTail> {
             });
         }
         window = window.saturating_mul(4).min(LARGEST_WINDOW);
+    }
+}
+
+/// A log's files, opened at once and read as one: their lengths as they were when opened.
+struct LogFiles {
+    files: Vec<(File, u64)>,
+    length: u64,
+}
+
+impl LogFiles {
+    fn open(head: &Path) -> std::io::Result<Self> {
+        let mut opened = vec![File::open(head)?];
+        // The current tail before the older one: a rotation between the two opens then shows
+        // the same file twice (recognised by its inode), never loses one.
+        let tail = File::open(tail_path(head)).ok();
+        let previous = File::open(previous_tail_path(head)).ok();
+        let inode = |file: &File| file.metadata().map(|metadata| metadata.ino()).ok();
+        if let Some(previous) = previous
+            && tail.as_ref().and_then(inode) != inode(&previous)
+        {
+            opened.push(previous);
+        }
+        opened.extend(tail);
+        let mut files = Vec::with_capacity(opened.len());
+        for file in opened {
+            let length = file.metadata()?.len();
+            files.push((file, length));
+        }
+        let length = files.iter().map(|(_, length)| length).sum();
+        Ok(Self { files, length })
+    }
+
+    /// Everything from `start` (counted over all the files) to the end.
+    fn read_from(&mut self, start: u64) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        let mut offset = 0;
+        for (file, length) in &mut self.files {
+            let end = offset + *length;
+            if end > start {
+                let from = start.saturating_sub(offset);
+                file.seek(SeekFrom::Start(from))?;
+                file.by_ref().take(*length - from).read_to_end(&mut bytes)?;
+            }
+            offset = end;
+        }
+        Ok(bytes)
     }
 }
 
@@ -103,6 +153,26 @@ mod tests {
         let endless = tail_of(giant.as_bytes(), 5);
         assert_eq!(endless.lines.len(), 1);
         assert!(!endless.lines[0].is_empty());
+    }
+
+    #[test]
+    fn a_capped_log_is_read_across_its_files_from_its_latest_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let head = dir.path().join("env.log");
+        std::fs::write(&head, "first\n[rl] log capped\n").unwrap();
+        std::fs::write(previous_tail_path(&head), "older tail\nstart of a li").unwrap();
+        std::fs::write(tail_path(&head), "ne\nlatest\n").unwrap();
+        let tail = read_log_tail(&head, 3).unwrap();
+        assert_eq!(tail.lines, ["older tail", "start of a line", "latest"]);
+        assert!(tail.earlier);
+        let all = read_log_tail(&head, 10).unwrap();
+        assert_eq!(all.lines[..2], ["first", "[rl] log capped"]);
+        // Just capped: no older tail file yet.
+        std::fs::remove_file(previous_tail_path(&head)).unwrap();
+        assert_eq!(
+            read_log_tail(&head, 3).unwrap().lines,
+            ["[rl] log capped", "ne", "latest"]
+        );
     }
 
     #[test]

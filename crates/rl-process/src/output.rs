@@ -8,9 +8,12 @@
 //! copied as bytes, whatever it is (not UTF-8, no newline for hours), in chunks of bounded
 //! size: nothing is held back but the end of a chunk that may be the start of a key whose rest
 //! is still to come.
+//!
+//! The log is capped (`capped_log.rs`): past its limit it keeps its head and its latest output.
+//! Keys are redacted before the cap cuts anything, so no cut can leave a key's start in one
+//! file and its rest in another.
 
-use std::fs::File;
-use std::io::{PipeWriter, Read, Write};
+use std::io::{PipeWriter, Read};
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +24,8 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use rl_settings::Secrets;
 use tokio::sync::watch;
+
+use crate::capped_log::{CappedLog, LogLimit};
 
 const CHUNK: usize = 64 * 1024;
 /// How long the thread waits for output before it looks whether it was asked to report.
@@ -45,15 +50,13 @@ pub struct OutputCopy {
 
 /// A pipe whose write end is for the process (its stdout and stderr, so that their lines stay
 /// in the order written), and the copy of what it carries into the log at `log_path` (created,
-/// else appended to).
+/// else appended to), which keeps at most `limit` bytes.
 pub fn redacted_output(
     log_path: &Path,
     secrets: Secrets,
+    limit: LogLimit,
 ) -> std::io::Result<(PipeWriter, OutputCopy)> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_path)?;
+    let log = CappedLog::open(log_path, limit)?;
     let (reader, writer) = std::io::pipe()?;
     let requested = Arc::new(AtomicU64::new(0));
     let cut = Arc::new(AtomicBool::new(false));
@@ -109,7 +112,7 @@ impl OutputCopy {
 
 fn copy(
     reader: &std::io::PipeReader,
-    mut log: File,
+    mut log: CappedLog,
     secrets: &Secrets,
     requested: &AtomicU64,
     cut: &AtomicBool,
@@ -152,14 +155,16 @@ fn copy(
         held = redacted.split_off(redacted.len() - secrets.unfinished_secret_len(&redacted));
         // A log that cannot be written (a full disk) loses output; the pipe is still read,
         // so that the component never waits on it.
-        let _ = log.write_all(&redacted);
+        let _ = log.write(&redacted);
     }
-    let _ = log.write_all(&held);
+    let _ = log.write(&held);
     progress.send_modify(|progress| progress.ended = true);
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     fn secrets() -> Secrets {
@@ -184,7 +189,7 @@ mod tests {
     fn copied(pieces: &[&[u8]]) -> Vec<u8> {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("component.log");
-        let (mut writer, mut copy) = redacted_output(&log, secrets()).unwrap();
+        let (mut writer, mut copy) = redacted_output(&log, secrets(), LogLimit::default()).unwrap();
         runtime().block_on(async {
             for piece in pieces {
                 writer.write_all(piece).unwrap();
@@ -220,6 +225,44 @@ mod tests {
     }
 
     #[test]
+    fn a_chatty_process_fills_its_log_only_to_its_limit_and_no_key_survives_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("env.log");
+        let limit = LogLimit(8192);
+        let (mut writer, mut copy) = redacted_output(&log, secrets(), limit).unwrap();
+        runtime().block_on(async {
+            // A key in every line, split over two writes now and then: wherever the cap cuts,
+            // it cuts redacted text.
+            for line in 0..3000 {
+                writer
+                    .write_all(format!("step {line:05} key=tk-secret-01").as_bytes())
+                    .unwrap();
+                if line % 7 == 0 {
+                    assert!(copy.drained(Duration::from_secs(10)).await);
+                }
+                writer.write_all(b"23456789\n").unwrap();
+            }
+            writer.write_all(b"the last line\n").unwrap();
+            drop(writer);
+            assert!(copy.ended(Duration::from_secs(10)).await);
+        });
+        let files = crate::capped_log::log_files(&log);
+        assert_eq!(files.len(), 3, "{files:?}");
+        let mut total = 0;
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(!text.contains("tk-secret"), "{}: {text}", file.display());
+            total += text.len() as u64;
+        }
+        assert!(total <= limit.0, "{total} bytes kept");
+        let tail = crate::read_log_tail(&log, 2).unwrap();
+        assert_eq!(
+            tail.lines,
+            ["step 02999 key=[REDACTED TINKER_API_KEY]", "the last line"]
+        );
+    }
+
+    #[test]
     fn the_start_of_a_key_left_at_the_end_is_written_when_the_pipe_closes() {
         assert_eq!(copied(&[b"partial tk-sec"]), b"partial tk-sec");
     }
@@ -228,7 +271,7 @@ mod tests {
     fn a_cut_copy_writes_nothing_more_though_the_pipe_stays_open() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("model.log");
-        let (mut writer, mut copy) = redacted_output(&log, secrets()).unwrap();
+        let (mut writer, mut copy) = redacted_output(&log, secrets(), LogLimit::default()).unwrap();
         runtime().block_on(async {
             writer.write_all(b"before\n").unwrap();
             assert!(copy.drained(Duration::from_secs(10)).await);
@@ -243,7 +286,7 @@ mod tests {
     fn drained_means_what_was_written_before_is_in_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("component.log");
-        let (mut writer, mut copy) = redacted_output(&log, secrets()).unwrap();
+        let (mut writer, mut copy) = redacted_output(&log, secrets(), LogLimit::default()).unwrap();
         runtime().block_on(async {
             for round in 0..20 {
                 let line = format!("line {round}\n");

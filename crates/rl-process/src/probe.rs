@@ -15,10 +15,12 @@ pub enum Readiness {
     ApiAnswers { port: u16 },
     /// The trainer's inference server answers `GET /health` with a success.
     TrainerHealthy { port: u16 },
-    /// The environment has registered with run-api. atroposlib 0.4.0 shows that only as
-    /// `GET /status-env` with the body `{"env_id": 0}` turning from 500 to 200; every run has
-    /// its own API, so its environment is always id 0.
-    EnvRegistered { api_port: u16 },
+    /// The environment has registered with run-api and sent it a first scored group: run-api's
+    /// `GET /latest_example` holds tokens. atroposlib 0.4.0 has no question that tells the
+    /// registration alone without raising: `GET /status-env` answers 500 until then, and
+    /// run-api logs a 5 KB traceback for each (hundreds a start, asked every 100 ms).
+    /// `/latest_example` never raises, and only an environment's data fills it.
+    EnvSending { api_port: u16 },
 }
 
 impl Readiness {
@@ -30,8 +32,8 @@ impl Readiness {
             }
             Readiness::ApiAnswers { port } => format!("GET http://{host}:{port}/status"),
             Readiness::TrainerHealthy { port } => format!("GET http://{host}:{port}/health"),
-            Readiness::EnvRegistered { api_port } => {
-                format!("registration via GET http://{host}:{api_port}/status-env")
+            Readiness::EnvSending { api_port } => {
+                format!("a first scored group at GET http://{host}:{api_port}{LATEST_EXAMPLE_PATH}")
             }
         }
     }
@@ -39,6 +41,8 @@ impl Readiness {
 
 /// skyrl-tx's health route (the hosted Tinker's too).
 const ENGINE_HEALTH_PATH: &str = "/api/v1/healthz";
+/// run-api's last scored group received (empty lists before the first).
+const LATEST_EXAMPLE_PATH: &str = "/latest_example";
 
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
@@ -110,16 +114,31 @@ impl Probe for HttpProbe {
                     })
                     .await;
             }
-            Readiness::EnvRegistered { api_port } => self
-                .client
-                .get(format!("http://{host}:{api_port}/status-env"))
-                .json(&serde_json::json!({ "env_id": 0 })),
+            Readiness::EnvSending { api_port } => {
+                return self
+                    .answers(
+                        &format!("http://{host}:{api_port}{LATEST_EXAMPLE_PATH}"),
+                        has_tokens,
+                    )
+                    .await;
+            }
         };
         request
             .send()
             .await
             .is_ok_and(|response| response.status().is_success())
     }
+}
+
+/// Whether run-api's latest example is a group an environment sent (before any, its `tokens`
+/// is an empty list).
+#[allow(clippy::needless_pass_by_value)] // the shape `answers` hands every check
+fn has_tokens(example: Option<serde_json::Value>) -> bool {
+    example
+        .as_ref()
+        .and_then(|example| example.get("tokens"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|tokens| !tokens.is_empty())
 }
 
 #[cfg(test)]
@@ -146,6 +165,18 @@ mod tests {
             }
         });
         port
+    }
+
+    #[test]
+    fn only_a_group_an_environment_sent_counts_as_the_environment_sending() {
+        let before = serde_json::json!({"tokens": [], "masks": [], "scores": []});
+        let after = serde_json::json!({"tokens": [[1, 2], [3]], "scores": [1.0, 0.0]});
+        assert!(!has_tokens(Some(before)));
+        assert!(!has_tokens(None));
+        assert!(!has_tokens(Some(
+            serde_json::json!({"detail": "Not Found"})
+        )));
+        assert!(has_tokens(Some(after)));
     }
 
     #[tokio::test]

@@ -83,6 +83,9 @@ pub struct RunStatus {
     /// Seconds since the run was created, until it finished.
     pub elapsed_secs: f64,
     pub supervisor_log: PathBuf,
+    /// The components whose log reached the run's `log_limit_bytes`: its head is kept, its
+    /// latest output is in its tail files (`capped_log.rs`).
+    pub capped_logs: Vec<Component>,
     /// Events after the `since` cursor the caller gave.
     pub events: Vec<Event>,
     /// Pass this as `since` to get only what happens next.
@@ -438,9 +441,16 @@ impl Runs {
         let run = self.reconciled(id)?;
         let events = self.store.events(id, since, DEFAULT_EVENT_LIMIT)?;
         let next_since = events.last().map_or(since, |e| e.seq);
+        let capped_logs = run
+            .components
+            .iter()
+            .filter(|component| crate::capped_log::is_capped(&component.log_path))
+            .map(|component| component.component)
+            .collect();
         Ok(RunStatus {
             elapsed_secs: elapsed_secs(&run),
             supervisor_log: supervisor_log(&self.home, id),
+            capped_logs,
             run,
             events,
             next_since,

@@ -10,6 +10,7 @@ use rl_settings::{RunId, Secrets};
 use tokio::sync::{mpsc, watch};
 
 use crate::ProcessError;
+use crate::capped_log::LogLimit;
 use crate::identity::ProcessIdentity;
 use crate::launcher::{AllocationNote, ClusterEnd, Launcher, LocalLauncher, Placement};
 use crate::plan::LaunchPlan;
@@ -318,7 +319,7 @@ impl<'a> Supervisor<'a> {
                 timing.trainer_ready_timeout_secs,
             ),
             Component::Env => (
-                Readiness::EnvRegistered {
+                Readiness::EnvSending {
                     api_port: self.plan.api_port,
                 },
                 timing.env_settle_secs,
@@ -337,7 +338,8 @@ impl<'a> Supervisor<'a> {
             if launched.elapsed() >= limit {
                 if component == Component::Env {
                     return Ok(Gate::Ready(format!(
-                        "env has not registered after {} but is alive: counted as running",
+                        "env has sent run-api no scored group after {} but is alive: counted \
+                         as running",
                         seconds(limit.as_secs_f64())
                     )));
                 }
@@ -504,7 +506,10 @@ pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> 
         let secrets = Secrets::load(home, &environment);
         let setup = LaunchPlan::load(home, run_id).and_then(|plan| {
             let probe = crate::probe::HttpProbe::new()?;
-            let local = LocalLauncher::for_supervisor(secrets.clone())?;
+            let local = LocalLauncher::for_supervisor(
+                secrets.clone(),
+                LogLimit(plan.timing.log_limit_bytes),
+            )?;
             Ok((plan, probe, local))
         });
         let (plan, probe, local) = match setup {

@@ -20,9 +20,9 @@ pub use run_config::{RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunWandb};
 pub use run_id::{RunId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets};
 pub use settings::{
-    Backend, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_STATUS_CHECK_INTERVAL_SECS,
-    EngineKind, EngineSettings, HeldOut, InferenceSettings, Locked, RunTiming, SETTINGS_FILE,
-    Settings, SlurmSettings, default_home,
+    Backend, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,
+    DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings, HeldOut, InferenceSettings,
+    Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings, default_home,
 };
 pub use settings_file::{SettingEdit, write_settings};
 pub use value::Value;

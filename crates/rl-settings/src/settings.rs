@@ -19,6 +19,12 @@ pub const SETTINGS_FILE: &str = "config.toml";
 pub const DEFAULT_STATUS_CHECK_INTERVAL_SECS: f64 = 1800.0;
 /// Unfinished runs at once, unless the operator says otherwise.
 pub(crate) const DEFAULT_MAX_ACTIVE_RUNS: u32 = 8;
+/// 64 MiB per component: hours of a normal run's output, a few seconds of a runaway one's.
+pub const DEFAULT_LOG_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+/// Below this a capped log's head and tail would hold too little to read (a traceback is 5 KB).
+const MIN_LOG_LIMIT_BYTES: u64 = 64 * 1024;
+/// A terabyte: beyond it the limit no longer protects the disk.
+const MAX_LOG_LIMIT_BYTES: u64 = 1 << 40;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -237,7 +243,7 @@ impl InferenceSettings {
     }
 }
 
-/// How long each phase of a run may take, in seconds.
+/// How long each phase of a run may take, in seconds, and how much each component may log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunTiming {
@@ -248,14 +254,18 @@ pub struct RunTiming {
     /// From launching the trainer until `GET /health` answers; a real Tinker trainer loads its
     /// model remotely first, hence the generous default.
     pub trainer_ready_timeout_secs: f64,
-    /// An environment that has not registered with the API but stays alive this long counts
-    /// as running (for environments that register late or not at all).
+    /// An environment that has sent the API no scored group yet but stays alive this long
+    /// counts as running (for environments that register late, or are slow to a first group).
     pub env_settle_secs: f64,
     /// Between SIGTERM and SIGKILL when stopping a component's process group.
     pub stop_grace_secs: f64,
     /// Once the trainer or the environment has finished cleanly, how long the other may take to
     /// finish by itself (saving final weights) before it is stopped.
     pub completion_grace_secs: f64,
+    /// The most bytes one component's log keeps (a pre-flight model's too): its first half,
+    /// then the latest output in a rotating tail; what lies between is dropped. An environment
+    /// printing 2 MB/s would otherwise fill gigabytes an hour.
+    pub log_limit_bytes: u64,
 }
 
 impl Default for RunTiming {
@@ -267,6 +277,7 @@ impl Default for RunTiming {
             env_settle_secs: 60.0,
             stop_grace_secs: 10.0,
             completion_grace_secs: 60.0,
+            log_limit_bytes: DEFAULT_LOG_LIMIT_BYTES,
         }
     }
 }
@@ -545,6 +556,13 @@ impl Settings {
             ));
         }
         let timing = &self.run;
+        let log_limit = timing.log_limit_bytes;
+        if !(MIN_LOG_LIMIT_BYTES..=MAX_LOG_LIMIT_BYTES).contains(&log_limit) {
+            return Err(SettingsError::Invalid(format!(
+                "run.log_limit_bytes is {log_limit}; it must be between {MIN_LOG_LIMIT_BYTES} \
+                 (64 KiB) and {MAX_LOG_LIMIT_BYTES} (1 TiB)"
+            )));
+        }
         for (name, value) in [
             (
                 "run.engine_ready_timeout_secs",

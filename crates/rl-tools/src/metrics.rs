@@ -142,7 +142,8 @@ fn target_of(
         .components
         .iter()
         .find(|component| component.component == Component::Trainer)
-        .map(|component| component.log_path.clone());
+        .map(|component| rl_process::log_files(&component.log_path))
+        .unwrap_or_default();
     // A run whose config is gone still has its metrics file; only WandB lookups need names.
     let (wandb, problem) = match wandb {
         Ok(wandb) => match wandb_names(wandb) {

@@ -241,6 +241,7 @@ impl Tools {
                         .map(|line| self.secrets().redact(&line))
                         .collect(),
                     truncated: tail.earlier,
+                    capped: rl_process::is_capped(&path),
                     path,
                 })
             })

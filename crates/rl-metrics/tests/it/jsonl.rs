@@ -101,7 +101,7 @@ fn lines_that_are_not_metrics_are_named_and_skipped() {
 #[tokio::test]
 async fn the_source_reads_the_run_folders_file_and_has_nothing_without_one() {
     let dir = tempfile::tempdir().unwrap();
-    let target = RunTarget::new(dir.path().to_owned(), None, None);
+    let target = RunTarget::new(dir.path().to_owned(), Vec::new(), None);
     assert_eq!(MetricsFile.fetch(&target).await.unwrap(), None);
     std::fs::copy(fixture("complete.jsonl"), target.metrics_file()).unwrap();
     let metrics = MetricsFile.fetch(&target).await.unwrap().unwrap();

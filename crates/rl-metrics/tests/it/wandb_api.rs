@@ -251,7 +251,7 @@ fn names(env: bool) -> WandbNames {
 }
 
 fn target(names: WandbNames) -> RunTarget {
-    RunTarget::new(PathBuf::from("/nonexistent/run"), None, Some(names))
+    RunTarget::new(PathBuf::from("/nonexistent/run"), Vec::new(), Some(names))
 }
 
 async fn bodies(server: &MockServer) -> Vec<Value> {

@@ -202,7 +202,7 @@ async fn the_run_folder_source_tells_the_trainer_from_the_env() {
         "fixture-run",
         Some("fixture-env"),
     );
-    let target = RunTarget::new(logged.dir.clone(), None, Some(names));
+    let target = RunTarget::new(logged.dir.clone(), Vec::new(), Some(names));
     let metrics = WandbFiles.fetch(&target).await.unwrap().unwrap();
     assert_eq!(metrics.source, SourceKind::WandbFiles);
     assert!(metrics.warnings.is_empty(), "{:?}", metrics.warnings);
@@ -224,6 +224,6 @@ async fn the_run_folder_source_tells_the_trainer_from_the_env() {
 #[tokio::test]
 async fn a_run_folder_without_wandb_files_has_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let target = RunTarget::new(dir.path().to_owned(), None, None);
+    let target = RunTarget::new(dir.path().to_owned(), Vec::new(), None);
     assert_eq!(WandbFiles.fetch(&target).await.unwrap(), None);
 }

@@ -46,6 +46,7 @@ pub(crate) fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
             test_dir: dir.to_owned(),
             model: "01-shell".to_owned(),
         },
+        log_limit: rl_process::LogLimit::default(),
     }
 }
 
@@ -319,6 +320,7 @@ pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize
         verdict_policy: VerdictPolicy::default(),
         server: None,
         held_out: None,
+        log_limit: rl_process::LogLimit::default(),
     }
 }
 

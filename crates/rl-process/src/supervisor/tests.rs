@@ -136,7 +136,7 @@ fn probe(ready: &'static [Component]) -> MockProbe {
             Readiness::EngineHealthy { .. } => Component::Engine,
             Readiness::ApiAnswers { .. } => Component::Api,
             Readiness::TrainerHealthy { .. } => Component::Trainer,
-            Readiness::EnvRegistered { .. } => Component::Env,
+            Readiness::EnvSending { .. } => Component::Env,
         };
         ready.contains(&component)
     });
@@ -221,6 +221,7 @@ fn quick() -> RunTiming {
         env_settle_secs: 5.0,
         stop_grace_secs: 1.0,
         completion_grace_secs: 5.0,
+        ..RunTiming::default()
     }
 }
 
@@ -568,7 +569,7 @@ async fn an_env_that_never_registers_counts_as_running_once_settled() {
     assert!(
         run.messages()
             .iter()
-            .any(|m| m.contains("has not registered after 0.3 s but is alive")),
+            .any(|m| m.contains("no scored group after 0.3 s but is alive")),
         "{:#?}",
         run.messages()
     );

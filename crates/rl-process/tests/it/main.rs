@@ -6,5 +6,6 @@
 
 mod groups;
 mod launcher;
+mod probe;
 mod store;
 mod strays;

@@ -163,6 +163,8 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
         ),
         ("[run]\nstop_grace_secs = -1\n", "run.stop_grace_secs"),
         ("[run]\nenv_settle_secs = nan\n", "run.env_settle_secs"),
+        ("[run]\nlog_limit_bytes = 0\n", "run.log_limit_bytes is 0"),
+        ("[run]\nlog_limit_bytes = 1000\n", "between 65536"),
     ];
     for (text, expected) in cases {
         let home = tempfile::tempdir().unwrap();
@@ -182,6 +184,23 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
     let settings = Settings::load(home.path(), variables(&[])).unwrap();
     assert_eq!(settings.child_environment["HF_HUB_OFFLINE"], "1");
     assert!((settings.run.env_settle_secs - 5.0).abs() < f64::EPSILON);
+}
+
+#[test]
+fn each_log_is_capped_by_default_and_the_operator_sets_the_cap() {
+    let home = tempfile::tempdir().unwrap();
+    let defaults = Settings::load(home.path(), variables(&[])).unwrap();
+    assert_eq!(
+        defaults.run.log_limit_bytes,
+        rl_settings::DEFAULT_LOG_LIMIT_BYTES
+    );
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[run]\nlog_limit_bytes = 1048576\n",
+    )
+    .unwrap();
+    let settings = Settings::load(home.path(), variables(&[])).unwrap();
+    assert_eq!(settings.run.log_limit_bytes, 1_048_576);
 }
 
 #[test]

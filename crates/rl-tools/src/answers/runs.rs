@@ -71,7 +71,14 @@ impl From<&RunStatus> for RunView {
                 run_id: run_id.clone(),
                 step: *step,
             }),
-            components: run.components.iter().map(ComponentView::from).collect(),
+            components: run
+                .components
+                .iter()
+                .map(|component| {
+                    let capped = status.capped_logs.contains(&component.component);
+                    ComponentView::new(component, capped)
+                })
+                .collect(),
             elapsed_secs: status.elapsed_secs,
             supervisor_log: status.supervisor_log.clone(),
             events: status.events.iter().map(EventView::from).collect(),
@@ -116,13 +123,20 @@ pub struct ComponentView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
     pub log_path: PathBuf,
-    /// For people: `running`, `not started`, `exited (0)`, `signalled (15)`.
+    /// The log reached the run's `log_limit_bytes`: `log_path` keeps its head, and its latest
+    /// output is in `log_tail_path` (`rl runs logs` shows it).
+    pub log_capped: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_tail_path: Option<PathBuf>,
+    /// For people: `running`, `not started`, `exited (0)`, `signalled (15)`, each with
+    /// `, log capped` once it is.
     #[serde(skip)]
     pub label: String,
 }
 
-impl From<&ComponentRecord> for ComponentView {
-    fn from(component: &ComponentRecord) -> Self {
+impl ComponentView {
+    /// `component` as seen now; `capped` when its log reached its limit.
+    fn new(component: &ComponentRecord, capped: bool) -> Self {
         let (status, code, signal) = match component.status {
             ComponentStatus::NotStarted => ("not_started", None, None),
             ComponentStatus::Running => ("running", None, None),
@@ -137,7 +151,16 @@ impl From<&ComponentRecord> for ComponentView {
             code,
             signal,
             log_path: component.log_path.clone(),
-            label: crate::runs::process_label(component.status),
+            log_capped: capped,
+            log_tail_path: capped.then(|| rl_process::tail_path(&component.log_path)),
+            label: if capped {
+                format!(
+                    "{}, log capped",
+                    crate::runs::process_label(component.status)
+                )
+            } else {
+                crate::runs::process_label(component.status)
+            },
         }
     }
 }
@@ -310,6 +333,9 @@ pub struct ComponentLog {
     pub lines: Vec<String>,
     /// Whether earlier lines were left out.
     pub truncated: bool,
+    /// The log reached its limit: its head is kept in `path`, and these lines are its latest
+    /// (from its tail files).
+    pub capped: bool,
 }
 
 /// A wait for a run: whether it timed out, and the run as it is now.
