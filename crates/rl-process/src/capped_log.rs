@@ -104,6 +104,8 @@ pub fn log_files(head: &Path) -> Vec<PathBuf> {
 pub(crate) struct CappedLog {
     head_path: PathBuf,
     limit: LogLimit,
+    /// Written once, where the head ends.
+    marker: Vec<u8>,
     head: File,
     head_len: u64,
     /// The head's last byte was a newline (or it is empty): the marker starts a line of its own.
@@ -128,6 +130,7 @@ impl CappedLog {
         Ok(Self {
             head_path: head_path.to_owned(),
             limit,
+            marker: limit.marker(head_path),
             head,
             head_len,
             head_at_line_start: true,
@@ -138,10 +141,9 @@ impl CappedLog {
     /// Appends `bytes`: to the head while it has room, then the marker, then to the tail.
     pub(crate) fn write(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
         if self.tail.is_none() {
-            let marker = self.limit.marker(&self.head_path);
             let room = self
                 .limit
-                .head_bytes(marker.len())
+                .head_bytes(self.marker.len())
                 .saturating_sub(self.head_len);
             let fits = bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX));
             let (head, rest) = bytes.split_at(fits);
@@ -156,7 +158,7 @@ impl CappedLog {
             if !self.head_at_line_start {
                 self.head.write_all(b"\n")?;
             }
-            self.head.write_all(&marker)?;
+            self.head.write_all(&self.marker)?;
             self.tail = Some((create(&tail_path(&self.head_path))?, 0));
             bytes = rest;
         }
