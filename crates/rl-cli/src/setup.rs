@@ -131,7 +131,28 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             });
         }
     }
-    let config = write_settings(&home, &edits)?;
+    let changed = write_settings(&home, &edits)?;
+    let config = home.join(rl_settings::SETTINGS_FILE);
+    let message = if changed.is_empty() {
+        format!("{} already says so: nothing written", config.display())
+    } else {
+        format!("set {} in {}", changed.join(", "), config.display())
+    };
+    if as_json {
+        return output::json(&SetUp {
+            parts: ready
+                .iter()
+                .map(|state| ReadyPart {
+                    part: state.part.name(),
+                    python: &state.python,
+                })
+                .collect(),
+            config: &config,
+            changed: &changed,
+            message: &message,
+            next: NEXT,
+        });
+    }
     for state in &ready {
         output::line(format!(
             "{}: ready ({})",
@@ -139,11 +160,29 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             state.python.display()
         ))?;
     }
-    output::line(format!(
-        "wrote {} (with {}); next: rl doctor, rl envs list, rl mcp --print-config CLIENT",
-        config.display(),
-        installer.name()
-    ))
+    output::line(format!("{message}; next: {}", NEXT.join(", ")))
+}
+
+/// What to run after `rl setup`.
+const NEXT: &[&str] = &["rl doctor", "rl envs list", "rl mcp --print-config CLIENT"];
+
+/// What `rl setup --json` prints once every part is ready.
+#[derive(Serialize)]
+struct SetUp<'a> {
+    parts: Vec<ReadyPart<'a>>,
+    /// The operator settings file rl points at the parts.
+    config: &'a std::path::Path,
+    /// The keys of `config` whose value this run set (`table.key`); empty when it already said
+    /// so, and then it was not written.
+    changed: &'a [String],
+    message: &'a str,
+    next: &'static [&'static str],
+}
+
+#[derive(Serialize)]
+struct ReadyPart<'a> {
+    part: &'static str,
+    python: &'a std::path::Path,
 }
 
 /// What `rl setup --check` prints with `--json`.

@@ -2,7 +2,7 @@
 //! every other line of the operator's file kept as it was, comments included; a key rl adds
 //! comes with a comment saying what it is.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use toml_edit::{DocumentMut, Item, Table, value};
 
@@ -23,9 +23,12 @@ pub struct SettingEdit {
 const HEADER: &str = "# rl's operator settings. `rl setup` wrote the keys it manages; every other key you add \
 is kept.\n# All settings: the README's \"Operator settings\"; check them with `rl doctor`.\n";
 
-/// Sets `edits` in `home`'s `config.toml` (created when missing) and returns its path. A file
-/// that is not valid TOML is refused and left as it is.
-pub fn write_settings(home: &Path, edits: &[SettingEdit]) -> Result<PathBuf, SettingsError> {
+/// Sets `edits` in `home`'s `config.toml` (created when missing) and returns the keys whose
+/// value changed (`table.key`). A key already set to its value is left as it is, and when none
+/// changed the file is not written at all. A changed key keeps its place and the comments around
+/// it (the header rl wrote is the first key's comment); a key rl adds comes with `comment`. A
+/// file that is not valid TOML is refused and left as it is.
+pub fn write_settings(home: &Path, edits: &[SettingEdit]) -> Result<Vec<String>, SettingsError> {
     let path = home.join(SETTINGS_FILE);
     let (text, new) = match std::fs::read_to_string(&path) {
         Ok(text) => (text, false),
@@ -42,6 +45,7 @@ pub fn write_settings(home: &Path, edits: &[SettingEdit]) -> Result<PathBuf, Set
         what: path.display().to_string(),
         reason: format!("{error}; fix it (or move it away) and run again: nothing was changed"),
     })?;
+    let mut changed = Vec::new();
     for edit in edits {
         let table: &mut Table = match edit.table {
             None => document.as_table_mut(),
@@ -57,12 +61,15 @@ pub fn write_settings(home: &Path, edits: &[SettingEdit]) -> Result<PathBuf, Set
                     })?
             }
         };
-        let added = !table.contains_key(edit.key);
-        table.insert(edit.key, value(edit.value.as_str()));
-        if added && let Some(mut key) = table.key_mut(edit.key) {
-            key.leaf_decor_mut()
-                .set_prefix(format!("# {}\n", edit.comment));
+        if set(table, edit) {
+            changed.push(edit.table.map_or_else(
+                || edit.key.to_owned(),
+                |table| format!("{table}.{}", edit.key),
+            ));
         }
+    }
+    if changed.is_empty() {
+        return Ok(changed);
     }
     let text = if new {
         format!("{HEADER}\n{document}")
@@ -70,7 +77,34 @@ pub fn write_settings(home: &Path, edits: &[SettingEdit]) -> Result<PathBuf, Set
         document.to_string()
     };
     write_atomically(&path, text.as_bytes())?;
-    Ok(path)
+    Ok(changed)
+}
+
+/// Sets `edit` in `table`; whether that changed its value. An existing value is replaced in
+/// place, its decoration kept: `Table::insert` would make a new key, dropping the comments
+/// above it (rl's header among them) and the whitespace around it.
+fn set(table: &mut Table, edit: &SettingEdit) -> bool {
+    match table.get_mut(edit.key) {
+        Some(item) if item.as_str() == Some(edit.value.as_str()) => false,
+        Some(Item::Value(old)) => {
+            let decor = old.decor().clone();
+            *old = toml_edit::Value::from(edit.value.as_str());
+            *old.decor_mut() = decor;
+            true
+        }
+        Some(other) => {
+            *other = value(edit.value.as_str());
+            true
+        }
+        None => {
+            table.insert(edit.key, value(edit.value.as_str()));
+            if let Some(mut key) = table.key_mut(edit.key) {
+                key.leaf_decor_mut()
+                    .set_prefix(format!("# {}\n", edit.comment));
+            }
+            true
+        }
+    }
 }
 
 #[cfg(test)]
@@ -97,7 +131,8 @@ mod tests {
     #[test]
     fn a_new_file_is_commented_and_an_old_one_keeps_what_it_had() {
         let home = tempfile::tempdir().unwrap();
-        let path = write_settings(home.path(), &edits()).unwrap();
+        write_settings(home.path(), &edits()).unwrap();
+        let path = home.path().join(SETTINGS_FILE);
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(written.starts_with("# rl's operator settings"), "{written}");
         assert!(
@@ -129,6 +164,45 @@ mod tests {
         assert!(!kept.contains("/usr/bin/python3"), "{kept}");
         assert!(kept.contains("base_model = \"/models/q\""), "{kept}");
         assert!(kept.contains("kind = \"local\""), "{kept}");
+    }
+
+    /// Issue 30 #7: run again with nothing to do, `rl setup` rewrote the file, losing its
+    /// header, the operator's comments and the trailing newline.
+    #[test]
+    fn nothing_to_change_writes_nothing_and_a_change_keeps_every_comment() {
+        use std::os::unix::fs::MetadataExt as _;
+        let home = tempfile::tempdir().unwrap();
+        let first = write_settings(home.path(), &edits()).unwrap();
+        assert_eq!(first, ["python", "engine.kind"]);
+        let path = home.path().join(SETTINGS_FILE);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text = text.replace(
+            "# rl's managed Python\n",
+            "# rl's managed Python\n# mine: keep this Python\n",
+        );
+        text.push_str("# the end\n");
+        std::fs::write(&path, &text).unwrap();
+        let before = std::fs::metadata(&path).unwrap();
+
+        assert!(write_settings(home.path(), &edits()).unwrap().is_empty());
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            (after.ino(), after.mtime_nsec()),
+            (before.ino(), before.mtime_nsec()),
+            "the file was written"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+
+        let mut moved = edits();
+        moved[0].value = "/opt/rl/python".to_owned();
+        assert_eq!(write_settings(home.path(), &moved).unwrap(), ["python"]);
+        let changed = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            changed,
+            text.replace("/home/me/.rl/venvs/trainer/bin/python", "/opt/rl/python")
+        );
+        assert!(changed.starts_with(HEADER), "{changed}");
+        assert!(changed.ends_with("# the end\n"), "{changed}");
     }
 
     #[test]

@@ -408,3 +408,48 @@ fn setup_uses_uv_when_it_is_on_the_path() {
     let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
     assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
 }
+
+/// Issue 30 #7: run again with nothing to do, `rl setup` said "wrote config.toml" and rewrote
+/// it, losing its own header, the operator's comment above `python =` and the last newline.
+/// With its Python ready (the test venv, as `rl setup` would have made it), a second run writes
+/// nothing and says so; `--json` answers in JSON either way.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn setup_with_nothing_to_do_writes_nothing_and_keeps_every_comment() {
+    use std::os::unix::fs::MetadataExt as _;
+    let python = crate::test_python();
+    let venv = python.parent().and_then(Path::parent).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("venvs")).unwrap();
+    std::os::unix::fs::symlink(venv, home.path().join("venvs/trainer")).unwrap();
+    let setup = |args: &[&str]| {
+        let output = crate::rl_in(home.path(), args);
+        assert!(output.status.success(), "{}", text(&output));
+        output
+    };
+
+    let first = json(&setup(&["setup", "--json"]));
+    assert_eq!(first["changed"], serde_json::json!(["python"]), "{first:#}");
+    assert_eq!(first["parts"][0]["part"], "trainer", "{first:#}");
+    let config = PathBuf::from(first["config"].as_str().unwrap());
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(written.starts_with("# rl's operator settings"), "{written}");
+    let mine = written.replace("\npython = ", "\n# mine: this Python, please\npython = ")
+        + "# the last line\n";
+    std::fs::write(&config, &mine).unwrap();
+    let before = std::fs::metadata(&config).unwrap();
+
+    let again = setup(&["setup"]);
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(said.contains("already says so"), "{}", text(&again));
+    assert!(!said.contains("wrote"), "{}", text(&again));
+    let again = json(&setup(&["setup", "--json"]));
+    assert_eq!(again["changed"], serde_json::json!([]), "{again:#}");
+    let after = std::fs::metadata(&config).unwrap();
+    assert_eq!(
+        (after.ino(), after.mtime_nsec()),
+        (before.ino(), before.mtime_nsec()),
+        "config.toml was written"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), mine);
+}
