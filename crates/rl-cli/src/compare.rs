@@ -8,8 +8,8 @@ use clap::Args;
 use rl_preflight::{Progress, ProgressSink};
 use rl_settings::RunId;
 use rl_tools::{
-    CompareOptions, ComparedModel, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS,
-    EstimateView,
+    CompareOptions, ComparePlan, ComparedModel, DEFAULT_COMPARE_GROUP_SIZE,
+    DEFAULT_COMPARE_PROMPTS, EstimateView, TrainedCheckpoint,
 };
 
 use crate::context::{Context, until_interrupted, wait_limit};
@@ -21,8 +21,8 @@ use crate::preflight::bars;
 pub(crate) struct CompareArgs {
     /// The run whose checkpoint is compared with its base model (a finished local-engine run).
     run_id: String,
-    /// The trained checkpoint: a step with a saved state, or `best` (default: the last saved
-    /// state, the final one when the run completed).
+    /// The trained checkpoint: a step with a saved state, or `best` (the one `rl checkpoints
+    /// list` marks; default: the last saved state, the final one when the run completed).
     #[arg(long, value_name = "STEP")]
     step: Option<String>,
     /// Prompts (groups) per model.
@@ -45,14 +45,21 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
         group_size: args.group_size,
         timeout: wait_limit(args.timeout)?,
     };
-    let plan = tools.compare_plan(&id, &options)?;
+    let ComparePlan {
+        test: plan,
+        trained,
+    } = tools.compare_plan(&id, &options)?;
     let progress = if as_json {
         Arc::new(|_: Progress| {}) as ProgressSink
     } else {
         output::line(format!(
-            "comparing {} with its base model on {} ({} prompts of {} completions each); the \
-             run's engine loads both first, which compiles (minutes on a CPU)",
-            plan.models[1], plan.environment, plan.steps, plan.group_size
+            "comparing {} ({}) with its base model on {} ({} prompts of {} completions each); \
+             the run's engine loads both first, which compiles (minutes on a CPU)",
+            plan.models[1],
+            describe(trained),
+            plan.environment,
+            plan.steps,
+            plan.group_size
         ))?;
         bars(&plan)
     };
@@ -62,7 +69,7 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
             tools.preflight_dir().display()
         );
     };
-    let answer = tools.comparison(&id, &report?)?;
+    let answer = tools.comparison(&id, trained, &report?)?;
     if as_json {
         return output::json(&answer);
     }
@@ -84,11 +91,23 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
             interval(difference)
         ))?;
     }
+    output::line(format!("trained: {}", describe(trained)))?;
     output::line(format!("verdict: {}", answer.explanation))?;
     output::line(format!(
         "prompts: {}; the test: rl preflight show {}",
         answer.prompts, answer.test_id
     ))
+}
+
+/// The trained checkpoint as a person reads it: its step, and what made it the best if asked.
+fn describe(trained: TrainedCheckpoint) -> String {
+    match trained.best_by {
+        Some(by) => format!(
+            "step {}, the best saved checkpoint by {by}, as `rl checkpoints list` marks it",
+            trained.step
+        ),
+        None => format!("step {}", trained.step),
+    }
 }
 
 fn row(model: &ComparedModel) -> [String; 6] {

@@ -211,9 +211,23 @@ impl FixtureServer {
     ///
     /// # Panics
     /// When the server cannot start or does not say where it listens.
-    #[allow(clippy::expect_used)]
     pub fn serving(
         python: &Path,
+        required_key_sha256: Option<&str>,
+        any_model: Option<&str>,
+    ) -> Self {
+        Self::serving_on(python, 0, required_key_sha256, any_model)
+    }
+
+    /// As [`FixtureServer::serving`], on loopback port `port` (0: any free one): a process
+    /// holding a port that something else named, logging what reaches it.
+    ///
+    /// # Panics
+    /// When the server cannot start (the port is taken) or does not say where it listens.
+    #[allow(clippy::expect_used)]
+    pub fn serving_on(
+        python: &Path,
+        port: u16,
         required_key_sha256: Option<&str>,
         any_model: Option<&str>,
     ) -> Self {
@@ -223,7 +237,9 @@ impl FixtureServer {
         let mut command = std::process::Command::new(python);
         command
             .arg(workspace_root().join("fixtures/openai-server/openai_server.py"))
-            .args(["--port", "0", "--log"])
+            .arg("--port")
+            .arg(port.to_string())
+            .arg("--log")
             .arg(&request_log)
             .stdout(std::process::Stdio::piped());
         if let Some(hash) = required_key_sha256 {

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use rl_preflight::ModelServer;
 use rl_process::{RunRecord, RunState};
-use rl_settings::{RunConfig, RunId, Value, run_dir};
+use rl_settings::{RunConfig, RunId, Value};
 
+use crate::hosted::TrainedOn;
 use crate::{Tools, ToolsError};
 
 /// How a model names a run's checkpoint.
@@ -26,8 +27,7 @@ pub(crate) enum At {
     /// The last checkpoint with a saved state (the final one, when the run saved it).
     Last,
     Step(i64),
-    /// The saved state at the best step: by held-out evaluation when the run evaluated during
-    /// training, else by `reward/mean`.
+    /// The best checkpoint, as `rl checkpoints list` marks it (`checkpoints::best_saved`).
     Best,
     Base,
 }
@@ -105,12 +105,24 @@ impl Tools {
         Ok((run, named))
     }
 
-    /// Whether `run` trained on the local engine (its folder keeps the engine's), rather than
-    /// on the hosted Tinker, whose checkpoints its own endpoint samples.
-    pub(crate) fn trained_locally(&self, run: &RunRecord) -> Result<bool, ToolsError> {
-        Ok(run_dir(self.home(), &RunId::parse(&run.id)?)
-            .join("engine")
-            .is_dir())
+    /// The step `at` names of `run`'s checkpoints, as a test of them would sample it (a saved
+    /// state on the local engine, sampler weights at a Tinker service), and what made it the
+    /// best when `at` asks for the best.
+    pub(crate) fn chosen_step(
+        &self,
+        run: &RunRecord,
+        at: &At,
+    ) -> Result<(i64, Option<&'static str>), ToolsError> {
+        let weights = match self.trained_on(run)? {
+            TrainedOn::LocalEngine => Weights::State,
+            TrainedOn::Service(_) => Weights::Sampler,
+        };
+        let saved = self.saved(run)?;
+        let (step, _) = path_of(&saved, at, weights).map_err(|reason| ToolsError::Invalid {
+            what: format!("run {}", run.id),
+            reason,
+        })?;
+        Ok((step, (at == &At::Best).then_some(saved.scores.by)))
     }
 
     /// What the hosted Tinker's OpenAI-compatible endpoint is asked for each of `named`: a
@@ -133,7 +145,9 @@ impl Tools {
                     At::Base => base_model_of(&config).ok_or_else(|| {
                         invalid("its run's config names no tinker.base_model".to_owned())
                     }),
-                    at => path_of(&saved, at, Weights::Sampler).map_err(invalid),
+                    at => path_of(&saved, at, Weights::Sampler)
+                        .map(|(_, path)| path)
+                        .map_err(invalid),
                 }
             })
             .collect()
@@ -192,7 +206,7 @@ impl Tools {
             if at == &At::Base {
                 args.extend(["--base".to_owned(), model.clone()]);
             } else {
-                let state =
+                let (_, state) =
                     path_of(&saved, at, Weights::State).map_err(|reason| ToolsError::Invalid {
                         what: format!("model {model}"),
                         reason,
@@ -227,8 +241,12 @@ enum Weights {
     Sampler,
 }
 
-/// The path of `weights` of the checkpoint `at` names; nothing pruned is a model.
-fn path_of(saved: &crate::checkpoints::Saved, at: &At, weights: Weights) -> Result<String, String> {
+/// The step and the path of `weights` of the checkpoint `at` names; nothing pruned is a model.
+fn path_of(
+    saved: &crate::checkpoints::Saved,
+    at: &At,
+    weights: Weights,
+) -> Result<(i64, String), String> {
     let candidates: Vec<(i64, &str)> = saved
         .record
         .checkpoints
@@ -269,21 +287,27 @@ fn path_of(saved: &crate::checkpoints::Saved, at: &At, weights: Weights) -> Resu
     let wanted = match at {
         At::Last => candidates.last().map(|(step, _)| *step),
         At::Step(step) => Some(*step),
-        // The best of what can be sampled: a better step without these weights cannot be.
-        At::Best => crate::checkpoints::best_of(
-            candidates.iter().map(|(step, _)| *step),
-            &saved.scores.values,
-        ),
+        // The one best `rl checkpoints list` marks (`checkpoints::best_saved`): it has a saved
+        // state, so it has sampler weights too.
+        At::Best => saved.best_step,
         At::Base => None,
     };
     let Some(step) = wanted else {
+        if at == &At::Best {
+            return Err(format!(
+                "no best checkpoint: the best is the step with the highest {} among those with \
+                 a saved state that was not pruned, and none has both; {}",
+                saved.scores.by,
+                steps()
+            ));
+        }
         return Err(format!("no checkpoint to sample; {}", steps()));
     };
     candidates
         .iter()
         .rev()
         .find(|(at, _)| *at == step)
-        .map(|(_, path)| (*path).to_owned())
+        .map(|(_, path)| (step, (*path).to_owned()))
         .ok_or_else(|| format!("step {step} has {missing}; {}", steps()))
 }
 

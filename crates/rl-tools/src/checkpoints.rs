@@ -1,6 +1,7 @@
 //! A run's checkpoints: listed with their sizes, the best and the one a resume loads
 //! (`rl_list_checkpoints`), and exported as a PEFT LoRA adapter folder (`rl checkpoints export`).
 
+use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,7 @@ use rl_process::{RunRecord, RunState};
 use rl_settings::{RunConfig, RunId, Value, run_dir};
 
 use crate::answers::{CheckpointEntry, CheckpointList, Exported, Pruned, RunCheckpoints};
+use crate::hosted::TrainedOn;
 use crate::resume::{resume_point, total_steps};
 use crate::{Tools, ToolsError};
 
@@ -58,19 +60,28 @@ impl Tools {
             resume,
             pruned,
         } = self.saved(run)?;
-        // A hosted run's sizes and expiries are the service's to tell.
-        let hosted = if ask_service && !self.trained_locally(run)? {
-            match self.hosted_listing(run, &record) {
-                Ok(listed) => listed,
+        // A hosted run's sizes and expiries are the service's to tell; only the service its
+        // launch record names is asked (with its key), and a record that cannot tell asks none.
+        let hosted = if ask_service {
+            match self.trained_on(run) {
+                Ok(TrainedOn::Service(service)) => self
+                    .hosted_listing(&service, &record)
+                    .unwrap_or_else(|error| {
+                        record.warnings.push(format!(
+                            "the Tinker service did not tell sizes and expiries: {error}"
+                        ));
+                        BTreeMap::new()
+                    }),
+                Ok(TrainedOn::LocalEngine) => BTreeMap::new(),
                 Err(error) => {
-                    record.warnings.push(format!(
-                        "the Tinker service did not tell sizes and expiries: {error}"
-                    ));
-                    std::collections::BTreeMap::new()
+                    record
+                        .warnings
+                        .push(format!("sizes and expiries unknown: {error}"));
+                    BTreeMap::new()
                 }
             }
         } else {
-            std::collections::BTreeMap::new()
+            BTreeMap::new()
         };
         let checkpoints = record
             .checkpoints
@@ -104,7 +115,9 @@ impl Tools {
                     time: checkpoint.time.clone(),
                     size_bytes: sampler.map(|bytes| bytes + state.unwrap_or(0)),
                     expires_at,
-                    best: checkpoint.step.is_some() && checkpoint.step == best_step,
+                    best: best_step.is_some()
+                        && checkpoint.step == best_step
+                        && is_comparable(checkpoint, &pruned),
                     resume_point: resume.as_ref().is_some_and(|point| {
                         checkpoint.state_path.as_deref() == Some(point.state_path.as_str())
                     }),
@@ -129,13 +142,8 @@ impl Tools {
         let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
         let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
         let scores = scores_by_step(&dir);
-        let best_step = best_of(
-            record
-                .checkpoints
-                .iter()
-                .filter_map(|checkpoint| checkpoint.step),
-            &scores.values,
-        );
+        let pruned = read_pruned(&dir);
+        let best_step = best_saved(&record, &pruned, &scores);
         let total = RunConfig::read(&run.config_path)
             .ok()
             .as_ref()
@@ -143,7 +151,6 @@ impl Tools {
         let resume = (!matches!(run.state, RunState::Completed))
             .then(|| resume_point(&dir, total).ok())
             .flatten();
-        let pruned = read_pruned(&dir);
         Ok(Saved {
             dir,
             record,
@@ -270,35 +277,38 @@ impl Tools {
         let local = engine_archive(&run_dir, &checkpoint.path).filter(|archive| archive.is_file());
         let files = match local {
             Some(archive) => extract_adapter(&archive, dir)?,
-            None if !self.trained_locally(&run)? => {
-                // A hosted run's checkpoint, exported by the service from its saved state and
-                // read like a local archive. The helper writes it whole (beside it, then
-                // renamed), over what a killed export may have left.
-                let state = checkpoint.state_path.as_deref().ok_or_else(|| {
-                    ToolsError::invalid(
-                        "step",
+            None => match self.trained_on(&run)? {
+                TrainedOn::Service(service) => {
+                    // A hosted run's checkpoint, exported by the service from its saved state
+                    // and read like a local archive. The helper writes it whole (beside it,
+                    // then renamed), over what a killed export may have left.
+                    let state = checkpoint.state_path.as_deref().ok_or_else(|| {
+                        ToolsError::invalid(
+                            "step",
+                            format!(
+                                "run {id}'s checkpoint at step {step} has sampler weights only; \
+                                 the Tinker service exports saved states (save_every), not \
+                                 sampler weights"
+                            ),
+                        )
+                    })?;
+                    let download = run_dir.join(format!("export-step-{step}.tar"));
+                    let files = self
+                        .fetch_export(&service, state, &download)
+                        .and_then(|()| extract_adapter(&download, dir));
+                    let _ = std::fs::remove_file(&download);
+                    files?
+                }
+                TrainedOn::LocalEngine => {
+                    return Err(ToolsError::invalid(
+                        "checkpoint",
                         format!(
-                            "run {id}'s checkpoint at step {step} has sampler weights only; the \
-                             Tinker service exports saved states (save_every), not sampler weights"
+                            "{} is not in the run's local engine folder (its archive is missing)",
+                            checkpoint.path
                         ),
-                    )
-                })?;
-                let download = run_dir.join(format!("export-step-{step}.tar"));
-                let files = self
-                    .fetch_export(&run, state, &download)
-                    .and_then(|()| extract_adapter(&download, dir));
-                let _ = std::fs::remove_file(&download);
-                files?
-            }
-            None => {
-                return Err(ToolsError::invalid(
-                    "checkpoint",
-                    format!(
-                        "{} is not in the run's local engine folder (its archive is missing)",
-                        checkpoint.path
-                    ),
-                ));
-            }
+                    ));
+                }
+            },
         };
         let base_model = RunConfig::read(&run.config_path).ok().and_then(|config| {
             match config.tinker.get("base_model") {
@@ -410,14 +420,32 @@ pub(crate) struct Scores {
     pub(crate) values: Vec<(i64, f64)>,
 }
 
-/// The step of `steps` with the highest score, the later of equals (it trained longer for the
-/// same score); none without a score logged at any of them.
-pub(crate) fn best_of(steps: impl IntoIterator<Item = i64>, scores: &[(i64, f64)]) -> Option<i64> {
-    steps
-        .into_iter()
-        .filter_map(|step| Some((step, scores.iter().find(|(at, _)| *at == step)?.1)))
+/// The one rule of "best", which `rl checkpoints list` marks, `run:ID@best` samples and
+/// `rl compare --step best` compares, and which pruning keeps: among the checkpoints that can
+/// be compared and resumed (a saved state whose files were not pruned), the step with the
+/// highest score (`scores.by`: held-out evaluation when the run has any, else `reward/mean`),
+/// the later of equals (it trained longer for the same score); none without a score logged at
+/// any of them. A better step without a saved state is no candidate: nothing could load it.
+pub(crate) fn best_saved(
+    record: &rl_metrics::CheckpointRecord,
+    pruned: &[i64],
+    scores: &Scores,
+) -> Option<i64> {
+    record
+        .checkpoints
+        .iter()
+        .filter(|checkpoint| is_comparable(checkpoint, pruned))
+        .filter_map(|checkpoint| {
+            let step = checkpoint.step?;
+            Some((step, scores.values.iter().find(|(at, _)| *at == step)?.1))
+        })
         .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
         .map(|(step, _)| step)
+}
+
+/// Whether `checkpoint` can be loaded again: it has a step and a saved state, not pruned.
+fn is_comparable(checkpoint: &rl_metrics::Checkpoint, pruned: &[i64]) -> bool {
+    checkpoint.state_path.is_some() && checkpoint.step.is_some_and(|step| !pruned.contains(&step))
 }
 
 /// The held-out evaluations' mean scores when the run has any, else the training rewards.

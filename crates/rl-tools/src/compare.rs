@@ -9,7 +9,7 @@ use rl_preflight::{DrawnItems, HeldOutItems, TestPlan, TestReport, read_groups};
 use rl_settings::RunId;
 
 use crate::answers::ComparisonAnswer;
-use crate::checkpoint_models::RUN_PREFIX;
+use crate::checkpoint_models::{At, RUN_PREFIX, parse_checkpoint_model};
 use crate::{InferenceOptions, Tools, ToolsError};
 
 /// Prompts per model, and completions per prompt: enough for an interval that can tell a
@@ -39,6 +39,22 @@ impl Default for CompareOptions {
     }
 }
 
+/// A comparison's test, and the checkpoint its trained side is.
+#[derive(Debug, Clone)]
+pub struct ComparePlan {
+    pub test: TestPlan,
+    pub trained: TrainedCheckpoint,
+}
+
+/// The trained side of a comparison: the step chosen once, before the test, and named in the
+/// test's model (`run:ID@STEP`), so the answer says exactly what was sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainedCheckpoint {
+    pub step: i64,
+    /// What made it the best (`eval/mean_score` or `reward/mean`), when `best` was asked.
+    pub best_by: Option<&'static str>,
+}
+
 impl Tools {
     /// The test a comparison runs: the run's base model then its checkpoint, on the run's own
     /// environment, which must be the one selected (its edits are the test's).
@@ -46,7 +62,7 @@ impl Tools {
         &self,
         id: &RunId,
         options: &CompareOptions,
-    ) -> Result<TestPlan, ToolsError> {
+    ) -> Result<ComparePlan, ToolsError> {
         let run = self.run_status(id, i64::MAX)?.run;
         let selection = self.service()?.selection()?;
         let selected = &selection.environment;
@@ -60,12 +76,26 @@ impl Tools {
                 ),
             });
         }
-        let trained = match &options.step {
+        let asked = match &options.step {
             None => format!("{RUN_PREFIX}{id}"),
             Some(step) => format!("{RUN_PREFIX}{id}@{step}"),
         };
+        let at = match parse_checkpoint_model(&asked)?.1 {
+            At::Base => {
+                return Err(ToolsError::invalid(
+                    "step",
+                    "base is the side every comparison has: give a step, best, or no --step \
+                     (the last saved state)",
+                ));
+            }
+            at => at,
+        };
+        let (step, best_by) = self.chosen_step(&run, &at)?;
         let mut plan = self.inference_plan(&InferenceOptions {
-            models: vec![format!("{RUN_PREFIX}{id}@base"), trained],
+            models: vec![
+                format!("{RUN_PREFIX}{id}@base"),
+                format!("{RUN_PREFIX}{id}@{step}"),
+            ],
             num_steps: Some(options.prompts),
             group_size: Some(options.group_size),
             // One after the other: the engine samples one batch at a time anyway.
@@ -84,7 +114,10 @@ impl Tools {
                 .map_err(|error| ToolsError::Internal(error.to_string()))?;
             plan.held_out = Some(HeldOutItems { programs, slice });
         }
-        Ok(plan)
+        Ok(ComparePlan {
+            test: plan,
+            trained: TrainedCheckpoint { step, best_by },
+        })
     }
 
     /// The slice of its environment's items run `id` kept out of training, if any.
@@ -94,10 +127,11 @@ impl Tools {
             .held_out()
     }
 
-    /// The comparison a finished compare test supports.
+    /// The comparison a finished compare test of `checkpoint` supports.
     pub fn comparison(
         &self,
         id: &RunId,
+        checkpoint: TrainedCheckpoint,
         report: &TestReport,
     ) -> Result<ComparisonAnswer, ToolsError> {
         let [base, trained] = report.models.as_slice() else {
@@ -116,6 +150,7 @@ impl Tools {
         let prompts = Prompts::of(base.drawn_items()?, self.kept_out(id));
         Ok(ComparisonAnswer::new(
             id,
+            checkpoint,
             report,
             comparison.as_ref(),
             &prompts,

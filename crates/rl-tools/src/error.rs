@@ -33,6 +33,9 @@ pub enum ToolsError {
         /// The newest runs, whatever their state (at most [`crate::KNOWN_RUNS_SHOWN`]).
         known: Vec<String>,
     },
+    /// A file of the run's folder that says where its checkpoints are is gone or unreadable.
+    #[error("run {run_id}: {reason}")]
+    RunFilesMissing { run_id: String, reason: String },
     #[error("run {run_id} cannot be resumed: {reason}")]
     NotResumable { run_id: String, reason: String },
     #[error(transparent)]

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rl_process::RunRecord;
-use rl_settings::{RunConfig, RunId, Value};
+use rl_process::{Component, LaunchPlan, RunRecord};
+use rl_settings::{RunConfig, RunId, Value, run_dir};
 use wait_timeout::ChildExt as _;
 
 use crate::answers::Kept;
@@ -28,6 +28,30 @@ const QUOTED_CHARS: usize = 600;
 /// Longest expiry one may set: ten years (the service refuses nothing shorter than a second).
 pub const MAX_KEEP_DAYS: u32 = 3650;
 
+/// Where a run trained, as the record it left at its start says: the only ground on which rl
+/// sends TINKER_API_KEY anywhere for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TrainedOn {
+    /// The local engine its launch started; its checkpoints are files in its engine folder.
+    LocalEngine,
+    /// A Tinker service, which keeps its checkpoints.
+    Service(HostedService),
+}
+
+/// The Tinker service a hosted run trained against: the only address its key is sent to.
+/// Made only by [`Tools::trained_on`], so no caller can hand the key to an address of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostedService {
+    /// The run config's `tinker.base_url`; `None`: the hosted Tinker (the SDK's default).
+    base_url: Option<String>,
+}
+
+impl HostedService {
+    pub(crate) fn base_url(&self) -> Option<&str> {
+        self.base_url.as_deref()
+    }
+}
+
 /// How long a kept checkpoint lives from now on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeepFor {
@@ -36,6 +60,42 @@ pub enum KeepFor {
 }
 
 impl Tools {
+    /// Where `run` trained, from its launch record (`launch.json`, written before anything
+    /// started): a run whose launch started an engine trained locally, whatever its folder
+    /// holds now. Its config's `tinker.base_url` is then its own engine's loopback port, which
+    /// any process may own once the run has ended, so a local run is never taken for a hosted
+    /// one: a missing engine folder, or an unreadable record, is refused, and nothing is sent.
+    pub(crate) fn trained_on(&self, run: &RunRecord) -> Result<TrainedOn, ToolsError> {
+        let id = RunId::parse(&run.id)?;
+        let plan =
+            LaunchPlan::load(self.home(), &id).map_err(|error| ToolsError::RunFilesMissing {
+                run_id: id.to_string(),
+                reason: format!(
+                    "its launch record cannot be read ({error}), so rl cannot tell whether it \
+                     trained on the local engine or at a Tinker service; it asks neither and \
+                     sends no key"
+                ),
+            })?;
+        if plan.spec(Component::Engine).is_none() {
+            return Ok(TrainedOn::Service(HostedService {
+                base_url: service_of(run),
+            }));
+        }
+        let engine = run_dir(self.home(), &id).join("engine");
+        if !engine.is_dir() {
+            return Err(ToolsError::RunFilesMissing {
+                run_id: id.to_string(),
+                reason: format!(
+                    "this run's engine folder is missing ({}): it trained on the local engine \
+                     (its launch.json records one), and its checkpoints are files in that \
+                     folder; put the folder back. Nothing was asked of any Tinker service",
+                    engine.display()
+                ),
+            });
+        }
+        Ok(TrainedOn::LocalEngine)
+    }
+
     /// Sets the expiry of run `id`'s checkpoint at `step` (its sampler weights and its saved
     /// state) at the hosted Tinker.
     pub fn keep_checkpoint(
@@ -53,14 +113,14 @@ impl Tools {
             ));
         }
         let run = self.run_status(id, i64::MAX)?.run;
-        if self.trained_locally(&run)? {
+        let TrainedOn::Service(service) = self.trained_on(&run)? else {
             return Err(ToolsError::invalid(
                 format!("run {id}"),
                 "it trained on the local engine: its checkpoints are files in its folder and \
                  never expire (`rl checkpoints prune` deletes what the operator's policy does \
                  not keep)",
             ));
-        }
+        };
         let checkpoint = self.checkpoint_at(&run, step)?;
         let mut paths = vec![checkpoint.path.clone()];
         paths.extend(checkpoint.state_path.clone());
@@ -77,7 +137,7 @@ impl Tools {
                 None
             }
         };
-        self.run_hosted(&run, &args, KEEP_LIMIT)?;
+        self.run_hosted(&service, &args, KEEP_LIMIT)?;
         let message = match keep_for {
             KeepFor::Days(days) => format!(
                 "run {id}'s checkpoint at step {step} ({}) expires {days} days from now",
@@ -97,10 +157,10 @@ impl Tools {
         })
     }
 
-    /// What the service says of hosted run `run`'s checkpoints, by `tinker://` path.
+    /// What `service` says of a hosted run's checkpoints (`record`), by `tinker://` path.
     pub(crate) fn hosted_listing(
         &self,
-        run: &RunRecord,
+        service: &HostedService,
         record: &rl_metrics::CheckpointRecord,
     ) -> Result<BTreeMap<String, Listed>, ToolsError> {
         let mut models: Vec<String> = record
@@ -117,7 +177,7 @@ impl Tools {
         }
         let mut args = vec!["list".to_owned()];
         args.extend(models);
-        let printed = self.run_hosted(run, &args, KEEP_LIMIT)?;
+        let printed = self.run_hosted(service, &args, KEEP_LIMIT)?;
         let answer: ListAnswer = serde_json::from_str(printed.trim()).map_err(|error| {
             ToolsError::Internal(format!(
                 "the Tinker service's listing was not read: {error}"
@@ -130,12 +190,12 @@ impl Tools {
             .collect())
     }
 
-    /// Exports the saved state `state_path` of hosted run `run` as a tar of the files the
+    /// Exports the saved state `state_path` of a hosted run at `service` as a tar of the files the
     /// service gives (the SDK's only export since 0.3x: a training state loaded and saved as
     /// external weights, the temporary copy deleted after) into `out`.
     pub(crate) fn fetch_export(
         &self,
-        run: &RunRecord,
+        service: &HostedService,
         state_path: &str,
         out: &Path,
     ) -> Result<(), ToolsError> {
@@ -145,14 +205,14 @@ impl Tools {
             "--out".to_owned(),
             out.to_string_lossy().into_owned(),
         ];
-        self.run_hosted(run, &args, ARCHIVE_LIMIT).map(drop)
+        self.run_hosted(service, &args, ARCHIVE_LIMIT).map(drop)
     }
 
-    /// Runs the helper for `run` (at the service its config names, else the hosted one) and
-    /// returns what it printed; its failure is an error quoting it, keys redacted.
+    /// Runs the helper against `service` and returns what it printed; its failure is an error
+    /// quoting it, keys redacted.
     fn run_hosted(
         &self,
-        run: &RunRecord,
+        service: &HostedService,
         args: &[String],
         limit: Duration,
     ) -> Result<String, ToolsError> {
@@ -190,7 +250,7 @@ impl Tools {
                 command.env_remove(name);
             }
         }
-        if let Some(url) = service_of(run) {
+        if let Some(url) = service.base_url() {
             command.env("TINKER_BASE_URL", url);
         }
         let mut child = command.spawn().map_err(|source| ToolsError::Io {
@@ -260,8 +320,9 @@ fn training_run_of(path: &str) -> Option<String> {
 }
 
 /// The Tinker API run `run` trained against, when its config names one (else the hosted
-/// service, the SDK's default).
-pub(crate) fn service_of(run: &RunRecord) -> Option<String> {
+/// service, the SDK's default). Read only for a run that started no engine: a local run's
+/// config names its engine here.
+fn service_of(run: &RunRecord) -> Option<String> {
     match RunConfig::read(&run.config_path)
         .ok()?
         .tinker

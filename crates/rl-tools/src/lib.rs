@@ -39,7 +39,10 @@ pub use answers::{
     TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
     WindowView, error_answer, report_json,
 };
-pub use compare::{CompareOptions, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
+pub use compare::{
+    CompareOptions, ComparePlan, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS,
+    TrainedCheckpoint,
+};
 pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
 pub use health_check::{MIN_PYTHON, Probes, check as health_check};

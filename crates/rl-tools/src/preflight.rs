@@ -10,7 +10,7 @@ use rl_preflight::{
 };
 
 use crate::checkpoint_models::is_checkpoint_model;
-use crate::hosted::{TINKER_KEY_VARIABLE, service_of};
+use crate::hosted::{TINKER_KEY_VARIABLE, TrainedOn};
 use crate::{Tools, ToolsError};
 
 /// What a caller may choose; everything left `None` comes from the operator's settings
@@ -118,35 +118,38 @@ impl Tools {
         rl_preflight::check_models(&options.models)?;
         let (run, named) = self.checkpoint_models(&options.models)?;
         let mut request = TestRequest::openrouter(None);
-        if self.trained_locally(&run)? {
-            let [port] = rl_process::free_loopback_ports::<1>()?;
-            let server = self.checkpoint_server(&run, &named, port)?;
-            request.models.clone_from(&options.models);
-            request.endpoint = Endpoint {
-                base_url: server.base_url(),
-                key_variable: "(none)".to_owned(),
-                key: None,
-            };
-            // The checkpoints are loaded and compiled before the first model starts; a
-            // model's timeout counts from its own start.
-            request.server = Some(server);
-        } else {
-            // Tinker's endpoint samples a checkpoint by its sampler path, while training goes
-            // on or after; the test's models are those paths.
-            let key = self
-                .key(TINKER_KEY_VARIABLE)
-                .ok_or_else(|| PreflightError::MissingKey {
-                    variable: TINKER_KEY_VARIABLE.to_owned(),
-                })?;
-            request.models = self.hosted_models(&run, &named)?;
-            request.endpoint = Endpoint {
-                base_url: self
-                    .settings()?
-                    .inference
-                    .tinker_openai_url(service_of(&run).as_deref()),
-                key_variable: TINKER_KEY_VARIABLE.to_owned(),
-                key: Some(key),
-            };
+        match self.trained_on(&run)? {
+            TrainedOn::LocalEngine => {
+                let [port] = rl_process::free_loopback_ports::<1>()?;
+                let server = self.checkpoint_server(&run, &named, port)?;
+                request.models.clone_from(&options.models);
+                request.endpoint = Endpoint {
+                    base_url: server.base_url(),
+                    key_variable: "(none)".to_owned(),
+                    key: None,
+                };
+                // The checkpoints are loaded and compiled before the first model starts; a
+                // model's timeout counts from its own start.
+                request.server = Some(server);
+            }
+            TrainedOn::Service(service) => {
+                // Tinker's endpoint samples a checkpoint by its sampler path, while training goes
+                // on or after; the test's models are those paths.
+                let key =
+                    self.key(TINKER_KEY_VARIABLE)
+                        .ok_or_else(|| PreflightError::MissingKey {
+                            variable: TINKER_KEY_VARIABLE.to_owned(),
+                        })?;
+                request.models = self.hosted_models(&run, &named)?;
+                request.endpoint = Endpoint {
+                    base_url: self
+                        .settings()?
+                        .inference
+                        .tinker_openai_url(service.base_url()),
+                    key_variable: TINKER_KEY_VARIABLE.to_owned(),
+                    key: Some(key),
+                };
+            }
         }
         self.finish_plan(request, options, selection)
     }

@@ -319,9 +319,9 @@ impl Registry {
             .await?;
         let report = self
             .tools
-            .test_inference(&plan, Arc::new(|_: Progress| {}))
+            .test_inference(&plan.test, Arc::new(|_: Progress| {}))
             .await?;
-        to_json(&self.tools.comparison(&id, &report)?)
+        to_json(&self.tools.comparison(&id, plan.trained, &report)?)
     }
 }
 

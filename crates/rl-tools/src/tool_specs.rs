@@ -246,10 +246,12 @@ impl ToolName {
                 description: "List what a run saved (or every run, without `run_id`): each \
                     checkpoint's `step`, `name`, `sampler_path` (what sampling loads), \
                     `state_path` (what resuming loads), `time`, `size_bytes` on the local engine, \
-                    `expires_at` where known, whether it is the `best` (by `best_by`: the held-out \
-                    `eval/mean_score` when the run evaluated during training, else `reward/mean` \
-                    at its step) and whether it is the `resume_point` rl_resume_training would load. \
-                    Returns `runs` (each with `best_step` and `resume_step`) and `count`.",
+                    `expires_at` where known, whether it is the `best` (of the checkpoints with a \
+                    saved state not pruned, the top `best_by`: the held-out `eval/mean_score` \
+                    when the run evaluated during training, else `reward/mean` at its step; the \
+                    one run:ID@best and rl_compare_training's step best take) and whether it is \
+                    the `resume_point` rl_resume_training would load. Returns `runs` (each with \
+                    `best_step` and `resume_step`) and `count`.",
                 parameters: json!({
                     "type": "object",
                     "properties": {"run_id": run_id_parameter("Only this run's checkpoints")},
@@ -288,13 +290,13 @@ impl ToolName {
                     memory, not skill), each model's `mean_score` and `percent_correct` with 95% \
                     confidence intervals (`low`, `high`; null when too few prompts bound them), \
                     the `difference` (trained minus base), a `verdict` (better, no detectable \
-                    difference, worse) and an `explanation` saying how many prompts and \
-                    completions it rests on.",
+                    difference, worse), an `explanation` saying how many prompts and \
+                    completions it rests on, the `step` compared and, for step best, `best_by`.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
                         "run_id": run_id_parameter("The run whose checkpoint is compared"),
-                        "step": {"type": "string", "pattern": "^([0-9]+|best)$", "description": "The trained checkpoint: a step with a saved state, or best (default: the last saved state)"},
+                        "step": {"type": "string", "pattern": "^([0-9]+|best)$", "description": "The trained checkpoint: a step with a saved state, or best (the one rl_list_checkpoints marks best; default: the last saved state)"},
                         "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_COMPARE_PROMPTS, "description": "Prompts (groups) per model"},
                         "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_COMPARE_GROUP_SIZE, "description": "Completions per prompt"}
                     },

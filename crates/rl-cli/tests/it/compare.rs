@@ -173,7 +173,16 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     }
     assert_eq!(compared["run_id"], id.as_str());
     assert_eq!(compared["base"]["model"], at("base"));
-    assert_eq!(compared["trained"]["model"], format!("run:{id}"));
+    // The last saved state, named by its step (issue 30 #8: the answer says what it compared).
+    let last_saved = checkpoints
+        .iter()
+        .filter(|checkpoint| checkpoint["state_path"].is_string() && checkpoint["pruned"] != true)
+        .filter_map(|checkpoint| checkpoint["step"].as_i64())
+        .max()
+        .unwrap();
+    assert_eq!(compared["step"], last_saved, "{compared:#}");
+    assert!(compared["best_by"].is_null(), "{compared:#}");
+    assert_eq!(compared["trained"]["model"], at(&last_saved.to_string()));
     for side in ["base", "trained"] {
         assert_eq!(compared[side]["status"], "succeeded", "{compared:#}");
         assert_eq!(compared[side]["prompts"], 3, "{compared:#}");
@@ -199,8 +208,30 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     let shown = stack.json(&["preflight", "show", compared["test_id"].as_str().unwrap()]);
     assert_eq!(shown["test_id"], compared["test_id"], "{shown:#}");
 
-    // More prompts asked than the slice holds: every one of them, once, and the answer says so.
-    let all = stack.json(&["compare", &id, "--prompts", "6", "--group-size", "2"]);
+    // More prompts asked than the slice holds: every one of them, once, and the answer says so;
+    // of the best checkpoint, the one `rl checkpoints list` marks (issue 30 #8).
+    let all = stack.json(&[
+        "compare",
+        &id,
+        "--prompts",
+        "6",
+        "--group-size",
+        "2",
+        "--step",
+        "best",
+    ]);
+    assert_eq!(
+        all["step"], listed["runs"][0]["best_step"],
+        "{all:#}\n{listed:#}"
+    );
+    assert_eq!(all["best_by"], listed["runs"][0]["best_by"], "{all:#}");
+    let mut marked: Vec<&Value> = checkpoints
+        .iter()
+        .filter(|checkpoint| checkpoint["best"] == true)
+        .map(|checkpoint| &checkpoint["step"])
+        .collect();
+    marked.dedup();
+    assert_eq!(marked, [&all["step"]], "{listed:#}");
     for side in ["base", "trained"] {
         assert_eq!(all[side]["prompts"], HELD_OUT_PROMPTS, "{all:#}");
     }
@@ -218,4 +249,68 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     // The run's own engine folder was only read.
     assert_eq!(std::fs::read(&engine_db).unwrap(), db_before);
     assert_nothing_left(&stack, &id);
+    its_engine_folder_gone_no_key_goes_anywhere(stack, &id, &last_saved.to_string());
+}
+
+/// Issue 30 #2: with its engine folder moved away, this local run was taken for a hosted one,
+/// and TINKER_API_KEY went to the address its config names as its Tinker API: its engine's
+/// old loopback port, which any process may own now. Here one does, and logs what reaches it:
+/// nothing may; every command refuses, naming the missing folder. The folder put back, the run
+/// is the local run it was.
+fn its_engine_folder_gone_no_key_goes_anywhere(
+    mut stack: crate::runs::Stack,
+    id: &str,
+    step: &str,
+) {
+    const KEY: &str = "tml-never-to-the-old-engine-port-41c9";
+    let launch: Value =
+        serde_json::from_slice(&std::fs::read(stack.run_dir(id).join("launch.json")).unwrap())
+            .unwrap();
+    let port = u16::try_from(launch["engine_port"].as_u64().unwrap()).unwrap();
+    let squatter = rl_test_support::FixtureServer::serving_on(
+        &crate::test_python(),
+        port,
+        None,
+        Some("always-right"),
+    );
+    let engine = stack.run_dir(id).join("engine");
+    let moved = stack.run_dir(id).join("engine-moved-away");
+    std::fs::rename(&engine, &moved).unwrap();
+    stack.tinker_key = Some(KEY);
+    let missing = "this run's engine folder is missing";
+    stack.refused(&["--json", "compare", id, "--prompts", "1"], missing);
+    stack.refused(
+        &["--json", "compare", id, "--prompts", "1", "--step", "best"],
+        missing,
+    );
+    stack.refused(
+        &["--json", "test", "--model", &format!("run:{id}@best")],
+        missing,
+    );
+    stack.refused(
+        &["--json", "checkpoints", "keep", id, step, "--days", "1"],
+        missing,
+    );
+    let out = stack.home.path().join("exported");
+    let out_text = out.display().to_string();
+    stack.refused(
+        &["--json", "checkpoints", "export", id, step, &out_text],
+        missing,
+    );
+    let listed = stack.json(&["checkpoints", "list", id]);
+    assert!(
+        listed["runs"][0]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains(missing),
+        "{listed:#}"
+    );
+    assert_eq!(squatter.requests(), Vec::<Value>::new(), "the key went out");
+    std::fs::rename(&moved, &engine).unwrap();
+    stack.refused(
+        &["--json", "checkpoints", "keep", id, step, "--days", "1"],
+        "never expire",
+    );
+    assert_eq!(squatter.requests(), Vec::<Value>::new());
+    crate::hosted_training::assert_no_file_holds(stack.home.path(), KEY);
 }

@@ -227,3 +227,102 @@ fn a_hosted_checkpoint_is_kept_through_the_tinker_sdk() {
     // The key reached the service only: no file rl wrote holds it.
     assert_no_file_holds(stack.home.path(), KEY);
 }
+
+/// Issue 30 #2: a run whose launch started the local engine is local whatever its folder holds
+/// now. With its engine folder moved away it was taken for hosted, and TINKER_API_KEY went to
+/// the address its config names as the Tinker API: its own engine's old loopback port, which
+/// any process may own once the run has ended. Here a fixture server holds that port (the run's
+/// launch record names it as its engine's, its config as `tinker.base_url`, as a local run's
+/// do), and nothing may reach it: every command refuses, naming the missing folder.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_run_that_started_an_engine_sends_no_key_once_its_engine_folder_is_gone() {
+    const KEY: &str = "tml-old-engine-port-key-7d2e";
+    let python = crate::test_python();
+    let squatter = rl_test_support::FixtureServer::serving(&python, None, Some("always-right"));
+    let engine_url = squatter.base_url.trim_end_matches("/v1").to_owned();
+    let port: u16 = engine_url.rsplit(':').next().unwrap().parse().unwrap();
+    let tinker = format!("[locked.tinker]\nbase_url = \"{engine_url}\"");
+    let (mut stack, id, last) = hosted_run(&python, &tinker, KEY);
+    let step = last["step"].as_i64().unwrap().to_string();
+    // The listing above asked the service its config names, as a hosted run's does.
+    let asked_as_hosted = squatter.requests();
+
+    // The launch record as a local run's: its engine started first, on that port.
+    let launch_path = stack.run_dir(&id).join("launch.json");
+    let mut launch: Value = serde_json::from_slice(&std::fs::read(&launch_path).unwrap()).unwrap();
+    let mut engine = launch["components"][0].clone();
+    engine["component"] = "engine".into();
+    engine["log_path"] = stack
+        .run_dir(&id)
+        .join("engine.log")
+        .display()
+        .to_string()
+        .into();
+    launch["components"]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, engine);
+    launch["engine_port"] = port.into();
+    std::fs::write(&launch_path, serde_json::to_vec_pretty(&launch).unwrap()).unwrap();
+    assert!(!stack.run_dir(&id).join("engine").exists());
+
+    let missing = "this run's engine folder is missing";
+    stack.refused(&["--json", "compare", &id, "--prompts", "1"], missing);
+    stack.refused(
+        &["--json", "compare", &id, "--prompts", "1", "--step", "best"],
+        missing,
+    );
+    stack.refused(
+        &[
+            "--json",
+            "test",
+            "--model",
+            &format!("run:{id}"),
+            "--steps",
+            "1",
+        ],
+        missing,
+    );
+    stack.refused(
+        &["--json", "checkpoints", "keep", &id, &step, "--days", "1"],
+        missing,
+    );
+    let out = stack.home.path().join("exported");
+    stack.refused(
+        &[
+            "--json",
+            "checkpoints",
+            "export",
+            &id,
+            &step,
+            &out.display().to_string(),
+        ],
+        missing,
+    );
+    assert!(!out.exists());
+    // A listing still answers, saying why it knows no sizes.
+    let listed = stack.json(&["checkpoints", "list", &id]);
+    assert!(
+        listed["runs"][0]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains(missing),
+        "{listed:#}"
+    );
+
+    // Without a launch record, rl cannot tell, and asks nobody either.
+    std::fs::remove_file(&launch_path).unwrap();
+    stack.refused(
+        &["--json", "compare", &id, "--prompts", "1"],
+        "cannot tell whether it trained on the local engine",
+    );
+    stack.refused(
+        &["--json", "checkpoints", "keep", &id, &step, "--days", "1"],
+        "cannot tell whether it trained on the local engine",
+    );
+
+    assert_eq!(squatter.requests(), asked_as_hosted, "the key went out");
+    stack.tinker_key = None;
+    assert_no_file_holds(stack.home.path(), KEY);
+}

@@ -19,7 +19,9 @@ pub struct RunCheckpoints {
     /// The run's state: starting, running, stopping, stopped, completed, failed or lost.
     pub status: &'static str,
     pub checkpoints: Vec<CheckpointEntry>,
-    /// The step of the best checkpoint, and by which measure (see `best_by`).
+    /// The step of the best checkpoint: of those with a saved state not pruned (what a
+    /// comparison or a resume can load), the one with the top `best_by` score; the one
+    /// `run:ID@best` and `rl compare --step best` take. `null` when none has both.
     pub best_step: Option<i64>,
     /// `eval/mean_score` when the run was evaluated on held-out prompts during training
     /// (`eval_every`), else `reward/mean` at the checkpoint's step (the training batch's).
@@ -48,6 +50,7 @@ pub struct CheckpointEntry {
     /// When the hosted Tinker deletes it (the earlier of its weights' and state's expiry), as
     /// it reports it when one run is listed; `null` when unknown or never.
     pub expires_at: Option<String>,
+    /// It is the run's `best_step`.
     pub best: bool,
     /// A resume of this run would load this checkpoint's state.
     pub resume_point: bool,

@@ -5,7 +5,7 @@ use serde::Serialize;
 use rl_preflight::{Comparison, Estimate, ModelEstimate, TestReport};
 use rl_settings::RunId;
 
-use crate::compare::Prompts;
+use crate::compare::{Prompts, TrainedCheckpoint};
 
 /// A 95% interval; an end is `null` when too few prompts bound it.
 #[derive(Debug, Serialize)]
@@ -45,6 +45,13 @@ pub struct ComparisonAnswer {
     pub test_id: String,
     pub base: ComparedModel,
     pub trained: ComparedModel,
+    /// The step of the trained checkpoint compared (its model is `run:ID@STEP`, or its
+    /// sampler path at a Tinker service).
+    pub step: i64,
+    /// When the best was asked: what it is the best by (`eval/mean_score` when the run was
+    /// evaluated during training, else `reward/mean`), among the checkpoints with a saved
+    /// state not pruned, the one `rl checkpoints list` marks; `null` otherwise.
+    pub best_by: Option<&'static str>,
     /// Trained minus base, mean score.
     pub difference: Option<EstimateView>,
     /// `better`, `no detectable difference`, `worse`; `null` when a model produced no score.
@@ -63,6 +70,7 @@ pub struct ComparisonAnswer {
 impl ComparisonAnswer {
     pub(crate) fn new(
         id: &RunId,
+        trained: TrainedCheckpoint,
         report: &TestReport,
         comparison: Option<&Comparison>,
         prompts: &Prompts,
@@ -92,6 +100,8 @@ impl ComparisonAnswer {
             test_id: report.test_id.clone(),
             base: model(0, comparison.map(|c| &c.base)),
             trained: model(1, comparison.map(|c| &c.trained)),
+            step: trained.step,
+            best_by: trained.best_by,
             difference: comparison.map(|c| c.difference.into()),
             verdict: comparison.map(|c| c.verdict.label()),
             explanation,

@@ -9,18 +9,21 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rl_process::{Component, ComponentStatus, NewRun, Phase, ProcessIdentity, RunState, RunStore};
+use rl_process::{
+    Component, ComponentStatus, LaunchPlan, LaunchSpec, NewRun, Phase, ProcessIdentity, RunState,
+    RunStore,
+};
 use rl_settings::{RunConfig, RunEndpoints, RunId, Secrets, Settings, run_dir};
 use rl_tools::{Caller, Registry, ToolContext, Tools};
 use serde_json::{Value, json};
 
 /// The run made in the store by [`completed_run`].
-const FIXTURE_RUN: &str = "0a1b2c3d";
+pub(crate) const FIXTURE_RUN: &str = "0a1b2c3d";
 /// A well-formed id no run has.
 const UNKNOWN_RUN: &str = "0badc0de";
-const TINKER_KEY: &str = "tinker-fixture-key-never-shown";
+pub(crate) const TINKER_KEY: &str = "tinker-fixture-key-never-shown";
 
-struct Fixture {
+pub(crate) struct Fixture {
     home: tempfile::TempDir,
     registry: Registry,
     runtime: tokio::runtime::Runtime,
@@ -70,13 +73,17 @@ fn fixture_with(settings: Result<Settings, String>, keys: &[(&str, &str)]) -> Fi
     }
 }
 
-fn fixture() -> Fixture {
+pub(crate) fn fixture() -> Fixture {
     fixture_with(Ok(settings()), &[("TINKER_API_KEY", TINKER_KEY)])
 }
 
 impl Fixture {
-    fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         self.home.path()
+    }
+
+    pub(crate) fn registry_tools(&self) -> &Tools {
+        self.registry.tools()
     }
 
     /// The reply as a face sees it: the answer, and the kind of failure (HTTP status, MCP
@@ -88,7 +95,7 @@ impl Fixture {
         json!({"failure": reply.failure, "answer": reply.value})
     }
 
-    fn call(&self, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&self, tool: &str, arguments: Value) -> Value {
         self.call_as(Caller::Person, tool, arguments)
     }
 
@@ -143,6 +150,13 @@ fn completed_run(fixture: &Fixture) {
 
 /// [`completed_run`] ending in `end` instead.
 fn ended_run(fixture: &Fixture, end: RunState) {
+    ended_run_with(fixture, end, None);
+}
+
+/// [`ended_run`], of a run whose launch started the local engine on `engine_port` when given
+/// (its engine folder is not made), else of a hosted run; its launch record as `Runs::start`
+/// writes it.
+pub(crate) fn ended_run_with(fixture: &Fixture, end: RunState, engine_port: Option<u16>) {
     let home = fixture.home();
     fixture.select("word_ladder");
     let id = RunId::parse(FIXTURE_RUN).unwrap();
@@ -154,12 +168,37 @@ fn ended_run(fixture: &Fixture, end: RunState) {
             Some(RunEndpoints {
                 api_port: 8000,
                 trainer_port: 8001,
-                engine_port: None,
+                engine_port,
             }),
         )
         .unwrap();
     let dir = written.path.parent().unwrap().to_owned();
     let components = [Component::Api, Component::Trainer, Component::Env];
+    let launched = engine_port
+        .map(|_| Component::Engine)
+        .into_iter()
+        .chain(components);
+    LaunchPlan {
+        run_id: id.clone(),
+        api_port: 8000,
+        trainer_port: 8001,
+        engine_port,
+        components: launched
+            .map(|component| LaunchSpec {
+                component,
+                program: PathBuf::from("/bin/true"),
+                args: Vec::new(),
+                cwd: dir.clone(),
+                env: Vec::new(),
+                env_remove: Vec::new(),
+                log_path: dir.join(format!("{component}.log")),
+            })
+            .collect(),
+        timing: rl_settings::RunTiming::default(),
+        slurm: None,
+    }
+    .save(home)
+    .unwrap();
     let mut store = RunStore::open(home).unwrap();
     store
         .create_run(&NewRun {
@@ -530,7 +569,8 @@ fn prune_answers() {
         }),
         &[("TINKER_API_KEY", TINKER_KEY)],
     );
-    ended_run(&fixture, RunState::Failed);
+    // A local-engine run: its checkpoints are files in its engine folder.
+    ended_run_with(&fixture, RunState::Failed, Some(8002));
     let dir = run_dir(fixture.home(), &RunId::parse(FIXTURE_RUN).unwrap());
     let engine = dir.join("engine/checkpoints/m");
     let mut rows = String::new();

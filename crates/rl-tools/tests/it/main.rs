@@ -7,6 +7,7 @@
 mod answers;
 mod metrics_files;
 mod preflight_views;
+mod run_records;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
