@@ -100,14 +100,19 @@ fn print_list(list: &CheckpointList) -> anyhow::Result<()> {
             "run {}  {}  {}",
             run.run_id, run.environment, run.status
         ))?;
+        for warning in &run.warnings {
+            output::warning(warning);
+        }
         if run.checkpoints.is_empty() {
             output::line("  no checkpoints")?;
             continue;
         }
+        // The mark names its measure, as `rl compare --step best` does.
+        let best = format!("best by {}", run.best_by);
         let mut table = output::table(&["step", "name", "state", "size", "", "sampler path"]);
         for checkpoint in &run.checkpoints {
             let marks = [
-                (checkpoint.best, "best"),
+                (checkpoint.best, best.as_str()),
                 (checkpoint.resume_point, "resume point"),
             ]
             .iter()

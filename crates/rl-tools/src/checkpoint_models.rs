@@ -294,12 +294,7 @@ fn path_of(
     };
     let Some(step) = wanted else {
         if at == &At::Best {
-            return Err(format!(
-                "no best checkpoint: the best is the step with the highest {} among those with \
-                 a saved state that was not pruned, and none has both; {}",
-                saved.scores.by,
-                steps()
-            ));
+            return Err(no_best(saved));
         }
         return Err(format!("no checkpoint to sample; {}", steps()));
     };
@@ -309,6 +304,32 @@ fn path_of(
         .find(|(at, _)| *at == step)
         .map(|(_, path)| (step, (*path).to_owned()))
         .ok_or_else(|| format!("step {step} has {missing}; {}", steps()))
+}
+
+/// Why a run has no best checkpoint: none has a saved state left, or none of those has a score.
+fn no_best(saved: &crate::checkpoints::Saved) -> String {
+    let loadable: Vec<String> = saved
+        .record
+        .checkpoints
+        .iter()
+        .filter(|checkpoint| checkpoint.state_path.is_some())
+        .filter_map(|checkpoint| checkpoint.step)
+        .filter(|step| !saved.pruned.contains(step))
+        .map(|step| step.to_string())
+        .collect();
+    let by = saved.scores.by;
+    let why = if loadable.is_empty() {
+        "it has none (save_every in [locked.tinker] saves states as it trains)".to_owned()
+    } else {
+        format!(
+            "none of those it has (steps {}) has a {by} logged",
+            loadable.join(", ")
+        )
+    };
+    format!(
+        "no best checkpoint: the best is the step with the highest {by} among those with a saved \
+         state not pruned, and {why}"
+    )
 }
 
 /// The model a run trained (`tinker.base_model`, else the tokenizer it was given).
