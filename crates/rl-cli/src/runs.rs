@@ -168,7 +168,7 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
         } => {
             let started = tools.resume_training(&tools.run_id(&run_id)?, allow_changes)?;
             if !as_json {
-                output::line(&started.message)?;
+                output::say(&started.message)?;
             }
             follow_start(&tools, started, wait, timeout, as_json)
         }
@@ -197,7 +197,7 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             if as_json {
                 return output::json(&report);
             }
-            output::line(&report.message)
+            output::say(&report.message)
         }
         RunsCommand::Results { run_id, source } => {
             let id = tools.run_id(&run_id)?;
@@ -232,7 +232,7 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             if as_json {
                 return output::json(&evaluated);
             }
-            output::line(&evaluated.message)
+            output::say(&evaluated.message)
         }
         RunsCommand::Events {
             run_id,

@@ -55,9 +55,30 @@ impl Tools {
             }
         }
         let parent_dir = run_dir(self.home(), parent);
+        let service = self.service()?;
+        // Where the parent trained, from its launch record (a missing engine folder is refused
+        // there): a child that trains elsewhere would send its key to the parent's old address
+        // or load states that are not there.
+        let local_now = service.settings().engine.is_local();
+        match (self.trained_on(&status.run)?, local_now) {
+            (crate::hosted::TrainedOn::LocalEngine, false) => {
+                return Err(refuse(
+                    "it trained on the local engine, and config.toml now trains at a Tinker \
+                     service: resume it where it trained ([engine] kind = \"local\")"
+                        .to_owned(),
+                ));
+            }
+            (crate::hosted::TrainedOn::Service(_), true) => {
+                return Err(refuse(
+                    "it trained at a Tinker service, and config.toml now trains on the local \
+                     engine, which has none of its states: resume it where it trained"
+                        .to_owned(),
+                ));
+            }
+            _ => {}
+        }
         let total_steps = total_steps(&RunConfig::read(&status.run.config_path)?);
         let point = resume_point(&parent_dir, total_steps).map_err(refuse)?;
-        let service = self.service()?;
         let home = self.home().to_owned();
         // The parent's slice of held-out items, whatever [held_out] says now: one run's steps
         // never train on items another of its steps kept out.
@@ -107,7 +128,8 @@ impl Tools {
         };
         let message = format!(
             "Run {} continues run {parent} after its step {} from {}.{passed_over} Its trainer \
-             checks that the state loaded as it was saved before it trains.",
+             checks that the state loaded as it was saved before it trains. Follow it with \
+             rl_check_status(run_id).",
             status.run.id, point.step, point.state_path
         );
         Ok(started(&status, message))

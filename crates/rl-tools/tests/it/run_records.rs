@@ -229,3 +229,27 @@ fn the_best_is_one_step_for_the_listing_the_models_and_the_comparison() {
         "{refused:#}"
     );
 }
+
+/// A resume trains where its parent did: a local-engine run resumed while the operator's
+/// settings train at a service would send the key to the parent's old engine address.
+#[test]
+fn a_run_is_resumed_only_where_it_trained() {
+    let fixture = fixture();
+    ended_run_with(&fixture, RunState::Failed, Some(OLD_ENGINE_PORT));
+    let id = RunId::parse(FIXTURE_RUN).unwrap();
+    let dir = run_dir(fixture.home(), &id);
+    std::fs::create_dir_all(dir.join("engine")).unwrap();
+    write_checkpoints(&dir, &[checkpoint(0, true), checkpoint(2, true)]);
+    let refused = refusal(
+        &fixture,
+        "rl_resume_training",
+        json!({"run_id": FIXTURE_RUN}),
+    );
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("it trained on the local engine"),
+        "{refused:#}"
+    );
+}
