@@ -142,7 +142,10 @@ fn a_test_answers_in_one_json_line_and_is_kept() {
     let table = rl_in(home.path(), &["preflight", "show", id]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("verdict: "), "{table}");
-    assert!(table.contains("too hard"), "each model's verdict in its row: {table}");
+    assert!(
+        table.contains("too hard"),
+        "each model's verdict in its row: {table}"
+    );
 }
 
 #[test]

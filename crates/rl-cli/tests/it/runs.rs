@@ -872,7 +872,10 @@ fn a_run_whose_supervisor_vanished_is_lost_and_stop_ends_what_it_left() {
         message.starts_with(&format!("run {id} is lost; ")) && message.contains("ended on SIGTERM"),
         "{message}"
     );
-    assert!(message.contains("cannot be found without the supervisor"), "{message}");
+    assert!(
+        message.contains("cannot be found without the supervisor"),
+        "{message}"
+    );
     assert_eq!(report["run"]["state"], "lost", "a lost run stays lost");
     // Once stopped, the run no longer tells anyone to stop it.
     let error = report["run"]["error"].as_str().unwrap_or_default();
