@@ -94,7 +94,10 @@ pub(super) fn measure(
          every call goes through `fixtures/tinker-service` (the key and the SDK's version \
          checked, then forwarded to the engine), as a hosted run's go to the service; each side \
          gets an engine and a stand-in of its own. rl's hosted run starts no engine (its engine \
-         is already up), so its start → first step is not comparable with the local one's.\n",
+         is already up), so its start → first step is not comparable with the local one's. \
+         Nine steps a side on a shared 2-core machine: the bare script's two columns do the same \
+         work, and their difference shows how far one run's medians move by chance, often more \
+         than the 5 % goal.\n",
         rl_python::SDK.version
     );
     let _ = writeln!(
