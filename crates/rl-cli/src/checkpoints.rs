@@ -123,11 +123,18 @@ fn print_list(list: &CheckpointList) -> anyhow::Result<()> {
             table.add_row([
                 output::cell(checkpoint.step.map(|s| s.to_string()).unwrap_or_default()),
                 output::cell(checkpoint.name.clone().unwrap_or_default()),
-                output::cell(if checkpoint.state_path.is_some() {
-                    "saved"
-                } else {
-                    ""
-                }),
+                output::cell(
+                    match (
+                        checkpoint.state_path.is_some(),
+                        checkpoint.pruned,
+                        checkpoint.state_missing,
+                    ) {
+                        (false, _, _) => "",
+                        (true, true, _) => "pruned",
+                        (true, false, true) => "missing",
+                        (true, false, false) => "saved",
+                    },
+                ),
                 output::cell(
                     checkpoint
                         .size_bytes

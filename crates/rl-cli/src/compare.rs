@@ -37,6 +37,18 @@ pub(crate) struct CompareArgs {
 }
 
 pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow::Result<()> {
+    // The test's size rule, said with this command's own option names (the agents' tool calls
+    // them num_steps and group_size).
+    if let Err(rl_preflight::PreflightError::OutOfRange { what, value, max }) =
+        rl_preflight::check_size(Some(args.prompts), Some(args.group_size))
+    {
+        let option = if what == "num_steps" {
+            "--prompts"
+        } else {
+            "--group-size"
+        };
+        anyhow::bail!("{option} {value} is out of range: from 1 to {max}");
+    }
     let tools = context.tools()?;
     let id = RunId::parse(&args.run_id)?;
     let options = CompareOptions {

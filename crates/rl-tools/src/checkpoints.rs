@@ -122,6 +122,11 @@ impl Tools {
                         checkpoint.state_path.as_deref() == Some(point.state_path.as_str())
                     }),
                     pruned: checkpoint.step.is_some_and(|step| pruned.contains(&step)),
+                    state_missing: !checkpoint.step.is_some_and(|step| pruned.contains(&step))
+                        && checkpoint
+                            .state_path
+                            .as_deref()
+                            .is_some_and(|state| crate::resume::state_is_missing(&dir, state)),
                 }
             })
             .collect();
@@ -265,6 +270,7 @@ impl Tools {
         step: i64,
         dir: &Path,
     ) -> Result<Exported, ToolsError> {
+        check_export_folder(dir)?;
         let run = self.run_status(id, i64::MAX)?.run;
         let run_dir = run_dir(self.home(), id);
         let checkpoint = self.checkpoint_at(&run, step)?;
@@ -475,6 +481,28 @@ fn scores_by_step(dir: &Path) -> Scores {
 
 /// The adapter files of a sampler archive, written into `dir`: only those two names, only
 /// regular files, never over an existing file.
+/// Refuses an export's folder that is there but no folder (a file, a link to nothing): the
+/// adapter's files go into a folder, and creating one over either fails obscurely.
+fn check_export_folder(dir: &Path) -> Result<(), ToolsError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(_) if dir.is_dir() => Ok(()),
+        Ok(metadata) => Err(ToolsError::invalid(
+            "folder",
+            format!(
+                "{} is {}, not a folder: the export writes the adapter's two files into a \
+                 folder (made when missing, never overwriting); name a new one",
+                dir.display(),
+                if metadata.file_type().is_symlink() {
+                    "a link to nothing"
+                } else {
+                    "a file"
+                }
+            ),
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
 fn extract_adapter(archive: &Path, dir: &Path) -> Result<Vec<PathBuf>, ToolsError> {
     let io = |action: &'static str, path: &Path| {
         let path = path.to_owned();
@@ -567,6 +595,21 @@ fn extract_adapter(archive: &Path, dir: &Path) -> Result<Vec<PathBuf>, ToolsErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_export_folder_that_is_a_file_or_a_dangling_link_is_refused_saying_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        let said = check_export_folder(&file).unwrap_err().to_string();
+        assert!(said.contains("is a file, not a folder"), "{said}");
+        let said = check_export_folder(&dangling).unwrap_err().to_string();
+        assert!(said.contains("is a link to nothing"), "{said}");
+        assert!(check_export_folder(dir.path()).is_ok());
+        assert!(check_export_folder(&dir.path().join("new")).is_ok());
+    }
 
     /// A gzipped tar of `entries`: (path, contents, a symbolic link to this target instead).
     fn archive(entries: &[(&str, &[u8], Option<&str>)]) -> tempfile::NamedTempFile {

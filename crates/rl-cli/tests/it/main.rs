@@ -405,3 +405,17 @@ fn every_command_answers_in_json() {
         }
     }
 }
+
+#[test]
+fn a_comparison_of_no_prompts_is_refused_naming_the_option() {
+    for (args, said) in [
+        (["--prompts", "0"], "--prompts 0 is out of range"),
+        (["--group-size", "0"], "--group-size 0 is out of range"),
+    ] {
+        let output = rl(&[&["compare", "0a1b2c3d"][..], &args[..]].concat());
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(!stderr.contains("num_steps"), "{stderr}");
+    }
+}

@@ -423,6 +423,16 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
     assert_nothing_left(&stack, &damaged);
     // Its files gone, the state is passed over for the one before it, and the answer says so.
     std::fs::remove_dir_all(&last_state).unwrap();
+    let listed = stack.json(&["checkpoints", "list", &parent]);
+    let gone = listed["runs"][0]["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["step"].as_u64() == Some(resumed_at))
+        .unwrap()
+        .clone();
+    assert_eq!(gone["state_missing"], true, "{listed:#}");
+    assert_eq!(gone["resume_point"], false, "{listed:#}");
     let earlier = stack.json(&["runs", "resume", &parent]);
     assert!(
         earlier["message"]

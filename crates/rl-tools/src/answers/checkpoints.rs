@@ -56,6 +56,9 @@ pub struct CheckpointEntry {
     pub resume_point: bool,
     /// Its files were deleted by `rl checkpoints prune`; its record stays.
     pub pruned: bool,
+    /// Its saved state's files are gone from the run's engine folder though nothing pruned
+    /// them (a resume passes over it).
+    pub state_missing: bool,
 }
 
 /// `rl checkpoints prune`: what the operator's policy kept and deleted of one run.
