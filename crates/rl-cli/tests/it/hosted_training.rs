@@ -190,11 +190,7 @@ fn a_service_that_no_longer_supports_the_sdk_fails_the_run_quoting_it() {
             ..ServiceOptions::default()
         },
     );
-    let stack = hosted_stack(&service.url, "");
-    let id = stack.start();
-    let ended = stack.wait(&id, "finished", 300);
-    assert_eq!(ended["state"], "failed", "{}", stack.explain(&id));
-    let error = ended["error"].as_str().unwrap_or_default();
+    let (stack, id, error) = failed_hosted_run(&service);
     assert!(error.contains(SDK_REFUSED), "{error}");
     assert!(
         error.contains(&format!("tinker SDK ({})", rl_python::SDK.version)),
@@ -221,11 +217,7 @@ fn a_wrong_key_fails_the_run_naming_authentication() {
             ..ServiceOptions::default()
         },
     );
-    let stack = hosted_stack(&service.url, "");
-    let id = stack.start();
-    let ended = stack.wait(&id, "finished", 300);
-    assert_eq!(ended["state"], "failed", "{}", stack.explain(&id));
-    let error = ended["error"].as_str().unwrap_or_default();
+    let (stack, id, error) = failed_hosted_run(&service);
     assert!(error.contains("authentication failed"), "{error}");
     assert!(error.contains("TINKER_API_KEY"), "{error}");
     let log = std::fs::read_to_string(stack.run_dir(&id).join("trainer.log")).unwrap();
@@ -235,6 +227,16 @@ fn a_wrong_key_fails_the_run_naming_authentication() {
     );
     assert!(!log.contains(KEY), "the key is in the trainer's log");
     assert_nothing_left(&stack, &id);
+}
+
+/// A hosted run at `service` that must fail: its stack, id and error.
+fn failed_hosted_run(service: &TinkerService) -> (Stack, String, String) {
+    let stack = hosted_stack(&service.url, "");
+    let id = stack.start();
+    let ended = stack.wait(&id, "finished", 300);
+    assert_eq!(ended["state"], "failed", "{}", stack.explain(&id));
+    let error = ended["error"].as_str().unwrap_or_default().to_owned();
+    (stack, id, error)
 }
 
 /// Fails when a file under `folder` holds `secret`.

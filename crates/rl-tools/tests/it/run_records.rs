@@ -43,6 +43,16 @@ fn refusal(fixture: &Fixture, tool: &str, arguments: Value) -> Value {
     reply["answer"].clone()
 }
 
+/// The refusal of `tool`, which must say `said`.
+fn refused_saying(fixture: &Fixture, tool: &str, arguments: Value, said: &str) -> Value {
+    let refused = refusal(fixture, tool, arguments);
+    assert!(
+        refused["error"].as_str().unwrap().contains(said),
+        "{refused:#}"
+    );
+    refused
+}
+
 /// Issue 30 #2: a local-engine run was told from a hosted one by its engine folder alone; with
 /// the folder moved away, its checkpoints were asked of the address its config names as the
 /// Tinker API (its own engine's old loopback port, anyone's once the run ended) with
@@ -111,17 +121,11 @@ fn a_run_that_started_an_engine_is_never_taken_for_a_hosted_one() {
 
     // Without its launch record, no one can tell: nothing is asked of anyone.
     std::fs::remove_file(dir.join("launch.json")).unwrap();
-    let refused = refusal(
+    refused_saying(
         &fixture,
         "rl_compare_training",
         json!({"run_id": FIXTURE_RUN}),
-    );
-    assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("cannot tell whether it trained on the local engine"),
-        "{refused:#}"
+        "cannot tell whether it trained on the local engine",
     );
 }
 
@@ -216,17 +220,11 @@ fn the_best_is_one_step_for_the_listing_the_models_and_the_comparison() {
 
     // Nothing saved to choose from: refused, saying what the best is chosen among.
     write_checkpoints(&dir, &[checkpoint(2, false)]);
-    let refused = refusal(
+    refused_saying(
         &fixture,
         "rl_compare_training",
         json!({"run_id": FIXTURE_RUN, "step": "best"}),
-    );
-    assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("among those with a saved state"),
-        "{refused:#}"
+        "among those with a saved state",
     );
 }
 
@@ -240,16 +238,10 @@ fn a_run_is_resumed_only_where_it_trained() {
     let dir = run_dir(fixture.home(), &id);
     std::fs::create_dir_all(dir.join("engine")).unwrap();
     write_checkpoints(&dir, &[checkpoint(0, true), checkpoint(2, true)]);
-    let refused = refusal(
+    refused_saying(
         &fixture,
         "rl_resume_training",
         json!({"run_id": FIXTURE_RUN}),
-    );
-    assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("it trained on the local engine"),
-        "{refused:#}"
+        "it trained on the local engine",
     );
 }
