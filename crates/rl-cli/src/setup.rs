@@ -150,6 +150,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             config: &config,
             changed: &changed,
             message: &message,
+            installer: installer.name(),
             next: NEXT,
         });
     }
@@ -160,7 +161,11 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             state.python.display()
         ))?;
     }
-    output::line(format!("{message}; next: {}", NEXT.join(", ")))
+    output::line(format!(
+        "{message} (with {}); next: {}",
+        installer.name(),
+        NEXT.join(", ")
+    ))
 }
 
 /// What to run after `rl setup`.
@@ -169,6 +174,8 @@ const NEXT: &[&str] = &["rl doctor", "rl envs list", "rl mcp --print-config CLIE
 /// What `rl setup --json` prints once every part is ready.
 #[derive(Serialize)]
 struct SetUp<'a> {
+    /// What made the venvs: `uv`, or `venv + pip`.
+    installer: &'a str,
     parts: Vec<ReadyPart<'a>>,
     /// The operator settings file rl points at the parts.
     config: &'a std::path::Path,
