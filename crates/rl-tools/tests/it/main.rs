@@ -61,7 +61,10 @@ fn the_test_venv_and_the_fixture_tree_are_healthy_with_a_tinker_key() {
     assert_eq!(named(&report, "atroposlib").detail, "0.4.0");
     assert!(named(&report, "environments").detail.starts_with("20 in "));
     let sdk = format!("tinker {}", rl_python::SDK.version);
-    assert!(named(&report, "trainer").detail.contains(&sdk), "{report:#?}");
+    assert!(
+        named(&report, "trainer").detail.contains(&sdk),
+        "{report:#?}"
+    );
     assert_eq!(
         named(&report, "tinker SDK").detail,
         format!("{} (what rl was built for)", rl_python::SDK.version)
