@@ -45,7 +45,7 @@ pub use compare::{
 };
 pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
-pub use health_check::{MIN_PYTHON, Probes, check as health_check};
+pub use health_check::{MIN_PYTHON, Probes, SdkVersions, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
