@@ -37,6 +37,19 @@ fn checkpoint(step: i64, state: bool) -> Value {
     })
 }
 
+/// The plan of `rl compare ID --step best`.
+fn compare_best(tools: &rl_tools::Tools, id: &RunId) -> rl_tools::ComparePlan {
+    tools
+        .compare_plan(
+            id,
+            &CompareOptions {
+                step: Some("best".to_owned()),
+                ..CompareOptions::default()
+            },
+        )
+        .unwrap()
+}
+
 fn refusal(fixture: &Fixture, tool: &str, arguments: Value) -> Value {
     let reply = fixture.call(tool, arguments);
     assert!(!reply["failure"].is_null(), "{reply:#}");
@@ -174,15 +187,7 @@ fn the_best_is_one_step_for_the_listing_the_models_and_the_comparison() {
         })
         .unwrap();
     assert_eq!(plan.models, ["tinker://m/sampler_weights/step_1"]);
-    let compared = tools
-        .compare_plan(
-            &id,
-            &CompareOptions {
-                step: Some("best".to_owned()),
-                ..CompareOptions::default()
-            },
-        )
-        .unwrap();
+    let compared = compare_best(&tools, &id);
     assert_eq!(compared.trained.step, 1);
     assert_eq!(compared.trained.best_by, Some("reward/mean"));
     assert_eq!(compared.test.models[1], "tinker://m/sampler_weights/step_1");
@@ -204,15 +209,7 @@ fn the_best_is_one_step_for_the_listing_the_models_and_the_comparison() {
         (&json!(4), &json!("eval/mean_score")),
         "{listed:#}"
     );
-    let compared = tools
-        .compare_plan(
-            &id,
-            &CompareOptions {
-                step: Some("best".to_owned()),
-                ..CompareOptions::default()
-            },
-        )
-        .unwrap();
+    let compared = compare_best(&tools, &id);
     assert_eq!(
         (compared.trained.step, compared.trained.best_by),
         (4, Some("eval/mean_score"))
