@@ -187,7 +187,7 @@ fn the_best_is_one_step_for_the_listing_the_models_and_the_comparison() {
         })
         .unwrap();
     assert_eq!(plan.models, ["tinker://m/sampler_weights/step_1"]);
-    let compared = compare_best(&tools, &id);
+    let compared = compare_best(tools, &id);
     assert_eq!(compared.trained.step, 1);
     assert_eq!(compared.trained.best_by, Some("reward/mean"));
     assert_eq!(compared.test.models[1], "tinker://m/sampler_weights/step_1");
@@ -209,7 +209,7 @@ fn the_best_is_one_step_for_the_listing_the_models_and_the_comparison() {
         (&json!(4), &json!("eval/mean_score")),
         "{listed:#}"
     );
-    let compared = compare_best(&tools, &id);
+    let compared = compare_best(tools, &id);
     assert_eq!(
         (compared.trained.step, compared.trained.best_by),
         (4, Some("eval/mean_score"))
