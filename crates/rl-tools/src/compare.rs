@@ -10,6 +10,7 @@ use rl_settings::RunId;
 
 use crate::answers::ComparisonAnswer;
 use crate::checkpoint_models::{At, RUN_PREFIX, parse_checkpoint_model};
+use crate::evaluation::AsTrained;
 use crate::{InferenceOptions, Tools, ToolsError};
 
 /// Prompts per model, and completions per prompt: enough for an interval that can tell a
@@ -56,26 +57,19 @@ pub struct TrainedCheckpoint {
 }
 
 impl Tools {
-    /// The test a comparison runs: the run's base model then its checkpoint, on the run's own
-    /// environment, which must be the one selected (its edits are the test's).
+    /// The test a comparison runs: the run's base model then its checkpoint, on the
+    /// environment, edits and settings the run trained with (whatever is selected now).
     pub fn compare_plan(
         &self,
         id: &RunId,
         options: &CompareOptions,
     ) -> Result<ComparePlan, ToolsError> {
         let run = self.run_status(id, i64::MAX)?.run;
-        let selection = self.service()?.selection()?;
-        let selected = &selection.environment;
-        if run.environment != selected.key && run.environment != selected.name {
-            return Err(ToolsError::Invalid {
-                what: format!("run {id}"),
-                reason: format!(
-                    "it trained {}, and {} is selected: `rl select {}` first, so the \
-                     comparison runs the environment it trained on",
-                    run.environment, selected.key, run.environment
-                ),
-            });
-        }
+        let AsTrained {
+            selection,
+            settings,
+            ..
+        } = self.as_trained(id)?;
         let asked = match &options.step {
             None => format!("{RUN_PREFIX}{id}"),
             Some(step) => format!("{RUN_PREFIX}{id}@{step}"),
@@ -91,23 +85,27 @@ impl Tools {
             at => at,
         };
         let (step, best_by) = self.chosen_step(&run, &at)?;
-        let mut plan = self.inference_plan(&InferenceOptions {
-            models: vec![
-                format!("{RUN_PREFIX}{id}@base"),
-                format!("{RUN_PREFIX}{id}@{step}"),
-            ],
-            num_steps: Some(options.prompts),
-            group_size: Some(options.group_size),
-            // One after the other: the engine samples one batch at a time anyway.
-            concurrency: Some(1),
-            timeout: Some(options.timeout),
-            ..InferenceOptions::default()
-        })?;
+        let mut plan = self.checkpoint_plan(
+            &InferenceOptions {
+                models: vec![
+                    format!("{RUN_PREFIX}{id}@base"),
+                    format!("{RUN_PREFIX}{id}@{step}"),
+                ],
+                num_steps: Some(options.prompts),
+                group_size: Some(options.group_size),
+                // One after the other: the engine samples one batch at a time anyway.
+                concurrency: Some(1),
+                timeout: Some(options.timeout),
+                ..InferenceOptions::default()
+            },
+            &selection,
+            &settings,
+        )?;
         // The run's own slice; for a run that kept none, the operator's (its items were
         // trained on, and the answer says so), unless that is none either.
         let slice = self
             .kept_out(id)
-            .or_else(|| Some(self.settings().ok()?.held_out.slice()))
+            .or_else(|| Some(settings.held_out.slice()))
             .filter(|slice| slice.fraction > 0.0);
         if let Some(slice) = slice {
             let programs = rl_python::install(self.home())

@@ -127,7 +127,30 @@ pub(crate) fn check_locked(tinker: &BTreeMap<String, Value>) -> Result<Duration,
     Ok(size.timeout + EVALUATE_MARGIN)
 }
 
+/// A run as it trained: what a test of its checkpoints runs.
+pub(crate) struct AsTrained {
+    pub(crate) config: RunConfig,
+    /// The environment and edits the run recorded at its start, not the selection's: another
+    /// may be selected meanwhile.
+    pub(crate) selection: rl_config::Selection,
+    /// The operator's settings with the run's own `env` fields locked.
+    pub(crate) settings: rl_settings::Settings,
+}
+
 impl Tools {
+    /// Run `id` as it trained, from what its folder recorded.
+    pub(crate) fn as_trained(&self, id: &RunId) -> Result<AsTrained, ToolsError> {
+        let config = RunConfig::read(&run_dir(self.home(), id).join(RUN_CONFIG_FILE))?;
+        let selection = rl_config::run_selection(self.home(), id)?;
+        let mut settings = self.settings()?.clone();
+        settings.locked.env.clone_from(&config.env);
+        Ok(AsTrained {
+            config,
+            selection,
+            settings,
+        })
+    }
+
     /// The test of run `id`'s checkpoint served at `request.base_url`: the run's environment,
     /// edits and locked fields as it trained (not the selection's: another may be selected
     /// meanwhile), on its held-out items.
@@ -139,13 +162,12 @@ impl Tools {
         check_loopback(&request.base_url)?;
         // An unknown run is said as such, with the runs there are.
         self.run_status(id, i64::MAX)?;
-        let dir = run_dir(self.home(), id);
-        let config = RunConfig::read(&dir.join(RUN_CONFIG_FILE))?;
+        let AsTrained {
+            config,
+            selection,
+            settings,
+        } = self.as_trained(id)?;
         let size = EvaluationSize::of(&config.tinker)?;
-        let selection = rl_config::run_selection(self.home(), id)?;
-        // The locked fields the test passes on are the run's, as it trained.
-        let mut settings = self.settings()?.clone();
-        settings.locked.env.clone_from(&config.env);
         let mut test = TestRequest::openrouter(None);
         test.models = vec![request.model.clone()];
         test.endpoint = Endpoint {

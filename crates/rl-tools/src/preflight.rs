@@ -66,7 +66,7 @@ impl Tools {
             .iter()
             .any(|model| is_checkpoint_model(model))
         {
-            return self.checkpoint_plan(options, &selection);
+            return self.checkpoint_plan(options, &selection, settings);
         }
         let configured = &settings.inference;
         let base_url = options
@@ -98,15 +98,17 @@ impl Tools {
             key_variable: key_variable.unwrap_or_else(|| "(none)".to_owned()),
             key,
         };
-        self.finish_plan(request, options, &selection)
+        self.finish_plan(request, options, &selection, settings)
     }
 
-    /// A test of a run's checkpoints (`run:ID[@STEP]`): a local-engine run's served by a
-    /// process the test starts, a hosted run's by the Tinker service's endpoint.
-    fn checkpoint_plan(
+    /// A test of a run's checkpoints (`run:ID[@STEP]`) on `selection`'s environment: a
+    /// local-engine run's served by a process the test starts, a hosted run's by the Tinker
+    /// service's endpoint.
+    pub(crate) fn checkpoint_plan(
         &self,
         options: &InferenceOptions,
         selection: &rl_config::Selection,
+        settings: &rl_settings::Settings,
     ) -> Result<TestPlan, ToolsError> {
         if options.base_url.is_some() || options.key_variable.is_some() {
             return Err(ToolsError::Invalid {
@@ -142,16 +144,13 @@ impl Tools {
                         })?;
                 request.models = self.hosted_models(&run, &named)?;
                 request.endpoint = Endpoint {
-                    base_url: self
-                        .settings()?
-                        .inference
-                        .tinker_openai_url(service.base_url()),
+                    base_url: settings.inference.tinker_openai_url(service.base_url()),
                     key_variable: TINKER_KEY_VARIABLE.to_owned(),
                     key: Some(key),
                 };
             }
         }
-        self.finish_plan(request, options, selection)
+        self.finish_plan(request, options, selection, settings)
     }
 
     /// The caller's sizes, limits and rule applied to `request`, then checked into a plan.
@@ -160,8 +159,8 @@ impl Tools {
         mut request: TestRequest,
         options: &InferenceOptions,
         selection: &rl_config::Selection,
+        settings: &rl_settings::Settings,
     ) -> Result<TestPlan, ToolsError> {
-        let settings = self.settings()?;
         if let Some(steps) = options.num_steps {
             request.steps = steps;
         }

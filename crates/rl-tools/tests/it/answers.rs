@@ -115,7 +115,7 @@ impl Fixture {
         })
     }
 
-    fn select(&self, name: &str) {
+    pub(crate) fn select(&self, name: &str) {
         let selected = self.call("rl_select_environment", json!({"name": name}));
         assert!(selected["failure"].is_null(), "{selected}");
     }

@@ -194,6 +194,22 @@ fn the_best_is_one_step_for_the_listing_the_models_and_the_comparison() {
     let last = tools.compare_plan(&id, &CompareOptions::default()).unwrap();
     assert_eq!((last.trained.step, last.trained.best_by), (4, None));
 
+    // Issue 30 #10: with another environment selected (and edited), a comparison still runs
+    // the one the run trained, with its edits; it asks no one to `rl select` (which would wipe
+    // the current edits), and the selection is left as it was.
+    fixture.select("arithmetic");
+    fixture.call("rl_edit_config", json!({"field": "group_size", "value": 3}));
+    let before = fixture.call("rl_get_current_config", json!({}));
+    let elsewhere = tools.compare_plan(&id, &CompareOptions::default()).unwrap();
+    assert_eq!(elsewhere.test.environment, last.test.environment);
+    assert_eq!(elsewhere.test.env_file, last.test.env_file);
+    assert!(
+        elsewhere.test.env_file.ends_with("constrained_env.py"),
+        "{:?}",
+        elsewhere.test.env_file
+    );
+    assert_eq!(fixture.call("rl_get_current_config", json!({})), before);
+
     // Evaluated during training: held-out scores decide, over the reward.
     let evaluated: String = [(1, 0.2), (3, 0.9), (4, 0.6)]
         .iter()
