@@ -66,6 +66,14 @@ pub enum ProcessError {
 
 impl From<rusqlite::Error> for ProcessError {
     fn from(error: rusqlite::Error) -> Self {
+        if error.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
+            return ProcessError::Store(
+                "the state directory is read-only for this user: runs can be listed and \
+                 watched here, not started, stopped or changed (ask its owner, or set RL_HOME \
+                 to a folder of your own)"
+                    .to_owned(),
+            );
+        }
         ProcessError::Store(error.to_string())
     }
 }

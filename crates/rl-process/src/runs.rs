@@ -501,13 +501,25 @@ impl Runs {
                 None if age(&run) < SUPERVISOR_RECORD_LIMIT => return Ok(run),
                 None => "its supervisor was never started (the starting process died)".to_owned(),
             };
+            if self.store.is_read_only() {
+                return Ok(seen_lost(run, Some(reason)));
+            }
             // Refused when the supervisor recorded an end just before it exited: that end holds.
             if self.store.transition(id, RunState::Lost, "")?.is_some() {
                 self.store.set_error(id, &reason)?;
             }
         }
+        if self.store.is_read_only() {
+            return Ok(seen_lost(run, None));
+        }
         self.record_unseen_ends(id, &run)?;
         self.read(id)
+    }
+
+    /// Whether the state directory could be opened only for reading: nothing can be started,
+    /// stopped or recorded.
+    pub fn is_read_only(&self) -> bool {
+        self.store.is_read_only()
     }
 
     /// Records `lost` for each component of `run` still said to be running whose process is
@@ -515,8 +527,7 @@ impl Runs {
     fn record_unseen_ends(&mut self, id: &RunId, run: &RunRecord) -> Result<(), ProcessError> {
         let another_boot = run.from_another_boot();
         for component in &run.components {
-            let alive = !another_boot && component.process.is_some_and(|p| p.is_alive());
-            if component.status == ComponentStatus::Running && !alive {
+            if ended_unseen(another_boot, component) {
                 self.store.record_component(
                     id,
                     component.component,
@@ -622,6 +633,31 @@ fn elapsed_secs(run: &RunRecord) -> f64 {
 }
 
 mod stopping;
+/// What reconciling `run` would record, shown without writing: the run `lost` for `reason`
+/// (when given), and each component said to run whose process is gone `lost` too.
+fn seen_lost(mut run: RunRecord, reason: Option<String>) -> RunRecord {
+    if let Some(reason) = reason
+        && run.state.can_become(RunState::Lost)
+    {
+        run.state = RunState::Lost;
+        run.error = Some(reason);
+    }
+    let another_boot = run.from_another_boot();
+    for component in &mut run.components {
+        if ended_unseen(another_boot, component) {
+            component.status = ComponentStatus::Lost;
+        }
+    }
+    run
+}
+
+/// Whether `component` is said to run while its process is gone (`another_boot`: the machine
+/// restarted since its run started, so no process of it remains).
+fn ended_unseen(another_boot: bool, component: &crate::store::ComponentRecord) -> bool {
+    let alive = !another_boot && component.process.is_some_and(|p| p.is_alive());
+    component.status == ComponentStatus::Running && !alive
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,8 @@ use crate::ProcessError;
 use crate::identity::ProcessIdentity;
 use crate::state::{Component, ComponentStatus, Phase, RunState};
 
+mod read_only;
+
 const DATABASE_FILE: &str = "runs.db";
 const OPENING_LOCK_FILE: &str = "runs.db.lock";
 const SUPERVISOR_EVENT: &str = "supervisor";
@@ -65,6 +67,9 @@ CREATE INDEX events_by_run ON events(run_id, seq);
 pub struct RunStore {
     connection: Connection,
     path: PathBuf,
+    /// Opened without write access (a state directory the caller may only read): runs can be
+    /// read, and what a writer would record (a lost run) is only shown.
+    read_only: bool,
 }
 
 /// What is known of a run when it is created.
@@ -145,8 +150,13 @@ fn now() -> String {
 }
 
 impl RunStore {
+    /// Opens the state directory's store, read-only when the caller may not write there (an
+    /// operator's folder shared for reading, a read-only mount).
     pub fn open(home: &Path) -> Result<Self, ProcessError> {
         let path = home.join(DATABASE_FILE);
+        if !read_only::may_write(home, &path) {
+            return Self::open_read_only(&path);
+        }
         // Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
         // (busy at once, whatever the timeout): two processes opening a new store together
         // must take turns. Held only while opening.
@@ -161,9 +171,18 @@ impl RunStore {
         connection.busy_timeout(Duration::from_secs(10))?;
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "foreign_keys", true)?;
-        let mut store = Self { connection, path };
+        let mut store = Self {
+            connection,
+            path,
+            read_only: false,
+        };
         store.migrate()?;
         Ok(store)
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     pub fn path(&self) -> &Path {

@@ -14,6 +14,7 @@ mod mcp;
 mod new_env;
 mod pages;
 mod preflight;
+mod read_only;
 mod run_logs;
 mod runs;
 mod serve;
