@@ -2,6 +2,7 @@
 //! training; tests run by another process (or left by one killed) followed and stopped.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -193,6 +194,12 @@ fn print_progress(progress: &TestProgress) -> anyhow::Result<()> {
         ]);
     }
     output::line(table)?;
+    print_capped_logs(
+        progress
+            .models
+            .iter()
+            .map(|model| (model.model.as_str(), model.log_path.as_path())),
+    )?;
     if let Some(pid) = progress
         .owner_pid
         .filter(|_| progress.status == TestStatus::Running)
@@ -212,6 +219,19 @@ fn print_progress(progress: &TestProgress) -> anyhow::Result<()> {
         ))?;
     }
     output::line(format!("in {}", progress.output_dir.display()))
+}
+
+/// One line per model whose log reached its size limit: what it printed is then in two files.
+fn print_capped_logs<'a>(logs: impl Iterator<Item = (&'a str, &'a Path)>) -> anyhow::Result<()> {
+    for (model, log) in logs.filter(|(_, log)| rl_process::is_capped(log)) {
+        output::line(format!(
+            "{model}: log capped at its size limit (run.log_limit_bytes): the head in {}, the \
+             latest output in {}",
+            log.display(),
+            rl_process::tail_path(log).display()
+        ))?;
+    }
+    Ok(())
 }
 
 fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
@@ -378,6 +398,12 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
             model.log_path.display()
         ))?;
     }
+    print_capped_logs(
+        report
+            .models
+            .iter()
+            .map(|model| (model.model.as_str(), model.log_path.as_path())),
+    )?;
     if let Some(at) = &report.stopped_at {
         output::line(format!(
             "stopped (rl preflight stop) at {at}: the test did not run to its end"

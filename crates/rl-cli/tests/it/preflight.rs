@@ -443,3 +443,87 @@ fn a_test_stopped_from_another_process_is_reported_stopped() {
     assert_eq!(waited["timed_out"], false);
     assert_eq!(waited["test"]["stopped_at"], report["stopped_at"]);
 }
+
+/// A model's log that reached its size limit is in two files: `rl preflight show` says so, for
+/// a test without a report and for one with, and names where the latest output went.
+#[test]
+fn a_capped_model_log_is_said_by_show() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("preflight").join("0badc0de");
+    std::fs::create_dir_all(&dir).unwrap();
+    // No owner recorded (a test of an earlier rl): shown interrupted, nothing to end.
+    let plan = json!({
+        "test_id": "0badc0de", "environment": "shell@shell.py", "models": ["m1", "m2"],
+        "base_url": "http://127.0.0.1:9/v1", "started_at": "2026-01-01T00:00:00Z", "steps": 2,
+    });
+    std::fs::write(dir.join("plan.json"), plan.to_string()).unwrap();
+    // As `capped_log` leaves a capped log: the head with its marker, the latest output beside.
+    let capped = dir.join("01-m1.log");
+    std::fs::write(&capped, "started\n[rl] log capped at 1024 bytes\n").unwrap();
+    let tail = rl_process::tail_path(&capped);
+    std::fs::write(&tail, "the latest line\n").unwrap();
+    let whole = dir.join("02-m2.log");
+    std::fs::write(&whole, "started\nended\n").unwrap();
+
+    let said = |shown: &str| {
+        let lines: Vec<&str> = shown.lines().filter(|l| l.contains("log capped")).collect();
+        assert_eq!(lines.len(), 1, "{shown}");
+        assert!(lines[0].starts_with("m1: "), "{shown}");
+        assert!(lines[0].contains(&tail.display().to_string()), "{shown}");
+    };
+    let keys = |model: &Value, capped: bool| {
+        if capped {
+            assert_eq!(model["log_capped"], true, "{model}");
+            assert_eq!(
+                model["log_tail_path"],
+                tail.display().to_string(),
+                "{model}"
+            );
+        } else {
+            assert!(model.get("log_capped").is_none(), "{model}");
+            assert!(model.get("log_tail_path").is_none(), "{model}");
+        }
+    };
+
+    let shown = json_of(home.path(), &["preflight", "show", "0badc0de"]);
+    assert_eq!(shown["status"], "interrupted", "{shown}");
+    keys(&shown["models"][0], true);
+    keys(&shown["models"][1], false);
+    let table = rl_in(home.path(), &["preflight", "show", "0badc0de"]);
+    assert!(table.status.success(), "{table:?}");
+    said(&String::from_utf8_lossy(&table.stdout));
+
+    let model = |name: &str, log: &Path| {
+        json!({
+            "model": name, "status": "failed", "code": 1, "signal": null, "duration_secs": 1.0,
+            "steps_tested": 0, "completions": 0, "scores": null, "accuracy": null,
+            "accuracy_score_above_zero": null, "steps_with_correct": 0,
+            "step_success_rate": null, "zero_variance_groups": 0, "all_correct_groups": 0,
+            "all_wrong_groups": 0, "parse_failures": 0, "error": "it failed",
+            "error_tail": ["it failed"], "log_path": log,
+            "output_path": log.with_extension("jsonl"),
+        })
+    };
+    let report = json!({
+        "test_id": "0badc0de", "environment": "shell@shell.py",
+        "base_url": "http://127.0.0.1:9/v1", "key_variable": "(none)", "steps": 2,
+        "group_size": 2, "correct_rule": {"rule": "top_score"}, "correct_from": null,
+        "started_at": "2026-01-01T00:00:00Z", "duration_secs": 1.0, "output_dir": dir,
+        "models": [model("m1", &capped), model("m2", &whole)],
+        "models_tested": 2, "models_succeeded": 0, "best_model": null,
+        "average_accuracy": null, "environment_working": false, "verdict": "broken",
+        "basis": {
+            "groups": 0, "all_correct_share": null, "all_wrong_share": null,
+            "zero_variance_share": null, "policy": {"nearly_all": 0.9, "most": 0.5},
+        },
+        "explanation": "no model produced a scored group",
+    });
+    std::fs::write(dir.join("report.json"), report.to_string()).unwrap();
+    let shown = json_of(home.path(), &["preflight", "show", "0badc0de"]);
+    assert_eq!(shown["verdict"], "broken", "{shown}");
+    keys(&shown["models"][0], true);
+    keys(&shown["models"][1], false);
+    let table = rl_in(home.path(), &["preflight", "show", "0badc0de"]);
+    assert!(table.status.success(), "{table:?}");
+    said(&String::from_utf8_lossy(&table.stdout));
+}

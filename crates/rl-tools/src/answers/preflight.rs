@@ -82,6 +82,12 @@ pub struct ModelAnswer {
     pub error: Option<String>,
     pub error_tail: Vec<String>,
     pub log_path: PathBuf,
+    /// Its log reached the size limit (`run.log_limit_bytes`): `log_path` keeps the head, the
+    /// latest output is in `log_tail_path`. Both only when so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub log_capped: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_tail_path: Option<PathBuf>,
     pub output_path: PathBuf,
     /// This model's own verdict (ready, too easy, ...), from its groups alone.
     pub verdict: Option<Verdict>,
@@ -200,6 +206,7 @@ impl From<&ModelReport> for ModelAnswer {
             }
         };
         let figures = &model.figures;
+        let log_capped = rl_process::is_capped(&model.log_path);
         Self {
             model: model.model.clone(),
             status,
@@ -222,6 +229,8 @@ impl From<&ModelReport> for ModelAnswer {
             error: model.error.clone(),
             error_tail: model.error_tail.clone(),
             log_path: model.log_path.clone(),
+            log_capped,
+            log_tail_path: log_capped.then(|| rl_process::tail_path(&model.log_path)),
             output_path: model.output_path.clone(),
             verdict: None,
             verdict_explanation: None,

@@ -137,16 +137,25 @@ pub struct ModelProgressView {
     /// Whether its process group has a process now.
     pub running: bool,
     pub log_path: PathBuf,
+    /// Its log reached the size limit (`run.log_limit_bytes`): `log_path` keeps the head, the
+    /// latest output is in `log_tail_path`. Both only when so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub log_capped: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_tail_path: Option<PathBuf>,
 }
 
 impl From<&ModelProgress> for ModelProgressView {
     fn from(model: &ModelProgress) -> Self {
+        let log_capped = rl_process::is_capped(&model.log_path);
         Self {
             model: model.model.clone(),
             groups_done: model.groups_done,
             total_groups: model.total_groups,
             running: model.running,
             log_path: model.log_path.clone(),
+            log_capped,
+            log_tail_path: log_capped.then(|| rl_process::tail_path(&model.log_path)),
         }
     }
 }
