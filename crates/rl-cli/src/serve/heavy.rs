@@ -17,8 +17,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::responses::{failure, with_hint, worker_failed};
 
-/// Heavy reads at once. Each holds up to a few times `rl_metrics::MAX_ROLLOUT_BYTES` (8 MB)
-/// while it reads and answers, so the server holds about 100 MB for them at worst.
+/// Heavy reads at once. A step's rollouts hold up to a few times `rl_metrics::MAX_ROLLOUT_BYTES`
+/// (8 MB) while read and answered. A run's status, metrics or page reads its `metrics.jsonl`
+/// whole (`rl_metrics::read_metrics_file`, a line a step), and `/page/runs` every run's:
+/// those are bounded in number here, not in bytes.
 pub(super) const MAX_HEAVY_READS: usize = 4;
 
 /// What a refused client is told to wait, in seconds.

@@ -10,7 +10,8 @@
 //! Browsers are kept out: the API starts processes, and any page a user visits could otherwise
 //! make their browser call it (cross-site requests, DNS rebinding): `guard.rs` and `body.rs`
 //! hold the rules; `auth.rs` the token; `seed.rs` the first client's old request bodies.
-//! Reads of run files (pages, metrics, rollouts) are bounded in number and memory: `heavy.rs`.
+//! Reads of run files (pages, metrics, rollouts) are bounded in number, a step's rollouts in
+//! bytes too: `heavy.rs`.
 
 mod auth;
 mod body;
