@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod fixture_server;
+mod node;
 mod pins;
 mod sample;
 mod test;

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::bail;
 
-use crate::{run_command, venv};
+use crate::{node, run_command, venv};
 
 #[derive(clap::Args)]
 pub(crate) struct TestArgs {
@@ -73,9 +73,19 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             venv::ensure_local_engine(root)?,
         ))
     };
+    // The MCP TypeScript client's tests need the venv too (the stack, the fixture endpoint).
+    let mcp_ts = if python.is_some() {
+        node::ensure_mcp_ts_client(root)?
+    } else {
+        None
+    };
     let test_command = |cargo_args: &[&str]| {
         let mut command = Command::new("cargo");
         command.args(cargo_args);
+        match &mcp_ts {
+            Some(modules) => command.env(node::MCP_TS_ENV, modules),
+            None => command.env_remove(node::MCP_TS_ENV),
+        };
         match &python {
             Some((python, engine)) => command
                 .env(venv::PYTHON_ENV, python)
@@ -121,8 +131,8 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             "--no-tests=fail",
             "--final-status-level=fail",
         ];
-        // Under `--check` (CI) SLURM must answer and Chromium be installed: their tests run
-        // and fail if not. Elsewhere what is missing is left out and said so.
+        // Under `--check` (CI) SLURM must answer and Chromium and Node be installed: their
+        // tests run and fail if not. Elsewhere what is missing is left out and said so.
         let mut left_out = Vec::new();
         let browser = chromium();
         if python.is_some() {
@@ -140,6 +150,10 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
                      install Debian's chromium"
                 );
                 left_out.push(BROWSER_TESTS);
+            }
+            // Said by `ensure_mcp_ts_client` when node or npm is missing.
+            if !args.check && mcp_ts.is_none() {
+                left_out.push(node::MCP_TS_TESTS);
             }
         }
         let filter = left_out
