@@ -265,7 +265,7 @@ fn the_run_page_shows_a_run_as_it_trains() {
         "uPlot drew no canvas: {drawn}"
     );
 
-    // A step written now shows on the open page by itself, within seconds.
+    // A step written now shows on the open page by itself (it asks every 2 s), with no reload.
     write_step(&home, STEPS + 1);
     let waited = browser.wait_for(
         &format!(
@@ -273,9 +273,9 @@ fn the_run_page_shows_a_run_as_it_trains() {
              ?.dataset.points === '{}'",
             STEPS + 1
         ),
-        Duration::from_secs(10),
+        Duration::from_secs(60),
     );
-    assert!(waited < Duration::from_secs(10));
+    assert!(waited < Duration::from_secs(60));
 
     // What a run wrote is shown as text, and never runs.
     browser.wait_for(

@@ -91,10 +91,12 @@ impl Stack {
         status["id"].as_str().unwrap().to_owned()
     }
 
-    /// Starts a run and waits until it is running.
+    /// Starts a run and waits until it is running. On the local engine that is the engine's
+    /// and the trainer's start (JAX) and a first sampled group: about 25 s on an idle 2-core
+    /// machine (benchmarks.md), so the wait allows far more; it ends as soon as the run does.
     pub(crate) fn start_running(&self) -> (String, Value) {
         let id = self.start();
-        let running = self.wait(&id, "running", 120);
+        let running = self.wait(&id, "running", 600);
         assert_eq!(running["state"], "running", "{}", self.explain(&id));
         (id, running)
     }
@@ -266,12 +268,13 @@ fn ports(status: &Value) -> [u16; 2] {
 
 pub(crate) fn assert_nothing_left(stack: &Stack, id: &str) {
     let status = stack.json(&["runs", "status", id]);
-    // The supervisor exits right after recording the end; give it a moment.
+    // The supervisor exits once it has ended everything; a failure is recorded before that,
+    // and each component left may take its `stop_grace_secs` (10 s on the local engine).
     let started = Instant::now();
     while status["supervisor"]["pid"]
         .as_u64()
         .is_some_and(|pid| is_alive(u32::try_from(pid).unwrap()))
-        && started.elapsed() < Duration::from_secs(10)
+        && started.elapsed() < Duration::from_secs(120)
     {
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -369,7 +369,7 @@ fn a_run_is_stopped_by_rl_or_cancelled_in_slurm() {
                     .success()
             );
         }
-        let finished = stack.finished(&id, 60);
+        let finished = stack.finished(&id, 300);
         assert_eq!(
             finished["status"],
             "stopped",
@@ -412,14 +412,15 @@ fn a_failing_component_or_a_time_limit_fails_the_run() {
         "the log comes from the step: {error}"
     );
 
-    // SLURM enforces limits to the minute, checked every ~30 s: about 90 s in all.
+    // SLURM enforces limits to the minute, checked every ~30 s: about 90 s in all, on SLURM's
+    // clock and after the job started; the wait ends as soon as the run does.
     let slow = (
         "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
         "RL_FIXTURE_TRAINER_STEP_SECONDS = \"30\"",
     );
     let limited = SlurmStack::new(&python, "time_limit = \"00:01:00\"", &[slow]);
     let (id, job) = limited.start();
-    let timed_out = limited.finished(&id, 240);
+    let timed_out = limited.finished(&id, 600);
     assert_eq!(timed_out["status"], "failed", "{}", events(&timed_out));
     let error = timed_out["error"].as_str().unwrap();
     assert!(
