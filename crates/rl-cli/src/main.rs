@@ -17,6 +17,7 @@ mod serve;
 mod setup;
 mod tool;
 mod watch;
+mod work;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -108,6 +109,9 @@ enum Command {
     /// The supervisor of one run (started by `rl runs start`, detached).
     #[command(hide = true)]
     Supervise { run_id: String },
+    /// The worker of a long tool call started without waiting (started by the tools, detached).
+    #[command(hide = true)]
+    Work,
 }
 
 /// Exits 1 when a required check fails, so scripts can gate on it.
@@ -165,6 +169,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Supervise { run_id } => runs::supervise(&context, &run_id),
+        Command::Work => work::run(&context),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,13 +10,16 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rl_tools::{Caller, Registry, ToolReply, ToolSpec};
+use rl_tools::{CallProgress, Caller, Registry, ToolReply, ToolSpec};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
+    GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{QuitReason, RequestContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::context::{Context, end_what_killed_tests_left, interrupted};
@@ -39,7 +42,7 @@ says how to correct it.";
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub(crate) fn run(context: &Context) -> anyhow::Result<()> {
-    let registry = context.registry()?;
+    let registry = context.registry()?.answering_at_once();
     end_what_killed_tests_left(registry.tools(), "rl mcp");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -85,28 +88,47 @@ async fn serve(server: RlServer) -> anyhow::Result<()> {
     }
 }
 
+/// The tools whose calls take minutes: over MCP they answer at once with a test's id, or run
+/// as an MCP task for a client that declared the tasks extension.
+const LONG_TOOLS: [&str; 2] = ["rl_test_inference", "rl_compare_training"];
+
+/// How long a finished task's answer is kept for `tasks/get`, and how often a client should
+/// look (a test moves in seconds at best).
+const TASK_TTL_MS: u64 = 24 * 3600 * 1000;
+const TASK_POLL_MS: u64 = 2000;
+
 /// The MCP face of the registry.
 #[derive(Clone)]
 struct RlServer {
     registry: Registry,
     tools: Vec<Tool>,
+    tasks: TaskManager,
 }
 
 impl RlServer {
     fn new(registry: Registry) -> Self {
         let tools = rl_tools::specs().iter().map(tool_of).collect();
-        Self { registry, tools }
+        Self {
+            registry,
+            tools,
+            tasks: TaskManager::new(),
+        }
     }
 }
 
 impl ServerHandler for RlServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("rl", env!("CARGO_PKG_VERSION"))
-                    .with_title("rl: RL training of language models on Atropos environments"),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("rl", env!("CARGO_PKG_VERSION"))
+                .with_title("rl: RL training of language models on Atropos environments"),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -124,27 +146,159 @@ impl ServerHandler for RlServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request
             .arguments
             .map_or_else(|| Value::Object(JsonObject::new()), Value::Object);
-        let registry = self.registry.clone();
         let name = request.name.into_owned();
-        // Its own task: the call runs to its end even if the client gives up on it (a run
-        // half-started is worse than an answer nobody reads), and a panic is an error reply.
-        let reply = tokio::spawn(async move { registry.call(&name, arguments, Caller::Agent).await })
-            .await
-            .unwrap_or_else(|error| ToolReply {
-                value: json!({
-                    "error": format!("the tool failed unexpectedly: {error}"),
-                    "kind": rl_tools::FailureKind::Internal,
-                    "hint": "rl_health_check shows whether the machine is ready; the same call may work again",
-                }),
-                failure: Some(rl_tools::FailureKind::Internal),
-            });
-        Ok(result_of(reply).into())
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| progress_to(context.peer.clone(), token));
+        let as_task = LONG_TOOLS.contains(&name.as_str())
+            && context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks())
+            && arguments.get("test_id").is_none()
+            && arguments.get("wait") != Some(&Value::Bool(false));
+        if as_task {
+            return Ok(self.task(name, arguments, progress).into());
+        }
+        Ok(result_of(called(self.registry.clone(), name, arguments, progress).await).into())
     }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+}
+
+impl RlServer {
+    /// A long call as an MCP task: the test starts in its worker (it outlives this server),
+    /// the task follows it to its answer, telling its progress, and a cancelled task stops
+    /// the test.
+    fn task(
+        &self,
+        name: String,
+        arguments: Value,
+        progress: Option<CallProgress>,
+    ) -> CreateTaskResult {
+        let registry = self.registry.clone();
+        let options = TaskOptions::new()
+            .with_ttl_ms(TASK_TTL_MS)
+            .with_poll_interval_ms(TASK_POLL_MS);
+        let task = self.tasks.spawn(options, move |task| {
+            Box::pin(async move {
+                let mut start = arguments;
+                if let Value::Object(fields) = &mut start {
+                    fields.insert("wait".to_owned(), Value::Bool(false));
+                }
+                let started = called(registry.clone(), name.clone(), start, None).await;
+                let test_id = match started.value.get("test_id").and_then(Value::as_str) {
+                    Some(test_id) if !started.is_error() => test_id.to_owned(),
+                    _ => return Ok(result_of(started)),
+                };
+                if let Some(message) = started.value.get("message").and_then(Value::as_str) {
+                    task.set_status_message(message);
+                }
+                let follow = json!({"test_id": test_id, "wait": true});
+                // `tasks/get` tells what a progress notification tells.
+                let told = task.clone();
+                let progress: CallProgress =
+                    std::sync::Arc::new(move |done: f64, total: Option<f64>, message: String| {
+                        told.set_status_message(message.clone());
+                        if let Some(progress) = &progress {
+                            progress(done, total, message);
+                        }
+                    });
+                tokio::select! {
+                    () = task.cancelled() => {
+                        let tools = registry.tools().clone();
+                        let _ = tokio::task::spawn_blocking(move || tools.stop_preflight(&test_id)).await;
+                        Err(TaskExit::Cancelled)
+                    }
+                    reply = called(registry.clone(), name, follow, Some(progress)) => Ok(result_of(reply)),
+                }
+            })
+        });
+        CreateTaskResult::new(task)
+    }
+}
+
+/// Runs a call in a task of its own: it goes to its end even if the client gives up on it (a
+/// run half-started is worse than an answer nobody reads), and a panic is an error reply.
+async fn called(
+    registry: Registry,
+    name: String,
+    arguments: Value,
+    progress: Option<CallProgress>,
+) -> ToolReply {
+    tokio::spawn(async move {
+        registry
+            .call_reporting(&name, arguments, Caller::Agent, progress)
+            .await
+    })
+    .await
+    .unwrap_or_else(|error| ToolReply {
+        value: json!({
+            "error": format!("the tool failed unexpectedly: {error}"),
+            "kind": rl_tools::FailureKind::Internal,
+            "hint": "rl_health_check shows whether the machine is ready; the same call may work again",
+        }),
+        failure: Some(rl_tools::FailureKind::Internal),
+    })
+}
+
+/// `notifications/progress` for the request that gave `token`. The protocol wants the value to
+/// grow with each one: while the groups done stay the same, it creeps towards the next.
+fn progress_to(peer: Peer<RoleServer>, token: ProgressToken) -> CallProgress {
+    let last = std::sync::Mutex::new((f64::NEG_INFINITY, 0_u32));
+    std::sync::Arc::new(move |done: f64, total: Option<f64>, message: String| {
+        let Ok(mut last) = last.lock() else { return };
+        let (previous, repeats) = *last;
+        let value = if done > previous.floor() {
+            *last = (done, 0);
+            done
+        } else {
+            let repeats = repeats.saturating_add(1);
+            let value = previous.floor() + 0.99 * (1.0 - 1.0 / f64::from(repeats + 1));
+            *last = (value, repeats);
+            value
+        };
+        let mut notification =
+            ProgressNotificationParam::new(token.clone(), value).with_message(message);
+        if let Some(total) = total {
+            notification = notification.with_total(total);
+        }
+        let peer = peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                // A client that stopped listening is no reason to stop the work.
+                let _ = peer.notify_progress(notification).await;
+            });
+        }
+    })
 }
 
 /// A registry spec as an MCP tool: the parameters are the input schema.

@@ -307,6 +307,7 @@ pub(crate) fn bars(plan: &TestPlan) -> ProgressSink {
     Arc::new(move |event: Progress| {
         let Ok(bars) = bars.lock() else { return };
         match event {
+            Progress::Created { .. } => {}
             Progress::Started { model, .. } => {
                 if let Some(bar) = bars.get(&model) {
                     bar.set_message("running");

@@ -17,7 +17,7 @@ pub use error::ConfigError;
 pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
 pub use locked::load_settings;
-pub use new_run::run_selection;
+pub use new_run::{run_selection, sha256_hex};
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use service::{
     ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, ResumedConfig,

@@ -188,7 +188,8 @@ pub fn run_selection(home: &Path, run_id: &RunId) -> Result<Selection, ConfigErr
 /// The file in a run's folder that says which environment it ran.
 const RUN_ENVIRONMENT_FILE: &str = "environment.json";
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// SHA-256 of `bytes`, lowercase hex: the digest rl records of files and compares requests by.
+pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     use std::fmt::Write as _;
     let digest = sha2::Sha256::digest(bytes);

@@ -47,6 +47,10 @@ pub async fn run_test(
         steps: Some(plan.steps),
         owner: owner.clone(),
     })?;
+    progress(Progress::Created {
+        test_id: started.test_id.clone(),
+        dir: dir.clone(),
+    });
     let jobs: Vec<ModelJob> = plan
         .models
         .iter()

@@ -26,6 +26,11 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// What a person or agent watching the test is told.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
+    /// The test's folder exists: from now on it can be followed, listed and stopped by its id.
+    Created {
+        test_id: String,
+        dir: std::path::PathBuf,
+    },
     Started {
         model: String,
         total_groups: u32,

@@ -419,6 +419,13 @@ fn remove_archive(path: &Path) -> Result<(), ToolsError> {
     })
 }
 
+/// The name of what a best step is the best by, as `Scores::by` has it.
+pub(crate) fn best_by_named(name: &str) -> Option<&'static str> {
+    [BEST_BY_EVALUATION, BEST_BY_REWARD]
+        .into_iter()
+        .find(|by| *by == name)
+}
+
 /// A score of a run's steps, as its `metrics.jsonl` has it.
 pub(crate) struct Scores {
     /// The metric's name.

@@ -12,6 +12,7 @@ mod error;
 mod evaluation;
 mod health_check;
 mod hosted;
+mod long_calls;
 mod metrics;
 mod new_env;
 mod page;
@@ -31,13 +32,13 @@ pub use answers::{
     EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList, ErrorAnswer,
     EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView, FieldTypeView,
     FieldView, FileWarningView, FlagView, HealthReport, HealthView, InterruptionView,
-    IntrospectedConfig, Kept, LoggedRunView, LoggedValue, MetricsView, ModelAnswer,
-    ModelProgressView, ModelTested, NameSourceView, OriginalSummary, PreflightAnswer, ProcessView,
-    Pruned, RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView,
-    RunCheckpoints, RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel,
-    SkipReasonView, SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TestConfig,
-    TestListingView, TestProgressView, TestShown, TestStopView, TestWaited, WaitView, WarningView,
-    WindowView, error_answer, report_json,
+    IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress, LongCallStarted,
+    MetricsView, ModelAnswer, ModelProgressView, ModelTested, NameSourceView, OriginalSummary,
+    PreflightAnswer, ProcessView, Pruned, RateLimited, ResultsPart, ResultsView, ResumedFrom,
+    RolloutView, RolloutsView, RunCheckpoints, RunEntry, RunList, RunPage, RunRow, RunRows,
+    RunView, Selected, SeriesLabel, SkipReasonView, SkippedFileView, SourceFailureView, Started,
+    StatusView, Stopped, TestConfig, TestListingView, TestProgressView, TestShown, TestStopView,
+    TestWaited, WaitView, WarningView, WindowView, error_answer, report_json,
 };
 pub use compare::{
     CompareOptions, ComparePlan, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS,
@@ -47,10 +48,11 @@ pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
 pub use health_check::{MIN_PYTHON, Probes, SdkVersions, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
+pub use long_calls::{Estimate, LongCall, LongCallState, Planned, WorkOrder};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::InferenceOptions;
-pub use registry::{Caller, Registry, ToolReply};
+pub use registry::{CallProgress, Caller, Registry, ToolReply};
 /// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
 pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
 pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};

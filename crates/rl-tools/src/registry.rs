@@ -4,17 +4,16 @@
 
 use std::sync::Arc;
 
-use rl_preflight::Progress;
+use rl_preflight::{Progress, ProgressSink};
 use rl_settings::Value;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
 
-use crate::answers::{RateLimited, error_answer, report_json, to_json};
-use crate::compare::CompareOptions;
+use crate::answers::{RateLimited, error_answer, to_json};
 use crate::error::FailureKind;
+use crate::long_calls::{LongCall, LongCallState};
 use crate::metrics::SourceChoice;
-use crate::preflight::InferenceOptions;
 use crate::rate_limit::StatusChecks;
 use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
@@ -43,7 +42,16 @@ impl ToolReply {
 #[derive(Clone)]
 pub struct Registry {
     tools: Tools,
+    /// Whether a long call (a pre-flight, a comparison) waits for its end unless told
+    /// `wait: false`; else it answers at once with its test's id unless told `wait: true`.
+    waits: bool,
 }
+
+/// Hears how far a long call a caller waits on has got: done, of total, and a sentence.
+pub type CallProgress = Arc<dyn Fn(f64, Option<f64>, String) + Send + Sync>;
+
+/// How often a caller waiting on a detached test looks at it.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,20 +106,32 @@ struct InferenceArgs {
     group_size: Option<u32>,
     #[serde(default)]
     models: Option<Vec<String>>,
+    wait: Option<bool>,
+    test_id: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CompareArgs {
-    run_id: String,
+    run_id: Option<String>,
     step: Option<String>,
     num_steps: Option<u32>,
     group_size: Option<u32>,
+    wait: Option<bool>,
+    test_id: Option<String>,
 }
 
 impl Registry {
     pub fn new(tools: Tools) -> Self {
-        Self { tools }
+        Self { tools, waits: true }
+    }
+
+    /// Long calls answer at once with their test's id unless asked to wait (`wait: true`):
+    /// for clients that give up on a call after tens of seconds (MCP's).
+    #[must_use]
+    pub fn answering_at_once(mut self) -> Self {
+        self.waits = false;
+        self
     }
 
     pub fn tools(&self) -> &Tools {
@@ -125,7 +145,18 @@ impl Registry {
         arguments: serde_json::Value,
         caller: Caller,
     ) -> ToolReply {
-        let outcome = self.dispatch(name, arguments, caller).await;
+        self.call_reporting(name, arguments, caller, None).await
+    }
+
+    /// Calls a tool, telling `progress` how far a long call it waits on has got.
+    pub async fn call_reporting(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+        caller: Caller,
+        progress: Option<CallProgress>,
+    ) -> ToolReply {
+        let outcome = self.dispatch(name, arguments, caller, progress).await;
         match outcome {
             Ok(value) => ToolReply {
                 value,
@@ -148,6 +179,7 @@ impl Registry {
         name: &str,
         arguments: serde_json::Value,
         caller: Caller,
+        progress: Option<CallProgress>,
     ) -> Result<serde_json::Value, ToolsError> {
         let Some(tool) = ToolName::named(name) else {
             return Err(ToolsError::UnknownTool {
@@ -232,11 +264,52 @@ impl Registry {
             }
             ToolName::TestInference => {
                 let args: InferenceArgs = parse(name, arguments)?;
-                self.test_inference(args).await
+                let given =
+                    args.num_steps.is_some() || args.group_size.is_some() || args.models.is_some();
+                if given || args.test_id.is_none() {
+                    checked_size(tool, args.num_steps, args.group_size)?;
+                }
+                let call = LongCall::Inference {
+                    models: args.models.unwrap_or_default(),
+                    num_steps: args.num_steps,
+                    group_size: args.group_size,
+                };
+                self.long_call(call, given, args.test_id, args.wait, progress)
+                    .await
             }
             ToolName::CompareTraining => {
                 let args: CompareArgs = parse(name, arguments)?;
-                self.compare_training(args).await
+                let given = args.run_id.is_some()
+                    || args.step.is_some()
+                    || args.num_steps.is_some()
+                    || args.group_size.is_some();
+                let call = match (args.run_id, &args.test_id) {
+                    (Some(run_id), _) => {
+                        checked_size(tool, args.num_steps, args.group_size)?;
+                        LongCall::Compare {
+                            run_id,
+                            step: args.step,
+                            num_steps: args.num_steps,
+                            group_size: args.group_size,
+                        }
+                    }
+                    (None, Some(_)) if !given => LongCall::Compare {
+                        run_id: String::new(),
+                        step: None,
+                        num_steps: None,
+                        group_size: None,
+                    },
+                    (None, _) => {
+                        return Err(ToolsError::BadArguments {
+                            tool: name.to_owned(),
+                            reason: "missing field `run_id` (or give test_id alone, to follow \
+                                     a comparison started earlier)"
+                                .to_owned(),
+                        });
+                    }
+                };
+                self.long_call(call, given, args.test_id, args.wait, progress)
+                    .await
             }
             ToolName::HealthCheck => {
                 let NoArgs {} = parse(name, arguments)?;
@@ -281,48 +354,120 @@ impl Registry {
         }
     }
 
-    async fn test_inference(&self, args: InferenceArgs) -> Result<serde_json::Value, ToolsError> {
-        checked_size(ToolName::TestInference, args.num_steps, args.group_size)?;
-        let options = InferenceOptions {
-            models: args.models.unwrap_or_default(),
-            num_steps: args.num_steps,
-            group_size: args.group_size,
-            ..InferenceOptions::default()
-        };
-        let plan = self
+    /// A long call: followed by its test's id, started at once in a worker, or waited on
+    /// (here, or in a worker followed until it ends when this face answers at once).
+    async fn long_call(
+        &self,
+        call: LongCall,
+        given: bool,
+        test_id: Option<String>,
+        wait: Option<bool>,
+        progress: Option<CallProgress>,
+    ) -> Result<serde_json::Value, ToolsError> {
+        let tool = call.tool();
+        let wait = wait.unwrap_or(self.waits);
+        if let Some(test_id) = test_id {
+            if given {
+                return Err(ToolsError::BadArguments {
+                    tool: tool.to_owned(),
+                    reason: "test_id follows a test started earlier: give it alone (with wait \
+                             at most), or leave it out to start one"
+                        .to_owned(),
+                });
+            }
+            return self.follow(tool, test_id, wait, progress).await;
+        }
+        if !wait {
+            let started = self
+                .tools
+                .blocking(move |tools| tools.start_long_call(&call))
+                .await?;
+            return to_json(&started);
+        }
+        if self.waits {
+            let planning = call.clone();
+            let planned = self
+                .tools
+                .blocking(move |tools| tools.long_call_plan(&planning))
+                .await?;
+            return self
+                .tools
+                .run_long_call(&call, planned, heard(progress))
+                .await;
+        }
+        let started = self
             .tools
-            .blocking(move |tools| tools.inference_plan(&options))
+            .blocking(move |tools| tools.start_long_call(&call))
             .await?;
-        let report = self
-            .tools
-            .test_inference(&plan, Arc::new(|_: Progress| {}))
-            .await?;
-        report_json(&report)
+        self.follow(tool, started.test_id, true, progress).await
     }
 
-    async fn compare_training(&self, args: CompareArgs) -> Result<serde_json::Value, ToolsError> {
-        checked_size(ToolName::CompareTraining, args.num_steps, args.group_size)?;
-        let defaults = CompareOptions::default();
-        let options = CompareOptions {
-            step: args.step,
-            prompts: args.num_steps.unwrap_or(defaults.prompts),
-            group_size: args.group_size.unwrap_or(defaults.group_size),
-            ..defaults
-        };
-        let (id, plan) = self
-            .tools
-            .blocking(move |tools| {
-                let id = tools.run_id(&args.run_id)?;
-                let plan = tools.compare_plan(&id, &options)?;
-                Ok((id, plan))
-            })
-            .await?;
-        let report = self
-            .tools
-            .test_inference(&plan.test, Arc::new(|_: Progress| {}))
-            .await?;
-        to_json(&self.tools.comparison(&id, plan.trained, &report)?)
+    /// A long call's test by its id: where it stands, or, with `wait`, its answer once it has
+    /// ended (progress told on the way).
+    async fn follow(
+        &self,
+        tool: &'static str,
+        test_id: String,
+        wait: bool,
+        progress: Option<CallProgress>,
+    ) -> Result<serde_json::Value, ToolsError> {
+        loop {
+            let id = test_id.clone();
+            let state = self
+                .tools
+                .blocking(move |tools| tools.long_call_state(tool, &id))
+                .await?;
+            match state {
+                LongCallState::Finished(answer) => return Ok(answer),
+                LongCallState::Running(running) if !wait => return to_json(&running),
+                LongCallState::Running(running) => {
+                    if let Some(progress) = &progress {
+                        progress(
+                            f64::from(running.groups_done),
+                            Some(f64::from(running.groups_total)),
+                            format!(
+                                "test {}: {} of {} model(s) done, {} of {} group(s)",
+                                running.test_id,
+                                running.models_done,
+                                running.models_total,
+                                running.groups_done,
+                                running.groups_total
+                            ),
+                        );
+                    }
+                }
+            }
+            tokio::time::sleep(FOLLOW_EVERY).await;
+        }
     }
+}
+
+/// The test's events told to `progress` as groups done of all.
+fn heard(progress: Option<CallProgress>) -> ProgressSink {
+    let Some(progress) = progress else {
+        return Arc::new(|_: Progress| {});
+    };
+    let done = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    Arc::new(move |event: Progress| {
+        let Progress::Groups {
+            model,
+            done: groups,
+            total,
+        } = event
+        else {
+            return;
+        };
+        let Ok(mut done) = done.lock() else { return };
+        done.insert(model, (groups, total));
+        let (groups, total) = done
+            .values()
+            .fold((0, 0), |(d, t), (groups, total)| (d + groups, t + total));
+        progress(
+            f64::from(groups),
+            Some(f64::from(total)),
+            format!("{groups} of {total} group(s) done"),
+        );
+    })
 }
 
 /// A test's size checked before its plan, which needs a selection and a key: an oversized test

@@ -483,23 +483,26 @@ fn a_real_mcp_client_walks_the_workflow() {
     );
 }
 
-/// A pre-flight belongs to its session: when the client goes away (stdin closed) or the server
-/// is told to end (SIGTERM), its models are stopped, whole process groups, before the exit.
+/// Issue 31: a pre-flight asked over MCP answers at once with its test's id and runs in a
+/// worker of its own. However its session ends (the client closing the pipe, SIGTERM, or a
+/// `kill -9` with the pipe closed after it), the test goes on, nothing is left waiting on the
+/// server, and a new session gets the whole answer by the id.
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
-fn the_end_of_a_session_stops_its_preflight_models() {
+fn a_preflight_outlives_its_session_and_a_new_one_gets_its_answer() {
     let python = test_python();
     let fixture = FixtureServer::start(&python, None);
-    for ending in ["stdin closed", "SIGTERM"] {
+    let env_of = |base_url: &str| {
+        [
+            ("RL_INFERENCE__BASE_URL", base_url.to_owned()),
+            ("RL_STATUS_CHECK_INTERVAL_SECS", "1800".to_owned()),
+        ]
+    };
+    for ending in ["stdin closed", "SIGTERM", "SIGKILL"] {
         let home = stack_home(&python, "");
-        let base_url = fixture.base_url.clone();
-        let mut server = RawServer::start(
-            home.path(),
-            &[
-                ("RL_INFERENCE__BASE_URL", base_url.as_str()),
-                ("RL_STATUS_CHECK_INTERVAL_SECS", "1800"),
-            ],
-        );
+        let env = env_of(&fixture.base_url);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut server = RawServer::start(home.path(), &env);
         server.initialize();
         let selected = server.call(
             2,
@@ -507,51 +510,84 @@ fn the_end_of_a_session_stops_its_preflight_models() {
             Some(json!({"name": "arithmetic"})),
         );
         assert_eq!(selected["isError"], false, "{selected}");
-        // The answer never comes: the session ends first.
-        server.send(&json!({
-            "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": {"name": "rl_test_inference", "arguments": {"models": ["slow"], "num_steps": 1, "group_size": 1}}
-        }));
-        let home_text = home.path().display().to_string();
-        let models = || {
-            processes_mentioning(&home_text)
-                .into_iter()
-                .filter(|(_, line)| line.contains(" process "))
-                .count()
-        };
-        assert!(
-            eventually(Duration::from_secs(60), || models() >= 1),
-            "{ending}: the model never started: {}",
-            server.stderr()
+        // Each request waits 4 s at the endpoint: the test is still going when the session ends.
+        let started = server.call(
+            3,
+            "rl_test_inference",
+            Some(json!({"models": ["always-right@4"], "num_steps": 2, "group_size": 1})),
         );
-        let started = Instant::now();
-        if ending == "SIGTERM" {
-            nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap()),
-                nix::sys::signal::Signal::SIGTERM,
-            )
-            .unwrap();
-        } else {
-            server.close_stdin();
+        assert_eq!(started["isError"], false, "{ending}: {started}");
+        let started = reply(&started).clone();
+        assert_eq!(started["status"], "running", "{started}");
+        assert_eq!(started["started"], true, "{started}");
+        let test_id = started["test_id"].as_str().unwrap().to_owned();
+        let worker = crate::rl_in(home.path(), &["preflight", "show", &test_id, "--json"]);
+        let worker: Value = serde_json::from_slice(&worker.stdout).unwrap();
+        let worker = worker["owner_pid"].as_u64().unwrap();
+        assert_ne!(
+            u64::from(server.child.id()),
+            worker,
+            "the test runs in a worker"
+        );
+
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap());
+        match ending {
+            "SIGTERM" => nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap(),
+            "SIGKILL" => {
+                nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+                server.close_stdin();
+            }
+            _ => server.close_stdin(),
         }
         let status = server.wait(Duration::from_secs(40));
+        if ending != "SIGKILL" {
+            assert!(
+                status.success(),
+                "{ending}: {status:?}: {}",
+                server.stderr()
+            );
+        }
+        // The server is gone; the worker is not waiting on it.
         assert!(
-            status.success(),
-            "{ending}: {status:?}: {}",
-            server.stderr()
+            crate::runs::is_alive(u32::try_from(worker).unwrap()),
+            "{ending}: the test's worker ended with the session"
         );
-        assert_eq!(models(), 0, "{ending}: a model outlived the server");
-        eprintln!("{ending}: ended in {:?}", started.elapsed());
+
+        let mut next = RawServer::start(home.path(), &env);
+        next.initialize();
+        let mut answer = Value::Null;
+        let finished = eventually(Duration::from_secs(180), || {
+            let polled = next.call(4, "rl_test_inference", Some(json!({"test_id": test_id})));
+            assert_eq!(polled["isError"], false, "{ending}: {polled}");
+            answer = reply(&polled).clone();
+            if answer["status"] == "running" {
+                assert_eq!(answer["test_id"], test_id.as_str());
+                std::thread::sleep(Duration::from_secs(1));
+                return false;
+            }
+            true
+        });
+        assert!(finished, "{ending}: never finished: {answer}");
+        assert_eq!(answer["test_id"], test_id.as_str(), "{answer}");
+        assert_eq!(answer["models_succeeded"], 1, "{ending}: {answer}");
+        next.close_stdin();
+        next.wait(Duration::from_secs(40));
+        let home_text = home.path().display().to_string();
+        assert!(
+            eventually(Duration::from_secs(30), || processes_mentioning(&home_text)
+                .is_empty()),
+            "{ending}: left running: {:?}",
+            processes_mentioning(&home_text)
+        );
     }
 }
 
-/// `kill -9` of `rl mcp` during rl_test_inference: nothing of the session is left to stop its
-/// model, which runs on as a child of init. The test recorded it: the agent's next pre-flight,
-/// in its next session, ends it before starting, and the killed session's test shows
-/// `interrupted`.
+/// The worker running a pre-flight is `kill -9`ed: its model, waiting on a slow endpoint, is
+/// left. Asked for the test by its id, a new session finds it interrupted, ends what it left
+/// and says so; the same call without the id starts it anew.
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
-fn the_next_preflight_ends_the_models_a_killed_session_left() {
+fn a_killed_workers_test_reads_interrupted_and_what_it_left_is_ended() {
     let python = test_python();
     let fixture = FixtureServer::start(&python, None);
     let home = stack_home(&python, "");
@@ -566,59 +602,63 @@ fn the_next_preflight_ends_the_models_a_killed_session_left() {
             .filter(|(_, line)| line.contains(" process "))
             .count()
     };
-    let mut killed = RawServer::start(home.path(), &env);
-    killed.initialize();
-    let selected = killed.call(
+    let mut server = RawServer::start(home.path(), &env);
+    server.initialize();
+    let selected = server.call(
         2,
         "rl_select_environment",
         Some(json!({"name": "arithmetic"})),
     );
     assert_eq!(selected["isError"], false, "{selected}");
-    killed.send(&json!({
-        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "rl_test_inference", "arguments": {"models": ["slow"], "num_steps": 1, "group_size": 1}}
-    }));
-    // Killed once the model waits for its answer: it prints nothing then, so nothing (a pipe
-    // closed by the kill) ends it but a stop.
+    let arguments = json!({"models": ["slow"], "num_steps": 1, "group_size": 1});
+    let started = server.call(3, "rl_test_inference", Some(arguments.clone()));
+    let test_id = reply(&started)["test_id"].as_str().unwrap().to_owned();
     assert!(
         eventually(Duration::from_secs(60), || fixture
             .requests()
             .iter()
             .any(|request| request["model"] == "slow")),
         "the model never asked the endpoint: {}",
-        killed.stderr()
+        server.stderr()
     );
-    assert_eq!(models(), 1);
-    killed.child.kill().unwrap();
-    killed.child.wait().unwrap();
-    assert_eq!(
-        models(),
-        1,
-        "the premise: the model outlives a SIGKILL of rl mcp"
+    let shown = crate::rl_in(home.path(), &["preflight", "show", &test_id, "--json"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let worker = i32::try_from(shown["owner_pid"].as_u64().unwrap()).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || !crate::runs::is_alive(
+            u32::try_from(worker).unwrap()
+        )),
+        "the worker survived SIGKILL"
     );
+    assert_eq!(models(), 1, "the premise: the model outlives its worker");
 
-    let mut next = RawServer::start(home.path(), &env);
-    next.initialize();
-    let answer = next.request_within(
-        2,
-        "tools/call",
-        &json!({"name": "rl_test_inference", "arguments": {"models": ["always-right"], "num_steps": 1, "group_size": 1}}),
-        Duration::from_secs(120),
+    let polled = server.call(4, "rl_test_inference", Some(json!({"test_id": test_id})));
+    assert_eq!(polled["isError"], true, "{polled}");
+    let error = reply(&polled)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("interrupted") && error.contains("without test_id"),
+        "{error}"
     );
-    let result = &answer["result"];
-    assert_eq!(result["isError"], false, "{answer}");
-    assert_eq!(reply(result)["models_succeeded"], 1, "{answer}");
-    assert_eq!(models(), 0, "the killed session's model is still running");
+    assert_eq!(models(), 0, "the killed worker's model is still running");
 
-    let listed = crate::rl_in(home.path(), &["preflight", "list", "--json"]);
-    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
-    let statuses: Vec<&str> = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|test| test["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["finished", "interrupted"], "{listed}");
+    // Not running any more, the same request starts a new test.
+    let again = server.call(5, "rl_test_inference", Some(arguments));
+    assert_eq!(reply(&again)["started"], true, "{again}");
+    assert_ne!(reply(&again)["test_id"], test_id.as_str(), "{again}");
+    let stopped = crate::rl_in(
+        home.path(),
+        &[
+            "preflight",
+            "stop",
+            reply(&again)["test_id"].as_str().unwrap(),
+        ],
+    );
+    assert!(stopped.status.success(), "{stopped:?}");
 }
 
 /// `rl mcp` ends, as it starts, what the killed owner of an earlier pre-flight left (the model's

@@ -10,6 +10,7 @@ mod error;
 mod evaluation;
 mod fields;
 mod health_check;
+mod long_calls;
 mod metrics;
 mod page;
 mod preflight;
@@ -28,6 +29,7 @@ pub use error::{ErrorAnswer, error_answer};
 pub use evaluation::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, Evaluated};
 pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, FieldTypeView};
 pub use health_check::{Check, HealthReport};
+pub use long_calls::{LongCallProgress, LongCallStarted};
 pub use metrics::{
     CheckpointView, FlagView, HealthView, LoggedRunView, LoggedValue, MetricsView, ResultsPart,
     SourceFailureView, WindowView,

@@ -1,0 +1,154 @@
+//! The answers of a long call started without waiting, and of its progress.
+
+use rl_preflight::{TestPlan, TestProgress};
+use serde::Serialize;
+
+use super::ModelProgressView;
+use crate::long_calls::Estimate;
+
+/// `rl_test_inference` / `rl_compare_training` started (or found running) in a worker.
+#[derive(Debug, Clone, Serialize)]
+pub struct LongCallStarted {
+    pub test_id: String,
+    /// Always `running`: the same key as the progress answer's.
+    pub status: &'static str,
+    /// `false` when an identical call was already running: this is its test.
+    pub started: bool,
+    pub environment: String,
+    pub models: Vec<String>,
+    /// Groups per model, and completions per group.
+    pub num_steps: u32,
+    pub group_size: u32,
+    pub estimated_seconds: f64,
+    /// What the estimate rests on.
+    pub estimate_basis: String,
+    /// When to ask again.
+    pub poll_after_seconds: f64,
+    pub message: String,
+    pub hint: String,
+}
+
+impl LongCallStarted {
+    pub(crate) fn new(
+        tool: &str,
+        plan: &TestPlan,
+        test_id: String,
+        started: bool,
+        estimate: Estimate,
+    ) -> Self {
+        let what = if tool == "rl_compare_training" {
+            "Comparison"
+        } else {
+            "Pre-flight"
+        };
+        let begun = if started {
+            "started"
+        } else {
+            "was already running (an identical request): this is it"
+        };
+        let message = format!(
+            "{what} {test_id} {begun}: {} model(s), {} group(s) of {} completion(s) each, on \
+             {}; about {} to go. It runs on its own, whatever happens to this session. Call \
+             {tool} with {{\"test_id\": \"{test_id}\"}} in about {} s for its progress and, \
+             once it has ended, its full answer.",
+            plan.models.len(),
+            plan.steps,
+            plan.group_size,
+            plan.environment,
+            duration(estimate.seconds),
+            estimate.poll_after,
+        );
+        Self {
+            hint: format!(
+                "Call {tool} with {{\"test_id\": \"{test_id}\"}} every poll_after_seconds until \
+                 its status is no longer running; `rl preflight stop {test_id}` ends it"
+            ),
+            test_id,
+            status: "running",
+            started,
+            environment: plan.environment.clone(),
+            models: plan.models.clone(),
+            num_steps: plan.steps,
+            group_size: plan.group_size,
+            estimated_seconds: estimate.seconds,
+            estimate_basis: estimate.basis,
+            poll_after_seconds: estimate.poll_after,
+            message,
+        }
+    }
+}
+
+/// A long call's test while it runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct LongCallProgress {
+    pub test_id: String,
+    /// Always `running`; an ended test answers in full instead.
+    pub status: &'static str,
+    pub environment: String,
+    pub started_at: String,
+    /// Models that ended with their groups written, of all.
+    pub models_done: usize,
+    pub models_total: usize,
+    /// Groups written so far, of all (a model writes its groups as it ends).
+    pub groups_done: u32,
+    pub groups_total: u32,
+    pub models: Vec<ModelProgressView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_requested_at: Option<String>,
+    pub estimated_seconds: f64,
+    pub poll_after_seconds: f64,
+    pub message: String,
+}
+
+impl LongCallProgress {
+    pub(crate) fn new(tool: &str, progress: &TestProgress, estimate: &Estimate) -> Self {
+        let models_done = progress
+            .models
+            .iter()
+            .filter(|model| !model.running && model.groups_done > 0)
+            .count();
+        let groups_done = progress.models.iter().map(|model| model.groups_done).sum();
+        let groups_total = progress
+            .models
+            .iter()
+            .map(|model| model.total_groups.unwrap_or(0))
+            .sum();
+        let test_id = progress.test_id.clone();
+        Self {
+            message: format!(
+                "Test {test_id} is running: {models_done} of {} model(s) done, {groups_done} of \
+                 {groups_total} group(s). Call {tool} with {{\"test_id\": \"{test_id}\"}} again in \
+                 about {} s.",
+                progress.models.len(),
+                estimate.poll_after
+            ),
+            test_id,
+            status: "running",
+            environment: progress.environment.clone(),
+            started_at: progress.started_at.clone(),
+            models_done,
+            models_total: progress.models.len(),
+            groups_done,
+            groups_total,
+            models: progress
+                .models
+                .iter()
+                .map(ModelProgressView::from)
+                .collect(),
+            stop_requested_at: progress.stop_requested_at.clone(),
+            estimated_seconds: estimate.seconds,
+            poll_after_seconds: estimate.poll_after,
+        }
+    }
+}
+
+/// Seconds as a person says them: `40 s`, `3 min`, `2 h`.
+fn duration(seconds: f64) -> String {
+    if seconds < 90.0 {
+        format!("{seconds:.0} s")
+    } else if seconds < 5400.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else {
+        format!("{:.1} h", seconds / 3600.0)
+    }
+}
