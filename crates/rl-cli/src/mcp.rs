@@ -29,14 +29,18 @@ const INSTRUCTIONS: &str = "rl trains language models with reinforcement learnin
 environments. Workflow: rl_list_environments to see the environments, rl_select_environment to \
 pick one (read its file_path to see how it loads data and scores answers), \
 rl_get_current_config and rl_edit_config to review and change its configuration, \
-rl_test_inference to check that models can learn from it (takes minutes), \
-rl_start_training to start a run (it goes on in the background and takes hours), \
-rl_check_status now and then (agents may check a run once per interval, 30 minutes unless the \
-operator changed it), rl_stop_training to stop a run that looks wrong, rl_get_results for the \
-metrics and final weights, rl_resume_training to continue a stopped or failed run from its last \
+rl_test_inference to check that models can learn from it, rl_start_training to start a run (it \
+goes on in the background and takes hours), rl_check_status now and then (agents may check a run \
+once per interval, 30 minutes unless the operator changed it), rl_stop_training to stop a run \
+that looks wrong, rl_get_results for the metrics and final weights, rl_compare_training to see \
+whether training helped, rl_resume_training to continue a stopped or failed run from its last \
 saved state, rl_list_checkpoints for what a run saved. rl_list_runs lists the runs; \
-rl_health_check says what the machine lacks. Every answer is a JSON object; a failed call answers {\"error\": ..., \"hint\": ...} and \
-says how to correct it.";
+rl_health_check says what the machine lacks. Every call answers within seconds: the tests that \
+take minutes (rl_test_inference, rl_compare_training) answer with a test_id and \
+poll_after_seconds, go on by themselves, and are followed by calling the same tool with \
+{\"test_id\": ID} until their status is no longer running (a client that declared the MCP tasks \
+extension gets them as tasks instead). Every answer is a JSON object; a failed call answers \
+{\"error\": ..., \"hint\": ...} and says how to correct it.";
 
 /// How long pending tool calls may take to wind down once the session is over.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

@@ -112,7 +112,8 @@ impl ToolName {
                     derived from atroposlib's BaseEnv, read without running them). Use it first, to \
                     pick an environment. Returns `environments` (each with `name` to pass to \
                     rl_select_environment, `class_name`, `file_path`, `description`, `config_class`, \
-                    `runnable`), `count`, `tips`, and the files that could not be read.",
+                    `runnable`), `count`, `tips`, and the files that could not be read. Takes a second \
+                    or two (files are parsed, not run). Next: rl_select_environment.",
                 parameters: no_parameters(),
             },
             Self::SelectEnvironment => ToolSpec {
@@ -121,7 +122,8 @@ impl ToolName {
                     replaces the previous selection and its edits. Returns the environment's \
                     `file_path` (read it to see how it loads data and scores answers), its config \
                     class, its number of fields, the locked fields and the WandB run name it will \
-                    use. An unknown name is an error listing the names that exist.",
+                    use. An unknown name is an error listing the names that exist. Takes a second or \
+                    two. Next: rl_get_current_config.",
                 parameters: json!({
                     "type": "object",
                     "properties": {"name": {"type": "string", "description": "An environment's name from rl_list_environments (or its key, `name@file.py`, where names repeat)"}},
@@ -134,8 +136,8 @@ impl ToolName {
                 description: "Show every field of the selected environment's configuration with the \
                     value a run would use now. Returns `configurable_fields` (name, type, default, \
                     current_value, description, allowed values) and `locked_fields` (set by the \
-                    operator, with `locked_value`). Use it before rl_edit_config to see which fields \
-                    exist and what they accept.",
+                    operator, with `locked_value`). Takes a second or two. Next: rl_edit_config for \
+                    what to change, then rl_test_inference.",
                 parameters: no_parameters(),
             },
             Self::EditConfig => ToolSpec {
@@ -144,7 +146,8 @@ impl ToolName {
                     run. The value is checked against the field's type, range and allowed values \
                     (\"16\" is read as 16 for an integer field); locked fields are refused. Also \
                     accepts `wandb_project`. Returns the new and previous value and the whole \
-                    configuration; a refused edit changes nothing and says what is allowed.",
+                    configuration; a refused edit changes nothing and says what is allowed. Takes a \
+                    second or two. Next: more edits, rl_test_inference, or rl_start_training.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -162,7 +165,8 @@ impl ToolName {
                     local ports. Returns at once with `run_id`, `status` (starting), the run's \
                     config file, WandB names and log paths; the run goes on in the background and \
                     survives this call. Needs TINKER_API_KEY unless the operator's trainer needs \
-                    none. Training takes hours: check it with rl_check_status now and then.",
+                    none. Answers in seconds; training takes hours: next, rl_check_status now and then \
+                    (not more often than the interval it allows).",
                 parameters: no_parameters(),
             },
             Self::CheckStatus => ToolSpec {
@@ -173,7 +177,8 @@ impl ToolName {
                     eval_percent_correct, ... each null until logged), a health digest with warning \
                     signs, and the run's events. Agents may check one run once per interval set by \
                     the operator (30 minutes unless changed); an earlier call answers \
-                    `rate_limited` with the time left.",
+                    `rate_limited` with the time left. Takes seconds. Next: wait, rl_stop_training \
+                    if it looks wrong, rl_get_results once it has ended.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -189,7 +194,9 @@ impl ToolName {
                 description: "Stop a run: the environment, the trainer and the API, each with all its \
                     child processes. Use it when metrics look wrong or flat, or to try other \
                     settings. Returns `message`, the run's `status` afterwards and whether anything \
-                    was stopped (a run that has already ended is left as it is).",
+                    was stopped (a run that has already ended is left as it is). Takes up to a minute \
+                    (each process gets a grace period). Next: rl_get_results, or \
+                    rl_resume_training.",
                 parameters: json!({
                     "type": "object",
                     "properties": {"run_id": run_id_parameter("The run to stop")},
@@ -205,7 +212,8 @@ impl ToolName {
                     run as rl_start_training does, with `resumed_from` (the parent and the step it \
                     continues after). Refused, with the reason, when the run is still going, \
                     completed, saved no state, or its environment file changed since (pass \
-                    `allow_changes` to continue anyway).",
+                    `allow_changes` to continue anyway). Answers in seconds; the new run takes hours: \
+                    next, rl_check_status now and then.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -226,7 +234,8 @@ impl ToolName {
                     `final_metrics` (the trainer's last value of every logged key), `history` \
                     (every step), `final_weights` (the tinker:// path, once the trainer reports \
                     it), checkpoints, a health digest and WandB links. Read from the run's folder \
-                    first, WandB's API only when needed.",
+                    first, WandB's API only when needed. Takes seconds (longer when WandB must be \
+                    asked). Next: rl_compare_training to see whether training helped.",
                 parameters: json!({
                     "type": "object",
                     "properties": {"run_id": run_id_parameter("The run to read")},
@@ -238,7 +247,8 @@ impl ToolName {
                 name: self.name(),
                 description: "List every training run this machine knows, newest first, running or \
                     ended, with `run_id`, `environment`, `status` and the WandB run name. Returns \
-                    `runs` and `count`.",
+                    `runs` and `count`. Takes a second. Next: rl_check_status or rl_get_results of \
+                    one.",
                 parameters: no_parameters(),
             },
             Self::ListCheckpoints => ToolSpec {
@@ -251,7 +261,8 @@ impl ToolName {
                     when the run evaluated during training, else `reward/mean` at its step; the \
                     one run:ID@best and rl_compare_training's step best take) and whether it is \
                     the `resume_point` rl_resume_training would load. Returns `runs` (each with \
-                    `best_step` and `resume_step`) and `count`.",
+                    `best_step` and `resume_step`) and `count`. Takes a second. Next: \
+                    rl_compare_training with a step, or rl_resume_training.",
                 parameters: json!({
                     "type": "object",
                     "properties": {"run_id": run_id_parameter("Only this run's checkpoints")},
@@ -264,16 +275,25 @@ impl ToolName {
                 description: "Pre-flight the selected environment before training: run it in \
                     atroposlib's process mode against several models (num_steps groups of \
                     group_size completions each, models at once) on the operator's inference \
-                    endpoint (OpenRouter unless configured; needs its key). Takes minutes. Returns \
-                    per model the accuracy, steps with a correct answer, zero-variance groups and \
-                    errors with their log, and a `summary` with a verdict (ready, too easy, too \
-                    hard, no signal, broken) explaining whether training can learn from it.",
+                    endpoint (OpenRouter unless configured; needs its key). The test takes \
+                    minutes, so this call answers within seconds with `test_id`, `status` \
+                    (running), `estimated_seconds` and `poll_after_seconds`; the test goes on by \
+                    itself, whatever happens to this session, and the same request while it runs \
+                    answers the same `test_id` (`started` false). Next: call rl_test_inference \
+                    with {\"test_id\": ID} every poll_after_seconds: while it runs it answers \
+                    its progress (models and groups done); once it has ended, per model the \
+                    accuracy, steps with a correct answer, zero-variance groups and errors with \
+                    their log, and a `summary` with a verdict (ready, too easy, too hard, no \
+                    signal, broken) explaining whether training can learn from it. `wait`: true \
+                    blocks until then instead.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
                         "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_STEPS, "description": "Groups per model"},
                         "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_GROUP_SIZE, "description": "Completions per group, as in training"},
-                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); or a run's checkpoints: run:RUN_ID (its last saved state), run:RUN_ID@STEP, run:RUN_ID@best, run:RUN_ID@base (its base model); a finished local-engine run's are served by rl, a hosted run's by Tinker's OpenAI-compatible endpoint (TINKER_API_KEY)"}
+                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); or a run's checkpoints: run:RUN_ID (its last saved state), run:RUN_ID@STEP, run:RUN_ID@best, run:RUN_ID@base (its base model); a finished local-engine run's are served by rl, a hosted run's by Tinker's OpenAI-compatible endpoint (TINKER_API_KEY)"},
+                        "wait": {"type": "boolean", "description": "Block until the test has ended and answer in full (for a client that waits minutes); default false over MCP, true over HTTP and `rl tool call`"},
+                        "test_id": {"type": "string", "pattern": "^[0-9a-f]{8}$", "description": "Follow a test started earlier: its progress while it runs, its full answer once it has ended (give it alone)"}
                     },
                     "required": [],
                     "additionalProperties": false
@@ -281,26 +301,34 @@ impl ToolName {
             },
             Self::CompareTraining => ToolSpec {
                 name: self.name(),
-                description: "Did training help? Run the pre-flight of a run's environment (it \
-                    must be selected) against its base model and a trained checkpoint, both \
-                    sampled through the run's engine (a finished local-engine run's, started \
-                    again; a hosted run's at Tinker's endpoint), on the same prompts: the \
-                    items the run kept out of training, each once. Takes minutes. Returns \
-                    `prompt_source` and `kept_out_of_training` (a gain on trained prompts may be \
-                    memory, not skill), each model's `mean_score` and `percent_correct` with 95% \
-                    confidence intervals (`low`, `high`; null when too few prompts bound them), \
-                    the `difference` (trained minus base), a `verdict` (better, no detectable \
-                    difference, worse), an `explanation` saying how many prompts and \
-                    completions it rests on, the `step` compared and, for step best, `best_by`.",
+                description: "Did training help? Run the pre-flight of a run's environment (as \
+                    the run recorded it, whatever is selected now) against its base model and a \
+                    trained checkpoint, both sampled through the run's engine (a finished \
+                    local-engine run's, started again; a hosted run's at Tinker's endpoint), on \
+                    the same prompts: the items the run kept out of training, each once. The \
+                    test takes minutes, so this call answers within seconds with `test_id`, \
+                    `status` (running), `estimated_seconds` and `poll_after_seconds`; the test \
+                    goes on by itself, and the same request while it runs answers the same \
+                    `test_id`. Next: call rl_compare_training with {\"test_id\": ID} every \
+                    poll_after_seconds: while it runs it answers its progress; once it has \
+                    ended, `prompt_source` and `kept_out_of_training` (a gain on trained prompts \
+                    may be memory, not skill), each model's `mean_score` and `percent_correct` \
+                    with 95% confidence intervals (`low`, `high`; null when too few prompts bound \
+                    them), the `difference` (trained minus base), a `verdict` (better, no \
+                    detectable difference, worse), an `explanation` saying how many prompts and \
+                    completions it rests on, the `step` compared and, for step best, `best_by`. \
+                    `wait`: true blocks until then instead.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "run_id": run_id_parameter("The run whose checkpoint is compared"),
+                        "run_id": run_id_parameter("The run whose checkpoint is compared (not needed with test_id)"),
                         "step": {"type": "string", "pattern": "^([0-9]+|best)$", "description": "The trained checkpoint: a step with a saved state, or best (the one rl_list_checkpoints marks best; default: the last saved state)"},
                         "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_COMPARE_PROMPTS, "description": "Prompts (groups) per model"},
-                        "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_COMPARE_GROUP_SIZE, "description": "Completions per prompt"}
+                        "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_COMPARE_GROUP_SIZE, "description": "Completions per prompt"},
+                        "wait": {"type": "boolean", "description": "Block until the test has ended and answer in full (for a client that waits minutes); default false over MCP, true over HTTP and `rl tool call`"},
+                        "test_id": {"type": "string", "pattern": "^[0-9a-f]{8}$", "description": "Follow a test started earlier: its progress while it runs, its full answer once it has ended (give it alone)"}
                     },
-                    "required": ["run_id"],
+                    "required": [],
                     "additionalProperties": false
                 }),
             },
@@ -311,7 +339,8 @@ impl ToolName {
                     tinker-atropos tree and its environments, TINKER_API_KEY / WANDB_API_KEY / \
                     OPENROUTER_API_KEY present (never their values), a writable state directory. \
                     Returns `healthy` and each check with what was found and the fix when it is \
-                    missing.",
+                    missing. Takes a few seconds. Next: fix what it names, then \
+                    rl_list_environments.",
                 parameters: no_parameters(),
             },
         }
