@@ -11,6 +11,7 @@ mod hostile_components;
 mod hostile_sources;
 mod json_outputs;
 mod mcp;
+mod mcp_clients;
 mod new_env;
 mod pages;
 mod preflight;
