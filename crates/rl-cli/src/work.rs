@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use rl_preflight::Progress;
 use rl_tools::WorkOrder;
 
-use crate::context::{Context, runtime};
+use crate::context::{Context, interrupted, runtime};
 
 pub(crate) fn run(context: &Context) -> anyhow::Result<()> {
     let outcome = work(context);
@@ -30,17 +30,40 @@ fn work(context: &Context) -> anyhow::Result<()> {
     );
     let tools = context.tools()?;
     let planned = tools.long_call_plan(&order.call)?;
-    let named = Mutex::new(false);
+    let created: Arc<Mutex<Option<String>>> = Arc::default();
+    let recording = created.clone();
     let progress = Arc::new(move |event: Progress| {
         if let Progress::Created { test_id, .. } = event
-            && let Ok(mut named) = named.lock()
-            && !*named
+            && let Ok(mut created) = recording.lock()
+            && created.is_none()
         {
             say(&serde_json::json!({ "test_id": test_id }));
-            *named = true;
+            *created = Some(test_id);
         }
     });
-    runtime()?.block_on(tools.run_long_call(&order.call, planned, progress))?;
+    runtime()?.block_on(async {
+        let stop = interrupted();
+        let run = tools.run_long_call(&order.call, planned, progress);
+        tokio::pin!(run);
+        tokio::select! {
+            answer = &mut run => answer,
+            () = stop => {
+                // Told to end (SIGTERM, SIGINT, SIGHUP): the test is stopped as `rl preflight
+                // stop` does, its models ended, and this worker writes its report before it
+                // goes, so nothing is left to reap.
+                let test_id = created.lock().ok().and_then(|created| created.clone());
+                if let Some(test_id) = test_id {
+                    let stopping = tools.clone();
+                    let stopped = tokio::task::spawn_blocking(move || stopping.stop_preflight(&test_id));
+                    let (answer, _) = tokio::join!(run, stopped);
+                    answer
+                } else {
+                    tools.model_runner().stop_all();
+                    Ok(serde_json::Value::Null)
+                }
+            }
+        }
+    })?;
     Ok(())
 }
 

@@ -217,6 +217,15 @@ impl Tools {
     /// The answer of a call started earlier, by its test's id: its progress while it runs,
     /// else what a waiting caller got. `tool` is the tool asked, which must be the test's.
     pub fn long_call_state(&self, tool: &str, test_id: &str) -> Result<LongCallState, ToolsError> {
+        if RunId::parse(test_id).is_err() {
+            return Err(ToolsError::invalid(
+                "test_id",
+                format!(
+                    "'{test_id}' is no test's id: ids are 8 lowercase hexadecimal characters, as \
+                     the call that started the test answered"
+                ),
+            ));
+        }
         let view = self.preflight(test_id)?;
         let dir = self.preflight_dir().join(test_id);
         let record = read_record(&dir);

@@ -10,6 +10,7 @@ mod hosted_training;
 mod hostile_components;
 mod hostile_sources;
 mod json_outputs;
+mod long_calls;
 mod mcp;
 mod mcp_clients;
 mod new_env;
