@@ -34,6 +34,11 @@ pub(crate) struct CompareArgs {
     /// Seconds each model may sample for, from its start.
     #[arg(long, default_value_t = 1800.0)]
     timeout: f64,
+    /// Start the comparison in a worker of its own and print its test's id at once, as agents'
+    /// calls do (each model then has the default limit); its verdict is then
+    /// `rl tool call rl_compare_training '{"test_id": "ID"}'`.
+    #[arg(long, conflicts_with = "timeout")]
+    no_wait: bool,
 }
 
 pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow::Result<()> {
@@ -51,6 +56,15 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
     }
     let tools = context.tools()?;
     let id = RunId::parse(&args.run_id)?;
+    if args.no_wait {
+        let started = tools.start_long_call(&rl_tools::LongCall::Compare {
+            run_id: id.to_string(),
+            step: args.step,
+            num_steps: Some(args.prompts),
+            group_size: Some(args.group_size),
+        })?;
+        return crate::preflight::say_started(&started, as_json);
+    }
     let options = CompareOptions {
         step: args.step,
         prompts: args.prompts,

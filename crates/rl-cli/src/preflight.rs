@@ -13,7 +13,10 @@ use rl_preflight::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, Progress, ProgressSink,
     TestPlan, TestProgress, TestReport, TestStatus, TestView,
 };
-use rl_tools::{InferenceOptions, TestListingView, TestShown, TestStopView, TestWaited, Tools};
+use rl_tools::{
+    InferenceOptions, LongCall, LongCallStarted, TestListingView, TestShown, TestStopView,
+    TestWaited, Tools,
+};
 
 use crate::context::{Context, until_interrupted};
 use crate::output;
@@ -79,6 +82,14 @@ struct RunArgs {
     /// Let the environment log to WandB (off by default).
     #[arg(long)]
     use_wandb: bool,
+    /// Start the test in a worker of its own and print its id at once, as agents' calls do;
+    /// follow it with `rl preflight wait ID`. It takes the operator's endpoint and limits
+    /// (`[inference]`): only --model, --steps and --group-size go with it.
+    #[arg(
+        long,
+        conflicts_with_all = ["base_url", "key_var", "concurrency", "timeout", "threshold", "use_wandb"]
+    )]
+    no_wait: bool,
 }
 
 pub(crate) fn run(
@@ -149,6 +160,29 @@ fn wait(tools: &Tools, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<
         ))?;
     }
     show(&view, false)
+}
+
+/// A long call started (or found running) without waiting: its answer with `--json`, else
+/// what it is and how to follow it.
+pub(crate) fn say_started(started: &LongCallStarted, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        return output::json(started);
+    }
+    let begun = if started.started {
+        "started"
+    } else {
+        "was already running (the same request): this is it"
+    };
+    output::line(format!(
+        "test {} {begun}: {} model(s) on {}, about {:.0} s; follow it with `rl preflight wait \
+         {}`, stop it with `rl preflight stop {}`",
+        started.test_id,
+        started.models.len(),
+        started.environment,
+        started.estimated_seconds,
+        started.test_id,
+        started.test_id
+    ))
 }
 
 fn progress_line(progress: &TestProgress) -> String {
@@ -235,6 +269,14 @@ fn print_capped_logs<'a>(logs: impl Iterator<Item = (&'a str, &'a Path)>) -> any
 }
 
 fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
+    if args.no_wait {
+        let started = tools.start_long_call(&LongCall::Inference {
+            models: args.models,
+            num_steps: Some(args.steps),
+            group_size: Some(args.group_size),
+        })?;
+        return say_started(&started, as_json);
+    }
     let timeout = Duration::try_from_secs_f64(args.timeout)
         .ok()
         .filter(|timeout| !timeout.is_zero())

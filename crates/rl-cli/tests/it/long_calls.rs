@@ -273,3 +273,40 @@ fn a_worker_told_to_end_reports_its_test_stopped_and_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `rl preflight --no-wait` starts the test as an agent's call does and prints its id; `rl
+/// preflight wait` follows it to its report. Options it cannot pass on are refused.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn the_cli_starts_a_test_without_waiting_and_follows_it() {
+    let python = test_python();
+    let fixture = rl_test_support::FixtureServer::start(&python, None);
+    let home = home_at(&python, &fixture.base_url);
+    let home = home.path();
+    let args = [
+        "preflight",
+        "--no-wait",
+        "--model",
+        "always-right",
+        "--steps",
+        "1",
+        "--group-size",
+        "1",
+        "--json",
+    ];
+    let started = crate::rl_in(home, &args);
+    let started = crate::success_json(&args, &started);
+    assert_eq!(started["started"], true, "{started}");
+    let test_id = started["test_id"].as_str().unwrap();
+    let waited = crate::rl_in(home, &["preflight", "wait", test_id, "--json"]);
+    let waited = crate::success_json(&["preflight", "wait"], &waited);
+    assert_eq!(waited["timed_out"], false, "{waited}");
+    assert_eq!(waited["test"]["models_succeeded"], 1, "{waited}");
+
+    let refused = crate::rl_in(home, &["preflight", "--no-wait", "--timeout", "5"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("cannot be used with"),
+        "{refused:?}"
+    );
+}
