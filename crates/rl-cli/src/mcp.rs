@@ -5,7 +5,8 @@
 //! JSON object, `{"error": ...}` on failure — is returned as one compact JSON text block, also as
 //! structured content, with `isError` set from the reply. Standard output carries protocol
 //! messages only. When the client closes standard input, or on SIGINT / SIGTERM / SIGHUP, the server
-//! ends and stops the pre-flight models it started; training runs are detached and go on.
+//! ends; training runs and the tests of long calls run detached (a supervisor, a worker) and go
+//! on, followed by id from the next session.
 
 use std::time::Duration;
 
