@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::preflight::home_with_arithmetic;
+use crate::mcp::eventually;
+use crate::preflight::home_with_endpoint;
 use crate::{rl_command, test_python};
 
 /// `rl tool call TOOL ARGUMENTS` on `home`, the JSON answer and whether it failed.
@@ -25,19 +26,6 @@ fn call(home: &Path, tool: &str, arguments: &Value) -> (Value, bool) {
         )
     });
     (answer, !output.status.success())
-}
-
-/// A home whose pre-flights go to `base_url`.
-fn home_at(python: &Path, base_url: &str) -> tempfile::TempDir {
-    let home = home_with_arithmetic(python);
-    let config = home.path().join("config.toml");
-    let settings = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("{settings}\n[inference]\nbase_url = \"{base_url}\"\n"),
-    )
-    .unwrap();
-    home
 }
 
 /// The answer with what differs from run to run replaced: the home, its test id and `ids`.
@@ -81,7 +69,7 @@ fn follow(home: &Path, tool: &str, test_id: &str) -> Vec<Value> {
 fn a_preflight_started_without_waiting_is_followed_by_its_id_and_one_request_is_one_test() {
     let python = test_python();
     let fixture = rl_test_support::FixtureServer::start(&python, None);
-    let home = home_at(&python, &fixture.base_url);
+    let home = home_with_endpoint(&python, &fixture.base_url, &[]);
     let home = home.path();
     // 3 s at the endpoint per request: the test runs long enough to be seen running.
     let arguments = json!({"models": ["always-right@3", "half-right@3"], "num_steps": 2, "group_size": 2, "wait": false});
@@ -176,7 +164,7 @@ fn a_preflight_started_without_waiting_is_followed_by_its_id_and_one_request_is_
 fn a_test_id_is_asked_of_its_own_tool_alone() {
     let python = test_python();
     let fixture = rl_test_support::FixtureServer::start(&python, None);
-    let home = home_at(&python, &fixture.base_url);
+    let home = home_with_endpoint(&python, &fixture.base_url, &[]);
     let home = home.path();
     let (started, _) = call(
         home,
@@ -230,7 +218,7 @@ fn a_test_id_is_asked_of_its_own_tool_alone() {
 fn a_worker_told_to_end_reports_its_test_stopped_and_leaves_nothing() {
     let python = test_python();
     let fixture = rl_test_support::FixtureServer::start(&python, None);
-    let home = home_at(&python, &fixture.base_url);
+    let home = home_with_endpoint(&python, &fixture.base_url, &[]);
     let home = home.path();
     let (started, failed) = call(
         home,
@@ -239,18 +227,13 @@ fn a_worker_told_to_end_reports_its_test_stopped_and_leaves_nothing() {
     );
     assert!(!failed, "{started}");
     let test_id = started["test_id"].as_str().unwrap().to_owned();
-    let asked = Instant::now();
-    while !fixture
-        .requests()
-        .iter()
-        .any(|request| request["model"] == "slow")
-    {
-        assert!(
-            asked.elapsed() < Duration::from_secs(120),
-            "the model never asked the endpoint"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert!(
+        eventually(Duration::from_secs(120), || fixture
+            .requests()
+            .iter()
+            .any(|request| request["model"] == "slow")),
+        "the model never asked the endpoint"
+    );
     let shown = crate::rl_in(home, &["preflight", "show", &test_id, "--json"]);
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     let worker = i32::try_from(shown["owner_pid"].as_u64().unwrap()).unwrap();
@@ -263,15 +246,13 @@ fn a_worker_told_to_end_reports_its_test_stopped_and_leaves_nothing() {
     let report = seen.last().unwrap();
     assert!(report["stopped_at"].is_string(), "{report}");
     let home_text = home.display().to_string();
-    let ended = Instant::now();
-    while !rl_test_support::processes_mentioning(&home_text).is_empty() {
-        assert!(
-            ended.elapsed() < Duration::from_secs(60),
-            "left running: {:?}",
-            rl_test_support::processes_mentioning(&home_text)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            rl_test_support::processes_mentioning(&home_text).is_empty()
+        }),
+        "left running: {:?}",
+        rl_test_support::processes_mentioning(&home_text)
+    );
 }
 
 /// `rl preflight --no-wait` starts the test as an agent's call does and prints its id; `rl
@@ -281,7 +262,7 @@ fn a_worker_told_to_end_reports_its_test_stopped_and_leaves_nothing() {
 fn the_cli_starts_a_test_without_waiting_and_follows_it() {
     let python = test_python();
     let fixture = rl_test_support::FixtureServer::start(&python, None);
-    let home = home_at(&python, &fixture.base_url);
+    let home = home_with_endpoint(&python, &fixture.base_url, &[]);
     let home = home.path();
     let args = [
         "preflight",

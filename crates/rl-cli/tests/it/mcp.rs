@@ -33,7 +33,7 @@ fn isolate(command: &mut Command, home: &Path) {
 }
 
 /// Waits for `done` for at most `limit`, polling.
-fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
     loop {
         if done() {

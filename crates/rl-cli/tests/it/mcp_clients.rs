@@ -187,17 +187,8 @@ fn the_typescript_client_at_its_default_timeout_gets_a_preflight_by_polling() {
     const MODELS: [&str; 2] = ["mixed@15", "always-right@15"];
     let python = test_python();
     let fixture = FixtureServer::start(&python, None);
-    let home = crate::preflight::home_with_arithmetic(&python);
+    let home = crate::preflight::home_with_endpoint(&python, &fixture.base_url, &["always-right"]);
     let home = home.path();
-    let settings = std::fs::read_to_string(home.join("config.toml")).unwrap();
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "{settings}\n[inference]\nbase_url = \"{}\"\nmodels = [\"always-right\"]\n",
-            fixture.base_url
-        ),
-    )
-    .unwrap();
     let _stops = StopsPreflights { home };
 
     let exchange = typescript_client(

@@ -28,6 +28,29 @@ pub(crate) fn home_with_arithmetic(python: &std::path::Path) -> tempfile::TempDi
     home
 }
 
+/// [`home_with_arithmetic`] whose pre-flights go to the endpoint at `base_url`, asking
+/// `models` when a call names none.
+pub(crate) fn home_with_endpoint(
+    python: &std::path::Path,
+    base_url: &str,
+    models: &[&str],
+) -> tempfile::TempDir {
+    let home = home_with_arithmetic(python);
+    let config = home.path().join("config.toml");
+    let settings = std::fs::read_to_string(&config).unwrap();
+    let models = if models.is_empty() {
+        String::new()
+    } else {
+        format!("models = {}\n", serde_json::json!(models))
+    };
+    std::fs::write(
+        &config,
+        format!("{settings}\n[inference]\nbase_url = \"{base_url}\"\n{models}"),
+    )
+    .unwrap();
+    home
+}
+
 /// What a `kill -9` of the process running a test leaves in `home`: the test's folder with its
 /// dead owner and one model's process group recorded, the model still running, and a process
 /// the model left in a session of its own. Every process's command line holds `marker`.

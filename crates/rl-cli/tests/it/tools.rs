@@ -394,17 +394,12 @@ fn the_status_limit_applies_to_agents_and_known_runs_only() {
 fn the_inference_test_uses_the_operators_endpoint_and_answers_with_the_original_keys() {
     let python = test_python();
     let server = rl_test_support::FixtureServer::start(&python, None);
-    let home = crate::preflight::home_with_arithmetic(&python);
+    let home = crate::preflight::home_with_endpoint(
+        &python,
+        &server.base_url,
+        &["always-right", "half-right"],
+    );
     let home = home.path();
-    let settings = std::fs::read_to_string(home.join("config.toml")).unwrap();
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "{settings}\n[inference]\nbase_url = \"{}\"\nmodels = [\"always-right\", \"half-right\"]\n",
-            server.base_url
-        ),
-    )
-    .unwrap();
 
     let too_big = tool(
         home,
