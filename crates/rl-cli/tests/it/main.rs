@@ -13,6 +13,7 @@ mod json_outputs;
 mod long_calls;
 mod mcp;
 mod mcp_clients;
+mod mcp_tasks;
 mod new_env;
 mod pages;
 mod preflight;
