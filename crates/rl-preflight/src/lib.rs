@@ -33,8 +33,8 @@ pub use error::PreflightError;
 pub use model::{DrawnItems, ModelOutcome, ModelReport};
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
-    Endpoint, HeldOutItems, Key, LOCKED_FIELDS, MAX_GROUP_SIZE, MAX_STEPS, OPENROUTER_BASE_URL,
-    OPENROUTER_KEY_VARIABLE, TestPlan, TestRequest, check_models, check_size,
+    Endpoint, HeldOutItems, Key, LOCKED_FIELDS, MAX_GROUP_SIZE, MAX_MODELS, MAX_STEPS,
+    OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, TestPlan, TestRequest, check_models, check_size,
 };
 pub use preflight::run_test;
 pub use report::TestReport;

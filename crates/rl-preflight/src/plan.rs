@@ -29,6 +29,9 @@ pub const DEFAULT_GROUP_SIZE: u32 = 16;
 /// and every completion is paid for at the endpoint.
 pub const MAX_STEPS: u32 = 100;
 pub const MAX_GROUP_SIZE: u32 = 256;
+/// Models in one test: a test runs each in processes of its own, and one that outlives its caller
+/// must not queue thousands.
+pub const MAX_MODELS: usize = 32;
 pub const DEFAULT_CONCURRENCY: usize = 4;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
@@ -247,6 +250,15 @@ pub fn check_models(models: &[String]) -> Result<(), PreflightError> {
     if models.is_empty() {
         return Err(PreflightError::invalid("models", "name at least one model"));
     }
+    if models.len() > MAX_MODELS {
+        return Err(PreflightError::invalid(
+            "models",
+            format!(
+                "{} models is more than a test takes ({MAX_MODELS}): split them into tests",
+                models.len()
+            ),
+        ));
+    }
     let mut seen = std::collections::BTreeSet::new();
     for model in models {
         let printable = !model.is_empty()
@@ -340,9 +352,12 @@ mod tests {
             vec![String::new()],
             vec!["a b".to_owned()],
             vec!["x".to_owned(), "x".to_owned()],
+            (0..=MAX_MODELS).map(|n| format!("m{n}")).collect(),
         ] {
             assert!(check_models(&bad).is_err(), "{bad:?}");
         }
+        let most: Vec<String> = (0..MAX_MODELS).map(|n| format!("m{n}")).collect();
+        assert!(check_models(&most).is_ok());
     }
 
     #[test]

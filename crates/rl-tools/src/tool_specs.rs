@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use rl_preflight::{DEFAULT_GROUP_SIZE, DEFAULT_STEPS, MAX_GROUP_SIZE, MAX_STEPS};
+use rl_preflight::{DEFAULT_GROUP_SIZE, DEFAULT_STEPS, MAX_GROUP_SIZE, MAX_MODELS, MAX_STEPS};
 
 use crate::compare::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 
@@ -291,7 +291,7 @@ impl ToolName {
                     "properties": {
                         "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_STEPS, "description": "Groups per model"},
                         "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_GROUP_SIZE, "description": "Completions per group, as in training"},
-                        "models": {"type": "array", "items": {"type": "string"}, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); or a run's checkpoints: run:RUN_ID (its last saved state), run:RUN_ID@STEP, run:RUN_ID@best, run:RUN_ID@base (its base model); a finished local-engine run's are served by rl, a hosted run's by Tinker's OpenAI-compatible endpoint (TINKER_API_KEY)"},
+                        "models": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_MODELS, "description": "Model ids as the endpoint names them (default: the operator's list, else qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); or a run's checkpoints: run:RUN_ID (its last saved state), run:RUN_ID@STEP, run:RUN_ID@best, run:RUN_ID@base (its base model); a finished local-engine run's are served by rl, a hosted run's by Tinker's OpenAI-compatible endpoint (TINKER_API_KEY)"},
                         "wait": {"type": "boolean", "description": "Block until the test has ended and answer in full (for a client that waits minutes); default false over MCP, true over HTTP and `rl tool call`"},
                         "test_id": {"type": "string", "pattern": "^[0-9a-f]{8}$", "description": "Follow a test started earlier: its progress while it runs, its full answer once it has ended (give it alone)"}
                     },

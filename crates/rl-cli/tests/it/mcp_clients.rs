@@ -281,5 +281,23 @@ fn the_typescript_client_at_its_default_timeout_gets_a_comparison_by_polling() {
     let shown = stack.json(&["preflight", "show", compared["test_id"].as_str().unwrap()]);
     assert_eq!(shown["test_id"], compared["test_id"], "{shown:#}");
     assert_no_process_mentions(home);
+
+    // The same with the official Python SDK's client: answered at once, polled to the verdict.
+    let python = crate::mcp_tasks::python_client(
+        home,
+        "poll",
+        "rl_compare_training",
+        &json!({"run_id": id, "num_steps": 2, "group_size": 2}),
+    );
+    let said = python.succeeded();
+    assert_eq!(said["first"]["status"], "running", "{said:#}");
+    let final_answer = &said["final"];
+    assert_eq!(final_answer["run_id"], id.as_str(), "{said:#}");
+    assert!(
+        ["better", "no detectable difference", "worse"]
+            .contains(&final_answer["verdict"].as_str().unwrap_or_default()),
+        "{said:#}"
+    );
+    assert_no_process_mentions(home);
     assert_nothing_left(&stack, &id);
 }

@@ -52,8 +52,8 @@ impl Drop for StopsPreflights<'_> {
 }
 
 /// What the driver printed, and its stderr (`rl mcp`'s too).
-struct Exchange {
-    said: Value,
+pub(crate) struct Exchange {
+    pub(crate) said: Value,
     stderr: String,
 }
 
@@ -67,7 +67,7 @@ impl Exchange {
 
     /// The exchange went through: no failure, no line on the server's stdout that was not
     /// protocol.
-    fn succeeded(&self) -> &Value {
+    pub(crate) fn succeeded(&self) -> &Value {
         let context = self.context();
         assert!(self.said["failure"].is_null(), "{context}");
         assert_eq!(self.said["stream_errors"], json!([]), "{context}");
@@ -84,7 +84,7 @@ impl Exchange {
 /// `mcp_tasks_client.py MODE` calling `tool` with `arguments` on `rl mcp` for `home` (none of
 /// the caller's `RL_*` settings or keys): the driver gives up after `BOUND`, and is killed a
 /// minute and a half later if it has not.
-fn python_client(home: &Path, mode: &str, tool: &str, arguments: &Value) -> Exchange {
+pub(crate) fn python_client(home: &Path, mode: &str, tool: &str, arguments: &Value) -> Exchange {
     let mut command = Command::new(test_python());
     command
         .arg(workspace_root().join("crates/rl-cli/tests/it/mcp_tasks_client.py"))
