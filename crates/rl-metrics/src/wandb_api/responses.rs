@@ -154,3 +154,34 @@ pub(super) fn parse_row(line: &Value) -> RowOutcome {
         values,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_keep_logged_keys_and_drop_wandb_bookkeeping() {
+        let line = Value::String(
+            r#"{"_step": 3, "_timestamp": 1700000000.5, "_runtime": 12, "train/loss": NaN, "reward/mean": 0.25}"#
+                .to_owned(),
+        );
+        let RowOutcome::Row(row) = parse_row(&line) else {
+            panic!("not a row");
+        };
+        assert_eq!(row.step, 3);
+        assert_eq!(row.timestamp, Some(1_700_000_000.5));
+        assert_eq!(
+            row.values.keys().collect::<Vec<_>>(),
+            ["reward/mean", "train/loss"]
+        );
+        assert!(row.number("train/loss").is_some_and(f64::is_nan));
+        assert!(matches!(
+            parse_row(&Value::String(r#"{"x": 1}"#.to_owned())),
+            RowOutcome::NoStep
+        ));
+        assert!(matches!(
+            parse_row(&Value::String("{broken".to_owned())),
+            RowOutcome::Unreadable
+        ));
+    }
+}
