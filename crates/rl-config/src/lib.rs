@@ -18,6 +18,9 @@ pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
 pub use locked::load_settings;
 pub use new_run::{run_selection, sha256_hex};
+/// How an environment's file runs (a script, or a module of its package): discovery's answer,
+/// which a run's record and a pre-flight's command both use.
+pub use rl_discovery::{PackageModule, package_module};
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use service::{
     ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, ResumedConfig,

@@ -117,6 +117,18 @@ pub(crate) struct RunEnvironment {
     /// a test of the run's checkpoints passes on, as a pre-flight passes the selection's.
     #[serde(default)]
     pub(crate) edits: Vec<Edit>,
+    /// How the environment's file runs when it is a module of its package (it imports its
+    /// siblings relatively or through its top package), as discovery read its source: what
+    /// rl's environment runner (`rl_env`) reads. Absent: it runs as a script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) package: Option<RunPackage>,
+}
+
+/// The module a package-style environment runs as, and the folder holding its top package.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RunPackage {
+    pub(crate) root: PathBuf,
+    pub(crate) module: String,
 }
 
 impl RunEnvironment {
@@ -131,10 +143,15 @@ impl RunEnvironment {
             path: file.clone(),
             source,
         })?;
+        let package = rl_discovery::package_module(&file).map(|package| RunPackage {
+            root: package.root,
+            module: package.name,
+        });
         Ok(Self {
             environment: environment.clone(),
             sha256: sha256_hex(&bytes),
             edits: edits.to_vec(),
+            package,
         })
     }
 

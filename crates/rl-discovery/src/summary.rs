@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use ruff_python_ast::statement_visitor::{StatementVisitor, walk_stmt};
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::Ranged;
 
@@ -21,6 +22,18 @@ pub(crate) struct ModuleSummary {
     pub bindings: HashMap<String, Vec<Binding>>,
     /// Class names called as `Name.cli()` under `if __name__ == "__main__":`.
     pub cli_classes: HashSet<String>,
+    /// Every import statement of the file, in functions and classes too (they run when
+    /// called): how the file must be started for them to resolve (`package.rs`).
+    pub imports: Vec<Import>,
+}
+
+/// One import statement: `from {level dots}{module} import {names}`, or `import {module}`
+/// (`names` empty; one per module of `import a, b`). A star import names nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Import {
+    pub level: u32,
+    pub module: Dotted,
+    pub names: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -64,7 +77,45 @@ pub(crate) fn summarize(text: &str) -> Result<ModuleSummary, SkipReason> {
     let lines = LineIndex::new(text);
     let mut summary = ModuleSummary::default();
     collect_module_level(&module.body, &lines, &mut summary);
+    let mut imports = ImportCollector::default();
+    imports.visit_body(&module.body);
+    summary.imports = imports.imports;
     Ok(summary)
+}
+
+/// Every import statement, whatever its scope.
+#[derive(Default)]
+struct ImportCollector {
+    imports: Vec<Import>,
+}
+
+impl<'a> StatementVisitor<'a> for ImportCollector {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::ImportFrom(import) => self.imports.push(Import {
+                level: import.level,
+                module: import
+                    .module
+                    .as_ref()
+                    .map(|m| dotted_str(m.as_str()))
+                    .unwrap_or_default(),
+                names: import
+                    .names
+                    .iter()
+                    .map(|alias| alias.name.to_string())
+                    .filter(|name| name != "*")
+                    .collect(),
+            }),
+            Stmt::Import(import) => {
+                self.imports.extend(import.names.iter().map(|alias| Import {
+                    level: 0,
+                    module: dotted_str(alias.name.as_str()),
+                    names: Vec::new(),
+                }));
+            }
+            _ => walk_stmt(self, stmt),
+        }
+    }
 }
 
 /// Walks the statements that run at import time: the module body and the blocks of compound
@@ -393,6 +444,29 @@ mod tests {
         );
         assert!(
             matches!(&s.bindings["sib"][0].target, BindingTarget::ImportedName { level: 1, module, .. } if module.is_empty())
+        );
+    }
+
+    #[test]
+    fn every_import_is_listed_whatever_its_scope() {
+        let s = summary(
+            "import a.b.c, d as e\nfrom .. import x, y\nfrom .sib import *\ndef f():\n    from environments.p.q import R\nclass C:\n    if True:\n        import z\n",
+        );
+        let import = |level: u32, module: &[&str], names: &[&str]| Import {
+            level,
+            module: module.iter().map(|m| (*m).to_owned()).collect(),
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+        };
+        assert_eq!(
+            s.imports,
+            [
+                import(0, &["a", "b", "c"], &[]),
+                import(0, &["d"], &[]),
+                import(2, &[], &["x", "y"]),
+                import(1, &["sib"], &[]),
+                import(0, &["environments", "p", "q"], &["R"]),
+                import(0, &["z"], &[]),
+            ]
         );
     }
 

@@ -10,6 +10,10 @@ use crate::tracking::{GROUP_SUFFIX, ModelMarks, STOP_FILE};
 /// The variable atroposlib's OpenAI client reads its key from.
 pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 const WANDB_KEY_VARIABLE: &str = "WANDB_API_KEY";
+/// Tell rl's environment runner (`rl_env`) that the environment's file runs as this module of
+/// its package, from this folder (the one holding its top package).
+const MODULE_VARIABLE: &str = "RL_ENV_MODULE";
+const ROOT_VARIABLE: &str = "RL_ENV_ROOT";
 /// Handed to endpoints that take no key (a local vLLM): the OpenAI client refuses to start
 /// without one, and this one is no secret.
 pub(crate) const NO_KEY_PLACEHOLDER: &str = "no-key-needed";
@@ -123,14 +127,16 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         output_path,
         group_path,
     } = model_files(test_dir, index, model);
-    let mut args = Vec::new();
-    if plan.held_out.is_some() {
-        args.extend(["-m".to_owned(), rl_python::ENV_RUNNER.to_owned()]);
-    }
-    args.extend([
-        plan.env_file.to_string_lossy().into_owned(),
-        "process".to_owned(),
-    ]);
+    // A package-style environment (relative imports of its siblings, or imports through its
+    // top package) runs as a module of its package, as in a run.
+    let package = rl_config::package_module(&plan.env_file);
+    let env_file = plan.env_file.to_string_lossy().into_owned();
+    let mut args = match (&plan.held_out, &package) {
+        (Some(_), _) => vec!["-m".to_owned(), rl_python::ENV_RUNNER.to_owned(), env_file],
+        (None, Some(package)) => vec!["-m".to_owned(), package.name.clone()],
+        (None, None) => vec![env_file],
+    };
+    args.push("process".to_owned());
     let mut flag = |name: &str, value: String| {
         args.push(format!("--{name}"));
         args.push(value);
@@ -162,12 +168,19 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         .clone()
         .unwrap_or_else(|| NO_KEY_PLACEHOLDER.to_owned());
     env.push((CHILD_KEY_VARIABLE.to_owned(), key));
+    let theirs = plan.child_environment.get("PYTHONPATH").map(String::as_str);
     if let Some(held_out) = &plan.held_out {
-        let theirs = plan.child_environment.get("PYTHONPATH").map(String::as_str);
         env.push((
             "PYTHONPATH".to_owned(),
             rl_python::python_path(&held_out.programs, theirs),
         ));
+        if let Some(package) = &package {
+            env.push((MODULE_VARIABLE.to_owned(), package.name.clone()));
+            env.push((
+                ROOT_VARIABLE.to_owned(),
+                package.root.to_string_lossy().into_owned(),
+            ));
+        }
         env.extend(rl_python::items_variables(
             rl_python::Items::HeldOut,
             held_out.slice,
@@ -176,6 +189,19 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
             rl_python::ITEMS_REPORT_VARIABLE.to_owned(),
             items_path(&output_path).to_string_lossy().into_owned(),
         ));
+    } else if let Some(package) = &package {
+        // `python -m` finds the module from its root; the file's own folder comes next, as a
+        // script has it.
+        let path: Vec<String> = std::iter::once(package.root.as_path())
+            .chain(plan.env_file.parent())
+            .map(|folder| folder.to_string_lossy().into_owned())
+            .chain(
+                theirs
+                    .filter(|theirs| !theirs.is_empty())
+                    .map(str::to_owned),
+            )
+            .collect();
+        env.push(("PYTHONPATH".to_owned(), path.join(":")));
     }
     if plan.use_wandb {
         // The SDK keeps its run files in the test's folder, not in the working tree.
@@ -193,6 +219,13 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         .chain(std::iter::once(plan.endpoint.key_variable.clone()))
         .filter(|name| name != CHILD_KEY_VARIABLE)
         .filter(|name| !(plan.use_wandb && name == WANDB_KEY_VARIABLE))
+        // Never a package another process's environment named.
+        .chain(
+            [MODULE_VARIABLE, ROOT_VARIABLE]
+                .into_iter()
+                .filter(|_| package.is_none() || plan.held_out.is_none())
+                .map(str::to_owned),
+        )
         .collect();
     ModelJob {
         model: model.to_owned(),
@@ -314,6 +347,63 @@ mod tests {
         assert_eq!(env["RL_HELD_OUT_FRACTION"], "0.25");
         assert_eq!(env["RL_HELD_OUT_SEED"], "7");
         assert_eq!(env["RL_ITEMS_REPORT"], "/t/02-run_0badc0de.items.json");
+    }
+
+    /// An Atropos-shaped package whose environment imports a sibling relatively.
+    fn package_plan() -> (tempfile::TempDir, std::path::PathBuf, TestPlan) {
+        let dir = tempfile::tempdir().unwrap();
+        let environments = std::fs::canonicalize(dir.path())
+            .unwrap()
+            .join("environments");
+        let package = environments.join("vowels");
+        std::fs::create_dir_all(&package).unwrap();
+        std::fs::write(package.join("__init__.py"), "").unwrap();
+        std::fs::write(package.join("scoring.py"), "").unwrap();
+        std::fs::write(
+            package.join("vowels_env.py"),
+            "from .scoring import vowel_share\n",
+        )
+        .unwrap();
+        let mut plan = plan(false);
+        plan.env_file = package.join("vowels_env.py");
+        plan.child_environment
+            .insert("PYTHONPATH".to_owned(), "/theirs".to_owned());
+        (dir, environments, plan)
+    }
+
+    #[test]
+    fn a_package_style_environment_runs_as_a_module_of_its_package() {
+        let (_dir, environments, plan) = package_plan();
+        let job = model_job(&plan, 0, "a/b", Path::new("/t"));
+        assert_eq!(job.args[..3], ["-m", "vowels.vowels_env", "process"]);
+        let env: std::collections::BTreeMap<_, _> = job.env.iter().cloned().collect();
+        let environments = environments.display();
+        assert_eq!(
+            env["PYTHONPATH"],
+            format!("{environments}:{environments}/vowels:/theirs")
+        );
+        assert!(!env.contains_key(MODULE_VARIABLE));
+        assert!(job.env_remove.iter().any(|n| n == MODULE_VARIABLE));
+    }
+
+    #[test]
+    fn through_rl_env_the_package_is_named_to_the_runner() {
+        let (_dir, environments, mut plan) = package_plan();
+        plan.held_out = Some(crate::plan::HeldOutItems {
+            programs: "/home/python/abc".into(),
+            slice: rl_python::Slice {
+                fraction: 0.25,
+                seed: 7,
+            },
+        });
+        let job = model_job(&plan, 0, "a/b", Path::new("/t"));
+        let file = plan.env_file.to_string_lossy().into_owned();
+        assert_eq!(job.args[..4], ["-m", "rl_env", file.as_str(), "process"]);
+        let env: std::collections::BTreeMap<_, _> = job.env.iter().cloned().collect();
+        assert_eq!(env["PYTHONPATH"], "/home/python/abc:/theirs");
+        assert_eq!(env[MODULE_VARIABLE], "vowels.vowels_env");
+        assert_eq!(env[ROOT_VARIABLE], environments.to_string_lossy());
+        assert!(!job.env_remove.iter().any(|n| n == MODULE_VARIABLE));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod mcp;
 mod mcp_clients;
 mod mcp_tasks;
 mod new_env;
+mod package_envs;
 mod pages;
 mod preflight;
 mod read_only;

@@ -1,9 +1,18 @@
 """`python -m rl_env ENV_FILE ARGS...`: runs an environment file as `python ENV_FILE ARGS...`
 would (its folder first on the import path, its `__main__` block), with every atroposlib
-environment it makes drawing the items `RL_ITEMS` names (see `rl_env`)."""
+environment it makes drawing the items `RL_ITEMS` names (see `rl_env`).
+
+A package-style environment (one importing its siblings relatively, or through its top
+package's name) runs instead as `python -m MODULE ARGS...` would from the folder that holds its
+top package, its own folder next on the path. Which files are such, and their module and root,
+rl decides from their source (`rl_discovery::package_module`) and says here: through
+`RL_ENV_MODULE` and `RL_ENV_ROOT` (a pre-flight's models), else in the run's
+`environment.json` (`package`), in the folder `RL_RUN_DIR` names."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import runpy
 import sys
@@ -30,6 +39,61 @@ def install(split: Split) -> None:
     BaseEnv.__init__ = init
 
 
+MODULE_VARIABLE = "RL_ENV_MODULE"
+ROOT_VARIABLE = "RL_ENV_ROOT"
+RUN_DIR_VARIABLE = "RL_RUN_DIR"
+RUN_ENVIRONMENT_FILE = "environment.json"
+
+
+class PackageError(Exception):
+    """The module rl named cannot be the environment's file."""
+
+
+def package_of(env_file: str, environ=os.environ) -> tuple[str, str] | None:
+    """(root, module) when `env_file` runs as a module of its package, else None."""
+    module, root = environ.get(MODULE_VARIABLE), environ.get(ROOT_VARIABLE)
+    if module and root:
+        return root, module
+    run_dir = environ.get(RUN_DIR_VARIABLE)
+    if not run_dir:
+        return None
+    try:
+        with open(os.path.join(run_dir, RUN_ENVIRONMENT_FILE), encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    package = record.get("package") if isinstance(record, dict) else None
+    environment = record.get("environment") if isinstance(record, dict) else None
+    if not isinstance(package, dict) or not isinstance(environment, dict):
+        return None
+    recorded = os.path.join(str(environment.get("environments_dir", "")), str(environment.get("file", "")))
+    if not same_file(recorded, env_file):
+        # The run's record is of another file (a process started from within a run).
+        return None
+    root, module = package.get("root"), package.get("module")
+    if not isinstance(root, str) or not isinstance(module, str):
+        return None
+    return root, module
+
+
+def same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def run_module(env_file: str, root: str, module: str) -> None:
+    """Runs `module` as `__main__` with `root`, then the file's own folder, first on the path."""
+    sys.path[0:0] = [root, os.path.dirname(env_file)]
+    # Imports the module's packages (their `__init__`), as running it would.
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None or not same_file(spec.origin, env_file):
+        found = spec.origin if spec is not None else None
+        raise PackageError(f"module {module} from {root} is {found}, not {env_file}")
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
 def main(argv: list[str]) -> int:
     if not argv or not argv[0].endswith(".py"):
         print("usage: python -m rl_env ENV_FILE.py serve|process|evaluate ARGS...", file=sys.stderr)
@@ -42,8 +106,16 @@ def main(argv: list[str]) -> int:
         return 2
     env_file = os.path.abspath(argv[0])
     sys.argv = [env_file, *argv[1:]]
-    sys.path.insert(0, os.path.dirname(env_file))
-    runpy.run_path(env_file, run_name="__main__")
+    package = package_of(env_file)
+    if package is None:
+        sys.path.insert(0, os.path.dirname(env_file))
+        runpy.run_path(env_file, run_name="__main__")
+        return 0
+    try:
+        run_module(env_file, *package)
+    except PackageError as error:
+        print(f"rl_env: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,0 +1,111 @@
+//! Package-style environments (issue 32): files that import their siblings relatively or
+//! through their top package's name, which `python FILE` cannot run, train on the local engine
+//! to `completed` — run as modules of their packages by the run's environment and by the
+//! pre-flights of its evaluations. The fixtures are an Atropos-shaped checkout
+//! (`fixtures/tinker-atropos/atropos-checkout`).
+
+use std::path::{Path, PathBuf};
+
+use rl_test_support::LocalEngine;
+use serde_json::Value;
+
+use crate::runs::{Stack, assert_nothing_left};
+use crate::test_python;
+use crate::training::{SHORT_RUN, lines};
+
+fn checkout() -> PathBuf {
+    std::fs::canonicalize(
+        rl_test_support::workspace_root().join("fixtures/tinker-atropos/atropos-checkout"),
+    )
+    .unwrap()
+}
+
+/// The local engine's settings with the checkout's `environments/` as the environments folder,
+/// `edits` applied, and `environment` selected.
+fn stack(environment: &str, edits: &[(&str, &str)]) -> (Stack, LocalEngine) {
+    let python = test_python();
+    let engine = rl_test_support::local_engine();
+    let settings = format!(
+        "environments_dir = \"{}\"\n{}",
+        checkout().join("environments").display(),
+        rl_test_support::local_engine_settings(&python, &engine)
+    );
+    (Stack::with_settings(settings, edits, environment), engine)
+}
+
+/// Trains the selected environment to its end; checks it completed, learnt on every step and
+/// ran as `module` from `root`, and that its evaluations (pre-flights of the checkpoint, at
+/// steps 0 and 5) scored.
+fn trains_to_completed(stack: &Stack, root: &Path, module: &str) {
+    let id = stack.start();
+    let finished = stack.wait(&id, "finished", 1200);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    let dir = stack.run_dir(&id);
+
+    let recorded: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("environment.json")).unwrap()).unwrap();
+    assert_eq!(
+        recorded["package"],
+        serde_json::json!({"root": root, "module": module}),
+        "{recorded:#}"
+    );
+    let env_log = std::fs::read_to_string(dir.join("env.log")).unwrap();
+    assert!(!env_log.contains("ImportError"), "{env_log}");
+
+    let metrics = lines(&dir.join("metrics.jsonl"));
+    let steps: Vec<&Value> = metrics
+        .iter()
+        .filter(|row| row.get("step").is_some() && row["reward/mean"].is_number())
+        .collect();
+    assert_eq!(steps.len(), 5, "one row per step: {metrics:#?}");
+    let evaluated: Vec<i64> = metrics
+        .iter()
+        .filter(|row| row["eval/mean_score"].is_number())
+        .filter_map(|row| row["step"].as_i64())
+        .collect();
+    assert_eq!(
+        evaluated,
+        [0, 5],
+        "{metrics:#?}\n{}",
+        std::fs::read_to_string(dir.join("trainer.log")).unwrap_or_default()
+    );
+    for row in &metrics {
+        assert!(row.get("eval/failed").is_none(), "{row:#}");
+    }
+    assert_nothing_left(stack, &id);
+}
+
+/// `vowels/vowels_env.py`: `from .scoring import vowel_share` in a package whose parent
+/// (`environments/`) is none. Evaluated on every item: each evaluation's pre-flight runs the
+/// module with `python -m`.
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_package_importing_its_siblings_relatively_trains_to_completed() {
+    const EVALUATED: (&str, &str) = (
+        "keep_rollouts = 20",
+        "keep_rollouts = 20\neval_every = 5\neval_prompts = 2\neval_group_size = 2",
+    );
+    let (stack, _engine) = stack("vowels", &[SHORT_RUN, EVALUATED]);
+    let environments = checkout().join("environments");
+    trains_to_completed(&stack, &environments, "vowels.vowels_env");
+}
+
+/// `community/letter_share/letter_share_env.py`: `from environments.community.letter_share…`
+/// and `from environments.vowels.sampling …`, no `__init__.py` on the way. Evaluated on the
+/// items kept out of training (seed 9: 2 of its 6 prompts): each evaluation's pre-flight runs
+/// it through rl's environment runner, told the module.
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_package_importing_through_its_top_package_trains_to_completed() {
+    const EVALUATED_HELD_OUT: (&str, &str) = (
+        "keep_rollouts = 20",
+        "keep_rollouts = 20\neval_every = 5\neval_prompts = 2\neval_group_size = 2\n\n\
+         [held_out]\nfraction = 0.25\nseed = 9",
+    );
+    let (stack, _engine) = stack("letter_share", &[SHORT_RUN, EVALUATED_HELD_OUT]);
+    trains_to_completed(
+        &stack,
+        &checkout(),
+        "environments.community.letter_share.letter_share_env",
+    );
+}
