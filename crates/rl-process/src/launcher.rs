@@ -124,7 +124,6 @@ pub trait Launcher: Send + Sync {
 }
 
 /// A started component.
-#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait RunningComponent: Send {
     /// Its process: the leader of a process group of its own (the group's id is its pid),
