@@ -56,7 +56,6 @@ pub struct ModelRun {
 }
 
 /// Runs a model's job to its end. Never fails: a model that cannot start is an outcome.
-#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait ModelRunner: Send + Sync {
     async fn run(
