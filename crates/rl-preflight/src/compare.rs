@@ -196,7 +196,6 @@ fn variance(values: &[f64]) -> f64 {
     values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / count(values.len() - 1)
 }
 
-#[allow(clippy::cast_precision_loss)] // counts of prompts and completions, far below 2^52
 fn count(n: usize) -> f64 {
     n as f64
 }

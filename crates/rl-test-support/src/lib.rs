@@ -26,7 +26,6 @@ pub const PYTHON_ENV: &str = "RL_TEST_PYTHON";
 /// # Panics
 /// When the workspace is not where it was built (the tests cannot run then anyway).
 pub fn workspace_root() -> PathBuf {
-    #[allow(clippy::expect_used)]
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -95,7 +94,6 @@ pub fn local_engine_settings(python: &Path, engine: &LocalEngine) -> String {
 /// The settings template `file` with the checkout, `python` and `more` filled in.
 fn filled(file: &str, python: &Path, more: &[(&str, &Path)]) -> String {
     let root = workspace_root();
-    #[allow(clippy::expect_used)]
     let mut text = std::fs::read_to_string(root.join(file))
         .expect("a settings template of fixtures/")
         .replace("@REPO@", &root.display().to_string())
@@ -145,7 +143,6 @@ pub fn reset_peak_memory() {
 ///
 /// # Panics
 /// When `/proc/self/status` has no `VmHWM` line (not Linux).
-#[allow(clippy::expect_used)]
 pub fn peak_memory() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
     let kib: u64 = status
@@ -224,7 +221,6 @@ impl FixtureServer {
     ///
     /// # Panics
     /// When the server cannot start (the port is taken) or does not say where it listens.
-    #[allow(clippy::expect_used)]
     pub fn serving_on(
         python: &Path,
         port: u16,

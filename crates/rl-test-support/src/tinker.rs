@@ -26,9 +26,7 @@ fn end_group(child: &mut Child) {
 
 /// A free loopback port (the kernel's choice, released for the server to take).
 fn free_port() -> u16 {
-    #[allow(clippy::expect_used)]
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    #[allow(clippy::expect_used)]
     listener.local_addr().expect("its address").port()
 }
 
@@ -55,7 +53,6 @@ pub struct EngineServer {
 impl EngineServer {
     /// # Panics
     /// When it cannot start or does not answer within [`ENGINE_READY`].
-    #[allow(clippy::expect_used)]
     pub fn start(engine: &LocalEngine, folder: &Path) -> Self {
         let port = free_port();
         let log = std::fs::File::create(folder.join("engine.log")).expect("the engine's log");
@@ -130,7 +127,6 @@ pub struct TinkerService {
 impl TinkerService {
     /// # Panics
     /// When it cannot start or does not say where it listens.
-    #[allow(clippy::expect_used)]
     pub fn start(folder: &Path, options: &ServiceOptions<'_>) -> Self {
         let log = folder.join("service.jsonl");
         let mut command = Command::new("python3");
