@@ -47,7 +47,8 @@ pub(crate) fn select(context: &Context, name: &str, as_json: bool) -> anyhow::Re
         selected.field_count,
         selected.wandb_name
     ))?;
-    notes(&selected.notes)
+    notes(&selected.notes)?;
+    crate::envs::dependencies(selected.dependencies.as_ref())
 }
 
 pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> anyhow::Result<()> {

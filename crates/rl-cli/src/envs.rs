@@ -138,7 +138,33 @@ fn print_one(env: &EnvironmentDetail) -> anyhow::Result<()> {
     for (field, value) in rows {
         table.add_row([field.to_owned(), value]);
     }
-    output::line(table)
+    output::line(table)?;
+    dependencies(env.dependencies.as_ref())
+}
+
+/// An environment's own dependencies the run's Python lacks, and its requirements file.
+pub(crate) fn dependencies(view: Option<&rl_tools::DependenciesView>) -> anyhow::Result<()> {
+    let Some(view) = view else {
+        return Ok(());
+    };
+    if !view.missing_imports.is_empty() {
+        output::line(format!(
+            "the run's Python cannot import: {}",
+            view.missing_imports.join(", ")
+        ))?;
+    }
+    if let Some(file) = &view.requirements {
+        let unmet = if view.unmet_requirements.is_empty() {
+            "all installed".to_owned()
+        } else {
+            format!("unmet: {}", view.unmet_requirements.join(", "))
+        };
+        output::line(format!("requirements: {} ({unmet})", file.display()))?;
+    }
+    if let Some(fix) = &view.fix {
+        output::line(format!("fix: {fix}"))?;
+    }
+    Ok(())
 }
 
 fn yes_no(value: bool) -> &'static str {

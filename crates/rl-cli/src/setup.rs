@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use rl_settings::{SettingEdit, write_settings};
+use rl_tools::env_dependencies;
 use rl_tools::setup::{Installer, Part, PartState, ensure, inspect};
 use serde::Serialize;
 
@@ -30,6 +31,11 @@ pub(crate) struct SetupArgs {
     /// nothing.
     #[arg(long)]
     check: bool,
+    /// Also install what this environment imports beyond atroposlib (its `requirements.txt`
+    /// as pinned there, else its missing imports by name) into the managed Python, the
+    /// versions installed recorded in `RL_HOME/venvs/environments/NAME.txt`.
+    #[arg(long, value_name = "NAME")]
+    env: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -47,7 +53,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
         .chain(local.then_some(Part::Engine))
         .collect();
     if args.check {
-        return check(&home, &parts, local, as_json);
+        return check(context, &home, &parts, local, args.env.as_deref(), as_json);
     }
     if let Some(model) = &args.base_model {
         anyhow::ensure!(
@@ -133,10 +139,41 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
     }
     let changed = write_settings(&home, &edits)?;
     let config = home.join(rl_settings::SETTINGS_FILE);
-    let message = if changed.is_empty() {
+    let mut message = if changed.is_empty() {
         format!("{} already says so: nothing written", config.display())
     } else {
         format!("set {} in {}", changed.join(", "), config.display())
+    };
+    let environment = match &args.env {
+        Some(name) => {
+            let deps = context
+                .tools()?
+                .environment_dependencies(name)?
+                .ok_or_else(|| unjudged(name))?;
+            let installed = env_dependencies::install(&home, &deps, &installer, &say)
+                .with_context(|| format!("installing what {name} imports"))?;
+            message.push_str(&if installed.nothing_to_do {
+                format!("; {name}: every import found, nothing installed")
+            } else {
+                format!(
+                    "; {name}: installed {}{}",
+                    installed.packages.join(" "),
+                    installed
+                        .record
+                        .as_deref()
+                        .map_or_else(String::new, |file| format!(
+                            " (recorded in {})",
+                            file.display()
+                        ))
+                )
+            });
+            Some(EnvSetUp {
+                environment: name.clone(),
+                installed: installed.packages,
+                record: installed.record,
+            })
+        }
+        None => None,
     };
     if as_json {
         return output::json(&SetUp {
@@ -152,6 +189,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             message: &message,
             installer: installer.name(),
             next: NEXT,
+            environment,
         });
     }
     for state in &ready {
@@ -184,6 +222,27 @@ struct SetUp<'a> {
     changed: &'a [String],
     message: &'a str,
     next: &'static [&'static str],
+    /// What `--env NAME` installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    environment: Option<EnvSetUp>,
+}
+
+#[derive(Serialize)]
+struct EnvSetUp {
+    environment: String,
+    /// `name==version` of each package installed; empty when nothing was missing.
+    installed: Vec<String>,
+    /// The file recording them.
+    record: Option<PathBuf>,
+}
+
+/// An environment whose imports cannot be judged: the run's Python is not there or lacks
+/// atroposlib.
+fn unjudged(name: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "cannot check what {name} imports: the run's Python cannot be asked or lacks atroposlib; \
+         `rl doctor` says why"
+    )
 }
 
 #[derive(Serialize)]
@@ -200,6 +259,9 @@ struct Checked<'a> {
     parts: Vec<CheckedPart<'a>>,
     /// The command that makes it ready; `None` when it is.
     fix: Option<String>,
+    /// With `--env NAME`: what the environment imports that the run's Python lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    environment: Option<rl_tools::DependenciesView>,
 }
 
 #[derive(Serialize)]
@@ -219,10 +281,35 @@ struct CheckedSdk<'a> {
 
 /// `rl setup --check`: each part's Python against its pins, and the SDK it holds; exit 1 when
 /// anything is missing or at another version.
-fn check(home: &std::path::Path, parts: &[Part], local: bool, as_json: bool) -> anyhow::Result<()> {
+fn check(
+    context: &Context,
+    home: &std::path::Path,
+    parts: &[Part],
+    local: bool,
+    env: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<()> {
     let states: Vec<PartState> = parts.iter().map(|part| inspect(home, *part)).collect();
-    let ready = states.iter().all(|state| state.problems.is_empty());
-    let fix = (!ready).then(|| "rl setup".to_owned() + if local { " --engine local" } else { "" });
+    let deps = match env {
+        Some(name) => Some(
+            context
+                .tools()?
+                .environment_dependencies(name)?
+                .ok_or_else(|| unjudged(name))?,
+        ),
+        None => None,
+    };
+    let env_ready = deps
+        .as_ref()
+        .is_none_or(env_dependencies::Dependencies::ready);
+    let ready = states.iter().all(|state| state.problems.is_empty()) && env_ready;
+    let fix = (!ready).then(|| {
+        let mut fix = "rl setup".to_owned() + if local { " --engine local" } else { "" };
+        if let (Some(name), false) = (env, env_ready) {
+            fix.push_str(&format!(" --env {name}"));
+        }
+        fix
+    });
     if as_json {
         output::json(&Checked {
             ready,
@@ -239,6 +326,7 @@ fn check(home: &std::path::Path, parts: &[Part], local: bool, as_json: bool) -> 
                 })
                 .collect(),
             fix,
+            environment: deps.as_ref().and_then(env_dependencies::Dependencies::view),
         })?;
     } else {
         for state in &states {
@@ -261,6 +349,17 @@ fn check(home: &std::path::Path, parts: &[Part], local: bool, as_json: bool) -> 
                     state.part.name(),
                     sdk.describe()
                 ))?;
+            }
+        }
+        if let Some(deps) = &deps {
+            if deps.ready() {
+                output::line(format!(
+                    "{}: every import found in {}",
+                    deps.environment,
+                    deps.python.display()
+                ))?;
+            } else {
+                output::line(format!("{}: {}", deps.environment, deps.describe()))?;
             }
         }
         if let Some(fix) = &fix {

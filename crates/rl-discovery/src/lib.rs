@@ -10,6 +10,7 @@
 //! # Ok::<(), rl_discovery::DiscoveryError>(())
 //! ```
 
+mod dependencies;
 mod error;
 mod index;
 mod known;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+pub use dependencies::{ExternalImports, external_imports};
 pub use error::DiscoveryError;
 pub use index::{ClassLocation, ClassTarget};
 pub use known::KNOWN_ENV_BASES;

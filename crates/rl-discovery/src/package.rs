@@ -95,7 +95,7 @@ pub fn package_module(file: &Path) -> Option<PackageModule> {
 }
 
 /// The imports of a Python file; none when it cannot be read or parsed (Python will say why).
-fn imports_of(file: &Path) -> Vec<Import> {
+pub(crate) fn imports_of(file: &Path) -> Vec<Import> {
     let Ok(bytes) = read_source_bytes(file, MAX_SOURCE_BYTES) else {
         return Vec::new();
     };
@@ -108,7 +108,7 @@ fn imports_of(file: &Path) -> Vec<Import> {
 
 /// `from ..{module} import {names}` in a file of `here`: the root must hold the package the
 /// dots reach; the modules it names are followed.
-fn relative(here: &Path, import: &Import, needs: &mut Vec<PathBuf>) -> Vec<PathBuf> {
+pub(crate) fn relative(here: &Path, import: &Import, needs: &mut Vec<PathBuf>) -> Vec<PathBuf> {
     // `.` is `here` (the importing file's package), each further dot one folder up.
     let Some(package) = here.ancestors().nth(import.level as usize - 1) else {
         return Vec::new();
@@ -122,7 +122,7 @@ fn relative(here: &Path, import: &Import, needs: &mut Vec<PathBuf>) -> Vec<PathB
 
 /// An absolute import of a module beside the environment's file, as a script finds it (its
 /// folder is first on the import path): followed, but it fixes no root.
-fn beside(folder: &Path, import: &Import) -> Option<Vec<PathBuf>> {
+pub(crate) fn beside(folder: &Path, import: &Import) -> Option<Vec<PathBuf>> {
     let first = import.module.first()?;
     exists(&folder.join(first)).then(|| modules(folder, &import.module, &import.names))
 }
@@ -130,7 +130,7 @@ fn beside(folder: &Path, import: &Import) -> Option<Vec<PathBuf>> {
 /// `from top.x.y import …` in a file of `here`, where `top` is one of the folders `here` lies
 /// in and `x.y` (or one of the names) is in it: the folder holding `top` is the root. A bare
 /// `import top` says nothing (any folder may share an installed package's name).
-fn through_top_package(here: &Path, import: &Import) -> Option<(PathBuf, Vec<PathBuf>)> {
+pub(crate) fn through_top_package(here: &Path, import: &Import) -> Option<(PathBuf, Vec<PathBuf>)> {
     let (top, rest) = import.module.split_first()?;
     for folder in here.ancestors() {
         if folder.file_name() != Some(OsStr::new(top)) {

@@ -34,6 +34,9 @@ pub(crate) struct Import {
     pub level: u32,
     pub module: Dotted,
     pub names: Vec<String>,
+    /// Inside a `try` that handles an exception (its body or handlers): an optional import
+    /// with a fallback, not a dependency the run must have.
+    pub guarded: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -87,6 +90,8 @@ pub(crate) fn summarize(text: &str) -> Result<ModuleSummary, SkipReason> {
 #[derive(Default)]
 struct ImportCollector {
     imports: Vec<Import>,
+    /// How many `try` statements with handlers enclose the statement visited.
+    guards: u32,
 }
 
 impl<'a> StatementVisitor<'a> for ImportCollector {
@@ -105,13 +110,20 @@ impl<'a> StatementVisitor<'a> for ImportCollector {
                     .map(|alias| alias.name.to_string())
                     .filter(|name| name != "*")
                     .collect(),
+                guarded: self.guards > 0,
             }),
             Stmt::Import(import) => {
                 self.imports.extend(import.names.iter().map(|alias| Import {
                     level: 0,
                     module: dotted_str(alias.name.as_str()),
                     names: Vec::new(),
+                    guarded: self.guards > 0,
                 }));
+            }
+            Stmt::Try(stmt_try) if !stmt_try.handlers.is_empty() => {
+                self.guards += 1;
+                walk_stmt(self, stmt);
+                self.guards -= 1;
             }
             _ => walk_stmt(self, stmt),
         }
@@ -456,6 +468,7 @@ mod tests {
             level,
             module: module.iter().map(|m| (*m).to_owned()).collect(),
             names: names.iter().map(|n| (*n).to_owned()).collect(),
+            guarded: false,
         };
         assert_eq!(
             s.imports,
@@ -466,6 +479,27 @@ mod tests {
                 import(1, &["sib"], &[]),
                 import(0, &["environments", "p", "q"], &["R"]),
                 import(0, &["z"], &[]),
+            ]
+        );
+    }
+
+    #[test]
+    fn imports_in_a_try_with_handlers_are_guarded() {
+        let s = summary(
+            "try:\n    import fast\nexcept ImportError:\n    import slow\ntry:\n    import must\nfinally:\n    pass\nimport plain\n",
+        );
+        let guarded: Vec<(&str, bool)> = s
+            .imports
+            .iter()
+            .map(|i| (i.module[0].as_str(), i.guarded))
+            .collect();
+        assert_eq!(
+            guarded,
+            [
+                ("fast", true),
+                ("slow", true),
+                ("must", false),
+                ("plain", false)
             ]
         );
     }

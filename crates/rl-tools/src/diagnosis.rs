@@ -90,6 +90,7 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
             (K::NotFound, A::UnknownRun { active, known })
         }
         ToolsError::NotResumable { .. } => (K::Precondition, A::CorrectRequest),
+        ToolsError::MissingDependencies { .. } => (K::Precondition, A::CorrectRequest),
         ToolsError::RunFilesMissing { .. } => (K::Precondition, A::CheckStateDirectory),
         ToolsError::Io { .. } | ToolsError::Internal(_) => (K::Internal, A::RetryWhenReady),
         ToolsError::Settings(error) => return settings(error),

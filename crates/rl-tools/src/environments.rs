@@ -9,7 +9,9 @@ use crate::answers::{
     EnvironmentEntry, EnvironmentList, FieldSpecView, FieldView, FileWarningView,
     IntrospectedConfig, Selected, SkippedFileView,
 };
+use crate::env_dependencies::{self, Dependencies};
 use crate::{Tools, ToolsError};
+use std::path::Path;
 
 pub(crate) const LIST_TIPS: [&str; 4] = [
     "Select one with rl_select_environment(name), then read its settings with rl_get_current_config",
@@ -31,7 +33,25 @@ impl Tools {
     ) -> Result<EnvironmentDetail, ToolsError> {
         let scan = self.scan(recursive)?;
         let env = scan.find(name)?;
-        Ok(EnvironmentDetail::new(env, &scan.root))
+        let mut detail = EnvironmentDetail::new(env, &scan.root);
+        detail.dependencies = self
+            .dependencies(&detail.file_path, &selectable_name(&scan, env))
+            .and_then(|deps| deps.view());
+        Ok(detail)
+    }
+
+    /// The environment in `file` against the run's Python: `None` when there is nothing to
+    /// judge by (see [`env_dependencies::check`]).
+    pub fn dependencies(&self, file: &Path, name: &str) -> Option<Dependencies> {
+        env_dependencies::check(&self.settings().ok()?.python, file, name)
+    }
+
+    /// `name`'s dependencies against the run's Python (`rl setup --env NAME`).
+    pub fn environment_dependencies(&self, name: &str) -> Result<Option<Dependencies>, ToolsError> {
+        // Recursive, as selection finds an environment in a subfolder.
+        let scan = self.scan(true)?;
+        let env = scan.find(name)?;
+        Ok(self.dependencies(&env.path_in(&scan.root), &selectable_name(&scan, env)))
     }
 
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {
@@ -69,6 +89,10 @@ impl Tools {
     pub fn select_environment(&self, name: &str) -> Result<Selected, ToolsError> {
         let report = self.service()?.select(name)?;
         let selected = &report.environment;
+        let file_path = selected.environments_dir.join(&selected.file);
+        let dependencies = self
+            .dependencies(&file_path, &selected.name)
+            .and_then(|deps| deps.view());
         Ok(Selected {
             message: format!("Selected environment: {}", selected.name),
             environment: selected.name.clone(),
@@ -80,6 +104,7 @@ impl Tools {
             locked_fields: report.locked_fields,
             wandb_name: report.wandb_name,
             notes: report.notes,
+            dependencies,
         })
     }
 

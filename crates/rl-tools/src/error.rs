@@ -36,6 +36,15 @@ pub enum ToolsError {
     /// A file of the run's folder that says where its checkpoints are is gone or unreadable.
     #[error("run {run_id}: {reason}")]
     RunFilesMissing { run_id: String, reason: String },
+    /// The selected environment imports what the run's Python cannot (issue 32).
+    #[error(
+        "environment {environment} cannot import: {missing}; install it with `{fix}` (nothing was started)"
+    )]
+    MissingDependencies {
+        environment: String,
+        missing: String,
+        fix: String,
+    },
     #[error("run {run_id} cannot be resumed: {reason}")]
     NotResumable { run_id: String, reason: String },
     #[error(transparent)]

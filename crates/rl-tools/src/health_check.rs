@@ -106,6 +106,7 @@ pub fn check(
                 checks.extend(engine_checks(home, settings, probes));
             }
             checks.extend(tree_checks(settings));
+            checks.extend(dependencies_check(home, settings));
             checks.extend(key_checks(settings, secrets));
         }
         Err(reason) => {
@@ -424,12 +425,35 @@ fn engine_checks(home: &Path, settings: &Settings, probes: &Probes) -> Vec<Check
 }
 
 pub(crate) fn run_probe(python: &Path, pins: &[rl_python::Pin]) -> Result<PythonFacts, String> {
-    let mut child = Command::new(python)
-        .args(["-c", PROBE])
-        .args(pins.iter().map(|pin| pin.name))
+    let mut args = vec!["-c".to_owned(), PROBE.to_owned()];
+    args.extend(pins.iter().map(|pin| pin.name.to_owned()));
+    let line = last_line_of(python, &args, None)?;
+    serde_json::from_str(&line).map_err(|_| {
+        format!(
+            "{} is not a Python that runs this check (it printed {:?})",
+            python.display(),
+            line.chars().take(80).collect::<String>()
+        )
+    })
+}
+
+/// Runs `python` with `args` (in `dir` when given), stderr dropped, within
+/// [`PYTHON_TIMEOUT`]: the last line it printed.
+pub(crate) fn last_line_of(
+    python: &Path,
+    args: &[String],
+    dir: Option<&Path>,
+) -> Result<String, String> {
+    let mut command = Command::new(python);
+    command
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let mut child = command
         .spawn()
         .map_err(|error| format!("cannot run {}: {error}", python.display()))?;
     let finished = child
@@ -448,12 +472,45 @@ pub(crate) fn run_probe(python: &Path, pins: &[rl_python::Pin]) -> Result<Python
     if let Some(mut stdout) = child.stdout.take() {
         let _ = stdout.read_to_string(&mut output);
     }
-    let line = output.lines().last().unwrap_or_default();
-    serde_json::from_str(line).map_err(|_| {
-        format!(
-            "{} is not a Python that runs this check (it printed {:?})",
-            python.display(),
-            line.chars().take(80).collect::<String>()
+    Ok(output.lines().last().unwrap_or_default().to_owned())
+}
+
+/// The selected environment's own imports and requirements against the run's Python: said
+/// only when it lacks any, or when the environment has a `requirements.txt`.
+fn dependencies_check(home: &Path, settings: &Settings) -> Option<Check> {
+    let selection = rl_config::ConfigService::open(home, settings.clone())
+        .ok()?
+        .selection()
+        .ok()?;
+    let selected = &selection.environment;
+    let deps = crate::env_dependencies::check(
+        &settings.python,
+        &selected.environments_dir.join(&selected.file),
+        &selected.name,
+    )?;
+    let view = deps.view()?;
+    let name = "environment dependencies";
+    Some(if deps.ready() {
+        finding(
+            name,
+            true,
+            Ok(format!(
+                "{}: {} holds what {} asks for",
+                selected.name,
+                settings.python.display(),
+                view.requirements
+                    .as_deref()
+                    .map_or_else(String::new, |file| file.display().to_string())
+            )),
+        )
+    } else {
+        finding(
+            name,
+            true,
+            Err((
+                format!("{}: {}", selected.name, deps.describe()),
+                deps.fix(),
+            )),
         )
     })
 }

@@ -7,6 +7,7 @@ mod checkpoint_models;
 mod checkpoints;
 mod compare;
 mod diagnosis;
+pub mod env_dependencies;
 mod environments;
 mod error;
 mod evaluation;
@@ -28,17 +29,17 @@ mod tools;
 pub use answers::{
     Check, CheckpointEntry, CheckpointList, CheckpointView, ComparedModel, ComparisonAnswer,
     ComponentLog, ComponentView, ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView,
-    DisagreementView, DuplicateNameView, EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, EditEntry, Edited,
-    EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList, ErrorAnswer,
-    EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView, FieldTypeView,
-    FieldView, FileWarningView, FlagView, HealthReport, HealthView, InterruptionView,
-    IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress, LongCallStarted,
-    MetricsView, ModelAnswer, ModelProgressView, ModelTested, NameSourceView, OriginalSummary,
-    PreflightAnswer, ProcessView, Pruned, RateLimited, ResultsPart, ResultsView, ResumedFrom,
-    RolloutView, RolloutsView, RunCheckpoints, RunEntry, RunList, RunPage, RunRow, RunRows,
-    RunView, Selected, SeriesLabel, SkipReasonView, SkippedFileView, SourceFailureView, Started,
-    StatusView, Stopped, TestConfig, TestListingView, TestProgressView, TestShown, TestStopView,
-    TestWaited, WaitView, WarningView, WindowView, error_answer, report_json,
+    DependenciesView, DisagreementView, DuplicateNameView, EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT,
+    EditEntry, Edited, EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList,
+    ErrorAnswer, EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView,
+    FieldTypeView, FieldView, FileWarningView, FlagView, HealthReport, HealthView,
+    InterruptionView, IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress,
+    LongCallStarted, MetricsView, ModelAnswer, ModelProgressView, ModelTested, NameSourceView,
+    OriginalSummary, PreflightAnswer, ProcessView, Pruned, RateLimited, ResultsPart, ResultsView,
+    ResumedFrom, RolloutView, RolloutsView, RunCheckpoints, RunEntry, RunList, RunPage, RunRow,
+    RunRows, RunView, Selected, SeriesLabel, SkipReasonView, SkippedFileView, SourceFailureView,
+    Started, StatusView, Stopped, TestConfig, TestListingView, TestProgressView, TestShown,
+    TestStopView, TestWaited, WaitView, WarningView, WindowView, error_answer, report_json,
 };
 pub use compare::{
     CompareOptions, ComparePlan, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS,

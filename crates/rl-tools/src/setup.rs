@@ -135,7 +135,12 @@ impl Installer {
     }
 
     /// `pip install` with `args` into the venv's `python`.
-    fn install(&self, python: &Path, args: &[&str], log: &Path) -> Result<(), ToolsError> {
+    pub(crate) fn install(
+        &self,
+        python: &Path,
+        args: &[&str],
+        log: &Path,
+    ) -> Result<(), ToolsError> {
         let mut command = match self {
             Self::Uv(uv) => {
                 let mut command = Command::new(uv);

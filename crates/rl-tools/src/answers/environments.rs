@@ -66,6 +66,9 @@ pub struct EnvironmentDetail {
     /// For people: the file's absolute path.
     #[serde(skip)]
     pub file_path: PathBuf,
+    /// As in [`Selected`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<DependenciesView>,
 }
 
 impl EnvironmentDetail {
@@ -98,6 +101,7 @@ impl EnvironmentDetail {
             runnable: env.runnable,
             bases: env.bases.clone(),
             file_path: env.path_in(root),
+            dependencies: None,
         }
     }
 }
@@ -137,6 +141,26 @@ pub struct Selected {
     pub locked_fields: Vec<String>,
     pub wandb_name: String,
     pub notes: Vec<String>,
+    /// What the environment needs beyond atroposlib, when the run's Python lacks any of it or
+    /// it has a `requirements.txt`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<DependenciesView>,
+}
+
+/// An environment's own dependencies against the run's Python (issue 32).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DependenciesView {
+    /// Top-level modules its source imports (outside its tree, not optional) that the run's
+    /// Python cannot find.
+    pub missing_imports: Vec<String>,
+    /// Its `requirements.txt`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<PathBuf>,
+    /// The file's lines the Python does not hold: `name==version (found …)`.
+    pub unmet_requirements: Vec<String>,
+    /// The command that installs them; absent when nothing is missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 /// `rl_get_current_config`.

@@ -22,8 +22,8 @@ pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Kept, Pruned, R
 pub use compare::{ComparedModel, ComparisonAnswer, EstimateView};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub use environments::{
-    ConfigClassSourceView, ConfigView, Edited, EnvironmentDetail, EnvironmentEntry,
-    EnvironmentList, FieldView, NameSourceView, Selected,
+    ConfigClassSourceView, ConfigView, DependenciesView, Edited, EnvironmentDetail,
+    EnvironmentEntry, EnvironmentList, FieldView, NameSourceView, Selected,
 };
 pub use error::{ErrorAnswer, error_answer};
 pub use evaluation::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, Evaluated};

@@ -1,0 +1,345 @@
+//! An environment's own dependencies (issue 32): the imports its source makes from outside its
+//! tree (read by discovery, nothing run) that the run's Python cannot find, and its
+//! `requirements.txt` against what that Python holds — asked of the Python once
+//! (`importlib.util.find_spec` of the top-level names, `importlib.metadata` of the
+//! requirements' names; no module imported). `rl setup --env NAME` installs them (`install`),
+//! and a run whose environment cannot import is refused before anything starts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::ToolsError;
+use crate::answers::DependenciesView;
+use crate::health_check::last_line_of;
+use crate::setup::Installer;
+
+/// One line of a requirements file: a package, pinned (`name==version`) or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    pub name: String,
+    /// The version after `==`, when the line pins one exactly.
+    pub pinned: Option<String>,
+}
+
+/// The packages a requirements file names. Options (`-r`, `--index-url`, …) and comments are
+/// left to pip, which installs the file as written.
+pub fn read_requirements(text: &str) -> Vec<Requirement> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.split(" #").next().unwrap_or_default().trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('-') {
+                return None;
+            }
+            let end = line
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+                .unwrap_or(line.len());
+            let name = line[..end].to_owned();
+            if name.is_empty() {
+                return None;
+            }
+            let rest = line[end..].trim_start();
+            let rest = match rest.strip_prefix('[') {
+                Some(extras) => extras.split_once(']').map_or("", |(_, r)| r).trim_start(),
+                None => rest,
+            };
+            let pinned = rest
+                .strip_prefix("==")
+                .map(|version| version.split(';').next().unwrap_or_default().trim())
+                .filter(|version| !version.is_empty() && !version.contains([',', '*', ' ', '=']))
+                .map(str::to_owned);
+            Some(Requirement { name, pinned })
+        })
+        .collect()
+}
+
+/// What the run's Python lacks of one environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependencies {
+    /// The name `rl setup --env` takes.
+    pub environment: String,
+    pub python: PathBuf,
+    pub env_file: PathBuf,
+    /// Top-level modules it imports that the Python cannot find.
+    pub missing_imports: Vec<String>,
+    pub requirements: Option<PathBuf>,
+    /// Its requirements missing or at another version: `name==version (found …)`.
+    pub unmet_requirements: Vec<String>,
+}
+
+impl Dependencies {
+    /// The Python can import everything the environment asks for.
+    pub fn ready(&self) -> bool {
+        self.missing_imports.is_empty() && self.unmet_requirements.is_empty()
+    }
+
+    /// The command that installs what is missing.
+    pub fn fix(&self) -> String {
+        format!("rl setup --env {}", self.environment)
+    }
+
+    /// What is missing, in words.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.missing_imports.is_empty() {
+            parts.push(format!(
+                "{} cannot import {}",
+                self.python.display(),
+                self.missing_imports.join(", ")
+            ));
+        }
+        if !self.unmet_requirements.is_empty() {
+            parts.push(format!(
+                "{} asks for {}",
+                self.requirements
+                    .as_deref()
+                    .map_or_else(String::new, |file| file.display().to_string()),
+                self.unmet_requirements.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+
+    /// The answer's view: `None` when there is nothing to say (every import found, no
+    /// requirements file).
+    pub fn view(&self) -> Option<DependenciesView> {
+        (!self.ready() || self.requirements.is_some()).then(|| DependenciesView {
+            missing_imports: self.missing_imports.clone(),
+            requirements: self.requirements.clone(),
+            unmet_requirements: self.unmet_requirements.clone(),
+            fix: (!self.ready()).then(|| self.fix()),
+        })
+    }
+}
+
+/// What one probe of the Python found.
+#[derive(Debug, Deserialize)]
+struct Found {
+    modules: BTreeMap<String, bool>,
+    packages: BTreeMap<String, Option<String>>,
+}
+
+/// Finds each module (without importing it: `find_spec` of a top-level name loads nothing) and
+/// each package's installed version. Arguments: modules, `--`, packages.
+const PROBE: &str = "import json, sys, importlib.util\n\
+from importlib.metadata import version, PackageNotFoundError\n\
+args = sys.argv[1:]\ncut = args.index('--')\nfound = {'modules': {}, 'packages': {}}\n\
+for name in args[:cut]:\n    try:\n        found['modules'][name] = importlib.util.find_spec(name) is not None\n    \
+except Exception:\n        found['modules'][name] = False\n\
+for name in args[cut + 1:]:\n    try:\n        found['packages'][name] = version(name)\n    \
+except Exception:\n        found['packages'][name] = None\n\
+print(json.dumps(found))\n";
+
+/// The environment in `env_file` against `python`. `None` when there is nothing to judge by:
+/// the Python cannot be asked, or it lacks atroposlib itself (not a run's Python: the health
+/// check names that).
+pub fn check(python: &Path, env_file: &Path, environment: &str) -> Option<Dependencies> {
+    let imports = rl_discovery::external_imports(env_file);
+    let requirements = match &imports.requirements {
+        Some(file) => read_requirements(&std::fs::read_to_string(file).ok()?),
+        None => Vec::new(),
+    };
+    let mut modules = imports.modules.clone();
+    if !modules.iter().any(|name| name == "atroposlib") {
+        modules.push("atroposlib".to_owned());
+    }
+    let mut args = vec!["-c".to_owned(), PROBE.to_owned()];
+    args.extend(modules.iter().cloned());
+    args.push("--".to_owned());
+    args.extend(requirements.iter().map(|r| r.name.clone()));
+    let line = last_line_of(python, &args, env_file.parent()).ok()?;
+    let found: Found = serde_json::from_str(&line).ok()?;
+    if found.modules.get("atroposlib") != Some(&true) {
+        return None;
+    }
+    let missing_imports = imports
+        .modules
+        .iter()
+        .filter(|name| found.modules.get(*name) != Some(&true))
+        .cloned()
+        .collect();
+    let unmet_requirements = requirements
+        .iter()
+        .filter_map(|requirement| {
+            let installed = found.packages.get(&requirement.name).cloned().flatten();
+            let met = match (&requirement.pinned, &installed) {
+                (_, None) => false,
+                (Some(pinned), Some(installed)) => pinned == installed,
+                (None, Some(_)) => true,
+            };
+            (!met).then(|| {
+                let wanted = match &requirement.pinned {
+                    Some(version) => format!("{}=={version}", requirement.name),
+                    None => requirement.name.clone(),
+                };
+                format!(
+                    "{wanted} (found {})",
+                    installed.as_deref().unwrap_or("missing")
+                )
+            })
+        })
+        .collect();
+    Some(Dependencies {
+        environment: environment.to_owned(),
+        python: python.to_owned(),
+        env_file: env_file.to_owned(),
+        missing_imports,
+        requirements: imports.requirements,
+        unmet_requirements,
+    })
+}
+
+/// What `install` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    /// Nothing was missing: nothing installed, nothing written.
+    pub nothing_to_do: bool,
+    /// `name==version` of each package installed for the environment, as the Python now holds
+    /// it (a requirement without a version: the one pip resolved).
+    pub packages: Vec<String>,
+    /// The file that records them.
+    pub record: Option<PathBuf>,
+}
+
+/// The folder, under `<home>/venvs/`, of what each environment had installed.
+const RECORDS: &str = "environments";
+
+/// Installs what `deps` lacks into its Python: the requirements file as written (pinned as it
+/// says) when the environment has one, else its missing imports by name. Then the versions the
+/// Python holds are recorded in `<home>/venvs/environments/<environment>.txt`. Nothing is done
+/// when nothing is missing.
+pub fn install(
+    home: &Path,
+    deps: &Dependencies,
+    installer: &Installer,
+    say: &dyn Fn(&str),
+) -> Result<Installed, ToolsError> {
+    let name = &deps.environment;
+    if deps.ready() {
+        say(&format!("env {name}: every import found, nothing to do"));
+        return Ok(Installed {
+            nothing_to_do: true,
+            packages: Vec::new(),
+            record: None,
+        });
+    }
+    let venvs = home.join("venvs");
+    let records = venvs.join(RECORDS);
+    std::fs::create_dir_all(&records).map_err(|source| ToolsError::Io {
+        action: "create",
+        path: records.clone(),
+        source,
+    })?;
+    let log = venvs.join("setup.log");
+    let (args, names): (Vec<String>, Vec<String>) = match &deps.requirements {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|source| ToolsError::Io {
+                action: "read",
+                path: file.clone(),
+                source,
+            })?;
+            (
+                vec!["-r".to_owned(), file.to_string_lossy().into_owned()],
+                read_requirements(&text)
+                    .into_iter()
+                    .map(|r| r.name)
+                    .collect(),
+            )
+        }
+        None => (deps.missing_imports.clone(), deps.missing_imports.clone()),
+    };
+    say(&format!(
+        "env {name}: installing {} into {}",
+        names.join(", "),
+        deps.python.display()
+    ));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    installer.install(&deps.python, &args, &log)?;
+    let after = check(&deps.python, &deps.env_file, name).ok_or_else(|| {
+        ToolsError::Internal(format!(
+            "{} could not be asked what it holds after installing",
+            deps.python.display()
+        ))
+    })?;
+    let mut probe = vec!["-c".to_owned(), PROBE.to_owned(), "--".to_owned()];
+    probe.extend(names.iter().cloned());
+    let versions = last_line_of(&deps.python, &probe, None)
+        .ok()
+        .and_then(|line| serde_json::from_str::<Found>(&line).ok())
+        .map(|found| found.packages)
+        .unwrap_or_default();
+    let packages: Vec<String> = names
+        .iter()
+        .map(|package| match versions.get(package).cloned().flatten() {
+            Some(version) => format!("{package}=={version}"),
+            None => package.clone(),
+        })
+        .collect();
+    let record = records.join(format!("{}.txt", file_name(name)));
+    let mut text = format!(
+        "# What `rl setup --env {name}` installed into {} for {}{}; as installed.\n",
+        deps.python.display(),
+        deps.env_file.display(),
+        deps.requirements
+            .as_deref()
+            .map_or_else(String::new, |file| format!(" (from {})", file.display()))
+    );
+    for package in &packages {
+        text.push_str(package);
+        text.push('\n');
+    }
+    rl_settings::write_atomically(&record, text.as_bytes()).map_err(ToolsError::Settings)?;
+    if !after.ready() {
+        return Err(ToolsError::Internal(format!(
+            "after installing, {}; see {}",
+            after.describe(),
+            log.display()
+        )));
+    }
+    say(&format!("env {name}: ready"));
+    Ok(Installed {
+        nothing_to_do: false,
+        packages,
+        record: Some(record),
+    })
+}
+
+/// An environment's name or key as a file name.
+fn file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requirements_pinned_or_not() {
+        let found = read_requirements(
+            "# games\nslugify==0.0.1\nhumanize\n  gymnasium[classic] == 1.0.0 ; python_version > '3'\n-r other.txt\nnumpy>=1.0 # any\nrich==13.*\n",
+        );
+        let pairs: Vec<(&str, Option<&str>)> = found
+            .iter()
+            .map(|r| (r.name.as_str(), r.pinned.as_deref()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("slugify", Some("0.0.1")),
+                ("humanize", None),
+                ("gymnasium", Some("1.0.0")),
+                ("numpy", None),
+                ("rich", None),
+            ]
+        );
+    }
+}
