@@ -37,10 +37,6 @@ pub(crate) fn significant(value: f64) -> String {
     if value == 0.0 {
         return "0".to_owned();
     }
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "a finite f64's decimal exponent is within ±400"
-    )]
     let magnitude = value.abs().log10().floor() as i32;
     if !(-4..15).contains(&magnitude) {
         return format!("{value:.3e}");
@@ -71,7 +67,6 @@ pub(crate) fn sparkline(values: &[Option<f64>], width: usize) -> String {
                 let bucket =
                     &values[column * values.len() / width..(column + 1) * values.len() / width];
                 let numbers: Vec<f64> = bucket.iter().filter_map(finite).collect();
-                #[expect(clippy::cast_precision_loss, reason = "a bucket holds few steps")]
                 let count = numbers.len() as f64;
                 (!numbers.is_empty()).then(|| numbers.iter().sum::<f64>() / count)
             })
@@ -89,11 +84,6 @@ pub(crate) fn sparkline(values: &[Option<f64>], width: usize) -> String {
             None => GAP,
             Some(_) if high <= low => BLOCKS[(BLOCKS.len() - 1) / 2],
             Some(value) => {
-                #[expect(
-                    clippy::cast_possible_truncation,
-                    clippy::cast_sign_loss,
-                    reason = "the ratio is within 0..=1, so the index within the blocks"
-                )]
                 let index =
                     (((value - low) / (high - low)) * (BLOCKS.len() - 1) as f64).round() as usize;
                 BLOCKS[index.min(BLOCKS.len() - 1)]

@@ -84,11 +84,6 @@ impl Progress {
 
 /// `1:02:03`, `2:03`, `0:05`.
 fn clock(secs: f64) -> String {
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "clamped to zero and rounded; a run is never 2^64 seconds away"
-    )]
     let total = secs.max(0.0).round() as u64;
     let (hours, minutes, seconds) = (total / 3600, total / 60 % 60, total % 60);
     if hours > 0 {

@@ -434,10 +434,8 @@ pub(crate) fn eta_secs(history: &[rl_metrics::HistoryRow], total: u64) -> Option
     if steps <= 0 || last_time < first_time {
         return None;
     }
-    #[expect(clippy::cast_precision_loss, reason = "step counts are far below 2^52")]
     let per_step = (last_time - first_time) / steps as f64;
     let left = i64::try_from(total).ok()?.saturating_sub(last_step).max(0);
-    #[expect(clippy::cast_precision_loss, reason = "step counts are far below 2^52")]
     Some(per_step * left as f64)
 }
 

@@ -98,7 +98,6 @@ pub(crate) fn run_home(running: bool) -> tempfile::TempDir {
 /// Appends step `step`'s row to the run's metrics, as the trainer does.
 pub(crate) fn write_step(home: &Path, step: usize) {
     let dir = run_dir(home, &RunId::parse(RUN).unwrap());
-    #[expect(clippy::cast_precision_loss, reason = "a few steps")]
     let at = step as f64;
     let row = serde_json::json!({"step": step, "_timestamp": 1_795_000_000.0 + 30.0 * at,
         "reward/mean": 0.2 + 0.05 * at, "train/loss": 2.0 / at, "train/learning_rate": 0.01});
