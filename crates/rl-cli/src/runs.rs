@@ -546,6 +546,12 @@ fn print_metrics(view: &StatusView) -> anyhow::Result<()> {
             print_curves(&view.history)?;
         }
     }
+    if let Some(groups) = &view.groups {
+        output::line(format!(
+            "groups: {} made, {} with signal ({})",
+            groups.made, groups.with_signal, groups.summary
+        ))?;
+    }
     if let Some(health) = &view.health {
         print_health(health)?;
     }
@@ -565,6 +571,11 @@ fn print_health(health: &HealthView) -> anyhow::Result<()> {
         return output::line("health: no warning sign");
     }
     for flag in &health.flags {
+        // A sign of the environment's groups (`no_signal`) judges no steps.
+        if flag.window.rows == 0 {
+            output::line(format!("health: {}: {}", flag.kind, flag.detail))?;
+            continue;
+        }
         output::line(format!(
             "health: {} ({}, steps {}-{}): {}",
             flag.kind, flag.metric, flag.window.first_step, flag.window.last_step, flag.detail

@@ -10,6 +10,7 @@
 //! docs/ARCHITECTURE.md says what exists).
 
 mod capped_log;
+mod env_groups;
 mod error;
 mod groups;
 mod identity;
@@ -29,6 +30,9 @@ mod supervisor;
 mod template;
 
 pub use capped_log::{DEFAULT_LOG_LIMIT, LogLimit, is_capped, log_end, log_files, tail_path};
+pub use env_groups::{
+    EnvGroups, GROUPS_FILE_VARIABLE, RUN_GROUPS_FILE, RunGroups, run_groups_file,
+};
 pub use error::ProcessError;
 pub use groups::{StopOutcome, describe_stops, group_is_ours, stop_group, stop_recorded_group};
 pub use identity::{ProcessIdentity, boot_id, is_another_boot, members_of_group};

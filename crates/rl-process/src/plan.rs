@@ -11,7 +11,7 @@ use crate::ProcessError;
 use crate::launcher::LaunchSpec;
 use crate::state::Component;
 
-const PLAN_FILE: &str = "launch.json";
+pub(crate) const PLAN_FILE: &str = "launch.json";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchPlan {

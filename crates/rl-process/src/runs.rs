@@ -324,6 +324,11 @@ impl Runs {
                 // slice out of training; `rl compare` asks it.
                 Component::Env => {
                     env.push(python_path(&programs, &settings.child_environment));
+                    // `rl_env` counts the groups made there (the supervisor reads them).
+                    env.push((
+                        crate::GROUPS_FILE_VARIABLE.to_owned(),
+                        crate::run_groups_file(&dir).to_string_lossy().into_owned(),
+                    ));
                     env.extend(rl_python::items_variables(
                         rl_python::Items::Training,
                         settings.held_out.slice(),

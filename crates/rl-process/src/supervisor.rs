@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::ProcessError;
 use crate::capped_log::LogLimit;
+use crate::env_groups::{EnvGroups, GROUPS_FILE_VARIABLE};
 use crate::identity::ProcessIdentity;
 use crate::launcher::{AllocationNote, ClusterEnd, Launcher, LocalLauncher, Placement};
 use crate::plan::LaunchPlan;
@@ -24,6 +25,8 @@ use crate::store::RunStore;
 /// whose signal was lost. Exits and signalled stops wake the supervisor at once.
 const TICK: Duration = Duration::from_millis(100);
 const STORE_CHECK_EVERY: u32 = 5;
+/// Ticks between two reads of the environment's group counts.
+const GROUPS_CHECK_EVERY: u32 = 10;
 /// After a group is empty its leader is reaped by the wait task; this bounds that wait.
 const REAP_WAIT: Duration = Duration::from_secs(2);
 /// Lines of a component's log quoted in the error of a failed run.
@@ -61,6 +64,8 @@ pub struct Supervisor<'a> {
     exits: mpsc::UnboundedReceiver<(Component, ComponentStatus)>,
     ticks: u32,
     placement: Placement,
+    /// Whether the run has warned that none of its groups had signal.
+    warned_no_signal: bool,
 }
 
 enum Gate {
@@ -92,6 +97,7 @@ impl<'a> Supervisor<'a> {
             exits,
             ticks: 0,
             placement: Placement::here(),
+            warned_no_signal: false,
         }
     }
 
@@ -161,9 +167,55 @@ impl<'a> Supervisor<'a> {
                     if self.stop_is_requested()? {
                         return Ok(Ending::Stop);
                     }
+                    if let Some(ending) = self.signal_ending()? {
+                        return Ok(ending);
+                    }
                 }
             }
         }
+    }
+
+    /// Reads the environment's group counts now and then: warns once the first
+    /// `no_signal_warn_groups` had no signal, and ends the run past `no_signal_fail_groups`.
+    fn signal_ending(&mut self) -> Result<Option<Ending>, ProcessError> {
+        if !self.ticks.is_multiple_of(GROUPS_CHECK_EVERY) {
+            return Ok(None);
+        }
+        let Some(path) = self.plan.spec(Component::Env).and_then(|spec| {
+            spec.env
+                .iter()
+                .find(|(key, _)| key == GROUPS_FILE_VARIABLE)
+                .map(|(_, value)| std::path::PathBuf::from(value))
+        }) else {
+            return Ok(None);
+        };
+        let Some(groups) = EnvGroups::read(&path) else {
+            return Ok(None);
+        };
+        let timing = &self.plan.timing;
+        // Warned first, also when both bounds passed between two reads: the warning is part
+        // of the run's history.
+        if !self.warned_no_signal && groups.without_signal_past(timing.no_signal_warn_groups) {
+            self.warned_no_signal = true;
+            let fail = timing.no_signal_fail_groups;
+            let bound = if fail > 0 {
+                format!("; the run fails at {fail} such groups (run.no_signal_fail_groups)")
+            } else {
+                String::new()
+            };
+            let id = self.run_id.clone();
+            self.store.note(
+                &id,
+                "no_signal",
+                &format!("{}{bound}", groups.no_signal_cause()),
+            )?;
+        }
+        if groups.without_signal_past(self.plan.timing.no_signal_fail_groups) {
+            return Ok(Some(Ending::Failed {
+                message: groups.no_signal_cause(),
+            }));
+        }
+        Ok(None)
     }
 
     /// Waits for the launcher's place for the run (a SLURM allocation; nothing locally),
@@ -362,6 +414,11 @@ impl<'a> Supervisor<'a> {
                 () = tokio::time::sleep(TICK) => {
                     if self.stop_is_requested()? {
                         return Ok(Gate::End(Ending::Stop));
+                    }
+                    if component == Component::Env
+                        && let Some(ending) = self.signal_ending()?
+                    {
+                        return Ok(Gate::End(ending));
                     }
                 }
             }

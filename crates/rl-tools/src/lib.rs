@@ -32,7 +32,7 @@ pub use answers::{
     DependenciesView, DisagreementView, DuplicateNameView, EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT,
     EditEntry, Edited, EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList,
     ErrorAnswer, EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView,
-    FieldTypeView, FieldView, FileWarningView, FlagView, HealthReport, HealthView,
+    FieldTypeView, FieldView, FileWarningView, FlagView, GroupsView, HealthReport, HealthView,
     InterruptionView, IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress,
     LongCallStarted, MetricsView, ModelAnswer, ModelProgressView, ModelTested, NameSourceView,
     OriginalSummary, PreflightAnswer, ProcessView, Pruned, RateLimited, ResultsPart, ResultsView,

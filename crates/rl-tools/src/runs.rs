@@ -13,8 +13,8 @@ use rl_process::{
 use rl_settings::{RunConfig, RunEndpoints, RunId, RunWandb, Settings};
 
 use crate::answers::{
-    ComponentLog, EventView, EventsView, HealthView, MetricsView, ResultsPart, ResultsView,
-    RunEntry, RunList, RunView, SourceFailureView, Started, StatusView, Stopped,
+    ComponentLog, EventView, EventsView, GroupsView, HealthView, MetricsView, ResultsPart,
+    ResultsView, RunEntry, RunList, RunView, SourceFailureView, Started, StatusView, Stopped,
 };
 use crate::metrics::{self, Patience, SourceChoice};
 use crate::{Tools, ToolsError};
@@ -372,6 +372,10 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
         .ok()
         .as_ref()
         .and_then(crate::resume::total_steps);
+    let groups = run
+        .config_path
+        .parent()
+        .and_then(rl_process::RunGroups::read);
     let eta_secs = trainer
         .filter(|_| !run.state.is_finished())
         .and_then(|trainer| eta_secs(&trainer.history, total_steps?));
@@ -394,12 +398,16 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
         metrics: found
             .map(|metrics| MetricsView::from(&StatusMetrics::of(metrics)))
             .unwrap_or_default(),
-        health: found.and_then(|metrics| {
-            let trainer = metrics.trainer.as_ref()?;
-            let digest =
-                HealthDigest::assess(trainer, metrics::activity_of(run), &metrics::policy());
-            Some(HealthView::from(&digest))
-        }),
+        health: with_no_signal(
+            found.and_then(|metrics| {
+                let trainer = metrics.trainer.as_ref()?;
+                let digest =
+                    HealthDigest::assess(trainer, metrics::activity_of(run), &metrics::policy());
+                Some(HealthView::from(&digest))
+            }),
+            groups.as_ref(),
+        ),
+        groups: groups.as_ref().map(GroupsView::from),
         metrics_source: found.map(|metrics| metrics.source.as_str()),
         metrics_warnings: found.map(|m| m.warnings.clone()).unwrap_or_default(),
         metrics_errors: failures_of(collected),
@@ -416,6 +424,25 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
             })
             .unwrap_or_default(),
     }
+}
+
+/// The health digest with the `no_signal` flag of a run whose environment's groups all lacked
+/// signal past its warning bound: such a run logs no step, so there is a digest for it alone.
+fn with_no_signal(
+    health: Option<HealthView>,
+    groups: Option<&rl_process::RunGroups>,
+) -> Option<HealthView> {
+    let Some(flag) = groups.and_then(|groups| GroupsView::from(groups).flag(groups)) else {
+        return health;
+    };
+    let mut health = health.unwrap_or(HealthView {
+        healthy: true,
+        window: None,
+        flags: Vec::new(),
+    });
+    health.healthy = false;
+    health.flags.insert(0, flag);
+    Some(health)
 }
 
 /// Steps whose pace sets the ETA: the latest ones, so a slow start (compiling, loading) fades.

@@ -16,6 +16,7 @@ mod mcp;
 mod mcp_clients;
 mod mcp_tasks;
 mod new_env;
+mod no_signal;
 mod package_envs;
 mod pages;
 mod preflight;

@@ -18,11 +18,13 @@ import runpy
 import sys
 
 from rl_env import HELD_OUT, ItemsError, Split
+from rl_env.groups import GroupCounts
 
 
-def install(split: Split) -> None:
+def install(split: Split, counts: GroupCounts | None = None) -> None:
     """Attaches `split` to each environment atroposlib makes from here on. Wrapping the
-    instance, not a class, covers every subclass whichever of them defines `get_next_item`."""
+    instance, not a class, covers every subclass whichever of them defines `get_next_item`.
+    `counts`, when given, counts the groups each environment makes (`rl_env.groups`)."""
     try:
         from atroposlib.envs.base import BaseEnv
     except ImportError as error:
@@ -35,6 +37,8 @@ def install(split: Split) -> None:
     def init(self, *args, **kwargs):
         original(self, *args, **kwargs)
         split.attach(self)
+        if counts is not None:
+            counts.attach(self)
 
     BaseEnv.__init__ = init
 
@@ -100,7 +104,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         split = Split.from_environment()
-        install(split)
+        install(split, GroupCounts.from_environment())
     except ItemsError as error:
         print(f"rl_env: {error}", file=sys.stderr)
         return 2

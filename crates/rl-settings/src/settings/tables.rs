@@ -11,6 +11,12 @@ use crate::Value;
 /// 64 MiB per component: hours of a normal run's output, a few seconds of a runaway one's.
 pub const DEFAULT_LOG_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Groups without signal before a run warns: a few batches of a usual group size, minutes of a
+/// run; a model that gets some right makes a group with signal long before.
+pub(crate) const DEFAULT_NO_SIGNAL_WARN_GROUPS: u64 = 32;
+/// Groups without signal before a run fails: many batches, still minutes, never hours.
+pub(crate) const DEFAULT_NO_SIGNAL_FAIL_GROUPS: u64 = 120;
+
 /// The share of an environment's items a run never trains on, chosen by their content with
 /// `seed` (the same items for every run of the same fraction and seed): what `rl compare`
 /// asks the base and the trained model. 0 keeps nothing out. An environment with an eval
@@ -200,6 +206,12 @@ pub struct RunTiming {
     /// then the latest output in a rotating tail; what lies between is dropped. An environment
     /// printing 2 MB/s would otherwise fill gigabytes an hour.
     pub log_limit_bytes: u64,
+    /// A run whose environment made this many groups (counted by `rl_env`) without one whose
+    /// scores differ warns that it cannot learn (an event, and a health flag); 0 never warns.
+    pub no_signal_warn_groups: u64,
+    /// Past this many such groups, none with signal, the run fails naming the cause; 0 never
+    /// fails it. Also ends a pre-flight's model (and an evaluation) early with `no signal`.
+    pub no_signal_fail_groups: u64,
 }
 
 impl Default for RunTiming {
@@ -212,6 +224,8 @@ impl Default for RunTiming {
             stop_grace_secs: 10.0,
             completion_grace_secs: 60.0,
             log_limit_bytes: DEFAULT_LOG_LIMIT_BYTES,
+            no_signal_warn_groups: DEFAULT_NO_SIGNAL_WARN_GROUPS,
+            no_signal_fail_groups: DEFAULT_NO_SIGNAL_FAIL_GROUPS,
         }
     }
 }

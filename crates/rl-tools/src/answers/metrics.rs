@@ -138,7 +138,8 @@ impl From<StepWindow> for WindowView {
 /// One warning sign.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlagView {
-    /// `stalled`, `non_finite`, `reward_flat`, `zero_group_variance` or `logprob_drift_rising`.
+    /// `stalled`, `non_finite`, `reward_flat`, `zero_group_variance`, `logprob_drift_rising`,
+    /// or `no_signal` (from the environment's group counts: `window` is then all 0).
     pub kind: &'static str,
     pub metric: String,
     pub window: WindowView,
@@ -153,6 +154,66 @@ impl From<&HealthFlag> for FlagView {
             window: WindowView::from(flag.window),
             detail: flag.detail.clone(),
         }
+    }
+}
+
+/// The groups the run's environment made, as `rl_env` counts them: a run none of whose groups
+/// has scores that differ cannot learn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupsView {
+    /// Groups the environment returned.
+    pub made: u64,
+    /// Of those, groups whose scores differ (the only ones GRPO learns from).
+    pub with_signal: u64,
+    /// Of those, groups whose scores were all equal (dropped before the trainer).
+    pub alike: u64,
+    /// The alike groups by the score they shared (`"0.0"`, `"nan"`, `"other"`).
+    pub alike_scores: BTreeMap<String, u64>,
+    /// Calls that returned no group (the environment's own check of equal scores, or a
+    /// failure it swallowed).
+    pub none: u64,
+    /// Calls that raised.
+    pub failed: u64,
+    /// `12 of 12 groups scored alike (all 0.0)`.
+    pub summary: String,
+    /// Whether the run's first `run.no_signal_warn_groups` groups all lacked signal.
+    pub no_signal: bool,
+    /// The run's bounds: warned at, failed at (0: never).
+    pub warn_groups: u64,
+    pub fail_groups: u64,
+}
+
+impl From<&rl_process::RunGroups> for GroupsView {
+    fn from(run: &rl_process::RunGroups) -> Self {
+        let groups = &run.groups;
+        Self {
+            made: groups.made,
+            with_signal: groups.with_signal,
+            alike: groups.alike,
+            alike_scores: groups.alike_scores.clone(),
+            none: groups.none,
+            failed: groups.failed,
+            summary: groups.describe(),
+            no_signal: run.no_signal(),
+            warn_groups: run.warn_groups,
+            fail_groups: run.fail_groups,
+        }
+    }
+}
+
+impl GroupsView {
+    /// The health flag of a run that cannot learn.
+    pub(crate) fn flag(&self, groups: &rl_process::RunGroups) -> Option<FlagView> {
+        self.no_signal.then(|| FlagView {
+            kind: "no_signal",
+            metric: "env_groups".to_owned(),
+            window: WindowView {
+                first_step: 0,
+                last_step: 0,
+                rows: 0,
+            },
+            detail: groups.groups.no_signal_cause(),
+        })
     }
 }
 

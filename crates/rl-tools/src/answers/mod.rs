@@ -31,8 +31,8 @@ pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, Fi
 pub use health_check::{Check, HealthReport};
 pub use long_calls::{LongCallProgress, LongCallStarted};
 pub use metrics::{
-    CheckpointView, FlagView, HealthView, LoggedRunView, LoggedValue, MetricsView, ResultsPart,
-    SourceFailureView, WindowView,
+    CheckpointView, FlagView, GroupsView, HealthView, LoggedRunView, LoggedValue, MetricsView,
+    ResultsPart, SourceFailureView, WindowView,
 };
 pub use page::{RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
 pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, TestConfig};

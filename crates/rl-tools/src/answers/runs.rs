@@ -14,7 +14,7 @@ use rl_process::{
 use rl_settings::Value;
 use serde::Serialize;
 
-use super::metrics::{HealthView, MetricsView, ResultsPart, SourceFailureView};
+use super::metrics::{GroupsView, HealthView, MetricsView, ResultsPart, SourceFailureView};
 
 /// A run's record and its events after the caller's cursor.
 #[derive(Debug, Clone, Serialize)]
@@ -219,6 +219,9 @@ pub struct StatusView {
     /// Every key present; each `null` until the run logs it.
     pub metrics: MetricsView,
     pub health: Option<HealthView>,
+    /// The groups the environment made (`rl_env`'s counts); absent before the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupsView>,
     /// `metrics_file`, `wandb_files`, `wandb_api`, `trainer_log` or `checkpoints_file`.
     pub metrics_source: Option<&'static str>,
     pub metrics_warnings: Vec<String>,

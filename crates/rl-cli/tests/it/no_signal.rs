@@ -1,0 +1,120 @@
+//! A run that cannot learn (issue 32, part 3): `fixtures/no-signal/constant_env.py` scores every
+//! completion 0.0, so atroposlib drops every group and nothing reaches the trainer. The
+//! environment's groups are counted (`rl_env`), shown in the status and its health digest as
+//! they change, warned of once the first ones all lacked signal, and the run fails naming the
+//! cause past its bound, leaving nothing running.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::runs::{Stack, assert_nothing_left, is_finished};
+use crate::test_python;
+
+/// Warned at 8 groups without signal, failed at 48.
+const BOUNDS: (&str, &str) = (
+    "[run]\n",
+    "[run]\nno_signal_warn_groups = 8\nno_signal_fail_groups = 48\n",
+);
+
+fn folder() -> PathBuf {
+    std::fs::canonicalize(rl_test_support::workspace_root().join("fixtures/no-signal")).unwrap()
+}
+
+fn stack() -> Stack {
+    let settings = format!(
+        "environments_dir = \"{}\"\n{}",
+        folder().display(),
+        rl_test_support::local_stack_settings(&test_python())
+    );
+    Stack::with_settings(settings, &[BOUNDS], "constant")
+}
+
+fn has_no_signal_flag(status: &Value) -> bool {
+    status["health"]["flags"]
+        .as_array()
+        .is_some_and(|flags| flags.iter().any(|flag| flag["kind"] == "no_signal"))
+}
+
+#[test]
+#[ignore = "needs the test venv (atroposlib): `cargo xtask test` runs it"]
+fn a_run_whose_groups_all_score_alike_warns_then_fails_naming_the_cause() {
+    let stack = stack();
+    let id = stack.start();
+    let started = Instant::now();
+    let mut first_groups: Option<Instant> = None;
+    let mut warned: Option<(Instant, Value)> = None;
+    // The counts as they change, until the warning (or the run's end).
+    loop {
+        let status = stack.json(&["runs", "status", &id]);
+        if first_groups.is_none() && status["groups"].is_object() {
+            first_groups = Some(Instant::now());
+        }
+        if status["groups"]["no_signal"] == true {
+            warned = Some((Instant::now(), status));
+            break;
+        }
+        if is_finished(&status) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no groups counted: {}",
+            stack.explain(&id)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let first_groups = first_groups.expect("the status never showed the groups");
+    let (warned_at, warned) = warned.expect("the status never warned");
+    assert!(
+        warned_at.duration_since(first_groups) < Duration::from_secs(60),
+        "warned {:?} after the first groups",
+        warned_at.duration_since(first_groups)
+    );
+    let groups = &warned["groups"];
+    assert_eq!(groups["with_signal"], 0, "{warned:#}");
+    assert!(groups["alike"].as_u64().unwrap() >= 1, "{warned:#}");
+    assert_eq!(
+        groups["alike_scores"].as_object().unwrap().len(),
+        1,
+        "{warned:#}"
+    );
+    assert!(
+        groups["alike_scores"]["0.0"].as_u64().unwrap() >= 1,
+        "{warned:#}"
+    );
+    assert_eq!(warned["health"]["healthy"], false, "{warned:#}");
+    assert!(has_no_signal_flag(&warned), "{warned:#}");
+
+    // Past the bound, the run fails with the cause and what to try.
+    let finished = stack.wait(&id, "finished", 600);
+    assert_eq!(finished["state"], "failed", "{}", stack.explain(&id));
+    let error = finished["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("no training signal: ") && error.contains("scored alike (all 0.0)"),
+        "{error}"
+    );
+    for remedy in ["stronger base model", "shaped reward", "rl preflight"] {
+        assert!(error.contains(remedy), "{error}");
+    }
+    // The warning is an event of the run, and the people's status says it.
+    let events = stack.json(&["runs", "events", &id]);
+    assert!(
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|event| event["kind"] == "no_signal"),
+        "{events:#}"
+    );
+    let text = stack.rl(&["runs", "status", &id]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("health: no_signal: no training signal"),
+        "{text}"
+    );
+    assert!(text.contains("groups: "), "{text}");
+    assert!(!text.contains("no warning sign"), "{text}");
+    assert_nothing_left(&stack, &id);
+}
