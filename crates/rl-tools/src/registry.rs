@@ -266,16 +266,18 @@ impl Registry {
                 let args: InferenceArgs = parse(name, arguments)?;
                 let given =
                     args.num_steps.is_some() || args.group_size.is_some() || args.models.is_some();
-                if given || args.test_id.is_none() {
-                    checked_size(tool, args.num_steps, args.group_size)?;
+                if let Some(test_id) = args.test_id {
+                    return self
+                        .follow_alone(tool, given, test_id, args.wait, progress)
+                        .await;
                 }
+                checked_size(tool, args.num_steps, args.group_size)?;
                 let call = LongCall::Inference {
                     models: args.models.unwrap_or_default(),
                     num_steps: args.num_steps,
                     group_size: args.group_size,
                 };
-                self.long_call(call, given, args.test_id, args.wait, progress)
-                    .await
+                self.long_call(call, args.wait, progress).await
             }
             ToolName::CompareTraining => {
                 let args: CompareArgs = parse(name, arguments)?;
@@ -283,33 +285,27 @@ impl Registry {
                     || args.step.is_some()
                     || args.num_steps.is_some()
                     || args.group_size.is_some();
-                let call = match (args.run_id, &args.test_id) {
-                    (Some(run_id), _) => {
-                        checked_size(tool, args.num_steps, args.group_size)?;
-                        LongCall::Compare {
-                            run_id,
-                            step: args.step,
-                            num_steps: args.num_steps,
-                            group_size: args.group_size,
-                        }
-                    }
-                    (None, Some(_)) if !given => LongCall::Compare {
-                        run_id: String::new(),
-                        step: None,
-                        num_steps: None,
-                        group_size: None,
-                    },
-                    (None, _) => {
-                        return Err(ToolsError::BadArguments {
-                            tool: name.to_owned(),
-                            reason: "missing field `run_id` (or give test_id alone, to follow \
-                                     a comparison started earlier)"
-                                .to_owned(),
-                        });
-                    }
+                if let Some(test_id) = args.test_id {
+                    return self
+                        .follow_alone(tool, given, test_id, args.wait, progress)
+                        .await;
+                }
+                let Some(run_id) = args.run_id else {
+                    return Err(ToolsError::BadArguments {
+                        tool: name.to_owned(),
+                        reason: "missing field `run_id` (or give test_id alone, to follow a \
+                                 comparison started earlier)"
+                            .to_owned(),
+                    });
                 };
-                self.long_call(call, given, args.test_id, args.wait, progress)
-                    .await
+                checked_size(tool, args.num_steps, args.group_size)?;
+                let call = LongCall::Compare {
+                    run_id,
+                    step: args.step,
+                    num_steps: args.num_steps,
+                    group_size: args.group_size,
+                };
+                self.long_call(call, args.wait, progress).await
             }
             ToolName::HealthCheck => {
                 let NoArgs {} = parse(name, arguments)?;
@@ -354,29 +350,38 @@ impl Registry {
         }
     }
 
-    /// A long call: followed by its test's id, started at once in a worker, or waited on
-    /// (here, or in a worker followed until it ends when this face answers at once).
+    /// A long call's test followed by its id, which comes alone (`given`: the call also had
+    /// a new test's arguments).
+    async fn follow_alone(
+        &self,
+        tool: ToolName,
+        given: bool,
+        test_id: String,
+        wait: Option<bool>,
+        progress: Option<CallProgress>,
+    ) -> Result<serde_json::Value, ToolsError> {
+        if given {
+            return Err(ToolsError::BadArguments {
+                tool: tool.name().to_owned(),
+                reason: "test_id follows a test started earlier: give it alone (with wait at \
+                         most), or leave it out to start one"
+                    .to_owned(),
+            });
+        }
+        self.follow(tool.name(), test_id, wait.unwrap_or(self.waits), progress)
+            .await
+    }
+
+    /// A long call: started at once in a worker, or waited on (here, or in a worker followed
+    /// until it ends when this face answers at once).
     async fn long_call(
         &self,
         call: LongCall,
-        given: bool,
-        test_id: Option<String>,
         wait: Option<bool>,
         progress: Option<CallProgress>,
     ) -> Result<serde_json::Value, ToolsError> {
         let tool = call.tool();
         let wait = wait.unwrap_or(self.waits);
-        if let Some(test_id) = test_id {
-            if given {
-                return Err(ToolsError::BadArguments {
-                    tool: tool.to_owned(),
-                    reason: "test_id follows a test started earlier: give it alone (with wait \
-                             at most), or leave it out to start one"
-                        .to_owned(),
-                });
-            }
-            return self.follow(tool, test_id, wait, progress).await;
-        }
         if !wait {
             let started = self
                 .tools
