@@ -150,7 +150,8 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
                 .tools()?
                 .environment_dependencies(name)?
                 .ok_or_else(|| unjudged(name))?;
-            let installed = env_dependencies::install(&home, &deps, &installer, &say)
+            // The spinner is gone by now: each step on its own line.
+            let installed = env_dependencies::install(&home, &deps, &installer, &output::progress)
                 .with_context(|| format!("installing what {name} imports"))?;
             message.push_str(&if installed.nothing_to_do {
                 format!("; {name}: every import found, nothing installed")
