@@ -1,0 +1,126 @@
+//! The tinker-atropos tree and its environments for `rl doctor`: the folder found, its
+//! environments counted, no file shadowing a module a run imports, and the selected
+//! environment's own dependencies in the run's Python.
+
+use std::path::Path;
+
+use rl_settings::Settings;
+
+use super::finding;
+use crate::answers::Check;
+
+/// The selected environment's own imports and requirements against the run's Python: said
+/// only when it lacks any, or when the environment has a `requirements.txt`.
+pub(super) fn dependencies_check(home: &Path, settings: &Settings) -> Option<Check> {
+    let selection = rl_config::ConfigService::open(home, settings.clone())
+        .ok()?
+        .selection()
+        .ok()?;
+    let selected = &selection.environment;
+    let deps = crate::env_dependencies::check(
+        &settings.python,
+        &selected.environments_dir.join(&selected.file),
+        &selected.name,
+    )?;
+    let view = deps.view()?;
+    let name = "environment dependencies";
+    Some(if deps.ready() {
+        finding(
+            name,
+            true,
+            Ok(format!(
+                "{}: {} holds what {} asks for",
+                selected.name,
+                settings.python.display(),
+                view.requirements
+                    .as_deref()
+                    .map_or_else(String::new, |file| file.display().to_string())
+            )),
+        )
+    } else {
+        finding(
+            name,
+            true,
+            Err((
+                format!("{}: {}", selected.name, deps.describe()),
+                deps.fix(),
+            )),
+        )
+    })
+}
+
+pub(super) fn tree_checks(settings: &Settings) -> Vec<Check> {
+    let set_root = "set RL_TINKER_ATROPOS_ROOT (or tinker_atropos_root in config.toml, or --root) \
+                    to your tinker-atropos checkout"
+        .to_owned();
+    let dir = match settings.environments_dir() {
+        Ok(dir) => dir,
+        Err(error) => {
+            return vec![finding(
+                "environments",
+                true,
+                Err((error.to_string(), set_root)),
+            )];
+        }
+    };
+    if !dir.is_dir() {
+        return vec![finding(
+            "environments",
+            true,
+            Err((format!("{} is not a folder", dir.display()), set_root)),
+        )];
+    }
+    let scan = rl_config::scan_environments(settings, false);
+    let shadowing = scan.as_ref().ok().and_then(shadowing_check);
+    let mut checks =
+        environment_count_check(&dir, scan.map(|scan| scan.environments.len()), set_root);
+    checks.extend(shadowing);
+    checks
+}
+
+/// Files named like a module a run imports break every environment beside them.
+fn shadowing_check(scan: &rl_discovery::Scan) -> Option<Check> {
+    let shadowing: Vec<&rl_discovery::FileWarning> = scan
+        .warnings
+        .iter()
+        .filter(|w| matches!(w.warning, rl_discovery::Warning::ShadowsModule { .. }))
+        .collect();
+    let first = shadowing.first()?;
+    let names: Vec<&str> = shadowing.iter().map(|w| w.file.as_str()).collect();
+    Some(finding(
+        "environment file names",
+        true,
+        Err((
+            format!("{} {}", first.file, first.warning),
+            format!("rename {}", names.join(", ")),
+        )),
+    ))
+}
+
+fn environment_count_check(
+    dir: &std::path::Path,
+    count: Result<usize, rl_config::ConfigError>,
+    set_root: String,
+) -> Vec<Check> {
+    match count {
+        Ok(count) if count > 0 => vec![finding(
+            "environments",
+            true,
+            Ok(format!("{count} in {}", dir.display())),
+        )],
+        Ok(_) => vec![finding(
+            "environments",
+            true,
+            Err((
+                format!("no environment in {}", dir.display()),
+                "write one with `rl envs new NAME` (rl's template), or point --envs-dir at the folder that has them"
+                    .to_owned(),
+            )),
+        )],
+        Err(error) => vec![finding(
+            "environments",
+            true,
+            Err((error.to_string(), set_root)),
+        )],
+    }
+}
