@@ -125,8 +125,26 @@ impl<'a> StatementVisitor<'a> for ImportCollector {
                 walk_stmt(self, stmt);
                 self.guards -= 1;
             }
+            // `if TYPE_CHECKING:` runs only under a type checker.
+            Stmt::If(stmt_if) if is_type_checking(&stmt_if.test) => {
+                self.guards += 1;
+                self.visit_body(&stmt_if.body);
+                self.guards -= 1;
+                for clause in &stmt_if.elif_else_clauses {
+                    self.visit_body(&clause.body);
+                }
+            }
             _ => walk_stmt(self, stmt),
         }
+    }
+}
+
+/// `TYPE_CHECKING` or `typing.TYPE_CHECKING`.
+fn is_type_checking(test: &Expr) -> bool {
+    match test {
+        Expr::Name(name) => name.id.as_str() == "TYPE_CHECKING",
+        Expr::Attribute(attribute) => attribute.attr.as_str() == "TYPE_CHECKING",
+        _ => false,
     }
 }
 
@@ -484,9 +502,9 @@ mod tests {
     }
 
     #[test]
-    fn imports_in_a_try_with_handlers_are_guarded() {
+    fn imports_in_a_try_with_handlers_or_for_type_checkers_are_guarded() {
         let s = summary(
-            "try:\n    import fast\nexcept ImportError:\n    import slow\ntry:\n    import must\nfinally:\n    pass\nimport plain\n",
+            "try:\n    import fast\nexcept ImportError:\n    import slow\ntry:\n    import must\nfinally:\n    pass\nimport plain\nif typing.TYPE_CHECKING:\n    import typed\nelse:\n    import untyped\n",
         );
         let guarded: Vec<(&str, bool)> = s
             .imports
@@ -499,7 +517,9 @@ mod tests {
                 ("fast", true),
                 ("slow", true),
                 ("must", false),
-                ("plain", false)
+                ("plain", false),
+                ("typed", true),
+                ("untyped", false)
             ]
         );
     }
