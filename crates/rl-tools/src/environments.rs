@@ -1,6 +1,6 @@
 //! Discovering environments, selecting one, reading and editing its configuration.
 
-use rl_config::{CurrentField, DefaultValue, FieldType};
+use rl_config::{CurrentField, DefaultValue, FieldType, SelectedEnvironment};
 use rl_discovery::{Environment, Scan};
 use rl_settings::Value;
 
@@ -44,6 +44,22 @@ impl Tools {
     /// judge by (see [`env_dependencies::check`]).
     pub fn dependencies(&self, file: &Path, name: &str) -> Option<Dependencies> {
         env_dependencies::check(&self.settings().ok()?.python, file, name)
+    }
+
+    /// Refuses an environment whose imports the run's Python cannot find (a run's start, a
+    /// resume), naming them and the fix.
+    pub(crate) fn importable(&self, selected: &SelectedEnvironment) -> Result<(), ToolsError> {
+        match self.dependencies(
+            &selected.environments_dir.join(&selected.file),
+            &selected.name,
+        ) {
+            Some(deps) if !deps.ready() => Err(ToolsError::MissingDependencies {
+                environment: selected.name.clone(),
+                missing: deps.describe(),
+                fix: deps.fix(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// `name`'s dependencies against the run's Python (`rl setup --env NAME`).

@@ -56,6 +56,10 @@ impl Tools {
         }
         let parent_dir = run_dir(self.home(), parent);
         let service = self.service()?;
+        // The environment it ran must still import, as for a new run.
+        if let Ok(ran) = rl_config::run_selection(self.home(), parent) {
+            self.importable(&ran.environment)?;
+        }
         // Where the parent trained, from its launch record (a missing engine folder is refused
         // there): a child that trains elsewhere would send its key to the parent's old address
         // or load states that are not there.

@@ -52,18 +52,7 @@ impl Tools {
         let service = self.service()?;
         // An environment that cannot import is refused before any component starts.
         if let Ok(selection) = service.selection() {
-            let selected = &selection.environment;
-            if let Some(deps) = self.dependencies(
-                &selected.environments_dir.join(&selected.file),
-                &selected.name,
-            ) && !deps.ready()
-            {
-                return Err(ToolsError::MissingDependencies {
-                    environment: selected.name.clone(),
-                    missing: deps.describe(),
-                    fix: deps.fix(),
-                });
-            }
+            self.importable(&selection.environment)?;
         }
         let status = self.launch(&service, |run_id, endpoints| {
             let written = service.write_run_config(run_id, Some(endpoints))?;
