@@ -104,8 +104,8 @@ impl Exchange {
 }
 
 /// `mcp_ts_client.mjs` calling `tool` with `arguments` on `rl mcp` for the state directory
-/// `home` (none of the caller's `RL_*` settings or keys), the whole exchange bounded by
-/// `bound`: the driver gives up then, and is killed a minute later if it has not.
+/// `home`, the whole exchange bounded by `bound`: the driver gives up then, and is killed a
+/// minute later if it has not.
 fn typescript_client(home: &Path, tool: &str, arguments: &Value, bound: Duration) -> Exchange {
     let mut command = Command::new("node");
     command
@@ -115,11 +115,20 @@ fn typescript_client(home: &Path, tool: &str, arguments: &Value, bound: Duration
         .arg(arguments.to_string())
         .arg(bound.as_secs().to_string())
         .env(MCP_TS_ENV, mcp_ts_modules())
+        .env_remove("RL_MCP_TS_BOUND_SECS");
+    let (said, stderr) = run_client(command, home, bound + Duration::from_secs(60));
+    Exchange { said, stderr }
+}
+
+/// Runs a client driver (`command`, its arguments given) on `rl mcp` for `home`, with none of
+/// the caller's `RL_*` settings or keys; killed past `limit` (its `rl mcp` then sees its stdin
+/// close and ends). Returns the JSON line it printed last, and its standard error.
+pub(crate) fn run_client(mut command: Command, home: &Path, limit: Duration) -> (Value, String) {
+    command
         .env("RL_HOME", home)
         .env_remove("RL_TINKER_ATROPOS_ROOT")
         .env_remove("RL_ENVIRONMENTS_DIR")
         .env_remove("RL_INFERENCE__BASE_URL")
-        .env_remove("RL_MCP_TS_BOUND_SECS")
         .current_dir(workspace_root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -129,7 +138,7 @@ fn typescript_client(home: &Path, tool: &str, arguments: &Value, bound: Duration
     }
     let mut child = command
         .spawn()
-        .unwrap_or_else(|error| panic!("cannot start `node` ({error}): is Node installed?"));
+        .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     let out = std::thread::spawn(move || {
@@ -142,7 +151,7 @@ fn typescript_client(home: &Path, tool: &str, arguments: &Value, bound: Duration
         let _ = stderr.read_to_string(&mut text);
         text
     });
-    let deadline = Instant::now() + bound + Duration::from_secs(60);
+    let deadline = Instant::now() + limit;
     let mut status = None;
     while status.is_none() && Instant::now() < deadline {
         status = child.try_wait().unwrap();
@@ -151,7 +160,6 @@ fn typescript_client(home: &Path, tool: &str, arguments: &Value, bound: Duration
         }
     }
     if status.is_none() {
-        // Its `rl mcp` sees its stdin close and ends.
         let _ = child.kill();
     }
     let ended = child.wait().unwrap();
@@ -165,7 +173,7 @@ fn typescript_client(home: &Path, tool: &str, arguments: &Value, bound: Duration
             )
         },
     );
-    Exchange { said, stderr }
+    (said, stderr)
 }
 
 /// Waits (30 s at most) until no process mentions `home`: the pre-flight's worker and its

@@ -4,9 +4,8 @@
 //! SEP-2663 tasks extension, which the SDK lacks and the driver adds) run to its end or
 //! cancelled.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rl_test_support::{FixtureServer, processes_mentioning};
@@ -81,9 +80,8 @@ impl Exchange {
     }
 }
 
-/// `mcp_tasks_client.py MODE` calling `tool` with `arguments` on `rl mcp` for `home` (none of
-/// the caller's `RL_*` settings or keys): the driver gives up after `BOUND`, and is killed a
-/// minute and a half later if it has not.
+/// `mcp_tasks_client.py MODE` calling `tool` with `arguments` on `rl mcp` for `home`: the
+/// driver gives up after `BOUND`, and is killed a minute and a half later if it has not.
 pub(crate) fn python_client(home: &Path, mode: &str, tool: &str, arguments: &Value) -> Exchange {
     let mut command = Command::new(test_python());
     command
@@ -92,54 +90,9 @@ pub(crate) fn python_client(home: &Path, mode: &str, tool: &str, arguments: &Val
         .arg(env!("CARGO_BIN_EXE_rl"))
         .arg(tool)
         .arg(arguments.to_string())
-        .arg(BOUND.as_secs().to_string())
-        .env("RL_HOME", home)
-        .env_remove("RL_TINKER_ATROPOS_ROOT")
-        .env_remove("RL_ENVIRONMENTS_DIR")
-        .env_remove("RL_INFERENCE__BASE_URL")
-        .current_dir(workspace_root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for name in rl_settings::SECRET_NAMES {
-        command.env_remove(name);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let deadline = Instant::now() + BOUND + Duration::from_secs(90);
-    let mut status = None;
-    while status.is_none() && Instant::now() < deadline {
-        status = child.try_wait().unwrap();
-        if status.is_none() {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-    if status.is_none() {
-        // Its `rl mcp` sees its stdin close and ends.
-        let _ = child.kill();
-    }
-    let ended = child.wait().unwrap();
-    let stdout = out.join().unwrap();
-    let stderr = err.join().unwrap();
-    let said = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(
-        |error| {
-            panic!(
-                "the client ({ended}, killed: {}) printed no JSON line ({error}):\n{stdout}\n{stderr}",
-                status.is_none()
-            )
-        },
-    );
+        .arg(BOUND.as_secs().to_string());
+    let (said, stderr) =
+        crate::mcp_clients::run_client(command, home, BOUND + Duration::from_secs(90));
     Exchange { said, stderr }
 }
 
