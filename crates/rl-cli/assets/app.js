@@ -254,16 +254,27 @@
     return el("header", { id: "header" }, parts);
   }
 
-  function healthSection(health) {
-    if (!health) return el("p", { class: "quiet", text: "No steps yet." });
-    if (health.healthy) return el("p", { class: "good", text: "No warning sign in the last steps." });
-    return el(
-      "ul",
-      { class: "flags" },
-      health.flags.map((flag) =>
-        el("li", {}, [el("strong", { text: flag.kind }), el("span", { text: " " + flag.metric + " (steps " + flag.window.first_step + "–" + flag.window.last_step + "): " + flag.detail })])
-      )
-    );
+  // The environment's groups (rl_env's counts): made, with signal, how the rest scored.
+  function groupsLine(groups) {
+    if (!groups) return null;
+    return el("p", { class: groups.no_signal ? "error" : "quiet", text: "Groups: " + groups.made + " made, " + groups.with_signal + " with signal (" + groups.summary + ")" });
+  }
+
+  function healthSection(health, groups) {
+    const counts = groupsLine(groups);
+    if (!health) return el("div", {}, [counts, el("p", { class: "quiet", text: "No steps yet." })]);
+    if (health.healthy) return el("div", {}, [counts, el("p", { class: "good", text: "No warning sign in the last steps." })]);
+    return el("div", {}, [
+      counts,
+      el(
+        "ul",
+        { class: "flags" },
+        health.flags.map((flag) =>
+          // A sign of the environment's groups (no_signal) judges no steps: its window is all 0.
+          el("li", {}, [el("strong", { text: flag.kind }), el("span", { text: flag.window.rows === 0 ? ": " + flag.detail : " " + flag.metric + " (steps " + flag.window.first_step + "–" + flag.window.last_step + "): " + flag.detail })])
+        )
+      ),
+    ]);
   }
 
   function checkpointsSection(checkpoints) {
@@ -414,7 +425,7 @@
       else chartsBox.querySelectorAll("p.quiet").forEach((p) => p.remove());
       timeline.add(page.run.events);
       cursor = page.run.next_since;
-      healthBox.replaceChildren(healthSection(page.health));
+      healthBox.replaceChildren(healthSection(page.health, page.groups));
       checkpointsBox.replaceChildren(checkpointsSection(page.checkpoints));
       const open = new Set([...logsBox.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-log")));
       logsBox.replaceChildren(logsSection(page.logs));

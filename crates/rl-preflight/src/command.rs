@@ -43,6 +43,10 @@ pub struct ModelJob {
     pub marks: ModelMarks,
     /// What its log keeps at most.
     pub log_limit: rl_process::LogLimit,
+    /// Where rl's environment runner counts the groups made, when the model runs through it.
+    pub groups_path: Option<PathBuf>,
+    /// Groups without signal after which the model is ended (`no signal`); 0: never.
+    pub no_signal_groups: u64,
 }
 
 /// Where a model's files are in its test's folder, named after its place in the list and its
@@ -53,6 +57,8 @@ pub(crate) struct ModelFiles {
     pub log_path: PathBuf,
     pub output_path: PathBuf,
     pub group_path: PathBuf,
+    /// rl's environment runner's counts of the groups made.
+    pub groups_path: PathBuf,
 }
 
 /// What the runner drew for a model whose groups are at `output_path` (`01-m.items.json`).
@@ -65,6 +71,7 @@ pub(crate) fn model_files(test_dir: &Path, index: usize, model: &str) -> ModelFi
     ModelFiles {
         log_path: test_dir.join(format!("{stem}.log")),
         output_path: test_dir.join(format!("{stem}.jsonl")),
+        groups_path: test_dir.join(format!("{stem}.groups.json")),
         group_path: test_dir.join(format!("{stem}{GROUP_SUFFIX}")),
         stem,
     }
@@ -88,6 +95,8 @@ impl std::fmt::Debug for ModelJob {
             .field("total_groups", &self.total_groups)
             .field("marks", &self.marks)
             .field("log_limit", &self.log_limit)
+            .field("groups_path", &self.groups_path)
+            .field("no_signal_groups", &self.no_signal_groups)
             .finish()
     }
 }
@@ -126,12 +135,19 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         log_path,
         output_path,
         group_path,
+        groups_path,
     } = model_files(test_dir, index, model);
     // A package-style environment (relative imports of its siblings, or imports through its
     // top package) runs as a module of its package, as in a run.
     let package = rl_config::package_module(&plan.env_file);
     let env_file = plan.env_file.to_string_lossy().into_owned();
-    let mut args = match (&plan.held_out, &package) {
+    // Through rl's runner when the plan has one (the held-out items need it).
+    let runner = plan
+        .held_out
+        .as_ref()
+        .map(|held_out| held_out.programs.clone())
+        .or_else(|| plan.runner.clone());
+    let mut args = match (&runner, &package) {
         (Some(_), _) => vec!["-m".to_owned(), rl_python::ENV_RUNNER.to_owned(), env_file],
         (None, Some(package)) => vec!["-m".to_owned(), package.name.clone()],
         (None, None) => vec![env_file],
@@ -169,10 +185,10 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         .unwrap_or_else(|| NO_KEY_PLACEHOLDER.to_owned());
     env.push((CHILD_KEY_VARIABLE.to_owned(), key));
     let theirs = plan.child_environment.get("PYTHONPATH").map(String::as_str);
-    if let Some(held_out) = &plan.held_out {
+    if let Some(programs) = &runner {
         env.push((
             "PYTHONPATH".to_owned(),
-            rl_python::python_path(&held_out.programs, theirs),
+            rl_python::python_path(programs, theirs),
         ));
         if let Some(package) = &package {
             env.push((MODULE_VARIABLE.to_owned(), package.name.clone()));
@@ -181,6 +197,12 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
                 package.root.to_string_lossy().into_owned(),
             ));
         }
+        env.push((
+            rl_process::GROUPS_FILE_VARIABLE.to_owned(),
+            groups_path.to_string_lossy().into_owned(),
+        ));
+    }
+    if let Some(held_out) = &plan.held_out {
         env.extend(rl_python::items_variables(
             rl_python::Items::HeldOut,
             held_out.slice,
@@ -188,6 +210,15 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         env.push((
             rl_python::ITEMS_REPORT_VARIABLE.to_owned(),
             items_path(&output_path).to_string_lossy().into_owned(),
+        ));
+    } else if runner.is_some() {
+        // Every item: a slice of nothing.
+        env.extend(rl_python::items_variables(
+            rl_python::Items::Training,
+            rl_python::Slice {
+                fraction: 0.0,
+                seed: 0,
+            },
         ));
     } else if let Some(package) = &package {
         // `python -m` finds the module from its root; the file's own folder comes next, as a
@@ -223,7 +254,7 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         .chain(
             [MODULE_VARIABLE, ROOT_VARIABLE]
                 .into_iter()
-                .filter(|_| package.is_none() || plan.held_out.is_none())
+                .filter(|_| package.is_none() || runner.is_none())
                 .map(str::to_owned),
         )
         .collect();
@@ -238,6 +269,8 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         output_path,
         group_path,
         stop_path: test_dir.join(STOP_FILE),
+        groups_path: runner.as_ref().map(|_| groups_path),
+        no_signal_groups: plan.no_signal_groups,
         total_groups: plan.steps,
         marks: ModelMarks {
             test_dir: test_dir.to_owned(),
@@ -276,6 +309,8 @@ mod tests {
             server: None,
             held_out: None,
             log_limit: rl_process::LogLimit::default(),
+            runner: None,
+            no_signal_groups: 0,
         }
     }
 
@@ -404,6 +439,28 @@ mod tests {
         assert_eq!(env[MODULE_VARIABLE], "vowels.vowels_env");
         assert_eq!(env[ROOT_VARIABLE], environments.to_string_lossy());
         assert!(!job.env_remove.iter().any(|n| n == MODULE_VARIABLE));
+    }
+
+    #[test]
+    fn with_the_runner_every_model_runs_through_rl_env_and_counts_its_groups() {
+        let mut through = plan(false);
+        through.runner = Some("/home/python/abc".into());
+        through.no_signal_groups = 32;
+        let job = model_job(&through, 1, "a/b", Path::new("/t"));
+        assert_eq!(
+            job.args[..3],
+            ["-m", "rl_env", "/tree/envs/arithmetic_env.py"]
+        );
+        let env: std::collections::BTreeMap<_, _> = job.env.iter().cloned().collect();
+        assert_eq!(env["RL_GROUPS_FILE"], "/t/02-a_b.groups.json");
+        assert_eq!(env["RL_ITEMS"], "training");
+        assert_eq!(env["RL_HELD_OUT_FRACTION"], "0");
+        assert_eq!(job.groups_path, Some("/t/02-a_b.groups.json".into()));
+        assert_eq!(job.no_signal_groups, 32);
+        assert_eq!(
+            model_job(&plan(false), 1, "a/b", Path::new("/t")).groups_path,
+            None
+        );
     }
 
     #[test]

@@ -30,6 +30,11 @@ pub enum ModelOutcome {
     NotStarted {
         reason: String,
     },
+    /// Ended early: its environment made `run.no_signal_warn_groups` groups, none with scores
+    /// that differ (counted by rl's environment runner); `cause` says how they scored.
+    NoSignal {
+        cause: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

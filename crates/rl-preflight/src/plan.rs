@@ -113,6 +113,13 @@ pub struct TestPlan {
     /// What each model's log (and the server's) keeps at most: the operator's
     /// `run.log_limit_bytes`.
     pub log_limit: rl_process::LogLimit,
+    /// rl's environment runner (installed there), through which every model runs when set
+    /// (and always with `held_out`): it counts the groups made, which end a model early.
+    pub runner: Option<PathBuf>,
+    /// A model whose environment made this many groups, none with scores that differ, is ended
+    /// at once (`no signal`) rather than left to retry until the timeout: the operator's
+    /// `run.no_signal_warn_groups` (0: never).
+    pub no_signal_groups: u64,
 }
 
 /// The items a run kept out of training (or the environment's eval split), asked through rl's
@@ -138,6 +145,9 @@ pub struct TestRequest {
     /// Started before the models and ended after them; `endpoint` is then its URL.
     pub server: Option<ModelServer>,
     pub held_out: Option<HeldOutItems>,
+    /// rl's environment runner, installed: every model then runs through it (its groups
+    /// counted).
+    pub runner: Option<PathBuf>,
 }
 
 impl TestRequest {
@@ -159,6 +169,7 @@ impl TestRequest {
             correct_rule: CorrectRule::default(),
             server: None,
             held_out: None,
+            runner: None,
         }
     }
 }
@@ -227,6 +238,8 @@ impl TestPlan {
             server: request.server,
             held_out: request.held_out,
             log_limit: rl_process::LogLimit(settings.run.log_limit_bytes),
+            runner: request.runner,
+            no_signal_groups: settings.run.no_signal_warn_groups,
         })
     }
 }

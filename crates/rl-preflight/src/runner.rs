@@ -251,7 +251,23 @@ impl LocalModelRunner {
         }
         let watcher = tokio::spawn(watch_progress(job.clone(), progress.clone()));
 
-        let waited = tokio::time::timeout(timeout, child.wait()).await;
+        let mut no_signal = None;
+        let waited = tokio::time::timeout(timeout, async {
+            tokio::select! {
+                status = child.wait() => Some(status),
+                cause = without_signal(job) => {
+                    no_signal = Some(cause);
+                    None
+                }
+            }
+        })
+        .await;
+        let waited = match waited {
+            Ok(Some(status)) => Ok(status),
+            // Ended for want of signal: stopped below as at a timeout, its outcome told apart.
+            Ok(None) => Err(()),
+            Err(_) => Err(()),
+        };
         // Whatever the end, nothing of the model outlives it: its group (grandchildren
         // included) and what left the group.
         let marks = job.marks.clone();
@@ -281,6 +297,9 @@ impl LocalModelRunner {
             notes.push(format!("rl: processes left after the stop: {survivors:?}"));
         }
         let outcome = match status {
+            _ if no_signal.is_some() => ModelOutcome::NoSignal {
+                cause: no_signal.clone().unwrap_or_default(),
+            },
             _ if timed_out => ModelOutcome::TimedOut {
                 after_secs: timeout.as_secs_f64(),
             },
@@ -294,6 +313,9 @@ impl LocalModelRunner {
                 timeout.as_secs()
             )),
             ModelOutcome::Stopped => notes.push("rl: stopped (rl preflight stop)".to_owned()),
+            ModelOutcome::NoSignal { ref cause } => {
+                notes.push(format!("rl: ended early (no signal): {cause}"));
+            }
             _ => {}
         }
         append_notes(&job.log_path, &notes).await;
@@ -358,6 +380,26 @@ fn failed(status: Option<ExitStatus>) -> ModelOutcome {
     ModelOutcome::Failed {
         code: status.and_then(|status| status.code()),
         signal: status.and_then(|status| status.signal()),
+    }
+}
+
+/// Returns once the model's environment made `no_signal_groups` groups none of which had
+/// signal, with the cause; never when the model does not run through rl's runner.
+async fn without_signal(job: &ModelJob) -> String {
+    let Some(path) = job
+        .groups_path
+        .as_ref()
+        .filter(|_| job.no_signal_groups > 0)
+    else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(PROGRESS_EVERY).await;
+        if let Some(groups) = rl_process::EnvGroups::read(path)
+            && groups.without_signal_past(job.no_signal_groups)
+        {
+            return groups.no_signal_cause();
+        }
     }
 }
 

@@ -144,7 +144,15 @@ fn judge(models: &[&ModelReport], policy: VerdictPolicy) -> (Verdict, String, Ve
         policy,
     };
     let at_least = |value: Option<f64>, bound: f64| value.is_some_and(|v| v >= bound);
-    let (verdict, explanation) = if groups == 0 {
+    let ended_without_signal = models.iter().find_map(|model| match &model.outcome {
+        ModelOutcome::NoSignal { cause } => Some(cause.clone()),
+        _ => None,
+    });
+    let (verdict, explanation) = if let Some(cause) = ended_without_signal {
+        // Ended early by its group counts: no groups with signal is the answer, whatever the
+        // few saved ones show.
+        (Verdict::NoSignal, format!("ended early: {cause}"))
+    } else if groups == 0 {
         (
             Verdict::Broken,
             if models.len() == 1 {

@@ -182,9 +182,12 @@ impl Tools {
         test.correct_rule = CorrectRule::AtLeast {
             threshold: size.correct_from,
         };
+        // Through rl's environment runner, always: its group counts end an evaluation whose
+        // groups have no signal early (`no signal`) rather than at its time bound.
+        let programs = rl_python::install(self.home())
+            .map_err(|error| ToolsError::Internal(error.to_string()))?;
+        test.runner = Some(programs.clone());
         if let Some(slice) = self.kept_out(id) {
-            let programs = rl_python::install(self.home())
-                .map_err(|error| ToolsError::Internal(error.to_string()))?;
             test.held_out = Some(HeldOutItems { programs, slice });
         }
         let working_dir = std::env::current_dir().map_err(|source| ToolsError::Io {
@@ -224,10 +227,15 @@ impl Tools {
             CorrectRule::TopScore => report.correct_from.unwrap_or(f64::INFINITY),
         };
         let Some(figures) = rl_preflight::evaluate(&groups.scores, correct_from) else {
-            let why = model
-                .error
-                .clone()
-                .unwrap_or_else(|| "it wrote no scored group".to_owned());
+            let why = match &model.outcome {
+                rl_preflight::ModelOutcome::NoSignal { cause } => {
+                    format!("no signal, ended early: {cause}")
+                }
+                _ => model
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "it wrote no scored group".to_owned()),
+            };
             return Err(ToolsError::Internal(format!(
                 "the evaluation of step {} scored nothing: {why} (its log: {})",
                 request.step,

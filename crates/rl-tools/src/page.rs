@@ -81,6 +81,7 @@ impl Tools {
             metrics_source: status.metrics_source,
             history: status.history,
             health: status.health,
+            groups: status.groups,
             checkpoints,
             logs,
             rollout_steps: rollout_steps(&run_dir(self.home(), id)),

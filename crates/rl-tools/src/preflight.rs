@@ -173,6 +173,12 @@ impl Tools {
         if let Some(timeout) = options.timeout {
             request.timeout = timeout;
         }
+        // Every model through rl's environment runner: its group counts end a model whose
+        // groups have no signal early, rather than at the timeout.
+        request.runner = Some(
+            rl_python::install(self.home())
+                .map_err(|error| ToolsError::Internal(error.to_string()))?,
+        );
         request.use_wandb = options.use_wandb;
         if options.use_wandb {
             request.wandb_key = self.key("WANDB_API_KEY").map(Key);

@@ -2,15 +2,19 @@
 //! completion 0.0, so atroposlib drops every group and nothing reaches the trainer. The
 //! environment's groups are counted (`rl_env`), shown in the status and its health digest as
 //! they change, warned of once the first ones all lacked signal, and the run fails naming the
-//! cause past its bound, leaving nothing running.
+//! cause past its bound, leaving nothing running. A pre-flight of the same environment, which
+//! returns no group when its scores are alike (as gsm8k-style environments do: atroposlib's
+//! `process` then asks again until the timeout), ends early with the verdict `no signal`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use rl_test_support::FixtureServer;
+
 use crate::runs::{Stack, assert_nothing_left, is_finished};
-use crate::test_python;
+use crate::{rl_in, test_python};
 
 /// Warned at 8 groups without signal, failed at 48.
 const BOUNDS: (&str, &str) = (
@@ -117,4 +121,64 @@ fn a_run_whose_groups_all_score_alike_warns_then_fails_naming_the_cause() {
     assert!(text.contains("groups: "), "{text}");
     assert!(!text.contains("no warning sign"), "{text}");
     assert_nothing_left(&stack, &id);
+}
+
+#[test]
+#[ignore = "needs the test venv (atroposlib): `cargo xtask test` runs it"]
+fn a_preflight_whose_environment_returns_no_group_ends_early_with_no_signal() {
+    let python = test_python();
+    let server = FixtureServer::start(&python, None);
+    let stack = stack();
+    stack.json(&["config", "set", "drop_alike", "true"]);
+    let home = stack.home.path();
+    let started = Instant::now();
+    let output = rl_in(
+        home,
+        &[
+            "preflight",
+            "--json",
+            "--base-url",
+            &server.base_url,
+            "--model",
+            "always-right",
+            "--steps",
+            "3",
+            "--group-size",
+            "2",
+            "--timeout",
+            "600",
+        ],
+    );
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|error| {
+        panic!(
+            "{error}: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(took < Duration::from_secs(180), "took {took:?}: {report:#}");
+    assert_eq!(report["verdict"], "no_signal", "{report:#}");
+    let model = &report["models"][0];
+    assert_eq!(model["status"], "no_signal", "{report:#}");
+    assert!(
+        model["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("no training signal: "),
+        "{report:#}"
+    );
+    assert!(
+        report["explanation"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ended early"),
+        "{report:#}"
+    );
+    // Nothing of the model is left.
+    let left: Vec<_> = rl_test_support::processes_mentioning(&home.display().to_string())
+        .into_iter()
+        .filter(|(_, line)| line.contains(" process "))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -87,6 +87,7 @@ pub(crate) fn request_at(base_url: &str, models: &[&str]) -> TestRequest {
         correct_rule: CorrectRule::TopScore,
         server: None,
         held_out: None,
+        runner: None,
     }
 }
 

@@ -47,6 +47,8 @@ pub(crate) fn shell_job(dir: &std::path::Path, script: &str) -> ModelJob {
             model: "01-shell".to_owned(),
         },
         log_limit: rl_process::LogLimit::default(),
+        groups_path: None,
+        no_signal_groups: 0,
     }
 }
 
@@ -145,6 +147,41 @@ async fn a_timeout_stops_the_whole_group_grandchildren_included() {
     assert!(processes_mentioning(marker).is_empty());
     let log = std::fs::read_to_string(&job.log_path).unwrap();
     assert!(log.contains("rl: cut after 1 s"), "{log}");
+}
+
+/// A model whose environment's counts (`rl_env`) show its first groups all without signal is
+/// ended then, with its whole group, rather than at the timeout.
+#[tokio::test]
+async fn groups_without_signal_end_a_model_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = KillOnDrop::new("runner");
+    let marker = &guard.marker;
+    let counts = dir.path().join("shell.groups.json");
+    let mut job = shell_job(
+        dir.path(),
+        &format!(
+            "echo '{{\"made\": 4, \"alike\": 4, \"alike_scores\": {{\"0.0\": 4}}}}' > {}; \
+             sh -c 'sleep 300; echo {marker}' & sleep 300; echo {marker}",
+            counts.display()
+        ),
+    );
+    job.groups_path = Some(counts);
+    job.no_signal_groups = 4;
+    let started = Instant::now();
+    let run = LocalModelRunner::default()
+        .run(job.clone(), PATIENCE, secrets(), ignore_progress())
+        .await;
+    assert!(started.elapsed() < PATIENCE);
+    let ModelOutcome::NoSignal { cause } = &run.outcome else {
+        panic!("{:?}", run.outcome);
+    };
+    assert!(
+        cause.starts_with("no training signal: 4 of 4 groups scored alike (all 0.0)"),
+        "{cause}"
+    );
+    assert!(processes_mentioning(marker).is_empty());
+    let log = std::fs::read_to_string(&job.log_path).unwrap();
+    assert!(log.contains("rl: ended early (no signal)"), "{log}");
 }
 
 #[tokio::test]
@@ -321,6 +358,8 @@ pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize
         server: None,
         held_out: None,
         log_limit: rl_process::LogLimit::default(),
+        runner: None,
+        no_signal_groups: 0,
     }
 }
 

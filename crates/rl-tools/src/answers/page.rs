@@ -7,7 +7,7 @@ use rl_metrics::{RolloutRow, StepRollouts};
 use serde::Serialize;
 
 use super::checkpoints::CheckpointEntry;
-use super::metrics::{HealthView, MetricsView};
+use super::metrics::{GroupsView, HealthView, MetricsView};
 use super::runs::{ComponentLog, RunView};
 
 /// `GET /page/runs`.
@@ -41,6 +41,9 @@ pub struct RunPage {
     /// Every trainer step's numbers, in step order.
     pub history: Vec<MetricsView>,
     pub health: Option<HealthView>,
+    /// The groups the environment made (`rl_env`'s counts); absent before the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupsView>,
     pub checkpoints: Vec<CheckpointEntry>,
     pub logs: Vec<ComponentLog>,
     /// Steps whose rollouts the run kept, oldest first.

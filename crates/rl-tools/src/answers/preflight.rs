@@ -54,7 +54,7 @@ pub struct PreflightAnswer {
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelAnswer {
     pub model: String,
-    /// succeeded, failed, timed_out, stopped or not_started.
+    /// succeeded, failed, timed_out, stopped, not_started or no_signal (ended early: `reason`).
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<Option<i32>>,
@@ -203,6 +203,9 @@ impl From<&ModelReport> for ModelAnswer {
             ModelOutcome::Stopped => ("stopped", None, None, None, None),
             ModelOutcome::NotStarted { reason } => {
                 ("not_started", None, None, None, Some(reason.clone()))
+            }
+            ModelOutcome::NoSignal { cause } => {
+                ("no_signal", None, None, None, Some(cause.clone()))
             }
         };
         let figures = &model.figures;
