@@ -384,7 +384,7 @@ fn outcome_text(outcome: &ModelOutcome) -> String {
         ModelOutcome::TimedOut { after_secs } => format!("cut after {after_secs:.0} s"),
         ModelOutcome::Stopped => "stopped".to_owned(),
         ModelOutcome::NotStarted { reason } => format!("not started: {reason}"),
-        ModelOutcome::NoSignal { cause } => format!("ended early, no signal: {cause}"),
+        ModelOutcome::NoSignal { cause } => format!("no signal: {cause}"),
     }
 }
 

@@ -296,6 +296,11 @@ impl LocalModelRunner {
         if !survivors.is_empty() {
             notes.push(format!("rl: processes left after the stop: {survivors:?}"));
         }
+        // A model that finished with no group saved, every group it made without signal (its
+        // items ran out, each dropped), has no signal too: not a broken environment.
+        if no_signal.is_none() && status.is_some_and(|status| status.success()) {
+            no_signal = nothing_saved_without_signal(job).await;
+        }
         let outcome = match status {
             _ if no_signal.is_some() => ModelOutcome::NoSignal {
                 cause: no_signal.clone().unwrap_or_default(),
@@ -314,7 +319,7 @@ impl LocalModelRunner {
             )),
             ModelOutcome::Stopped => notes.push("rl: stopped (rl preflight stop)".to_owned()),
             ModelOutcome::NoSignal { ref cause } => {
-                notes.push(format!("rl: ended early (no signal): {cause}"));
+                notes.push(format!("rl: no signal: {cause}"));
             }
             _ => {}
         }
@@ -421,6 +426,15 @@ async fn report_progress(job: &ModelJob, progress: &ProgressSink, last: &mut Opt
             total: job.total_groups,
         });
     }
+}
+
+/// The cause, when the model saved no group and every group its environment made (one at
+/// least) had no signal.
+async fn nothing_saved_without_signal(job: &ModelJob) -> Option<String> {
+    let groups = rl_process::EnvGroups::read(job.groups_path.as_ref()?)?;
+    let none_saved = count_lines(&job.output_path).await == 0;
+    (none_saved && groups.attempts() > 0 && groups.with_signal == 0)
+        .then(|| groups.no_signal_cause())
 }
 
 async fn count_lines(path: &Path) -> u32 {

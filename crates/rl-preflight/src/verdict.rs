@@ -149,9 +149,9 @@ fn judge(models: &[&ModelReport], policy: VerdictPolicy) -> (Verdict, String, Ve
         _ => None,
     });
     let (verdict, explanation) = if let Some(cause) = ended_without_signal {
-        // Ended early by its group counts: no groups with signal is the answer, whatever the
-        // few saved ones show.
-        (Verdict::NoSignal, format!("ended early: {cause}"))
+        // Its group counts had no signal (it was ended early, or saved nothing): that is the
+        // answer, whatever the few saved groups show.
+        (Verdict::NoSignal, cause)
     } else if groups == 0 {
         (
             Verdict::Broken,

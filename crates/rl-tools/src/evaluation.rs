@@ -229,7 +229,7 @@ impl Tools {
         let Some(figures) = rl_preflight::evaluate(&groups.scores, correct_from) else {
             let why = match &model.outcome {
                 rl_preflight::ModelOutcome::NoSignal { cause } => {
-                    format!("no signal, ended early: {cause}")
+                    format!("no signal: {cause}")
                 }
                 _ => model
                     .error

@@ -172,13 +172,77 @@ fn a_preflight_whose_environment_returns_no_group_ends_early_with_no_signal() {
         report["explanation"]
             .as_str()
             .unwrap_or_default()
-            .contains("ended early"),
+            .starts_with("no training signal: "),
         "{report:#}"
     );
+    assert!(took < Duration::from_secs(60), "took {took:?}: {report:#}");
     // Nothing of the model is left.
     let left: Vec<_> = rl_test_support::processes_mentioning(&home.display().to_string())
         .into_iter()
         .filter(|(_, line)| line.contains(" process "))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// On the local engine, the run's evaluation before its first step (`eval_every`) is a
+/// pre-flight of the untrained weights on the same environment's held-out items: it ends with
+/// `no signal` (the trainer counts it failed), not `broken`, and within minutes. The run is told never
+/// to fail here (`no_signal_fail_groups = 0`), so that the evaluation alone is watched; then it
+/// is stopped, leaving nothing running.
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_runs_evaluation_without_signal_ends_early() {
+    const NEVER_FAILS: (&str, &str) = (
+        "[run]\n",
+        "[run]\nno_signal_warn_groups = 8\nno_signal_fail_groups = 0\n",
+    );
+    const EVALUATED: (&str, &str) = (
+        "keep_rollouts = 20",
+        "keep_rollouts = 20\neval_every = 2\neval_prompts = 3\neval_group_size = 2",
+    );
+    let engine = rl_test_support::local_engine();
+    let settings = format!(
+        "environments_dir = \"{}\"\n{}",
+        folder().display(),
+        rl_test_support::local_engine_settings(&test_python(), &engine)
+    );
+    let stack = Stack::with_settings(settings, &[NEVER_FAILS, EVALUATED], "constant");
+    stack.json(&["config", "set", "drop_alike", "true"]);
+    let id = stack.start();
+    let dir = stack.run_dir(&id);
+    let started = Instant::now();
+    let report = loop {
+        let reports: Vec<PathBuf> = std::fs::read_dir(dir.join("evaluations"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|entry| entry.path().join("report.json"))
+                    .filter(|path| path.is_file())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(report) = reports.first() {
+            break std::fs::read_to_string(report).unwrap();
+        }
+        let status = stack.json(&["runs", "status", &id]);
+        assert!(
+            !is_finished(&status) && started.elapsed() < Duration::from_secs(900),
+            "no evaluation ended: {}",
+            stack.explain(&id)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let report: Value = serde_json::from_str(&report).unwrap();
+    let text = report.to_string();
+    assert!(text.contains("no_signal"), "{report:#}");
+    assert!(text.contains("no training signal: "), "{report:#}");
+    // Its one model ended within minutes, not at the evaluation's time bound.
+    let took = report["models"][0]["duration_secs"]
+        .as_f64()
+        .unwrap_or(f64::MAX);
+    assert!(took < 300.0, "{report:#}");
+    stack.rl(&["runs", "stop", &id]);
+    let finished = stack.wait(&id, "finished", 300);
+    assert_eq!(finished["state"], "stopped", "{}", stack.explain(&id));
+    assert_nothing_left(&stack, &id);
 }

@@ -181,7 +181,7 @@ async fn groups_without_signal_end_a_model_early() {
     );
     assert!(processes_mentioning(marker).is_empty());
     let log = std::fs::read_to_string(&job.log_path).unwrap();
-    assert!(log.contains("rl: ended early (no signal)"), "{log}");
+    assert!(log.contains("rl: no signal: no training signal"), "{log}");
 }
 
 #[tokio::test]
