@@ -246,3 +246,35 @@ fn a_runs_evaluation_without_signal_ends_early() {
     assert_eq!(finished["state"], "stopped", "{}", stack.explain(&id));
     assert_nothing_left(&stack, &id);
 }
+
+/// The counts a run's environment wrote reach the run page's data, the status the API answers
+/// and its health digest (no Python: the counts file as `rl_env` writes it).
+#[test]
+fn the_counts_reach_the_run_page_and_the_status() {
+    use crate::pages::{RUN, run_home};
+    let home = run_home(false);
+    let dir = rl_settings::run_dir(home.path(), &rl_settings::RunId::parse(RUN).unwrap());
+    std::fs::write(
+        dir.join("env-groups.json"),
+        r#"{"made": 40, "with_signal": 0, "alike": 40, "alike_scores": {"0.0": 40}, "none": 0,
+            "failed": 0, "updated": 1.0}"#,
+    )
+    .unwrap();
+    let server = crate::serve::Server::start(home, &[], &[]);
+    let page = crate::serve::expect(server.get(&format!("/page/runs/{RUN}")), 200);
+    assert_eq!(page["groups"]["made"], 40, "{page:#}");
+    assert_eq!(page["groups"]["no_signal"], true, "{page:#}");
+    assert_eq!(
+        page["groups"]["summary"], "40 of 40 groups scored alike (all 0.0)",
+        "{page:#}"
+    );
+    assert!(has_no_signal_flag(&page), "{page:#}");
+    assert_eq!(page["health"]["healthy"], false, "{page:#}");
+    // The status (`rl_check_status`'s answer type).
+    let status = crate::success_json(
+        &["runs", "status", RUN, "--json"],
+        &rl_in(server.home(), &["runs", "status", RUN, "--json"]),
+    );
+    assert_eq!(status["groups"]["alike"], 40, "{status:#}");
+    assert!(has_no_signal_flag(&status), "{status:#}");
+}
