@@ -62,6 +62,10 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             model.display()
         );
     }
+    if let Some(name) = &args.env {
+        // An environment that does not exist is said before minutes of installing.
+        context.tools()?.environment_dependencies(name)?;
+    }
     let installer = Installer::find();
     let spinner = if std::io::stderr().is_terminal() {
         let spinner = ProgressBar::new_spinner();

@@ -65,7 +65,7 @@ impl Scan {
             }
         }
         Err(DiscoveryError::UnknownEnvironment {
-            query: query.to_owned(),
+            query: brief(query),
             suggestions: self.closest_names(query),
         })
     }
@@ -103,4 +103,15 @@ impl Scan {
         }
         names
     }
+}
+
+/// A name from outside as an error repeats it: its start only when it is long (a huge one would
+/// be echoed whole to the caller).
+fn brief(query: &str) -> String {
+    const SHOWN_CHARS: usize = 80;
+    if query.chars().count() <= SHOWN_CHARS {
+        return query.to_owned();
+    }
+    let start: String = query.chars().take(SHOWN_CHARS).collect();
+    format!("{start}…")
 }

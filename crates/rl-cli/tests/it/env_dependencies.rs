@@ -167,3 +167,26 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
     stack.json(&["runs", "stop", &id]);
     assert_nothing_left(&stack, &id);
 }
+
+/// `rl setup --env` with a name no environment has says so before minutes of installing, and
+/// makes nothing.
+#[test]
+fn an_unknown_environment_is_refused_before_anything_is_installed() {
+    let home = tempfile::tempdir().unwrap();
+    let output = crate::rl_command(home.path())
+        .args([
+            "--root",
+            "fixtures/tinker-atropos",
+            "setup",
+            "--env",
+            "nope",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("no environment named 'nope'"),
+        "{output:?}"
+    );
+    assert!(!home.path().join("venvs").exists(), "a venv was made");
+}

@@ -87,3 +87,12 @@ fn keys_are_unique() {
     keys.dedup();
     assert_eq!(keys.len(), scan.environments.len());
 }
+
+/// A huge name is not echoed whole in the error that refuses it.
+#[test]
+fn a_huge_unknown_name_is_repeated_only_in_part() {
+    let huge = "a".repeat(5000);
+    let error = fixture_scan().find(&huge).unwrap_err().to_string();
+    assert!(error.len() < 400, "{} characters", error.len());
+    assert!(error.contains('…'), "{error}");
+}
