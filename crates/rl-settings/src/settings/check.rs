@@ -106,6 +106,14 @@ impl Settings {
                  (64 KiB) and {MAX_LOG_LIMIT_BYTES} (1 TiB)"
             )));
         }
+        let (warn, fail) = (timing.no_signal_warn_groups, timing.no_signal_fail_groups);
+        if warn > 0 && fail > 0 && warn > fail {
+            return Err(SettingsError::Invalid(format!(
+                "run.no_signal_warn_groups ({warn}) is more than run.no_signal_fail_groups \
+                 ({fail}): a run would fail before it is warned of; set the warning lower (0 \
+                 turns either off)"
+            )));
+        }
         for (name, value) in [
             (
                 "run.engine_ready_timeout_secs",

@@ -165,6 +165,10 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
         ("[run]\nenv_settle_secs = nan\n", "run.env_settle_secs"),
         ("[run]\nlog_limit_bytes = 0\n", "run.log_limit_bytes is 0"),
         ("[run]\nlog_limit_bytes = 1000\n", "between 65536"),
+        (
+            "[run]\nno_signal_warn_groups = 200\nno_signal_fail_groups = 100\n",
+            "a run would fail before it is warned of",
+        ),
     ];
     for (text, expected) in cases {
         let home = tempfile::tempdir().unwrap();
