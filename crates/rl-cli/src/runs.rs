@@ -504,7 +504,7 @@ fn print_status(run: &RunView) -> anyhow::Result<()> {
     }
     output::line(table)?;
     if let Some(error) = &run.error {
-        output::line(format!("error: {error}"))?;
+        output::say(&format!("error: {error}"))?;
     }
     print_events(&run.events)?;
     output::line(format!(
@@ -573,10 +573,10 @@ fn print_health(health: &HealthView) -> anyhow::Result<()> {
     for flag in &health.flags {
         // A sign of the environment's groups (`no_signal`) judges no steps.
         if flag.window.rows == 0 {
-            output::line(format!("health: {}: {}", flag.kind, flag.detail))?;
+            output::say(&format!("health: {}: {}", flag.kind, flag.detail))?;
             continue;
         }
-        output::line(format!(
+        output::say(&format!(
             "health: {} ({}, steps {}-{}): {}",
             flag.kind, flag.metric, flag.window.first_step, flag.window.last_step, flag.detail
         ))?;
@@ -603,7 +603,7 @@ fn print_results(view: &ResultsView) -> anyhow::Result<()> {
         view.run_id, view.environment, view.status
     ))?;
     if let Some(error) = &view.error {
-        output::line(format!("error: {error}"))?;
+        output::say(&format!("error: {error}"))?;
     }
     let Some(results) = &view.results else {
         output::line("no metrics logged yet")?;
@@ -645,7 +645,7 @@ fn print_results(view: &ResultsView) -> anyhow::Result<()> {
 
 fn print_events(events: &[EventView]) -> anyhow::Result<()> {
     for event in events {
-        output::line(format!(
+        output::say(&format!(
             "#{:<5} {}  {:<10} {}",
             event.seq, event.at, event.kind, event.message
         ))?;

@@ -142,7 +142,7 @@ impl EnvGroups {
         format!(
             "no training signal: {}; nothing reaches the trainer. Try a stronger base model, a \
              smaller or easier task, a shaped reward (partial credit), or a pre-flight \
-             (`rl preflight`) to see how the model scores",
+             (rl_test_inference) to see how the model scores",
             self.describe()
         )
     }

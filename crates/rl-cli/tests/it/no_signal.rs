@@ -99,7 +99,8 @@ fn a_run_whose_groups_all_score_alike_warns_then_fails_naming_the_cause() {
         error.starts_with("no training signal: ") && error.contains("scored alike (all 0.0)"),
         "{error}"
     );
-    for remedy in ["stronger base model", "shaped reward", "rl preflight"] {
+    // Agents read the tool to try; people (below) the command.
+    for remedy in ["stronger base model", "shaped reward", "rl_test_inference"] {
         assert!(error.contains(remedy), "{error}");
     }
     // The warning is an event of the run, and the people's status says it.
@@ -120,6 +121,10 @@ fn a_run_whose_groups_all_score_alike_warns_then_fails_naming_the_cause() {
     );
     assert!(text.contains("groups: "), "{text}");
     assert!(!text.contains("no warning sign"), "{text}");
+    assert!(
+        text.contains("`rl preflight`") && !text.contains("rl_test_inference"),
+        "{text}"
+    );
     assert_nothing_left(&stack, &id);
 }
 
