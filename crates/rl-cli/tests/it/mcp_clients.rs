@@ -36,8 +36,8 @@ fn mcp_ts_modules() -> PathBuf {
 
 /// Pre-flights still running in `home` (a detached worker outlives its client), stopped on
 /// drop, so that a failing test leaves none of its models behind.
-struct StopsPreflights<'a> {
-    home: &'a Path,
+pub(crate) struct StopsPreflights<'a> {
+    pub(crate) home: &'a Path,
 }
 
 impl Drop for StopsPreflights<'_> {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use rl_test_support::{FixtureServer, processes_mentioning};
 use serde_json::{Value, json};
 
+use crate::mcp_clients::StopsPreflights;
 use crate::preflight::home_with_endpoint;
 use crate::{rl_command, test_python, workspace_root};
 
@@ -26,28 +27,6 @@ const BOUND: Duration = Duration::from_secs(300);
 
 fn preflight() -> Value {
     json!({"models": MODELS, "num_steps": STEPS, "group_size": 2})
-}
-
-/// Pre-flights still running in `home` (a detached worker outlives its client), stopped on
-/// drop, so that a failing test leaves none of its models behind.
-struct StopsPreflights<'a> {
-    home: &'a Path,
-}
-
-impl Drop for StopsPreflights<'_> {
-    fn drop(&mut self) {
-        let listed = crate::rl_in(self.home, &["preflight", "list", "--json"]);
-        let Ok(listed) = serde_json::from_slice::<Value>(&listed.stdout) else {
-            return;
-        };
-        for test in listed.as_array().into_iter().flatten() {
-            if test["status"] == "running"
-                && let Some(id) = test["test_id"].as_str()
-            {
-                let _ = crate::rl_in(self.home, &["preflight", "stop", id, "--json"]);
-            }
-        }
-    }
 }
 
 /// What the driver printed, and its stderr (`rl mcp`'s too).
