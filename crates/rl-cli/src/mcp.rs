@@ -93,10 +93,6 @@ async fn serve(server: RlServer) -> anyhow::Result<()> {
     }
 }
 
-/// The tools whose calls take minutes: over MCP they answer at once with a test's id, or run
-/// as an MCP task for a client that declared the tasks extension.
-const LONG_TOOLS: [&str; 2] = ["rl_test_inference", "rl_compare_training"];
-
 /// How long a finished task's answer is kept for `tasks/get`, and how often a client should
 /// look (a test moves in seconds at best).
 const TASK_TTL_MS: u64 = 24 * 3600 * 1000;
@@ -161,7 +157,7 @@ impl ServerHandler for RlServer {
             .meta
             .get_progress_token()
             .map(|token| progress_to(context.peer.clone(), token));
-        let as_task = LONG_TOOLS.contains(&name.as_str())
+        let as_task = rl_tools::LONG_TOOLS.contains(&name.as_str())
             && context
                 .client_capabilities()
                 .is_some_and(|capabilities| capabilities.supports_tasks())

@@ -43,7 +43,7 @@ fn work(context: &Context) -> anyhow::Result<()> {
     });
     runtime()?.block_on(async {
         let stop = interrupted();
-        let run = tools.run_long_call(&order.call, planned, progress);
+        let run = tools.run_long_call(&order.call, planned, order.estimate.clone(), progress);
         tokio::pin!(run);
         tokio::select! {
             answer = &mut run => answer,

@@ -49,7 +49,7 @@ pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
 pub use health_check::{MIN_PYTHON, Probes, SdkVersions, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
-pub use long_calls::{Estimate, LongCall, LongCallState, Planned, WorkOrder};
+pub use long_calls::{Estimate, LONG_TOOLS, LongCall, LongCallState, Planned, WorkOrder};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::InferenceOptions;

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::answers::{LongCallProgress, LongCallStarted, report_json, to_json};
 use crate::compare::{CompareOptions, TrainedCheckpoint};
 use crate::preflight::InferenceOptions;
+use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
 
 /// In a test's folder: the call it answers.
@@ -39,6 +40,12 @@ const ORDER_LIMIT_BYTES: u64 = 1 << 20;
 const DEFAULT_GROUP_SECS: f64 = 20.0;
 /// Bounds of the wait a caller is told before asking again.
 const POLL_BOUNDS_SECS: (f64, f64) = (5.0, 60.0);
+
+/// The tools whose calls are long calls.
+pub const LONG_TOOLS: [&str; 2] = [
+    ToolName::TestInference.name(),
+    ToolName::CompareTraining.name(),
+];
 
 /// A long call, as its tool was given it (the keys, like every secret, are never part of it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,8 +70,8 @@ pub enum LongCall {
 impl LongCall {
     pub fn tool(&self) -> &'static str {
         match self {
-            Self::Inference { .. } => "rl_test_inference",
-            Self::Compare { .. } => "rl_compare_training",
+            Self::Inference { .. } => ToolName::TestInference.name(),
+            Self::Compare { .. } => ToolName::CompareTraining.name(),
         }
     }
 }
@@ -74,6 +81,9 @@ impl LongCall {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkOrder {
     pub call: LongCall,
+    /// How long the caller told its client the test may take, kept with the test.
+    #[serde(default)]
+    pub estimate: Option<Estimate>,
     pub tinker_atropos_root: Option<PathBuf>,
     pub environments_dir: Option<PathBuf>,
 }
@@ -104,6 +114,9 @@ struct CallRecord {
     trained_step: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     best_by: Option<String>,
+    /// The estimate the caller was given at the start: what every progress answer repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    estimate: Option<Estimate>,
 }
 
 /// A long call's test, planned, and the trained side of a comparison.
@@ -168,6 +181,7 @@ impl Tools {
         &self,
         call: &LongCall,
         planned: Planned,
+        estimate: Option<Estimate>,
         progress: ProgressSink,
     ) -> Result<serde_json::Value, ToolsError> {
         let record = CallRecord {
@@ -179,6 +193,7 @@ impl Tools {
                 .as_ref()
                 .and_then(|(_, trained)| trained.best_by)
                 .map(str::to_owned),
+            estimate,
         };
         let recording = record.clone();
         let sink: ProgressSink = Arc::new(move |event: Progress| {
@@ -207,11 +222,27 @@ impl Tools {
             .map(|text| text.trim().to_owned())
             && matches!(self.preflight(&test_id), Ok(TestView::Unfinished(ref progress)) if progress.status == rl_preflight::TestStatus::Running)
         {
-            return Ok(self.started(call, &planned.test, test_id, false));
+            let estimate = read_record(&store_dir.join(&test_id))
+                .and_then(|record| record.estimate)
+                .unwrap_or_else(|| self.estimate(&planned.test));
+            return Ok(LongCallStarted::new(
+                call.tool(),
+                &planned.test,
+                test_id,
+                false,
+                estimate,
+            ));
         }
-        let test_id = self.spawn_worker(call)?;
+        let estimate = self.estimate(&planned.test);
+        let test_id = self.spawn_worker(call, &estimate)?;
         rl_settings::write_atomically(&index, test_id.as_bytes())?;
-        Ok(self.started(call, &planned.test, test_id, true))
+        Ok(LongCallStarted::new(
+            call.tool(),
+            &planned.test,
+            test_id,
+            true,
+            estimate,
+        ))
     }
 
     /// The answer of a call started earlier, by its test's id: its progress while it runs,
@@ -268,14 +299,18 @@ impl Tools {
                         ),
                     ));
                 }
-                let estimate = self.estimate(&progress.environment, &progress.base_url, {
-                    let groups: u32 = progress
-                        .models
-                        .iter()
-                        .map(|model| model.total_groups.unwrap_or(0))
-                        .sum();
-                    groups
-                });
+                // A test started without a record (`rl preflight`, an older rl) gets the
+                // default; none looks at earlier tests again on every poll.
+                let estimate = record
+                    .and_then(|record| record.estimate)
+                    .unwrap_or_else(|| {
+                        let groups = progress
+                            .models
+                            .iter()
+                            .map(|model| model.total_groups.unwrap_or(0))
+                            .sum();
+                        Estimate::of(groups, None)
+                    });
                 Ok(LongCallState::Running(Box::new(LongCallProgress::new(
                     tool, &progress, &estimate,
                 ))))
@@ -312,10 +347,11 @@ impl Tools {
     }
 
     /// Starts `rl work` on `call`, detached, and reads its test's id.
-    fn spawn_worker(&self, call: &LongCall) -> Result<String, ToolsError> {
+    fn spawn_worker(&self, call: &LongCall, estimate: &Estimate) -> Result<String, ToolsError> {
         let settings = self.settings()?;
         let order = WorkOrder {
             call: call.clone(),
+            estimate: Some(estimate.clone()),
             tinker_atropos_root: settings
                 .tinker_atropos_root
                 .as_deref()
@@ -407,60 +443,67 @@ impl Tools {
             .ok_or_else(|| fail(format!("its answer names no test: {said}")))
     }
 
-    /// The answer of a call just started or found running.
-    fn started(
-        &self,
-        call: &LongCall,
-        plan: &TestPlan,
-        test_id: String,
-        started: bool,
-    ) -> LongCallStarted {
+    /// How long `plan` may take, from the latest tests of its environment and endpoint.
+    fn estimate(&self, plan: &TestPlan) -> Estimate {
         let groups = plan
             .steps
             .saturating_mul(u32::try_from(plan.models.len()).unwrap_or(u32::MAX));
-        let estimate = self.estimate(&plan.environment, &plan.endpoint.base_url, groups);
-        LongCallStarted::new(call.tool(), plan, test_id, started, estimate)
-    }
-
-    /// How long `groups` groups of `environment` at `base_url` may take, from the earlier
-    /// tests of both, else a default.
-    fn estimate(&self, environment: &str, base_url: &str, groups: u32) -> Estimate {
         let earlier: Vec<f64> = self
             .preflights()
             .unwrap_or_default()
             .iter()
-            .filter(|test| test.environment == environment)
+            .filter(|test| test.environment == plan.environment)
             .filter_map(|test| {
                 rl_preflight::TestStore::new(self.home())
                     .read(&test.test_id)
                     .ok()
             })
-            .filter(|report| same_endpoint(&report.base_url, base_url) && report.steps > 0)
+            .filter(|report| {
+                same_endpoint(&report.base_url, &plan.endpoint.base_url) && report.steps > 0
+            })
             .take(5)
             .map(|report| {
                 let groups = f64::from(report.steps) * report.models.len().max(1) as f64;
                 report.duration_secs / groups
             })
             .collect();
-        let (per_group, basis) = if earlier.is_empty() {
+        let per_group = (!earlier.is_empty()).then(|| {
             (
+                earlier.iter().sum::<f64>() / earlier.len() as f64,
+                earlier.len(),
+            )
+        });
+        Estimate::of(groups, per_group)
+    }
+}
+
+/// How long a test may take, what that rests on, and when to ask again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub seconds: f64,
+    pub poll_after: f64,
+    pub basis: String,
+}
+
+impl Estimate {
+    /// `groups` groups at `per_group` (seconds a group, and how many earlier tests say so),
+    /// else at a default.
+    fn of(groups: u32, per_group: Option<(f64, usize)>) -> Self {
+        let (per_group, basis) = match per_group {
+            Some((seconds, tests)) => (
+                seconds,
+                format!("{tests} earlier test(s) of this environment and endpoint"),
+            ),
+            None => (
                 DEFAULT_GROUP_SECS,
                 format!(
                     "a default of {DEFAULT_GROUP_SECS:.0} s a group: no earlier test of this \
                      environment and endpoint"
                 ),
-            )
-        } else {
-            (
-                earlier.iter().sum::<f64>() / earlier.len() as f64,
-                format!(
-                    "{} earlier test(s) of this environment and endpoint",
-                    earlier.len()
-                ),
-            )
+            ),
         };
         let seconds = (per_group * f64::from(groups)).ceil();
-        Estimate {
+        Self {
             seconds,
             poll_after: (seconds / 10.0)
                 .clamp(POLL_BOUNDS_SECS.0, POLL_BOUNDS_SECS.1)
@@ -468,14 +511,6 @@ impl Tools {
             basis,
         }
     }
-}
-
-/// How long a test may take, what that rests on, and when to ask again.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Estimate {
-    pub seconds: f64,
-    pub poll_after: f64,
-    pub basis: String,
 }
 
 /// Loopback endpoints (a checkpoint server's) differ by port from test to test: they count as

@@ -397,7 +397,7 @@ impl Registry {
                 .await?;
             return self
                 .tools
-                .run_long_call(&call, planned, heard(progress))
+                .run_long_call(&call, planned, None, heard(progress))
                 .await;
         }
         let started = self
