@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::ToolsError;
 use crate::answers::DependenciesView;
-use crate::health_check::last_line_of;
+use crate::python_probe::last_line_of;
 use crate::setup::Installer;
 
 /// One line of a requirements file: a package, pinned (`name==version`) or not.

@@ -4,78 +4,21 @@
 //! the trainer's known defects (tinker-atropos' script), the tinker-atropos tree and its
 //! environments, the keys (present or not, never their values), and a writable state directory.
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use rl_settings::{SETTINGS_FILE, Secrets, Settings};
-use serde::Deserialize;
-use wait_timeout::ChildExt;
 
 use crate::answers::{Check, HealthReport};
+use crate::python_probe::{Probes, PythonFacts, unmet};
 
 mod environments;
 mod sdk;
 
 use environments::{dependencies_check, tree_checks};
-pub use sdk::SdkVersions;
 use sdk::sdk_check;
 
 /// The oldest Python atroposlib 0.4.0 runs on.
 pub const MIN_PYTHON: (u32, u32) = (3, 11);
-/// Importing atroposlib takes seconds; a Python that hangs longer is a finding, not a wait.
-const PYTHON_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long what a Python said of itself is believed: a server asked for its health by many
-/// callers at once starts one Python, not one each, and an operator who has just installed a
-/// package sees it within seconds.
-const PROBE_TTL: Duration = Duration::from_secs(10);
-
-/// What each Python said of itself, briefly kept; one probe of a Python at a time, the callers
-/// that ask meanwhile waiting for its answer. Clones share the answers.
-#[derive(Debug, Clone, Default)]
-pub struct Probes {
-    slots: Arc<Mutex<HashMap<ProbeKey, Slot>>>,
-}
-
-/// A Python's latest answer; locked while it is asked again.
-type Slot = Arc<Mutex<Option<Probed>>>;
-
-/// A Python and the packages it is asked about.
-type ProbeKey = (PathBuf, Vec<String>);
-
-#[derive(Debug, Clone)]
-struct Probed {
-    at: Instant,
-    facts: Result<PythonFacts, String>,
-}
-
-impl Probes {
-    fn facts(&self, python: &Path, pins: &[rl_python::Pin]) -> Result<PythonFacts, String> {
-        let key = (
-            python.to_owned(),
-            pins.iter().map(|pin| pin.name.to_owned()).collect(),
-        );
-        let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(slots.entry(key).or_default())
-        };
-        // Held while probing: whoever asks meanwhile waits for this answer.
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(probed) = slot.as_ref().filter(|p| p.at.elapsed() < PROBE_TTL) {
-            return probed.facts.clone();
-        }
-        let facts = run_probe(python, pins);
-        *slot = Some(Probed {
-            at: Instant::now(),
-            facts: facts.clone(),
-        });
-        facts
-    }
-}
 
 /// Runs every check. Never fails: a check that cannot be made is a failed check. `settings` is
 /// the operator's settings or why they could not be read; without them the interpreter and the
@@ -147,29 +90,6 @@ fn finding(name: &str, required: bool, outcome: Result<String, (String, String)>
     }
 }
 
-/// Python's version, atroposlib's, and the installed versions of the packages asked about
-/// (`None`: not installed), from one run of an interpreter.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct PythonFacts {
-    version: [u32; 3],
-    atroposlib: Option<String>,
-    import_error: Option<String>,
-    #[serde(default)]
-    packages: std::collections::BTreeMap<String, Option<String>>,
-}
-
-/// Imports atroposlib (a package that installs but cannot import is not there), and reads the
-/// other packages' versions from their metadata only (importing them all would take long).
-const PROBE: &str = "import json, sys\n\
-from importlib.metadata import version, PackageNotFoundError\n\
-facts = {'version': list(sys.version_info[:3]), 'atroposlib': None, 'import_error': None, \
-'packages': {}}\n\
-try:\n    import atroposlib  # noqa: F401\n    facts['atroposlib'] = version('atroposlib')\n\
-except Exception as error:\n    facts['import_error'] = f'{type(error).__name__}: {error}'[:300]\n\
-for name in sys.argv[1:]:\n    try:\n        facts['packages'][name] = version(name)\n    \
-except PackageNotFoundError:\n        facts['packages'][name] = None\n\
-print(json.dumps(facts))\n";
-
 fn python_checks(home: &Path, python: &Path, probed: &Result<PythonFacts, String>) -> Vec<Check> {
     let managed = crate::setup::is_managed(home, python);
     let configure = if managed {
@@ -233,21 +153,6 @@ fn python_checks(home: &Path, python: &Path, probed: &Result<PythonFacts, String
         ),
     };
     vec![python_check, atroposlib]
-}
-
-/// The pins `facts` shows missing or at another version, as `name==version` to install.
-pub(crate) fn unmet(facts: &PythonFacts, pins: &[rl_python::Pin]) -> Vec<String> {
-    pins.iter()
-        .filter(|pin| facts.packages.get(pin.name).and_then(Option::as_deref) != Some(pin.version))
-        .map(|pin| {
-            let found = facts
-                .packages
-                .get(pin.name)
-                .and_then(Option::as_deref)
-                .unwrap_or("missing");
-            format!("{}=={} (found {found})", pin.name, pin.version)
-        })
-        .collect()
 }
 
 /// The trainer runs start: rl's own needs its pinned packages in `python`; tinker-atropos'
@@ -424,57 +329,6 @@ fn engine_checks(home: &Path, settings: &Settings, probes: &Probes) -> Vec<Check
         ),
     };
     vec![engine, model]
-}
-
-pub(crate) fn run_probe(python: &Path, pins: &[rl_python::Pin]) -> Result<PythonFacts, String> {
-    let mut args = vec!["-c".to_owned(), PROBE.to_owned()];
-    args.extend(pins.iter().map(|pin| pin.name.to_owned()));
-    let line = last_line_of(python, &args, None)?;
-    serde_json::from_str(&line).map_err(|_| {
-        format!(
-            "{} is not a Python that runs this check (it printed {:?})",
-            python.display(),
-            line.chars().take(80).collect::<String>()
-        )
-    })
-}
-
-/// Runs `python` with `args` (in `dir` when given), stderr dropped, within
-/// [`PYTHON_TIMEOUT`]: the last line it printed.
-pub(crate) fn last_line_of(
-    python: &Path,
-    args: &[String],
-    dir: Option<&Path>,
-) -> Result<String, String> {
-    let mut command = Command::new(python);
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    if let Some(dir) = dir {
-        command.current_dir(dir);
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|error| format!("cannot run {}: {error}", python.display()))?;
-    let finished = child
-        .wait_timeout(PYTHON_TIMEOUT)
-        .map_err(|error| format!("waiting for {}: {error}", python.display()))?;
-    if finished.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(format!(
-            "{} did not answer within {} s",
-            python.display(),
-            PYTHON_TIMEOUT.as_secs()
-        ));
-    }
-    let mut output = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        let _ = stdout.read_to_string(&mut output);
-    }
-    Ok(output.lines().last().unwrap_or_default().to_owned())
 }
 
 fn key_checks(settings: &Settings, secrets: &Secrets) -> Vec<Check> {

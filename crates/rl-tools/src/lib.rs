@@ -18,6 +18,7 @@ mod metrics;
 mod new_env;
 mod page;
 mod preflight;
+mod python_probe;
 mod rate_limit;
 mod registry;
 mod resume;
@@ -47,12 +48,13 @@ pub use compare::{
 };
 pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
-pub use health_check::{MIN_PYTHON, Probes, SdkVersions, check as health_check};
+pub use health_check::{MIN_PYTHON, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
 pub use long_calls::{Estimate, LONG_TOOLS, LongCall, LongCallState, Planned, WorkOrder};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::InferenceOptions;
+pub use python_probe::{Probes, SdkVersions};
 pub use registry::{CallProgress, Caller, Registry, ToolReply};
 /// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
 pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};

@@ -85,7 +85,7 @@ impl ToolContext {
 pub struct Tools {
     context: Arc<ToolContext>,
     models: LocalModelRunner,
-    probes: crate::health_check::Probes,
+    probes: crate::python_probe::Probes,
 }
 
 impl Tools {
@@ -93,7 +93,7 @@ impl Tools {
         Self {
             context: Arc::new(context),
             models: LocalModelRunner::default(),
-            probes: crate::health_check::Probes::default(),
+            probes: crate::python_probe::Probes::default(),
         }
     }
 
