@@ -243,7 +243,7 @@ enum Weights {
 
 /// The step and the path of `weights` of the checkpoint `at` names; nothing pruned is a model.
 fn path_of(
-    saved: &crate::checkpoints::Saved,
+    saved: &crate::saved_states::Saved,
     at: &At,
     weights: Weights,
 ) -> Result<(i64, String), String> {
@@ -307,7 +307,7 @@ fn path_of(
 }
 
 /// Why a run has no best checkpoint: none has a saved state left, or none of those has a score.
-fn no_best(saved: &crate::checkpoints::Saved) -> String {
+fn no_best(saved: &crate::saved_states::Saved) -> String {
     let loadable: Vec<String> = saved
         .record
         .checkpoints

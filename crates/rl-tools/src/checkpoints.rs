@@ -5,28 +5,19 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use rl_metrics::{
-    CHECKPOINTS_FILE_NAME, METRICS_FILE_NAME, archive_bytes, engine_archive, read_checkpoints,
-    read_metrics_file,
-};
-use rl_process::{RunRecord, RunState};
+use rl_metrics::{archive_bytes, engine_archive};
+use rl_process::RunRecord;
 use rl_settings::{RunConfig, RunId, Value, run_dir};
 
 use crate::answers::{CheckpointEntry, CheckpointList, Exported, Pruned, RunCheckpoints};
 use crate::hosted::TrainedOn;
-use crate::resume::{resume_point, total_steps};
+use crate::saved_states::{Saved, is_comparable, read_pruned, write_pruned};
 use crate::{Tools, ToolsError};
 
 /// What a PEFT adapter folder holds, as the local engine's sampler archives hold it.
 const ADAPTER_FILES: [&str; 2] = ["adapter_config.json", "adapter_model.safetensors"];
 /// An adapter file larger than this is not a LoRA adapter rl saved.
 const MAX_ADAPTER_BYTES: u64 = 8 << 30;
-/// What the best checkpoint is chosen by: the held-out evaluation's mean score when the run
-/// evaluated during training (`eval_every`), else the training reward at the step.
-const BEST_BY_EVALUATION: &str = crate::answers::EVAL_MEAN_SCORE;
-const BEST_BY_REWARD: &str = "reward/mean";
-/// The steps `rl checkpoints prune` deleted the files of, in the run's folder.
-const PRUNED_FILE: &str = "pruned.json";
 
 impl Tools {
     /// The checkpoints of one run, or of every run (newest first).
@@ -123,10 +114,9 @@ impl Tools {
                     }),
                     pruned: checkpoint.step.is_some_and(|step| pruned.contains(&step)),
                     state_missing: !checkpoint.step.is_some_and(|step| pruned.contains(&step))
-                        && checkpoint
-                            .state_path
-                            .as_deref()
-                            .is_some_and(|state| crate::resume::state_is_missing(&dir, state)),
+                        && checkpoint.state_path.as_deref().is_some_and(|state| {
+                            crate::resume_point::state_is_missing(&dir, state)
+                        }),
                 }
             })
             .collect();
@@ -139,30 +129,6 @@ impl Tools {
             best_by: scores.by,
             resume_step: resume.map(|point| point.step),
             warnings: record.warnings,
-        })
-    }
-
-    /// What run `run` saved, which of it is best, where a resume would start, what was pruned.
-    pub(crate) fn saved(&self, run: &RunRecord) -> Result<Saved, ToolsError> {
-        let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
-        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
-        let scores = scores_by_step(&dir);
-        let pruned = read_pruned(&dir);
-        let best_step = best_saved(&record, &pruned, &scores);
-        let total = RunConfig::read(&run.config_path)
-            .ok()
-            .as_ref()
-            .and_then(total_steps);
-        let resume = (!matches!(run.state, RunState::Completed))
-            .then(|| resume_point(&dir, total).ok())
-            .flatten();
-        Ok(Saved {
-            dir,
-            record,
-            best_step,
-            scores,
-            resume,
-            pruned,
         })
     }
 
@@ -340,70 +306,6 @@ impl Tools {
     }
 }
 
-impl Tools {
-    /// Run `run`'s checkpoint at `step`, as its `checkpoints.jsonl` records it.
-    pub(crate) fn checkpoint_at(
-        &self,
-        run: &RunRecord,
-        step: i64,
-    ) -> Result<rl_metrics::Checkpoint, ToolsError> {
-        let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
-        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
-        if let Some(checkpoint) = record
-            .checkpoints
-            .iter()
-            .rev()
-            .find(|checkpoint| checkpoint.step == Some(step))
-        {
-            return Ok(checkpoint.clone());
-        }
-        let steps: Vec<String> = record
-            .checkpoints
-            .iter()
-            .filter_map(|c| c.step.map(|s| s.to_string()))
-            .collect();
-        Err(ToolsError::invalid(
-            "step",
-            format!(
-                "run {} has no checkpoint at step {step}; its checkpoints: {}",
-                run.id,
-                if steps.is_empty() {
-                    "none".to_owned()
-                } else {
-                    steps.join(", ")
-                }
-            ),
-        ))
-    }
-}
-
-/// A run's checkpoints as [`Tools::saved`] reads them.
-pub(crate) struct Saved {
-    pub(crate) dir: PathBuf,
-    pub(crate) record: rl_metrics::CheckpointRecord,
-    pub(crate) best_step: Option<i64>,
-    /// What the best is chosen by, by step.
-    pub(crate) scores: Scores,
-    resume: Option<crate::resume::ResumePoint>,
-    pub(crate) pruned: Vec<i64>,
-}
-
-/// The steps pruned so far (none when the file is missing or unreadable: nothing is claimed
-/// deleted that was not).
-fn read_pruned(dir: &Path) -> Vec<i64> {
-    std::fs::read(dir.join(PRUNED_FILE))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
-}
-
-fn write_pruned(dir: &Path, steps: &[i64]) -> Result<(), ToolsError> {
-    let text = serde_json::to_vec(steps)
-        .map_err(|error| ToolsError::Internal(format!("cannot encode pruned steps: {error}")))?;
-    rl_settings::write_atomically(&dir.join(PRUNED_FILE), &text)?;
-    Ok(())
-}
-
 /// A saved archive removed: a file, or a state's folder.
 fn remove_archive(path: &Path) -> Result<(), ToolsError> {
     let removed = match std::fs::symlink_metadata(path) {
@@ -417,73 +319,6 @@ fn remove_archive(path: &Path) -> Result<(), ToolsError> {
         path: path.to_owned(),
         source,
     })
-}
-
-/// The name of what a best step is the best by, as `Scores::by` has it.
-pub(crate) fn best_by_named(name: &str) -> Option<&'static str> {
-    [BEST_BY_EVALUATION, BEST_BY_REWARD]
-        .into_iter()
-        .find(|by| *by == name)
-}
-
-/// A score of a run's steps, as its `metrics.jsonl` has it.
-pub(crate) struct Scores {
-    /// The metric's name.
-    pub(crate) by: &'static str,
-    pub(crate) values: Vec<(i64, f64)>,
-}
-
-/// The one rule of "best", which `rl checkpoints list` marks, `run:ID@best` samples and
-/// `rl compare --step best` compares, and which pruning keeps: among the checkpoints that can
-/// be compared and resumed (a saved state whose files were not pruned), the step with the
-/// highest score (`scores.by`: held-out evaluation when the run has any, else `reward/mean`),
-/// the later of equals (it trained longer for the same score); none without a score logged at
-/// any of them. A better step without a saved state is no candidate: nothing could load it.
-pub(crate) fn best_saved(
-    record: &rl_metrics::CheckpointRecord,
-    pruned: &[i64],
-    scores: &Scores,
-) -> Option<i64> {
-    record
-        .checkpoints
-        .iter()
-        .filter(|checkpoint| is_comparable(checkpoint, pruned))
-        .filter_map(|checkpoint| {
-            let step = checkpoint.step?;
-            Some((step, scores.values.iter().find(|(at, _)| *at == step)?.1))
-        })
-        .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-        .map(|(step, _)| step)
-}
-
-/// Whether `checkpoint` can be loaded again: it has a step and a saved state, not pruned.
-fn is_comparable(checkpoint: &rl_metrics::Checkpoint, pruned: &[i64]) -> bool {
-    checkpoint.state_path.is_some() && checkpoint.step.is_some_and(|step| !pruned.contains(&step))
-}
-
-/// The held-out evaluations' mean scores when the run has any, else the training rewards.
-fn scores_by_step(dir: &Path) -> Scores {
-    let Ok(metrics) = read_metrics_file(&dir.join(METRICS_FILE_NAME)) else {
-        return Scores {
-            by: BEST_BY_REWARD,
-            values: Vec::new(),
-        };
-    };
-    let of = |by: &'static str| Scores {
-        by,
-        values: metrics
-            .trainer
-            .iter()
-            .flat_map(|run| &run.history)
-            .filter_map(|row| Some((row.step, row.number(by).filter(|x| x.is_finite())?)))
-            .collect(),
-    };
-    let evaluated = of(BEST_BY_EVALUATION);
-    if evaluated.values.is_empty() {
-        of(BEST_BY_REWARD)
-    } else {
-        evaluated
-    }
 }
 
 /// The adapter files of a sampler archive, written into `dir`: only those two names, only

@@ -339,7 +339,7 @@ impl Tools {
                     best_by: record
                         .best_by
                         .as_deref()
-                        .and_then(crate::checkpoints::best_by_named),
+                        .and_then(crate::saved_states::best_by_named),
                 };
                 to_json(&self.comparison(&id, checkpoint, report)?)
             }

@@ -7,7 +7,7 @@ use rl_settings::{RunConfig, RunId, run_dir};
 
 use crate::answers::{MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
 use crate::metrics::SourceChoice;
-use crate::resume::total_steps;
+use crate::resume_point::total_steps;
 use crate::{Tools, ToolsError};
 
 /// Lines of each component's log on a run page.

@@ -2,23 +2,13 @@
 //! (weights and optimizer) as a new run that records its parent, with the parent's config, in
 //! its WandB group, its steps and checkpoints numbered on from the parent's.
 
-use rl_metrics::{CHECKPOINTS_FILE_NAME, read_checkpoints};
 use rl_process::{Lineage, RunState};
-use rl_settings::{HeldOut, RunConfig, RunId, Value, run_dir};
+use rl_settings::{HeldOut, RunConfig, RunId, run_dir};
 
 use crate::answers::Started;
+use crate::resume_point::{resume_point, total_steps};
 use crate::runs::{started, written_config};
 use crate::{Tools, ToolsError};
-
-/// Where a resumed run starts: the parent's last saved state before its last step whose
-/// files are there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ResumePoint {
-    pub(crate) step: u64,
-    pub(crate) state_path: String,
-    /// Later steps whose saved state is gone from the run's engine folder, passed over.
-    pub(crate) missing: Vec<u64>,
-}
 
 impl Tools {
     /// Starts a run that continues `parent`. With `allow_changes`, also when the parent's
@@ -137,170 +127,5 @@ impl Tools {
             status.run.id, point.step, point.state_path
         );
         Ok(started(&status, message))
-    }
-}
-
-/// `env.total_steps` of a run's config, when it is a positive integer.
-pub(crate) fn total_steps(config: &RunConfig) -> Option<u64> {
-    match config.env.get("total_steps") {
-        Some(Value::Int(steps)) => u64::try_from(*steps).ok(),
-        _ => None,
-    }
-}
-
-/// The parent's last checkpoint with a saved state (weights and optimizer) before its last
-/// step, or why there is none.
-pub(crate) fn resume_point(
-    run_dir: &std::path::Path,
-    total_steps: Option<u64>,
-) -> Result<ResumePoint, String> {
-    let record = read_checkpoints(&run_dir.join(CHECKPOINTS_FILE_NAME))
-        .map_err(|error| error.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "it saved no training state ({CHECKPOINTS_FILE_NAME} is missing: its trainer \
-                 keeps none, or it ended before its first save)"
-            )
-        })?;
-    let every: Vec<(u64, String)> = record
-        .checkpoints
-        .iter()
-        .filter_map(|checkpoint| {
-            let step = u64::try_from(checkpoint.step?).ok()?;
-            Some((step, checkpoint.state_path.clone()?))
-        })
-        .collect();
-    if every.is_empty() {
-        return Err(
-            "it ended before its first saved training state (rl's trainer saves step \
-             0's as it starts: this run never got that far); start a new run"
-                .to_owned(),
-        );
-    }
-    let mut saved: Vec<(u64, String)> = every
-        .into_iter()
-        .filter(|(step, _)| total_steps.is_none_or(|total| *step < total))
-        .collect();
-    saved.sort_by_key(|(step, _)| *step);
-    if saved.is_empty() {
-        return Err(
-            "it saved no training state before its last step (only states saved with \
-             save_state can be resumed; set save_every in [locked.tinker] to save them as it \
-             trains)"
-                .to_owned(),
-        );
-    }
-    let mut missing = Vec::new();
-    while let Some((step, state_path)) = saved.pop() {
-        if state_is_missing(run_dir, &state_path) {
-            missing.push(step);
-            continue;
-        }
-        return Ok(ResumePoint {
-            step,
-            state_path,
-            missing,
-        });
-    }
-    Err(format!(
-        "the files of every training state it saved (steps {}) are missing from its engine \
-         folder",
-        missing
-            .iter()
-            .rev()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
-}
-
-/// Whether a run that trained on the local engine (its engine folder is there) has lost the
-/// files of the state `state_path` names. A hosted run's states are at the service: never
-/// missing as far as rl can tell (its trainer checks what it loads).
-pub(crate) fn state_is_missing(run_dir: &std::path::Path, state_path: &str) -> bool {
-    run_dir.join("engine").is_dir()
-        && rl_metrics::engine_archive(run_dir, state_path).is_none_or(|files| !files.exists())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run_with(lines: &str) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(CHECKPOINTS_FILE_NAME), lines).unwrap();
-        dir
-    }
-
-    #[test]
-    fn the_last_state_before_the_last_step_is_where_a_run_resumes() {
-        let dir = run_with(concat!(
-            "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"s0\", \"state_path\": \"t0\"}\n",
-            "{\"step\": 2, \"name\": \"step_2\", \"sampler_path\": \"s2\", \"state_path\": \"t2\"}\n",
-            "{\"step\": 3, \"name\": \"step_3\", \"sampler_path\": \"s3\", \"state_path\": null}\n",
-        ));
-        assert_eq!(
-            resume_point(dir.path(), Some(5)),
-            Ok(ResumePoint {
-                step: 2,
-                state_path: "t2".to_owned(),
-                missing: Vec::new(),
-            })
-        );
-        // The final state is the end of the run, not a place to continue from.
-        assert_eq!(resume_point(dir.path(), Some(2)).unwrap().step, 0);
-    }
-
-    #[test]
-    fn a_local_runs_state_whose_files_are_gone_is_passed_over_and_named() {
-        let dir = run_with(concat!(
-            "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://m/step_0\", \"state_path\": \"tinker://m/weights/step_0\"}\n",
-            "{\"step\": 2, \"name\": \"step_2\", \"sampler_path\": \"tinker://m/step_2\", \"state_path\": \"tinker://m/weights/step_2\"}\n",
-            "{\"step\": 4, \"name\": \"step_4\", \"sampler_path\": \"tinker://m/step_4\", \"state_path\": \"tinker://m/weights/step_4\"}\n",
-        ));
-        let states = dir.path().join("engine/checkpoints/m");
-        std::fs::create_dir_all(states.join("step_0.tar.gz")).unwrap();
-        std::fs::create_dir_all(states.join("step_2.tar.gz")).unwrap();
-        assert_eq!(
-            resume_point(dir.path(), Some(6)),
-            Ok(ResumePoint {
-                step: 2,
-                state_path: "tinker://m/weights/step_2".to_owned(),
-                missing: vec![4],
-            })
-        );
-        std::fs::remove_dir_all(states).unwrap();
-        let refused = resume_point(dir.path(), Some(6)).unwrap_err();
-        assert!(refused.contains("steps 0, 2, 4"), "{refused}");
-        // Without an engine folder (a hosted run) the service holds the states.
-        std::fs::remove_dir_all(dir.path().join("engine")).unwrap();
-        assert_eq!(resume_point(dir.path(), Some(6)).unwrap().step, 4);
-    }
-
-    #[test]
-    fn a_run_without_a_saved_state_is_refused_with_the_reason() {
-        let empty = tempfile::tempdir().unwrap();
-        assert!(
-            resume_point(empty.path(), Some(5))
-                .unwrap_err()
-                .contains("saved no training state")
-        );
-        let samplers_only = run_with(
-            "{\"step\": 1, \"name\": \"step_1\", \"sampler_path\": \"s1\", \"state_path\": null}\n",
-        );
-        assert!(
-            resume_point(samplers_only.path(), Some(5))
-                .unwrap_err()
-                .contains("ended before its first saved training state")
-        );
-        let final_only = run_with(concat!(
-            "{\"step\": 1, \"name\": \"step_1\", \"sampler_path\": \"s1\", \"state_path\": null}\n",
-            "{\"step\": 5, \"name\": \"final\", \"sampler_path\": \"s5\", \"state_path\": \"t5\"}\n",
-        ));
-        assert!(
-            resume_point(final_only.path(), Some(5))
-                .unwrap_err()
-                .contains("set save_every")
-        );
     }
 }

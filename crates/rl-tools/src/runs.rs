@@ -360,7 +360,7 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
     let total_steps = RunConfig::read(&run.config_path)
         .ok()
         .as_ref()
-        .and_then(crate::resume::total_steps);
+        .and_then(crate::resume_point::total_steps);
     let groups = run
         .config_path
         .parent()
