@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rl_settings::{
     RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunId, Settings, Value, create_private_dir, run_dir,
-    write_atomically,
+    trainer, write_atomically,
 };
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +25,7 @@ pub(crate) fn build(
     let locked = &settings.locked;
     let mut env = locked.env.clone();
     env.insert(
-        "wandb_name".to_owned(),
+        trainer::WANDB_NAME.name.to_owned(),
         selection.wandb_name.as_str().into(),
     );
     for edit in selection.edits.iter().filter(|e| e.section == Section::Env) {
@@ -33,23 +33,25 @@ pub(crate) fn build(
             env.insert(edit.field.clone(), edit.value.clone());
         }
     }
-    let mut tinker = locked.tinker.clone();
     let run_name = run_name(&selection.environment, run_id);
-    tinker.insert("wandb_project".to_owned(), wandb_project.into());
-    tinker.insert("wandb_run_name".to_owned(), run_name.as_str().into());
-    // The trainer hands its group to run-api, and the env logs into the same group: one
-    // group per run is what lets the run's WandB runs be found again (the trainer's own
-    // default is a random id). An operator's locked group is kept.
-    tinker
-        .entry("wandb_group".to_owned())
-        .or_insert_with(|| run_name.as_str().into());
     let mut config = RunConfig {
         env,
         openai: locked.openai.clone(),
-        tinker,
+        tinker: locked.tinker.clone(),
         slurm: locked.slurm,
         testing: locked.testing,
     };
+    config.set(&trainer::WANDB_PROJECT, wandb_project.into());
+    // The trainer hands its group to run-api, and the env logs into the same group: one
+    // group per run is what lets the run's WandB runs be found again. An operator's locked
+    // group is kept.
+    if trainer::WANDB_GROUP
+        .given(&config.env, &config.tinker)
+        .is_none()
+    {
+        config.set(&trainer::WANDB_GROUP, run_name.as_str().into());
+    }
+    config.set(&trainer::WANDB_RUN_NAME, run_name.as_str().into());
     if let Some(endpoints) = endpoints {
         place(&mut config, endpoints);
     }
@@ -64,8 +66,8 @@ fn run_name(environment: &SelectedEnvironment, run_id: &RunId) -> String {
 /// The run's own addresses: the API, the trainer as the first inference server (further
 /// servers are the operator's and kept as they are), and the run's engine.
 fn place(config: &mut RunConfig, endpoints: RunEndpoints) {
-    config.env.insert(
-        "rollout_server_url".to_owned(),
+    config.set(
+        &trainer::ROLLOUT_SERVER_URL,
         endpoints.rollout_server_url().as_str().into(),
     );
     if let Some(trainer) = config.openai.first_mut() {
@@ -75,9 +77,7 @@ fn place(config: &mut RunConfig, endpoints: RunEndpoints) {
         );
     }
     if let Some(url) = endpoints.engine_url() {
-        config
-            .tinker
-            .insert("base_url".to_owned(), url.as_str().into());
+        config.set(&trainer::BASE_URL, url.as_str().into());
     }
 }
 
@@ -92,15 +92,13 @@ pub(crate) fn resumed(
     step: u64,
 ) -> RunConfig {
     let mut config = parent;
-    config.tinker.insert(
-        "wandb_run_name".to_owned(),
+    config.set(
+        &trainer::WANDB_RUN_NAME,
         run_name(environment, run_id).as_str().into(),
     );
-    config
-        .tinker
-        .insert("resume_state".to_owned(), state_path.into());
-    config.tinker.insert(
-        "starting_step".to_owned(),
+    config.set(&trainer::RESUME_STATE, state_path.into());
+    config.set(
+        &trainer::STARTING_STEP,
         Value::Int(i64::try_from(step).unwrap_or(i64::MAX)),
     );
     place(&mut config, endpoints);

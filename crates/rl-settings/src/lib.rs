@@ -10,6 +10,7 @@ mod run_id;
 mod secrets;
 mod settings;
 mod settings_file;
+pub mod trainer;
 mod value;
 
 pub use error::SettingsError;
@@ -25,4 +26,5 @@ pub use settings::{
     Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings, default_home,
 };
 pub use settings_file::{SettingEdit, write_settings};
+pub use trainer::Trainer;
 pub use value::Value;

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::files::{read_text, write_atomically};
+use crate::trainer::{self, Key, Trainer};
 use crate::{SettingsError, Value};
 
 /// Where a run's own API, trainer and engine listen (loopback), replacing the locked addresses.
@@ -74,18 +75,31 @@ impl RunConfig {
         write_atomically(path, (header + &config.to_yaml()?).as_bytes())
     }
 
+    /// The trainer's settings of this run, read through the trainer's contract.
+    pub fn trainer(&self) -> Result<Trainer, SettingsError> {
+        Trainer::read(&self.env, &self.tinker)
+    }
+
+    /// Writes `value` as `key` of the trainer's contract into its section.
+    pub fn set(&mut self, key: &Key, value: Value) {
+        trainer::set(&mut self.env, &mut self.tinker, key, value);
+    }
+
     /// How the run's trainer and env name their WandB runs.
     pub fn wandb(&self) -> RunWandb {
-        let text = |section: &BTreeMap<String, Value>, key: &str| match section.get(key) {
+        let text = |key: &Key| match key.given(&self.env, &self.tinker) {
             Some(Value::Str(text)) if !text.is_empty() => Some(text.clone()),
             _ => None,
         };
         RunWandb {
-            project: text(&self.tinker, "wandb_project"),
-            group: text(&self.tinker, "wandb_group"),
-            run_name: text(&self.tinker, "wandb_run_name"),
-            env_name: text(&self.env, "wandb_name"),
-            env_uses_wandb: !matches!(self.env.get("use_wandb"), Some(Value::Bool(false))),
+            project: text(&trainer::WANDB_PROJECT),
+            group: text(&trainer::WANDB_GROUP),
+            run_name: text(&trainer::WANDB_RUN_NAME),
+            env_name: text(&trainer::WANDB_NAME),
+            env_uses_wandb: !matches!(
+                trainer::USE_WANDB.given(&self.env, &self.tinker),
+                Some(Value::Bool(false))
+            ),
         }
     }
 
@@ -106,7 +120,7 @@ impl RunConfig {
         if let Some(url) = self.openai.first_mut().and_then(|s| s.get_mut("base_url")) {
             moved(url);
         }
-        if let Some(url) = self.tinker.get_mut("base_url") {
+        if let Some(url) = self.tinker.get_mut(trainer::BASE_URL.name) {
             moved(url);
         }
     }

@@ -9,23 +9,22 @@ of the wrong type or out of range raises `ConfigError` naming the key (the CLI e
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import os
 import urllib.parse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import yaml
 
-# atroposlib 0.4.0's BaseEnvConfig defaults, for env keys the YAML leaves out.
-ENV_DEFAULTS = {
-    "rollout_server_url": "http://localhost:8000",
-    "total_steps": 1000,
-    "batch_size": -1,
-    "group_size": 4,
-    "max_token_length": 2048,
-    "use_wandb": True,
-}
+# Every key this module reads, with its default and bounds: written by rl from its table
+# (crates/rl-settings/src/trainer.rs), so that rl and the trainer never disagree on either.
+CONTRACT = json.loads((Path(__file__).parent / "contract.json").read_text(encoding="utf-8"))
+
+# How much longer than `eval_timeout_secs` the trainer waits for `rl runs evaluate`.
+EVALUATE_MARGIN_SECS = float(CONTRACT["constants"]["evaluate_margin_secs"])
 
 # Placeholder key for a Tinker-compatible engine on loopback (the SDK insists on the prefix).
 LOCAL_API_KEY = "tml-local"
@@ -75,11 +74,11 @@ class TrainerConfig:
     engine_unreachable_secs: float
     max_retries: int
     # Evaluation during training (rl runs evaluate): every this many steps, 0 for never.
-    eval_every: int = 0
-    eval_timeout_secs: float = 1800.0
+    eval_every: int
+    eval_timeout_secs: float
     # A resumed run: the state (weights + optimizer) it continues from, after this step.
-    resume_state: Optional[str] = None
-    starting_step: int = 0
+    resume_state: Optional[str]
+    starting_step: int
     # What the reader wants the operator to know (defaults that may differ from the env's).
     notes: tuple = field(default=())
 
@@ -109,7 +108,11 @@ class TrainerConfig:
 
 
 class _Section:
-    """One mapping of the YAML with typed, range-checked getters that name the key on error."""
+    """One mapping of the YAML with typed, range-checked getters that name the key on error.
+
+    A key of the contract takes its default and bounds from there; `resolved` is the default
+    of a key the contract defers to another key or to where the engine is (the caller has
+    read those), and of a key outside the contract (`openai[0]`'s)."""
 
     def __init__(self, name: str, data: Any):
         if data is None:
@@ -118,6 +121,7 @@ class _Section:
             raise ConfigError(name, f"must be a mapping, got {_kind(data)}")
         self.name = name
         self.data = data
+        self.specs = CONTRACT["sections"].get(name, {})
 
     def key(self, key: str) -> str:
         return f"{self.name}.{key}"
@@ -125,7 +129,23 @@ class _Section:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
-    def string(self, key: str, default: Optional[str]) -> Optional[str]:
+    def default(self, key: str, resolved: Any = None) -> Any:
+        spec = self.specs.get(key)
+        if spec is None or isinstance(spec["default"], dict):
+            return resolved
+        return spec["default"]
+
+    def _check_bounds(self, key: str, number: float) -> None:
+        spec = self.specs.get(key) or {}
+        minimum, maximum = spec.get("minimum"), spec.get("maximum")
+        if minimum is not None and (number < minimum or (spec.get("exclusive") and number == minimum)):
+            relation = ">" if spec.get("exclusive") else ">="
+            raise ConfigError(self.key(key), f"must be {relation} {minimum:g}, got {number:g}")
+        if maximum is not None and number > maximum:
+            raise ConfigError(self.key(key), f"must be <= {maximum:g}, got {number:g}")
+
+    def string(self, key: str, resolved: Optional[str] = None) -> Optional[str]:
+        default = self.default(key, resolved)
         value = self.data.get(key)
         if value is None:
             return default
@@ -138,35 +158,30 @@ class _Section:
             raise ConfigError(self.key(key), "must not be empty")
         return text
 
-    def integer(self, key: str, default: int, minimum: Optional[int] = None) -> int:
+    def integer(self, key: str, resolved: Optional[int] = None) -> int:
         value = self.data.get(key)
         if value is None:
-            return default
+            return self.default(key, resolved)
         number = _as_int(value)
         if number is None:
             raise ConfigError(self.key(key), f"must be an integer, got {_show(value)}")
-        if minimum is not None and number < minimum:
-            raise ConfigError(self.key(key), f"must be >= {minimum}, got {number}")
+        self._check_bounds(key, number)
         return number
 
-    def number(
-        self, key: str, default: float, minimum: float = 0.0, exclusive: bool = False
-    ) -> float:
+    def number(self, key: str, resolved: Optional[float] = None) -> float:
         value = self.data.get(key)
         if value is None:
-            return default
+            return float(self.default(key, resolved))
         number = _as_float(value)
         if number is None or not math.isfinite(number):
             raise ConfigError(self.key(key), f"must be a finite number, got {_show(value)}")
-        if number < minimum or (exclusive and number == minimum):
-            relation = ">" if exclusive else ">="
-            raise ConfigError(self.key(key), f"must be {relation} {minimum:g}, got {number:g}")
+        self._check_bounds(key, number)
         return number
 
-    def boolean(self, key: str, default: bool) -> bool:
+    def boolean(self, key: str) -> bool:
         value = self.data.get(key)
         if value is None:
-            return default
+            return self.default(key)
         if isinstance(value, bool):
             return value
         if isinstance(value, int) and value in (0, 1):
@@ -287,20 +302,20 @@ def parse_config(doc: Any) -> TrainerConfig:
         if not env.has(key):
             notes.append(
                 f"env.{key} is not in the run config: using atroposlib's default "
-                f"{ENV_DEFAULTS[key]} (the environment's own default may differ)"
+                f"{env.default(key)} (the environment's own default may differ)"
             )
 
-    rollout_server_url = env.string("rollout_server_url", ENV_DEFAULTS["rollout_server_url"])
+    rollout_server_url = env.string("rollout_server_url")
     _http_url(env.key("rollout_server_url"), rollout_server_url)
     rollout_server_url = rollout_server_url.rstrip("/")
-    total_steps = env.integer("total_steps", ENV_DEFAULTS["total_steps"], minimum=1)
-    group_size = env.integer("group_size", ENV_DEFAULTS["group_size"], minimum=1)
-    batch_size = env.integer("batch_size", ENV_DEFAULTS["batch_size"])
+    total_steps = env.integer("total_steps")
+    group_size = env.integer("group_size")
+    batch_size = env.integer("batch_size")
     if batch_size <= 0:
         batch_size = 2 * group_size
-    max_token_length = env.integer("max_token_length", ENV_DEFAULTS["max_token_length"], minimum=2)
-    use_wandb = env.boolean("use_wandb", ENV_DEFAULTS["use_wandb"])
-    wandb_name = env.string("wandb_name", None)
+    max_token_length = env.integer("max_token_length")
+    use_wandb = env.boolean("use_wandb")
+    wandb_name = env.string("wandb_name")
 
     servers = doc.get("openai")
     if isinstance(servers, Mapping):
@@ -308,46 +323,47 @@ def parse_config(doc: Any) -> TrainerConfig:
     if not isinstance(servers, list) or not servers:
         raise ConfigError("openai", "must be a list with at least one server (the trainer serves openai[0])")
     server = _Section("openai[0]", servers[0])
-    base_url = server.string("base_url", None)
+    base_url = server.string("base_url")
     if base_url is None:
         raise ConfigError("openai[0].base_url", "is required: it is where the trainer serves inference")
     serve_host, serve_port = _serving_address("openai[0].base_url", base_url)
 
-    tokenizer_name = env.string("tokenizer_name", None)
-    base_model = tinker.string("base_model", tokenizer_name)
+    tokenizer_name = env.string("tokenizer_name")
+    base_model = tinker.string("base_model", resolved=tokenizer_name)
     if base_model is None:
         raise ConfigError("tinker.base_model", "is required when env.tokenizer_name is not set")
     if tokenizer_name is None:
         tokenizer_name = base_model
-    model_name = server.string("model_name", base_model)
+    model_name = server.string("model_name", resolved=base_model)
 
-    tinker_base_url = tinker.string("base_url", None)
+    tinker_base_url = tinker.string("base_url")
     if tinker_base_url is not None:
         _http_url(tinker.key("base_url"), tinker_base_url)
         tinker_base_url = tinker_base_url.rstrip("/")
     remote = not is_loopback_host(urllib.parse.urlsplit(tinker_base_url).hostname if tinker_base_url else None)
 
-    lora_rank = tinker.integer("lora_rank", 32, minimum=1)
-    learning_rate = tinker.number("learning_rate", 4e-5, minimum=0.0, exclusive=True)
-    max_trainer_len = tinker.integer("max_token_trainer_length", max_token_length, minimum=2)
-    save_every = tinker.integer("save_every", 0, minimum=0)
-    keep_rollouts = tinker.integer("keep_rollouts", 20, minimum=0)
-    batch_timeout_secs = tinker.number("batch_timeout_secs", 0.0)
-    run_name = tinker.string("wandb_run_name", wandb_name or "rl")
-    wandb_project = tinker.string("wandb_project", "atropos-tinker")
-    wandb_group = tinker.string("wandb_group", run_name)
-    checkpoint_dir = tinker.string("checkpoint_dir", "./temp/")
-    save_checkpoint_interval = tinker.integer("save_checkpoint_interval", 0)
-    linger_secs = tinker.number("linger_secs", 10.0)
-    request_timeout_secs = tinker.number("request_timeout_secs", 1800.0)
+    lora_rank = tinker.integer("lora_rank")
+    learning_rate = tinker.number("learning_rate")
+    max_trainer_len = tinker.integer("max_token_trainer_length", resolved=max_token_length)
+    save_every = tinker.integer("save_every")
+    keep_rollouts = tinker.integer("keep_rollouts")
+    batch_timeout_secs = tinker.number("batch_timeout_secs")
+    run_name = tinker.string("wandb_run_name", resolved=wandb_name or "rl")
+    wandb_project = tinker.string("wandb_project")
+    wandb_group = tinker.string("wandb_group", resolved=run_name)
+    checkpoint_dir = tinker.string("checkpoint_dir")
+    save_checkpoint_interval = tinker.integer("save_checkpoint_interval")
+    linger_secs = tinker.number("linger_secs")
+    request_timeout_secs = tinker.number("request_timeout_secs")
+    by_engine = tinker.specs["engine_unreachable_secs"]["default"]
     engine_unreachable_secs = tinker.number(
-        "engine_unreachable_secs", 120.0 if remote else 10.0, minimum=1.0
+        "engine_unreachable_secs", resolved=by_engine["remote" if remote else "loopback"]
     )
-    max_retries = tinker.integer("max_retries", 3, minimum=0)
-    eval_every = tinker.integer("eval_every", 0, minimum=0)
-    eval_timeout_secs = tinker.number("eval_timeout_secs", 1800.0, minimum=0.0, exclusive=True)
-    resume_state = tinker.string("resume_state", None)
-    starting_step = tinker.integer("starting_step", 0, minimum=0)
+    max_retries = tinker.integer("max_retries")
+    eval_every = tinker.integer("eval_every")
+    eval_timeout_secs = tinker.number("eval_timeout_secs")
+    resume_state = tinker.string("resume_state")
+    starting_step = tinker.integer("starting_step")
     if starting_step >= total_steps:
         raise ConfigError(tinker.key("starting_step"), f"({starting_step}) must be below env.total_steps ({total_steps}): no step would be left")
     if starting_step > 0 and resume_state is None:

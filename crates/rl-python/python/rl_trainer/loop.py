@@ -21,7 +21,7 @@ from .batch import (
     summary,
     training_logprobs,
 )
-from .config import TrainerConfig
+from .config import EVALUATE_MARGIN_SECS, TrainerConfig
 from . import evaluation
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
 from .records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows
@@ -292,10 +292,11 @@ class Trainer:
         """The held-out evaluation of the checkpoint just saved, which the server now serves
         (training waits: the weights stay those of step n)."""
         c = self.config
-        # rl cuts each model at eval_timeout_secs; this bound covers its start and reading too
-        # (rl's EVALUATE_MARGIN, which it adds to the run's completion grace).
+        # rl cuts each model at eval_timeout_secs; the contract's margin covers the test's
+        # start and reading too (rl adds the same to the run's completion grace).
+        bound = c.eval_timeout_secs + EVALUATE_MARGIN_SECS
         return await evaluation.evaluate(
-            self.evaluate_command, n, self.evaluation_url, self.policy.model_name, c.eval_timeout_secs + 120, say
+            self.evaluate_command, n, self.evaluation_url, self.policy.model_name, bound, say
         )
 
     async def finish(self) -> None:

@@ -2,7 +2,7 @@ import os
 import tempfile
 import unittest
 
-from rl_trainer.config import LOCAL_API_KEY, ConfigError, load_config, parse_config, resolve_api_key
+from rl_trainer.config import CONTRACT, LOCAL_API_KEY, ConfigError, load_config, parse_config, resolve_api_key
 
 
 def doc(env=None, openai=None, tinker=None, **extra):
@@ -26,6 +26,64 @@ def doc(env=None, openai=None, tinker=None, **extra):
         d["openai"] = openai
     d.update(extra)
     return d
+
+
+# The config's attribute of a contract key where its name differs.
+_ATTRIBUTE = {"tinker.base_url": "tinker_base_url"}
+
+
+def _trainer_keys():
+    for section, keys in CONTRACT["sections"].items():
+        for name, spec in keys.items():
+            if spec["reader"] == "trainer":
+                yield section, name, spec
+
+
+class ContractTests(unittest.TestCase):
+    """Every default and bound the trainer applies is the contract's (rl's table)."""
+
+    def test_a_key_left_out_reads_as_its_contract_default(self):
+        for section, name, spec in _trainer_keys():
+            default = spec["default"]
+            if default is None or isinstance(default, dict):
+                continue
+            document = doc()
+            document[section].pop(name, None)
+            if (section, name) == ("env", "batch_size"):
+                continue  # read as twice the group size, checked below
+            with self.subTest(key=f"{section}.{name}"):
+                value = getattr(parse_config(document), _ATTRIBUTE.get(f"{section}.{name}", name))
+                self.assertEqual(value, default)
+        document = doc()
+        del document["env"]["batch_size"]
+        self.assertEqual(parse_config(document).batch_size, 2 * 4)
+
+    def test_a_key_deferring_to_another_reads_its_value(self):
+        for section, name, spec in _trainer_keys():
+            default = spec["default"]
+            if not isinstance(default, dict) or "key" not in default:
+                continue
+            other_section, other = default["key"].split(".")
+            document = doc(env={"wandb_name": "named"})
+            document[section].pop(name, None)
+            with self.subTest(key=f"{section}.{name}"):
+                config = parse_config(document)
+                self.assertEqual(
+                    getattr(config, _ATTRIBUTE.get(f"{section}.{name}", name)),
+                    getattr(config, _ATTRIBUTE.get(default["key"], other)),
+                )
+
+    def test_every_bound_is_the_contracts(self):
+        for section, name, spec in _trainer_keys():
+            if spec["minimum"] is not None:
+                below = spec["minimum"] if spec["exclusive"] else spec["minimum"] - 1
+                with self.subTest(key=f"{section}.{name}", bound="minimum"):
+                    error = ConfigTests.error(self, doc(**{section: {name: below}}))
+                    self.assertEqual(error.key, f"{section}.{name}")
+            if spec["maximum"] is not None:
+                with self.subTest(key=f"{section}.{name}", bound="maximum"):
+                    error = ConfigTests.error(self, doc(**{section: {name: spec["maximum"] + 1}}))
+                    self.assertEqual(error.key, f"{section}.{name}")
 
 
 class ConfigTests(unittest.TestCase):
@@ -55,7 +113,7 @@ class ConfigTests(unittest.TestCase):
         self.assertEqual(c.tinker_base_url, "http://127.0.0.1:8100")
         self.assertEqual(c.max_token_trainer_length, 256)
         self.assertEqual(c.linger_secs, 10.0)
-        self.assertEqual(c.keep_rollouts, 20)
+        self.assertEqual(c.keep_rollouts, CONTRACT["sections"]["tinker"]["keep_rollouts"]["default"])
         self.assertEqual(c.notes, ())
 
     def test_unknown_keys_are_ignored_and_batch_size_defaults(self):

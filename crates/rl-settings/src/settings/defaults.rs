@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Value;
+use crate::{Value, trainer};
 
 /// Command lines as templates: one argument per item, `{placeholder}`s filled per run
 /// (`{python}`, `{config}`, `{env_file}`, `{api_port}`, `{trainer_port}`, `{run_id}`,
@@ -95,6 +95,28 @@ fn map(entries: &[(&str, Value)]) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// The trainer's settings every run gets unless the operator locks others: the original tool's
+/// (its defaults from the trainer's contract), and its `max_token_trainer_length`, above the
+/// contract's fallback on `env.max_token_length`.
+fn locked_tinker() -> BTreeMap<String, Value> {
+    let mut tinker = BTreeMap::new();
+    for key in [
+        trainer::LORA_RANK,
+        trainer::LEARNING_RATE,
+        trainer::CHECKPOINT_DIR,
+        trainer::SAVE_CHECKPOINT_INTERVAL,
+        trainer::SAVE_EVERY,
+        trainer::KEEP_ROLLOUTS,
+    ] {
+        tinker.insert(key.name.to_owned(), key.default_value());
+    }
+    tinker.insert(
+        trainer::MAX_TOKEN_TRAINER_LENGTH.name.to_owned(),
+        9000.into(),
+    );
+    tinker
+}
+
 /// The original tool's values. `weight` is gone from the server entry: atroposlib has no such
 /// field and ignored it silently.
 impl Default for Locked {
@@ -121,17 +143,7 @@ impl Default for Locked {
                 ("timeout", 3600.into()),
                 ("server_type", "sglang".into()),
             ])],
-            tinker: map(&[
-                ("lora_rank", 32.into()),
-                ("learning_rate", 0.00004.into()),
-                ("max_token_trainer_length", 9000.into()),
-                ("checkpoint_dir", "./temp/".into()),
-                ("save_checkpoint_interval", 25.into()),
-                // rl's trainer: weights and optimizer state every 25 steps (and at the end),
-                // the batches of the last 100 steps kept as rollouts.
-                ("save_every", 25.into()),
-                ("keep_rollouts", 100.into()),
-            ]),
+            tinker: locked_tinker(),
             slurm: false,
             testing: false,
         }
