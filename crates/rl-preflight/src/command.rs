@@ -215,7 +215,7 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         // Every item: a slice of nothing.
         env.extend(rl_python::items_variables(
             rl_python::Items::Training,
-            rl_python::Slice {
+            rl_settings::HeldOut {
                 fraction: 0.0,
                 seed: 0,
             },
@@ -366,7 +366,7 @@ mod tests {
             .insert("PYTHONPATH".to_owned(), "/theirs".to_owned());
         plan.held_out = Some(crate::plan::HeldOutItems {
             programs: "/home/python/abc".into(),
-            slice: rl_python::Slice {
+            slice: rl_settings::HeldOut {
                 fraction: 0.25,
                 seed: 7,
             },
@@ -426,7 +426,7 @@ mod tests {
         let (_dir, environments, mut plan) = package_plan();
         plan.held_out = Some(crate::plan::HeldOutItems {
             programs: "/home/python/abc".into(),
-            slice: rl_python::Slice {
+            slice: rl_settings::HeldOut {
                 fraction: 0.25,
                 seed: 7,
             },

@@ -127,7 +127,7 @@ pub struct TestPlan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldOutItems {
     pub programs: PathBuf,
-    pub slice: rl_python::Slice,
+    pub slice: rl_settings::HeldOut,
 }
 
 /// What a caller may choose; everything else comes from the selection and the settings.

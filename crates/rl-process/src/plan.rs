@@ -56,7 +56,7 @@ impl LaunchPlan {
     }
 
     /// The slice of its environment's items the run kept out of training, if it kept one.
-    pub fn held_out(&self) -> Option<rl_python::Slice> {
+    pub fn held_out(&self) -> Option<rl_settings::HeldOut> {
         let env = self.spec(Component::Env)?;
         rl_python::kept_out(&env.args, &env.env)
     }

@@ -331,7 +331,7 @@ impl Runs {
                     ));
                     env.extend(rl_python::items_variables(
                         rl_python::Items::Training,
-                        settings.held_out.slice(),
+                        settings.held_out,
                     ));
                 }
                 Component::Api => {}

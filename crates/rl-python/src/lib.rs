@@ -11,6 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use include_dir::{Dir, DirEntry, include_dir};
+use rl_settings::HeldOut;
 
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
 
@@ -73,16 +74,12 @@ pub enum Items {
     HeldOut,
 }
 
-/// The slice of an environment's items kept out of training: those whose seeded content hash
-/// falls below `fraction`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Slice {
-    pub fraction: f64,
-    pub seed: u64,
-}
+/// The held-out slice under the name rl-tools still uses: it is the operator's setting's type.
+pub use rl_settings::HeldOut as Slice;
 
-/// The variables that tell [`ENV_RUNNER`] which items to draw.
-pub fn items_variables(items: Items, slice: Slice) -> Vec<(String, String)> {
+/// The variables that tell [`ENV_RUNNER`] which items to draw: those whose seeded content hash
+/// falls below the slice's fraction are the held-out ones.
+pub fn items_variables(items: Items, slice: HeldOut) -> Vec<(String, String)> {
     let items = match items {
         Items::Training => "training",
         Items::HeldOut => "held-out",
@@ -96,7 +93,7 @@ pub fn items_variables(items: Items, slice: Slice) -> Vec<(String, String)> {
 
 /// The slice a command kept out of its items: `Some` when it runs [`ENV_RUNNER`] drawing
 /// training items with a slice of more than nothing.
-pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<Slice> {
+pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<HeldOut> {
     let runs_runner = args
         .windows(2)
         .any(|pair| pair[0] == "-m" && pair[1] == ENV_RUNNER);
@@ -109,11 +106,11 @@ pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<Slice> {
     if !runs_runner || value(ITEMS_VARIABLE) != Some("training") {
         return None;
     }
-    let slice = Slice {
+    let slice = HeldOut {
         fraction: value(FRACTION_VARIABLE)?.parse().ok()?,
         seed: value(SEED_VARIABLE)?.parse().ok()?,
     };
-    (slice.fraction > 0.0).then_some(slice)
+    slice.keeps_out().then_some(slice)
 }
 
 /// `PYTHONPATH` with rl's programs first, then whatever the operator's was.
@@ -270,7 +267,7 @@ mod tests {
 
     #[test]
     fn a_command_keeps_a_slice_out_only_through_the_runner_drawing_training_items() {
-        let slice = Slice {
+        let slice = HeldOut {
             fraction: 0.25,
             seed: 7,
         };
@@ -285,7 +282,7 @@ mod tests {
             kept_out(&runner, &items_variables(Items::HeldOut, slice)),
             None
         );
-        let nothing = Slice {
+        let nothing = HeldOut {
             fraction: 0.0,
             seed: 7,
         };

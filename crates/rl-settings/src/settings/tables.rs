@@ -21,6 +21,10 @@ pub(crate) const DEFAULT_NO_SIGNAL_FAIL_GROUPS: u64 = 120;
 /// `seed` (the same items for every run of the same fraction and seed): what `rl compare`
 /// asks the base and the trained model. 0 keeps nothing out. An environment with an eval
 /// split of its own (`get_next_eval_item`) trains on every training item whatever this says.
+///
+/// The operator's `[held_out]` table, and also the slice a run records at its start (its
+/// launch record) and rl's environment runner is told: one type, so what a run kept out is
+/// always said in the terms the operator set it in.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HeldOut {
@@ -41,11 +45,14 @@ impl Default for HeldOut {
 }
 
 impl HeldOut {
-    pub fn slice(&self) -> rl_python::Slice {
-        rl_python::Slice {
-            fraction: self.fraction,
-            seed: self.seed,
-        }
+    /// Whether the slice keeps any item out of training.
+    pub fn keeps_out(&self) -> bool {
+        self.fraction > 0.0
+    }
+
+    /// The slice itself: kept while rl-tools still asks for it under this name.
+    pub fn slice(&self) -> HeldOut {
+        *self
     }
 }
 
