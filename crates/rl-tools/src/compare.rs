@@ -5,18 +5,15 @@
 
 use std::time::Duration;
 
-use rl_preflight::{DrawnItems, HeldOutItems, TestPlan, TestReport, read_groups};
+use rl_preflight::{HeldOutItems, TestPlan, TestReport, read_groups};
 use rl_settings::RunId;
 
 use crate::answers::ComparisonAnswer;
+use crate::as_trained::AsTrained;
 use crate::checkpoint_models::{At, RUN_PREFIX, parse_checkpoint_model};
-use crate::evaluation::AsTrained;
+use crate::checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
+use crate::prompts::Prompts;
 use crate::{InferenceOptions, Tools, ToolsError};
-
-/// Prompts per model, and completions per prompt: enough for an interval that can tell a
-/// clear gain from noise, few enough for minutes on a small machine.
-pub const DEFAULT_COMPARE_PROMPTS: u32 = 16;
-pub const DEFAULT_COMPARE_GROUP_SIZE: u32 = 8;
 
 /// What a caller may choose of a comparison.
 #[derive(Debug, Clone)]
@@ -118,13 +115,6 @@ impl Tools {
         })
     }
 
-    /// The slice of its environment's items run `id` kept out of training, if any.
-    pub(crate) fn kept_out(&self, id: &RunId) -> Option<rl_python::Slice> {
-        rl_process::LaunchPlan::load(self.home(), id)
-            .ok()?
-            .held_out()
-    }
-
     /// The comparison a finished compare test of `checkpoint` supports.
     pub fn comparison(
         &self,
@@ -153,119 +143,5 @@ impl Tools {
             comparison.as_ref(),
             &prompts,
         ))
-    }
-}
-
-/// Which prompts a comparison asked, and whether the run trained on them.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Prompts {
-    /// `held-out slice`, `eval split` or `training items`.
-    pub(crate) source: String,
-    pub(crate) kept_out_of_training: bool,
-    /// What the sentence of the answer says.
-    pub(crate) description: String,
-}
-
-impl Prompts {
-    pub(crate) fn of(drawn: Option<DrawnItems>, kept_out: Option<rl_python::Slice>) -> Self {
-        let Some(drawn) = drawn else {
-            return Self {
-                source: "training items".to_owned(),
-                kept_out_of_training: false,
-                description: "the first items the environment gives, which training drew too \
-                              ([held_out] fraction is 0): a gain may be memory, not skill"
-                    .to_owned(),
-            };
-        };
-        let exhausted = if drawn.exhausted {
-            format!(
-                "; all {} there are (ask fewer --prompts, or keep a larger fraction out)",
-                drawn.drawn
-            )
-        } else {
-            String::new()
-        };
-        if drawn.source == "eval split" {
-            return Self {
-                source: drawn.source,
-                kept_out_of_training: true,
-                description: format!(
-                    "{} distinct items of the environment's eval split (get_next_eval_item), \
-                     which training never draws{exhausted}",
-                    drawn.drawn
-                ),
-            };
-        }
-        let kept = kept_out
-            .is_some_and(|slice| slice.fraction == drawn.fraction && slice.seed == drawn.seed);
-        let slice = format!(
-            "{} distinct items of the held-out slice ({} of the items by content, seed {})",
-            drawn.drawn, drawn.fraction, drawn.seed
-        );
-        let description = if kept {
-            format!("{slice}, which the run never trained on{exhausted}")
-        } else {
-            format!(
-                "{slice}; the run did not keep this slice out of training (it started before \
-                 [held_out] or with another environment command), so a gain may be memory, \
-                 not skill{exhausted}"
-            )
-        };
-        Self {
-            source: drawn.source,
-            kept_out_of_training: kept,
-            description,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn drawn(source: &str, exhausted: bool) -> DrawnItems {
-        DrawnItems {
-            source: source.to_owned(),
-            fraction: 0.25,
-            seed: 7,
-            drawn: 4,
-            skipped: 9,
-            exhausted,
-        }
-    }
-
-    const SLICE: rl_python::Slice = rl_python::Slice {
-        fraction: 0.25,
-        seed: 7,
-    };
-
-    #[test]
-    fn only_a_slice_the_run_kept_out_is_said_unseen() {
-        let kept = Prompts::of(Some(drawn("held-out slice", false)), Some(SLICE));
-        assert!(kept.kept_out_of_training);
-        assert_eq!(kept.source, "held-out slice");
-        assert!(kept.description.ends_with("which the run never trained on"));
-
-        for other in [
-            None,
-            Some(rl_python::Slice {
-                fraction: 0.25,
-                seed: 8,
-            }),
-        ] {
-            let not_kept = Prompts::of(Some(drawn("held-out slice", false)), other);
-            assert!(!not_kept.kept_out_of_training);
-            assert!(not_kept.description.contains("memory, not skill"));
-        }
-    }
-
-    #[test]
-    fn an_eval_split_is_unseen_and_training_items_are_not() {
-        let eval = Prompts::of(Some(drawn("eval split", true)), None);
-        assert!(eval.kept_out_of_training);
-        assert!(eval.description.contains("all 4 there are"));
-        let training = Prompts::of(None, Some(SLICE));
-        assert_eq!(training.source, "training items");
-        assert!(!training.kept_out_of_training);
     }
 }

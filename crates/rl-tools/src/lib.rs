@@ -3,7 +3,9 @@
 //! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
 mod answers;
+mod as_trained;
 mod checkpoint_models;
+mod checkpoint_test_size;
 mod checkpoints;
 mod compare;
 mod diagnosis;
@@ -18,6 +20,7 @@ mod metrics;
 mod new_env;
 mod page;
 mod preflight;
+mod prompts;
 mod python_probe;
 mod rate_limit;
 mod registry;
@@ -44,10 +47,8 @@ pub use answers::{
     Started, StatusView, Stopped, TestConfig, TestListingView, TestProgressView, TestShown,
     TestStopView, TestWaited, WaitView, WarningView, WindowView, error_answer, report_json,
 };
-pub use compare::{
-    CompareOptions, ComparePlan, DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS,
-    TrainedCheckpoint,
-};
+pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
+pub use compare::{CompareOptions, ComparePlan, TrainedCheckpoint};
 pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
 pub use health_check::{MIN_PYTHON, check as health_check};

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use rl_preflight::{DEFAULT_GROUP_SIZE, DEFAULT_STEPS, MAX_GROUP_SIZE, MAX_MODELS, MAX_STEPS};
 
-use crate::compare::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
+use crate::checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 
 /// One tool as agents see it.
 #[derive(Debug, Clone)]

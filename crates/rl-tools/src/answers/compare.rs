@@ -5,7 +5,8 @@ use serde::Serialize;
 use rl_preflight::{Comparison, Estimate, ModelEstimate, TestReport};
 use rl_settings::RunId;
 
-use crate::compare::{Prompts, TrainedCheckpoint};
+use crate::compare::TrainedCheckpoint;
+use crate::prompts::Prompts;
 
 /// A 95% interval; an end is `null` when too few prompts bound it.
 #[derive(Debug, Serialize)]

@@ -9,7 +9,7 @@ use rl_preflight::{ModelEstimate, TestReport};
 use rl_settings::RunId;
 
 use super::EstimateView;
-use crate::compare::Prompts;
+use crate::prompts::Prompts;
 
 pub use rl_metrics::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT};
 

@@ -1,0 +1,40 @@
+//! A run as it trained, what a test of its checkpoints runs: its config, the environment and
+//! edits it recorded at its start, the operator's settings with its own `env` fields locked
+//! (`AsTrained`), and the slice of its environment's items it kept out of training
+//! (`kept_out`). `rl compare` and the evaluations during training both start from it.
+
+use rl_settings::{RUN_CONFIG_FILE, RunConfig, RunId, run_dir};
+
+use crate::{Tools, ToolsError};
+
+/// A run as it trained: what a test of its checkpoints runs.
+pub(crate) struct AsTrained {
+    pub(crate) config: RunConfig,
+    /// The environment and edits the run recorded at its start, not the selection's: another
+    /// may be selected meanwhile.
+    pub(crate) selection: rl_config::Selection,
+    /// The operator's settings with the run's own `env` fields locked.
+    pub(crate) settings: rl_settings::Settings,
+}
+
+impl Tools {
+    /// Run `id` as it trained, from what its folder recorded.
+    pub(crate) fn as_trained(&self, id: &RunId) -> Result<AsTrained, ToolsError> {
+        let config = RunConfig::read(&run_dir(self.home(), id).join(RUN_CONFIG_FILE))?;
+        let selection = rl_config::run_selection(self.home(), id)?;
+        let mut settings = self.settings()?.clone();
+        settings.locked.env.clone_from(&config.env);
+        Ok(AsTrained {
+            config,
+            selection,
+            settings,
+        })
+    }
+
+    /// The slice of its environment's items run `id` kept out of training, if any.
+    pub(crate) fn kept_out(&self, id: &RunId) -> Option<rl_python::Slice> {
+        rl_process::LaunchPlan::load(self.home(), id)
+            .ok()?
+            .held_out()
+    }
+}
