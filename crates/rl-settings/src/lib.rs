@@ -6,6 +6,7 @@
 mod error;
 mod files;
 mod run_config;
+mod run_folder;
 mod run_id;
 mod secrets;
 mod settings;
@@ -18,6 +19,7 @@ pub use files::{
     create_private_dir, file_kind, lock_exclusive, read_text, refuse_special_file, write_atomically,
 };
 pub use run_config::{RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunWandb};
+pub use run_folder::RunFolder;
 pub use run_id::{RunId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets};
 pub use settings::{

@@ -146,4 +146,4 @@ pub struct RunWandb {
 }
 
 /// A run's config file in its folder.
-pub const RUN_CONFIG_FILE: &str = "config.yaml";
+pub const RUN_CONFIG_FILE: &str = crate::RunFolder::CONFIG;

@@ -60,5 +60,5 @@ impl fmt::Display for RunId {
 
 /// The folder of a run in the state directory.
 pub fn run_dir(home: &Path, run_id: &RunId) -> PathBuf {
-    home.join("runs").join(run_id.as_str())
+    crate::RunFolder::of(home, run_id).dir().to_owned()
 }

@@ -1,7 +1,7 @@
 //! The trainer's contract: every key of a run config that rl's trainer reads (its own `tinker:`
 //! section and the `env:` fields it shares with the environment), with its kind, default and
 //! bounds, in one table. rl reads a run's settings through it (`RunConfig::trainer`,
-//! `Trainer::read`) and writes it for the trainer as `rl_trainer/contract.json`, from which
+//! `Trainer::read`) and writes it for the trainer as `contract.json` beside rl's Python packages, from which
 //! the trainer's `config.py` takes every default and bound; `contract_file_is_current` keeps
 //! that file equal to this table.
 
@@ -532,7 +532,7 @@ fn check_bounds(key: &Key, x: f64) -> Result<(), SettingsError> {
     Ok(())
 }
 
-/// The contract as the trainer reads it (`rl_trainer/contract.json`).
+/// The contract as the trainer reads it (`contract.json` beside rl's Python packages).
 pub fn contract_document() -> serde_json::Value {
     let mut sections = serde_json::Map::new();
     for key in KEYS {
@@ -565,6 +565,7 @@ pub fn contract_document() -> serde_json::Value {
         "about": "Generated from crates/rl-settings/src/trainer.rs (the test contract_file_is_current rewrites it); do not edit.",
         "sections": sections,
         "constants": { "evaluate_margin_secs": EVALUATE_MARGIN.as_secs() },
+        "run_folder": crate::run_folder::names_for_python(),
         "rules": RULES
             .iter()
             .map(|(rule, authority)| json!({ "rule": rule, "authority": authority }))

@@ -46,7 +46,9 @@ def install(split: Split, counts: GroupCounts | None = None) -> None:
 MODULE_VARIABLE = "RL_ENV_MODULE"
 ROOT_VARIABLE = "RL_ENV_ROOT"
 RUN_DIR_VARIABLE = "RL_RUN_DIR"
-RUN_ENVIRONMENT_FILE = "environment.json"
+# The run folder's names are rl's (crates/rl-settings/src/run_folder.rs), given in its contract.
+with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "contract.json"), encoding="utf-8") as _contract:
+    RUN_ENVIRONMENT_FILE = json.load(_contract)["run_folder"]["environment"]
 
 
 class PackageError(Exception):

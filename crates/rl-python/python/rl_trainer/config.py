@@ -21,7 +21,7 @@ import yaml
 
 # Every key this module reads, with its default and bounds: written by rl from its table
 # (crates/rl-settings/src/trainer.rs), so that rl and the trainer never disagree on either.
-CONTRACT = json.loads((Path(__file__).parent / "contract.json").read_text(encoding="utf-8"))
+CONTRACT = json.loads((Path(__file__).parents[1] / "contract.json").read_text(encoding="utf-8"))
 
 # How much longer than `eval_timeout_secs` the trainer waits for `rl runs evaluate`.
 EVALUATE_MARGIN_SECS = float(CONTRACT["constants"]["evaluate_margin_secs"])

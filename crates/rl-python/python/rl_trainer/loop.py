@@ -21,7 +21,7 @@ from .batch import (
     summary,
     training_logprobs,
 )
-from .config import EVALUATE_MARGIN_SECS, TrainerConfig
+from .config import CONTRACT, EVALUATE_MARGIN_SECS, TrainerConfig
 from . import evaluation
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
 from .records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows
@@ -78,9 +78,10 @@ class Trainer:
         self.server: Optional[InferenceServer] = None
         self.server_task: Optional[asyncio.Task] = None
         os.makedirs(run_dir, exist_ok=True)
-        self.metrics = JsonLines(os.path.join(run_dir, "metrics.jsonl"))
-        self.checkpoints = Checkpoints(os.path.join(run_dir, "checkpoints.jsonl"))
-        self.rollouts = Rollouts(os.path.join(run_dir, "rollouts"), config.keep_rollouts)
+        names = CONTRACT["run_folder"]
+        self.metrics = JsonLines(os.path.join(run_dir, names["metrics"]))
+        self.checkpoints = Checkpoints(os.path.join(run_dir, names["checkpoints"]))
+        self.rollouts = Rollouts(os.path.join(run_dir, names["rollouts"]), config.keep_rollouts)
         self.wandb: Optional[Wandb] = None
         self.evaluate_command = evaluation.command_from()
         self.evaluation_url = evaluation.loopback_url(config.serve_host, config.serve_port)

@@ -15,8 +15,7 @@ fn section(entries: &[(&str, Value)]) -> BTreeMap<String, Value> {
 /// and the test fails, so a local run fixes it and CI catches a change not committed.
 #[test]
 fn contract_file_is_current() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../rl-python/python/rl_trainer/contract.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rl-python/python/contract.json");
     let expected = serde_json::to_string_pretty(&contract_document()).unwrap() + "\n";
     let found = std::fs::read_to_string(&path).unwrap_or_default();
     if found != expected {
