@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use rl_python::{Imports, PythonLauncher};
+
 use crate::plan::TestPlan;
 use crate::tracking::{GROUP_SUFFIX, ModelMarks, STOP_FILE};
 
@@ -184,12 +186,11 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         .clone()
         .unwrap_or_else(|| NO_KEY_PLACEHOLDER.to_owned());
     env.push((CHILD_KEY_VARIABLE.to_owned(), key));
-    let theirs = plan.child_environment.get("PYTHONPATH").map(String::as_str);
     if let Some(programs) = &runner {
-        env.push((
-            "PYTHONPATH".to_owned(),
-            rl_python::python_path(programs, theirs),
-        ));
+        env.push(
+            PythonLauncher::new(programs, &plan.child_environment)
+                .python_path(Imports::WithOperators),
+        );
         if let Some(package) = &package {
             env.push((MODULE_VARIABLE.to_owned(), package.name.clone()));
             env.push((
@@ -223,16 +224,12 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
     } else if let Some(package) = &package {
         // `python -m` finds the module from its root; the file's own folder comes next, as a
         // script has it.
-        let path: Vec<String> = std::iter::once(package.root.as_path())
-            .chain(plan.env_file.parent())
-            .map(|folder| folder.to_string_lossy().into_owned())
-            .chain(
-                theirs
-                    .filter(|theirs| !theirs.is_empty())
-                    .map(str::to_owned),
-            )
-            .collect();
-        env.push(("PYTHONPATH".to_owned(), path.join(":")));
+        let theirs = plan.child_environment.get("PYTHONPATH").map(String::as_str);
+        let folders = std::iter::once(package.root.as_path()).chain(plan.env_file.parent());
+        env.push((
+            "PYTHONPATH".to_owned(),
+            rl_python::search_path(folders, theirs),
+        ));
     }
     if plan.use_wandb {
         // The SDK keeps its run files in the test's folder, not in the working tree.

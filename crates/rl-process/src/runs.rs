@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use rl_python::{Imports, PythonLauncher};
 use rl_settings::{Backend, RunEndpoints, RunId, SECRET_NAMES, Secrets, Settings, run_dir};
 
 use crate::ProcessError;
@@ -279,6 +280,7 @@ impl Runs {
                 source,
             })?;
         }
+        let launcher = PythonLauncher::new(&programs, &settings.child_environment);
         let mut components = Vec::with_capacity(Component::START_ORDER.len());
         for component in Component::START_ORDER {
             let template = match component {
@@ -308,13 +310,9 @@ impl Runs {
             // the run's metrics are then readable without network, and runs never mix.
             env.push(("WANDB_DIR".to_owned(), dir.to_string_lossy().into_owned()));
             match component {
-                // The engine's Python is its own: the operator's PYTHONPATH is atroposlib's.
-                Component::Engine => env.push((
-                    "PYTHONPATH".to_owned(),
-                    programs.to_string_lossy().into_owned(),
-                )),
+                Component::Engine => env.push(launcher.python_path(Imports::Alone)),
                 Component::Trainer => {
-                    env.push(python_path(&programs, &settings.child_environment));
+                    env.push(launcher.python_path(Imports::WithOperators));
                     env.push((
                         rl_python::EVALUATE_COMMAND_VARIABLE.to_owned(),
                         evaluate_command(&supervisor.program, &self.home, &run_id)?,
@@ -323,7 +321,7 @@ impl Runs {
                 // Through `rl_env` (the default command), the environment keeps the held-out
                 // slice out of training; `rl compare` asks it.
                 Component::Env => {
-                    env.push(python_path(&programs, &settings.child_environment));
+                    env.push(launcher.python_path(Imports::WithOperators));
                     // `rl_env` counts the groups made there (the supervisor reads them).
                     env.push((
                         crate::GROUPS_FILE_VARIABLE.to_owned(),
@@ -590,18 +588,6 @@ fn absolute(path: &Path) -> Result<PathBuf, ProcessError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// `PYTHONPATH` for rl's own programs, ahead of whatever the operator put there.
-fn python_path(
-    programs: &Path,
-    child_environment: &std::collections::BTreeMap<String, String>,
-) -> (String, String) {
-    let theirs = child_environment.get("PYTHONPATH").map(String::as_str);
-    (
-        "PYTHONPATH".to_owned(),
-        rl_python::python_path(programs, theirs),
-    )
 }
 
 fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {

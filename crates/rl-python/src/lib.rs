@@ -4,7 +4,7 @@
 //!
 //! They are embedded in the binary, so an installed `rl` needs no checkout: [`install`] writes
 //! them into the state directory, in a folder named by their content, and a run hands that
-//! folder to its Python as `PYTHONPATH`. Their third-party packages are pinned exactly in
+//! folder to its Python as `PYTHONPATH` ([`PythonLauncher`]). Their third-party packages are pinned exactly in
 //! [`TRAINER_REQUIREMENTS`] and [`ENGINE_REQUIREMENTS`].
 
 use std::io::Write;
@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 
 use include_dir::{Dir, DirEntry, include_dir};
 use rl_settings::HeldOut;
+
+mod launch;
+
+pub use launch::{Imports, ProgramCommand, PythonLauncher, search_path};
 
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
 
@@ -113,14 +117,10 @@ pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<HeldOut> {
     slice.keeps_out().then_some(slice)
 }
 
-/// `PYTHONPATH` with rl's programs first, then whatever the operator's was.
+/// `PYTHONPATH` with rl's programs first, then whatever the operator's was: kept while rl-tools
+/// builds its launches itself ([`PythonLauncher`] is the way).
 pub fn python_path(programs: &Path, theirs: Option<&str>) -> String {
-    let mut value = programs.to_string_lossy().into_owned();
-    if let Some(theirs) = theirs.filter(|value| !value.is_empty()) {
-        value.push(':');
-        value.push_str(theirs);
-    }
-    value
+    search_path([programs], theirs)
 }
 
 /// One exact pin of a requirements file.
