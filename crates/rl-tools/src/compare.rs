@@ -8,7 +8,7 @@ use std::time::Duration;
 use rl_preflight::{HeldOutItems, TestPlan, TestReport, read_groups};
 use rl_settings::RunId;
 
-use crate::answers::ComparisonAnswer;
+use crate::answers::{ComparisonAnswer, TrainedCheckpoint};
 use crate::as_trained::AsTrained;
 use crate::checkpoint_models::{At, RUN_PREFIX, parse_checkpoint_model};
 use crate::checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
@@ -42,15 +42,6 @@ impl Default for CompareOptions {
 pub struct ComparePlan {
     pub test: TestPlan,
     pub trained: TrainedCheckpoint,
-}
-
-/// The trained side of a comparison: the step chosen once, before the test, and named in the
-/// test's model (`run:ID@STEP`), so the answer says exactly what was sampled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TrainedCheckpoint {
-    pub step: i64,
-    /// What made it the best (`eval/mean_score` or `reward/mean`), when `best` was asked.
-    pub best_by: Option<&'static str>,
 }
 
 impl Tools {

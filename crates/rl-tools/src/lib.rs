@@ -37,7 +37,7 @@ pub use answers::{
     ComponentLog, ComponentView, ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView,
     DependenciesView, DisagreementView, DuplicateNameView, EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT,
     EditEntry, Edited, EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList,
-    ErrorAnswer, EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView,
+    ErrorAnswer, Estimate, EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView,
     FieldTypeView, FieldView, FileWarningView, FlagView, GroupsView, HealthReport, HealthView,
     InterruptionView, IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress,
     LongCallStarted, MetricsView, ModelAnswer, ModelProgressView, ModelTested, NameSourceView,
@@ -45,15 +45,16 @@ pub use answers::{
     ResumedFrom, RolloutView, RolloutsView, RunCheckpoints, RunEntry, RunList, RunPage, RunRow,
     RunRows, RunView, Selected, SeriesLabel, SkipReasonView, SkippedFileView, SourceFailureView,
     Started, StatusView, Stopped, TestConfig, TestListingView, TestProgressView, TestShown,
-    TestStopView, TestWaited, WaitView, WarningView, WindowView, error_answer, report_json,
+    TestStopView, TestWaited, TrainedCheckpoint, WaitView, WarningView, WindowView, error_answer,
+    report_json,
 };
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
-pub use compare::{CompareOptions, ComparePlan, TrainedCheckpoint};
+pub use compare::{CompareOptions, ComparePlan};
 pub use error::{FailureKind, ToolsError};
 pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
 pub use health_check::{MIN_PYTHON, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
-pub use long_calls::{Estimate, LONG_TOOLS, LongCall, LongCallState, Planned, WorkOrder};
+pub use long_calls::{LONG_TOOLS, LongCall, LongCallState, Planned, WorkOrder};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::InferenceOptions;

@@ -21,8 +21,10 @@ use rl_preflight::{Progress, ProgressSink, TestPlan, TestReport, TestView};
 use rl_settings::RunId;
 use serde::{Deserialize, Serialize};
 
-use crate::answers::{LongCallProgress, LongCallStarted, report_json, to_json};
-use crate::compare::{CompareOptions, TrainedCheckpoint};
+use crate::answers::{
+    Estimate, LongCallProgress, LongCallStarted, TrainedCheckpoint, report_json, to_json,
+};
+use crate::compare::CompareOptions;
 use crate::preflight::InferenceOptions;
 use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
@@ -36,10 +38,6 @@ const CALLS_LOCK: &str = "calls.lock";
 const WORKER_START_LIMIT: Duration = Duration::from_secs(120);
 /// The most a worker's order may weigh (it is a few arguments).
 const ORDER_LIMIT_BYTES: u64 = 1 << 20;
-/// A group's time when no earlier test of the same environment and endpoint tells.
-const DEFAULT_GROUP_SECS: f64 = 20.0;
-/// Bounds of the wait a caller is told before asking again.
-const POLL_BOUNDS_SECS: (f64, f64) = (5.0, 60.0);
 
 /// The tools whose calls are long calls.
 pub const LONG_TOOLS: [&str; 2] = [
@@ -474,42 +472,6 @@ impl Tools {
             )
         });
         Estimate::of(groups, per_group)
-    }
-}
-
-/// How long a test may take, what that rests on, and when to ask again.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    pub seconds: f64,
-    pub poll_after: f64,
-    pub basis: String,
-}
-
-impl Estimate {
-    /// `groups` groups at `per_group` (seconds a group, and how many earlier tests say so),
-    /// else at a default.
-    fn of(groups: u32, per_group: Option<(f64, usize)>) -> Self {
-        let (per_group, basis) = match per_group {
-            Some((seconds, tests)) => (
-                seconds,
-                format!("{tests} earlier test(s) of this environment and endpoint"),
-            ),
-            None => (
-                DEFAULT_GROUP_SECS,
-                format!(
-                    "a default of {DEFAULT_GROUP_SECS:.0} s a group: no earlier test of this \
-                     environment and endpoint"
-                ),
-            ),
-        };
-        let seconds = (per_group * f64::from(groups)).ceil();
-        Self {
-            seconds,
-            poll_after: (seconds / 10.0)
-                .clamp(POLL_BOUNDS_SECS.0, POLL_BOUNDS_SECS.1)
-                .ceil(),
-            basis,
-        }
     }
 }
 

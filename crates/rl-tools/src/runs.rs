@@ -7,14 +7,15 @@ use std::time::Duration;
 use rl_config::{ConfigService, SelectedEnvironment};
 use rl_metrics::{Collected, HealthDigest, Results, StatusMetrics};
 use rl_process::{
-    ComponentStatus, Lineage, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome,
-    WaitUntil, WrittenConfig,
+    Lineage, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
+    WrittenConfig,
 };
 use rl_settings::{RunConfig, RunEndpoints, RunId, RunWandb, Settings};
 
 use crate::answers::{
     ComponentLog, EventView, EventsView, GroupsView, HealthView, MetricsView, ResultsPart,
     ResultsView, RunEntry, RunList, RunView, SourceFailureView, Started, StatusView, Stopped,
+    process_label,
 };
 use crate::metrics::{self, Patience, SourceChoice};
 use crate::{Tools, ToolsError};
@@ -341,16 +342,6 @@ pub(crate) fn logs_of(run: &RunRecord) -> BTreeMap<String, PathBuf> {
         .iter()
         .map(|c| (c.component.to_string(), c.log_path.clone()))
         .collect()
-}
-
-pub(crate) fn process_label(status: ComponentStatus) -> String {
-    match status {
-        ComponentStatus::NotStarted => "not started".to_owned(),
-        ComponentStatus::Running => "running".to_owned(),
-        ComponentStatus::Exited { code } => format!("exited ({code})"),
-        ComponentStatus::Signalled { signal } => format!("signalled ({signal})"),
-        ComponentStatus::Lost => "lost (ended unseen)".to_owned(),
-    }
 }
 
 fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb>) -> StatusView {

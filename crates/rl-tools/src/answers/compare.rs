@@ -5,8 +5,16 @@ use serde::Serialize;
 use rl_preflight::{Comparison, Estimate, ModelEstimate, TestReport};
 use rl_settings::RunId;
 
-use crate::compare::TrainedCheckpoint;
 use crate::prompts::Prompts;
+
+/// The trained side of a comparison: the step chosen once, before the test, and named in the
+/// test's model (`run:ID@STEP`), so the answer says exactly what was sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainedCheckpoint {
+    pub step: i64,
+    /// What made it the best (`eval/mean_score` or `reward/mean`), when `best` was asked.
+    pub best_by: Option<&'static str>,
+}
 
 /// A 95% interval; an end is `null` when too few prompts bound it.
 #[derive(Debug, Serialize)]

@@ -1,10 +1,50 @@
 //! The answers of a long call started without waiting, and of its progress.
 
 use rl_preflight::{TestPlan, TestProgress};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::ModelProgressView;
-use crate::long_calls::Estimate;
+
+/// A group's time when no earlier test of the same environment and endpoint tells.
+const DEFAULT_GROUP_SECS: f64 = 20.0;
+/// Bounds of the wait a caller is told before asking again.
+const POLL_BOUNDS_SECS: (f64, f64) = (5.0, 60.0);
+
+/// How long a test may take, what that rests on, and when to ask again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub seconds: f64,
+    pub poll_after: f64,
+    pub basis: String,
+}
+
+impl Estimate {
+    /// `groups` groups at `per_group` (seconds a group, and how many earlier tests say so),
+    /// else at a default.
+    pub(crate) fn of(groups: u32, per_group: Option<(f64, usize)>) -> Self {
+        let (per_group, basis) = match per_group {
+            Some((seconds, tests)) => (
+                seconds,
+                format!("{tests} earlier test(s) of this environment and endpoint"),
+            ),
+            None => (
+                DEFAULT_GROUP_SECS,
+                format!(
+                    "a default of {DEFAULT_GROUP_SECS:.0} s a group: no earlier test of this \
+                     environment and endpoint"
+                ),
+            ),
+        };
+        let seconds = (per_group * f64::from(groups)).ceil();
+        Self {
+            seconds,
+            poll_after: (seconds / 10.0)
+                .clamp(POLL_BOUNDS_SECS.0, POLL_BOUNDS_SECS.1)
+                .ceil(),
+            basis,
+        }
+    }
+}
 
 /// `rl_test_inference` / `rl_compare_training` started (or found running) in a worker.
 #[derive(Debug, Clone, Serialize)]

@@ -19,7 +19,7 @@ mod runs;
 mod scan;
 
 pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Kept, Pruned, RunCheckpoints};
-pub use compare::{ComparedModel, ComparisonAnswer, EstimateView};
+pub use compare::{ComparedModel, ComparisonAnswer, EstimateView, TrainedCheckpoint};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub use environments::{
     ConfigClassSourceView, ConfigView, DependenciesView, Edited, EnvironmentDetail,
@@ -29,7 +29,7 @@ pub use error::{ErrorAnswer, error_answer};
 pub use evaluation::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, Evaluated};
 pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, FieldTypeView};
 pub use health_check::{Check, HealthReport};
-pub use long_calls::{LongCallProgress, LongCallStarted};
+pub use long_calls::{Estimate, LongCallProgress, LongCallStarted};
 pub use metrics::{
     CheckpointView, FlagView, GroupsView, HealthView, LoggedRunView, LoggedValue, MetricsView,
     ResultsPart, SourceFailureView, WindowView,
@@ -40,6 +40,7 @@ pub use preflight_store::{
     InterruptionView, ModelProgressView, TestListingView, TestProgressView, TestShown,
     TestStopView, TestWaited,
 };
+pub(crate) use runs::process_label;
 pub use runs::{
     ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsView,
     ResumedFrom, RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,

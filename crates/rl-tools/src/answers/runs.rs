@@ -154,12 +154,9 @@ impl ComponentView {
             log_capped: capped,
             log_tail_path: capped.then(|| rl_process::tail_path(&component.log_path)),
             label: if capped {
-                format!(
-                    "{}, log capped",
-                    crate::runs::process_label(component.status)
-                )
+                format!("{}, log capped", process_label(component.status))
             } else {
-                crate::runs::process_label(component.status)
+                process_label(component.status)
             },
         }
     }
@@ -354,5 +351,16 @@ impl From<&WaitOutcome> for WaitView {
             timed_out: outcome.timed_out,
             status: RunView::from(&outcome.status),
         }
+    }
+}
+
+/// A component's process as people read it: its view's `label`, and the status's `processes`.
+pub(crate) fn process_label(status: ComponentStatus) -> String {
+    match status {
+        ComponentStatus::NotStarted => "not started".to_owned(),
+        ComponentStatus::Running => "running".to_owned(),
+        ComponentStatus::Exited { code } => format!("exited ({code})"),
+        ComponentStatus::Signalled { signal } => format!("signalled ({signal})"),
+        ComponentStatus::Lost => "lost (ended unseen)".to_owned(),
     }
 }
