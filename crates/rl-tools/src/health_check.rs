@@ -8,6 +8,7 @@ use std::path::Path;
 
 use rl_settings::{SETTINGS_FILE, Secrets, Settings};
 
+use crate::Tools;
 use crate::answers::{Check, HealthReport};
 use crate::python_probe::{Probes, PythonFacts, unmet};
 
@@ -19,6 +20,18 @@ use sdk::sdk_check;
 
 /// The oldest Python atroposlib 0.4.0 runs on.
 pub const MIN_PYTHON: (u32, u32) = (3, 11);
+
+impl Tools {
+    /// What `rl_health_check` / `rl doctor` report.
+    pub fn health_check(&self) -> crate::HealthReport {
+        crate::health_check(
+            &self.context.home,
+            self.context.settings.as_ref().map_err(String::as_str),
+            &self.context.secrets,
+            &self.probes,
+        )
+    }
+}
 
 /// Runs every check. Never fails: a check that cannot be made is a failed check. `settings` is
 /// the operator's settings or why they could not be read; without them the interpreter and the

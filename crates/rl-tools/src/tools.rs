@@ -83,9 +83,9 @@ impl ToolContext {
 /// that shuts down can stop them all.
 #[derive(Clone)]
 pub struct Tools {
-    context: Arc<ToolContext>,
+    pub(crate) context: Arc<ToolContext>,
     models: LocalModelRunner,
-    probes: crate::python_probe::Probes,
+    pub(crate) probes: crate::python_probe::Probes,
 }
 
 impl Tools {
@@ -149,16 +149,6 @@ impl Tools {
             .map(str::to_owned)
             .or_else(|| self.context.environment.get(name).cloned())
             .filter(|value| !value.is_empty())
-    }
-
-    /// What `rl_health_check` / `rl doctor` report.
-    pub fn health_check(&self) -> crate::HealthReport {
-        crate::health_check(
-            &self.context.home,
-            self.context.settings.as_ref().map_err(String::as_str),
-            &self.context.secrets,
-            &self.probes,
-        )
     }
 
     /// Runs blocking work (SQLite, process checks, file scans) off the async runtime.
