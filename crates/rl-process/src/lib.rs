@@ -46,8 +46,8 @@ pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};
 pub use resume::{carry_over, copy_engine};
 pub use runs::{
-    DEFAULT_EVENT_LIMIT, RunStatus, Runs, StopReport, SupervisorCommand, WaitOutcome, WaitUntil,
-    WrittenConfig,
+    DEFAULT_EVENT_LIMIT, EvaluateCommand, RunStatus, Runs, StopReport, SupervisorCommand,
+    WaitOutcome, WaitUntil, WrittenConfig,
 };
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 pub use store::{ComponentRecord, Event, Lineage, NewRun, RunRecord, RunStore};

@@ -2,6 +2,7 @@
 //! status and events, wait for it, stop it. Every read reconciles the store with the processes
 //! that actually exist, so a run whose supervisor vanished shows as `lost`, not `running`.
 
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -48,24 +49,41 @@ fn secrets_for(component: Component, local_engine: bool) -> &'static [&'static s
     }
 }
 
-/// The command line of `rl runs evaluate` for run `run_id`, as JSON: the same `rl` that
-/// supervises the run, on the same state directory.
-fn evaluate_command(rl: &Path, home: &Path, run_id: &RunId) -> Result<String, ProcessError> {
-    let text = |path: &Path| {
-        path.to_str()
-            .map(str::to_owned)
-            .ok_or_else(|| ProcessError::Store(format!("{} is not UTF-8", path.display())))
-    };
-    let argv = [
-        text(rl)?,
-        "--home".to_owned(),
-        text(&absolute(home)?)?,
-        "--json".to_owned(),
-        "runs".to_owned(),
-        "evaluate".to_owned(),
-        run_id.to_string(),
-    ];
-    serde_json::to_string(&argv).map_err(|error| ProcessError::Store(error.to_string()))
+/// How a run's trainer asks for an evaluation of the checkpoint it serves (every `eval_every`
+/// steps): the program and the arguments before the run id, normally the running `rl` with
+/// `--home HOME --json runs evaluate`. The caller's, like [`SupervisorCommand`]: this crate
+/// never spells rl's command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvaluateCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+impl EvaluateCommand {
+    /// The command line for run `run_id` as the trainer reads it ([`EVALUATE_COMMAND_VARIABLE`]):
+    /// a JSON list of strings, so every word must be text.
+    ///
+    /// [`EVALUATE_COMMAND_VARIABLE`]: rl_python::EVALUATE_COMMAND_VARIABLE
+    fn for_run(&self, run_id: &RunId) -> Result<String, ProcessError> {
+        let word = |word: &OsStr| {
+            word.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| ProcessError::Launch {
+                    component: Component::Trainer,
+                    reason: format!(
+                        "its evaluation command names {}, which is not UTF-8 (the trainer reads \
+                         the command as JSON text)",
+                        word.to_string_lossy()
+                    ),
+                })
+        };
+        let words = std::iter::once(self.program.as_os_str())
+            .chain(self.args.iter().map(OsString::as_os_str))
+            .map(word)
+            .chain(std::iter::once(Ok(run_id.to_string())))
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(serde_json::Value::from(words).to_string())
+    }
 }
 
 /// WandB's mode for a run's components when the operator set none and there is no WandB key:
@@ -153,7 +171,24 @@ impl Runs {
     /// Creates a run and hands it to a detached supervisor. Returns once the supervisor runs;
     /// the run is then starting its first component. `write_config` writes the run's config
     /// once its id and addresses are known: the caller's, as rl-process does not know how a
-    /// selection becomes a config, and its error is returned as it is.
+    /// selection becomes a config, and its error is returned as it is. `supervisor` starts the
+    /// run's owner, `evaluate` is what its trainer runs to evaluate a checkpoint.
+    pub fn start_run<E: From<ProcessError>>(
+        &mut self,
+        settings: &Settings,
+        write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, E>,
+        secrets: &Secrets,
+        supervisor: &SupervisorCommand,
+        evaluate: &EvaluateCommand,
+    ) -> Result<RunStatus, E> {
+        let prepared = self.prepare(settings, secrets)?;
+        let written = write_config(&prepared.run_id, prepared.endpoints)?;
+        Ok(self.launch(settings, prepared, &written, secrets, supervisor, evaluate)?)
+    }
+
+    /// [`Runs::start_run`] with the evaluation command of the `rl` that `supervisor` runs, on
+    /// this state directory: kept while rl-tools starts runs without an [`EvaluateCommand`] of
+    /// its caller's.
     pub fn start<E: From<ProcessError>>(
         &mut self,
         settings: &Settings,
@@ -161,9 +196,17 @@ impl Runs {
         secrets: &Secrets,
         supervisor: &SupervisorCommand,
     ) -> Result<RunStatus, E> {
-        let prepared = self.prepare(settings, secrets)?;
-        let written = write_config(&prepared.run_id, prepared.endpoints)?;
-        Ok(self.launch(settings, prepared, &written, secrets, supervisor)?)
+        let evaluate = EvaluateCommand {
+            program: supervisor.program.clone(),
+            args: vec![
+                "--home".into(),
+                absolute(&self.home)?.into_os_string(),
+                "--json".into(),
+                "runs".into(),
+                "evaluate".into(),
+            ],
+        };
+        self.start_run(settings, write_config, secrets, supervisor, &evaluate)
     }
 
     /// What a run needs before its config can be written: checks, an id, free ports.
@@ -231,6 +274,7 @@ impl Runs {
         written: &WrittenConfig,
         secrets: &Secrets,
         supervisor: &SupervisorCommand,
+        evaluate: &EvaluateCommand,
     ) -> Result<RunStatus, ProcessError> {
         let Prepared {
             run_id,
@@ -315,7 +359,7 @@ impl Runs {
                     env.push(launcher.python_path(Imports::WithOperators));
                     env.push((
                         rl_python::EVALUATE_COMMAND_VARIABLE.to_owned(),
-                        evaluate_command(&supervisor.program, &self.home, &run_id)?,
+                        evaluate.for_run(&run_id)?,
                     ));
                 }
                 // Through `rl_env` (the default command), the environment keeps the held-out
@@ -652,6 +696,32 @@ fn ended_unseen(another_boot: bool, component: &crate::store::ComponentRecord) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_trainer_reads_its_evaluation_command_as_a_json_list_ending_with_the_run_id() {
+        let id = RunId::parse("0123abcd").unwrap();
+        let evaluate = EvaluateCommand {
+            program: "/usr/bin/rl".into(),
+            args: ["--home", "/h \"q\"", "--json", "runs", "evaluate"]
+                .map(OsString::from)
+                .to_vec(),
+        };
+        assert_eq!(
+            evaluate.for_run(&id).unwrap(),
+            r#"["/usr/bin/rl","--home","/h \"q\"","--json","runs","evaluate","0123abcd"]"#
+        );
+        let not_text = EvaluateCommand {
+            program: <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"/opt/\xff/rl").into(),
+            args: Vec::new(),
+        };
+        assert!(matches!(
+            not_text.for_run(&id),
+            Err(ProcessError::Launch {
+                component: Component::Trainer,
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn the_hosted_tinker_key_reaches_only_a_trainer_that_talks_to_the_hosted_tinker() {
