@@ -5,13 +5,14 @@
 
 use std::path::Path;
 
+use rl_settings::RunFolder;
 use serde::Deserialize;
 
 use crate::error::MetricsError;
 use crate::model::Checkpoint;
 
 /// The file name, inside the run folder.
-pub const CHECKPOINTS_FILE_NAME: &str = "checkpoints.jsonl";
+pub const CHECKPOINTS_FILE_NAME: &str = RunFolder::CHECKPOINTS;
 /// The name of the last step's checkpoint.
 const FINAL: &str = "final";
 
@@ -96,7 +97,7 @@ pub fn engine_archive(run_dir: &Path, tinker_path: &str) -> Option<std::path::Pa
     if !parts.iter().all(safe) {
         return None;
     }
-    let checkpoints = run_dir.join("engine").join("checkpoints");
+    let checkpoints = RunFolder::at(run_dir).engine_checkpoints();
     match parts[..] {
         [model, "weights", name] => Some(checkpoints.join(model).join(format!("{name}.tar.gz"))),
         [model, name] => Some(

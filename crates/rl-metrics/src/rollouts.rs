@@ -9,10 +9,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use rl_settings::RunFolder;
+
 use crate::error::MetricsError;
 
 /// The folder inside the run folder.
-pub const ROLLOUTS_DIR: &str = "rollouts";
+pub const ROLLOUTS_DIR: &str = RunFolder::ROLLOUTS;
 /// Bytes of one step's file read at most.
 pub const MAX_ROLLOUT_BYTES: u64 = 8 * 1024 * 1024;
 /// Rows of one step returned at most.
@@ -46,7 +48,7 @@ pub struct StepRollouts {
 
 /// The steps whose rollouts the run kept, oldest first.
 pub fn rollout_steps(run_dir: &Path) -> Vec<i64> {
-    let Ok(entries) = std::fs::read_dir(run_dir.join(ROLLOUTS_DIR)) else {
+    let Ok(entries) = std::fs::read_dir(RunFolder::at(run_dir).rollouts()) else {
         return Vec::new();
     };
     let mut steps: Vec<i64> = entries
@@ -72,8 +74,8 @@ fn step_of(name: &str) -> Option<i64> {
 /// Read a line at a time, within [`MAX_ROLLOUT_BYTES`] of the file: what is held is the rows
 /// kept and the line being read, never the file (`rl serve` answers many such reads at once).
 pub fn read_rollouts(run_dir: &Path, step: i64) -> Result<Option<StepRollouts>, MetricsError> {
-    let path = run_dir
-        .join(ROLLOUTS_DIR)
+    let path = RunFolder::at(run_dir)
+        .rollouts()
         .join(format!("step_{step:06}.jsonl"));
     let io_error = |action: &'static str| {
         let path = path.clone();

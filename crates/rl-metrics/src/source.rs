@@ -3,16 +3,18 @@
 
 use std::path::PathBuf;
 
-use crate::checkpoints::{CHECKPOINTS_FILE_NAME, CheckpointRecord, read_checkpoints};
+use rl_settings::RunFolder;
+
+use crate::checkpoints::{CheckpointRecord, read_checkpoints};
 use crate::error::MetricsError;
 use crate::model::{RunMetrics, SourceKind};
 use crate::trainer_log;
 use async_trait::async_trait;
 
 /// The file name, inside the run folder, of the trainer's JSON-lines metrics.
-pub const METRICS_FILE_NAME: &str = "metrics.jsonl";
+pub const METRICS_FILE_NAME: &str = RunFolder::METRICS;
 /// The folder, inside the run folder, WandB writes its run folders to (`WANDB_DIR`).
-pub const WANDB_DIR_NAME: &str = "wandb";
+pub const WANDB_DIR_NAME: &str = RunFolder::WANDB;
 
 /// How the trainer and the env name their WandB runs, as written into the run's config.
 ///
@@ -82,15 +84,15 @@ impl RunTarget {
     }
 
     pub fn metrics_file(&self) -> PathBuf {
-        self.run_dir.join(METRICS_FILE_NAME)
+        RunFolder::at(&self.run_dir).metrics()
     }
 
     pub fn wandb_dir(&self) -> PathBuf {
-        self.run_dir.join(WANDB_DIR_NAME)
+        RunFolder::at(&self.run_dir).wandb()
     }
 
     pub fn checkpoints_file(&self) -> PathBuf {
-        self.run_dir.join(CHECKPOINTS_FILE_NAME)
+        RunFolder::at(&self.run_dir).checkpoints()
     }
 }
 
@@ -392,7 +394,7 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(
-            dir.path().join(CHECKPOINTS_FILE_NAME),
+            RunFolder::at(dir.path()).checkpoints(),
             "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://m/step_0\", \"state_path\": \"tinker://m/weights/step_0\", \"time\": \"2026-11-23T16:00:00Z\"}\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
