@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use rl_settings::{
-    RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunId, Settings, Value, create_private_dir, run_dir,
-    trainer, write_atomically,
+    RunConfig, RunEndpoints, RunFolder, RunId, Settings, Value, create_private_dir, trainer,
+    write_atomically,
 };
 use serde::{Deserialize, Serialize};
 
@@ -153,9 +153,9 @@ impl RunEnvironment {
         })
     }
 
-    /// What run `run_id` (whose folder is `dir`) recorded.
-    pub(crate) fn read(dir: &Path, run_id: &str) -> Result<Self, ConfigError> {
-        let path = dir.join(RUN_ENVIRONMENT_FILE);
+    /// What run `run_id` (whose folder is `folder`) recorded.
+    pub(crate) fn read(folder: &RunFolder, run_id: &str) -> Result<Self, ConfigError> {
+        let path = folder.environment();
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -178,12 +178,12 @@ impl RunEnvironment {
         })
     }
 
-    fn write(&self, dir: &Path) -> Result<(), ConfigError> {
+    fn write(&self, folder: &RunFolder) -> Result<(), ConfigError> {
         let text = serde_json::to_vec_pretty(self).map_err(|error| ConfigError::CorruptState {
-            path: dir.join(RUN_ENVIRONMENT_FILE),
+            path: folder.environment(),
             reason: error.to_string(),
         })?;
-        write_atomically(&dir.join(RUN_ENVIRONMENT_FILE), &text)?;
+        write_atomically(&folder.environment(), &text)?;
         Ok(())
     }
 }
@@ -191,7 +191,7 @@ impl RunEnvironment {
 /// What run `run_id` ran, as its folder records it: the environment and the selection's edits
 /// (its WandB name and time are not kept).
 pub fn run_selection(home: &Path, run_id: &RunId) -> Result<Selection, ConfigError> {
-    let ran = RunEnvironment::read(&run_dir(home, run_id), run_id.as_str())?;
+    let ran = RunEnvironment::read(&RunFolder::of(home, run_id), run_id.as_str())?;
     Ok(Selection {
         environment: ran.environment,
         wandb_name: String::new(),
@@ -199,9 +199,6 @@ pub fn run_selection(home: &Path, run_id: &RunId) -> Result<Selection, ConfigErr
         edits: ran.edits,
     })
 }
-
-/// The file in a run's folder that says which environment it ran.
-const RUN_ENVIRONMENT_FILE: &str = "environment.json";
 
 /// SHA-256 of `bytes`, lowercase hex: the digest rl records of files and compares requests by.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -224,9 +221,9 @@ pub(crate) fn write(
     environment: &RunEnvironment,
     config: &RunConfig,
 ) -> Result<PathBuf, ConfigError> {
-    let dir = run_dir(home, run_id);
-    create_private_dir(&dir)?;
-    let path = dir.join(RUN_CONFIG_FILE);
+    let folder = RunFolder::of(home, run_id);
+    create_private_dir(folder.dir())?;
+    let path = folder.config();
     let header = format!(
         "# Run {run_id} of {} ({}), written by rl. Holds no secret: keys reach the processes \
          through their environment.\n",
@@ -234,6 +231,6 @@ pub(crate) fn write(
     );
     let text = header + &config.to_yaml()?;
     write_atomically(&path, text.as_bytes())?;
-    environment.write(&dir)?;
+    environment.write(&folder)?;
     Ok(path)
 }

@@ -462,8 +462,8 @@ impl ConfigService {
         allow_changes: bool,
     ) -> Result<ResumedConfig, ConfigError> {
         let home = self.store.home();
-        let parent_dir = rl_settings::run_dir(home, parent);
-        let ran = RunEnvironment::read(&parent_dir, parent.as_str())?;
+        let parent_folder = rl_settings::RunFolder::of(home, parent);
+        let ran = RunEnvironment::read(&parent_folder, parent.as_str())?;
         let now = RunEnvironment::of(&ran.environment, &ran.edits)?;
         if now.sha256 != ran.sha256 && !allow_changes {
             return Err(ConfigError::EnvironmentChanged {
@@ -471,7 +471,7 @@ impl ConfigService {
                 file: ran.environment.environments_dir.join(&ran.environment.file),
             });
         }
-        let config = RunConfig::read(&parent_dir.join(rl_settings::RUN_CONFIG_FILE))?;
+        let config = RunConfig::read(&parent_folder.config())?;
         let config = crate::new_run::resumed(
             config,
             &ran.environment,
