@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod fixture_server;
+mod graph;
 mod node;
 mod pins;
 mod sample;
@@ -37,6 +38,8 @@ enum Task {
     Vendor(vendor::VendorArgs),
     /// Each pinned Python package beside its newest release on PyPI (reports only; exits 0).
     Pins,
+    /// The crate graph and each crate's module graph, with every circle named.
+    Graph,
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,6 +52,7 @@ fn main() -> std::process::ExitCode {
             Task::Demo => demo::run(&root),
             Task::Bench(args) => bench::run(&root, &args),
             Task::Vendor(args) => vendor::run(&root, &args),
+            Task::Graph => graph::run(&root),
             Task::Pins => {
                 pins::run();
                 Ok(())
