@@ -41,7 +41,7 @@ pub use launcher::{
 };
 pub use log_tail::{LogTail, read_log_tail};
 pub use output::{OutputCopy, redacted_output};
-pub use plan::LaunchPlan;
+pub use plan::{LaunchPlan, LaunchRecord};
 pub use ports::{free_loopback_ports, is_listening};
 pub use probe::{HttpProbe, Probe, Readiness};
 pub use resume::{carry_over, copy_engine};

@@ -14,7 +14,7 @@ use rl_settings::{Backend, RunEndpoints, RunId, SECRET_NAMES, Secrets, Settings,
 use crate::ProcessError;
 use crate::identity::ProcessIdentity;
 use crate::launcher::{LaunchSpec, open_log};
-use crate::plan::LaunchPlan;
+use crate::plan::{LaunchPlan, LaunchRecord};
 use crate::ports::{free_loopback_ports, is_listening};
 use crate::state::{Component, ComponentStatus, RunState};
 use crate::store::{Event, Lineage, NewRun, RunRecord, RunStore};
@@ -392,17 +392,21 @@ impl Runs {
                 log_path: dir.join(format!("{component}.log")),
             });
         }
-        let plan = LaunchPlan {
-            run_id: run_id.clone(),
-            api_port,
-            trainer_port,
-            engine_port,
-            components,
-            timing: settings.run.clone(),
-            slurm: (settings.backend == Backend::Slurm).then(|| settings.slurm.clone()),
-        };
-        plan.save(&self.home)?;
-        let logs = plan
+        let record = LaunchRecord::new(
+            LaunchPlan {
+                run_id: run_id.clone(),
+                api_port,
+                trainer_port,
+                engine_port,
+                components,
+                timing: settings.run.clone(),
+                slurm: (settings.backend == Backend::Slurm).then(|| settings.slurm.clone()),
+            },
+            settings.held_out,
+        );
+        record.save(&self.home)?;
+        let logs = record
+            .plan
             .components
             .iter()
             .map(|spec| (spec.component, spec.log_path.clone()))

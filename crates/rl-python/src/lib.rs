@@ -95,12 +95,18 @@ pub fn items_variables(items: Items, slice: HeldOut) -> Vec<(String, String)> {
     ]
 }
 
+/// Whether a Python command's arguments run [`ENV_RUNNER`] (`-m rl_env`), which alone keeps
+/// a slice of an environment's items out.
+pub fn runs_env_runner(args: &[String]) -> bool {
+    args.windows(2)
+        .any(|pair| pair[0] == "-m" && pair[1] == ENV_RUNNER)
+}
+
 /// The slice a command kept out of its items: `Some` when it runs [`ENV_RUNNER`] drawing
-/// training items with a slice of more than nothing.
+/// training items with a slice of more than nothing. How the slice of a run is found when its
+/// launch record is older than the slice recorded in it.
 pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<HeldOut> {
-    let runs_runner = args
-        .windows(2)
-        .any(|pair| pair[0] == "-m" && pair[1] == ENV_RUNNER);
+    let runs_runner = runs_env_runner(args);
     let value = |name: &str| {
         env.iter()
             .rev()
