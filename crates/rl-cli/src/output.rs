@@ -20,6 +20,24 @@ impl std::fmt::Display for AlreadyReported {
 
 impl std::error::Error for AlreadyReported {}
 
+/// The exit code a script reads after a wait. A wait is not a run: a run that failed, was
+/// stopped or was lost is not a success to wait for, and a timeout is not an arrival.
+const ENDED_UNCOMPLETED: u8 = 3;
+const TIMED_OUT: u8 = 4;
+
+/// How a wait for a run ends, for scripts: 0 (`Ok`) reached, 3 the run ended without
+/// completing, 4 timed out.
+pub(crate) fn wait_ended(state: rl_process::RunState, timed_out: bool) -> anyhow::Result<()> {
+    let code = if state.is_finished() && state != rl_process::RunState::Completed {
+        ENDED_UNCOMPLETED
+    } else if timed_out {
+        TIMED_OUT
+    } else {
+        return Ok(());
+    };
+    Err(anyhow::Error::new(AlreadyReported(code)))
+}
+
 /// What a coloured cell says at a glance.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Tone {

@@ -287,11 +287,6 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
     }
 }
 
-/// The exit code a script reads after a wait. A wait is not a run: a run that failed, was
-/// stopped or was lost is not a success to wait for, and a timeout is not an arrival.
-const ENDED_UNCOMPLETED: u8 = 3;
-const TIMED_OUT: u8 = 4;
-
 /// Shows the outcome to a person (JSON was printed by the caller), then `Ok` when the wait
 /// reached what it waited for and the run has not ended without completing, else the exit
 /// code that says which.
@@ -302,20 +297,7 @@ fn waited(outcome: &WaitOutcome, timeout: f64, as_json: bool) -> anyhow::Result<
         }
         print_status(&RunView::from(&outcome.status))?;
     }
-    ended(outcome.status.run.state, outcome.timed_out)
-}
-
-/// How a wait for a run ends, for scripts: 0 (`Ok`) reached, 3 the run ended without
-/// completing, 4 timed out.
-pub(crate) fn ended(state: RunState, timed_out: bool) -> anyhow::Result<()> {
-    let code = if state.is_finished() && state != RunState::Completed {
-        ENDED_UNCOMPLETED
-    } else if timed_out {
-        TIMED_OUT
-    } else {
-        return Ok(());
-    };
-    Err(anyhow::Error::new(output::AlreadyReported(code)))
+    output::wait_ended(outcome.status.run.state, outcome.timed_out)
 }
 
 /// Waits, showing the run's state and, once it trains, its latest step: a spinner on a

@@ -199,7 +199,7 @@ pub(crate) fn watch(tools: &Tools, id: &RunId) -> anyhow::Result<()> {
                 }
             }
             let state = tools.run_status(id, i64::MAX)?.run.state;
-            return crate::runs::ended(state, false);
+            return output::wait_ended(state, false);
         }
         let stop = runtime.block_on(async {
             tokio::select! {
