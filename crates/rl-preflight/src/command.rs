@@ -224,12 +224,8 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
     } else if let Some(package) = &package {
         // `python -m` finds the module from its root; the file's own folder comes next, as a
         // script has it.
-        let theirs = plan.child_environment.get("PYTHONPATH").map(String::as_str);
         let folders = std::iter::once(package.root.as_path()).chain(plan.env_file.parent());
-        env.push((
-            "PYTHONPATH".to_owned(),
-            rl_python::search_path(folders, theirs),
-        ));
+        env.push(rl_python::python_path_of(folders, &plan.child_environment));
     }
     if plan.use_wandb {
         // The SDK keeps its run files in the test's folder, not in the working tree.

@@ -75,22 +75,27 @@ impl<'a> PythonLauncher<'a> {
     /// The `PYTHONPATH` variable for a program whose command line is made elsewhere (a run's
     /// components come from the operator's command templates).
     pub fn python_path(&self, imports: Imports) -> (String, String) {
-        let theirs = match imports {
-            Imports::WithOperators => self.operators_path(),
-            Imports::Alone => None,
-        };
-        (PYTHON_PATH.to_owned(), search_path([self.programs], theirs))
-    }
-
-    /// The operator's own `PYTHONPATH`.
-    fn operators_path(&self) -> Option<&'a str> {
-        self.operator.get(PYTHON_PATH).map(String::as_str)
+        match imports {
+            Imports::WithOperators => python_path_of([self.programs], self.operator),
+            Imports::Alone => (PYTHON_PATH.to_owned(), search_path([self.programs], None)),
+        }
     }
 }
 
-/// A `PYTHONPATH` of `folders` in order, then `theirs` (the operator's own): never dropped, as
-/// their packages may be what the program's environment imports.
-pub fn search_path<'f>(
+/// The `PYTHONPATH` variable of `folders` in order, then the operator's own (from their
+/// `[child_environment]`): never dropped, as their packages may be what the program or the
+/// environment it runs imports. Also for a Python that runs no program of rl's (a
+/// package-style environment run from its root).
+pub fn python_path_of<'f>(
+    folders: impl IntoIterator<Item = &'f Path>,
+    operator: &BTreeMap<String, String>,
+) -> (String, String) {
+    let theirs = operator.get(PYTHON_PATH).map(String::as_str);
+    (PYTHON_PATH.to_owned(), search_path(folders, theirs))
+}
+
+/// `folders` in order, then `theirs` when they have one, as `PYTHONPATH` separates them.
+pub(crate) fn search_path<'f>(
     folders: impl IntoIterator<Item = &'f Path>,
     theirs: Option<&str>,
 ) -> String {
@@ -159,8 +164,11 @@ mod tests {
             assert_eq!(launcher.python_path(Imports::WithOperators).1, "/p");
         }
         assert_eq!(
-            search_path([Path::new("/root"), Path::new("/root/pkg")], Some("/t")),
-            "/root:/root/pkg:/t"
+            python_path_of(
+                [Path::new("/root"), Path::new("/root/pkg")],
+                &operator(Some("/t"))
+            ),
+            (PYTHON_PATH.to_owned(), "/root:/root/pkg:/t".to_owned())
         );
     }
 }

@@ -15,7 +15,8 @@ use rl_settings::HeldOut;
 
 mod launch;
 
-pub use launch::{Imports, ProgramCommand, PythonLauncher, search_path};
+use launch::search_path;
+pub use launch::{Imports, ProgramCommand, PythonLauncher, python_path_of};
 
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
 
