@@ -102,6 +102,7 @@ fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
     for row in &steps {
         assert!(row["reward/mean"].as_f64().is_some(), "{row}");
     }
+    assert_counted_and_timed(&dir, &steps);
 
     // Every checkpoint row is a save the engine made, and results report exactly those.
     let checkpoints = lines(&dir.join("checkpoints.jsonl"));
@@ -207,6 +208,100 @@ fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
         trained.is_finite() && initial.is_finite() && (trained - initial).abs() > 1e-4,
         "the policy did not change: {sampled:#}"
     );
+}
+
+/// The parts of a step's time, each `time/<part>_secs` in its metrics row (`eval` only on a
+/// step that evaluated).
+const STEP_PARTS: [&str; 9] = [
+    "wait",
+    "logprobs",
+    "rollouts",
+    "forward_backward",
+    "optim",
+    "save",
+    "sampler_update",
+    "eval",
+    "other",
+];
+
+/// Every step row counts exactly the tokens of its rollouts file (prompt, completion and
+/// trained tokens of each completion), its totals are the running sums, and its time's parts
+/// add up to its total, which the older keys (the wait, the step after it, the evaluation)
+/// measure too.
+fn assert_counted_and_timed(run_dir: &Path, steps: &[&Value]) {
+    let mut totals = [0u64; 3];
+    let mut trained_any = false;
+    for row in steps {
+        let step = row["step"].as_u64().unwrap();
+        let rollouts = lines(&run_dir.join(format!("rollouts/step_{step:06}.jsonl")));
+        assert!(!rollouts.is_empty(), "step {step} has no rollouts");
+        for (i, (kind, column)) in [
+            ("prompt", "prompt_tokens"),
+            ("sampled", "completion_tokens"),
+            ("trained", "trained_tokens"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let summed: u64 = rollouts
+                .iter()
+                .map(|rollout| rollout[column].as_u64().unwrap_or(0))
+                .sum();
+            let counted = row[format!("tokens/{kind}")].as_u64();
+            assert_eq!(counted, Some(summed), "step {step}'s {kind} tokens: {row}");
+            totals[i] += summed;
+            let total = row[format!("tokens/{kind}_total")].as_u64();
+            assert_eq!(total, Some(totals[i]), "step {step}'s {kind} total: {row}");
+        }
+        trained_any |= row["tokens/trained"].as_u64() > Some(0);
+
+        let secs = |key: &str| row[key].as_f64();
+        let parts: Vec<(&str, f64)> = STEP_PARTS
+            .iter()
+            .filter_map(|part| Some((*part, secs(&format!("time/{part}_secs"))?)))
+            .collect();
+        assert_eq!(
+            parts.len(),
+            STEP_PARTS.len() - usize::from(row.get("time/eval_secs").is_none()),
+            "{row}"
+        );
+        assert!(parts.iter().all(|(_, value)| *value >= 0.0), "{row}");
+        let total = secs("time/total_secs").unwrap();
+        let summed: f64 = parts.iter().map(|(_, value)| value).sum();
+        assert!(
+            (summed - total).abs() <= 1e-6,
+            "step {step}'s parts add up to {summed}, not {total}: {row}"
+        );
+        let outside = secs("time/wait_secs").unwrap()
+            + secs("time/step_secs").unwrap()
+            + secs("time/eval_secs").unwrap_or(0.0);
+        assert!(
+            (outside - total).abs() <= 0.05,
+            "step {step}: wait + step + eval = {outside}, total {total}: {row}"
+        );
+        // What is left unnamed (preparing the batch) is a small part of a step.
+        let other = secs("time/other_secs").unwrap();
+        assert!(
+            other <= 0.5 + 0.1 * total,
+            "step {step}: {other} s unaccounted for: {row}"
+        );
+        let largest = parts.iter().fold(
+            parts[0],
+            |max, part| if part.1 > max.1 { *part } else { max },
+        );
+        assert_eq!(row["time/bottleneck"], largest.0, "{row}");
+        let trained = row["tokens/trained"].as_f64().unwrap();
+        let per_sec = secs("throughput/trained_tokens_per_sec").unwrap();
+        assert!(
+            (per_sec - trained / total).abs() <= 1e-6 * per_sec.max(1.0),
+            "{row}"
+        );
+        if trained > 0.0 {
+            assert!(secs("time/forward_backward_secs").unwrap() > 0.0, "{row}");
+            assert!(secs("time/optim_secs").unwrap() > 0.0, "{row}");
+        }
+    }
+    assert!(trained_any, "no step trained: {steps:#?}");
 }
 
 /// What PEFT's `PeftModel.from_pretrained` reads: a LoRA `adapter_config.json` for the base
@@ -491,6 +586,28 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
                 .cloned()
         };
         assert_eq!(row(&parent_rows), row(&child_rows), "step {step}");
+    }
+    // Token totals go on from the parent's at the step resumed after.
+    let total_at = |step: u64, key: &str| {
+        child_rows
+            .iter()
+            .find(|row| row["step"].as_u64() == Some(step))
+            .and_then(|row| row[key].as_u64())
+            .unwrap_or_else(|| panic!("step {step} has no {key}: {child_rows:#?}"))
+    };
+    assert!(
+        total_at(resumed_at, "tokens/sampled_total") > 0,
+        "{child_rows:#?}"
+    );
+    for kind in ["prompt", "sampled", "trained"] {
+        let key = format!("tokens/{kind}_total");
+        for step in resumed_at + 1..=6 {
+            assert_eq!(
+                total_at(step, &key),
+                total_at(step - 1, &key) + total_at(step, &format!("tokens/{kind}")),
+                "step {step}'s {key}"
+            );
+        }
     }
     let checkpoints = lines(&child_dir.join("checkpoints.jsonl"));
     let checkpoint_steps: Vec<u64> = checkpoints

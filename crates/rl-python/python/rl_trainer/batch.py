@@ -272,6 +272,13 @@ def aligned_sequences(prepared: PreparedBatch) -> List[AlignedSequence]:
     return [align(s) for g in prepared.trained_groups() for s in g.sequences if s.has_targets()]
 
 
+def datum_tokens(group: PreparedGroup, sequence: PreparedSequence) -> int:
+    """The tokens of `sequence`'s datum (its model input: every token but the last, as
+    `align` cuts it), or 0 when it is not trained: the same rule as `aligned_sequences`, per
+    completion, so the rollout rows can say it before the datums exist."""
+    return len(sequence.tokens) - 1 if group.skip is None and sequence.has_targets() else 0
+
+
 # --------------------------------------------------------------------------- statistics
 
 
@@ -313,6 +320,22 @@ def training_logprobs(sequences: Sequence[AlignedSequence], outputs: Sequence[Se
             if t:
                 values.append(float(lp))
     return values
+
+
+def token_counts(prepared: PreparedBatch, sequences: Sequence[AlignedSequence]) -> Dict[str, int]:
+    """tokens/{prompt,sampled,trained} of one step. Prompt and sampled: every completion the
+    batch holds, skipped groups included (they were sampled and paid for), as cut to the
+    trainer's limit, split at the first completion token as the rollout rows split them (a
+    malformed group's completions cannot be read, so count nothing). Trained: the model-input
+    tokens of the datums `sequences` become."""
+    prompt = sampled = 0
+    for group in prepared.groups:
+        for seq in group.sequences:
+            cut = seq.prompt_length()
+            prompt += cut
+            sampled += len(seq.tokens) - cut
+    trained = sum(len(seq.input_tokens) for seq in sequences)
+    return {"tokens/prompt": prompt, "tokens/sampled": sampled, "tokens/trained": trained}
 
 
 def batch_counts(prepared: PreparedBatch, datums: int) -> Dict[str, int]:

@@ -24,7 +24,7 @@ import json
 import os
 import time
 import warnings
-from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
 import httpx
 import numpy as np
@@ -259,15 +259,21 @@ class Tinker:
             self.say,
         )
 
-    async def train(self, datums: List[ttypes.Datum], learning_rate: float) -> Tuple[Any, Any]:
+    async def train(self, datums: List[ttypes.Datum], learning_rate: float) -> Tuple[Any, Any, Dict[str, float]]:
         """forward_backward(importance_sampling) then optim_step(Adam); both submitted before
-        either result is awaited, so they queue back to back."""
+        either result is awaited, so they queue back to back. Also the seconds the caller
+        waited for each result: `forward_backward` from the submission to its result,
+        `optim` from then to the optimizer step's (the engine runs them in turn, so each is
+        the time its own work held the step up)."""
+        started = time.monotonic()
         fb_future = self.training.forward_backward(datums, "importance_sampling")
         adam = ttypes.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
         optim_future = self.training.optim_step(adam)
         fb = await bounded(fb_future, "forward_backward", self.timeout)
+        fb_done = time.monotonic()
         optim = await bounded(optim_future, "optim_step", self.timeout)
-        return fb, optim
+        secs = {"forward_backward": fb_done - started, "optim": time.monotonic() - fb_done}
+        return fb, optim, secs
 
     async def compute_logprobs(self, client, tokens: Sequence[int]) -> List[float]:
         """The sampler's logprob of every token given the ones before it (0.0 for the first)."""

@@ -7,10 +7,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from .batch import (
     SKIP_MALFORMED,
@@ -19,12 +20,13 @@ from .batch import (
     batch_counts,
     prepare_batch,
     summary,
+    token_counts,
     training_logprobs,
 )
 from .config import CONTRACT, EVALUATE_MARGIN_SECS, TrainerConfig
 from . import evaluation
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
-from .records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows
+from .records import TOKEN_TOTALS, Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows, token_totals
 from .runapi import RunApi
 from .server import InferenceServer, bind_socket, create_app
 
@@ -57,6 +59,52 @@ def fingerprints_match(expected: List[float], found: List[float]) -> bool:
     )
 
 
+#: The parts a step's time is split into, each `time/<part>_secs` in its row. `other` is what
+#: the rest leave of the step's total: preparing the batch (advantages, cuts, datums,
+#: statistics) and the bookkeeping between the parts.
+STEP_PARTS = ("wait", "logprobs", "rollouts", "forward_backward", "optim", "save", "sampler_update", "eval", "other")
+#: Parts a row holds only when the step did them: `time/eval_secs` has always meant that the
+#: step evaluated its checkpoint.
+OCCASIONAL_PARTS = ("eval",)
+
+
+class StepClock:
+    """One step's anatomy: the seconds spent in each part, from the moment the step asks for
+    its batch (`total`), so the parts add up to the step's whole time."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.secs: Dict[str, float] = {p: 0.0 for p in STEP_PARTS if p not in OCCASIONAL_PARTS and p != "other"}
+
+    def add(self, part: str, secs: float) -> None:
+        self.secs[part] = self.secs.get(part, 0.0) + secs
+
+    @contextlib.contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, time.monotonic() - began)
+
+    def metrics(self, tokens: Dict[str, int]) -> Dict[str, Any]:
+        """time/<part>_secs, time/total_secs, the bottleneck (the largest part, and its share
+        of the total), and the step's throughput, all up to now."""
+        total = time.monotonic() - self.started
+        parts = dict(self.secs)
+        # `wait` is timed inside the poll and the other parts never overlap, so the named parts
+        # never exceed the total: max only absorbs floating-point rounding.
+        parts["other"] = max(0.0, total - sum(parts.values()))
+        out: Dict[str, Any] = {f"time/{p}_secs": parts[p] for p in STEP_PARTS if p in parts}
+        out["time/total_secs"] = total
+        bottleneck = max(parts, key=lambda p: parts[p])
+        out["time/bottleneck"] = bottleneck
+        out["time/bottleneck_share"] = parts[bottleneck] / total if total > 0 else 0.0
+        for kind in ("trained", "sampled"):
+            out[f"throughput/{kind}_tokens_per_sec"] = tokens[f"tokens/{kind}"] / total if total > 0 else 0.0
+        return out
+
+
 def say(message: str) -> None:
     """An informational line on stdout (the lines rl parses are printed bare)."""
     print(f"[rl-trainer] {message}", flush=True)
@@ -86,6 +134,11 @@ class Trainer:
         self.evaluate_command = evaluation.command_from()
         self.evaluation_url = evaluation.loopback_url(config.serve_host, config.serve_port)
         self.last_evaluated = config.starting_step
+        # Token totals continue the parent's (its rows up to the starting step are copied
+        # here by rl before a resumed run starts); `totals_from` is the row they came from.
+        self.totals, self.totals_from = dict.fromkeys(TOKEN_TOTALS, 0), None
+        if config.starting_step > 0:
+            self.totals, self.totals_from = token_totals(self.metrics.path, config.starting_step)
         # The tokens the weights' fingerprint is taken on: the probe text in the run's tokenizer
         # (set once the tokenizer is loaded, in setup).
         self.probe: list = []
@@ -137,6 +190,13 @@ class Trainer:
             )
             self.evaluate_command = None
         say("settings: " + ", ".join(f"{k}={v}" for k, v in c.summary().items()))
+        if c.starting_step > 0 and self.totals_from is None:
+            say(f"note: no metrics row up to step {c.starting_step} holds token totals: this run's totals start from 0")
+        elif c.starting_step > 0 and self.totals_from != c.starting_step:
+            say(
+                f"note: token totals continue from step {self.totals_from}'s row (step {c.starting_step} "
+                "has none): the steps between are not in them"
+            )
         from transformers import AutoTokenizer  # slow import: after /health is up
 
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, c.tokenizer_name)
@@ -183,7 +243,9 @@ class Trainer:
     async def train_step(self, n: int) -> None:
         c = self.config
         last = n == c.total_steps
+        clock = StepClock()
         batch, waited = await self.runapi.next_batch(c.batch_timeout_secs)
+        clock.add("wait", waited)
         started = time.monotonic()
         if os.environ.get(FAULT_VARIABLE) == str(n):
             # The tests' way to make a step fail for real, with the engine and everything up.
@@ -197,10 +259,12 @@ class Trainer:
         # chat env does not) are computed with the current sampling client.
         missing = prepared.sequences_missing_logprobs()
         client = self.policy.client
-        for seq in missing:
-            seq.logprobs = await self.tinker.compute_logprobs(client, seq.tokens)
-            prepared.groups[seq.group].recomputed = True
-        self.rollouts.write(n, rollout_rows(prepared, self.policy.decode_all))
+        with clock.part("logprobs"):
+            for seq in missing:
+                seq.logprobs = await self.tinker.compute_logprobs(client, seq.tokens)
+                prepared.groups[seq.group].recomputed = True
+        with clock.part("rollouts"):
+            self.rollouts.write(n, rollout_rows(prepared, self.policy.decode_all))
 
         sequences = aligned_sequences(prepared)
         metrics: Dict[str, Any] = {"step": n, "_timestamp": time.time(), "train/learning_rate": c.learning_rate}
@@ -214,7 +278,9 @@ class Trainer:
         if sequences:
             sampler = [lp for s in sequences for lp in s.sampler_logprobs()]
             metrics.update(summary(sampler))
-            fb, optim = await self.tinker.train([to_datum(s) for s in sequences], c.learning_rate)
+            fb, optim, secs = await self.tinker.train([to_datum(s) for s in sequences], c.learning_rate)
+            for part in ("forward_backward", "optim"):
+                clock.add(part, secs[part])
             outputs = list(fb.loss_fn_outputs)
             trained = training_logprobs(sequences, [tensor_list(o.get("logprobs")) for o in outputs])
             metrics.update(summary(trained, "_training"))
@@ -237,14 +303,20 @@ class Trainer:
 
         saved = bool(sequences) or last
         if saved:
-            await self.save(n, last)
+            await self.save(n, last, clock)
         metrics["time/wait_secs"] = waited
         metrics["time/step_secs"] = time.monotonic() - started
         if saved and self.evaluate_command and evaluation.is_due(n, c.total_steps, c.eval_every, self.last_evaluated):
-            evaluated = time.monotonic()
-            metrics.update(await self.evaluate(n))
-            metrics["time/eval_secs"] = time.monotonic() - evaluated
+            with clock.part("eval"):
+                metrics.update(await self.evaluate(n))
+            metrics["time/eval_secs"] = clock.secs["eval"]
             self.last_evaluated = n
+        tokens = token_counts(prepared, sequences)
+        metrics.update(tokens)
+        for key in TOKEN_TOTALS:
+            self.totals[key] += tokens[key[: -len("_total")]]
+        metrics.update(self.totals)
+        metrics.update(clock.metrics(tokens))
         metrics["_timestamp"] = time.time()  # when the step ended (the key stays second)
         self.metrics.append(metrics)
         if self.wandb is not None:
@@ -253,20 +325,23 @@ class Trainer:
         say(
             f"step {n}/{c.total_steps}: reward/mean={metrics.get('reward/mean', float('nan')):.4f} "
             f"loss={shown} groups={metrics['batch/groups']} skipped={metrics['batch/skipped_groups']} "
-            f"datums={len(sequences)} wait={waited:.1f}s step={metrics['time/step_secs']:.1f}s"
+            f"datums={len(sequences)} wait={waited:.1f}s step={metrics['time/step_secs']:.1f}s "
+            f"bottleneck={metrics['time/bottleneck']}"
         )
 
-    async def save(self, n: int, last: bool) -> None:
+    async def save(self, n: int, last: bool, clock: StepClock) -> None:
         c = self.config
         name = "final" if last else f"step_{n}"
-        sampler_path = await self.tinker.save_for_sampler(name)
-        state_path = fingerprint = None
-        if last or (c.save_every > 0 and n % c.save_every == 0):
-            state_path = await self.tinker.save_state(name)
-            fingerprint = await self.tinker.fingerprint(self.probe)
-        # Recorded as soon as saved: a failure to sample from it must not hide that it exists.
-        self.checkpoints.record(n, name, sampler_path, state_path, fingerprint)
-        self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
+        with clock.part("save"):
+            sampler_path = await self.tinker.save_for_sampler(name)
+            state_path = fingerprint = None
+            if last or (c.save_every > 0 and n % c.save_every == 0):
+                state_path = await self.tinker.save_state(name)
+                fingerprint = await self.tinker.fingerprint(self.probe)
+            # Recorded as soon as saved: a failure to sample from it must not hide that it exists.
+            self.checkpoints.record(n, name, sampler_path, state_path, fingerprint)
+        with clock.part("sampler_update"):
+            self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
         announce(f"Sampling client updated: {sampler_path}")
         if state_path:
             say(f"training state (weights + optimizer) saved: {state_path}")

@@ -17,7 +17,9 @@ import os
 import random
 import re
 import string
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .batch import datum_tokens
 
 ROLLOUT_NAME = re.compile(r"^step_(\d+)\.jsonl$")
 
@@ -44,6 +46,38 @@ class JsonLines:
             self._file.close()
         except OSError:
             pass
+
+
+#: The running token counts a step row carries, each the sum of its own step's
+#: `tokens/<kind>` and the totals of the row before.
+TOKEN_TOTALS = ("tokens/prompt_total", "tokens/sampled_total", "tokens/trained_total")
+
+
+def token_totals(path: str, step: int) -> Tuple[Dict[str, int], Optional[int]]:
+    """The token totals a run continuing after `step` starts from: those of the last row of
+    `path` (a resumed run's metrics.jsonl, holding its parent's rows up to `step` as rl copied
+    them) at or before `step` that has them, and that row's step; zeros and None when no row
+    has them (a parent trained by an rl that did not count tokens, or no row at all)."""
+    found: Tuple[Dict[str, int], Optional[int]] = (dict.fromkeys(TOKEN_TOTALS, 0), None)
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(row, dict):
+                    continue
+                row_step = row.get("step")
+                if isinstance(row_step, bool) or not isinstance(row_step, int) or not 0 <= row_step <= step:
+                    continue
+                values = [row.get(key) for key in TOKEN_TOTALS]
+                if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+                    if found[1] is None or row_step >= found[1]:
+                        found = (dict(zip(TOKEN_TOTALS, values)), row_step)
+    except OSError:
+        pass
+    return found
 
 
 class Checkpoints:
@@ -139,7 +173,8 @@ class Rollouts:
 def rollout_rows(prepared, decode) -> List[Dict[str, Any]]:
     """One row per completion of a prepared batch: group, index, prompt and completion text
     (decoded from the tokens before / from the first completion token), score, advantage,
-    skipped. `decode(tokens) -> str`."""
+    skipped, and its tokens: prompt, completion and trained (its datum's, 0 when not trained),
+    whose sums over a step's rows are that step's tokens/* metrics. `decode(tokens) -> str`."""
     rows = []
     for group in prepared.groups:
         for seq in group.sequences:
@@ -156,6 +191,7 @@ def rollout_rows(prepared, decode) -> List[Dict[str, Any]]:
                     "skip_reason": group.skip,
                     "prompt_tokens": cut,
                     "completion_tokens": len(seq.tokens) - cut,
+                    "trained_tokens": datum_tokens(group, seq),
                     "truncated": seq.truncated,
                 }
             )
@@ -204,8 +240,16 @@ class Wandb:
         say(f"WandB run {run.name} in project {config.wandb_project}, group {config.wandb_group}")
         return cls(run)
 
+    #: Text values WandB is given too (it keeps them in the run's history and table; every
+    #: other value that is not a number is left to the metrics file).
+    TEXT_KEYS = ("time/bottleneck",)
+
     def log(self, metrics: Dict[str, Any], step: int) -> None:
-        values = {k: v for k, v in metrics.items() if k not in ("step", "_timestamp") and isinstance(v, (int, float))}
+        values = {
+            k: v
+            for k, v in metrics.items()
+            if k not in ("step", "_timestamp") and (isinstance(v, (int, float)) or (k in self.TEXT_KEYS and isinstance(v, str)))
+        }
         self.run.log(values, step=step)
 
     def finish(self, exit_code: int = 0) -> None:

@@ -7,12 +7,13 @@ import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
-from rl_trainer.loop import PROBE_TEXT, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
+from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
 
 from tests.test_server import FakeSamplingClient, FakeTokenizer
 
@@ -33,11 +34,16 @@ def group(scores, logprobs=True):
 
 
 class FakeRunApi:
+    #: Seconds each batch takes to come, really waited (a step's parts add up to its time).
+    wait = 0.01
+
     def __init__(self, batches):
         self.batches = list(batches)
 
     async def next_batch(self, timeout_secs=0.0):
-        return self.batches.pop(0), 0.5
+        began = time.monotonic()
+        await asyncio.sleep(self.wait)
+        return self.batches.pop(0), time.monotonic() - began
 
     async def status(self):
         return {"current_step": 99, "queue_size": 0}
@@ -64,7 +70,11 @@ class FakeTinker:
     def say(self, message):
         pass
 
+    #: Seconds the engine's calls take, really waited, as the SDK's futures would be.
+    fb_secs, optim_secs, save_secs, sampler_secs = 0.02, 0.005, 0.01, 0.015
+
     async def save_for_sampler(self, name):
+        await asyncio.sleep(self.save_secs)
         self.saved.append(name)
         return f"tinker://m/{name}"
 
@@ -90,6 +100,7 @@ class FakeTinker:
         return f"tinker://m/weights/{name}"
 
     async def sampling_client(self, path):
+        await asyncio.sleep(self.sampler_secs)
         return FakeSamplingClient()
 
     async def compute_logprobs(self, client, tokens):
@@ -97,13 +108,18 @@ class FakeTinker:
         return [0.0] + [-0.5] * (len(tokens) - 1)
 
     async def train(self, datums, lr):
+        began = time.monotonic()
+        await asyncio.sleep(self.fb_secs)
+        fb_done = time.monotonic()
+        await asyncio.sleep(self.optim_secs)
+        secs = {"forward_backward": fb_done - began, "optim": time.monotonic() - fb_done}
         self.trained.append((len(datums), lr))
         outputs = [
             {"logprobs": {"data": [-0.1] * len(d.model_input.to_ints())}, "elementwise_loss": {"data": [0.25] * len(d.model_input.to_ints())}}
             for d in datums
         ]
         metrics = {"loss:sum": 1.5, "tokens:sum": 12.0} if self.loss_sum else {}
-        return SimpleNamespace(loss_fn_outputs=outputs, metrics=metrics), SimpleNamespace(metrics=None)
+        return SimpleNamespace(loss_fn_outputs=outputs, metrics=metrics), SimpleNamespace(metrics=None), secs
 
 
 class LoopTests(unittest.TestCase):
@@ -166,7 +182,7 @@ class LoopTests(unittest.TestCase):
         self.assertAlmostEqual(first["logprobs/mean_training"], -0.1, places=6)
         self.assertIn("advantages/std", first)
         self.assertEqual(first["train/learning_rate"], 0.01)
-        self.assertEqual(first["time/wait_secs"], 0.5)
+        self.assertGreaterEqual(first["time/wait_secs"], FakeRunApi.wait)
 
         # step 2: every group skipped -> no training, no checkpoint, no loss
         self.assertNotIn("train/loss", skipped)
@@ -187,6 +203,53 @@ class LoopTests(unittest.TestCase):
 
         rollouts = sorted(os.listdir(os.path.join(self.run_dir, "rollouts")))
         self.assertEqual(rollouts, ["step_000002.jsonl", "step_000003.jsonl"])  # keep_rollouts 2
+
+    def test_a_steps_tokens_are_its_rollouts_and_its_parts_add_up_to_its_time(self):
+        batches = [[group([0.0, 1.0]), group([1.0, 1.0])], [group([1.0, 1.0]), group([0.5, 0.5])], [group([0.0, 1.0], logprobs=False)]]
+        trainer = self.trainer(batches, keep=3, eval_every=3)
+
+        async def fake_evaluate(command, step, base_url, model, timeout, say):
+            await asyncio.sleep(0.03)
+            return {"eval/mean_score": 0.5}
+
+        trainer.evaluate_command = ["rl"]
+        with mock.patch("rl_trainer.evaluation.evaluate", fake_evaluate):
+            self.run_steps(trainer, 3)
+        rows = self.rows("metrics.jsonl")[:3]
+        totals = {"prompt": 0, "sampled": 0, "trained": 0}
+        for n, row in enumerate(rows, 1):
+            rollouts = self.rows(os.path.join("rollouts", f"step_{n:06d}.jsonl"))
+            for kind, column in (("prompt", "prompt_tokens"), ("sampled", "completion_tokens"), ("trained", "trained_tokens")):
+                self.assertEqual(row[f"tokens/{kind}"], sum(r[column] for r in rollouts), (n, kind))
+                totals[kind] += row[f"tokens/{kind}"]
+                self.assertEqual(row[f"tokens/{kind}_total"], totals[kind], (n, kind))
+
+            parts = {p: row[f"time/{p}_secs"] for p in STEP_PARTS if f"time/{p}_secs" in row}
+            self.assertTrue(all(v >= 0 for v in parts.values()), parts)
+            self.assertAlmostEqual(sum(parts.values()), row["time/total_secs"], delta=1e-9)
+            # The step's time as the older keys measure it, around the same work.
+            outside = row["time/wait_secs"] + row["time/step_secs"] + row.get("time/eval_secs", 0.0)
+            self.assertAlmostEqual(outside, row["time/total_secs"], delta=0.01)
+            self.assertEqual(row["time/bottleneck"], max(parts, key=parts.get))
+            self.assertAlmostEqual(row["time/bottleneck_share"], parts[row["time/bottleneck"]] / row["time/total_secs"])
+            for kind in ("trained", "sampled"):
+                self.assertAlmostEqual(row[f"throughput/{kind}_tokens_per_sec"], row[f"tokens/{kind}"] / row["time/total_secs"])
+        first, skipped, last = rows
+        fake = trainer.tinker
+        self.assertEqual((first["tokens/prompt"], first["tokens/sampled"], first["tokens/trained"]), (8, 12, 8))
+        # Every group skipped: sampled and counted, nothing trained, saved or swapped.
+        self.assertEqual((skipped["tokens/sampled"], skipped["tokens/trained"]), (12, 0))
+        for part in ("forward_backward", "optim", "save", "sampler_update"):
+            self.assertEqual(skipped[f"time/{part}_secs"], 0.0)
+        self.assertNotIn("time/eval_secs", first)  # only a step that evaluated has it
+        for row in (first, last):
+            self.assertGreaterEqual(row["time/forward_backward_secs"], fake.fb_secs)
+            self.assertGreaterEqual(row["time/optim_secs"], fake.optim_secs)
+            self.assertGreaterEqual(row["time/save_secs"], fake.save_secs)
+            self.assertGreaterEqual(row["time/sampler_update_secs"], fake.sampler_secs)
+        self.assertGreaterEqual(last["time/eval_secs"], 0.03)
+        self.assertEqual(last["time/bottleneck"], "eval")
+        self.assertLess(last["time/save_secs"], 2 * fake.save_secs + 0.05)  # the sampler's update is not in it
 
     def test_state_every_save_every_steps_and_skipped_last_step(self):
         batches = [[group([0.0, 1.0])], [group([0.0, 1.0])], [group([2.0, 2.0])]]
@@ -250,13 +313,15 @@ class LoopTests(unittest.TestCase):
         self.run_steps(trainer, 1)
         self.assertNotIn("eval/mean_score", self.rows("metrics.jsonl")[0])
 
-    def resumed(self, parent_rows, state_fingerprints):
-        """A run resumed from tinker://p/weights/step_3, its checkpoints.jsonl holding the
-        parent's `parent_rows` (as rl copies them), run to its end: (trainer, output)."""
+    def resumed(self, parent_rows, state_fingerprints, parent_metrics=()):
+        """A run resumed from tinker://p/weights/step_3, its checkpoints.jsonl and
+        metrics.jsonl holding the parent's `parent_rows` and `parent_metrics` (as rl copies
+        them), run to its end: (trainer, output)."""
         os.makedirs(self.run_dir, exist_ok=True)
-        with open(os.path.join(self.run_dir, "checkpoints.jsonl"), "w") as f:
-            for row in parent_rows:
-                f.write(json.dumps(row) + "\n")
+        for name, rows in (("checkpoints.jsonl", parent_rows), ("metrics.jsonl", parent_metrics)):
+            with open(os.path.join(self.run_dir, name), "w") as f:
+                for row in rows:
+                    f.write(json.dumps(row) + "\n")
         batches = [[group([0.0, 1.0])], [group([1.0, 0.0])]]
         trainer = self.trainer(batches, steps=5, save_every=2, resume=("tinker://p/weights/step_3", 3))
         trainer.tinker.state_fingerprints = state_fingerprints
@@ -288,6 +353,26 @@ class LoopTests(unittest.TestCase):
         self.assertEqual(fake.fingerprinted, FakeTokenizer().encode(PROBE_TEXT)[:32])
         self.assertIn("verified: the loaded weights are those saved at tinker://p/weights/step_3", out)
         self.assertIn("continuing after step 3", out)
+
+    def test_a_resumed_runs_token_totals_continue_its_parents(self):
+        totals = {"tokens/prompt_total": 100, "tokens/sampled_total": 300, "tokens/trained_total": 250}
+        parent = [{"step": 2, "tokens/prompt_total": 60}, {"step": 3, "tokens/trained": 80, **totals}]
+        trainer, out = self.resumed([self.PARENT], {"tinker://p/weights/step_3": -42.5}, parent)
+        rows = [row for row in self.rows("metrics.jsonl") if row.get("step", 0) > 3]
+        self.assertEqual([row["step"] for row in rows], [4, 5])
+        running = dict(totals)
+        for row in rows:
+            for key in totals:
+                running[key] += row[key[: -len("_total")]]
+                self.assertEqual(row[key], running[key], (row["step"], key))
+        self.assertEqual(rows[0]["tokens/trained_total"], 250 + 8)
+        self.assertNotIn("token totals", out)
+
+    def test_a_resumed_run_without_its_parents_totals_counts_from_zero_and_says_so(self):
+        trainer, out = self.resumed([self.PARENT], {"tinker://p/weights/step_3": -42.5}, [{"step": 3, "train/loss": 1.0}])
+        first = [row for row in self.rows("metrics.jsonl") if row.get("step") == 4][0]
+        self.assertEqual(first["tokens/sampled_total"], first["tokens/sampled"])
+        self.assertIn("no metrics row up to step 3 holds token totals: this run's totals start from 0", out)
 
     def test_fingerprints_match_token_by_token(self):
         saved = [-2.5, -0.75, -7.125]

@@ -3,8 +3,9 @@ import os
 import tempfile
 import unittest
 
-from rl_trainer.batch import prepare_batch
-from rl_trainer.records import Checkpoints, JsonLines, Rollouts, rollout_rows
+from rl_trainer.batch import aligned_sequences, prepare_batch, token_counts
+from rl_trainer.engine import to_datum
+from rl_trainer.records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows, token_totals
 
 P = -100
 
@@ -75,6 +76,63 @@ class RecordsTests(unittest.TestCase):
         self.assertTrue(rows[2]["skipped"])  # a lone completion: advantage 0
         self.assertEqual(rows[3]["skip_reason"], "empty")
         self.assertEqual(len(rows), 4)
+
+    def test_a_steps_token_counts_are_the_sums_of_its_rollout_rows(self):
+        batch = [
+            # trained: prompts of 2, completions of 2 and 1 tokens
+            {"tokens": [[1, 2, 3, 4], [1, 2, 5]], "masks": [[P, P, 3, 4], [P, P, 5]], "scores": [0.0, 1.0]},
+            # skipped (every score alike): sampled and paid for, never trained
+            {"tokens": [[1, 2, 6], [1, 2, 7, 8]], "masks": [[P, P, 6], [P, P, 7, 8]], "scores": [1.0, 1.0]},
+            # one completion cut to the limit of 6, one that has nothing to learn from
+            {"tokens": [[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3]], "masks": [[P, P, 3, 4, 5, 6, 7, 8], [P, P, P]], "scores": [0.0, 2.0]},
+            # a multi-turn completion: tokens the environment put between turns are completion tokens too
+            {"tokens": [[1, 9, 9, 2, 9], [1, 9, 8, 3, 9]], "masks": [[P, 9, P, P, 9], [P, 9, P, P, 9]], "scores": [0.0, 1.0]},
+            # malformed and empty groups: nothing readable, nothing counted
+            {"tokens": [[1, 2]], "masks": [[P, P], [P]], "scores": [1.0]},
+            {"tokens": [], "masks": [], "scores": []},
+        ]
+        for g in batch:
+            if len(g["tokens"]) == len(g["masks"]):
+                g["inference_logprobs"] = [[1.0 if m == P else -0.5 for m in masks] for masks in g["masks"]]
+        prepared = prepare_batch(batch, 6)
+        sequences = aligned_sequences(prepared)
+        counts = token_counts(prepared, sequences)
+        rows = rollout_rows(prepared, lambda toks: " ".join(map(str, toks)))
+        sums = {kind: sum(row.get(f"{kind}_tokens", 0) for row in rows) for kind in ("prompt", "completion", "trained")}
+        self.assertEqual(counts, {"tokens/prompt": sums["prompt"], "tokens/sampled": sums["completion"], "tokens/trained": sums["trained"]})
+        self.assertEqual(counts, {"tokens/prompt": 2 * 4 + 2 + 3 + 1 + 1, "tokens/sampled": 2 + 1 + 1 + 2 + 4 + 0 + 4 + 4, "tokens/trained": 3 + 2 + 5 + 4 + 4})
+        # trained: what forward_backward is sent, the datums' model input
+        self.assertEqual(counts["tokens/trained"], sum(to_datum(s).model_input.length for s in sequences))
+        by_completion = {(row["group"], row["index"]): row.get("trained_tokens") for row in rows}
+        self.assertEqual(by_completion[(1, 0)], 0)  # skipped group
+        self.assertEqual(by_completion[(2, 1)], 0)  # nothing to learn from
+        self.assertEqual(by_completion[(2, 0)], 5)  # cut to 6 tokens, the last only a target
+        self.assertIsNone(by_completion[(4, None)])  # the malformed group's row counts nothing
+
+    def test_token_totals_come_from_the_last_row_at_or_before_the_step(self):
+        path = os.path.join(self.dir, "metrics.jsonl")
+        totals = lambda p, s, t: {"tokens/prompt_total": p, "tokens/sampled_total": s, "tokens/trained_total": t}
+        with open(path, "w") as f:
+            for row in [
+                {"step": 0, "eval/mean_score": 0.1},
+                {"step": 1, **totals(10, 20, 25)},
+                {"step": 2, **totals(20, 40, 50)},
+                {"step": 3, "train/loss": 1.0},  # no totals: an older trainer's row
+                {"step": 4, **totals(40, 80, 100)},
+            ]:
+                f.write(json.dumps(row) + "\n")
+            f.write("not json\n")
+        self.assertEqual(token_totals(path, 2), (totals(20, 40, 50), 2))
+        self.assertEqual(token_totals(path, 3), (totals(20, 40, 50), 2))  # step 3 has none
+        self.assertEqual(token_totals(path, 9), (totals(40, 80, 100), 4))
+        self.assertEqual(token_totals(path, 0), (totals(0, 0, 0), None))
+        self.assertEqual(token_totals(os.path.join(self.dir, "absent.jsonl"), 5), (totals(0, 0, 0), None))
+
+    def test_wandb_gets_the_numbers_and_the_bottlenecks_name(self):
+        logged = []
+        run = type("Run", (), {"log": lambda self, values, step: logged.append((values, step))})()
+        Wandb(run).log({"step": 4, "_timestamp": 1.0, "tokens/trained": 8, "time/bottleneck": "wait", "engine/note": "x"}, step=4)
+        self.assertEqual(logged, [({"tokens/trained": 8, "time/bottleneck": "wait"}, 4)])
 
 
 if __name__ == "__main__":
