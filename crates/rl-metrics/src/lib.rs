@@ -7,6 +7,7 @@
 //! [`HealthDigest`] flags a run that is not learning. None of these types serialise: the crate
 //! writes no file, and rl-tools' answers name every key.
 
+mod accounting;
 mod checkpoints;
 mod error;
 mod health;
@@ -20,6 +21,7 @@ mod view;
 mod wandb_api;
 mod wandb_file;
 
+pub use accounting::{Accounting, STEP_PARTS, part_key};
 pub use checkpoints::{
     CHECKPOINTS_FILE_NAME, CheckpointRecord, archive_bytes, engine_archive, read_checkpoints,
 };
