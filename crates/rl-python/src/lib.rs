@@ -209,6 +209,9 @@ pub fn install(home: &Path) -> Result<PathBuf, PythonError> {
 }
 
 /// The embedded files of [`PACKAGES`], without Python's byte-code caches, sorted by path.
+/// The trainer's contract (rl-settings' `trainer` table), generated beside the packages.
+const CONTRACT_FILE: &str = "contract.json";
+
 fn program_files() -> Vec<(PathBuf, &'static [u8])> {
     fn walk(dir: &'static Dir<'static>, out: &mut Vec<(PathBuf, &'static [u8])>) {
         for entry in dir.entries() {
@@ -231,6 +234,10 @@ fn program_files() -> Vec<(PathBuf, &'static [u8])> {
         if let Some(dir) = PROGRAMS.get_dir(package) {
             walk(dir, &mut files);
         }
+    }
+    // Beside the packages: what every one of them reads of rl's (defaults, bounds, names).
+    if let Some(contract) = PROGRAMS.get_file(CONTRACT_FILE) {
+        files.push((contract.path().to_path_buf(), contract.contents()));
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
     files

@@ -50,3 +50,33 @@ fn concurrent_installs_agree() {
     assert!(folders.windows(2).all(|pair| pair[0] == pair[1]));
     assert!(folders[0].join("rl_engine/__main__.py").is_file());
 }
+
+/// What is installed is whole: every package imports from the installed folder alone, the
+/// files they read beside them included (the trainer's contract).
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn installed_programs_import_from_their_folder_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let folder = install(home.path()).unwrap();
+    assert!(folder.join("contract.json").is_file());
+    let output = std::process::Command::new(rl_test_support::test_python())
+        .args([
+            "-c",
+            "import rl_trainer.config, rl_trainer.loop, rl_env.__main__; \
+             print(rl_trainer.config.CONTRACT['run_folder']['metrics'])",
+        ])
+        .current_dir(home.path())
+        .env("PYTHONPATH", &folder)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "metrics.jsonl"
+    );
+}
