@@ -6,18 +6,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use rl_settings::RunFolder;
 use serde::Deserialize;
 
 /// The variable naming the file `rl_env` writes the counts to.
 pub const GROUPS_FILE_VARIABLE: &str = "RL_GROUPS_FILE";
-/// The counts' file in a run's folder.
-pub const RUN_GROUPS_FILE: &str = "env-groups.json";
 /// Larger than any counts file `rl_env` writes; a bigger one is not read.
 const MAX_BYTES: u64 = 64 * 1024;
 
 /// The counts' file of the run whose folder is `run_dir`.
 pub fn run_groups_file(run_dir: &Path) -> PathBuf {
-    run_dir.join(RUN_GROUPS_FILE)
+    RunFolder::at(run_dir).env_groups()
 }
 
 /// A run's counts with the bounds its launch plan was started with.
@@ -34,7 +33,7 @@ impl RunGroups {
     /// The counts of the run whose folder is `run_dir`, `None` before its first group.
     pub fn read(run_dir: &Path) -> Option<Self> {
         let groups = EnvGroups::read(&run_groups_file(run_dir))?;
-        let timing = std::fs::read(run_dir.join(crate::plan::PLAN_FILE))
+        let timing = std::fs::read(RunFolder::at(run_dir).launch_plan())
             .ok()
             .and_then(|text| serde_json::from_slice::<crate::LaunchPlan>(&text).ok())
             .map(|plan| plan.timing)

@@ -4,14 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use rl_settings::{HeldOut, RunId, RunTiming, SlurmSettings, run_dir};
+use rl_settings::{HeldOut, RunFolder, RunId, RunTiming, SlurmSettings};
 use serde::{Deserialize, Serialize};
 
 use crate::ProcessError;
 use crate::launcher::LaunchSpec;
 use crate::state::Component;
-
-pub(crate) const PLAN_FILE: &str = "launch.json";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchPlan {
@@ -32,7 +30,7 @@ pub struct LaunchPlan {
 
 impl LaunchPlan {
     pub fn path(home: &Path, run_id: &RunId) -> PathBuf {
-        run_dir(home, run_id).join(PLAN_FILE)
+        RunFolder::of(home, run_id).launch_plan()
     }
 
     pub fn spec(&self, component: Component) -> Option<&LaunchSpec> {
@@ -201,7 +199,7 @@ mod tests {
     fn a_run_records_the_slice_it_keeps_out_beside_the_plan_its_supervisor_reads() {
         let home = tempfile::tempdir().unwrap();
         let id = RunId::parse("0123abcd").unwrap();
-        std::fs::create_dir_all(run_dir(home.path(), &id)).unwrap();
+        std::fs::create_dir_all(RunFolder::of(home.path(), &id).dir()).unwrap();
         let record = LaunchRecord::new(plan(&id, &["-m", "rl_env", "env.py", "serve"]), SLICE);
         record.save(home.path()).unwrap();
         let read = LaunchRecord::load(home.path(), &id).unwrap();
@@ -222,7 +220,7 @@ mod tests {
     fn the_slice_of_a_run_started_before_it_was_recorded_is_read_from_its_command() {
         let home = tempfile::tempdir().unwrap();
         let id = RunId::parse("0123abcd").unwrap();
-        std::fs::create_dir_all(run_dir(home.path(), &id)).unwrap();
+        std::fs::create_dir_all(RunFolder::of(home.path(), &id).dir()).unwrap();
         plan(&id, &["-m", "rl_env", "env.py", "serve"])
             .save(home.path())
             .unwrap();

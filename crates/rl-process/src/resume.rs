@@ -6,16 +6,12 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
-use rl_settings::write_atomically;
+use rl_settings::{RunFolder, write_atomically};
 
 use crate::ProcessError;
 
 /// The trainer's files whose rows are numbered by step.
-const STEP_FILES: [&str; 2] = ["metrics.jsonl", "checkpoints.jsonl"];
-/// The run folder's sub-folder the local engine keeps its database and checkpoints in.
-const ENGINE_DIR: &str = "engine";
-/// Inside it, the saved weights and states: archives never rewritten once saved.
-const CHECKPOINTS_DIR: &str = "checkpoints";
+const STEP_FILES: [&str; 2] = [RunFolder::METRICS, RunFolder::CHECKPOINTS];
 
 /// Copies into `child_dir` what it continues of `parent_dir`: the record rows of steps up to
 /// `step`, and the parent's engine folder (its saved states linked, not copied: they can be
@@ -36,9 +32,9 @@ pub fn carry_over(parent_dir: &Path, child_dir: &Path, step: u64) -> Result<(), 
 /// The local engine's folder of `run_dir` (when it has one) recreated in `to_dir`, for another
 /// engine to start on: saved states linked, the database copied.
 pub fn copy_engine(run_dir: &Path, to_dir: &Path) -> Result<(), ProcessError> {
-    let engine = run_dir.join(ENGINE_DIR);
+    let engine = RunFolder::at(run_dir).engine();
     if engine.is_dir() {
-        copy_tree(&engine, &to_dir.join(ENGINE_DIR), false)?;
+        copy_tree(&engine, &RunFolder::at(to_dir).engine(), false)?;
     }
     Ok(())
 }
@@ -72,7 +68,8 @@ fn copy_tree(from: &Path, to: &Path, in_checkpoints: bool) -> Result<(), Process
             .map_err(|source| io("read", &entry.path(), source))?;
         let target = to.join(entry.file_name());
         if kind.is_dir() {
-            let checkpoints = in_checkpoints || entry.file_name() == CHECKPOINTS_DIR;
+            // Saved weights and states: archives never rewritten once saved.
+            let checkpoints = in_checkpoints || entry.file_name() == RunFolder::ENGINE_CHECKPOINTS;
             copy_tree(&entry.path(), &target, checkpoints)?;
         } else if kind.is_file() {
             let linked = in_checkpoints && std::fs::hard_link(entry.path(), &target).is_ok();

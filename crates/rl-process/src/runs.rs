@@ -9,7 +9,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rl_python::{Imports, PythonLauncher};
-use rl_settings::{Backend, RunEndpoints, RunId, SECRET_NAMES, Secrets, Settings, run_dir};
+use rl_settings::{
+    Backend, RunEndpoints, RunFolder, RunId, SECRET_NAMES, Secrets, Settings, run_dir,
+};
 
 use crate::ProcessError;
 use crate::identity::ProcessIdentity;
@@ -317,7 +319,7 @@ impl Runs {
             );
         if engine_port.is_some() {
             // The engine keeps its database and checkpoints in the run's folder.
-            let engine_dir = dir.join("engine");
+            let engine_dir = RunFolder::at(&dir).engine();
             std::fs::create_dir_all(&engine_dir).map_err(|source| ProcessError::Io {
                 action: "create",
                 path: engine_dir,
@@ -389,7 +391,7 @@ impl Runs {
                     .filter(|name| !secrets_for(component, engine_port.is_some()).contains(name))
                     .map(|name| (*name).to_owned())
                     .collect(),
-                log_path: dir.join(format!("{component}.log")),
+                log_path: RunFolder::at(&dir).log(component.as_str()),
             });
         }
         let record = LaunchRecord::new(
@@ -639,7 +641,7 @@ fn absolute(path: &Path) -> Result<PathBuf, ProcessError> {
 }
 
 fn supervisor_log(home: &Path, id: &RunId) -> PathBuf {
-    run_dir(home, id).join("supervisor.log")
+    RunFolder::of(home, id).log("supervisor")
 }
 
 /// Whether the run's record says one of its components is running.

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_settings::{RUN_CONFIG_FILE, RunConfig, RunId, SlurmSettings};
+use rl_settings::{RunConfig, RunFolder, RunId, SlurmSettings};
 use tokio::sync::mpsc;
 
 use crate::ProcessError;
@@ -29,7 +29,6 @@ mod cli;
 pub(crate) use cli::SlurmCli;
 
 /// The batch script's file in the run folder.
-pub(crate) const BATCH_SCRIPT: &str = "slurm.sbatch";
 /// How often the queue is asked while a job ends, and at first while it waits.
 const POLL: Duration = Duration::from_secs(1);
 /// A job that waits long is asked ever less often, up to this: a scheduler is shared.
@@ -153,7 +152,7 @@ pub(crate) fn batch_script(run_id: &RunId, settings: &SlurmSettings, run_dir: &P
         format!("#SBATCH --job-name=rl-{run_id}"),
         format!(
             "#SBATCH --output={}",
-            run_dir.join("slurm-%j.out").display()
+            RunFolder::at(run_dir).slurm_output("%j").display()
         ),
         format!("#SBATCH --chdir={}", run_dir.display()),
         // One task, this script; the components' steps share its allocation (`--overlap`).
@@ -291,7 +290,7 @@ impl SlurmLauncher {
     /// node is known only now, and workers on other nodes of the allocation must reach them.
     fn place_config_on(&self, node: &str) -> Result<(), ProcessError> {
         Ok(RunConfig::place_file_on(
-            &self.run_dir.join(RUN_CONFIG_FILE),
+            &RunFolder::at(&self.run_dir).config(),
             node,
         )?)
     }
@@ -383,7 +382,7 @@ impl Launcher for SlurmLauncher {
         &self,
         notes: mpsc::UnboundedSender<AllocationNote>,
     ) -> Result<Placement, ProcessError> {
-        let script = self.run_dir.join(BATCH_SCRIPT);
+        let script = RunFolder::at(&self.run_dir).slurm_script();
         let text = batch_script(&self.run_id, &self.settings, &self.run_dir);
         std::fs::write(&script, text).map_err(|source| ProcessError::Io {
             action: "write",

@@ -254,7 +254,7 @@ async fn allocation_submits_the_script_reports_the_wait_and_places_the_run_on_it
         ],
         "each reason once, as it changes"
     );
-    let script = dir.path().join(BATCH_SCRIPT);
+    let script = RunFolder::at(dir.path()).slurm_script();
     assert_eq!(cluster.calls(), [format!("sbatch {}", script.display())]);
     assert!(
         std::fs::read_to_string(script)
