@@ -11,7 +11,7 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::{SettingsError, Value};
+use crate::{SettingsError, Value, trainer};
 
 mod check;
 mod defaults;
@@ -166,14 +166,22 @@ impl Settings {
             *model = absolute;
         }
         let model: Value = model.to_string_lossy().as_ref().into();
-        self.locked
-            .tinker
-            .insert("base_model".to_owned(), model.clone());
-        self.locked
-            .env
-            .insert("tokenizer_name".to_owned(), model.clone());
-        if let Some(server) = self.locked.openai.first_mut() {
-            server.insert("tokenizer_name".to_owned(), model);
+        let locked = &mut self.locked;
+        trainer::set(
+            &mut locked.env,
+            &mut locked.tinker,
+            &trainer::BASE_MODEL,
+            model.clone(),
+        );
+        trainer::set(
+            &mut locked.env,
+            &mut locked.tinker,
+            &trainer::TOKENIZER_NAME,
+            model.clone(),
+        );
+        // atroposlib's server entry has a field of the same name (`APIServerConfig`).
+        if let Some(server) = locked.openai.first_mut() {
+            server.insert(trainer::TOKENIZER_NAME.name.to_owned(), model);
         }
     }
 
