@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use rl_python::{Imports, PythonLauncher};
 
+use crate::folder::{ModelFiles, TestFolder};
 use crate::plan::TestPlan;
-use crate::tracking::{GROUP_SUFFIX, ModelMarks, STOP_FILE};
+use crate::tracking::ModelMarks;
 
 /// The variable atroposlib's OpenAI client reads its key from.
 pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
@@ -51,34 +52,6 @@ pub struct ModelJob {
     pub no_signal_groups: u64,
 }
 
-/// Where a model's files are in its test's folder, named after its place in the list and its
-/// id (`01-qwen_qwen3-8b.log`): the runner writes them and the store reads them back.
-pub(crate) struct ModelFiles {
-    /// `01-qwen_qwen3-8b`: what every file of the model is named after.
-    pub stem: String,
-    pub log_path: PathBuf,
-    pub output_path: PathBuf,
-    pub group_path: PathBuf,
-    /// rl's environment runner's counts of the groups made.
-    pub groups_path: PathBuf,
-}
-
-/// What the runner drew for a model whose groups are at `output_path` (`01-m.items.json`).
-pub(crate) fn items_path(output_path: &Path) -> PathBuf {
-    output_path.with_extension("items.json")
-}
-
-pub(crate) fn model_files(test_dir: &Path, index: usize, model: &str) -> ModelFiles {
-    let stem = file_stem(index, model);
-    ModelFiles {
-        log_path: test_dir.join(format!("{stem}.log")),
-        output_path: test_dir.join(format!("{stem}.jsonl")),
-        groups_path: test_dir.join(format!("{stem}.groups.json")),
-        group_path: test_dir.join(format!("{stem}{GROUP_SUFFIX}")),
-        stem,
-    }
-}
-
 impl std::fmt::Debug for ModelJob {
     /// The environment's values are keys: only their names are shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,31 +87,16 @@ impl std::fmt::Display for ModelJob {
     }
 }
 
-/// File names from a model id: `qwen/qwen3-8b` → `01-qwen_qwen3-8b`. The index keeps two ids
-/// that flatten alike apart.
-pub fn file_stem(index: usize, model: &str) -> String {
-    let flat: String = model
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(80)
-        .collect();
-    format!("{:02}-{flat}", index + 1)
-}
-
 pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) -> ModelJob {
+    let folder = TestFolder::at(test_dir);
     let ModelFiles {
         stem,
         log_path,
         output_path,
         group_path,
         groups_path,
-    } = model_files(test_dir, index, model);
+        items_path,
+    } = folder.model(index, model);
     // A package-style environment (relative imports of its siblings, or imports through its
     // top package) runs as a module of its package, as in a run.
     let package = rl_config::package_module(&plan.env_file);
@@ -210,7 +168,7 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         ));
         env.push((
             rl_python::ITEMS_REPORT_VARIABLE.to_owned(),
-            items_path(&output_path).to_string_lossy().into_owned(),
+            items_path.to_string_lossy().into_owned(),
         ));
     } else if runner.is_some() {
         // Every item: a slice of nothing.
@@ -261,7 +219,7 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
         log_path,
         output_path,
         group_path,
-        stop_path: test_dir.join(STOP_FILE),
+        stop_path: folder.stop(),
         groups_path: runner.as_ref().map(|_| groups_path),
         no_signal_groups: plan.no_signal_groups,
         total_groups: plan.steps,
@@ -454,12 +412,5 @@ mod tests {
             model_job(&plan(false), 1, "a/b", Path::new("/t")).groups_path,
             None
         );
-    }
-
-    #[test]
-    fn file_stems_are_flat_and_numbered() {
-        assert_eq!(file_stem(0, "qwen/qwen3-8b"), "01-qwen_qwen3-8b");
-        assert_eq!(file_stem(11, "a b:c"), "12-a_b_c");
-        assert_eq!(file_stem(0, "../../etc"), "01-.._.._etc");
     }
 }

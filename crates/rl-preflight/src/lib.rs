@@ -14,6 +14,7 @@ mod command;
 mod compare;
 mod error;
 mod files;
+mod folder;
 mod model;
 mod plan;
 mod preflight;
@@ -27,9 +28,10 @@ mod verdict;
 pub use analysis::{
     CorrectRule, Figures, Groups, ScoreStats, figures, parse_groups, read_groups, threshold,
 };
-pub use command::{CHILD_KEY_VARIABLE, ModelJob, file_stem, model_job};
+pub use command::{CHILD_KEY_VARIABLE, ModelJob, model_job};
 pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare, evaluate};
 pub use error::PreflightError;
+pub use folder::{ModelFiles, TestFolder, file_stem};
 pub use model::{DrawnItems, ModelOutcome, ModelReport};
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,

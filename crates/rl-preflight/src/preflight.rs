@@ -10,14 +10,14 @@ use tokio::sync::Semaphore;
 use crate::analysis::{self, Groups};
 use crate::command::{ModelJob, model_job};
 use crate::error::PreflightError;
+use crate::folder::TestFolder;
 use crate::model::{ModelOutcome, ModelReport};
 use crate::plan::TestPlan;
 use crate::report::TestReport;
 use crate::runner::{ModelRun, ModelRunner, Progress, ProgressSink};
 use crate::server;
 use crate::store::TestStore;
-use crate::tracking::TestStarted;
-use crate::tracking::{STOP_FILE, TestOwner, stop_request};
+use crate::tracking::{TestOwner, TestStarted, stop_request};
 use crate::verdict::summarise;
 
 /// Lines of a failed model's log kept in its report.
@@ -126,7 +126,7 @@ pub async fn run_test(
             }
         })
         .collect();
-    let stopped_at = stop_request(&dir.join(STOP_FILE)).map(|request| request.requested_at);
+    let stopped_at = stop_request(&TestFolder::at(&dir).stop()).map(|request| request.requested_at);
     let mut summary = summarise(&models, plan.verdict_policy);
     if stopped_at.is_some() {
         summary.explanation = format!(

@@ -12,19 +12,12 @@ use rl_process::{HttpProbe, Probe as _, ProcessIdentity, Readiness};
 use rl_settings::Secrets;
 use serde::Serialize;
 
-use crate::tracking::{GROUP_SUFFIX, ModelMarks, STOP_GRACE, record_group, stop_request};
+use crate::folder::TestFolder;
+use crate::tracking::{ModelMarks, STOP_GRACE, record_group, stop_request};
 
-/// The server's name among the test's processes (its log is `server.log`).
-const SERVER: &str = "server";
+/// The server's name among the test's processes.
+const SERVER: &str = TestFolder::SERVER;
 const POLL: Duration = Duration::from_millis(500);
-/// The folder, inside the test's, holding the copy of the run's engine folder.
-const ENGINE_COPY: &str = "engine";
-
-/// Removes the copy of a run's engine folder a test's server worked on (its states are links:
-/// a copy left behind would keep them on disk after the run's own are pruned).
-pub(crate) fn remove_engine_copy(test_dir: &Path) {
-    let _ = std::fs::remove_dir_all(test_dir.join(ENGINE_COPY));
-}
 
 /// A server of the test's models on a loopback port. Its arguments never hold a key.
 #[derive(Debug, Clone, Serialize)]
@@ -53,7 +46,7 @@ pub(crate) struct Running {
     marks: ModelMarks,
     child: tokio::process::Child,
     copy: rl_process::OutputCopy,
-    dir: PathBuf,
+    folder: TestFolder,
     /// Set once `end` has run; otherwise dropping it (the test's future dropped on a Ctrl-C)
     /// ends it there and then.
     ended: bool,
@@ -71,7 +64,8 @@ pub(crate) async fn start(
         rl_process::copy_engine(run_dir, dir)
             .map_err(|error| format!("cannot copy the run's engine folder: {error}"))?;
     }
-    let log = dir.join(format!("{SERVER}.log"));
+    let folder = TestFolder::at(dir);
+    let log = folder.server_log();
     let (output, copy) = rl_process::redacted_output(&log, secrets.clone(), log_limit)
         .map_err(|error| format!("cannot create {}: {error}", log.display()))?;
     let output_err = output
@@ -109,10 +103,10 @@ pub(crate) async fn start(
         marks,
         child,
         copy,
-        dir: dir.to_owned(),
+        folder,
         ended: false,
     };
-    let recorded = record_group(&dir.join(format!("{SERVER}{GROUP_SUFFIX}")), SERVER, leader);
+    let recorded = record_group(&running.folder.server_group(), SERVER, leader);
     if let Err(error) = recorded {
         return Err(running
             .fail(format!("its process group cannot be recorded: {error}"))
@@ -135,7 +129,7 @@ impl Running {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err((self, format!("it exited ({status}) before it was ready")));
             }
-            if stop_request(&self.dir.join(crate::tracking::STOP_FILE)).is_some() {
+            if stop_request(&self.folder.stop()).is_some() {
                 return Err((self, "the test was stopped".to_owned()));
             }
             let readiness = Readiness::TrainerHealthy { port: server.port };
@@ -155,7 +149,7 @@ impl Running {
 
     /// Ends it, and gives back `reason` with the end of its log.
     async fn fail(self, reason: String) -> String {
-        let log = self.dir.join(format!("{SERVER}.log"));
+        let log = self.folder.server_log();
         self.end().await;
         let tail = rl_process::read_log_tail(&log, 15)
             .map(|tail| tail.lines.join("\n"))
@@ -178,7 +172,7 @@ impl Running {
         if !self.copy.ended(STOP_GRACE).await {
             self.copy.cut(STOP_GRACE).await;
         }
-        remove_engine_copy(&self.dir);
+        self.folder.remove_engine_copy();
         self.ended = true;
     }
 }
@@ -188,7 +182,7 @@ impl Drop for Running {
         if !self.ended {
             rl_process::stop_recorded_group(self.leader, STOP_GRACE);
             self.marks.end_processes(STOP_GRACE);
-            remove_engine_copy(&self.dir);
+            self.folder.remove_engine_copy();
         }
     }
 }

@@ -8,16 +8,15 @@ use std::path::{Path, PathBuf};
 use rl_settings::RunId;
 
 use crate::analysis::count_groups;
-use crate::command::model_files;
 use crate::error::PreflightError;
 use crate::files::{read_json, write_json};
+use crate::folder::TestFolder;
 use crate::report::TestReport;
-use crate::tracking::{
-    self, Interruption, REPORT_FILE, STOP_FILE, TestStarted, TestState, TestStatus, TestStopReport,
-};
+use crate::tracking::{self, Interruption, TestStarted, TestState, TestStatus, TestStopReport};
 use crate::verdict::Verdict;
 
-const PLAN_FILE: &str = "plan.json";
+/// Below the state directory: every pre-flight test's folder.
+const TESTS_DIR: &str = "preflight";
 
 /// One line of a listing.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +75,7 @@ pub struct TestStore {
 impl TestStore {
     pub fn new(home: &Path) -> Self {
         Self {
-            dir: home.join("preflight"),
+            dir: home.join(TESTS_DIR),
         }
     }
 
@@ -91,9 +90,18 @@ impl TestStore {
     }
 
     pub fn test_dir(&self, id: &str) -> Result<PathBuf, PreflightError> {
+        Ok(self.folder(id)?.dir().to_owned())
+    }
+
+    /// Test `id`'s folder, whose paths name everything in it.
+    pub fn folder(&self, id: &str) -> Result<TestFolder, PreflightError> {
         // Ids come from callers: checked before they become a path.
         let id = RunId::parse(id)?;
-        Ok(self.dir.join(id.as_str()))
+        Ok(self.folder_of(&id))
+    }
+
+    fn folder_of(&self, id: &RunId) -> TestFolder {
+        TestFolder::at(self.dir.join(id.as_str()))
     }
 
     /// A new, empty folder (mode 700: logs may hold prompts and model output).
@@ -104,12 +112,13 @@ impl TestStore {
         create_private_dir(&self.dir)?;
         loop {
             let id = RunId::generate();
-            let dir = self.dir.join(id.as_str());
+            let folder = self.folder_of(&id);
+            let dir = folder.dir().to_owned();
             match std::fs::create_dir(&dir) {
                 Ok(()) => {
                     set_private(&dir)?;
                     let started = started(id.as_str());
-                    write_json(&dir.join(PLAN_FILE), &started)?;
+                    write_json(&folder.plan(), &started)?;
                     return Ok((started, dir));
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -126,8 +135,8 @@ impl TestStore {
 
     /// A test's report, or, while it has none, how far it got.
     pub fn view(&self, id: &str) -> Result<TestView, PreflightError> {
-        let (dir, started) = self.started(id)?;
-        let interruption = match tracking::reconcile(&dir, &started)? {
+        let (folder, started) = self.started(id)?;
+        let interruption = match tracking::reconcile(&folder, &started)? {
             TestState::Reported => return Ok(TestView::Reported(Box::new(self.read(id)?))),
             TestState::Running => None,
             TestState::Interrupted(interruption) => Some(interruption),
@@ -138,7 +147,7 @@ impl TestStore {
             .iter()
             .enumerate()
             .map(|(index, model)| {
-                let files = model_files(&dir, index, model);
+                let files = folder.model(index, model);
                 ModelProgress {
                     model: model.clone(),
                     groups_done: std::fs::read(&files.output_path)
@@ -160,41 +169,41 @@ impl TestStore {
             base_url: started.base_url,
             started_at: started.started_at,
             owner_pid: owner.map(|owner| owner.process.pid),
-            stop_requested_at: tracking::stop_request(&dir.join(STOP_FILE))
+            stop_requested_at: tracking::stop_request(&folder.stop())
                 .map(|request| request.requested_at),
             interruption,
             models,
-            output_dir: dir,
+            output_dir: folder.dir().to_owned(),
         })))
     }
 
     /// Stops a test run by any process, this one or another, live or dead.
     pub fn stop(&self, id: &str) -> Result<TestStopReport, PreflightError> {
-        let (dir, started) = self.started(id)?;
-        tracking::stop(&dir, &started)
+        let (folder, started) = self.started(id)?;
+        tracking::stop(&folder, &started)
     }
 
-    fn started(&self, id: &str) -> Result<(PathBuf, TestStarted), PreflightError> {
-        let dir = self.test_dir(id)?;
-        if !dir.is_dir() {
+    fn started(&self, id: &str) -> Result<(TestFolder, TestStarted), PreflightError> {
+        let folder = self.folder(id)?;
+        if !folder.dir().is_dir() {
             return Err(PreflightError::UnknownTest(id.to_owned()));
         }
-        let started = read_json(&dir.join(PLAN_FILE))?;
-        Ok((dir, started))
+        let started = read_json(&folder.plan())?;
+        Ok((folder, started))
     }
 
     pub fn save(&self, report: &TestReport) -> Result<PathBuf, PreflightError> {
-        let path = self.test_dir(&report.test_id)?.join(REPORT_FILE);
+        let path = self.folder(&report.test_id)?.report();
         write_json(&path, report)?;
         Ok(path)
     }
 
     pub fn read(&self, id: &str) -> Result<TestReport, PreflightError> {
-        let dir = self.test_dir(id)?;
-        if !dir.is_dir() {
+        let folder = self.folder(id)?;
+        if !folder.dir().is_dir() {
             return Err(PreflightError::UnknownTest(id.to_owned()));
         }
-        let path = dir.join(REPORT_FILE);
+        let path = folder.report();
         if !path.exists() {
             return Err(PreflightError::Invalid {
                 what: format!("test {id}"),
@@ -220,26 +229,26 @@ impl TestStore {
         };
         let mut tests = Vec::new();
         for entry in entries.flatten() {
-            let dir = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
-            if RunId::parse(&name).is_err() {
-                continue;
-            }
-            // A folder without a readable plan is not one of ours, or was cut at creation.
-            let Ok(started) = read_json::<TestStarted>(&dir.join(PLAN_FILE)) else {
+            let Ok(id) = RunId::parse(&name) else {
                 continue;
             };
-            let state = tracking::reconcile(&dir, &started)?;
-            let report = read_json::<TestReport>(&dir.join(REPORT_FILE)).ok();
+            let folder = self.folder_of(&id);
+            // A folder without a readable plan is not one of ours, or was cut at creation.
+            let Ok(started) = read_json::<TestStarted>(&folder.plan()) else {
+                continue;
+            };
+            let state = tracking::reconcile(&folder, &started)?;
+            let report = read_json::<TestReport>(&folder.report()).ok();
             tests.push(TestListing {
                 test_id: started.test_id,
                 environment: started.environment,
                 models: started.models,
                 started_at: started.started_at,
-                status: tracking::status_of(&dir, &state),
+                status: tracking::status_of(&folder, &state),
                 verdict: report.as_ref().map(|r| r.summary.verdict),
                 models_succeeded: report.as_ref().map(|r| r.summary.models_succeeded),
-                output_dir: dir,
+                output_dir: folder.dir().to_owned(),
             });
         }
         tests.sort_by(|a, b| b.started_at.cmp(&a.started_at));
@@ -276,7 +285,7 @@ mod tests {
     #[test]
     fn writers_of_one_file_never_share_a_temporary_file() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("interrupted.json");
+        let path = TestFolder::at(dir.path()).interrupted();
         std::thread::scope(|scope| {
             for writer in 0..4 {
                 let path = &path;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::PreflightError;
 use crate::files::{read_json, write_json};
+use crate::folder::TestFolder;
 
 /// SIGTERM, then this long, then SIGKILL, for a model's group that is stopped.
 pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -37,12 +38,6 @@ pub struct TestStarted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<TestOwner>,
 }
-
-/// `<model>.group.json`: one model's process group.
-pub(crate) const GROUP_SUFFIX: &str = ".group.json";
-pub(crate) const STOP_FILE: &str = "stop.json";
-pub(crate) const REPORT_FILE: &str = "report.json";
-const INTERRUPTED_FILE: &str = "interrupted.json";
 
 /// How long a stop waits for a live owner to write the report once the models are ended: the
 /// runner gives a model's output this long to drain after its group ends, and then some.
@@ -166,14 +161,11 @@ pub(crate) fn record_group(
 }
 
 /// Every group recorded in the test's folder, with its model.
-fn recorded_groups(dir: &Path) -> Vec<GroupRecord> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut groups: Vec<GroupRecord> = entries
-        .flatten()
-        .filter(|entry| entry.file_name().to_string_lossy().ends_with(GROUP_SUFFIX))
-        .filter_map(|entry| read_json(&entry.path()).ok())
+fn recorded_groups(folder: &TestFolder) -> Vec<GroupRecord> {
+    let mut groups: Vec<GroupRecord> = folder
+        .group_records()
+        .iter()
+        .filter_map(|path| read_json(path).ok())
         .collect();
     groups.sort_by(|a, b| a.model.cmp(&b.model));
     groups
@@ -207,7 +199,7 @@ pub(crate) fn stop_request(path: &Path) -> Option<StopRequest> {
         return None;
     }
     Some(read_json(path).unwrap_or_else(|_| StopRequest {
-        requested_at: "unknown (stop.json is unreadable)".to_owned(),
+        requested_at: format!("unknown ({} is unreadable)", TestFolder::STOP),
         by_pid: 0,
     }))
 }
@@ -233,11 +225,14 @@ pub(crate) enum TestState {
 /// Reads where a test stands. A test without a report whose owner is gone is recorded as
 /// interrupted, once, and the model groups it left are ended then: no process of a dead owner
 /// is left running once anyone looks at its tests.
-pub(crate) fn reconcile(dir: &Path, started: &TestStarted) -> Result<TestState, PreflightError> {
-    if dir.join(REPORT_FILE).exists() {
+pub(crate) fn reconcile(
+    folder: &TestFolder,
+    started: &TestStarted,
+) -> Result<TestState, PreflightError> {
+    if folder.report().exists() {
         return Ok(TestState::Reported);
     }
-    if let Ok(interruption) = read_json::<Interruption>(&dir.join(INTERRUPTED_FILE)) {
+    if let Ok(interruption) = read_json::<Interruption>(&folder.interrupted()) {
         return Ok(TestState::Interrupted(interruption));
     }
     let reason = match &started.owner {
@@ -253,22 +248,22 @@ pub(crate) fn reconcile(dir: &Path, started: &TestStarted) -> Result<TestState, 
             .to_owned(),
     };
     // The owner writes its report before it exits: a report written since the first look holds.
-    if dir.join(REPORT_FILE).exists() {
+    if folder.report().exists() {
         return Ok(TestState::Reported);
     }
-    let ended = end_groups(dir, started.owner.as_ref());
-    crate::server::remove_engine_copy(dir);
+    let ended = end_groups(folder, started.owner.as_ref());
+    folder.remove_engine_copy();
     let interruption = Interruption {
         found_at: jiff::Timestamp::now().to_string(),
         reason,
         ended: ended.describe(),
     };
-    write_json(&dir.join(INTERRUPTED_FILE), &interruption)?;
+    write_json(&folder.interrupted(), &interruption)?;
     Ok(TestState::Interrupted(interruption))
 }
 
 /// The status of a test in `state`: a reported test was stopped when its report says so.
-pub(crate) fn status_of(dir: &Path, state: &TestState) -> TestStatus {
+pub(crate) fn status_of(folder: &TestFolder, state: &TestState) -> TestStatus {
     /// The one key of the report read here: a report otherwise unreadable is still finished.
     #[derive(Deserialize)]
     struct StopMark {
@@ -277,8 +272,8 @@ pub(crate) fn status_of(dir: &Path, state: &TestState) -> TestStatus {
     }
     match state {
         TestState::Reported => {
-            let stopped = read_json::<StopMark>(&dir.join(REPORT_FILE))
-                .is_ok_and(|mark| mark.stopped_at.is_some());
+            let stopped =
+                read_json::<StopMark>(&folder.report()).is_ok_and(|mark| mark.stopped_at.is_some());
             if stopped {
                 TestStatus::Stopped
             } else {
@@ -303,7 +298,10 @@ pub struct TestStopReport {
 
 /// Stops a test from any process: its model groups are ended (SIGTERM, a grace period,
 /// SIGKILL); a live owner is then given time to write the report, which says it was stopped.
-pub(crate) fn stop(dir: &Path, started: &TestStarted) -> Result<TestStopReport, PreflightError> {
+pub(crate) fn stop(
+    folder: &TestFolder,
+    started: &TestStarted,
+) -> Result<TestStopReport, PreflightError> {
     let id = &started.test_id;
     let owner = started.owner.as_ref();
     let answer = |stopped, status, message| TestStopReport {
@@ -312,15 +310,15 @@ pub(crate) fn stop(dir: &Path, started: &TestStarted) -> Result<TestStopReport, 
         status,
         message,
     };
-    match reconcile(dir, started)? {
+    match reconcile(folder, started)? {
         state @ TestState::Reported => Ok(answer(
             false,
-            status_of(dir, &state),
+            status_of(folder, &state),
             format!("test {id} has already finished; nothing to stop"),
         )),
         TestState::Interrupted(interruption) => {
             // Found (and its groups ended) earlier; a group that survived then is tried again.
-            let again = end_groups(dir, owner);
+            let again = end_groups(folder, owner);
             let ended = if again.is_empty() {
                 interruption.ended
             } else {
@@ -339,22 +337,22 @@ pub(crate) fn stop(dir: &Path, started: &TestStarted) -> Result<TestStopReport, 
             // Written before the groups are read: the owner records a group before it looks for
             // this file, so a group started meanwhile is either read here or refused there.
             write_json(
-                &dir.join(STOP_FILE),
+                &folder.stop(),
                 &StopRequest {
                     requested_at: jiff::Timestamp::now().to_string(),
                     by_pid: std::process::id(),
                 },
             )?;
-            let ended = end_groups(dir, owner).describe();
+            let ended = end_groups(folder, owner).describe();
             let started_waiting = Instant::now();
             let state = loop {
-                let state = reconcile(dir, started)?;
+                let state = reconcile(folder, started)?;
                 if state != TestState::Running || started_waiting.elapsed() >= OWNER_REPORT_WAIT {
                     break state;
                 }
                 std::thread::sleep(POLL);
             };
-            let status = status_of(dir, &state);
+            let status = status_of(folder, &state);
             let after = match state {
                 TestState::Reported => "its report is written".to_owned(),
                 TestState::Interrupted(interruption) => interruption.reason,
@@ -409,11 +407,11 @@ impl Ended {
 /// Ends every recorded group of the test that is still its own, side by side (each may take
 /// its whole grace period), then every process its models left outside their groups. Pids
 /// recorded in another boot name other processes: none is touched then.
-fn end_groups(dir: &Path, owner: Option<&TestOwner>) -> Ended {
+fn end_groups(folder: &TestFolder, owner: Option<&TestOwner>) -> Ended {
     if owner.is_none_or(TestOwner::in_another_boot) {
         return Ended::default();
     }
-    let groups = recorded_groups(dir);
+    let groups = recorded_groups(folder);
     let groups = std::thread::scope(|scope| {
         let stopping: Vec<_> = groups
             .into_iter()
@@ -431,7 +429,7 @@ fn end_groups(dir: &Path, owner: Option<&TestOwner>) -> Ended {
     });
     Ended {
         groups,
-        detached: end_test_processes(dir),
+        detached: end_test_processes(folder.dir()),
     }
 }
 
@@ -465,11 +463,12 @@ mod tests {
     #[test]
     fn a_live_owner_is_running_and_a_dead_one_interrupted_once() {
         let dir = tempfile::tempdir().unwrap();
+        let folder = TestFolder::at(dir.path());
         let live = started(TestOwner::this_process());
-        assert_eq!(reconcile(dir.path(), &live).unwrap(), TestState::Running);
+        assert_eq!(reconcile(&folder, &live).unwrap(), TestState::Running);
 
         let dead = started(Some(dead_owner()));
-        let TestState::Interrupted(first) = reconcile(dir.path(), &dead).unwrap() else {
+        let TestState::Interrupted(first) = reconcile(&folder, &dead).unwrap() else {
             panic!("not interrupted");
         };
         assert!(
@@ -479,7 +478,7 @@ mod tests {
         assert_eq!(first.ended, "no model process was left");
         // Kept: a later look reads the finding, even with a live owner now named.
         assert_eq!(
-            reconcile(dir.path(), &live).unwrap(),
+            reconcile(&folder, &live).unwrap(),
             TestState::Interrupted(first)
         );
     }
@@ -487,19 +486,20 @@ mod tests {
     #[test]
     fn a_report_wins_over_a_dead_owner_and_another_boot_touches_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(REPORT_FILE), "{}").unwrap();
+        let folder = TestFolder::at(dir.path());
+        std::fs::write(folder.report(), "{}").unwrap();
         let dead = started(Some(dead_owner()));
-        assert_eq!(reconcile(dir.path(), &dead).unwrap(), TestState::Reported);
+        assert_eq!(reconcile(&folder, &dead).unwrap(), TestState::Reported);
 
-        let other = tempfile::tempdir().unwrap();
+        let other_dir = tempfile::tempdir().unwrap();
+        let other = TestFolder::at(other_dir.path());
         // This very process as a group leader recorded in another boot: never signalled.
         let me = TestOwner {
             process: ProcessIdentity::of(std::process::id()).unwrap(),
             boot_id: Some("another-boot".to_owned()),
         };
-        record_group(&other.path().join("01-m.group.json"), "m", me.process).unwrap();
-        let TestState::Interrupted(found) = reconcile(other.path(), &started(Some(me))).unwrap()
-        else {
+        record_group(&other.model(0, "m").group_path, "m", me.process).unwrap();
+        let TestState::Interrupted(found) = reconcile(&other, &started(Some(me))).unwrap() else {
             panic!("not interrupted");
         };
         assert!(found.reason.contains("restarted"), "{found:?}");
@@ -509,7 +509,9 @@ mod tests {
     #[test]
     fn a_test_of_an_earlier_rl_without_owner_is_interrupted() {
         let dir = tempfile::tempdir().unwrap();
-        let TestState::Interrupted(found) = reconcile(dir.path(), &started(None)).unwrap() else {
+        let TestState::Interrupted(found) =
+            reconcile(&TestFolder::at(dir.path()), &started(None)).unwrap()
+        else {
             panic!("not interrupted");
         };
         assert!(found.reason.contains("earlier rl"), "{found:?}");
@@ -518,7 +520,7 @@ mod tests {
     #[test]
     fn a_stop_request_is_read_even_when_unreadable() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(STOP_FILE);
+        let path = TestFolder::at(dir.path()).stop();
         assert_eq!(stop_request(&path), None);
         std::fs::write(&path, "not json").unwrap();
         assert!(stop_request(&path).is_some());
