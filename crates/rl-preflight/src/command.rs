@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use rl_python::{Imports, PythonLauncher};
 
 use crate::folder::{ModelFiles, TestFolder};
+use crate::marks::ModelMarks;
 use crate::plan::TestPlan;
-use crate::tracking::ModelMarks;
 
 /// The variable atroposlib's OpenAI client reads its key from.
 pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";

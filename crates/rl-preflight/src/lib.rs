@@ -15,6 +15,7 @@ mod compare;
 mod error;
 mod files;
 mod folder;
+mod marks;
 mod model;
 mod plan;
 mod preflight;
@@ -32,6 +33,7 @@ pub use command::{CHILD_KEY_VARIABLE, ModelJob, model_job};
 pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare, evaluate};
 pub use error::PreflightError;
 pub use folder::{ModelFiles, TestFolder, file_stem};
+pub use marks::{ModelMarks, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE};
 pub use model::{DrawnItems, ModelOutcome, ModelReport};
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
@@ -43,8 +45,5 @@ pub use report::TestReport;
 pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink};
 pub use server::ModelServer;
 pub use store::{ModelProgress, TestListing, TestProgress, TestStore, TestView};
-pub use tracking::{
-    Interruption, ModelMarks, StopRequest, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestOwner,
-    TestStarted, TestStatus, TestStopReport,
-};
+pub use tracking::{Interruption, StopRequest, TestOwner, TestStarted, TestStatus, TestStopReport};
 pub use verdict::{ModelVerdict, Summary, Verdict, VerdictBasis, VerdictPolicy, label, summarise};

@@ -17,8 +17,9 @@ use tokio::io::AsyncWriteExt;
 
 use crate::analysis::count_groups;
 use crate::command::ModelJob;
+use crate::marks::{ModelMarks, STOP_GRACE};
 use crate::model::ModelOutcome;
-use crate::tracking::{ModelMarks, STOP_GRACE, record_group, stop_request};
+use crate::tracking::{record_group, stop_request};
 
 /// How often the groups file is looked at for progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);

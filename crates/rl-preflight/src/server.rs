@@ -13,7 +13,8 @@ use rl_settings::Secrets;
 use serde::Serialize;
 
 use crate::folder::TestFolder;
-use crate::tracking::{ModelMarks, STOP_GRACE, record_group, stop_request};
+use crate::marks::{ModelMarks, STOP_GRACE};
+use crate::tracking::{record_group, stop_request};
 
 /// The server's name among the test's processes.
 const SERVER: &str = TestFolder::SERVER;

@@ -1,7 +1,7 @@
 //! Tests kept in the state directory, one folder each: `preflight/<test_id>/` with `plan.json`
 //! (written at the start, with the process running the test), every model's log, groups file
-//! and process group, and `report.json` (at the end). Every read reconciles a test without a
-//! report with the processes that exist (see `tracking`).
+//! and process group, and `report.json` (at the end); `folder` spells the names. Every read
+//! reconciles a test without a report with the processes that exist (see `tracking`).
 
 use std::path::{Path, PathBuf};
 

@@ -4,12 +4,10 @@
 //! report whose owner is gone is `interrupted`: the groups it left are ended as soon as that
 //! is found, and the finding kept (`interrupted.json`). A stop asked by another process
 //! (`stop.json`) ends the groups, and a live owner then writes the report. Wherever a test's
-//! groups are ended, so are the processes its models left outside them (a `setsid` daemon):
-//! every model's process carries its test and model in its environment (`ModelMarks`), and
-//! whatever it starts inherits them.
+//! groups are ended, so are the processes its models left outside them (a `setsid` daemon),
+//! found by their marks (`marks`). The files' names are `folder`'s.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rl_process::{ProcessIdentity, StopOutcome, StrayOutcome};
@@ -18,9 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::PreflightError;
 use crate::files::{read_json, write_json};
 use crate::folder::TestFolder;
-
-/// SIGTERM, then this long, then SIGKILL, for a model's group that is stopped.
-pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
+use crate::marks::{STOP_GRACE, end_test_processes};
 
 /// What is known of a test from its start: enough to list one that never finished, and to
 /// find the processes it runs.
@@ -93,49 +89,6 @@ impl TestOwner {
     fn is_alive(&self) -> bool {
         !self.in_another_boot() && self.process.is_alive()
     }
-}
-
-/// The variable naming a model's test folder in the environment of its processes.
-pub const TEST_DIR_VARIABLE: &str = "RL_TEST_DIR";
-/// The variable naming the model (its file stem in the test, `01-qwen_qwen3-8b`) in the
-/// environment of its processes.
-pub const TEST_MODEL_VARIABLE: &str = "RL_TEST_MODEL";
-
-/// How the processes of one model of a test are known, wherever they went: by their
-/// environment, which whatever they start inherits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelMarks {
-    pub test_dir: PathBuf,
-    /// The model's file stem in its test: unique within it.
-    pub model: String,
-}
-
-impl ModelMarks {
-    /// The variables a model's process is started with.
-    pub fn environment(&self) -> [(&'static str, OsString); 2] {
-        [
-            (TEST_DIR_VARIABLE, self.test_dir.clone().into_os_string()),
-            (TEST_MODEL_VARIABLE, OsString::from(&self.model)),
-        ]
-    }
-
-    /// Ends every process carrying these marks (SIGTERM, up to `grace`, SIGKILL), each signal
-    /// to the very process found.
-    pub(crate) fn end_processes(&self, grace: Duration) -> StrayOutcome {
-        let also = [(TEST_MODEL_VARIABLE, self.model.as_str())];
-        rl_process::end_strays(
-            || rl_process::carrying_dir(TEST_DIR_VARIABLE, &self.test_dir, &also),
-            grace,
-        )
-    }
-}
-
-/// Ends every process carrying the test's folder, whichever model's.
-fn end_test_processes(dir: &Path) -> StrayOutcome {
-    rl_process::end_strays(
-        || rl_process::carrying_dir(TEST_DIR_VARIABLE, dir, &[]),
-        STOP_GRACE,
-    )
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -429,7 +382,7 @@ fn end_groups(folder: &TestFolder, owner: Option<&TestOwner>) -> Ended {
     });
     Ended {
         groups,
-        detached: end_test_processes(folder.dir()),
+        detached: end_test_processes(folder.dir(), STOP_GRACE),
     }
 }
 
