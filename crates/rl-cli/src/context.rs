@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use rl_tools::{Registry, SupervisorCommand, ToolContext, Tools, TreeOverride};
+use rl_tools::{EvaluateCommand, Registry, SupervisorCommand, ToolContext, Tools, TreeOverride};
 
 use crate::output;
 
@@ -74,12 +74,25 @@ impl Context {
             root: self.root.clone(),
             envs_dir: self.envs_dir.clone(),
         };
+        let rl = std::env::current_exe().context("cannot find the rl executable")?;
+        let home = self.home()?;
+        // What a run's trainer runs to evaluate a checkpoint: this rl, on this state directory.
+        let evaluate = EvaluateCommand {
+            program: rl.clone(),
+            args: vec![
+                "--home".into(),
+                home.clone().into_os_string(),
+                "--json".into(),
+                "runs".into(),
+                "evaluate".into(),
+            ],
+        };
         let context = ToolContext::load(
-            self.home()?,
+            home,
             &tree,
             process_environment(),
             SupervisorCommand {
-                program: std::env::current_exe().context("cannot find the rl executable")?,
+                program: rl,
                 args: vec!["supervise".to_owned()],
                 // mimalloc commits its first arena eagerly, and with transparent huge pages
                 // (`madvise`) each page it touches there is 2 MiB: 6 MiB resident for a few
@@ -93,6 +106,7 @@ impl Context {
                     .into_iter()
                     .collect(),
             },
+            evaluate,
         );
         for warning in &context.secrets.warnings {
             output::warning(warning);

@@ -396,9 +396,6 @@ impl ConfigService {
             run_id,
             endpoints,
         );
-        // The trainer reads these from the run config, and never sees the environment's own
-        // defaults (`config_init`): without them it would register another batch size or step
-        // count than the environment uses.
         let (_, schema) = self.selected_schema(&selection)?;
         let current = self.current_of(selection.clone(), schema);
         // What atroposlib or the trainer would refuse seconds after the start is refused now,
@@ -418,11 +415,11 @@ impl ConfigService {
             crate::rules::check_field(&field.spec.name, value)?;
         }
         crate::rules::check_together(|name| current.value_of(name))?;
-        for field in current
-            .fields
-            .iter()
-            .filter(|field| TRAINER_READS.contains(&field.spec.name.as_str()))
-        {
+        for field in current.fields.iter().filter(|field| {
+            rl_settings::trainer::ENVIRONMENT_VALUES
+                .iter()
+                .any(|key| key.name == field.spec.name)
+        }) {
             if let Some(value) = field.current.value() {
                 config
                     .env
@@ -487,14 +484,6 @@ impl ConfigService {
         })
     }
 }
-
-/// The env fields a trainer takes from the run config to register and to count its steps.
-const TRAINER_READS: [&str; 4] = [
-    "group_size",
-    "batch_size",
-    "total_steps",
-    "max_token_length",
-];
 
 /// Names from outside (environment names, field names) are short, printable and one line.
 fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), ConfigError> {

@@ -56,7 +56,7 @@ impl LaunchPlan {
     /// The slice of its environment's items the run kept out of training, if it kept one, as
     /// its environment's command was told: what a run started before its launch record held
     /// the slice says of it ([`LaunchRecord::held_out`] is the way).
-    pub fn held_out(&self) -> Option<HeldOut> {
+    pub(crate) fn held_out(&self) -> Option<HeldOut> {
         let env = self.spec(Component::Env)?;
         rl_python::kept_out(&env.args, &env.env)
     }

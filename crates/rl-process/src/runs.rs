@@ -175,7 +175,7 @@ impl Runs {
     /// once its id and addresses are known: the caller's, as rl-process does not know how a
     /// selection becomes a config, and its error is returned as it is. `supervisor` starts the
     /// run's owner, `evaluate` is what its trainer runs to evaluate a checkpoint.
-    pub fn start_run<E: From<ProcessError>>(
+    pub fn start<E: From<ProcessError>>(
         &mut self,
         settings: &Settings,
         write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, E>,
@@ -186,29 +186,6 @@ impl Runs {
         let prepared = self.prepare(settings, secrets)?;
         let written = write_config(&prepared.run_id, prepared.endpoints)?;
         Ok(self.launch(settings, prepared, &written, secrets, supervisor, evaluate)?)
-    }
-
-    /// [`Runs::start_run`] with the evaluation command of the `rl` that `supervisor` runs, on
-    /// this state directory: kept while rl-tools starts runs without an [`EvaluateCommand`] of
-    /// its caller's.
-    pub fn start<E: From<ProcessError>>(
-        &mut self,
-        settings: &Settings,
-        write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, E>,
-        secrets: &Secrets,
-        supervisor: &SupervisorCommand,
-    ) -> Result<RunStatus, E> {
-        let evaluate = EvaluateCommand {
-            program: supervisor.program.clone(),
-            args: vec![
-                "--home".into(),
-                absolute(&self.home)?.into_os_string(),
-                "--json".into(),
-                "runs".into(),
-                "evaluate".into(),
-            ],
-        };
-        self.start_run(settings, write_config, secrets, supervisor, &evaluate)
     }
 
     /// What a run needs before its config can be written: checks, an id, free ports.

@@ -95,10 +95,7 @@ pub fn python_path_of<'f>(
 }
 
 /// `folders` in order, then `theirs` when they have one, as `PYTHONPATH` separates them.
-pub(crate) fn search_path<'f>(
-    folders: impl IntoIterator<Item = &'f Path>,
-    theirs: Option<&str>,
-) -> String {
+fn search_path<'f>(folders: impl IntoIterator<Item = &'f Path>, theirs: Option<&str>) -> String {
     folders
         .into_iter()
         .map(|folder| folder.to_string_lossy().into_owned())

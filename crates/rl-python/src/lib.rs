@@ -15,7 +15,6 @@ use rl_settings::HeldOut;
 
 mod launch;
 
-use launch::search_path;
 pub use launch::{Imports, ProgramCommand, PythonLauncher, python_path_of};
 
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
@@ -79,9 +78,6 @@ pub enum Items {
     HeldOut,
 }
 
-/// The held-out slice under the name rl-tools still uses: it is the operator's setting's type.
-pub use rl_settings::HeldOut as Slice;
-
 /// The variables that tell [`ENV_RUNNER`] which items to draw: those whose seeded content hash
 /// falls below the slice's fraction are the held-out ones.
 pub fn items_variables(items: Items, slice: HeldOut) -> Vec<(String, String)> {
@@ -122,12 +118,6 @@ pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<HeldOut> {
         seed: value(SEED_VARIABLE)?.parse().ok()?,
     };
     slice.keeps_out().then_some(slice)
-}
-
-/// `PYTHONPATH` with rl's programs first, then whatever the operator's was: kept while rl-tools
-/// builds its launches itself ([`PythonLauncher`] is the way).
-pub fn python_path(programs: &Path, theirs: Option<&str>) -> String {
-    search_path([programs], theirs)
 }
 
 /// One exact pin of a requirements file.

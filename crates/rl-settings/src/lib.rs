@@ -23,9 +23,10 @@ pub use run_folder::RunFolder;
 pub use run_id::{RunId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets};
 pub use settings::{
-    Backend, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,
+    Backend, Caps, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,
     DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings, HeldOut, InferenceSettings,
-    Locked, RunTiming, SETTINGS_FILE, Settings, SlurmSettings, default_home,
+    Locked, Prices, RunPrices, RunTiming, SETTINGS_FILE, Settings, SlurmSettings, TokenPrices,
+    default_home,
 };
 pub use settings_file::{SettingEdit, write_settings};
 pub use trainer::Trainer;

@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 use crate::{SettingsError, Value, trainer};
 
 mod check;
+mod costs;
 mod defaults;
 mod tables;
 
+pub use costs::{Caps, Prices, RunPrices, TokenPrices};
 pub use defaults::{Commands, Locked};
 pub use tables::{
     Backend, CheckpointPolicy, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES, EngineKind, EngineSettings,
@@ -77,6 +79,10 @@ pub struct Settings {
     pub checkpoints: CheckpointPolicy,
     /// The slice of each environment's items kept out of training, for `rl compare`.
     pub held_out: HeldOut,
+    /// What training costs (none by default: runs then count tokens only).
+    pub prices: Prices,
+    /// The most a run may spend, in money, tokens or hours (none by default).
+    pub caps: Caps,
 }
 
 impl Default for Settings {
@@ -101,6 +107,8 @@ impl Default for Settings {
             slurm: SlurmSettings::default(),
             checkpoints: CheckpointPolicy::default(),
             held_out: HeldOut::default(),
+            prices: Prices::default(),
+            caps: Caps::default(),
         }
     }
 }

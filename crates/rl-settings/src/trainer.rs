@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::{SettingsError, Value};
+use crate::{Caps, RunPrices, SettingsError, TokenPrices, Value};
 
 /// The run config's section a key is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -135,6 +135,14 @@ impl Key {
             Fallback::Text(text) => text.into(),
             Fallback::Boolean(b) => Value::Bool(b),
             Fallback::Absent | Fallback::Key { .. } | Fallback::ByEngine { .. } => Value::Null,
+        }
+    }
+
+    /// A whole-number default as a count (0 for a key whose default is not a whole number).
+    pub const fn default_count(&self) -> u32 {
+        match self.default {
+            Fallback::Integer(n) if n >= 0 && n <= u32::MAX as i64 => n as u32,
+            _ => 0,
         }
     }
 
@@ -275,6 +283,30 @@ pub const STARTING_STEP: Key = key(Tinker, "starting_step", Integer, D::Integer(
     .at_least(0.0)
     .doc("a resumed run: the step its state was saved after");
 
+pub const CURRENCY: Key = key(Tinker, "currency", Text, D::Text("USD"))
+    .doc("the label of every cost figure (the operator's [prices] currency)");
+pub const PRICE_PROMPT: Key = key(Tinker, "price_prompt_per_million", Number, D::Absent)
+    .at_least(0.0)
+    .doc("the price of a million prompt tokens; absent: no price");
+pub const PRICE_SAMPLED: Key = key(Tinker, "price_sampled_per_million", Number, D::Absent)
+    .at_least(0.0)
+    .doc("the price of a million sampled (completion) tokens");
+pub const PRICE_TRAINED: Key = key(Tinker, "price_trained_per_million", Number, D::Absent)
+    .at_least(0.0)
+    .doc("the price of a million trained (datum) tokens");
+pub const PRICE_MACHINE: Key = key(Tinker, "price_machine_per_hour", Number, D::Absent)
+    .at_least(0.0)
+    .doc("the local engine's machine, per hour of the trainer's steps");
+pub const MAX_COST: Key = key(Tinker, "max_cost", Number, D::Absent)
+    .above(0.0)
+    .doc("the run ends capped before a step that would pass this cost");
+pub const MAX_TOKENS: Key = key(Tinker, "max_tokens", Integer, D::Absent)
+    .at_least(1.0)
+    .doc("... this many prompt, sampled and trained tokens together");
+pub const MAX_HOURS: Key = key(Tinker, "max_hours", Number, D::Absent)
+    .above(0.0)
+    .doc("... this many hours since the trainer started");
+
 /// Every key, in the order the trainer reads them.
 pub const KEYS: &[Key] = &[
     ROLLOUT_SERVER_URL,
@@ -309,6 +341,14 @@ pub const KEYS: &[Key] = &[
     EVAL_CORRECT_FROM,
     RESUME_STATE,
     STARTING_STEP,
+    CURRENCY,
+    PRICE_PROMPT,
+    PRICE_SAMPLED,
+    PRICE_TRAINED,
+    PRICE_MACHINE,
+    MAX_COST,
+    MAX_TOKENS,
+    MAX_HOURS,
 ];
 
 /// How much longer than an evaluation's own limit (`eval_timeout_secs`) the trainer waits for
@@ -341,6 +381,7 @@ pub struct Trainer {
     /// refuses to start then).
     pub base_model: Option<String>,
     pub base_url: Option<String>,
+    pub total_steps: u64,
     pub lora_rank: u32,
     pub learning_rate: f64,
     pub max_token_length: u32,
@@ -354,6 +395,10 @@ pub struct Trainer {
     pub eval_correct_from: f64,
     pub resume_state: Option<String>,
     pub starting_step: u64,
+    pub currency: String,
+    /// `None`: no price was set, the run counts tokens only.
+    pub prices: Option<RunPrices>,
+    pub caps: Caps,
 }
 
 impl Trainer {
@@ -372,6 +417,7 @@ impl Trainer {
         Ok(Self {
             base_model: sections.text(&BASE_MODEL)?,
             base_url: sections.text(&BASE_URL)?,
+            total_steps: u64::from(whole(&TOTAL_STEPS)?),
             lora_rank: whole(&LORA_RANK)?,
             learning_rate: sections.number(&LEARNING_RATE)?.unwrap_or(0.0),
             max_token_length: whole(&MAX_TOKEN_LENGTH)?,
@@ -385,6 +431,15 @@ impl Trainer {
             eval_correct_from: sections.number(&EVAL_CORRECT_FROM)?.unwrap_or(0.0),
             resume_state: sections.text(&RESUME_STATE)?,
             starting_step: u64::try_from(starting_step).unwrap_or(0),
+            currency: sections.text(&CURRENCY)?.unwrap_or_default(),
+            prices: sections.prices()?,
+            caps: Caps {
+                max_cost: sections.number(&MAX_COST)?,
+                max_tokens: sections
+                    .integer(&MAX_TOKENS)?
+                    .and_then(|n| u64::try_from(n).ok()),
+                max_hours: sections.number(&MAX_HOURS)?,
+            },
         })
     }
 
@@ -395,6 +450,58 @@ impl Trainer {
         } else {
             self.eval_timeout + EVALUATE_MARGIN
         }
+    }
+}
+
+/// The `env` fields whose value the trainer must get from the environment itself (its own
+/// defaults, `config_init`), not atroposlib's: without them it would register another batch
+/// size or step count than the environment uses. rl writes them into every run's config.
+pub const ENVIRONMENT_VALUES: [Key; 4] = [GROUP_SIZE, BATCH_SIZE, TOTAL_STEPS, MAX_TOKEN_LENGTH];
+
+/// The keys of a run's prices and caps.
+const COSTS: [Key; 8] = [
+    CURRENCY,
+    PRICE_PROMPT,
+    PRICE_SAMPLED,
+    PRICE_TRAINED,
+    PRICE_MACHINE,
+    MAX_COST,
+    MAX_TOKENS,
+    MAX_HOURS,
+];
+
+/// Writes a run's prices (its currency with them) and caps into its `tinker` section,
+/// replacing any it had (a resumed run's parent's); what is not set is left out.
+pub fn set_costs(
+    tinker: &mut BTreeMap<String, Value>,
+    currency: &str,
+    prices: Option<&RunPrices>,
+    caps: &Caps,
+) {
+    for key in COSTS {
+        tinker.remove(key.name);
+    }
+    let mut put = |key: &Key, value: Option<f64>| {
+        if let Some(value) = value {
+            tinker.insert(key.name.to_owned(), Value::Float(value));
+        }
+    };
+    if let Some(prices) = prices {
+        put(&PRICE_PROMPT, prices.tokens.prompt_per_million);
+        put(&PRICE_SAMPLED, prices.tokens.sampled_per_million);
+        put(&PRICE_TRAINED, prices.tokens.trained_per_million);
+        put(&PRICE_MACHINE, prices.machine_per_hour);
+    }
+    put(&MAX_COST, caps.max_cost);
+    put(&MAX_HOURS, caps.max_hours);
+    if let Some(tokens) = caps.max_tokens {
+        tinker.insert(
+            MAX_TOKENS.name.to_owned(),
+            Value::Int(i64::try_from(tokens).unwrap_or(i64::MAX)),
+        );
+    }
+    if prices.is_some() || caps.max_cost.is_some() {
+        tinker.insert(CURRENCY.name.to_owned(), currency.into());
     }
 }
 
@@ -430,6 +537,18 @@ struct Sections<'a> {
 }
 
 impl Sections<'_> {
+    fn prices(&self) -> Result<Option<RunPrices>, SettingsError> {
+        let prices = RunPrices {
+            tokens: TokenPrices {
+                prompt_per_million: self.number(&PRICE_PROMPT)?,
+                sampled_per_million: self.number(&PRICE_SAMPLED)?,
+                trained_per_million: self.number(&PRICE_TRAINED)?,
+            },
+            machine_per_hour: self.number(&PRICE_MACHINE)?,
+        };
+        Ok((prices != RunPrices::default()).then_some(prices))
+    }
+
     fn given(&self, key: &Key) -> Option<&Value> {
         key.given(self.env, self.tinker)
     }

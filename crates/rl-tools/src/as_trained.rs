@@ -32,8 +32,8 @@ impl Tools {
     }
 
     /// The slice of its environment's items run `id` kept out of training, if any.
-    pub(crate) fn kept_out(&self, id: &RunId) -> Option<rl_python::Slice> {
-        rl_process::LaunchPlan::load(self.home(), id)
+    pub(crate) fn kept_out(&self, id: &RunId) -> Option<rl_settings::HeldOut> {
+        rl_process::LaunchRecord::load(self.home(), id)
             .ok()?
             .held_out()
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rl_preflight::ModelServer;
 use rl_process::{RunRecord, RunState};
-use rl_settings::{RunConfig, RunId, Value};
+use rl_settings::{RunConfig, RunId};
 
 use crate::hosted::TrainedOn;
 use crate::{Tools, ToolsError};
@@ -177,15 +177,13 @@ impl Tools {
             what: format!("run {run_id}"),
             reason: "its config names no tinker.base_model".to_owned(),
         })?;
-        let lora_rank = int_of(config.tinker.get("lora_rank")).unwrap_or(32);
-        let max_token_length = int_of(config.env.get("max_token_length")).unwrap_or(2048);
+        let trainer = config.trainer()?;
+        let (lora_rank, max_token_length) = (trainer.lora_rank, trainer.max_token_length);
         let settings = self.settings()?;
         let programs = rl_python::install(self.home()).map_err(|error| {
             ToolsError::Internal(format!("cannot write rl's Python programs: {error}"))
         })?;
         let mut args = vec![
-            "-m".to_owned(),
-            PYTHON_MODULE.to_owned(),
             "--port".to_owned(),
             port.to_string(),
             "--engine-python".to_owned(),
@@ -214,16 +212,18 @@ impl Tools {
                 args.extend(["--model".to_owned(), format!("{model}={state}")]);
             }
         }
-        let mut env: Vec<(String, String)> = settings
-            .child_environment
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        env.push(("PYTHONPATH".to_owned(), path_text(&programs)));
-        Ok(ModelServer {
-            program: settings.python.clone(),
+        // The Python that runs atroposlib, with the operator's packages after rl's (the
+        // engine's own Python is started by the server itself, alone).
+        let launch = rl_python::PythonLauncher::new(&programs, &settings.child_environment).module(
+            &settings.python,
+            PYTHON_MODULE,
             args,
-            env,
+            rl_python::Imports::WithOperators,
+        );
+        Ok(ModelServer {
+            program: launch.program,
+            args: launch.args,
+            env: launch.env,
             port,
             ready_timeout: READY_TIMEOUT,
             engine_of: Some(saved.dir),
@@ -334,21 +334,7 @@ fn no_best(saved: &crate::saved_states::Saved) -> String {
 
 /// The model a run trained (`tinker.base_model`, else the tokenizer it was given).
 fn base_model_of(config: &RunConfig) -> Option<String> {
-    text_of(config.tinker.get("base_model")).or_else(|| text_of(config.env.get("tokenizer_name")))
-}
-
-fn text_of(value: Option<&Value>) -> Option<String> {
-    match value? {
-        Value::Str(text) if !text.is_empty() => Some(text.clone()),
-        _ => None,
-    }
-}
-
-fn int_of(value: Option<&Value>) -> Option<i64> {
-    match value? {
-        Value::Int(number) => Some(*number),
-        _ => None,
-    }
+    config.trainer().ok()?.base_model
 }
 
 fn path_text(path: &Path) -> String {

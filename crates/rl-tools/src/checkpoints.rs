@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rl_metrics::{archive_bytes, engine_archive};
 use rl_process::RunRecord;
-use rl_settings::{RunConfig, RunId, Value, run_dir};
+use rl_settings::{RunConfig, RunId, run_dir};
 
 use crate::answers::{CheckpointEntry, CheckpointList, Exported, Pruned, RunCheckpoints};
 use crate::hosted::TrainedOn;
@@ -282,12 +282,9 @@ impl Tools {
                 }
             },
         };
-        let base_model = RunConfig::read(&run.config_path).ok().and_then(|config| {
-            match config.tinker.get("base_model") {
-                Some(Value::Str(model)) => Some(model.clone()),
-                _ => None,
-            }
-        });
+        let base_model = RunConfig::read(&run.config_path)
+            .ok()
+            .and_then(|config| config.trainer().ok()?.base_model);
         let load_with = format!(
             "from transformers import AutoModelForCausalLM\nfrom peft import PeftModel\n\
              model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained({:?}), {:?})",

@@ -93,7 +93,7 @@ impl Tools {
         // trained on, and the answer says so), unless that is none either.
         let slice = self
             .kept_out(id)
-            .or_else(|| Some(settings.held_out.slice()))
+            .or(Some(settings.held_out))
             .filter(|slice| slice.fraction > 0.0);
         if let Some(slice) = slice {
             let programs = rl_python::install(self.home())

@@ -41,7 +41,7 @@ impl Tools {
             selection,
             settings,
         } = self.as_trained(id)?;
-        let size = EvaluationSize::of(&config.tinker)?;
+        let size = EvaluationSize::of(&config.trainer()?);
         let mut test = TestRequest::openrouter(None);
         test.models = vec![request.model.clone()];
         test.endpoint = Endpoint {

@@ -225,21 +225,16 @@ impl Tools {
         let programs = rl_python::install(self.home()).map_err(|error| {
             ToolsError::Internal(format!("cannot write rl's Python programs: {error}"))
         })?;
-        let mut command = Command::new(&settings.python);
+        let launch = rl_python::PythonLauncher::new(&programs, &settings.child_environment).module(
+            &settings.python,
+            MODULE,
+            args.iter().cloned(),
+            rl_python::Imports::WithOperators,
+        );
+        let mut command = Command::new(&launch.program);
         command
-            .args(["-m", MODULE])
-            .args(args)
-            .envs(&settings.child_environment)
-            .env(
-                "PYTHONPATH",
-                rl_python::python_path(
-                    &programs,
-                    settings
-                        .child_environment
-                        .get("PYTHONPATH")
-                        .map(String::as_str),
-                ),
-            )
+            .args(&launch.args)
+            .envs(launch.env.iter().map(|(name, value)| (name, value)))
             .env(TINKER_KEY_VARIABLE, key)
             .env_remove("TINKER_BASE_URL")
             .stdin(Stdio::null())

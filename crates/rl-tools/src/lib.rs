@@ -65,7 +65,7 @@ pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
 pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
 pub use tools::{ToolContext, Tools, TreeOverride};
 // What a face names when it opens the tools or runs a supervisor; the lower crates own them.
-pub use rl_process::{DEFAULT_EVENT_LIMIT, SupervisorCommand};
+pub use rl_process::{DEFAULT_EVENT_LIMIT, EvaluateCommand, SupervisorCommand};
 pub use rl_settings::default_home;
 pub use runs::supervise;
 

@@ -15,7 +15,7 @@ pub(crate) struct Prompts {
 }
 
 impl Prompts {
-    pub(crate) fn of(drawn: Option<DrawnItems>, kept_out: Option<rl_python::Slice>) -> Self {
+    pub(crate) fn of(drawn: Option<DrawnItems>, kept_out: Option<rl_settings::HeldOut>) -> Self {
         let Some(drawn) = drawn else {
             return Self {
                 source: "training items".to_owned(),
@@ -82,7 +82,7 @@ mod tests {
         }
     }
 
-    const SLICE: rl_python::Slice = rl_python::Slice {
+    const SLICE: rl_settings::HeldOut = rl_settings::HeldOut {
         fraction: 0.25,
         seed: 7,
     };
@@ -96,7 +96,7 @@ mod tests {
 
         for other in [
             None,
-            Some(rl_python::Slice {
+            Some(rl_settings::HeldOut {
                 fraction: 0.25,
                 seed: 8,
             }),

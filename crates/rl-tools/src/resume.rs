@@ -77,19 +77,10 @@ impl Tools {
         // The parent's slice of held-out items, whatever [held_out] says now: one run's steps
         // never train on items another of its steps kept out.
         let mut settings = service.settings().clone();
-        settings.held_out = rl_process::LaunchPlan::load(self.home(), parent)
-            .ok()
-            .and_then(|plan| plan.held_out())
-            .map_or(
-                HeldOut {
-                    fraction: 0.0,
-                    ..settings.held_out
-                },
-                |slice| HeldOut {
-                    fraction: slice.fraction,
-                    seed: slice.seed,
-                },
-            );
+        settings.held_out = self.kept_out(parent).unwrap_or(HeldOut {
+            fraction: 0.0,
+            ..settings.held_out
+        });
         let status = self.launch_with(&settings, |run_id, endpoints| {
             let written = service.write_resumed_config(
                 parent,

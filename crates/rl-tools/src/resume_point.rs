@@ -3,7 +3,7 @@
 //! `rl_resume_training` starts from it, and `rl_list_checkpoints` marks it (and pruning keeps it).
 
 use rl_metrics::{CHECKPOINTS_FILE_NAME, read_checkpoints};
-use rl_settings::{RunConfig, Value};
+use rl_settings::RunConfig;
 
 /// Where a resumed run starts: the parent's last saved state before its last step whose
 /// files are there.
@@ -15,12 +15,9 @@ pub(crate) struct ResumePoint {
     pub(crate) missing: Vec<u64>,
 }
 
-/// `env.total_steps` of a run's config, when it is a positive integer.
+/// The steps a run's trainer takes, as it reads them (`None` for a config it would refuse).
 pub(crate) fn total_steps(config: &RunConfig) -> Option<u64> {
-    match config.env.get("total_steps") {
-        Some(Value::Int(steps)) => u64::try_from(*steps).ok(),
-        _ => None,
-    }
+    config.trainer().ok().map(|trainer| trainer.total_steps)
 }
 
 /// The parent's last checkpoint with a saved state (weights and optimizer) before its last

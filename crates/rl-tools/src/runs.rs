@@ -284,7 +284,7 @@ impl Tools {
         write_config: impl FnOnce(&RunId, RunEndpoints) -> Result<WrittenConfig, ToolsError>,
     ) -> Result<RunStatus, ToolsError> {
         // An evaluation the operator's settings would make fail is refused now, not steps in.
-        let room = crate::checkpoint_test_size::check_locked(&settings.locked.tinker)?;
+        let room = crate::checkpoint_test_size::check_locked(&settings.locked)?;
         // The environment may end before the trainer's last evaluation: the trainer is given
         // the time that evaluation may take, beyond the operator's grace.
         let mut settings = settings.clone();
@@ -294,6 +294,7 @@ impl Tools {
             write_config,
             self.secrets(),
             &self.context().supervisor,
+            &self.context().evaluate,
         )
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rl_config::ConfigService;
 use rl_preflight::LocalModelRunner;
-use rl_process::{Runs, SupervisorCommand};
+use rl_process::{EvaluateCommand, Runs, SupervisorCommand};
 use rl_settings::{Secrets, Settings, SettingsError};
 
 use crate::ToolsError;
@@ -27,6 +27,9 @@ pub struct ToolContext {
     pub environment: BTreeMap<String, String>,
     /// How a run's detached supervisor is started (normally `rl supervise`).
     pub supervisor: SupervisorCommand,
+    /// How a run's trainer asks for an evaluation (normally `rl --home H --json runs
+    /// evaluate`): the face's own command line, which the process layer never spells.
+    pub evaluate: EvaluateCommand,
 }
 
 /// The command line's choice of environments tree, over the operator's settings.
@@ -49,6 +52,7 @@ impl ToolContext {
         tree: &TreeOverride,
         environment: BTreeMap<String, String>,
         supervisor: SupervisorCommand,
+        evaluate: EvaluateCommand,
     ) -> Self {
         let settings = rl_config::load_settings(&home, environment.clone())
             .map(|mut settings| {
@@ -75,6 +79,7 @@ impl ToolContext {
             secrets,
             environment,
             supervisor,
+            evaluate,
         }
     }
 }

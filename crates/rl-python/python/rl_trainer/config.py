@@ -79,6 +79,16 @@ class TrainerConfig:
     # A resumed run: the state (weights + optimizer) it continues from, after this step.
     resume_state: Optional[str]
     starting_step: int
+    # What the run's tokens cost (per million; per hour of the local engine's machine), none
+    # when no price is set, and the caps that end it `capped` before a step would pass one.
+    currency: str
+    price_prompt_per_million: Optional[float]
+    price_sampled_per_million: Optional[float]
+    price_trained_per_million: Optional[float]
+    price_machine_per_hour: Optional[float]
+    max_cost: Optional[float]
+    max_tokens: Optional[int]
+    max_hours: Optional[float]
     # What the reader wants the operator to know (defaults that may differ from the env's).
     notes: tuple = field(default=())
 
@@ -168,10 +178,11 @@ class _Section:
         self._check_bounds(key, number)
         return number
 
-    def number(self, key: str, resolved: Optional[float] = None) -> float:
+    def number(self, key: str, resolved: Optional[float] = None) -> Optional[float]:
         value = self.data.get(key)
         if value is None:
-            return float(self.default(key, resolved))
+            default = self.default(key, resolved)
+            return None if default is None else float(default)
         number = _as_float(value)
         if number is None or not math.isfinite(number):
             raise ConfigError(self.key(key), f"must be a finite number, got {_show(value)}")
@@ -364,6 +375,22 @@ def parse_config(doc: Any) -> TrainerConfig:
     eval_timeout_secs = tinker.number("eval_timeout_secs")
     resume_state = tinker.string("resume_state")
     starting_step = tinker.integer("starting_step")
+    costs = {
+        key: tinker.number(key)
+        for key in (
+            "price_prompt_per_million",
+            "price_sampled_per_million",
+            "price_trained_per_million",
+            "price_machine_per_hour",
+            "max_cost",
+            "max_hours",
+        )
+    }
+    max_tokens = tinker.integer("max_tokens")
+    if costs["max_cost"] is not None and all(
+        costs[key] is None for key in costs if key.startswith("price_")
+    ):
+        raise ConfigError(tinker.key("max_cost"), "needs a price (tinker.price_*): without one nothing is counted against it")
     if starting_step >= total_steps:
         raise ConfigError(tinker.key("starting_step"), f"({starting_step}) must be below env.total_steps ({total_steps}): no step would be left")
     if starting_step > 0 and resume_state is None:
@@ -406,6 +433,9 @@ def parse_config(doc: Any) -> TrainerConfig:
         eval_timeout_secs=eval_timeout_secs,
         resume_state=resume_state,
         starting_step=starting_step,
+        currency=tinker.string("currency"),
+        max_tokens=max_tokens,
+        **costs,
         notes=tuple(notes),
     )
 

@@ -14,6 +14,8 @@ pub(crate) const MAX_HELD_OUT_FRACTION: f64 = 0.5;
 
 impl Settings {
     pub(super) fn check(&self) -> Result<(), SettingsError> {
+        self.prices.check()?;
+        self.caps.check("caps")?;
         if let Some(name) = self
             .child_environment
             .keys()

@@ -49,11 +49,6 @@ impl HeldOut {
     pub fn keeps_out(&self) -> bool {
         self.fraction > 0.0
     }
-
-    /// The slice itself: kept while rl-tools still asks for it under this name.
-    pub fn slice(&self) -> HeldOut {
-        *self
-    }
 }
 
 /// What pruning keeps of an ended run's checkpoints: the last `keep_last`, the best, the

@@ -322,3 +322,59 @@ fn a_runs_checkpoints_are_sampled_at_its_own_tinker_unless_the_operator_says() {
         "http://127.0.0.1:9/v1"
     );
 }
+
+#[test]
+fn prices_and_caps_are_read_per_model_and_misspellings_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let defaults = Settings::load(home.path(), variables(&[])).unwrap();
+    assert_eq!(defaults.prices.for_run("any", true), None);
+    assert!(!defaults.caps.is_set());
+    std::fs::write(
+        home.path().join("config.toml"),
+        r#"[prices]
+currency = "EUR"
+sampled_per_million = 0.5
+machine_per_hour = 1.25
+[prices.models."org/model"]
+trained_per_million = 2.0
+[caps]
+max_cost = 10.0
+max_tokens = 1000000
+"#,
+    )
+    .unwrap();
+    let settings = Settings::load(home.path(), variables(&[("RL_CAPS__MAX_HOURS", "4")])).unwrap();
+    assert_eq!(settings.prices.currency, "EUR");
+    let model = settings.prices.for_run("org/model", false).unwrap();
+    assert_eq!(model.tokens.trained_per_million, Some(2.0));
+    assert_eq!(model.machine_per_hour, None);
+    let other = settings.prices.for_run("other", true).unwrap();
+    assert_eq!(other.tokens.sampled_per_million, Some(0.5));
+    assert_eq!(other.machine_per_hour, Some(1.25));
+    assert_eq!(
+        (
+            settings.caps.max_cost,
+            settings.caps.max_tokens,
+            settings.caps.max_hours
+        ),
+        (Some(10.0), Some(1_000_000), Some(4.0))
+    );
+
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[prices.models.\"m\"]\ntrained_per_milion = 2.0\n",
+    )
+    .unwrap();
+    let error = Settings::load(home.path(), variables(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("trained_per_milion"), "{error}");
+    std::fs::write(home.path().join("config.toml"), "[caps]\nmax_cost = -1\n").unwrap();
+    let error = Settings::load(home.path(), variables(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("caps.max_cost must be a number above 0"),
+        "{error}"
+    );
+}

@@ -61,6 +61,10 @@ fn fixture_with(settings: Result<Settings, String>, keys: &[(&str, &str)]) -> Fi
             args: vec!["-c".to_owned(), "sleep 60".to_owned(), "sh".to_owned()],
             env: Vec::new(),
         },
+        evaluate: rl_process::EvaluateCommand {
+            program: PathBuf::from("/bin/false"),
+            args: Vec::new(),
+        },
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
