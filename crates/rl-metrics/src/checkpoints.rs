@@ -11,8 +11,6 @@ use serde::Deserialize;
 use crate::error::MetricsError;
 use crate::model::Checkpoint;
 
-/// The file name, inside the run folder.
-pub const CHECKPOINTS_FILE_NAME: &str = RunFolder::CHECKPOINTS;
 /// The name of the last step's checkpoint.
 const FINAL: &str = "final";
 
@@ -57,7 +55,8 @@ pub fn read_checkpoints(path: &Path) -> Result<Option<CheckpointRecord>, Metrics
             Ok(row) => row,
             Err(error) => {
                 record.warnings.push(format!(
-                    "{CHECKPOINTS_FILE_NAME} line {} is not a checkpoint ({error}); skipped",
+                    "{} line {} is not a checkpoint ({error}); skipped",
+                    RunFolder::CHECKPOINTS,
                     index + 1
                 ));
                 continue;
@@ -65,7 +64,8 @@ pub fn read_checkpoints(path: &Path) -> Result<Option<CheckpointRecord>, Metrics
         };
         let Some(sampler_path) = row.sampler_path.filter(|p| !p.is_empty()) else {
             record.warnings.push(format!(
-                "{CHECKPOINTS_FILE_NAME} line {} has no sampler_path; skipped",
+                "{} line {} has no sampler_path; skipped",
+                RunFolder::CHECKPOINTS,
                 index + 1
             ));
             continue;
@@ -161,7 +161,7 @@ mod tests {
 
     fn read_text(text: &str) -> Option<CheckpointRecord> {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(CHECKPOINTS_FILE_NAME);
+        let path = RunFolder::at(dir.path()).checkpoints();
         std::fs::write(&path, text).unwrap();
         read_checkpoints(&path).unwrap()
     }
@@ -205,7 +205,7 @@ mod tests {
     fn no_file_is_no_record() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(
-            read_checkpoints(&dir.path().join(CHECKPOINTS_FILE_NAME)).unwrap(),
+            read_checkpoints(&RunFolder::at(dir.path()).checkpoints()).unwrap(),
             None
         );
     }

@@ -22,9 +22,7 @@ mod wandb_api;
 mod wandb_file;
 
 pub use accounting::{Accounting, STEP_PARTS, part_key};
-pub use checkpoints::{
-    CHECKPOINTS_FILE_NAME, CheckpointRecord, archive_bytes, engine_archive, read_checkpoints,
-};
+pub use checkpoints::{CheckpointRecord, archive_bytes, engine_archive, read_checkpoints};
 pub use error::MetricsError;
 pub use health::{Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, StepWindow};
 pub use jsonl::{MetricsFile, read_metrics_file};
@@ -34,13 +32,10 @@ pub use model::{
 };
 pub use results::{Results, RunIdentity};
 pub use rollouts::{
-    MAX_ROLLOUT_BYTES, MAX_ROLLOUT_ROWS, MAX_ROLLOUT_TEXT, ROLLOUTS_DIR, RolloutRow, StepRollouts,
-    read_rollouts, rollout_steps,
+    MAX_ROLLOUT_BYTES, MAX_ROLLOUT_ROWS, MAX_ROLLOUT_TEXT, RolloutRow, StepRollouts, read_rollouts,
+    rollout_steps,
 };
-pub use source::{
-    Collected, METRICS_FILE_NAME, MetricsSource, RunTarget, SourceFailure, WANDB_DIR_NAME,
-    WandbNames, collect,
-};
+pub use source::{Collected, MetricsSource, RunTarget, SourceFailure, WandbNames, collect};
 pub use trainer_log::{WeightsReport, scan as scan_trainer_log};
 pub use view::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, StatusMetrics};
 pub use wandb_api::{WandbApi, WandbApiConfig};

@@ -13,8 +13,6 @@ use rl_settings::RunFolder;
 
 use crate::error::MetricsError;
 
-/// The folder inside the run folder.
-pub const ROLLOUTS_DIR: &str = RunFolder::ROLLOUTS;
 /// Bytes of one step's file read at most.
 pub const MAX_ROLLOUT_BYTES: u64 = 8 * 1024 * 1024;
 /// Rows of one step returned at most.
@@ -184,9 +182,9 @@ mod tests {
 
     fn run_with(files: &[(&str, &[u8])]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(ROLLOUTS_DIR)).unwrap();
+        std::fs::create_dir_all(RunFolder::at(dir.path()).rollouts()).unwrap();
         for (name, bytes) in files {
-            std::fs::write(dir.path().join(ROLLOUTS_DIR).join(name), bytes).unwrap();
+            std::fs::write(RunFolder::at(dir.path()).rollouts().join(name), bytes).unwrap();
         }
         dir
     }
@@ -281,14 +279,21 @@ mod tests {
     #[test]
     fn a_fifo_is_no_rollouts() {
         let run = run_with(&[]);
-        let fifo = run.path().join(ROLLOUTS_DIR).join("step_000004.jsonl");
+        let fifo = RunFolder::at(run.path())
+            .rollouts()
+            .join("step_000004.jsonl");
         let made = std::process::Command::new("mkfifo")
             .arg(&fifo)
             .status()
             .unwrap();
         assert!(made.success());
         assert_eq!(read_rollouts(run.path(), 4).unwrap(), None);
-        std::fs::create_dir(run.path().join(ROLLOUTS_DIR).join("step_000005.jsonl")).unwrap();
+        std::fs::create_dir(
+            RunFolder::at(run.path())
+                .rollouts()
+                .join("step_000005.jsonl"),
+        )
+        .unwrap();
         assert_eq!(read_rollouts(run.path(), 5).unwrap(), None);
     }
 }

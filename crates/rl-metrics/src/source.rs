@@ -11,11 +11,6 @@ use crate::model::{RunMetrics, SourceKind};
 use crate::trainer_log;
 use async_trait::async_trait;
 
-/// The file name, inside the run folder, of the trainer's JSON-lines metrics.
-pub const METRICS_FILE_NAME: &str = RunFolder::METRICS;
-/// The folder, inside the run folder, WandB writes its run folders to (`WANDB_DIR`).
-pub const WANDB_DIR_NAME: &str = RunFolder::WANDB;
-
 /// How the trainer and the env name their WandB runs, as written into the run's config.
 ///
 /// The trainer's run is `{wandb_run_name}-trainer-{suffix}` (a random suffix), the env's is

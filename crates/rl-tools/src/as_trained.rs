@@ -3,7 +3,7 @@
 //! (`AsTrained`), and the slice of its environment's items it kept out of training
 //! (`kept_out`). `rl compare` and the evaluations during training both start from it.
 
-use rl_settings::{RUN_CONFIG_FILE, RunConfig, RunId, run_dir};
+use rl_settings::{RunConfig, RunFolder, RunId};
 
 use crate::{Tools, ToolsError};
 
@@ -20,7 +20,7 @@ pub(crate) struct AsTrained {
 impl Tools {
     /// Run `id` as it trained, from what its folder recorded.
     pub(crate) fn as_trained(&self, id: &RunId) -> Result<AsTrained, ToolsError> {
-        let config = RunConfig::read(&run_dir(self.home(), id).join(RUN_CONFIG_FILE))?;
+        let config = RunConfig::read(&RunFolder::of(self.home(), id).config())?;
         let selection = rl_config::run_selection(self.home(), id)?;
         let mut settings = self.settings()?.clone();
         settings.locked.env.clone_from(&config.env);

@@ -5,16 +5,13 @@
 //! series; the best checkpoint is then the best of these.
 
 use rl_preflight::{CorrectRule, Endpoint, HeldOutItems, TestPlan, TestRequest, TestStore};
-use rl_settings::{RunId, run_dir};
+use rl_settings::{RunFolder, RunId};
 
 use crate::answers::Evaluated;
 use crate::as_trained::AsTrained;
 use crate::checkpoint_test_size::EvaluationSize;
 use crate::prompts::Prompts;
 use crate::{Tools, ToolsError};
-
-/// A run's evaluations are kept in its own folder, not among the pre-flights.
-pub const EVALUATIONS_DIR: &str = "evaluations";
 
 /// What the trainer asks: the step it saved, and where it serves that checkpoint.
 #[derive(Debug, Clone)]
@@ -80,7 +77,8 @@ impl Tools {
         request: &EvaluationRequest,
     ) -> Result<Evaluated, ToolsError> {
         let plan = self.evaluation_plan(id, request)?;
-        let store = TestStore::in_dir(run_dir(self.home(), id).join(EVALUATIONS_DIR));
+        // A run's evaluations are kept in its own folder, not among the pre-flights.
+        let store = TestStore::in_dir(RunFolder::of(self.home(), id).evaluations());
         let report = self
             .test_inference_in(
                 &plan,

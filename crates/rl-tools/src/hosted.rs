@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rl_process::{Component, LaunchPlan, RunRecord};
-use rl_settings::{RunConfig, RunId, Value, run_dir};
+use rl_settings::{RunConfig, RunFolder, RunId, Value};
 use wait_timeout::ChildExt as _;
 
 use crate::answers::Kept;
@@ -81,7 +81,7 @@ impl Tools {
                 base_url: service_of(run),
             }));
         }
-        let engine = run_dir(self.home(), &id).join("engine");
+        let engine = RunFolder::of(self.home(), &id).engine();
         if !engine.is_dir() {
             return Err(ToolsError::RunFilesMissing {
                 run_id: id.to_string(),

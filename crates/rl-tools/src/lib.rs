@@ -51,7 +51,7 @@ pub use answers::{
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use compare::{CompareOptions, ComparePlan};
 pub use error::{FailureKind, ToolsError};
-pub use evaluation::{EVALUATIONS_DIR, EvaluationRequest};
+pub use evaluation::EvaluationRequest;
 pub use health_check::{MIN_PYTHON, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
 pub use long_calls::{LONG_TOOLS, LongCall, LongCallState, Planned, WorkOrder};

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rl_preflight::{Progress, ProgressSink, TestPlan, TestReport, TestView};
+use rl_preflight::{Progress, ProgressSink, TestFolder, TestPlan, TestReport, TestView};
 use rl_settings::RunId;
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +30,6 @@ use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
 
 /// In a test's folder: the call it answers.
-const CALL_FILE: &str = "call.json";
 /// Under the pre-flights' folder: the test of each call started detached, by fingerprint.
 const CALLS_DIR: &str = "calls";
 const CALLS_LOCK: &str = "calls.lock";
@@ -197,7 +196,7 @@ impl Tools {
         let sink: ProgressSink = Arc::new(move |event: Progress| {
             if let Progress::Created { dir, .. } = &event {
                 // A record that cannot be written leaves the test answerable only by waiting.
-                let _ = write_record(dir, &recording);
+                let _ = write_record(&TestFolder::at(dir), &recording);
             }
             progress(event);
         });
@@ -220,7 +219,11 @@ impl Tools {
             .map(|text| text.trim().to_owned())
             && matches!(self.preflight(&test_id), Ok(TestView::Unfinished(ref progress)) if progress.status == rl_preflight::TestStatus::Running)
         {
-            let estimate = read_record(&store_dir.join(&test_id))
+            let estimate = self
+                .test_store()
+                .folder(&test_id)
+                .ok()
+                .and_then(|folder| read_record(&folder))
                 .and_then(|record| record.estimate)
                 .unwrap_or_else(|| self.estimate(&planned.test));
             return Ok(LongCallStarted::new(
@@ -256,8 +259,7 @@ impl Tools {
             ));
         }
         let view = self.preflight(test_id)?;
-        let dir = self.preflight_dir().join(test_id);
-        let record = read_record(&dir);
+        let record = read_record(&self.test_store().folder(test_id)?);
         if let Some(record) = &record
             && record.call.tool() != tool
         {
@@ -504,17 +506,17 @@ fn fingerprint(call: &LongCall, plan: &TestPlan) -> String {
     rl_config::sha256_hex(content.to_string().as_bytes())
 }
 
-fn write_record(dir: &Path, record: &CallRecord) -> Result<(), ToolsError> {
+fn write_record(folder: &TestFolder, record: &CallRecord) -> Result<(), ToolsError> {
     let text =
         serde_json::to_string(record).map_err(|error| ToolsError::Internal(error.to_string()))?;
     Ok(rl_settings::write_atomically(
-        &dir.join(CALL_FILE),
+        &folder.call(),
         text.as_bytes(),
     )?)
 }
 
-fn read_record(dir: &Path) -> Option<CallRecord> {
-    let text = rl_settings::read_text(&dir.join(CALL_FILE)).ok()?;
+fn read_record(folder: &TestFolder) -> Option<CallRecord> {
+    let text = rl_settings::read_text(&folder.call()).ok()?;
     serde_json::from_str(&text).ok()
 }
 

@@ -1,9 +1,7 @@
 //! The data of `rl serve`'s run pages (`answers/page.rs`).
 
-use rl_metrics::{
-    METRICS_FILE_NAME, StatusMetrics, read_metrics_file, read_rollouts, rollout_steps,
-};
-use rl_settings::{RunConfig, RunId, run_dir};
+use rl_metrics::{StatusMetrics, read_metrics_file, read_rollouts, rollout_steps};
+use rl_settings::{RunConfig, RunFolder, RunId, run_dir};
 
 use crate::answers::{MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
 use crate::metrics::SourceChoice;
@@ -36,7 +34,7 @@ impl Tools {
                 let latest = dir
                     .as_ref()
                     .ok()
-                    .and_then(|dir| read_metrics_file(&dir.join(METRICS_FILE_NAME)).ok())
+                    .and_then(|dir| read_metrics_file(&RunFolder::at(dir).metrics()).ok())
                     .map(|metrics| MetricsView::from(&StatusMetrics::of(&metrics)))
                     .unwrap_or_default();
                 RunRow {

@@ -32,7 +32,7 @@ pub struct InferenceOptions {
 }
 
 impl Tools {
-    fn test_store(&self) -> TestStore {
+    pub(crate) fn test_store(&self) -> TestStore {
         TestStore::new(self.home())
     }
 

@@ -2,8 +2,9 @@
 //! (weights and optimizer) before its last step whose files are there — or why it cannot.
 //! `rl_resume_training` starts from it, and `rl_list_checkpoints` marks it (and pruning keeps it).
 
-use rl_metrics::{CHECKPOINTS_FILE_NAME, read_checkpoints};
+use rl_metrics::read_checkpoints;
 use rl_settings::RunConfig;
+use rl_settings::RunFolder;
 
 /// Where a resumed run starts: the parent's last saved state before its last step whose
 /// files are there.
@@ -26,12 +27,13 @@ pub(crate) fn resume_point(
     run_dir: &std::path::Path,
     total_steps: Option<u64>,
 ) -> Result<ResumePoint, String> {
-    let record = read_checkpoints(&run_dir.join(CHECKPOINTS_FILE_NAME))
+    let record = read_checkpoints(&RunFolder::at(run_dir).checkpoints())
         .map_err(|error| error.to_string())?
         .ok_or_else(|| {
             format!(
-                "it saved no training state ({CHECKPOINTS_FILE_NAME} is missing: its trainer \
-                 keeps none, or it ended before its first save)"
+                "it saved no training state ({} is missing: its trainer \
+                 keeps none, or it ended before its first save)",
+                RunFolder::CHECKPOINTS
             )
         })?;
     let every: Vec<(u64, String)> = record
@@ -90,7 +92,7 @@ pub(crate) fn resume_point(
 /// files of the state `state_path` names. A hosted run's states are at the service: never
 /// missing as far as rl can tell (its trainer checks what it loads).
 pub(crate) fn state_is_missing(run_dir: &std::path::Path, state_path: &str) -> bool {
-    run_dir.join("engine").is_dir()
+    RunFolder::at(run_dir).engine().is_dir()
         && rl_metrics::engine_archive(run_dir, state_path).is_none_or(|files| !files.exists())
 }
 
@@ -100,7 +102,7 @@ mod tests {
 
     fn run_with(lines: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(CHECKPOINTS_FILE_NAME), lines).unwrap();
+        std::fs::write(RunFolder::at(dir.path()).checkpoints(), lines).unwrap();
         dir
     }
 
@@ -145,7 +147,7 @@ mod tests {
         let refused = resume_point(dir.path(), Some(6)).unwrap_err();
         assert!(refused.contains("steps 0, 2, 4"), "{refused}");
         // Without an engine folder (a hosted run) the service holds the states.
-        std::fs::remove_dir_all(dir.path().join("engine")).unwrap();
+        std::fs::remove_dir_all(RunFolder::at(dir.path()).engine()).unwrap();
         assert_eq!(resume_point(dir.path(), Some(6)).unwrap().step, 4);
     }
 

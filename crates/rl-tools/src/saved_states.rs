@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use rl_metrics::{CHECKPOINTS_FILE_NAME, METRICS_FILE_NAME, read_checkpoints, read_metrics_file};
+use rl_metrics::{read_checkpoints, read_metrics_file};
 use rl_process::{RunRecord, RunState};
-use rl_settings::{RunConfig, RunId, run_dir};
+use rl_settings::{RunConfig, RunFolder, RunId, run_dir};
 
 use crate::resume_point::{resume_point, total_steps};
 use crate::{Tools, ToolsError};
@@ -17,14 +17,12 @@ use crate::{Tools, ToolsError};
 /// evaluated during training (`eval_every`), else the training reward at the step.
 const BEST_BY_EVALUATION: &str = crate::answers::EVAL_MEAN_SCORE;
 const BEST_BY_REWARD: &str = "reward/mean";
-/// The steps `rl checkpoints prune` deleted the files of, in the run's folder.
-const PRUNED_FILE: &str = "pruned.json";
 
 impl Tools {
     /// What run `run` saved, which of it is best, where a resume would start, what was pruned.
     pub(crate) fn saved(&self, run: &RunRecord) -> Result<Saved, ToolsError> {
         let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
-        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
+        let record = read_checkpoints(&RunFolder::at(&dir).checkpoints())?.unwrap_or_default();
         let scores = scores_by_step(&dir);
         let pruned = read_pruned(&dir);
         let best_step = best_saved(&record, &pruned, &scores);
@@ -52,7 +50,7 @@ impl Tools {
         step: i64,
     ) -> Result<rl_metrics::Checkpoint, ToolsError> {
         let dir = run_dir(self.home(), &RunId::parse(&run.id)?);
-        let record = read_checkpoints(&dir.join(CHECKPOINTS_FILE_NAME))?.unwrap_or_default();
+        let record = read_checkpoints(&RunFolder::at(&dir).checkpoints())?.unwrap_or_default();
         if let Some(checkpoint) = record
             .checkpoints
             .iter()
@@ -92,10 +90,10 @@ pub(crate) struct Saved {
     pub(crate) pruned: Vec<i64>,
 }
 
-/// The steps pruned so far (none when the file is missing or unreadable: nothing is claimed
+/// The steps `rl checkpoints prune` deleted the files of, so far (none when the file is missing or unreadable: nothing is claimed
 /// deleted that was not).
 pub(crate) fn read_pruned(dir: &Path) -> Vec<i64> {
-    std::fs::read(dir.join(PRUNED_FILE))
+    std::fs::read(RunFolder::at(dir).pruned())
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default()
@@ -104,7 +102,7 @@ pub(crate) fn read_pruned(dir: &Path) -> Vec<i64> {
 pub(crate) fn write_pruned(dir: &Path, steps: &[i64]) -> Result<(), ToolsError> {
     let text = serde_json::to_vec(steps)
         .map_err(|error| ToolsError::Internal(format!("cannot encode pruned steps: {error}")))?;
-    rl_settings::write_atomically(&dir.join(PRUNED_FILE), &text)?;
+    rl_settings::write_atomically(&RunFolder::at(dir).pruned(), &text)?;
     Ok(())
 }
 
@@ -152,7 +150,7 @@ pub(crate) fn is_comparable(checkpoint: &rl_metrics::Checkpoint, pruned: &[i64])
 
 /// The held-out evaluations' mean scores when the run has any, else the training rewards.
 fn scores_by_step(dir: &Path) -> Scores {
-    let Ok(metrics) = read_metrics_file(&dir.join(METRICS_FILE_NAME)) else {
+    let Ok(metrics) = read_metrics_file(&RunFolder::at(dir).metrics()) else {
         return Scores {
             by: BEST_BY_REWARD,
             values: Vec::new(),
