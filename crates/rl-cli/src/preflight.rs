@@ -10,12 +10,12 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rl_preflight::{
-    DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, Progress, ProgressSink,
-    TestPlan, TestProgress, TestReport, TestStatus, TestView,
+    DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_STEPS, ModelOutcome, PreflightPlan,
+    PreflightProgress, PreflightReport, PreflightStatus, PreflightView, Progress, ProgressSink,
 };
 use rl_tools::{
-    InferenceOptions, LongCall, LongCallStarted, TestListingView, TestShown, TestStopView,
-    TestWaited, Tools,
+    InferenceOptions, LongCall, LongCallStarted, PreflightListingView, PreflightShown,
+    PreflightStopView, PreflightWaited, Tools,
 };
 
 use crate::context::{Context, until_interrupted};
@@ -108,20 +108,20 @@ pub(crate) fn run(
         Some(PreflightSubcommand::Stop { test_id }) => {
             let stopped = tools.stop_preflight(&test_id)?;
             if as_json {
-                return output::json(&TestStopView::from(&stopped));
+                return output::json(&PreflightStopView::from(&stopped));
             }
             output::say(&stopped.message)
         }
     }
 }
 
-fn show(view: &TestView, as_json: bool) -> anyhow::Result<()> {
+fn show(view: &PreflightView, as_json: bool) -> anyhow::Result<()> {
     if as_json {
-        return output::json(&TestShown::from(view));
+        return output::json(&PreflightShown::from(view));
     }
     match view {
-        TestView::Reported(report) => print_report(report),
-        TestView::Unfinished(progress) => print_progress(progress),
+        PreflightView::Reported(report) => print_report(report),
+        PreflightView::Unfinished(progress) => print_progress(progress),
     }
 }
 
@@ -134,10 +134,10 @@ fn wait(tools: &Tools, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<
     let mut shown = String::new();
     let view = loop {
         let view = tools.preflight(id)?;
-        let TestView::Unfinished(progress) = &view else {
+        let PreflightView::Unfinished(progress) = &view else {
             break view;
         };
-        if progress.status != TestStatus::Running || started.elapsed() >= limit {
+        if progress.status != PreflightStatus::Running || started.elapsed() >= limit {
             break view;
         }
         let now = progress_line(progress);
@@ -147,11 +147,12 @@ fn wait(tools: &Tools, id: &str, timeout: f64, as_json: bool) -> anyhow::Result<
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    let timed_out = matches!(&view, TestView::Unfinished(p) if p.status == TestStatus::Running);
+    let timed_out =
+        matches!(&view, PreflightView::Unfinished(p) if p.status == PreflightStatus::Running);
     if as_json {
-        return output::json(&TestWaited {
+        return output::json(&PreflightWaited {
             timed_out,
-            test: TestShown::from(&view),
+            test: PreflightShown::from(&view),
         });
     }
     if timed_out {
@@ -185,7 +186,7 @@ pub(crate) fn say_started(started: &LongCallStarted, as_json: bool) -> anyhow::R
     ))
 }
 
-fn progress_line(progress: &TestProgress) -> String {
+fn progress_line(progress: &PreflightProgress) -> String {
     let models: Vec<String> = progress
         .models
         .iter()
@@ -204,7 +205,7 @@ fn progress_line(progress: &TestProgress) -> String {
     format!("test {}: {}", progress.test_id, models.join(", "))
 }
 
-fn print_progress(progress: &TestProgress) -> anyhow::Result<()> {
+fn print_progress(progress: &PreflightProgress) -> anyhow::Result<()> {
     output::line(format!(
         "test {}  {}  {}  started {}",
         progress.test_id,
@@ -236,7 +237,7 @@ fn print_progress(progress: &TestProgress) -> anyhow::Result<()> {
     )?;
     if let Some(pid) = progress
         .owner_pid
-        .filter(|_| progress.status == TestStatus::Running)
+        .filter(|_| progress.status == PreflightStatus::Running)
     {
         output::line(format!(
             "run by process {pid}; follow it with `rl preflight wait {0}`, stop it with `rl preflight stop {0}`",
@@ -327,7 +328,7 @@ fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
 
 /// One bar per model, groups done of total. atroposlib writes a model's groups only when it
 /// finishes, so a bar shows its elapsed time until then.
-pub(crate) fn bars(plan: &TestPlan) -> ProgressSink {
+pub(crate) fn bars(plan: &PreflightPlan) -> ProgressSink {
     let multi = MultiProgress::new();
     let style = ProgressStyle::with_template(
         "{prefix:>24} [{bar:20}] {pos}/{len} groups  {elapsed}  {msg}",
@@ -392,7 +393,7 @@ fn percent(share: Option<f64>) -> String {
     share.map_or_else(|| "-".to_owned(), |share| format!("{:.0} %", share * 100.0))
 }
 
-fn print_report(report: &TestReport) -> anyhow::Result<()> {
+fn print_report(report: &PreflightReport) -> anyhow::Result<()> {
     let mut table = output::table(&[
         "model",
         "outcome",
@@ -480,7 +481,8 @@ fn print_report(report: &TestReport) -> anyhow::Result<()> {
 fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
     let tests = tools.preflights()?;
     if as_json {
-        let listed: Vec<TestListingView> = tests.iter().map(TestListingView::from).collect();
+        let listed: Vec<PreflightListingView> =
+            tests.iter().map(PreflightListingView::from).collect();
         return output::json(&listed);
     }
     if tests.is_empty() {

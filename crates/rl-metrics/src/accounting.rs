@@ -101,17 +101,9 @@ impl Accounting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::MetricValue;
 
     fn row(step: i64, values: &[(&str, f64)]) -> HistoryRow {
-        HistoryRow {
-            step,
-            timestamp: None,
-            values: values
-                .iter()
-                .map(|(key, value)| ((*key).to_owned(), MetricValue::Number(*value)))
-                .collect(),
-        }
+        HistoryRow::of_numbers(step, values)
     }
 
     #[test]

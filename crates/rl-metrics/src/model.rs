@@ -153,6 +153,19 @@ pub struct HistoryRow {
 }
 
 impl HistoryRow {
+    /// A row of numbers, as tests write one.
+    #[cfg(test)]
+    pub(crate) fn of_numbers(step: i64, values: &[(&str, f64)]) -> Self {
+        Self {
+            step,
+            timestamp: None,
+            values: values
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), MetricValue::Number(*value)))
+                .collect(),
+        }
+    }
+
     pub fn number(&self, key: &str) -> Option<f64> {
         self.values.get(key).and_then(MetricValue::as_f64)
     }

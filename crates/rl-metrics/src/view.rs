@@ -99,14 +99,7 @@ mod tests {
     use crate::model::{MetricValue, SourceKind};
 
     fn row(step: i64, values: &[(&str, f64)]) -> HistoryRow {
-        HistoryRow {
-            step,
-            timestamp: None,
-            values: values
-                .iter()
-                .map(|(key, value)| ((*key).to_owned(), MetricValue::Number(*value)))
-                .collect(),
-        }
+        HistoryRow::of_numbers(step, values)
     }
 
     #[test]

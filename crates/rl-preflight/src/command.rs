@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use rl_python::{Imports, PythonLauncher};
 
-use crate::folder::{ModelFiles, TestFolder};
+use crate::folder::{ModelFiles, PreflightFolder};
 use crate::marks::ModelMarks;
-use crate::plan::TestPlan;
+use crate::plan::PreflightPlan;
 
 /// The variable atroposlib's OpenAI client reads its key from.
 pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
@@ -87,8 +87,8 @@ impl std::fmt::Display for ModelJob {
     }
 }
 
-pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) -> ModelJob {
-    let folder = TestFolder::at(test_dir);
+pub fn model_job(plan: &PreflightPlan, index: usize, model: &str, test_dir: &Path) -> ModelJob {
+    let folder = PreflightFolder::at(test_dir);
     let ModelFiles {
         stem,
         log_path,
@@ -235,8 +235,8 @@ pub fn model_job(plan: &TestPlan, index: usize, model: &str, test_dir: &Path) ->
 mod tests {
     use super::*;
 
-    fn plan(use_wandb: bool) -> TestPlan {
-        TestPlan {
+    fn plan(use_wandb: bool) -> PreflightPlan {
+        PreflightPlan {
             environment: "arithmetic@arithmetic_env.py".to_owned(),
             env_file: "/tree/envs/arithmetic_env.py".into(),
             python: "/venv/bin/python".into(),
@@ -336,7 +336,7 @@ mod tests {
     }
 
     /// An Atropos-shaped package whose environment imports a sibling relatively.
-    fn package_plan() -> (tempfile::TempDir, std::path::PathBuf, TestPlan) {
+    fn package_plan() -> (tempfile::TempDir, std::path::PathBuf, PreflightPlan) {
         let dir = tempfile::tempdir().unwrap();
         let environments = std::fs::canonicalize(dir.path())
             .unwrap()

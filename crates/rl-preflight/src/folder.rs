@@ -1,5 +1,5 @@
 //! A pre-flight test's folder, and the one place the names of what is in it are spelled: every
-//! other module (and crate) asks `TestFolder` for a path. A test's folder is
+//! other module (and crate) asks `PreflightFolder` for a path. A test's folder is
 //! `preflight/<test_id>/` in the state directory, or `runs/<run_id>/evaluations/<test_id>/` for
 //! a run's evaluations: the layout inside is the same wherever the folder is.
 
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// One test's folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TestFolder {
+pub struct PreflightFolder {
     dir: PathBuf,
 }
 
@@ -30,7 +30,7 @@ pub struct ModelFiles {
     pub items_path: PathBuf,
 }
 
-impl TestFolder {
+impl PreflightFolder {
     /// What is known of the test from its start, with the process running it.
     pub const PLAN: &str = "plan.json";
     /// The figures and verdict, written at its end.
@@ -178,7 +178,7 @@ mod tests {
     /// already kept.
     #[test]
     fn every_name_in_a_test_folder() {
-        let folder = TestFolder::at("/t");
+        let folder = PreflightFolder::at("/t");
         let files = folder.model(1, "a/b");
         assert_eq!(files.stem, "02-a_b");
         assert_eq!(files.log_path, Path::new("/t/02-a_b.log"));
@@ -207,7 +207,7 @@ mod tests {
         ] {
             std::fs::write(dir.path().join(name), "{}").unwrap();
         }
-        let mut found = TestFolder::at(dir.path()).group_records();
+        let mut found = PreflightFolder::at(dir.path()).group_records();
         found.sort();
         assert_eq!(
             found,

@@ -32,18 +32,24 @@ pub use analysis::{
 pub use command::{CHILD_KEY_VARIABLE, ModelJob, model_job};
 pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare, evaluate};
 pub use error::PreflightError;
-pub use folder::{ModelFiles, TestFolder, file_stem};
+pub use folder::{ModelFiles, PreflightFolder, file_stem};
 pub use marks::{ModelMarks, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE};
 pub use model::{DrawnItems, ModelOutcome, ModelReport};
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
     Endpoint, HeldOutItems, Key, LOCKED_FIELDS, MAX_GROUP_SIZE, MAX_MODELS, MAX_STEPS,
-    OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, TestPlan, TestRequest, check_models, check_size,
+    OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, PreflightPlan, PreflightRequest, check_models,
+    check_size,
 };
 pub use preflight::run_test;
-pub use report::TestReport;
+pub use report::PreflightReport;
 pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink};
 pub use server::ModelServer;
-pub use store::{ModelProgress, TestListing, TestProgress, TestStore, TestView};
-pub use tracking::{Interruption, StopRequest, TestOwner, TestStarted, TestStatus, TestStopReport};
+pub use store::{
+    ModelProgress, PreflightListing, PreflightProgress, PreflightStore, PreflightView,
+};
+pub use tracking::{
+    Interruption, PreflightOwner, PreflightStarted, PreflightStatus, PreflightStopReport,
+    StopRequest,
+};
 pub use verdict::{ModelVerdict, Summary, Verdict, VerdictBasis, VerdictPolicy, label, summarise};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::Figures;
 use crate::error::PreflightError;
 use crate::files::read_json;
-use crate::folder::TestFolder;
+use crate::folder::PreflightFolder;
 
 /// How a model's `process` run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ pub struct DrawnItems {
 impl ModelReport {
     /// What the runner drew, when the model ran through it (`None` for an ordinary test).
     pub fn drawn_items(&self) -> Result<Option<DrawnItems>, PreflightError> {
-        let path = TestFolder::items_beside(&self.output_path);
+        let path = PreflightFolder::items_beside(&self.output_path);
         if !path.is_file() {
             return Ok(None);
         }

@@ -84,7 +84,7 @@ impl std::fmt::Debug for Key {
 
 /// Everything a test needs, checked.
 #[derive(Debug, Clone)]
-pub struct TestPlan {
+pub struct PreflightPlan {
     /// The selected environment's key (`name@file.py`).
     pub environment: String,
     pub env_file: PathBuf,
@@ -132,7 +132,7 @@ pub struct HeldOutItems {
 
 /// What a caller may choose; everything else comes from the selection and the settings.
 #[derive(Debug, Clone)]
-pub struct TestRequest {
+pub struct PreflightRequest {
     pub models: Vec<String>,
     pub endpoint: Endpoint,
     pub steps: u32,
@@ -150,7 +150,7 @@ pub struct TestRequest {
     pub runner: Option<PathBuf>,
 }
 
-impl TestRequest {
+impl PreflightRequest {
     /// The original's defaults: OpenRouter, its three models, 3 steps of groups of 16.
     pub fn openrouter(key: Option<String>) -> Self {
         Self {
@@ -174,9 +174,9 @@ impl TestRequest {
     }
 }
 
-impl TestPlan {
+impl PreflightPlan {
     pub fn new(
-        request: TestRequest,
+        request: PreflightRequest,
         selection: &Selection,
         settings: &Settings,
         working_dir: PathBuf,
@@ -310,7 +310,7 @@ fn shown(model: &str) -> String {
 /// The test's size, as far as the caller gave it: `num_steps` groups of `group_size`
 /// completions per model, each between 1 and its maximum ([`MAX_STEPS`], [`MAX_GROUP_SIZE`]).
 /// Callers check before anything else (a key, a selection) so an oversized request is refused
-/// as such; [`TestPlan::new`] checks again, for every caller.
+/// as such; [`PreflightPlan::new`] checks again, for every caller.
 pub fn check_size(steps: Option<u32>, group_size: Option<u32>) -> Result<(), PreflightError> {
     for (name, value, limit) in [
         ("num_steps", steps, MAX_STEPS),

@@ -10,35 +10,35 @@ use tokio::sync::Semaphore;
 use crate::analysis::{self, Groups};
 use crate::command::{ModelJob, model_job};
 use crate::error::PreflightError;
-use crate::folder::TestFolder;
+use crate::folder::PreflightFolder;
 use crate::model::{ModelOutcome, ModelReport};
-use crate::plan::TestPlan;
-use crate::report::TestReport;
+use crate::plan::PreflightPlan;
+use crate::report::PreflightReport;
 use crate::runner::{ModelRun, ModelRunner, Progress, ProgressSink};
 use crate::server;
-use crate::store::TestStore;
-use crate::tracking::{TestOwner, TestStarted, stop_request};
+use crate::store::PreflightStore;
+use crate::tracking::{PreflightOwner, PreflightStarted, stop_request};
 use crate::verdict::summarise;
 
 /// Lines of a failed model's log kept in its report.
 const ERROR_TAIL_LINES: usize = 20;
 
 pub async fn run_test(
-    plan: &TestPlan,
-    store: &TestStore,
+    plan: &PreflightPlan,
+    store: &PreflightStore,
     runner: Arc<dyn ModelRunner>,
     // Every key the models' logs must not hold (the endpoint's included).
     secrets: Secrets,
     progress: ProgressSink,
-) -> Result<TestReport, PreflightError> {
+) -> Result<PreflightReport, PreflightError> {
     // Listing reconciles: what the killed runners of earlier tests left is ended before more
     // models start. A failure to look is no reason to refuse this test.
     let earlier = store.clone();
     let _ = tokio::task::spawn_blocking(move || earlier.list()).await;
-    let owner = TestOwner::this_process();
+    let owner = PreflightOwner::this_process();
     let started_at = jiff::Timestamp::now().to_string();
     let clock = Instant::now();
-    let (started, dir) = store.create(|test_id| TestStarted {
+    let (started, dir) = store.create(|test_id| PreflightStarted {
         test_id: test_id.to_owned(),
         environment: plan.environment.clone(),
         models: plan.models.clone(),
@@ -126,7 +126,8 @@ pub async fn run_test(
             }
         })
         .collect();
-    let stopped_at = stop_request(&TestFolder::at(&dir).stop()).map(|request| request.requested_at);
+    let stopped_at =
+        stop_request(&PreflightFolder::at(&dir).stop()).map(|request| request.requested_at);
     let mut summary = summarise(&models, plan.verdict_policy);
     if stopped_at.is_some() {
         summary.explanation = format!(
@@ -134,7 +135,7 @@ pub async fn run_test(
             summary.explanation
         );
     }
-    let report = TestReport {
+    let report = PreflightReport {
         test_id: started.test_id,
         environment: plan.environment.clone(),
         environment_file: Some(plan.env_file.clone()),
@@ -161,7 +162,7 @@ const CAUSE_SEARCH_LINES: usize = 2000;
 
 /// Every model's job at once, up to the plan's concurrency.
 async fn run_models(
-    plan: &TestPlan,
+    plan: &PreflightPlan,
     jobs: &[ModelJob],
     runner: &Arc<dyn ModelRunner>,
     secrets: &Secrets,

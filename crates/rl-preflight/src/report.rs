@@ -10,7 +10,7 @@ use crate::model::ModelReport;
 use crate::verdict::Summary;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TestReport {
+pub struct PreflightReport {
     pub test_id: String,
     pub environment: String,
     /// The environment's file as tested (absent in reports of earlier versions).

@@ -12,12 +12,12 @@ use rl_process::{HttpProbe, Probe as _, ProcessIdentity, Readiness};
 use rl_settings::Secrets;
 use serde::Serialize;
 
-use crate::folder::TestFolder;
+use crate::folder::PreflightFolder;
 use crate::marks::{ModelMarks, STOP_GRACE};
 use crate::tracking::{record_group, stop_request};
 
 /// The server's name among the test's processes.
-const SERVER: &str = TestFolder::SERVER;
+const SERVER: &str = PreflightFolder::SERVER;
 const POLL: Duration = Duration::from_millis(500);
 
 /// A server of the test's models on a loopback port. Its arguments never hold a key.
@@ -47,7 +47,7 @@ pub(crate) struct Running {
     marks: ModelMarks,
     child: tokio::process::Child,
     copy: rl_process::OutputCopy,
-    folder: TestFolder,
+    folder: PreflightFolder,
     /// Set once `end` has run; otherwise dropping it (the test's future dropped on a Ctrl-C)
     /// ends it there and then.
     ended: bool,
@@ -65,7 +65,7 @@ pub(crate) async fn start(
         rl_process::copy_engine(run_dir, dir)
             .map_err(|error| format!("cannot copy the run's engine folder: {error}"))?;
     }
-    let folder = TestFolder::at(dir);
+    let folder = PreflightFolder::at(dir);
     let log = folder.server_log();
     let (output, copy) = rl_process::redacted_output(&log, secrets.clone(), log_limit)
         .map_err(|error| format!("cannot create {}: {error}", log.display()))?;

@@ -10,9 +10,11 @@ use rl_settings::RunId;
 use crate::analysis::count_groups;
 use crate::error::PreflightError;
 use crate::files::{read_json, write_json};
-use crate::folder::TestFolder;
-use crate::report::TestReport;
-use crate::tracking::{self, Interruption, TestStarted, TestState, TestStatus, TestStopReport};
+use crate::folder::PreflightFolder;
+use crate::report::PreflightReport;
+use crate::tracking::{
+    self, Interruption, PreflightStarted, PreflightState, PreflightStatus, PreflightStopReport,
+};
 use crate::verdict::Verdict;
 
 /// Below the state directory: every pre-flight test's folder.
@@ -20,12 +22,12 @@ const TESTS_DIR: &str = "preflight";
 
 /// One line of a listing.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TestListing {
+pub struct PreflightListing {
     pub test_id: String,
     pub environment: String,
     pub models: Vec<String>,
     pub started_at: String,
-    pub status: TestStatus,
+    pub status: PreflightStatus,
     /// `None` while it runs, or when it was interrupted before its report.
     pub verdict: Option<Verdict>,
     pub models_succeeded: Option<usize>,
@@ -34,16 +36,16 @@ pub struct TestListing {
 
 /// A test as `show` gives it: its report once written, else how far it got.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TestView {
-    Reported(Box<TestReport>),
-    Unfinished(Box<TestProgress>),
+pub enum PreflightView {
+    Reported(Box<PreflightReport>),
+    Unfinished(Box<PreflightProgress>),
 }
 
 /// A test without a report: running (read while another process runs it), or interrupted.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TestProgress {
+pub struct PreflightProgress {
     pub test_id: String,
-    pub status: TestStatus,
+    pub status: PreflightStatus,
     pub environment: String,
     pub base_url: String,
     pub started_at: String,
@@ -68,11 +70,11 @@ pub struct ModelProgress {
 }
 
 #[derive(Debug, Clone)]
-pub struct TestStore {
+pub struct PreflightStore {
     dir: PathBuf,
 }
 
-impl TestStore {
+impl PreflightStore {
     pub fn new(home: &Path) -> Self {
         Self {
             dir: home.join(TESTS_DIR),
@@ -94,21 +96,21 @@ impl TestStore {
     }
 
     /// Test `id`'s folder, whose paths name everything in it.
-    pub fn folder(&self, id: &str) -> Result<TestFolder, PreflightError> {
+    pub fn folder(&self, id: &str) -> Result<PreflightFolder, PreflightError> {
         // Ids come from callers: checked before they become a path.
         let id = RunId::parse(id)?;
         Ok(self.folder_of(&id))
     }
 
-    fn folder_of(&self, id: &RunId) -> TestFolder {
-        TestFolder::at(self.dir.join(id.as_str()))
+    fn folder_of(&self, id: &RunId) -> PreflightFolder {
+        PreflightFolder::at(self.dir.join(id.as_str()))
     }
 
     /// A new, empty folder (mode 700: logs may hold prompts and model output).
     pub fn create(
         &self,
-        started: impl Fn(&str) -> TestStarted,
-    ) -> Result<(TestStarted, PathBuf), PreflightError> {
+        started: impl Fn(&str) -> PreflightStarted,
+    ) -> Result<(PreflightStarted, PathBuf), PreflightError> {
         create_private_dir(&self.dir)?;
         loop {
             let id = RunId::generate();
@@ -134,12 +136,14 @@ impl TestStore {
     }
 
     /// A test's report, or, while it has none, how far it got.
-    pub fn view(&self, id: &str) -> Result<TestView, PreflightError> {
+    pub fn view(&self, id: &str) -> Result<PreflightView, PreflightError> {
         let (folder, started) = self.started(id)?;
         let interruption = match tracking::reconcile(&folder, &started)? {
-            TestState::Reported => return Ok(TestView::Reported(Box::new(self.read(id)?))),
-            TestState::Running => None,
-            TestState::Interrupted(interruption) => Some(interruption),
+            PreflightState::Reported => {
+                return Ok(PreflightView::Reported(Box::new(self.read(id)?)));
+            }
+            PreflightState::Running => None,
+            PreflightState::Interrupted(interruption) => Some(interruption),
         };
         let owner = started.owner.as_ref();
         let models = started
@@ -158,12 +162,12 @@ impl TestStore {
                 }
             })
             .collect();
-        Ok(TestView::Unfinished(Box::new(TestProgress {
+        Ok(PreflightView::Unfinished(Box::new(PreflightProgress {
             test_id: started.test_id,
             status: if interruption.is_some() {
-                TestStatus::Interrupted
+                PreflightStatus::Interrupted
             } else {
-                TestStatus::Running
+                PreflightStatus::Running
             },
             environment: started.environment,
             base_url: started.base_url,
@@ -178,12 +182,12 @@ impl TestStore {
     }
 
     /// Stops a test run by any process, this one or another, live or dead.
-    pub fn stop(&self, id: &str) -> Result<TestStopReport, PreflightError> {
+    pub fn stop(&self, id: &str) -> Result<PreflightStopReport, PreflightError> {
         let (folder, started) = self.started(id)?;
         tracking::stop(&folder, &started)
     }
 
-    fn started(&self, id: &str) -> Result<(TestFolder, TestStarted), PreflightError> {
+    fn started(&self, id: &str) -> Result<(PreflightFolder, PreflightStarted), PreflightError> {
         let folder = self.folder(id)?;
         if !folder.dir().is_dir() {
             return Err(PreflightError::UnknownTest(id.to_owned()));
@@ -192,13 +196,13 @@ impl TestStore {
         Ok((folder, started))
     }
 
-    pub fn save(&self, report: &TestReport) -> Result<PathBuf, PreflightError> {
+    pub fn save(&self, report: &PreflightReport) -> Result<PathBuf, PreflightError> {
         let path = self.folder(&report.test_id)?.report();
         write_json(&path, report)?;
         Ok(path)
     }
 
-    pub fn read(&self, id: &str) -> Result<TestReport, PreflightError> {
+    pub fn read(&self, id: &str) -> Result<PreflightReport, PreflightError> {
         let folder = self.folder(id)?;
         if !folder.dir().is_dir() {
             return Err(PreflightError::UnknownTest(id.to_owned()));
@@ -215,7 +219,7 @@ impl TestStore {
 
     /// Newest first. Every test without a report is reconciled: one whose owner is gone is
     /// marked interrupted and the model processes it left are ended.
-    pub fn list(&self) -> Result<Vec<TestListing>, PreflightError> {
+    pub fn list(&self) -> Result<Vec<PreflightListing>, PreflightError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -235,12 +239,12 @@ impl TestStore {
             };
             let folder = self.folder_of(&id);
             // A folder without a readable plan is not one of ours, or was cut at creation.
-            let Ok(started) = read_json::<TestStarted>(&folder.plan()) else {
+            let Ok(started) = read_json::<PreflightStarted>(&folder.plan()) else {
                 continue;
             };
             let state = tracking::reconcile(&folder, &started)?;
-            let report = read_json::<TestReport>(&folder.report()).ok();
-            tests.push(TestListing {
+            let report = read_json::<PreflightReport>(&folder.report()).ok();
+            tests.push(PreflightListing {
                 test_id: started.test_id,
                 environment: started.environment,
                 models: started.models,
@@ -285,7 +289,7 @@ mod tests {
     #[test]
     fn writers_of_one_file_never_share_a_temporary_file() {
         let dir = tempfile::tempdir().unwrap();
-        let path = TestFolder::at(dir.path()).interrupted();
+        let path = PreflightFolder::at(dir.path()).interrupted();
         std::thread::scope(|scope| {
             for writer in 0..4 {
                 let path = &path;

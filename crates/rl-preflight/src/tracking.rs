@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::PreflightError;
 use crate::files::{read_json, write_json};
-use crate::folder::TestFolder;
+use crate::folder::PreflightFolder;
 use crate::marks::{STOP_GRACE, end_test_processes};
 
 /// What is known of a test from its start: enough to list one that never finished, and to
 /// find the processes it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TestStarted {
+pub struct PreflightStarted {
     pub test_id: String,
     pub environment: String,
     pub models: Vec<String>,
@@ -32,7 +32,7 @@ pub struct TestStarted {
     pub steps: Option<u32>,
     /// The process running the test (absent in tests of earlier versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<TestOwner>,
+    pub owner: Option<PreflightOwner>,
 }
 
 /// How long a stop waits for a live owner to write the report once the models are ended: the
@@ -42,7 +42,7 @@ const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TestStatus {
+pub enum PreflightStatus {
     /// Its owner is alive and has not written the report yet.
     Running,
     /// The report is written.
@@ -54,7 +54,7 @@ pub enum TestStatus {
     Interrupted,
 }
 
-impl TestStatus {
+impl PreflightStatus {
     pub fn label(self) -> &'static str {
         match self {
             Self::Running => "running",
@@ -68,12 +68,12 @@ impl TestStatus {
 /// The process running a test (`rl preflight`, `rl mcp`, `rl serve`, `rl tool call`), and the boot it
 /// runs in: pids and start times mean nothing in another.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TestOwner {
+pub struct PreflightOwner {
     pub process: ProcessIdentity,
     pub boot_id: Option<String>,
 }
 
-impl TestOwner {
+impl PreflightOwner {
     /// This process, or `None` where `/proc` cannot tell.
     pub(crate) fn this_process() -> Option<Self> {
         Some(Self {
@@ -114,7 +114,7 @@ pub(crate) fn record_group(
 }
 
 /// Every group recorded in the test's folder, with its model.
-fn recorded_groups(folder: &TestFolder) -> Vec<GroupRecord> {
+fn recorded_groups(folder: &PreflightFolder) -> Vec<GroupRecord> {
     let mut groups: Vec<GroupRecord> = folder
         .group_records()
         .iter()
@@ -125,8 +125,8 @@ fn recorded_groups(folder: &TestFolder) -> Vec<GroupRecord> {
 }
 
 /// Whether the group recorded at `path` still has a process of its own.
-pub(crate) fn group_is_running(path: &Path, owner: Option<&TestOwner>) -> bool {
-    if owner.is_none_or(TestOwner::in_another_boot) {
+pub(crate) fn group_is_running(path: &Path, owner: Option<&PreflightOwner>) -> bool {
+    if owner.is_none_or(PreflightOwner::in_another_boot) {
         return false;
     }
     read_json::<GroupRecord>(path).is_ok_and(|group| {
@@ -152,7 +152,7 @@ pub(crate) fn stop_request(path: &Path) -> Option<StopRequest> {
         return None;
     }
     Some(read_json(path).unwrap_or_else(|_| StopRequest {
-        requested_at: format!("unknown ({} is unreadable)", TestFolder::STOP),
+        requested_at: format!("unknown ({} is unreadable)", PreflightFolder::STOP),
         by_pid: 0,
     }))
 }
@@ -168,7 +168,7 @@ pub struct Interruption {
 
 /// Where a test stands, its folder reconciled with the processes that exist.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum TestState {
+pub(crate) enum PreflightState {
     /// The report exists.
     Reported,
     Running,
@@ -179,17 +179,17 @@ pub(crate) enum TestState {
 /// interrupted, once, and the model groups it left are ended then: no process of a dead owner
 /// is left running once anyone looks at its tests.
 pub(crate) fn reconcile(
-    folder: &TestFolder,
-    started: &TestStarted,
-) -> Result<TestState, PreflightError> {
+    folder: &PreflightFolder,
+    started: &PreflightStarted,
+) -> Result<PreflightState, PreflightError> {
     if folder.report().exists() {
-        return Ok(TestState::Reported);
+        return Ok(PreflightState::Reported);
     }
     if let Ok(interruption) = read_json::<Interruption>(&folder.interrupted()) {
-        return Ok(TestState::Interrupted(interruption));
+        return Ok(PreflightState::Interrupted(interruption));
     }
     let reason = match &started.owner {
-        Some(owner) if owner.is_alive() => return Ok(TestState::Running),
+        Some(owner) if owner.is_alive() => return Ok(PreflightState::Running),
         Some(owner) if owner.in_another_boot() => {
             "the machine has restarted since it started".to_owned()
         }
@@ -202,7 +202,7 @@ pub(crate) fn reconcile(
     };
     // The owner writes its report before it exits: a report written since the first look holds.
     if folder.report().exists() {
-        return Ok(TestState::Reported);
+        return Ok(PreflightState::Reported);
     }
     let ended = end_groups(folder, started.owner.as_ref());
     folder.remove_engine_copy();
@@ -212,11 +212,11 @@ pub(crate) fn reconcile(
         ended: ended.describe(),
     };
     write_json(&folder.interrupted(), &interruption)?;
-    Ok(TestState::Interrupted(interruption))
+    Ok(PreflightState::Interrupted(interruption))
 }
 
 /// The status of a test in `state`: a reported test was stopped when its report says so.
-pub(crate) fn status_of(folder: &TestFolder, state: &TestState) -> TestStatus {
+pub(crate) fn status_of(folder: &PreflightFolder, state: &PreflightState) -> PreflightStatus {
     /// The one key of the report read here: a report otherwise unreadable is still finished.
     #[derive(Deserialize)]
     struct StopMark {
@@ -224,52 +224,52 @@ pub(crate) fn status_of(folder: &TestFolder, state: &TestState) -> TestStatus {
         stopped_at: Option<String>,
     }
     match state {
-        TestState::Reported => {
+        PreflightState::Reported => {
             let stopped =
                 read_json::<StopMark>(&folder.report()).is_ok_and(|mark| mark.stopped_at.is_some());
             if stopped {
-                TestStatus::Stopped
+                PreflightStatus::Stopped
             } else {
-                TestStatus::Finished
+                PreflightStatus::Finished
             }
         }
-        TestState::Running => TestStatus::Running,
-        TestState::Interrupted(_) => TestStatus::Interrupted,
+        PreflightState::Running => PreflightStatus::Running,
+        PreflightState::Interrupted(_) => PreflightStatus::Interrupted,
     }
 }
 
 /// What a stop did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TestStopReport {
+pub struct PreflightStopReport {
     pub test_id: String,
     /// Whether anything was stopped.
     pub stopped: bool,
     /// The test's status afterwards.
-    pub status: TestStatus,
+    pub status: PreflightStatus,
     pub message: String,
 }
 
 /// Stops a test from any process: its model groups are ended (SIGTERM, a grace period,
 /// SIGKILL); a live owner is then given time to write the report, which says it was stopped.
 pub(crate) fn stop(
-    folder: &TestFolder,
-    started: &TestStarted,
-) -> Result<TestStopReport, PreflightError> {
+    folder: &PreflightFolder,
+    started: &PreflightStarted,
+) -> Result<PreflightStopReport, PreflightError> {
     let id = &started.test_id;
     let owner = started.owner.as_ref();
-    let answer = |stopped, status, message| TestStopReport {
+    let answer = |stopped, status, message| PreflightStopReport {
         test_id: id.clone(),
         stopped,
         status,
         message,
     };
     match reconcile(folder, started)? {
-        state @ TestState::Reported => Ok(answer(
+        state @ PreflightState::Reported => Ok(answer(
             false,
             status_of(folder, &state),
             format!("test {id} has already finished; nothing to stop"),
         )),
-        TestState::Interrupted(interruption) => {
+        PreflightState::Interrupted(interruption) => {
             // Found (and its groups ended) earlier; a group that survived then is tried again.
             let again = end_groups(folder, owner);
             let ended = if again.is_empty() {
@@ -279,14 +279,14 @@ pub(crate) fn stop(
             };
             Ok(answer(
                 !again.is_empty(),
-                TestStatus::Interrupted,
+                PreflightStatus::Interrupted,
                 format!(
                     "test {id} was interrupted ({}); {ended}",
                     interruption.reason
                 ),
             ))
         }
-        TestState::Running => {
+        PreflightState::Running => {
             // Written before the groups are read: the owner records a group before it looks for
             // this file, so a group started meanwhile is either read here or refused there.
             write_json(
@@ -300,16 +300,18 @@ pub(crate) fn stop(
             let started_waiting = Instant::now();
             let state = loop {
                 let state = reconcile(folder, started)?;
-                if state != TestState::Running || started_waiting.elapsed() >= OWNER_REPORT_WAIT {
+                if state != PreflightState::Running
+                    || started_waiting.elapsed() >= OWNER_REPORT_WAIT
+                {
                     break state;
                 }
                 std::thread::sleep(POLL);
             };
             let status = status_of(folder, &state);
             let after = match state {
-                TestState::Reported => "its report is written".to_owned(),
-                TestState::Interrupted(interruption) => interruption.reason,
-                TestState::Running => format!(
+                PreflightState::Reported => "its report is written".to_owned(),
+                PreflightState::Interrupted(interruption) => interruption.reason,
+                PreflightState::Running => format!(
                     "the process running it (pid {}) has not written the report yet",
                     owner.map_or(0, |owner| owner.process.pid)
                 ),
@@ -360,8 +362,8 @@ impl Ended {
 /// Ends every recorded group of the test that is still its own, side by side (each may take
 /// its whole grace period), then every process its models left outside their groups. Pids
 /// recorded in another boot name other processes: none is touched then.
-fn end_groups(folder: &TestFolder, owner: Option<&TestOwner>) -> Ended {
-    if owner.is_none_or(TestOwner::in_another_boot) {
+fn end_groups(folder: &PreflightFolder, owner: Option<&PreflightOwner>) -> Ended {
+    if owner.is_none_or(PreflightOwner::in_another_boot) {
         return Ended::default();
     }
     let groups = recorded_groups(folder);
@@ -390,8 +392,8 @@ fn end_groups(folder: &TestFolder, owner: Option<&TestOwner>) -> Ended {
 mod tests {
     use super::*;
 
-    fn started(owner: Option<TestOwner>) -> TestStarted {
-        TestStarted {
+    fn started(owner: Option<PreflightOwner>) -> PreflightStarted {
+        PreflightStarted {
             test_id: "0badc0de".to_owned(),
             environment: "arithmetic@arithmetic_env.py".to_owned(),
             models: vec!["m".to_owned()],
@@ -403,11 +405,11 @@ mod tests {
     }
 
     /// A process that has ended, reaped: its identity names no live process.
-    fn dead_owner() -> TestOwner {
+    fn dead_owner() -> PreflightOwner {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let identity = ProcessIdentity::of(child.id()).unwrap();
         child.wait().unwrap();
-        TestOwner {
+        PreflightOwner {
             process: identity,
             boot_id: rl_process::boot_id(),
         }
@@ -416,12 +418,12 @@ mod tests {
     #[test]
     fn a_live_owner_is_running_and_a_dead_one_interrupted_once() {
         let dir = tempfile::tempdir().unwrap();
-        let folder = TestFolder::at(dir.path());
-        let live = started(TestOwner::this_process());
-        assert_eq!(reconcile(&folder, &live).unwrap(), TestState::Running);
+        let folder = PreflightFolder::at(dir.path());
+        let live = started(PreflightOwner::this_process());
+        assert_eq!(reconcile(&folder, &live).unwrap(), PreflightState::Running);
 
         let dead = started(Some(dead_owner()));
-        let TestState::Interrupted(first) = reconcile(&folder, &dead).unwrap() else {
+        let PreflightState::Interrupted(first) = reconcile(&folder, &dead).unwrap() else {
             panic!("not interrupted");
         };
         assert!(
@@ -432,27 +434,28 @@ mod tests {
         // Kept: a later look reads the finding, even with a live owner now named.
         assert_eq!(
             reconcile(&folder, &live).unwrap(),
-            TestState::Interrupted(first)
+            PreflightState::Interrupted(first)
         );
     }
 
     #[test]
     fn a_report_wins_over_a_dead_owner_and_another_boot_touches_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let folder = TestFolder::at(dir.path());
+        let folder = PreflightFolder::at(dir.path());
         std::fs::write(folder.report(), "{}").unwrap();
         let dead = started(Some(dead_owner()));
-        assert_eq!(reconcile(&folder, &dead).unwrap(), TestState::Reported);
+        assert_eq!(reconcile(&folder, &dead).unwrap(), PreflightState::Reported);
 
         let other_dir = tempfile::tempdir().unwrap();
-        let other = TestFolder::at(other_dir.path());
+        let other = PreflightFolder::at(other_dir.path());
         // This very process as a group leader recorded in another boot: never signalled.
-        let me = TestOwner {
+        let me = PreflightOwner {
             process: ProcessIdentity::of(std::process::id()).unwrap(),
             boot_id: Some("another-boot".to_owned()),
         };
         record_group(&other.model(0, "m").group_path, "m", me.process).unwrap();
-        let TestState::Interrupted(found) = reconcile(&other, &started(Some(me))).unwrap() else {
+        let PreflightState::Interrupted(found) = reconcile(&other, &started(Some(me))).unwrap()
+        else {
             panic!("not interrupted");
         };
         assert!(found.reason.contains("restarted"), "{found:?}");
@@ -462,8 +465,8 @@ mod tests {
     #[test]
     fn a_test_of_an_earlier_rl_without_owner_is_interrupted() {
         let dir = tempfile::tempdir().unwrap();
-        let TestState::Interrupted(found) =
-            reconcile(&TestFolder::at(dir.path()), &started(None)).unwrap()
+        let PreflightState::Interrupted(found) =
+            reconcile(&PreflightFolder::at(dir.path()), &started(None)).unwrap()
         else {
             panic!("not interrupted");
         };
@@ -473,7 +476,7 @@ mod tests {
     #[test]
     fn a_stop_request_is_read_even_when_unreadable() {
         let dir = tempfile::tempdir().unwrap();
-        let path = TestFolder::at(dir.path()).stop();
+        let path = PreflightFolder::at(dir.path()).stop();
         assert_eq!(stop_request(&path), None);
         std::fs::write(&path, "not json").unwrap();
         assert!(stop_request(&path).is_some());

@@ -58,7 +58,7 @@ impl LaunchPlan {
     /// the slice says of it ([`LaunchRecord::held_out`] is the way).
     pub(crate) fn held_out(&self) -> Option<HeldOut> {
         let env = self.spec(Component::Env)?;
-        rl_python::kept_out(&env.args, &env.env)
+        rl_python::held_out_in_command(&env.args, &env.env)
     }
 
     /// The port `component` listens on, for those that listen.

@@ -102,7 +102,7 @@ pub fn runs_env_runner(args: &[String]) -> bool {
 /// The slice a command kept out of its items: `Some` when it runs [`ENV_RUNNER`] drawing
 /// training items with a slice of more than nothing. How the slice of a run is found when its
 /// launch record is older than the slice recorded in it.
-pub fn kept_out(args: &[String], env: &[(String, String)]) -> Option<HeldOut> {
+pub fn held_out_in_command(args: &[String], env: &[(String, String)]) -> Option<HeldOut> {
     let runs_runner = runs_env_runner(args);
     let value = |name: &str| {
         env.iter()
@@ -279,11 +279,11 @@ mod tests {
             .map(String::from)
             .to_vec();
         let training = items_variables(Items::Training, slice);
-        assert_eq!(kept_out(&runner, &training), Some(slice));
+        assert_eq!(held_out_in_command(&runner, &training), Some(slice));
         let plain: Vec<String> = ["env.py", "serve"].map(String::from).to_vec();
-        assert_eq!(kept_out(&plain, &training), None);
+        assert_eq!(held_out_in_command(&plain, &training), None);
         assert_eq!(
-            kept_out(&runner, &items_variables(Items::HeldOut, slice)),
+            held_out_in_command(&runner, &items_variables(Items::HeldOut, slice)),
             None
         );
         let nothing = HeldOut {
@@ -291,7 +291,7 @@ mod tests {
             seed: 7,
         };
         assert_eq!(
-            kept_out(&runner, &items_variables(Items::Training, nothing)),
+            held_out_in_command(&runner, &items_variables(Items::Training, nothing)),
             None
         );
     }

@@ -1,7 +1,7 @@
 //! A run as it trained, what a test of its checkpoints runs: its config, the environment and
 //! edits it recorded at its start, the operator's settings with its own `env` fields locked
 //! (`AsTrained`), and the slice of its environment's items it kept out of training
-//! (`kept_out`). `rl compare` and the evaluations during training both start from it.
+//! (`held_out_of`). `rl compare` and the evaluations during training both start from it.
 
 use rl_settings::{RunConfig, RunFolder, RunId};
 
@@ -32,7 +32,7 @@ impl Tools {
     }
 
     /// The slice of its environment's items run `id` kept out of training, if any.
-    pub(crate) fn kept_out(&self, id: &RunId) -> Option<rl_settings::HeldOut> {
+    pub(crate) fn held_out_of(&self, id: &RunId) -> Option<rl_settings::HeldOut> {
         rl_process::LaunchRecord::load(self.home(), id)
             .ok()?
             .held_out()

@@ -189,7 +189,7 @@ impl Tools {
             "--engine-python".to_owned(),
             path_text(settings.engine_python()),
             "--engine-dir".to_owned(),
-            rl_preflight::TestFolder::ENGINE_COPY.to_owned(),
+            rl_preflight::PreflightFolder::ENGINE_COPY.to_owned(),
             "--base-model".to_owned(),
             base_model,
             "--lora-rank".to_owned(),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use rl_preflight::{HeldOutItems, TestPlan, TestReport, read_groups};
+use rl_preflight::{HeldOutItems, PreflightPlan, PreflightReport, read_groups};
 use rl_settings::RunId;
 
 use crate::answers::{ComparisonAnswer, TrainedCheckpoint};
@@ -40,7 +40,7 @@ impl Default for CompareOptions {
 /// A comparison's test, and the checkpoint its trained side is.
 #[derive(Debug, Clone)]
 pub struct ComparePlan {
-    pub test: TestPlan,
+    pub test: PreflightPlan,
     pub trained: TrainedCheckpoint,
 }
 
@@ -92,7 +92,7 @@ impl Tools {
         // The run's own slice; for a run that kept none, the operator's (its items were
         // trained on, and the answer says so), unless that is none either.
         let slice = self
-            .kept_out(id)
+            .held_out_of(id)
             .or(Some(settings.held_out))
             .filter(|slice| slice.fraction > 0.0);
         if let Some(slice) = slice {
@@ -111,7 +111,7 @@ impl Tools {
         &self,
         id: &RunId,
         checkpoint: TrainedCheckpoint,
-        report: &TestReport,
+        report: &PreflightReport,
     ) -> Result<ComparisonAnswer, ToolsError> {
         let [base, trained] = report.models.as_slice() else {
             return Err(ToolsError::Internal(format!(
@@ -126,7 +126,7 @@ impl Tools {
         let (base_scores, trained_scores) = (scores(base)?, scores(trained)?);
         let correct_from = report.correct_from.unwrap_or(f64::INFINITY);
         let comparison = rl_preflight::compare(&base_scores, &trained_scores, correct_from);
-        let prompts = Prompts::of(base.drawn_items()?, self.kept_out(id));
+        let prompts = Prompts::of(base.drawn_items()?, self.held_out_of(id));
         Ok(ComparisonAnswer::new(
             id,
             checkpoint,

@@ -4,7 +4,9 @@
 //! checkpoint it now serves on its own port. The answer's figures become the step's `eval/*`
 //! series; the best checkpoint is then the best of these.
 
-use rl_preflight::{CorrectRule, Endpoint, HeldOutItems, TestPlan, TestRequest, TestStore};
+use rl_preflight::{
+    CorrectRule, Endpoint, HeldOutItems, PreflightPlan, PreflightRequest, PreflightStore,
+};
 use rl_settings::{RunFolder, RunId};
 
 use crate::answers::Evaluated;
@@ -29,7 +31,7 @@ impl Tools {
         &self,
         id: &RunId,
         request: &EvaluationRequest,
-    ) -> Result<TestPlan, ToolsError> {
+    ) -> Result<PreflightPlan, ToolsError> {
         check_loopback(&request.base_url)?;
         // An unknown run is said as such, with the runs there are.
         self.run_status(id, i64::MAX)?;
@@ -39,7 +41,7 @@ impl Tools {
             settings,
         } = self.as_trained(id)?;
         let size = EvaluationSize::of(&config.trainer()?);
-        let mut test = TestRequest::openrouter(None);
+        let mut test = PreflightRequest::openrouter(None);
         test.models = vec![request.model.clone()];
         test.endpoint = Endpoint {
             base_url: request.base_url.clone(),
@@ -58,7 +60,7 @@ impl Tools {
         let programs = rl_python::install(self.home())
             .map_err(|error| ToolsError::Internal(error.to_string()))?;
         test.runner = Some(programs.clone());
-        if let Some(slice) = self.kept_out(id) {
+        if let Some(slice) = self.held_out_of(id) {
             test.held_out = Some(HeldOutItems { programs, slice });
         }
         let working_dir = std::env::current_dir().map_err(|source| ToolsError::Io {
@@ -66,7 +68,12 @@ impl Tools {
             path: ".".into(),
             source,
         })?;
-        Ok(TestPlan::new(test, &selection, &settings, working_dir)?)
+        Ok(PreflightPlan::new(
+            test,
+            &selection,
+            &settings,
+            working_dir,
+        )?)
     }
 
     /// Runs the evaluation of `request` for run `id` and reads its figures. A model that
@@ -78,7 +85,7 @@ impl Tools {
     ) -> Result<Evaluated, ToolsError> {
         let plan = self.evaluation_plan(id, request)?;
         // A run's evaluations are kept in its own folder, not among the pre-flights.
-        let store = TestStore::in_dir(RunFolder::of(self.home(), id).evaluations());
+        let store = PreflightStore::in_dir(RunFolder::of(self.home(), id).evaluations());
         let report = self
             .test_inference_in(
                 &plan,
@@ -114,7 +121,7 @@ impl Tools {
                 model.log_path.display()
             )));
         };
-        let prompts = Prompts::of(model.drawn_items()?, self.kept_out(id));
+        let prompts = Prompts::of(model.drawn_items()?, self.held_out_of(id));
         Ok(Evaluated::new(
             id,
             request.step,

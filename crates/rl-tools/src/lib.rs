@@ -41,12 +41,12 @@ pub use answers::{
     FieldTypeView, FieldView, FileWarningView, FlagView, GroupsView, HealthReport, HealthView,
     InterruptionView, IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress,
     LongCallStarted, MetricsView, ModelAnswer, ModelProgressView, ModelTested, NameSourceView,
-    OriginalSummary, PreflightAnswer, ProcessView, Pruned, RateLimited, ResultsPart, ResultsView,
-    ResumedFrom, RolloutView, RolloutsView, RunCheckpoints, RunEntry, RunList, RunPage, RunRow,
-    RunRows, RunView, Selected, SeriesLabel, SkipReasonView, SkippedFileView, SourceFailureView,
-    Started, StatusView, Stopped, TestConfig, TestListingView, TestProgressView, TestShown,
-    TestStopView, TestWaited, TrainedCheckpoint, WaitView, WarningView, WindowView, error_answer,
-    report_json,
+    OriginalSummary, PreflightAnswer, PreflightConfig, PreflightListingView, PreflightProgressView,
+    PreflightShown, PreflightStopView, PreflightWaited, ProcessView, Pruned, RateLimited,
+    ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView, RunCheckpoints, RunEntry,
+    RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel, SkipReasonView,
+    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TrainedCheckpoint, WaitView,
+    WarningView, WindowView, error_answer, report_json,
 };
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use compare::{CompareOptions, ComparePlan};

@@ -17,7 +17,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rl_preflight::{Progress, ProgressSink, TestFolder, TestPlan, TestReport, TestView};
+use rl_preflight::{
+    PreflightFolder, PreflightPlan, PreflightReport, PreflightView, Progress, ProgressSink,
+};
 use rl_settings::RunId;
 use serde::{Deserialize, Serialize};
 
@@ -118,7 +120,7 @@ struct CallRecord {
 
 /// A long call's test, planned, and the trained side of a comparison.
 pub struct Planned {
-    pub test: TestPlan,
+    pub test: PreflightPlan,
     pub compared: Option<(RunId, TrainedCheckpoint)>,
 }
 
@@ -196,7 +198,7 @@ impl Tools {
         let sink: ProgressSink = Arc::new(move |event: Progress| {
             if let Progress::Created { dir, .. } = &event {
                 // A record that cannot be written leaves the test answerable only by waiting.
-                let _ = write_record(&TestFolder::at(dir), &recording);
+                let _ = write_record(&PreflightFolder::at(dir), &recording);
             }
             progress(event);
         });
@@ -217,10 +219,10 @@ impl Tools {
         if let Some(test_id) = std::fs::read_to_string(&index)
             .ok()
             .map(|text| text.trim().to_owned())
-            && matches!(self.preflight(&test_id), Ok(TestView::Unfinished(ref progress)) if progress.status == rl_preflight::TestStatus::Running)
+            && matches!(self.preflight(&test_id), Ok(PreflightView::Unfinished(ref progress)) if progress.status == rl_preflight::PreflightStatus::Running)
         {
             let estimate = self
-                .test_store()
+                .preflight_store()
                 .folder(&test_id)
                 .ok()
                 .and_then(|folder| read_record(&folder))
@@ -259,7 +261,7 @@ impl Tools {
             ));
         }
         let view = self.preflight(test_id)?;
-        let record = read_record(&self.test_store().folder(test_id)?);
+        let record = read_record(&self.preflight_store().folder(test_id)?);
         if let Some(record) = &record
             && record.call.tool() != tool
         {
@@ -272,7 +274,7 @@ impl Tools {
             ));
         }
         match view {
-            TestView::Reported(report) => match &record {
+            PreflightView::Reported(report) => match &record {
                 Some(record) => Ok(LongCallState::Finished(
                     self.long_call_answer(record, &report)?,
                 )),
@@ -288,7 +290,7 @@ impl Tools {
                     ),
                 )),
             },
-            TestView::Unfinished(progress) => {
+            PreflightView::Unfinished(progress) => {
                 if let Some(interruption) = &progress.interruption {
                     return Err(ToolsError::invalid(
                         format!("test {test_id}"),
@@ -322,7 +324,7 @@ impl Tools {
     fn long_call_answer(
         &self,
         record: &CallRecord,
-        report: &TestReport,
+        report: &PreflightReport,
     ) -> Result<serde_json::Value, ToolsError> {
         match &record.call {
             LongCall::Inference { .. } => report_json(report),
@@ -444,7 +446,7 @@ impl Tools {
     }
 
     /// How long `plan` may take, from the latest tests of its environment and endpoint.
-    fn estimate(&self, plan: &TestPlan) -> Estimate {
+    fn estimate(&self, plan: &PreflightPlan) -> Estimate {
         let groups = plan
             .steps
             .saturating_mul(u32::try_from(plan.models.len()).unwrap_or(u32::MAX));
@@ -454,7 +456,7 @@ impl Tools {
             .iter()
             .filter(|test| test.environment == plan.environment)
             .filter_map(|test| {
-                rl_preflight::TestStore::new(self.home())
+                rl_preflight::PreflightStore::new(self.home())
                     .read(&test.test_id)
                     .ok()
             })
@@ -486,7 +488,7 @@ fn same_endpoint(a: &str, b: &str) -> bool {
 
 /// What makes two calls the same: the tool, and the test each would run (environment and its
 /// file, edits, models, endpoint, sizes), not how the arguments were spelled.
-fn fingerprint(call: &LongCall, plan: &TestPlan) -> String {
+fn fingerprint(call: &LongCall, plan: &PreflightPlan) -> String {
     let endpoint = if plan.server.is_some() {
         "served by rl"
     } else {
@@ -506,7 +508,7 @@ fn fingerprint(call: &LongCall, plan: &TestPlan) -> String {
     rl_config::sha256_hex(content.to_string().as_bytes())
 }
 
-fn write_record(folder: &TestFolder, record: &CallRecord) -> Result<(), ToolsError> {
+fn write_record(folder: &PreflightFolder, record: &CallRecord) -> Result<(), ToolsError> {
     let text =
         serde_json::to_string(record).map_err(|error| ToolsError::Internal(error.to_string()))?;
     Ok(rl_settings::write_atomically(
@@ -515,7 +517,7 @@ fn write_record(folder: &TestFolder, record: &CallRecord) -> Result<(), ToolsErr
     )?)
 }
 
-fn read_record(folder: &TestFolder) -> Option<CallRecord> {
+fn read_record(folder: &PreflightFolder) -> Option<CallRecord> {
     let text = rl_settings::read_text(&folder.call()).ok()?;
     serde_json::from_str(&text).ok()
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use rl_preflight::{
     CorrectRule, Endpoint, Key, OPENROUTER_BASE_URL, OPENROUTER_KEY_VARIABLE, PreflightError,
-    ProgressSink, TestListing, TestPlan, TestReport, TestRequest, TestStopReport, TestStore,
-    TestView,
+    PreflightListing, PreflightPlan, PreflightReport, PreflightRequest, PreflightStopReport,
+    PreflightStore, PreflightView, ProgressSink,
 };
 
 use crate::checkpoint_models::is_checkpoint_model;
@@ -32,33 +32,33 @@ pub struct InferenceOptions {
 }
 
 impl Tools {
-    pub(crate) fn test_store(&self) -> TestStore {
-        TestStore::new(self.home())
+    pub(crate) fn preflight_store(&self) -> PreflightStore {
+        PreflightStore::new(self.home())
     }
 
     /// Where pre-flights are kept (`<home>/preflight`).
     pub fn preflight_dir(&self) -> PathBuf {
-        self.test_store().dir().to_owned()
+        self.preflight_store().dir().to_owned()
     }
 
     /// Every pre-flight, newest first; one whose process is gone is marked interrupted and what
     /// it left is ended.
-    pub fn preflights(&self) -> Result<Vec<TestListing>, ToolsError> {
-        Ok(self.test_store().list()?)
+    pub fn preflights(&self) -> Result<Vec<PreflightListing>, ToolsError> {
+        Ok(self.preflight_store().list()?)
     }
 
     /// One pre-flight: its report, or how far it got.
-    pub fn preflight(&self, id: &str) -> Result<TestView, ToolsError> {
-        Ok(self.test_store().view(id)?)
+    pub fn preflight(&self, id: &str) -> Result<PreflightView, ToolsError> {
+        Ok(self.preflight_store().view(id)?)
     }
 
     /// Stops a pre-flight, whichever process runs it.
-    pub fn stop_preflight(&self, id: &str) -> Result<TestStopReport, ToolsError> {
-        Ok(self.test_store().stop(id)?)
+    pub fn stop_preflight(&self, id: &str) -> Result<PreflightStopReport, ToolsError> {
+        Ok(self.preflight_store().stop(id)?)
     }
 
     /// The plan of a test of the selected environment, with every key it needs at hand.
-    pub fn inference_plan(&self, options: &InferenceOptions) -> Result<TestPlan, ToolsError> {
+    pub fn inference_plan(&self, options: &InferenceOptions) -> Result<PreflightPlan, ToolsError> {
         let settings = self.settings()?;
         let selection = self.service()?.selection()?;
         if options
@@ -87,7 +87,7 @@ impl Tools {
                 variable: name.clone(),
             })?),
         };
-        let mut request = TestRequest::openrouter(key.clone());
+        let mut request = PreflightRequest::openrouter(key.clone());
         if !options.models.is_empty() {
             request.models.clone_from(&options.models);
         } else if !configured.models.is_empty() {
@@ -109,7 +109,7 @@ impl Tools {
         options: &InferenceOptions,
         selection: &rl_config::Selection,
         settings: &rl_settings::Settings,
-    ) -> Result<TestPlan, ToolsError> {
+    ) -> Result<PreflightPlan, ToolsError> {
         if options.base_url.is_some() || options.key_variable.is_some() {
             return Err(ToolsError::Invalid {
                 what: "base_url".to_owned(),
@@ -119,7 +119,7 @@ impl Tools {
         }
         rl_preflight::check_models(&options.models)?;
         let (run, named) = self.checkpoint_models(&options.models)?;
-        let mut request = TestRequest::openrouter(None);
+        let mut request = PreflightRequest::openrouter(None);
         match self.trained_on(&run)? {
             TrainedOn::LocalEngine => {
                 let [port] = rl_process::free_loopback_ports::<1>()?;
@@ -156,11 +156,11 @@ impl Tools {
     /// The caller's sizes, limits and rule applied to `request`, then checked into a plan.
     fn finish_plan(
         &self,
-        mut request: TestRequest,
+        mut request: PreflightRequest,
         options: &InferenceOptions,
         selection: &rl_config::Selection,
         settings: &rl_settings::Settings,
-    ) -> Result<TestPlan, ToolsError> {
+    ) -> Result<PreflightPlan, ToolsError> {
         if let Some(steps) = options.num_steps {
             request.steps = steps;
         }
@@ -195,27 +195,32 @@ impl Tools {
             path: root,
             source,
         })?;
-        Ok(TestPlan::new(request, selection, settings, working_dir)?)
+        Ok(PreflightPlan::new(
+            request,
+            selection,
+            settings,
+            working_dir,
+        )?)
     }
 
     /// Runs the plan: every model at once up to its concurrency, each in a process group of
     /// its own. The keys rl knows are masked in every log the test writes.
     pub async fn test_inference(
         &self,
-        plan: &TestPlan,
+        plan: &PreflightPlan,
         progress: ProgressSink,
-    ) -> Result<TestReport, ToolsError> {
-        self.test_inference_in(plan, &self.test_store(), progress)
+    ) -> Result<PreflightReport, ToolsError> {
+        self.test_inference_in(plan, &self.preflight_store(), progress)
             .await
     }
 
     /// Runs the plan as a test kept in `store` (a run's evaluations are kept in its folder).
     pub(crate) async fn test_inference_in(
         &self,
-        plan: &TestPlan,
-        store: &TestStore,
+        plan: &PreflightPlan,
+        store: &PreflightStore,
         progress: ProgressSink,
-    ) -> Result<TestReport, ToolsError> {
+    ) -> Result<PreflightReport, ToolsError> {
         let mut secrets = self.secrets().clone();
         if let Some(key) = &plan.endpoint.key {
             secrets.also_redact(&plan.endpoint.key_variable, key);

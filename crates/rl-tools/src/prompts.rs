@@ -15,7 +15,7 @@ pub(crate) struct Prompts {
 }
 
 impl Prompts {
-    pub(crate) fn of(drawn: Option<DrawnItems>, kept_out: Option<rl_settings::HeldOut>) -> Self {
+    pub(crate) fn of(drawn: Option<DrawnItems>, held_out: Option<rl_settings::HeldOut>) -> Self {
         let Some(drawn) = drawn else {
             return Self {
                 source: "training items".to_owned(),
@@ -44,7 +44,7 @@ impl Prompts {
                 ),
             };
         }
-        let kept = kept_out
+        let kept = held_out
             .is_some_and(|slice| slice.fraction == drawn.fraction && slice.seed == drawn.seed);
         let slice = format!(
             "{} distinct items of the held-out slice ({} of the items by content, seed {})",

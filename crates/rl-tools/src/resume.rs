@@ -77,7 +77,7 @@ impl Tools {
         // The parent's slice of held-out items, whatever [held_out] says now: one run's steps
         // never train on items another of its steps kept out.
         let mut settings = service.settings().clone();
-        settings.held_out = self.kept_out(parent).unwrap_or(HeldOut {
+        settings.held_out = self.held_out_of(parent).unwrap_or(HeldOut {
             fraction: 0.0,
             ..settings.held_out
         });

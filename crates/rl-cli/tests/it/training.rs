@@ -212,17 +212,7 @@ fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
 
 /// The parts of a step's time, each `time/<part>_secs` in its metrics row (`eval` only on a
 /// step that evaluated).
-const STEP_PARTS: [&str; 9] = [
-    "wait",
-    "logprobs",
-    "rollouts",
-    "forward_backward",
-    "optim",
-    "save",
-    "sampler_update",
-    "eval",
-    "other",
-];
+const STEP_PARTS: [&str; 9] = rl_metrics::STEP_PARTS;
 
 /// Every step row counts exactly the tokens of its rollouts file (prompt, completion and
 /// trained tokens of each completion), its totals are the running sums, and its time's parts

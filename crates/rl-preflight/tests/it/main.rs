@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use rl_config::ConfigService;
 use rl_preflight::{
-    CorrectRule, Endpoint, LocalModelRunner, Progress, ProgressSink, TestPlan, TestReport,
-    TestRequest, TestStore,
+    CorrectRule, Endpoint, LocalModelRunner, PreflightPlan, PreflightReport, PreflightRequest,
+    PreflightStore, Progress, ProgressSink,
 };
 use rl_settings::{Secrets, Settings};
 pub(crate) use rl_test_support::{FixtureServer, processes_mentioning};
@@ -38,9 +38,9 @@ impl Stack {
         Self { home, service }
     }
 
-    pub(crate) fn plan(&self, request: TestRequest) -> TestPlan {
+    pub(crate) fn plan(&self, request: PreflightRequest) -> PreflightPlan {
         let settings = self.service.settings();
-        TestPlan::new(
+        PreflightPlan::new(
             request,
             &self.service.selection().unwrap(),
             settings,
@@ -49,11 +49,11 @@ impl Stack {
         .unwrap()
     }
 
-    pub(crate) fn store(&self) -> TestStore {
-        TestStore::new(self.home.path())
+    pub(crate) fn store(&self) -> PreflightStore {
+        PreflightStore::new(self.home.path())
     }
 
-    pub(crate) async fn run(&self, plan: &TestPlan, secrets: Secrets) -> TestReport {
+    pub(crate) async fn run(&self, plan: &PreflightPlan, secrets: Secrets) -> PreflightReport {
         rl_preflight::run_test(
             plan,
             &self.store(),
@@ -66,12 +66,12 @@ impl Stack {
     }
 }
 
-pub(crate) fn request(server: &FixtureServer, models: &[&str]) -> TestRequest {
+pub(crate) fn request(server: &FixtureServer, models: &[&str]) -> PreflightRequest {
     request_at(&server.base_url, models)
 }
 
-pub(crate) fn request_at(base_url: &str, models: &[&str]) -> TestRequest {
-    TestRequest {
+pub(crate) fn request_at(base_url: &str, models: &[&str]) -> PreflightRequest {
+    PreflightRequest {
         models: models.iter().map(|m| (*m).to_owned()).collect(),
         endpoint: Endpoint {
             base_url: base_url.to_owned(),

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rl_preflight::{ModelOutcome, ModelReport, TestReport, Verdict};
+use rl_preflight::{ModelOutcome, ModelReport, PreflightReport, Verdict};
 use rl_settings::Secrets;
 
 use crate::{FixtureServer, Stack, processes_mentioning, request, test_python};
 
-fn model<'a>(report: &'a TestReport, name: &str) -> &'a ModelReport {
+fn model<'a>(report: &'a PreflightReport, name: &str) -> &'a ModelReport {
     report
         .models
         .iter()
@@ -269,7 +269,7 @@ async fn the_key_reaches_the_endpoint_and_no_argv_log_or_output() {
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_plan_over_the_limits_is_refused() {
-    use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS, PreflightError, TestPlan};
+    use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS, PreflightError, PreflightPlan};
 
     let python = test_python();
     let server = FixtureServer::start(&python, None);
@@ -281,7 +281,7 @@ fn a_plan_over_the_limits_is_refused() {
         asked.steps = steps;
         asked.group_size = group_size;
         let working_dir = settings.tinker_atropos_root.clone().unwrap();
-        TestPlan::new(asked, &selection, settings, working_dir)
+        PreflightPlan::new(asked, &selection, settings, working_dir)
     };
     assert!(plan(MAX_STEPS, MAX_GROUP_SIZE).is_ok());
     for (steps, group_size, what, value) in [

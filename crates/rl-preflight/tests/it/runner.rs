@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use rl_preflight::{
     CorrectRule, Endpoint, LocalModelRunner, ModelJob, ModelMarks, ModelOutcome, ModelRun,
-    ModelRunner, Progress, ProgressSink, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE, TestPlan,
-    TestStore, VerdictPolicy,
+    ModelRunner, PreflightPlan, PreflightStore, Progress, ProgressSink, TEST_DIR_VARIABLE,
+    TEST_MODEL_VARIABLE, VerdictPolicy,
 };
 use rl_settings::Secrets;
 
@@ -333,8 +333,8 @@ impl ModelRunner for ShellModels {
 
 /// A plan for the shell models: nothing in it is read but the models, the concurrency, the
 /// timeout and the working directory.
-pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize) -> TestPlan {
-    TestPlan {
+pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize) -> PreflightPlan {
+    PreflightPlan {
         environment: "shell@shell.py".to_owned(),
         env_file: working_dir.join("shell.py"),
         python: "/bin/false".into(),
@@ -390,7 +390,7 @@ async fn stop_all_during_a_preflight_starts_none_of_the_models_still_waiting() {
     let test = tokio::spawn(async move {
         rl_preflight::run_test(
             &plan,
-            &TestStore::new(home.path()),
+            &PreflightStore::new(home.path()),
             Arc::new(models),
             Secrets::default(),
             ignore_progress(),

@@ -1,4 +1,4 @@
-//! A test that starts the server of its own models (`TestPlan.server`, as for a run's
+//! A test that starts the server of its own models (`PreflightPlan.server`, as for a run's
 //! checkpoints): the fixture OpenAI server stands in for it. It is started in the test's
 //! folder, recorded and marked like a model, the models ask it, and nothing of it is left after
 //! the test; a server that cannot start fails every model with its reason, and no model runs.
@@ -79,6 +79,6 @@ async fn a_server_that_cannot_start_fails_every_model_with_its_reason() {
 }
 
 /// Two fixture policies asked at the server's own URL.
-fn request_for(server: &ModelServer) -> rl_preflight::TestRequest {
+fn request_for(server: &ModelServer) -> rl_preflight::PreflightRequest {
     request_at(&server.base_url(), &["always-right", "always-wrong"])
 }

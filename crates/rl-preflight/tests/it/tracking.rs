@@ -4,7 +4,9 @@
 use std::os::unix::process::CommandExt;
 use std::sync::Arc;
 
-use rl_preflight::{LocalModelRunner, ModelMarks, ModelOutcome, TestStatus, TestStore, TestView};
+use rl_preflight::{
+    LocalModelRunner, ModelMarks, ModelOutcome, PreflightStatus, PreflightStore, PreflightView,
+};
 use rl_process::ProcessIdentity;
 use rl_settings::Secrets;
 use serde_json::json;
@@ -63,16 +65,16 @@ fn a_dead_owners_test_is_interrupted_and_its_models_ended_when_listed() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 
-    let store = TestStore::new(home.path());
+    let store = PreflightStore::new(home.path());
     let listed = store.list().unwrap();
-    assert_eq!(listed[0].status, TestStatus::Interrupted, "{listed:?}");
+    assert_eq!(listed[0].status, PreflightStatus::Interrupted, "{listed:?}");
     assert!(
         processes_mentioning(&guard.marker).is_empty(),
         "the dead owner's model is still running"
     );
     let _ = model.wait();
 
-    let TestView::Unfinished(progress) = store.view(id).unwrap() else {
+    let PreflightView::Unfinished(progress) = store.view(id).unwrap() else {
         panic!("a report appeared");
     };
     let interruption = progress.interruption.unwrap();
@@ -86,7 +88,7 @@ fn a_dead_owners_test_is_interrupted_and_its_models_ended_when_listed() {
 
     let stopped = store.stop(id).unwrap();
     assert!(!stopped.stopped, "{stopped:?}");
-    assert_eq!(stopped.status, TestStatus::Interrupted);
+    assert_eq!(stopped.status, PreflightStatus::Interrupted);
     assert!(stopped.message.contains("interrupted"), "{stopped:?}");
 }
 
@@ -108,7 +110,7 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
         ),
     };
     let plan = shell_plan(work.path(), &["m1", "m2", "m3"], 2);
-    let store = TestStore::new(home.path());
+    let store = PreflightStore::new(home.path());
     let test = tokio::spawn({
         let store = store.clone();
         async move {
@@ -128,10 +130,10 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
     .await;
     let id = store.list().unwrap()[0].test_id.clone();
     // Followed from the store while it runs, as another process would.
-    let TestView::Unfinished(progress) = store.view(&id).unwrap() else {
+    let PreflightView::Unfinished(progress) = store.view(&id).unwrap() else {
         panic!("a report before the end");
     };
-    assert_eq!(progress.status, TestStatus::Running);
+    assert_eq!(progress.status, PreflightStatus::Running);
     assert_eq!(progress.owner_pid, Some(std::process::id()));
     let running: Vec<bool> = progress.models.iter().map(|m| m.running).collect();
     assert_eq!(running.iter().filter(|r| **r).count(), 2, "{progress:?}");
@@ -143,7 +145,7 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
         .unwrap()
         .unwrap();
     assert!(stopped.stopped, "{stopped:?}");
-    assert_eq!(stopped.status, TestStatus::Stopped, "{stopped:?}");
+    assert_eq!(stopped.status, PreflightStatus::Stopped, "{stopped:?}");
     let left = processes_mentioning(&marker);
     assert!(left.is_empty(), "left running: {left:?}");
 
@@ -171,7 +173,7 @@ async fn a_test_stopped_from_outside_ends_its_models_and_its_owner_reports_the_s
         }
     }
     assert_eq!(started.len(), 2, "a waiting model started: {started:?}");
-    assert_eq!(store.list().unwrap()[0].status, TestStatus::Stopped);
+    assert_eq!(store.list().unwrap()[0].status, PreflightStatus::Stopped);
     let again = store.stop(&id).unwrap();
     assert!(!again.stopped);
     assert!(again.message.contains("already finished"), "{again:?}");
@@ -224,12 +226,13 @@ fn a_dead_owners_test_ends_what_its_models_detached() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 
-    let listed = TestStore::new(home.path()).list().unwrap();
-    assert_eq!(listed[0].status, TestStatus::Interrupted, "{listed:?}");
+    let listed = PreflightStore::new(home.path()).list().unwrap();
+    assert_eq!(listed[0].status, PreflightStatus::Interrupted, "{listed:?}");
     let left = processes_mentioning(marker);
     assert!(left.is_empty(), "left running: {left:?}");
     let _ = model.wait();
-    let TestView::Unfinished(progress) = TestStore::new(home.path()).view(id).unwrap() else {
+    let PreflightView::Unfinished(progress) = PreflightStore::new(home.path()).view(id).unwrap()
+    else {
         panic!("a report appeared");
     };
     let ended = progress.interruption.unwrap().ended;

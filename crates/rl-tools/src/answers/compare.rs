@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use rl_preflight::{Comparison, Estimate, ModelEstimate, TestReport};
+use rl_preflight::{Comparison, Estimate, ModelEstimate, PreflightReport};
 use rl_settings::RunId;
 
 use crate::prompts::Prompts;
@@ -80,7 +80,7 @@ impl ComparisonAnswer {
     pub(crate) fn new(
         id: &RunId,
         trained: TrainedCheckpoint,
-        report: &TestReport,
+        report: &PreflightReport,
         comparison: Option<&Comparison>,
         prompts: &Prompts,
     ) -> Self {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use rl_preflight::{ModelEstimate, TestReport};
+use rl_preflight::{ModelEstimate, PreflightReport};
 use rl_settings::RunId;
 
 use super::EstimateView;
@@ -37,7 +37,7 @@ impl Evaluated {
     pub(crate) fn new(
         id: &RunId,
         step: u64,
-        report: &TestReport,
+        report: &PreflightReport,
         figures: &ModelEstimate,
         correct_from: f64,
         prompts: &Prompts,

@@ -1,6 +1,6 @@
 //! The answers of a long call started without waiting, and of its progress.
 
-use rl_preflight::{TestPlan, TestProgress};
+use rl_preflight::{PreflightPlan, PreflightProgress};
 use serde::{Deserialize, Serialize};
 
 use super::ModelProgressView;
@@ -71,7 +71,7 @@ pub struct LongCallStarted {
 impl LongCallStarted {
     pub(crate) fn new(
         tool: &str,
-        plan: &TestPlan,
+        plan: &PreflightPlan,
         test_id: String,
         started: bool,
         estimate: Estimate,
@@ -141,7 +141,7 @@ pub struct LongCallProgress {
 }
 
 impl LongCallProgress {
-    pub(crate) fn new(tool: &str, progress: &TestProgress, estimate: &Estimate) -> Self {
+    pub(crate) fn new(tool: &str, progress: &PreflightProgress, estimate: &Estimate) -> Self {
         let models_done = progress
             .models
             .iter()

@@ -35,10 +35,10 @@ pub use metrics::{
     ResultsPart, SourceFailureView, WindowView,
 };
 pub use page::{RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
-pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, TestConfig};
+pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, PreflightConfig};
 pub use preflight_store::{
-    InterruptionView, ModelProgressView, TestListingView, TestProgressView, TestShown,
-    TestStopView, TestWaited,
+    InterruptionView, ModelProgressView, PreflightListingView, PreflightProgressView,
+    PreflightShown, PreflightStopView, PreflightWaited,
 };
 pub(crate) use runs::process_label;
 pub use runs::{
@@ -56,6 +56,8 @@ pub(crate) fn to_json<T: serde::Serialize>(answer: &T) -> Result<serde_json::Val
 }
 
 /// `rl_test_inference`'s answer as JSON.
-pub fn report_json(report: &rl_preflight::TestReport) -> Result<serde_json::Value, ToolsError> {
+pub fn report_json(
+    report: &rl_preflight::PreflightReport,
+) -> Result<serde_json::Value, ToolsError> {
     to_json(&PreflightAnswer::from(report))
 }

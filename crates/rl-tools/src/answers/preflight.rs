@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use rl_preflight::{
-    CorrectRule, ModelOutcome, ModelReport, ScoreStats, TestReport, Verdict, VerdictBasis,
+    CorrectRule, ModelOutcome, ModelReport, PreflightReport, ScoreStats, Verdict, VerdictBasis,
 };
 use serde::Serialize;
 
@@ -47,7 +47,7 @@ pub struct PreflightAnswer {
     /// The original's list, one entry per model (its count is in `summary`).
     pub models_tested: Vec<ModelTested>,
     pub summary: OriginalSummary,
-    pub test_config: TestConfig,
+    pub test_config: PreflightConfig,
 }
 
 /// One model's run and its figures.
@@ -124,15 +124,15 @@ pub struct OriginalSummary {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct TestConfig {
+pub struct PreflightConfig {
     pub num_steps: u32,
     pub group_size: u32,
     pub rollouts_per_model: u64,
     pub total_rollouts: u64,
 }
 
-impl From<&TestReport> for PreflightAnswer {
-    fn from(report: &TestReport) -> Self {
+impl From<&PreflightReport> for PreflightAnswer {
+    fn from(report: &PreflightReport) -> Self {
         let summary = &report.summary;
         let rollouts_per_model = u64::from(report.steps) * u64::from(report.group_size);
         Self {
@@ -180,7 +180,7 @@ impl From<&TestReport> for PreflightAnswer {
                 verdict: summary.verdict,
                 explanation: summary.explanation.clone(),
             },
-            test_config: TestConfig {
+            test_config: PreflightConfig {
                 num_steps: report.steps,
                 group_size: report.group_size,
                 rollouts_per_model,

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use rl_preflight::{
-    Interruption, ModelProgress, TestListing, TestProgress, TestStopReport, TestView, Verdict,
+    Interruption, ModelProgress, PreflightListing, PreflightProgress, PreflightStopReport,
+    PreflightView, Verdict,
 };
 use serde::Serialize;
 
@@ -13,7 +14,7 @@ use super::preflight::PreflightAnswer;
 
 /// One test of `rl preflight list`.
 #[derive(Debug, Clone, Serialize)]
-pub struct TestListingView {
+pub struct PreflightListingView {
     pub test_id: String,
     pub environment: String,
     pub models: Vec<String>,
@@ -26,8 +27,8 @@ pub struct TestListingView {
     pub output_dir: PathBuf,
 }
 
-impl From<&TestListing> for TestListingView {
-    fn from(listing: &TestListing) -> Self {
+impl From<&PreflightListing> for PreflightListingView {
+    fn from(listing: &PreflightListing) -> Self {
         Self {
             test_id: listing.test_id.clone(),
             environment: listing.environment.clone(),
@@ -44,19 +45,19 @@ impl From<&TestListing> for TestListingView {
 /// A test as `rl preflight show` gives it: its report, or how far it got.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
-pub enum TestShown {
+pub enum PreflightShown {
     Reported(Box<PreflightAnswer>),
-    Unfinished(Box<TestProgressView>),
+    Unfinished(Box<PreflightProgressView>),
 }
 
-impl From<&TestView> for TestShown {
-    fn from(view: &TestView) -> Self {
+impl From<&PreflightView> for PreflightShown {
+    fn from(view: &PreflightView) -> Self {
         match view {
-            TestView::Reported(report) => {
+            PreflightView::Reported(report) => {
                 Self::Reported(Box::new(PreflightAnswer::from(&**report)))
             }
-            TestView::Unfinished(progress) => {
-                Self::Unfinished(Box::new(TestProgressView::from(&**progress)))
+            PreflightView::Unfinished(progress) => {
+                Self::Unfinished(Box::new(PreflightProgressView::from(&**progress)))
             }
         }
     }
@@ -64,14 +65,14 @@ impl From<&TestView> for TestShown {
 
 /// `rl preflight wait --json`: the test, and whether it was still running when the wait ended.
 #[derive(Debug, Clone, Serialize)]
-pub struct TestWaited {
+pub struct PreflightWaited {
     pub timed_out: bool,
-    pub test: TestShown,
+    pub test: PreflightShown,
 }
 
 /// A test without a report: running, or interrupted.
 #[derive(Debug, Clone, Serialize)]
-pub struct TestProgressView {
+pub struct PreflightProgressView {
     pub test_id: String,
     /// running or interrupted.
     pub status: &'static str,
@@ -89,8 +90,8 @@ pub struct TestProgressView {
     pub models: Vec<ModelProgressView>,
 }
 
-impl From<&TestProgress> for TestProgressView {
-    fn from(progress: &TestProgress) -> Self {
+impl From<&PreflightProgress> for PreflightProgressView {
+    fn from(progress: &PreflightProgress) -> Self {
         Self {
             test_id: progress.test_id.clone(),
             status: progress.status.label(),
@@ -162,7 +163,7 @@ impl From<&ModelProgress> for ModelProgressView {
 
 /// `rl preflight stop --json`.
 #[derive(Debug, Clone, Serialize)]
-pub struct TestStopView {
+pub struct PreflightStopView {
     pub test_id: String,
     /// Whether anything was stopped.
     pub stopped: bool,
@@ -171,8 +172,8 @@ pub struct TestStopView {
     pub message: String,
 }
 
-impl From<&TestStopReport> for TestStopView {
-    fn from(report: &TestStopReport) -> Self {
+impl From<&PreflightStopReport> for PreflightStopView {
+    fn from(report: &PreflightStopReport) -> Self {
         Self {
             test_id: report.test_id.clone(),
             stopped: report.stopped,

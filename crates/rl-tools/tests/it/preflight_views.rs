@@ -4,29 +4,29 @@
 use std::path::PathBuf;
 
 use rl_preflight::{
-    Interruption, ModelProgress, TestListing, TestProgress, TestStatus, TestStopReport, TestView,
-    Verdict,
+    Interruption, ModelProgress, PreflightListing, PreflightProgress, PreflightStatus,
+    PreflightStopReport, PreflightView, Verdict,
 };
-use rl_tools::{TestListingView, TestShown, TestStopView};
+use rl_tools::{PreflightListingView, PreflightShown, PreflightStopView};
 use serde_json::Value;
 
-fn listing() -> TestListing {
-    TestListing {
+fn listing() -> PreflightListing {
+    PreflightListing {
         test_id: "0badc0de".to_owned(),
         environment: "word_ladder".to_owned(),
         models: vec!["tiny".to_owned(), "small".to_owned()],
         started_at: "2026-11-24T10:00:00Z".to_owned(),
-        status: TestStatus::Finished,
+        status: PreflightStatus::Finished,
         verdict: Some(Verdict::TooHard),
         models_succeeded: Some(1),
         output_dir: PathBuf::from("/home/rl/preflight/0badc0de"),
     }
 }
 
-fn progress() -> TestProgress {
-    TestProgress {
+fn progress() -> PreflightProgress {
+    PreflightProgress {
         test_id: "0badc0de".to_owned(),
-        status: TestStatus::Interrupted,
+        status: PreflightStatus::Interrupted,
         environment: "word_ladder".to_owned(),
         base_url: "http://127.0.0.1:8000/v1".to_owned(),
         started_at: "2026-11-24T10:00:00Z".to_owned(),
@@ -48,11 +48,11 @@ fn progress() -> TestProgress {
     }
 }
 
-fn stopped() -> TestStopReport {
-    TestStopReport {
+fn stopped() -> PreflightStopReport {
+    PreflightStopReport {
         test_id: "0badc0de".to_owned(),
         stopped: true,
-        status: TestStatus::Stopped,
+        status: PreflightStatus::Stopped,
         message: "stopped test 0badc0de".to_owned(),
     }
 }
@@ -61,13 +61,13 @@ fn json(value: &impl serde::Serialize) -> Value {
     serde_json::to_value(value).unwrap()
 }
 
-fn shown(progress: TestProgress) -> TestShown {
-    TestShown::from(&TestView::Unfinished(Box::new(progress)))
+fn shown(progress: PreflightProgress) -> PreflightShown {
+    PreflightShown::from(&PreflightView::Unfinished(Box::new(progress)))
 }
 
 #[test]
 fn a_listing_names_every_key() {
-    insta::assert_json_snapshot!(json(&vec![TestListingView::from(&listing())]));
+    insta::assert_json_snapshot!(json(&vec![PreflightListingView::from(&listing())]));
 }
 
 #[test]
@@ -75,11 +75,11 @@ fn an_unfinished_test_names_every_key() {
     let mut quiet = progress();
     quiet.stop_requested_at = None;
     quiet.interruption = None;
-    quiet.status = TestStatus::Running;
+    quiet.status = PreflightStatus::Running;
     insta::assert_json_snapshot!(json(&vec![shown(progress()), shown(quiet)]));
 }
 
 #[test]
 fn a_stop_names_every_key() {
-    insta::assert_json_snapshot!(json(&TestStopView::from(&stopped())));
+    insta::assert_json_snapshot!(json(&PreflightStopView::from(&stopped())));
 }
