@@ -1,7 +1,7 @@
 //! `cargo xtask graph`: the workspace's crate graph and each crate's module graph, drawn from
 //! the code itself, with every circle named. A module's arrows are its `crate::` paths, and its
-//! calls of methods another module lends a type it does not define (the `impl Tools` blocks
-//! spread over rl-tools' files; a name lent by one module only). Test code (`tests.rs`,
+//! calls (on `self`, `tools`) of methods another module lends a type it does not define (the
+//! `impl Tools` blocks spread over rl-tools' files; a name lent by one module only). Test code (`tests.rs`,
 //! what follows `#[cfg(test)]`) is left out.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,8 +104,12 @@ fn module_graph(src: &Path) -> anyhow::Result<Graph> {
             .filter(|target| texts.contains_key(target))
             .collect();
         for (method, owner) in &unique {
+            // Called on the type's value as such (`self.`, `tools.`), not a like-named method
+            // of anything else (`child.wait()`).
             if owner != module
-                && (text.contains(&format!(".{method}(")) || text.contains(&format!("::{method}(")))
+                && ["self.", "tools.", "Self::", "Tools::"]
+                    .iter()
+                    .any(|on| text.contains(&format!("{on}{method}(")))
             {
                 arrows.insert((*owner).to_owned());
             }

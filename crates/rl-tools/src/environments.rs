@@ -227,6 +227,33 @@ fn field_view(field: &CurrentField) -> FieldView {
 
 /// The name where it is unique, the key where it is not, so every entry can be selected by
 /// what it shows.
+impl crate::answers::KnownNames for Tools {
+    fn environment_names(&self) -> Option<Vec<String>> {
+        let scan = self.scan(false).ok()?;
+        Some(
+            scan.environments
+                .iter()
+                .map(|env| selectable_name(&scan, env))
+                .collect(),
+        )
+    }
+
+    fn field_names(&self) -> Option<Vec<String>> {
+        let mut names: Vec<String> = self
+            .service()
+            .ok()?
+            .current()
+            .ok()?
+            .fields
+            .into_iter()
+            .filter(|field| !field.locked)
+            .map(|field| field.spec.name)
+            .collect();
+        names.push(rl_config::WANDB_PROJECT_FIELD.to_owned());
+        Some(names)
+    }
+}
+
 pub(crate) fn selectable_name(scan: &Scan, env: &Environment) -> String {
     if scan.duplicate_names.iter().any(|d| d.name == env.name) {
         env.key.clone()

@@ -6,7 +6,6 @@ use rl_settings::Value;
 use serde::Serialize;
 
 use crate::diagnosis::{Advice, diagnose};
-use crate::environments::selectable_name;
 use crate::error::FailureKind;
 use crate::tool_specs::{TOOL_NAMES, specs};
 use crate::{Tools, ToolsError};
@@ -122,7 +121,7 @@ impl ErrorAnswer {
             }
             Advice::UnknownField { closest } => {
                 answer.closest = Some(closest.to_vec());
-                answer.available_fields = tools.and_then(field_names);
+                answer.available_fields = tools.and_then(KnownNames::field_names);
                 "Pass one of `available_fields` (rl_get_current_config describes them)".to_owned()
             }
             Advice::LockedField { value } => {
@@ -143,7 +142,7 @@ impl ErrorAnswer {
             }
             Advice::UnknownEnvironment { suggestions } => {
                 answer.suggestions = Some(suggestions.to_vec());
-                answer.available = tools.and_then(environment_names);
+                answer.available = tools.and_then(KnownNames::environment_names);
                 "Pass one of `available` (rl_list_environments shows them all)".to_owned()
             }
             Advice::AmbiguousEnvironment { candidates } => {
@@ -172,27 +171,11 @@ pub fn error_answer(error: &ToolsError, tools: Option<&Tools>) -> serde_json::Va
     })
 }
 
-fn environment_names(tools: &Tools) -> Option<Vec<String>> {
-    let scan = tools.scan(false).ok()?;
-    Some(
-        scan.environments
-            .iter()
-            .map(|env| selectable_name(&scan, env))
-            .collect(),
-    )
+/// What an error answer lists of what there is (the environments an unknown name could have
+/// meant, the fields an edit may set): asked of whoever knows them (`Tools`, in
+/// `environments.rs`), so that answers depend on no operation.
+pub(crate) trait KnownNames {
+    fn environment_names(&self) -> Option<Vec<String>>;
+    fn field_names(&self) -> Option<Vec<String>>;
 }
 
-fn field_names(tools: &Tools) -> Option<Vec<String>> {
-    let mut names: Vec<String> = tools
-        .service()
-        .ok()?
-        .current()
-        .ok()?
-        .fields
-        .into_iter()
-        .filter(|field| !field.locked)
-        .map(|field| field.spec.name)
-        .collect();
-    names.push(rl_config::WANDB_PROJECT_FIELD.to_owned());
-    Some(names)
-}

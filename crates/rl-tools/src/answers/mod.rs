@@ -25,13 +25,15 @@ pub use environments::{
     ConfigClassSourceView, ConfigView, DependenciesView, Edited, EnvironmentDetail,
     EnvironmentEntry, EnvironmentList, FieldView, NameSourceView, Selected,
 };
+pub(crate) use error::KnownNames;
 pub use error::{ErrorAnswer, error_answer};
 pub use evaluation::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, Evaluated};
 pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, FieldTypeView};
 pub use health_check::{Check, HealthReport};
 pub use long_calls::{Estimate, LongCallProgress, LongCallStarted};
 pub use metrics::{
-    CheckpointView, FlagView, GroupsView, HealthView, LoggedRunView, LoggedValue, MetricsView,
+    AccountingView, CheckpointView, CostLine, CostReport, CostView, NO_PRICE_NOTE, ShareView,
+    ThroughputView, TokensView, UsageView, FlagView, GroupsView, HealthView, LoggedRunView, LoggedValue, MetricsView,
     ResultsPart, SourceFailureView, WindowView,
 };
 pub use page::{RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
@@ -43,7 +45,8 @@ pub use preflight_store::{
 pub(crate) use runs::process_label;
 pub use runs::{
     ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsView,
-    ResumedFrom, RunEntry, RunList, RunView, Started, StatusView, Stopped, WaitView,
+    ResultsAnswer, ResumedFrom, RunEntry, RunList, RunView, Started, StatusAnswer, StatusView,
+    Stopped, WaitView,
 };
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};
 
