@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use rl_settings::{
-    RunConfig, RunEndpoints, RunFolder, RunId, Settings, Value, create_private_dir, trainer,
-    write_atomically,
+    Caps, RunConfig, RunEndpoints, RunFolder, RunId, Settings, SettingsError, Value,
+    create_private_dir, trainer, write_atomically,
 };
 use serde::{Deserialize, Serialize};
 
@@ -103,6 +103,41 @@ pub(crate) fn resumed(
     );
     place(&mut config, endpoints);
     config
+}
+
+/// Writes the run's prices (the operator's `[prices]` for its base model as they are now, with
+/// the machine's on the local engine) and its `caps` (already merged with the operator's) into
+/// its config, replacing any it had (a resumed run's parent's). A cost cap without a price is
+/// refused: nothing would ever be counted against it.
+pub(crate) fn set_costs(
+    settings: &Settings,
+    config: &mut RunConfig,
+    caps: &Caps,
+) -> Result<(), ConfigError> {
+    let model = config.trainer()?.base_model.unwrap_or_default();
+    let prices = settings.prices.for_run(&model, settings.engine.is_local());
+    if let Some(max_cost) = caps.max_cost
+        && prices.is_none()
+    {
+        let machine = if settings.engine.is_local() {
+            ", or machine_per_hour"
+        } else {
+            ""
+        };
+        return Err(ConfigError::Settings(SettingsError::Invalid(format!(
+            "max_cost {max_cost} needs a price, and none is set for {model:?}: set [prices] \
+             prompt_per_million, sampled_per_million or trained_per_million{machine} in \
+             config.toml (or [prices.models.{model:?}]), or cap tokens or hours instead \
+             (max_tokens, max_hours)"
+        ))));
+    }
+    trainer::set_costs(
+        &mut config.tinker,
+        &settings.prices.currency,
+        prices.as_ref(),
+        caps,
+    );
+    Ok(())
 }
 
 /// Which environment a run ran, and its file's digest then: what a resume compares.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use rl_discovery::{Environment, Scan};
-use rl_settings::{RunConfig, RunEndpoints, RunId, Settings, Value};
+use rl_settings::{Caps, RunConfig, RunEndpoints, RunId, Settings, Value};
 
 use crate::new_run::RunEnvironment;
 use crate::store::{Edit, Section, SelectedEnvironment, Selection, Store};
@@ -382,11 +382,13 @@ impl ConfigService {
 
     /// Writes `<home>/runs/<run_id>/config.yaml` for the selection and returns it.
     /// Writes `runs/<id>/config.yaml` from the selection; `endpoints` are the run's own ports
-    /// (without them the locked addresses stay, as for a preview).
+    /// (without them the locked addresses stay, as for a preview); `caps` are the run's caps
+    /// (the operator's merged with its own, `Caps::for_run`), written with its prices.
     pub fn write_run_config(
         &self,
         run_id: &RunId,
         endpoints: Option<RunEndpoints>,
+        caps: &Caps,
     ) -> Result<RunConfigFile, ConfigError> {
         let selection = self.selection()?;
         let mut config = crate::new_run::build(
@@ -427,6 +429,7 @@ impl ConfigService {
                     .or_insert_with(|| value.clone());
             }
         }
+        crate::new_run::set_costs(&self.settings, &mut config, caps)?;
         let environment = RunEnvironment::of(&selection.environment, &selection.edits)?;
         let path = crate::new_run::write(self.store.home(), run_id, &environment, &config)?;
         Ok(RunConfigFile {
@@ -448,15 +451,17 @@ impl ConfigService {
     /// Writes `runs/<run_id>/config.yaml` for a run that continues `parent` (whose folder is
     /// `parent_dir`) after its `step`, from `state_path`: the parent's config as it ran, with
     /// the new run's addresses. Refused when the parent's environment file has changed since it
-    /// ran, unless `allow_changes`.
+    /// ran, unless `allow_changes`. Its prices are the operator's now and its caps `caps`: the
+    /// parent's are replaced, not inherited (the parent's cap is what stopped a capped parent;
+    /// the resume says which caps the continuation has).
     pub fn write_resumed_config(
         &self,
         parent: &RunId,
         run_id: &RunId,
         endpoints: RunEndpoints,
-        state_path: &str,
-        step: u64,
+        (state_path, step): (&str, u64),
         allow_changes: bool,
+        caps: &Caps,
     ) -> Result<ResumedConfig, ConfigError> {
         let home = self.store.home();
         let parent_folder = rl_settings::RunFolder::of(home, parent);
@@ -469,7 +474,7 @@ impl ConfigService {
             });
         }
         let config = RunConfig::read(&parent_folder.config())?;
-        let config = crate::new_run::resumed(
+        let mut config = crate::new_run::resumed(
             config,
             &ran.environment,
             run_id,
@@ -477,6 +482,7 @@ impl ConfigService {
             state_path,
             step,
         );
+        crate::new_run::set_costs(&self.settings, &mut config, caps)?;
         let path = crate::new_run::write(home, run_id, &now, &config)?;
         Ok(ResumedConfig {
             path,

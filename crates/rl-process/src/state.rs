@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use rl_settings::trainer::EXIT_CAPPED;
 use serde::{Deserialize, Serialize};
 
 /// The cooperating processes of a run, in start order.
@@ -127,6 +128,9 @@ pub enum RunState {
     Stopping,
     Stopped,
     Completed,
+    /// The trainer ended it before a step that would pass one of its caps (cost, tokens,
+    /// hours), after saving its state: not a failure; `rl runs resume` continues it.
+    Capped,
     Failed,
     /// Its supervisor vanished without recording an end (the machine rebooted, it was killed).
     Lost,
@@ -136,21 +140,25 @@ impl RunState {
     pub fn is_finished(self) -> bool {
         matches!(
             self,
-            RunState::Stopped | RunState::Completed | RunState::Failed | RunState::Lost
+            RunState::Stopped
+                | RunState::Completed
+                | RunState::Capped
+                | RunState::Failed
+                | RunState::Lost
         )
     }
 
     /// The transitions a run may make. Everything else is a bug or a race lost to another
     /// writer, and is refused rather than recorded.
     pub fn can_become(self, next: RunState) -> bool {
-        use RunState::{Completed, Failed, Lost, Running, Starting, Stopped, Stopping};
+        use RunState::{Capped, Completed, Failed, Lost, Running, Starting, Stopped, Stopping};
         match (self, next) {
             (from, _) if from.is_finished() => false,
             (Starting(a), Starting(b)) => b > a,
             (Starting(_), Running | Stopping | Failed | Lost | Completed) => true,
-            (Running, Stopping | Completed | Failed | Lost) => true,
-            // Completed: the run finished by itself while a stop was on its way.
-            (Stopping, Stopped | Completed | Failed | Lost) => true,
+            (Running, Stopping | Completed | Capped | Failed | Lost) => true,
+            // Completed (or capped): the run finished by itself while a stop was on its way.
+            (Stopping, Stopped | Completed | Capped | Failed | Lost) => true,
             _ => false,
         }
     }
@@ -171,6 +179,7 @@ impl RunState {
             RunState::Stopping => "stopping",
             RunState::Stopped => "stopped",
             RunState::Completed => "completed",
+            RunState::Capped => "capped",
             RunState::Failed => "failed",
             RunState::Lost => "lost",
         }
@@ -186,6 +195,7 @@ impl RunState {
             "stopping" => RunState::Stopping,
             "stopped" => RunState::Stopped,
             "completed" => RunState::Completed,
+            "capped" => RunState::Capped,
             "failed" => RunState::Failed,
             "lost" => RunState::Lost,
             other => return Err(format!("unknown run state '{other}'")),
@@ -235,12 +245,16 @@ impl ComponentStatus {
 }
 
 /// What a run becomes when one of its components ends on its own: the trainer or the
-/// environment finishing cleanly completes the run; anything else, or the API or the engine
-/// ending at all, fails it.
+/// environment finishing cleanly completes the run; the trainer leaving with the contract's
+/// capped code (`trainer::EXIT_CAPPED`, after saving its state) caps it; anything else, or the
+/// API or the engine ending at all, fails it.
 pub fn outcome_of_exit(component: Component, status: ComponentStatus) -> RunState {
     match (component, status) {
         (Component::Trainer | Component::Env, ComponentStatus::Exited { code: 0 }) => {
             RunState::Completed
+        }
+        (Component::Trainer, ComponentStatus::Exited { code }) if code == EXIT_CAPPED => {
+            RunState::Capped
         }
         _ => RunState::Failed,
     }
@@ -266,6 +280,7 @@ mod tests {
         for finished in [
             RunState::Stopped,
             RunState::Completed,
+            RunState::Capped,
             RunState::Failed,
             RunState::Lost,
         ] {
@@ -334,6 +349,16 @@ mod tests {
                 ComponentStatus::Signalled { signal: 9 },
                 RunState::Failed,
             ),
+            (
+                Component::Trainer,
+                ComponentStatus::Exited { code: EXIT_CAPPED },
+                RunState::Capped,
+            ),
+            (
+                Component::Env,
+                ComponentStatus::Exited { code: EXIT_CAPPED },
+                RunState::Failed,
+            ),
         ];
         for (component, status, expected) in cases {
             assert_eq!(
@@ -345,10 +370,24 @@ mod tests {
     }
 
     #[test]
+    fn a_capped_run_ends_from_running_or_stopping_and_is_finished() {
+        assert!(RunState::Running.can_become(RunState::Capped));
+        assert!(
+            RunState::Stopping.can_become(RunState::Capped),
+            "capped by itself while a stop was on its way"
+        );
+        assert!(RunState::Capped.is_finished());
+        assert!(!RunState::Capped.can_become(RunState::Failed));
+        assert!(!RunState::Completed.can_become(RunState::Capped));
+        assert_eq!(RunState::Capped.label(), "capped");
+    }
+
+    #[test]
     fn stored_form_round_trips() {
         for state in [
             RunState::Starting(Phase::Trainer),
             RunState::Running,
+            RunState::Capped,
             RunState::Lost,
         ] {
             let phase = state.phase().map(Phase::as_str);

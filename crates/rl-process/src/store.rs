@@ -248,7 +248,7 @@ impl RunStore {
             // Checked with the insert: two callers resuming one run at once get one child.
             let active_child: Option<String> = transaction
                 .query_row(
-                    "SELECT id FROM runs WHERE parent_id = ?1 AND state NOT IN ('stopped', 'completed', 'failed', 'lost')",
+                    "SELECT id FROM runs WHERE parent_id = ?1 AND state NOT IN ('stopped', 'completed', 'capped', 'failed', 'lost')",
                     [lineage.parent.as_str()],
                     |row| row.get(0),
                 )
@@ -262,7 +262,7 @@ impl RunStore {
         }
         if let Some(max) = run.max_active {
             let active: u32 = transaction.query_row(
-                "SELECT COUNT(*) FROM runs WHERE state NOT IN ('stopped', 'completed', 'failed', 'lost')",
+                "SELECT COUNT(*) FROM runs WHERE state NOT IN ('stopped', 'completed', 'capped', 'failed', 'lost')",
                 [],
                 |row| row.get(0),
             )?;

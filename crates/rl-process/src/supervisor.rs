@@ -29,6 +29,8 @@ const STORE_CHECK_EVERY: u32 = 5;
 const GROUPS_CHECK_EVERY: u32 = 10;
 /// After a group is empty its leader is reaped by the wait task; this bounds that wait.
 const REAP_WAIT: Duration = Duration::from_secs(2);
+/// What starts the trainer's last line when it capped the run (rl_trainer/__main__.py).
+const CAPPED_LINE: &str = "rl-trainer: capped:";
 /// Lines of a component's log quoted in the error of a failed run.
 const LOG_TAIL_LINES: usize = 15;
 /// A log line longer than this is shown by its end in a run's error.
@@ -46,8 +48,16 @@ struct Launched {
 #[derive(Debug)]
 enum Ending {
     Stop,
-    Failed { message: String },
-    Completed { finished: Component },
+    Failed {
+        message: String,
+    },
+    Completed {
+        finished: Component,
+    },
+    /// The trainer stopped before a step that would pass a cap, its state saved.
+    Capped {
+        message: String,
+    },
 }
 
 pub struct Supervisor<'a> {
@@ -472,6 +482,9 @@ impl<'a> Supervisor<'a> {
             RunState::Completed => Ending::Completed {
                 finished: component,
             },
+            RunState::Capped => Ending::Capped {
+                message: self.capped_reason(),
+            },
             _ => Ending::Failed {
                 message: format!(
                     "{component} {}{}",
@@ -508,6 +521,28 @@ impl<'a> Supervisor<'a> {
         // (another pid namespace); the run's processes are not ended on such a guess.
         let state = self.store.state(&self.run_id)?;
         Ok(matches!(state, RunState::Stopping | RunState::Stopped))
+    }
+
+    /// Why the trainer capped the run: its own last line (`rl-trainer: capped …`: the cap, the
+    /// figures, how to continue), else a plain sentence.
+    fn capped_reason(&self) -> String {
+        let said = self.plan.spec(Component::Trainer).and_then(|spec| {
+            let tail = crate::read_log_tail(&spec.log_path, LOG_TAIL_LINES).ok()?;
+            tail.lines
+                .iter()
+                .rev()
+                .find_map(|line| {
+                    line.split_once(CAPPED_LINE)
+                        .map(|(_, why)| why.trim().to_owned())
+                })
+                .filter(|why| !why.is_empty())
+        });
+        let why = said.unwrap_or_else(|| {
+            "the next step would pass one of its caps; its state is saved and `rl runs resume` \
+             continues it"
+                .to_owned()
+        });
+        self.secrets.redact(&end_of(&why, LOG_LINE_CHARS))
     }
 
     fn log_tail(&self, component: Component) -> String {

@@ -356,6 +356,11 @@ pub const KEYS: &[Key] = &[
 /// grace; the trainer reads it from the contract file.
 pub const EVALUATE_MARGIN: Duration = Duration::from_secs(120);
 
+/// The trainer's exit code when it ended the run before a step that would pass one of its caps
+/// (`max_cost`, `max_tokens`, `max_hours`), after saving its state: the run becomes `capped`,
+/// and `rl runs resume` continues it. 1 is a failure, 2 a bad config, 128+n a signal.
+pub const EXIT_CAPPED: i32 = 3;
+
 /// The rules across keys, and which side's check is the one that refuses a run: rl's, before
 /// anything starts, or the trainer's, on a config nobody checked (one written by hand).
 const RULES: &[(&str, &str)] = &[
@@ -683,7 +688,10 @@ pub fn contract_document() -> serde_json::Value {
     json!({
         "about": "Generated from crates/rl-settings/src/trainer.rs (the test contract_file_is_current rewrites it); do not edit.",
         "sections": sections,
-        "constants": { "evaluate_margin_secs": EVALUATE_MARGIN.as_secs() },
+        "constants": {
+            "evaluate_margin_secs": EVALUATE_MARGIN.as_secs(),
+            "exit_capped": EXIT_CAPPED,
+        },
         "run_folder": crate::run_folder::names_for_python(),
         "rules": RULES
             .iter()

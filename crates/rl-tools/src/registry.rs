@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use rl_preflight::{Progress, ProgressSink};
-use rl_settings::Value;
+use rl_settings::{Caps, Value};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
@@ -89,6 +89,24 @@ struct ResumeArgs {
     run_id: String,
     #[serde(default)]
     allow_changes: bool,
+    #[serde(default)]
+    max_cost: Option<f64>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_hours: Option<f64>,
+}
+
+/// `rl_start_training`'s arguments: the run's own caps, each optional.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartArgs {
+    #[serde(default, rename = "max_cost")]
+    cost: Option<f64>,
+    #[serde(default, rename = "max_tokens")]
+    tokens: Option<u64>,
+    #[serde(default, rename = "max_hours")]
+    hours: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -212,9 +230,18 @@ impl Registry {
                     .await
             }
             ToolName::StartTraining => {
-                let NoArgs {} = parse(name, arguments)?;
+                let StartArgs {
+                    cost,
+                    tokens,
+                    hours,
+                } = parse(name, arguments)?;
+                let asked = Caps {
+                    max_cost: cost,
+                    max_tokens: tokens,
+                    max_hours: hours,
+                };
                 self.tools
-                    .blocking(|tools| to_json(&tools.start_training()?))
+                    .blocking(move |tools| to_json(&tools.start_training_with(&asked)?))
                     .await
             }
             ToolName::CheckStatus => {
@@ -234,11 +261,19 @@ impl Registry {
                 let ResumeArgs {
                     run_id,
                     allow_changes,
+                    max_cost,
+                    max_tokens,
+                    max_hours,
                 } = parse(name, arguments)?;
+                let asked = Caps {
+                    max_cost,
+                    max_tokens,
+                    max_hours,
+                };
                 self.tools
                     .blocking(move |tools| {
                         let id = tools.run_id(&run_id)?;
-                        to_json(&tools.resume_training(&id, allow_changes)?)
+                        to_json(&tools.resume_training_with(&id, allow_changes, &asked)?)
                     })
                     .await
             }

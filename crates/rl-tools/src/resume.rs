@@ -1,9 +1,9 @@
-//! `rl_resume_training`: a stopped, failed or lost run continues from its last saved state
+//! `rl_resume_training`: a stopped, failed, lost or capped run continues from its last saved state
 //! (weights and optimizer) as a new run that records its parent, with the parent's config, in
 //! its WandB group, its steps and checkpoints numbered on from the parent's.
 
 use rl_process::{Lineage, RunState};
-use rl_settings::{HeldOut, RunConfig, RunId, run_dir};
+use rl_settings::{Caps, HeldOut, RunConfig, RunId, run_dir};
 
 use crate::answers::Started;
 use crate::resume_point::{resume_point, total_steps};
@@ -11,12 +11,24 @@ use crate::runs::{started, written_config};
 use crate::{Tools, ToolsError};
 
 impl Tools {
-    /// Starts a run that continues `parent`. With `allow_changes`, also when the parent's
-    /// environment file has changed since it ran.
+    /// Starts a run that continues `parent`, with the operator's caps only. With
+    /// `allow_changes`, also when the parent's environment file has changed since it ran.
     pub fn resume_training(
         &self,
         parent: &RunId,
         allow_changes: bool,
+    ) -> Result<Started, ToolsError> {
+        self.resume_training_with(parent, allow_changes, &Caps::default())
+    }
+
+    /// As `resume_training`, with the continuation's own caps `asked` under the operator's.
+    /// The parent's caps are not inherited: a capped parent stopped at its cap, and carrying
+    /// it over would cap the child at once; the child's prices are the operator's now.
+    pub fn resume_training_with(
+        &self,
+        parent: &RunId,
+        allow_changes: bool,
+        asked: &Caps,
     ) -> Result<Started, ToolsError> {
         let status = self.run_status(parent, i64::MAX)?;
         let refuse = |reason: String| ToolsError::NotResumable {
@@ -24,7 +36,7 @@ impl Tools {
             reason,
         };
         match status.run.state {
-            RunState::Stopped | RunState::Failed | RunState::Lost => {}
+            RunState::Stopped | RunState::Failed | RunState::Lost | RunState::Capped => {}
             RunState::Completed => {
                 return Err(refuse(
                     "it completed all its steps; start a new run to train further".to_owned(),
@@ -46,6 +58,7 @@ impl Tools {
         }
         let parent_dir = run_dir(self.home(), parent);
         let service = self.service()?;
+        let caps = service.settings().caps.for_run(asked)?;
         // The environment it ran must still import, as for a new run.
         if let Ok(ran) = rl_config::run_selection(self.home(), parent) {
             self.importable(&ran.environment)?;
@@ -86,9 +99,9 @@ impl Tools {
                 parent,
                 run_id,
                 endpoints,
-                &point.state_path,
-                point.step,
+                (&point.state_path, point.step),
                 allow_changes,
+                &caps,
             )?;
             rl_process::carry_over(&parent_dir, &run_dir(&home, run_id), point.step)?;
             let lineage = Lineage {

@@ -10,7 +10,7 @@ use rl_process::{
     Lineage, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
     WrittenConfig,
 };
-use rl_settings::{RunConfig, RunEndpoints, RunId, RunWandb, Settings};
+use rl_settings::{Caps, RunConfig, RunEndpoints, RunId, RunWandb, Settings};
 
 use crate::answers::{
     ComponentLog, EventView, EventsView, GroupsView, HealthView, MetricsView, ResultsPart,
@@ -49,14 +49,23 @@ impl Tools {
         }
     }
 
+    /// A run with the operator's caps only (`[caps]`).
     pub fn start_training(&self) -> Result<Started, ToolsError> {
+        self.start_training_with(&Caps::default())
+    }
+
+    /// A run with its own caps `asked` (`rl runs start --max-cost/--max-tokens/--max-hours`,
+    /// `rl_start_training`'s `max_*`) under the operator's: one above the operator's is
+    /// refused, as is a cost cap without a price, before anything starts.
+    pub fn start_training_with(&self, asked: &Caps) -> Result<Started, ToolsError> {
         let service = self.service()?;
+        let caps = service.settings().caps.for_run(asked)?;
         // An environment that cannot import is refused before any component starts.
         if let Ok(selection) = service.selection() {
             self.importable(&selection.environment)?;
         }
         let status = self.launch(&service, |run_id, endpoints| {
-            let written = service.write_run_config(run_id, Some(endpoints))?;
+            let written = service.write_run_config(run_id, Some(endpoints), &caps)?;
             Ok(written_config(
                 written.path,
                 &written.selection.environment,
@@ -317,8 +326,17 @@ pub(crate) fn written_config(
 pub(crate) fn started(status: &RunStatus, message: String) -> Started {
     let config = RunConfig::read(&status.run.config_path).ok();
     let wandb = config.as_ref().map(RunConfig::wandb);
+    // Read back as the trainer reads them: what the answer shows is what the run has.
+    let (caps, prices) = Started::costs(
+        config
+            .as_ref()
+            .and_then(|config| config.trainer().ok())
+            .as_ref(),
+    );
     let config = config.map(|config| config.env).unwrap_or_default();
     Started {
+        caps,
+        prices,
         run_id: status.run.id.clone(),
         status: status.run.state.name(),
         config,

@@ -94,6 +94,28 @@ fn no_parameters() -> serde_json::Value {
     json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
 }
 
+/// A run's own caps, each optional (`Caps`): the run ends `capped` before a step that would
+/// pass one.
+fn caps_parameters() -> serde_json::Value {
+    json!({
+        "max_cost": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "End the run before a step that would bring its cost past this, in the operator's currency (needs a price in the operator's [prices])"
+        },
+        "max_tokens": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "End the run before a step that would bring its prompt, sampled and trained tokens together past this"
+        },
+        "max_hours": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "End the run before a step that would end more than this many hours after its trainer started"
+        }
+    })
+}
+
 fn run_id_parameter(what: &str) -> serde_json::Value {
     json!({"type": "string", "description": what, "pattern": "^[0-9a-f]{8}$"})
 }
@@ -165,9 +187,18 @@ impl ToolName {
                     local ports. Returns at once with `run_id`, `status` (starting), the run's \
                     config file, WandB names and log paths; the run goes on in the background and \
                     survives this call. Needs TINKER_API_KEY unless the operator's trainer needs \
-                    none. Answers in seconds; training takes hours: next, rl_check_status now and then \
-                    (not more often than the interval it allows).",
-                parameters: no_parameters(),
+                    none. Optional caps end the run `capped` (its state saved; rl_resume_training \
+                    continues it) before a step that would pass them: `max_cost` (needs a price in \
+                    the operator's [prices]), `max_tokens`, `max_hours`; the operator's own caps \
+                    ([caps]) apply too and may not be raised. The answer shows the run's `caps` and \
+                    `prices`. Answers in seconds; training takes hours: next, rl_check_status now and \
+                    then (not more often than the interval it allows).",
+                parameters: json!({
+                    "type": "object",
+                    "properties": caps_parameters(),
+                    "required": [],
+                    "additionalProperties": false
+                }),
             },
             Self::CheckStatus => ToolSpec {
                 name: self.name(),
@@ -206,13 +237,15 @@ impl ToolName {
             },
             Self::ResumeTraining => ToolSpec {
                 name: self.name(),
-                description: "Continue a stopped, failed or lost run from its last saved training \
+                description: "Continue a stopped, failed, lost or capped run from its last saved training \
                     state (weights and optimizer), as a new run: same config and WandB group, \
                     steps, metrics and checkpoints numbered on from the parent's. Returns the new \
                     run as rl_start_training does, with `resumed_from` (the parent and the step it \
                     continues after). Refused, with the reason, when the run is still going, \
                     completed, saved no state, or its environment file changed since (pass \
-                    `allow_changes` to continue anyway). Answers in seconds; the new run takes hours: \
+                    `allow_changes` to continue anyway). The new run has the operator's prices as \
+                    they are now and the caps given here (with the operator's): a capped parent's \
+                    caps are not carried over. Answers in seconds; the new run takes hours: \
                     next, rl_check_status now and then.",
                 parameters: json!({
                     "type": "object",
@@ -222,7 +255,10 @@ impl ToolName {
                             "type": "boolean",
                             "default": false,
                             "description": "Resume even though the environment's file changed since the run started"
-                        }
+                        },
+                        "max_cost": caps_parameters()["max_cost"],
+                        "max_tokens": caps_parameters()["max_tokens"],
+                        "max_hours": caps_parameters()["max_hours"]
                     },
                     "required": ["run_id"],
                     "additionalProperties": false

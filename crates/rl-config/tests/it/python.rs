@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use rl_config::{compare, config_schema, introspect};
-use rl_settings::{RunId, Value};
+use rl_settings::{Caps, RunId, Value};
 
 use crate::{fixture_scan, fixture_tree, service, test_python};
 
@@ -52,7 +52,7 @@ fn generated_yaml_is_accepted_by_the_real_environment_cli() {
         .edit("max_reasoning_tokens", &Value::Int(2048))
         .unwrap();
     let written = service
-        .write_run_config(&RunId::parse("12345678").unwrap(), None)
+        .write_run_config(&RunId::parse("12345678").unwrap(), None, &Caps::default())
         .unwrap();
 
     let (stdout, stderr) = run_process(&python, "gsm8k_tinker.py", &written.path);

@@ -1,5 +1,5 @@
 use rl_config::{ConfigError, Section, ValueOrigin};
-use rl_settings::{RunId, Value};
+use rl_settings::{Caps, RunId, Value};
 
 use crate::service;
 
@@ -89,7 +89,9 @@ fn run_config_yaml_has_the_original_structure_and_no_secret() {
         .edit("wandb_project", &Value::from("math-rl"))
         .unwrap();
     let run_id = RunId::parse("0badc0de").unwrap();
-    let written = service.write_run_config(&run_id, None).unwrap();
+    let written = service
+        .write_run_config(&run_id, None, &Caps::default())
+        .unwrap();
     assert_eq!(written.path, home.path().join("runs/0badc0de/config.yaml"));
     let text = std::fs::read_to_string(&written.path).unwrap();
     let wandb_name = service.selection().unwrap().wandb_name;
@@ -116,7 +118,9 @@ fn a_run_keeps_the_selection_it_started_with() {
     service.select("gsm8k_tinker").unwrap();
     service.edit("group_size", &Value::Int(12)).unwrap();
     let run_id = RunId::parse("0badc0de").unwrap();
-    service.write_run_config(&run_id, None).unwrap();
+    service
+        .write_run_config(&run_id, None, &Caps::default())
+        .unwrap();
     // Another selection meanwhile changes nothing of what the run ran.
     service.select("word_ladder").unwrap();
     let ran = rl_config::run_selection(home.path(), &run_id).unwrap();
@@ -229,7 +233,11 @@ fn a_runs_own_ports_replace_the_locked_addresses() {
         engine_port: None,
     };
     let written = service
-        .write_run_config(&RunId::parse("0badc0de").unwrap(), Some(endpoints))
+        .write_run_config(
+            &RunId::parse("0badc0de").unwrap(),
+            Some(endpoints),
+            &Caps::default(),
+        )
         .unwrap();
     let text = std::fs::read_to_string(&written.path).unwrap();
     let parsed: serde_json::Value = serde_norway::from_str(&text).unwrap();
@@ -266,7 +274,11 @@ fn a_local_engine_is_the_trainers_tinker_and_its_model_everyones_tokenizer() {
         engine_port: Some(41003),
     };
     let written = service
-        .write_run_config(&RunId::parse("0badc0de").unwrap(), Some(endpoints))
+        .write_run_config(
+            &RunId::parse("0badc0de").unwrap(),
+            Some(endpoints),
+            &Caps::default(),
+        )
         .unwrap();
     let parsed: serde_json::Value =
         serde_norway::from_str(&std::fs::read_to_string(&written.path).unwrap()).unwrap();
@@ -357,7 +369,9 @@ fn a_run_config_atroposlib_would_refuse_is_not_written() {
     let locked = rl_config::ConfigService::open(home.path(), settings).unwrap();
     locked.select("word_ladder").unwrap();
     let run_id = RunId::parse("0badc0de").unwrap();
-    let error = locked.write_run_config(&run_id, None).unwrap_err();
+    let error = locked
+        .write_run_config(&run_id, None, &Caps::default())
+        .unwrap_err();
     assert!(
         error.to_string().contains("group_size <= batch_size"),
         "{error}"
@@ -397,4 +411,65 @@ fn two_editors_cannot_each_make_half_a_conflict() {
             "the conflict was stored"
         );
     }
+}
+
+/// A run's config holds the prices of its model as they are now and its caps; a cost cap
+/// without any price is refused before anything is written.
+#[test]
+fn a_runs_prices_and_caps_are_written_and_a_cost_cap_needs_a_price() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "tinker_atropos_root = {:?}\nrecursive_discovery = true\n[engine]\nkind = \"local\"\n\
+             base_model = \"/models/tiny-qwen3\"\n[prices]\ncurrency = \"EUR\"\n\
+             sampled_per_million = 2.0\nmachine_per_hour = 1.5\n\
+             [prices.models.\"/models/tiny-qwen3\"]\ntrained_per_million = 3.0\n",
+            crate::fixture_tree()
+        ),
+    )
+    .unwrap();
+    let settings = rl_settings::Settings::load(home.path(), Vec::new()).unwrap();
+    let priced = rl_config::ConfigService::open(home.path(), settings).unwrap();
+    priced.select("gsm8k_tinker").unwrap();
+    let caps = Caps {
+        max_cost: Some(4.0),
+        max_tokens: Some(1000),
+        ..Caps::default()
+    };
+    let written = priced
+        .write_run_config(&RunId::parse("0badc0de").unwrap(), None, &caps)
+        .unwrap();
+    let trainer = written.config.trainer().unwrap();
+    assert_eq!(trainer.caps, caps);
+    assert_eq!(trainer.currency, "EUR");
+    let prices = trainer.prices.unwrap();
+    assert_eq!(prices.tokens.trained_per_million, Some(3.0));
+    assert_eq!(
+        prices.tokens.sampled_per_million, None,
+        "the model's own table replaces the defaults"
+    );
+    assert_eq!(prices.machine_per_hour, Some(1.5));
+
+    let (_home, unpriced) = service();
+    unpriced.select("gsm8k_tinker").unwrap();
+    let run_id = RunId::parse("0badc0df").unwrap();
+    let error = unpriced
+        .write_run_config(&run_id, None, &caps)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("max_cost 4 needs a price") && error.contains("[prices]"),
+        "{error}"
+    );
+    let tokens_only = Caps {
+        max_tokens: Some(1000),
+        ..Caps::default()
+    };
+    let written = unpriced
+        .write_run_config(&run_id, None, &tokens_only)
+        .unwrap();
+    let trainer = written.config.trainer().unwrap();
+    assert_eq!(trainer.prices, None);
+    assert_eq!(trainer.caps, tokens_only);
 }

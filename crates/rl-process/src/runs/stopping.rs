@@ -270,6 +270,7 @@ fn ended_verb(state: RunState) -> &'static str {
     match state {
         RunState::Stopped => "been stopped",
         RunState::Completed => "completed",
+        RunState::Capped => "been capped",
         RunState::Failed => "failed",
         RunState::Lost => "been lost",
         _ => "ended",

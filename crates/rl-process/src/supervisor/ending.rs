@@ -38,6 +38,11 @@ impl Supervisor<'_> {
                 report(failed.map(drop));
                 (RunState::Failed, String::new())
             }
+            Ending::Capped { message } => {
+                // Not an error: the run ended as its caps asked; the reason is the message of
+                // its last transition, in its events.
+                (RunState::Capped, message)
+            }
             Ending::Completed { finished } => match self.let_the_rest_finish(finished).await {
                 // The other one failed on its way out (the trainer's last step, its final
                 // save): the run did not complete.

@@ -415,6 +415,53 @@ async fn a_trainer_finishing_while_the_env_settles_completes_the_run() {
     assert_eq!(ended, RunState::Completed, "{:#?}", run.messages());
 }
 
+/// The trainer leaving with the contract's capped code caps the run at once: the environment is
+/// stopped as after a completion (no grace: it would wait for steps that never come), no error
+/// is recorded, and the trainer's own line is the reason.
+#[tokio::test]
+async fn a_trainer_that_exits_capped_caps_the_run_and_stops_the_rest() {
+    let run = new_run(RunTiming {
+        completion_grace_secs: 30.0,
+        ..quick()
+    });
+    std::fs::write(
+        run.home.path().join("trainer.log"),
+        "[rl-trainer] step 2/6: ...\nrl-trainer: capped: max_cost 0.02 USD would be passed by step 3\n",
+    )
+    .unwrap();
+    let doubles = doubles(3, ALL, None);
+    let began = std::time::Instant::now();
+    let ended = run
+        .run_ending(
+            &doubles,
+            Secrets::default(),
+            RunState::Running,
+            Duration::ZERO,
+            Component::Trainer,
+            ComponentStatus::Exited {
+                code: rl_settings::trainer::EXIT_CAPPED,
+            },
+        )
+        .await;
+    assert_eq!(ended, RunState::Capped, "{:#?}", run.messages());
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "no completion grace"
+    );
+    assert_eq!(run.error(), "", "a capped run has no error");
+    assert_eq!(
+        run.status(Component::Env),
+        ComponentStatus::Signalled { signal: 15 }
+    );
+    let messages = run.messages();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m == "state: capped: max_cost 0.02 USD would be passed by step 3"),
+        "{messages:#?}"
+    );
+}
+
 mod engine;
 mod failures;
 mod queued;

@@ -193,9 +193,75 @@ pub struct Started {
     pub wandb_group: Option<String>,
     pub wandb_run_name: Option<String>,
     pub logs: BTreeMap<String, PathBuf>,
+    /// The run's caps (its own under the operator's): before a step that would pass one, the
+    /// trainer saves its state and the run ends `capped`.
+    pub caps: CapsView,
+    /// What the run pays per million tokens (and per hour of the local engine's machine), or
+    /// a sentence saying no price is set (the run then counts tokens only).
+    pub prices: PricesView,
     pub message: String,
     #[serde(flatten)]
     pub run: RunView,
+}
+
+/// A run's caps as its trainer reads them; `null` where none is set.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapsView {
+    pub max_cost: Option<f64>,
+    pub max_tokens: Option<u64>,
+    pub max_hours: Option<f64>,
+    /// The label of `max_cost` (the operator's `[prices] currency`).
+    pub currency: String,
+}
+
+/// A run's prices, or that none is set.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum PricesView {
+    Set {
+        currency: String,
+        prompt_per_million: Option<f64>,
+        sampled_per_million: Option<f64>,
+        trained_per_million: Option<f64>,
+        machine_per_hour: Option<f64>,
+    },
+    NotSet(&'static str),
+}
+
+/// What a run's answer says when the operator set no price for its model.
+const NO_PRICE_SET: &str = "no price is set ([prices] in config.toml): the run counts tokens only";
+
+impl Started {
+    /// The caps and prices of a run as its trainer reads them from its config (`None`: the
+    /// config is unreadable: no cap and no price shown).
+    pub(crate) fn costs(trainer: Option<&rl_settings::Trainer>) -> (CapsView, PricesView) {
+        let Some(trainer) = trainer else {
+            let caps = CapsView {
+                max_cost: None,
+                max_tokens: None,
+                max_hours: None,
+                currency: String::new(),
+            };
+            return (caps, PricesView::NotSet(NO_PRICE_SET));
+        };
+        let caps = CapsView {
+            max_cost: trainer.caps.max_cost,
+            max_tokens: trainer.caps.max_tokens,
+            max_hours: trainer.caps.max_hours,
+            currency: trainer.currency.clone(),
+        };
+        let prices = match trainer.prices {
+            Some(prices) => PricesView::Set {
+                currency: trainer.currency.clone(),
+                prompt_per_million: prices.tokens.prompt_per_million,
+                sampled_per_million: prices.tokens.sampled_per_million,
+                trained_per_million: prices.tokens.trained_per_million,
+                machine_per_hour: prices.machine_per_hour,
+            },
+            None => PricesView::NotSet(NO_PRICE_SET),
+        };
+        (caps, prices)
+    }
 }
 
 /// `rl_check_status`: the original's keys and the latest metrics next to the run's record.

@@ -174,6 +174,7 @@ pub(crate) fn ended_run_with(fixture: &Fixture, end: RunState, engine_port: Opti
                 trainer_port: 8001,
                 engine_port,
             }),
+            &rl_settings::Caps::default(),
         )
         .unwrap();
     let dir = written.path.parent().unwrap().to_owned();
@@ -359,6 +360,34 @@ fn argument_errors() {
         "list_environments_unknown_key",
         call("rl_list_environments", json!({"recursive": true}))
     );
+}
+
+/// A start's caps are checked as every argument is: a wrong type or a value out of bounds is
+/// refused by name, and a cost cap without any price is refused before anything starts.
+#[test]
+fn caps_arguments_are_checked_before_a_start() {
+    let fixture = fixture();
+    fixture.select("word_ladder");
+    for (arguments, expected) in [
+        (json!({"max_cost": "ten"}), "invalid type: string \"ten\""),
+        (json!({"max_tokens": 1.5}), "invalid type: floating point"),
+        (json!({"max_tokens": -3}), "invalid value: integer `-3`"),
+        (json!({"max_caps": 3}), "unknown field `max_caps`"),
+        (json!({"max_hours": 0}), "max_hours must be a number above 0"),
+        (json!({"max_cost": 2.0}), "max_cost 2 needs a price"),
+    ] {
+        let answer = fixture.call("rl_start_training", arguments.clone());
+        let error = answer["answer"]["error"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{arguments}: {answer:#}");
+    }
+    let resumed = fixture.call(
+        "rl_resume_training",
+        json!({"run_id": FIXTURE_RUN, "max_tokens": "many"}),
+    );
+    let error = resumed["answer"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("invalid type: string"), "{resumed:#}");
+    let runs = fixture.call("rl_list_runs", json!({}));
+    assert_eq!(runs["answer"]["runs"], json!([]), "nothing started: {runs:#}");
 }
 
 #[test]
