@@ -56,6 +56,18 @@
     return h > 0 ? h + ":" + String(m).padStart(2, "0") + ":" + s : m + ":" + s;
   }
 
+  // A count as people read it: 950, 12.3k, 4.5M.
+  function compact(count) {
+    if (count === null || count === undefined) return "–";
+    const units = [[1e9, "G"], [1e6, "M"], [1e3, "k"]];
+    for (const [size, unit] of units) if (Math.abs(count) >= size) return (count / size).toFixed(1) + unit;
+    return String(Math.round(count));
+  }
+
+  function money(amount, currency) {
+    return amount === null || amount === undefined ? "–" : amount.toFixed(2) + (currency ? " " + currency : "");
+  }
+
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
   // A busy server (503) says when to ask again (Retry-After): asked again that many times
@@ -109,6 +121,8 @@
         el("td", { text: run.environment }),
         el("td", { class: "number", text: run.step === null ? "–" : run.total_steps ? run.step + "/" + run.total_steps : String(run.step) }),
         el("td", { class: "number", text: fmt(num(run.reward_mean)) }),
+        el("td", { class: "number", "data-tokens": "", text: run.usage ? compact(run.usage.tokens.trained) : "–", title: run.usage ? "prompt " + run.usage.tokens.prompt + ", sampled " + run.usage.tokens.sampled + ", trained " + run.usage.tokens.trained : "" }),
+        el("td", { class: "number", text: !run.usage ? "–" : num(run.usage.cost) === null ? "no price" : money(run.usage.cost, run.usage.currency) }),
         el("td", { text: age(run.created_at), title: run.created_at }),
       ])
     );
@@ -116,7 +130,7 @@
       el("header", {}, [el("h1", { text: "Runs" })]),
       data.runs.length === 0
         ? el("p", { class: "quiet", text: "No runs yet: start one with rl runs start." })
-        : table(["run", "state", "environment", "step", "last reward", "created"], rows)
+        : table(["run", "state", "environment", "step", "last reward", "trained tokens", "cost", "created"], rows)
     );
   }
 
@@ -277,6 +291,145 @@
     ]);
   }
 
+  // ------------------------------------------------------------------ where time and money go
+
+  // One colour per part of a step, in the order a step goes through them.
+  const PART_COLOURS = {
+    wait: "#cbd5e1",
+    logprobs: "#0891b2",
+    rollouts: "#16a34a",
+    forward_backward: "#2563eb",
+    optim: "#9333ea",
+    save: "#d97706",
+    sampler_update: "#db2777",
+    eval: "#dc2626",
+    other: "#78716c",
+  };
+  const SVG = "http://www.w3.org/2000/svg";
+
+  function svg(tag, attributes, children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, String(value));
+    for (const child of children || []) node.append(child);
+    return node;
+  }
+
+  // Totals, pace, each part's share and the cost, in one paragraph.
+  function accountingLines(accounting) {
+    if (!accounting) return [el("p", { class: "quiet", text: "This run's trainer logs no token totals." })];
+    const t = accounting.tokens;
+    const pace = num(accounting.throughput.trained_tokens_per_sec);
+    const lines = [
+      el("p", { id: "tokens", text: "Tokens: " + compact(t.prompt) + " prompt · " + compact(t.sampled) + " sampled · " + compact(t.trained) + " trained (to step " + accounting.step + ")" + (pace === null ? "" : "; pace " + compact(pace) + " trained/s") }),
+    ];
+    if (accounting.shares.length) {
+      lines.push(el("p", { text: "Time: " + accounting.shares.map((s) => s.part + " " + Math.round(s.share * 100) + "%").join(" · ") + (accounting.bottleneck ? " — bottleneck: " + accounting.bottleneck.part : "") }));
+    }
+    const cost = accounting.cost;
+    lines.push(
+      cost
+        ? el("p", { id: "cost", text: "Cost: " + money(num(cost.total), cost.currency) + " so far, " + money(num(cost.estimate_at_completion), cost.currency) + " estimated at completion" })
+        : el("p", { id: "cost", class: "quiet", text: "Cost: " + (accounting.cost_note || "no price set") })
+    );
+    return lines;
+  }
+
+  // A stacked bar per step: each part's seconds, one colour per part, with a legend.
+  function anatomyChart(anatomy) {
+    const steps = anatomy.steps;
+    if (!steps.length) return el("p", { class: "quiet", text: "No timed step yet." });
+    const used = anatomy.parts.map((part, i) => steps.some((s) => s.secs[i] > 0));
+    const width = 1100, height = 240, left = 48, bottom = 28, top = 8;
+    // The axis ends at a round number above the longest step: 1, 2 or 5 times a power of ten,
+    // in four ticks.
+    const longest = Math.max(...steps.map((s) => s.secs.reduce((a, b) => a + b, 0)), 1e-9);
+    const power = 10 ** Math.floor(Math.log10(longest / 4));
+    const tickStep = [1, 2, 2.5, 5, 10].map((f) => f * power).find((t) => t * 4 >= longest);
+    const highest = tickStep * 4;
+    const slot = (width - left - 8) / steps.length;
+    const bar = Math.max(1, Math.min(40, slot * 0.8));
+    const y = (secs) => top + (height - top - bottom) * (1 - secs / highest);
+    const nodes = [];
+    for (let tick = 0; tick <= 4; tick++) {
+      const secs = (highest * tick) / 4;
+      nodes.push(svg("line", { x1: left, x2: width, y1: y(secs), y2: y(secs), class: "grid" }));
+      const label = svg("text", { x: left - 6, y: y(secs) + 4, "text-anchor": "end", class: "axis" });
+      label.textContent = fmt(Number(secs.toPrecision(4))) + " s";
+      nodes.push(label);
+    }
+    const every = Math.max(1, Math.ceil(steps.length / 20));
+    steps.forEach((step, index) => {
+      const x = left + slot * index + (slot - bar) / 2;
+      let base = 0;
+      anatomy.parts.forEach((part, i) => {
+        const secs = step.secs[i];
+        if (!(secs > 0)) return;
+        const rect = svg("rect", { x: x, width: bar, y: y(base + secs), height: Math.max(0.5, y(base) - y(base + secs)), fill: PART_COLOURS[part] || "#888", "data-part": part });
+        const title = svg("title");
+        title.textContent = "step " + step.step + ": " + part + " " + fmt(secs) + " s";
+        rect.append(title);
+        nodes.push(rect);
+        base += secs;
+      });
+      if (index % every === 0) {
+        const label = svg("text", { x: x + bar / 2, y: height - 10, "text-anchor": "middle", class: "axis" });
+        label.textContent = String(step.step);
+        nodes.push(label);
+      }
+    });
+    const chart = svg("svg", { viewBox: "0 0 " + width + " " + height, class: "anatomy", role: "img", "aria-label": "seconds of each part of each step" }, nodes);
+    const legend = el(
+      "ul",
+      { class: "legend" },
+      anatomy.parts.filter((_, i) => used[i]).map((part) => {
+        // Set through the CSSOM: the page's policy refuses style attributes.
+        const swatch = el("span", { class: "swatch" });
+        swatch.style.background = PART_COLOURS[part] || "#888";
+        return el("li", { "data-part": part }, [swatch, el("span", { text: part })]);
+      })
+    );
+    return el("figure", { class: "chart wide", "data-series": "anatomy", "data-steps": String(steps.length) }, [el("figcaption", { text: "Each step's seconds by part" }), chart, legend]);
+  }
+
+  // Tokens per second over the steps: trained and sampled.
+  class Throughput {
+    constructor(container) {
+      this.container = container;
+      this.plot = null;
+    }
+
+    update(anatomy) {
+      const rows = anatomy.steps.filter((s) => num(s.trained_tokens_per_sec) !== null || num(s.sampled_tokens_per_sec) !== null);
+      if (!rows.length) return;
+      const data = [rows.map((s) => s.step), rows.map((s) => num(s.trained_tokens_per_sec)), rows.map((s) => num(s.sampled_tokens_per_sec))];
+      if (!this.plot) {
+        const box = el("figure", { class: "chart wide", "data-series": "throughput" }, [el("figcaption", { text: "Throughput (tokens per second)" })]);
+        this.container.append(box);
+        this.box = box;
+        this.plot = new uPlot(
+          {
+            width: Math.max(280, box.clientWidth - 16),
+            height: 200,
+            scales: { x: { time: false } },
+            axes: [STEP_AXIS, { values: (u, ticks) => ticks.map((t) => compact(t)) }],
+            series: [
+              { label: "step" },
+              { label: "trained tokens/s", stroke: "#2563eb", width: 2, points: { show: true, size: 4 } },
+              { label: "sampled tokens/s", stroke: "#16a34a", width: 2, points: { show: true, size: 4 } },
+            ],
+            legend: { live: true },
+            cursor: { sync: { key: "rl" } },
+          },
+          data,
+          box
+        );
+      } else {
+        this.plot.setData(data);
+      }
+      this.box.setAttribute("data-points", String(rows.length));
+    }
+  }
+
   function checkpointsSection(checkpoints) {
     if (!checkpoints.length) return el("p", { class: "quiet", text: "No checkpoint saved yet." });
     return table(
@@ -396,6 +549,9 @@
     const timelineBox = el("section", {}, [el("h2", { text: "Timeline" })]);
     const rolloutsBox = el("section", {}, [el("h2", { text: "Rollouts" })]);
     const healthBox = el("div", { id: "health" });
+    const accountingBox = el("div", { id: "accounting" });
+    const anatomyBox = el("div", { class: "charts", id: "anatomy" });
+    const throughputBox = el("div", { class: "charts", id: "throughput" });
     const checkpointsBox = el("div", { id: "checkpoints" });
     const logsBox = el("div", { id: "logs" });
     const compareForm = el("form", { class: "compare", action: "/runs/" + runId, method: "get" }, [
@@ -407,6 +563,7 @@
       runHeader(page),
       el("section", {}, [el("h2", { text: "Curves" }), compareForm, chartsBox]),
       el("section", {}, [el("h2", { text: "Health" }), healthBox]),
+      el("section", {}, [el("h2", { text: "Time and cost" }), accountingBox, anatomyBox, throughputBox]),
       timelineBox,
       rolloutsBox,
       el("section", {}, [el("h2", { text: "Checkpoints" }), checkpointsBox]),
@@ -416,6 +573,7 @@
     const charts = new Charts(chartsBox, page.series);
     const timeline = new Timeline(timelineBox);
     const rollouts = new Rollouts(rolloutsBox, runId);
+    const throughput = new Throughput(throughputBox);
     let cursor = 0;
 
     function draw(page) {
@@ -426,6 +584,9 @@
       timeline.add(page.run.events);
       cursor = page.run.next_since;
       healthBox.replaceChildren(healthSection(page.health, page.groups));
+      accountingBox.replaceChildren(...accountingLines(page.accounting));
+      anatomyBox.replaceChildren(anatomyChart(page.anatomy));
+      throughput.update(page.anatomy);
       checkpointsBox.replaceChildren(checkpointsSection(page.checkpoints));
       const open = new Set([...logsBox.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-log")));
       logsBox.replaceChildren(logsSection(page.logs));

@@ -10,8 +10,8 @@ use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rl_process::{RunState, WaitOutcome, WaitUntil};
 use rl_tools::{
-    EventView, HealthView, MetricsView, ResultsView, RunView, SourceChoice, SourceFailureView,
-    Started, StatusView, Tools, WaitView,
+    AccountingView, CostReport, EventView, HealthView, MetricsView, ResultsView, RunView,
+    SourceChoice, SourceFailureView, Started, StatusView, Tools, WaitView,
 };
 
 use crate::context::{Context, runtime};
@@ -76,8 +76,15 @@ pub(crate) enum RunsCommand {
         #[arg(long, default_value = "auto", value_parser = source_parser())]
         source: SourceChoice,
     },
-    /// Every run, newest first.
+    /// Every run, newest first, with its trained tokens and cost so far.
     List,
+    /// The runs' own tokens and cost, per environment and per day (UTC, the day each step was
+    /// logged); a resumed run counts without what its parent had spent.
+    Cost {
+        /// Only steps logged on or after this day (YYYY-MM-DD).
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+    },
     /// A run's events after a cursor.
     Events {
         run_id: String,
@@ -185,12 +192,13 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
             follow: false,
         } => {
             let id = tools.run_id(&run_id)?;
-            let view = runtime()?.block_on(tools.check_status(&id, since, source))?;
+            let answer = runtime()?.block_on(tools.status_answer(&id, since, source))?;
             if as_json {
-                return output::json(&view);
+                return output::json(&answer);
             }
-            print_status(&view.run)?;
-            print_metrics(&view)
+            print_status(&answer.status.run)?;
+            print_metrics(&answer.status)?;
+            print_accounting(answer.accounting.as_ref())
         }
         RunsCommand::Stop { run_id } => {
             let report = tools.stop_training(&tools.run_id(&run_id)?)?;
@@ -201,13 +209,21 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
         }
         RunsCommand::Results { run_id, source } => {
             let id = tools.run_id(&run_id)?;
-            let view = runtime()?.block_on(tools.results(&id, source))?;
+            let answer = runtime()?.block_on(tools.results_answer(&id, source))?;
             if as_json {
-                return output::json(&view);
+                return output::json(&answer);
             }
-            print_results(&view)
+            print_results(&answer.results)?;
+            print_accounting(answer.accounting.as_ref())
         }
         RunsCommand::List => list(&tools, as_json),
+        RunsCommand::Cost { since } => {
+            let report = tools.cost_report(since.as_deref())?;
+            if as_json {
+                return output::json(&report);
+            }
+            print_cost(&report)
+        }
         RunsCommand::Evaluate {
             run_id,
             step,
@@ -397,14 +413,22 @@ fn follow_start(
 }
 
 fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
-    let all = tools.list_runs()?;
+    let all = tools.list_runs_with_usage()?;
     if as_json {
         return output::json(&all);
     }
     if all.runs.is_empty() {
         return output::line("no runs yet; start one with `rl runs start`");
     }
-    let mut table = output::table(&["run", "environment", "state", "created", "error"]);
+    let mut table = output::table(&[
+        "run",
+        "environment",
+        "state",
+        "created",
+        "trained tokens",
+        "cost",
+        "error",
+    ]);
     for run in all.runs {
         let state = match &run.phase {
             Some(phase) => format!("{}: {phase}", run.status),
@@ -415,6 +439,18 @@ fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
             output::cell(&run.environment),
             output::toned(state, output::state_tone(run.status)),
             output::cell(&run.created_at),
+            output::cell(
+                run.usage
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |u| compact(u.tokens.trained)),
+            ),
+            output::cell(run.usage.as_ref().map_or_else(
+                || "-".to_owned(),
+                |u| match (u.cost, &u.currency) {
+                    (Some(cost), currency) => money(cost, currency.as_deref().unwrap_or("")),
+                    (None, _) => "no price".to_owned(),
+                },
+            )),
             output::cell(
                 run.error
                     .as_deref()
@@ -630,6 +666,126 @@ fn print_events(events: &[EventView]) -> anyhow::Result<()> {
         output::say(&format!(
             "#{:<5} {}  {:<10} {}",
             event.seq, event.at, event.kind, event.message
+        ))?;
+    }
+    Ok(())
+}
+
+/// A count as people read it: 950, 12.3k, 4.5M, 1.2G.
+pub(crate) fn compact(count: u64) -> String {
+    let value = count as f64;
+    match count {
+        0..1_000 => count.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", value / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1}M", value / 1e6),
+        _ => format!("{:.1}G", value / 1e9),
+    }
+}
+
+/// An amount and its currency: `12.34 USD`.
+fn money(amount: f64, currency: &str) -> String {
+    format!("{amount:.2} {currency}").trim_end().to_owned()
+}
+
+/// Where the run's tokens, seconds and money went.
+fn print_accounting(accounting: Option<&AccountingView>) -> anyhow::Result<()> {
+    let Some(accounting) = accounting else {
+        return Ok(());
+    };
+    let tokens = accounting.tokens;
+    let mut line = format!(
+        "tokens: {} prompt · {} sampled · {} trained (to step {})",
+        compact(tokens.prompt),
+        compact(tokens.sampled),
+        compact(tokens.trained),
+        accounting.step
+    );
+    let pace = [
+        ("trained", accounting.throughput.trained_tokens_per_sec),
+        ("sampled", accounting.throughput.sampled_tokens_per_sec),
+    ]
+    .into_iter()
+    .filter_map(|(name, pace)| Some(format!("{} {name}/s", compact(pace?.max(0.0) as u64))))
+    .collect::<Vec<_>>();
+    if !pace.is_empty() {
+        line.push_str(&format!("; pace {}", pace.join(", ")));
+    }
+    output::line(line)?;
+    if !accounting.shares.is_empty() {
+        let shares: Vec<String> = accounting
+            .shares
+            .iter()
+            .map(|share| format!("{} {:.0}%", share.part, share.share * 100.0))
+            .collect();
+        output::line(format!(
+            "time: {} (of {:.0} s timed)",
+            shares.join(" · "),
+            accounting.timed_secs
+        ))?;
+    }
+    if let Some(bottleneck) = accounting.bottleneck {
+        output::line(format!(
+            "bottleneck: {} ({:.0}% of the time)",
+            bottleneck.part,
+            bottleneck.share * 100.0
+        ))?;
+    }
+    match &accounting.cost {
+        Some(cost) => {
+            let amount = |value: Option<f64>| {
+                value.map_or_else(|| "-".to_owned(), |v| money(v, &cost.currency))
+            };
+            output::line(format!(
+                "cost: {} so far, {} estimated at completion",
+                amount(cost.total),
+                amount(cost.estimate_at_completion)
+            ))
+        }
+        None => output::line(format!(
+            "cost: {}",
+            accounting.cost_note.unwrap_or(rl_tools::NO_PRICE_NOTE)
+        )),
+    }
+}
+
+/// `rl runs cost`: per environment, per day, and the total.
+fn print_cost(report: &CostReport) -> anyhow::Result<()> {
+    let currency = match report.currencies.as_slice() {
+        [one] => one.clone(),
+        [] => String::new(),
+        many => many.join("/"),
+    };
+    let cost = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| money(v, &currency));
+    for (title, lines) in [
+        ("environment", &report.by_environment),
+        ("day (UTC)", &report.by_day),
+    ] {
+        let mut table = output::table(&[title, "runs", "prompt", "sampled", "trained", "cost"]);
+        for line in lines.iter().chain([&report.total]) {
+            table.add_row([
+                output::cell(&line.key),
+                output::cell(line.runs),
+                output::cell(compact(line.tokens.prompt)),
+                output::cell(compact(line.tokens.sampled)),
+                output::cell(compact(line.tokens.trained)),
+                output::cell(cost(line.cost)),
+            ]);
+        }
+        output::line(table)?;
+    }
+    if let Some(since) = &report.since {
+        output::line(format!("steps logged since {since} (UTC)"))?;
+    }
+    if report.unpriced_runs > 0 {
+        output::line(format!(
+            "{} run(s) without a price count tokens only ([prices] in config.toml)",
+            report.unpriced_runs
+        ))?;
+    }
+    if report.untracked_runs > 0 {
+        output::line(format!(
+            "{} run(s) logged no token totals (no step yet, or another trainer)",
+            report.untracked_runs
         ))?;
     }
     Ok(())

@@ -8,6 +8,7 @@ mod checkpoint_models;
 mod checkpoint_test_size;
 mod checkpoints;
 mod compare;
+mod costs;
 mod diagnosis;
 pub mod env_dependencies;
 mod environments;
@@ -32,6 +33,10 @@ pub mod setup;
 mod tool_specs;
 mod tools;
 
+pub use answers::{
+    AccountingView, Anatomy, CostLine, CostReport, CostView, NO_PRICE_NOTE, ResultsAnswer,
+    ShareView, StatusAnswer, StepAnatomy, ThroughputView, TokensView, UsageView,
+};
 pub use answers::{
     Check, CheckpointEntry, CheckpointList, CheckpointView, ComparedModel, ComparisonAnswer,
     ComponentLog, ComponentView, ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView,

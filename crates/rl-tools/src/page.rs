@@ -1,9 +1,15 @@
 //! The data of `rl serve`'s run pages (`answers/page.rs`).
 
-use rl_metrics::{StatusMetrics, read_metrics_file, read_rollouts, rollout_steps};
+use rl_metrics::{
+    HistoryRow, STEP_PARTS, StatusMetrics, part_key, read_metrics_file, read_rollouts,
+    rollout_steps,
+};
 use rl_settings::{RunConfig, RunFolder, RunId, run_dir};
 
-use crate::answers::{MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
+use crate::answers::{
+    Anatomy, MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel, StepAnatomy,
+};
+use crate::costs::{accounting_of, usage_of};
 use crate::metrics::SourceChoice;
 use crate::resume_point::total_steps;
 use crate::{Tools, ToolsError};
@@ -50,6 +56,7 @@ impl Tools {
                         .ok()
                         .as_ref()
                         .and_then(total_steps),
+                    usage: usage_of(&run.config_path),
                 }
             })
             .collect();
@@ -60,7 +67,8 @@ impl Tools {
     pub async fn run_page(&self, id: &RunId, since: i64) -> Result<RunPage, ToolsError> {
         let status = self.check_status(id, since, SourceChoice::Auto).await?;
         let owned = id.clone();
-        let (checkpoints, logs) = self
+        let config = status.run.config_path.clone();
+        let (checkpoints, logs, accounting, anatomy) = self
             .blocking(move |tools| {
                 let checkpoints = tools
                     .list_checkpoints(Some(&owned))?
@@ -70,7 +78,13 @@ impl Tools {
                     .map(|run| run.checkpoints)
                     .unwrap_or_default();
                 let logs = tools.logs(&owned, None, LOG_LINES)?;
-                Ok((checkpoints, logs))
+                let rows = config
+                    .parent()
+                    .and_then(|dir| read_metrics_file(&RunFolder::at(dir).metrics()).ok())
+                    .and_then(|metrics| metrics.trainer)
+                    .map(|trainer| trainer.history)
+                    .unwrap_or_default();
+                Ok((checkpoints, logs, accounting_of(&config), anatomy_of(&rows)))
             })
             .await?;
         Ok(RunPage {
@@ -88,6 +102,8 @@ impl Tools {
                 .map(|(field, label)| SeriesLabel { field, label })
                 .collect(),
             run: status.run,
+            accounting,
+            anatomy,
         })
     }
 
@@ -98,5 +114,38 @@ impl Tools {
             ToolsError::invalid("step", format!("run {id} kept no rollouts of step {step}"))
         })?;
         Ok(RolloutsView::from(&read))
+    }
+}
+
+const TOTAL_SECS: &str = "time/total_secs";
+
+/// Each timed step's parts and pace.
+fn anatomy_of(rows: &[HistoryRow]) -> Anatomy {
+    let steps = rows
+        .iter()
+        .filter(|row| row.number(TOTAL_SECS).is_some())
+        .map(|row| StepAnatomy {
+            step: row.step,
+            timestamp: row.timestamp,
+            total_secs: row.number(TOTAL_SECS).filter(|s| s.is_finite()),
+            secs: STEP_PARTS
+                .iter()
+                .map(|part| {
+                    row.number(&part_key(part))
+                        .filter(|s| s.is_finite())
+                        .map_or(0.0, |s| s.max(0.0))
+                })
+                .collect(),
+            trained_tokens_per_sec: row
+                .number("throughput/trained_tokens_per_sec")
+                .filter(|n| n.is_finite()),
+            sampled_tokens_per_sec: row
+                .number("throughput/sampled_tokens_per_sec")
+                .filter(|n| n.is_finite()),
+        })
+        .collect();
+    Anatomy {
+        parts: STEP_PARTS.to_vec(),
+        steps,
     }
 }

@@ -259,6 +259,26 @@ fn the_run_page_shows_a_run_as_it_trains() {
             "{series}: {charts:?}"
         );
     }
+    // Each step's anatomy as a stacked bar, a colour per part with its legend, and the pace.
+    let bars = browser.eval(
+        "JSON.stringify([document.querySelectorAll('figure[data-series=anatomy] rect').length, \
+         new Set([...document.querySelectorAll('figure[data-series=anatomy] rect')]\
+         .map(r => r.getAttribute('fill'))).size, \
+         document.querySelectorAll('figure[data-series=anatomy] ul.legend li').length, \
+         document.querySelector('figure[data-series=throughput]')?.dataset.points])",
+    );
+    let (bars, colours, legend, paced): (usize, usize, usize, String) =
+        serde_json::from_str(bars.as_str().unwrap()).unwrap();
+    assert!(bars >= STEPS * 6, "{bars} bars");
+    assert_eq!((colours, legend), (8, 8), "a colour per part timed");
+    assert_eq!(paced, steps);
+    assert!(
+        browser
+            .eval("document.querySelector('#cost').textContent")
+            .as_str()
+            .unwrap()
+            .contains("EUR")
+    );
     let drawn = browser.eval("document.querySelectorAll('canvas').length");
     assert!(
         drawn.as_u64().unwrap() >= 4,

@@ -32,7 +32,8 @@ pub(crate) fn run_home(running: bool) -> tempfile::TempDir {
     let config = dir.join("config.yaml");
     std::fs::write(
         &config,
-        "env:\n  total_steps: 12\n  use_wandb: false\nopenai: []\ntinker: {}\nslurm: false\ntesting: false\n",
+        "env:\n  total_steps: 12\n  use_wandb: false\nopenai: []\ntinker:\n  currency: EUR\n  \
+         price_trained_per_million: 2.0\nslurm: false\ntesting: false\n",
     )
     .unwrap();
     let components = [Component::Api, Component::Trainer, Component::Env];
@@ -99,8 +100,26 @@ pub(crate) fn run_home(running: bool) -> tempfile::TempDir {
 pub(crate) fn write_step(home: &Path, step: usize) {
     let dir = run_dir(home, &RunId::parse(RUN).unwrap());
     let at = step as f64;
-    let row = serde_json::json!({"step": step, "_timestamp": 1_795_000_000.0 + 30.0 * at,
+    let mut row = serde_json::json!({"step": step, "_timestamp": 1_795_000_000.0 + 30.0 * at,
         "reward/mean": 0.2 + 0.05 * at, "train/loss": 2.0 / at, "train/learning_rate": 0.01});
+    // The anatomy rl's trainer logs: tokens, pace, each part's seconds, the cost.
+    let parts = serde_json::json!({
+        "tokens/prompt": 12_000, "tokens/sampled": 4_000, "tokens/trained": 15_000,
+        "tokens/prompt_total": 12_000 * step, "tokens/sampled_total": 4_000 * step,
+        "tokens/trained_total": 15_000 * step,
+        "throughput/trained_tokens_per_sec": 500.0 + 40.0 * at,
+        "throughput/sampled_tokens_per_sec": 150.0 + 10.0 * at,
+        "time/total_secs": 30.0, "time/wait_secs": 12.0 - at, "time/logprobs_secs": 2.0,
+        "time/rollouts_secs": 1.0, "time/forward_backward_secs": 8.0 + at,
+        "time/optim_secs": 2.0, "time/save_secs": if step.is_multiple_of(3) { 4.0 } else { 0.0 },
+        "time/sampler_update_secs": 1.5, "time/eval_secs": 0.0,
+        "time/other_secs": if step.is_multiple_of(3) { -0.5 } else { 3.5 },
+        "time/bottleneck": "wait", "time/bottleneck_share": 0.4,
+        "cost/step": 0.03, "cost/total": 0.03 * at, "cost/estimate_at_completion": 0.36,
+    });
+    row.as_object_mut()
+        .unwrap()
+        .extend(parts.as_object().unwrap().clone());
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -174,6 +193,15 @@ fn a_browser_gets_pages_and_every_other_client_the_api() {
     assert_eq!(page["history"].as_array().unwrap().len(), STEPS, "{page}");
     assert_eq!(page["rollout_steps"], serde_json::json!([2]), "{page}");
     assert_eq!(page["total_steps"], 12);
+    // Where the time and money went: each step's parts, the pace, the totals and the cost.
+    assert_eq!(page["anatomy"]["steps"].as_array().unwrap().len(), STEPS);
+    assert_eq!(page["anatomy"]["parts"][0], "wait");
+    assert_eq!(page["accounting"]["tokens"]["trained"], 15_000 * STEPS);
+    assert_eq!(page["accounting"]["cost"]["currency"], "EUR", "{page}");
+    assert_eq!(
+        rows["runs"][0]["usage"]["tokens"]["trained"],
+        15_000 * STEPS
+    );
     let rollouts = crate::serve::expect(server.get(&format!("/page/runs/{RUN}/rollouts/2")), 200);
     assert_eq!(
         rollouts["rows"][0]["prompt"], HOSTILE_TEXT,

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rl_metrics::{
-    Checkpoint, FlagKind, HealthDigest, HealthFlag, MetricValue, Results, RunIdentity,
-    SourceFailure, StatusMetrics, StepWindow, non_finite_spelling,
+    Accounting, Checkpoint, FlagKind, HealthDigest, HealthFlag, MetricValue, Results, RunIdentity,
+    SourceFailure, StatusMetrics, StepWindow, Totals, non_finite_spelling,
 };
 use serde::{Serialize, Serializer};
 
@@ -329,6 +329,158 @@ impl From<&Results> for ResultsPart {
             warnings: results.warnings.clone(),
         }
     }
+}
+
+/// What a run said when no price is set.
+pub const NO_PRICE_NOTE: &str = "no price set ([prices] in config.toml): tokens only";
+
+/// Where a run's tokens, seconds and money went (rl's trainer logs it; `null` for another).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccountingView {
+    /// The latest step with token totals.
+    pub step: i64,
+    /// Tokens so far (a resumed run's include its parent's up to the step it resumed after).
+    pub tokens: TokensView,
+    /// The latest step's pace, tokens per second.
+    pub throughput: ThroughputView,
+    /// Seconds of the timed steps.
+    pub timed_secs: f64,
+    /// Each part's share of the timed seconds, largest first (parts never timed left out).
+    pub shares: Vec<ShareView>,
+    /// The part with the largest share.
+    pub bottleneck: Option<ShareView>,
+    /// `null` when no price is set (then `cost_note` says so).
+    pub cost: Option<CostView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_note: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct TokensView {
+    pub prompt: u64,
+    pub sampled: u64,
+    pub trained: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ThroughputView {
+    #[serde(serialize_with = "number")]
+    pub trained_tokens_per_sec: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub sampled_tokens_per_sec: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ShareView {
+    /// wait, logprobs, rollouts, forward_backward, optim, save, sampler_update, eval, other.
+    pub part: &'static str,
+    /// Of 1.
+    pub share: f64,
+}
+
+/// A run's cost, in its currency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostView {
+    /// So far (a resumed run's includes its parent's).
+    #[serde(serialize_with = "number")]
+    pub total: Option<f64>,
+    /// At the pace so far, once the run reaches its last step.
+    #[serde(serialize_with = "number")]
+    pub estimate_at_completion: Option<f64>,
+    pub currency: String,
+}
+
+impl AccountingView {
+    /// `currency` is the run's when a price is set (`None`: no price, tokens only).
+    pub fn new(accounting: &Accounting, currency: Option<&str>) -> Self {
+        let mut shares: Vec<ShareView> = accounting
+            .shares
+            .iter()
+            .map(|(part, share)| ShareView {
+                part,
+                share: *share,
+            })
+            .collect();
+        shares.sort_by(|a, b| b.share.total_cmp(&a.share));
+        let priced = currency.is_some() || accounting.cost_total.is_some();
+        Self {
+            step: accounting.step,
+            tokens: TokensView {
+                prompt: accounting.prompt_tokens,
+                sampled: accounting.sampled_tokens,
+                trained: accounting.trained_tokens,
+            },
+            throughput: ThroughputView {
+                trained_tokens_per_sec: accounting.trained_tokens_per_sec,
+                sampled_tokens_per_sec: accounting.sampled_tokens_per_sec,
+            },
+            timed_secs: accounting.timed_secs,
+            bottleneck: accounting
+                .bottleneck()
+                .map(|(part, share)| ShareView { part, share }),
+            shares,
+            cost: priced.then(|| CostView {
+                total: accounting.cost_total,
+                estimate_at_completion: accounting.cost_estimate,
+                currency: currency.unwrap_or_default().to_owned(),
+            }),
+            cost_note: (!priced).then_some(NO_PRICE_NOTE),
+        }
+    }
+}
+
+/// A run's tokens and cost so far, as a list shows them (its metrics file's last totals).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageView {
+    pub step: i64,
+    pub tokens: TokensView,
+    /// `null` when no price is set.
+    #[serde(serialize_with = "number")]
+    pub cost: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+}
+
+impl UsageView {
+    pub fn new(totals: &Totals, currency: Option<&str>) -> Self {
+        Self {
+            step: totals.step,
+            tokens: TokensView {
+                prompt: totals.prompt_tokens,
+                sampled: totals.sampled_tokens,
+                trained: totals.trained_tokens,
+            },
+            cost: totals.cost,
+            currency: currency.map(str::to_owned),
+        }
+    }
+}
+
+/// `rl runs cost`: each run's own tokens and cost (a resumed run's without its parent's),
+/// summed per environment and per day (UTC, the day each step was logged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostReport {
+    /// `YYYY-MM-DD`: steps logged before it left out.
+    pub since: Option<String>,
+    pub by_environment: Vec<CostLine>,
+    pub by_day: Vec<CostLine>,
+    pub total: CostLine,
+    /// The currencies of the priced runs (one, unless the operator changed it between runs).
+    pub currencies: Vec<String>,
+    /// Runs without token totals (another trainer, or no step yet) or without a price.
+    pub unpriced_runs: usize,
+    pub untracked_runs: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct CostLine {
+    /// The environment, the day, or `total`.
+    pub key: String,
+    pub runs: usize,
+    pub tokens: TokensView,
+    /// `null` when none of its steps was priced.
+    #[serde(serialize_with = "number")]
+    pub cost: Option<f64>,
 }
 
 #[cfg(test)]

@@ -32,11 +32,13 @@ pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, Fi
 pub use health_check::{Check, HealthReport};
 pub use long_calls::{Estimate, LongCallProgress, LongCallStarted};
 pub use metrics::{
-    AccountingView, CheckpointView, CostLine, CostReport, CostView, NO_PRICE_NOTE, ShareView,
-    ThroughputView, TokensView, UsageView, FlagView, GroupsView, HealthView, LoggedRunView, LoggedValue, MetricsView,
-    ResultsPart, SourceFailureView, WindowView,
+    AccountingView, CheckpointView, CostLine, CostReport, CostView, FlagView, GroupsView,
+    HealthView, LoggedRunView, LoggedValue, MetricsView, NO_PRICE_NOTE, ResultsPart, ShareView,
+    SourceFailureView, ThroughputView, TokensView, UsageView, WindowView,
 };
-pub use page::{RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel};
+pub use page::{
+    Anatomy, RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel, StepAnatomy,
+};
 pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, PreflightConfig};
 pub use preflight_store::{
     InterruptionView, ModelProgressView, PreflightListingView, PreflightProgressView,
@@ -44,8 +46,8 @@ pub use preflight_store::{
 };
 pub(crate) use runs::process_label;
 pub use runs::{
-    ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsView,
-    ResultsAnswer, ResumedFrom, RunEntry, RunList, RunView, Started, StatusAnswer, StatusView,
+    ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsAnswer,
+    ResultsView, ResumedFrom, RunEntry, RunList, RunView, Started, StatusAnswer, StatusView,
     Stopped, WaitView,
 };
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};

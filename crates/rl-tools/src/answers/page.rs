@@ -7,7 +7,7 @@ use rl_metrics::{RolloutRow, StepRollouts};
 use serde::Serialize;
 
 use super::checkpoints::CheckpointEntry;
-use super::metrics::{GroupsView, HealthView, MetricsView};
+use super::metrics::{AccountingView, GroupsView, HealthView, MetricsView, UsageView};
 use super::runs::{ComponentLog, RunView};
 
 /// `GET /page/runs`.
@@ -28,6 +28,8 @@ pub struct RunRow {
     pub step: Option<i64>,
     pub reward_mean: Option<f64>,
     pub total_steps: Option<u64>,
+    /// Its tokens and cost so far (the end of its metrics file); `null` before any.
+    pub usage: Option<UsageView>,
 }
 
 /// `GET /page/runs/{id}?since=N`.
@@ -50,6 +52,31 @@ pub struct RunPage {
     pub rollout_steps: Vec<i64>,
     /// The charts, in order: each a `history` row's field and its label.
     pub series: Vec<SeriesLabel>,
+    /// Where the run's tokens, seconds and money went; `null` for a trainer that logs no
+    /// token totals.
+    pub accounting: Option<AccountingView>,
+    /// Each step's parts' seconds and pace (rl's trainer's rows).
+    pub anatomy: Anatomy,
+}
+
+/// The anatomy of the run's steps: a stacked bar per step, and the pace over time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Anatomy {
+    /// The parts timed, in the order a step goes through them; `steps[].secs` follows it.
+    pub parts: Vec<&'static str>,
+    pub steps: Vec<StepAnatomy>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepAnatomy {
+    pub step: i64,
+    /// Seconds since the Unix epoch the step was logged.
+    pub timestamp: Option<f64>,
+    pub total_secs: Option<f64>,
+    /// Each part's seconds, in `parts` order (0 when not timed).
+    pub secs: Vec<f64>,
+    pub trained_tokens_per_sec: Option<f64>,
+    pub sampled_tokens_per_sec: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

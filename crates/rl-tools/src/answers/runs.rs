@@ -14,7 +14,9 @@ use rl_process::{
 use rl_settings::Value;
 use serde::Serialize;
 
-use super::metrics::{GroupsView, HealthView, MetricsView, ResultsPart, SourceFailureView};
+use super::metrics::{
+    AccountingView, GroupsView, HealthView, MetricsView, ResultsPart, SourceFailureView, UsageView,
+};
 
 /// A run's record and its events after the caller's cursor.
 #[derive(Debug, Clone, Serialize)]
@@ -303,6 +305,25 @@ pub struct StatusView {
     pub eta_secs: Option<f64>,
 }
 
+/// `rl_check_status` / `rl runs status --json`: the status and where the run's tokens, seconds
+/// and money went.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusAnswer {
+    #[serde(flatten)]
+    pub status: StatusView,
+    /// `null` for a trainer that logs no token totals.
+    pub accounting: Option<AccountingView>,
+}
+
+/// `rl_get_results` / `rl runs results --json`: the results and the run's accounting.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsAnswer {
+    #[serde(flatten)]
+    pub results: ResultsView,
+    /// `null` for a trainer that logs no token totals.
+    pub accounting: Option<AccountingView>,
+}
+
 /// `rl_check_status` within the interval an agent must wait between checks of a run: an
 /// answer, not an error.
 #[derive(Debug, Clone, Serialize)]
@@ -364,6 +385,9 @@ pub struct RunEntry {
     /// Absent while there is none: a present `error` key means a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Its tokens and cost so far (`rl runs list`); absent when not read or never logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageView>,
 }
 
 impl RunEntry {
@@ -377,6 +401,7 @@ impl RunEntry {
             created_at: run.created_at,
             updated_at: run.updated_at,
             error: run.error,
+            usage: None,
         }
     }
 }
