@@ -2,7 +2,9 @@
 
 Exit codes: 0 after the final save (and the linger), 1 when setup or a step failed (the last
 line on stderr is `rl-trainer: setup failed: <Type>: <message>` or `rl-trainer: step N
-failed: ...`), 2 for a bad command line or run config, 143 / 130 on SIGTERM / SIGINT.
+failed: ...`), 2 for a bad command line or run config, the contract's `exit_capped` (3) when
+the next step would pass one of the run's caps and the state is saved (the last line is
+`rl-trainer: capped: <why>`), 143 / 130 on SIGTERM / SIGINT.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import signal
 import sys
 import traceback
 
-from .config import ConfigError, effective_tinker_url, load_config, resolve_api_key
+from .config import EXIT_CAPPED, ConfigError, effective_tinker_url, load_config, resolve_api_key
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -57,7 +59,7 @@ def _short(error: BaseException) -> str:
 
 async def _run(config, run_dir: str, api_key: str) -> None:
     from .engine import HOSTED_TINKER_URL, Watchdog, refusal
-    from .loop import Trainer
+    from .loop import Capped, Trainer
 
     loop = asyncio.get_running_loop()
     stopped: asyncio.Future = loop.create_future()
@@ -93,6 +95,16 @@ async def _run(config, run_dir: str, api_key: str) -> None:
         await trainer.close()
         print("[rl-trainer] done", flush=True)
         _die(0)
+
+    if main_task in done and isinstance(main_task.exception(), Capped):
+        # Not a failure: the state is saved and `rl runs resume` continues the run.
+        message = str(main_task.exception())
+        if trainer.wandb is not None:
+            trainer.wandb.finish(0)
+            trainer.wandb = None
+        await trainer.close()
+        _last_line(f"rl-trainer: capped: {message}")
+        _die(EXIT_CAPPED)
 
     if main_task in done:
         error = main_task.exception()

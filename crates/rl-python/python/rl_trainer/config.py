@@ -26,6 +26,10 @@ CONTRACT = json.loads((Path(__file__).parents[1] / "contract.json").read_text(en
 # How much longer than `eval_timeout_secs` the trainer waits for `rl runs evaluate`.
 EVALUATE_MARGIN_SECS = float(CONTRACT["constants"]["evaluate_margin_secs"])
 
+# The exit code of a run the trainer ended before a step that would pass one of its caps,
+# after saving its state: rl records the run as `capped`, not failed.
+EXIT_CAPPED = int(CONTRACT["constants"]["exit_capped"])
+
 # Placeholder key for a Tinker-compatible engine on loopback (the SDK insists on the prefix).
 LOCAL_API_KEY = "tml-local"
 

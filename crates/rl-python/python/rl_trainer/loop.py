@@ -26,7 +26,24 @@ from .batch import (
 from .config import CONTRACT, EVALUATE_MARGIN_SECS, TrainerConfig
 from . import evaluation
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
-from .records import TOKEN_TOTALS, Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows, token_totals
+from .records import (
+    COST_ESTIMATE,
+    COST_STEP,
+    COST_TOTAL,
+    TOKEN_TOTALS,
+    Checkpoints,
+    JsonLines,
+    Rollouts,
+    Spend,
+    Wandb,
+    cap_passed,
+    cost_total,
+    describe_cap,
+    is_priced,
+    rollout_rows,
+    step_cost,
+    token_totals,
+)
 from .runapi import RunApi
 from .server import InferenceServer, bind_socket, create_app
 
@@ -46,6 +63,11 @@ FINGERPRINT_TOLERANCE = 1e-3
 
 class StateNotLoaded(Exception):
     """A resume's training state did not come back as it was saved."""
+
+
+class Capped(Exception):
+    """The next step would pass one of the run's caps: its state is saved, the run ends
+    `capped` (the trainer exits with the contract's EXIT_CAPPED). The message says why."""
 
 
 def probe_tokens(tokenizer) -> list:
@@ -139,6 +161,17 @@ class Trainer:
         self.totals, self.totals_from = dict.fromkeys(TOKEN_TOTALS, 0), None
         if config.starting_step > 0:
             self.totals, self.totals_from = token_totals(self.metrics.path, config.starting_step)
+        # What this run spends (its cost/total continues the parent's, like the token totals),
+        # what its caps are read against, and since when it trains.
+        self.priced = is_priced(config)
+        cost_from, self.cost_from_step = (0.0, None)
+        if self.priced and config.starting_step > 0:
+            cost_from, self.cost_from_step = cost_total(self.metrics.path, config.starting_step)
+        self.spend = Spend(cost_from)
+        self.started_at = time.monotonic()
+        # The last step whose training state (weights + optimizer) is saved: a resume's
+        # starting step (its state was loaded), else step 0 (saved in setup).
+        self.state_saved_at = config.starting_step
         # The tokens the weights' fingerprint is taken on: the probe text in the run's tokenizer
         # (set once the tokenizer is loaded, in setup).
         self.probe: list = []
@@ -167,6 +200,8 @@ class Trainer:
             if self.wandb is not None:
                 self.wandb.log(baseline, step=0)
         for n in range(self.config.starting_step + 1, self.config.total_steps + 1):
+            if n > self.config.starting_step + 1:
+                await self.check_caps(n)
             self.phase, self.step = "step", n
             await self.train_step(n)
         self.phase = "final"
@@ -197,6 +232,14 @@ class Trainer:
                 f"note: token totals continue from step {self.totals_from}'s row (step {c.starting_step} "
                 "has none): the steps between are not in them"
             )
+        if not self.priced:
+            say("no price is set (the operator's [prices]): this run counts tokens only, no cost")
+        elif c.starting_step > 0 and self.cost_from_step is None:
+            say(f"note: no metrics row up to step {c.starting_step} holds cost/total: this run's cost total starts from 0")
+        caps = {key: getattr(c, key) for key in ("max_cost", "max_tokens", "max_hours") if getattr(c, key) is not None}
+        if caps:
+            shown = ", ".join(f"{key}={value:g}" for key, value in caps.items())
+            say(f"caps (this run's own spend, checked before each step): {shown} ({c.currency} for max_cost)")
         from transformers import AutoTokenizer  # slow import: after /health is up
 
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, c.tokenizer_name)
@@ -316,7 +359,14 @@ class Trainer:
         for key in TOKEN_TOTALS:
             self.totals[key] += tokens[key[: -len("_total")]]
         metrics.update(self.totals)
-        metrics.update(clock.metrics(tokens))
+        timing = clock.metrics(tokens)
+        metrics.update(timing)
+        cost = step_cost(c, tokens, timing["time/total_secs"]) if self.priced else None
+        self.spend.add(cost, sum(tokens.values()), timing["time/total_secs"])
+        if cost is not None:
+            metrics[COST_STEP] = cost
+            metrics[COST_TOTAL] = self.spend.cost_total
+            metrics[COST_ESTIMATE] = self.spend.estimate_at_completion(c.total_steps - n)
         metrics["_timestamp"] = time.time()  # when the step ended (the key stays second)
         self.metrics.append(metrics)
         if self.wandb is not None:
@@ -340,11 +390,41 @@ class Trainer:
                 fingerprint = await self.tinker.fingerprint(self.probe)
             # Recorded as soon as saved: a failure to sample from it must not hide that it exists.
             self.checkpoints.record(n, name, sampler_path, state_path, fingerprint)
+            if state_path:
+                self.state_saved_at = n
         with clock.part("sampler_update"):
             self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
         announce(f"Sampling client updated: {sampler_path}")
         if state_path:
             say(f"training state (weights + optimizer) saved: {state_path}")
+
+    async def check_caps(self, n: int) -> None:
+        """Before step `n`: when this run's spend and the next step as its last steps predict
+        it would pass a cap, saves the state of step n-1 (unless it is saved), records the
+        `capped` row and raises Capped."""
+        c = self.config
+        hours = (time.monotonic() - self.started_at) / 3600.0
+        cap = cap_passed(c, self.spend, hours)
+        if cap is None:
+            return
+        last = n - 1
+        self.phase, self.step = "capped", last
+        if self.state_saved_at != last:
+            name = f"step_{last}"
+            state_path = await self.tinker.save_state(name)
+            fingerprint = await self.tinker.fingerprint(self.probe)
+            self.checkpoints.record(last, name, self.policy.sampler_path, state_path, fingerprint)
+            self.state_saved_at = last
+            say(f"training state (weights + optimizer) saved: {state_path}")
+        self.metrics.append({"event": "capped", "step": last, **cap, "currency": c.currency})
+        run_id = os.path.basename(os.path.normpath(self.run_dir))
+        message = (
+            f"before step {n}/{c.total_steps}, {describe_cap(cap, c.currency)}; the training state "
+            f"after step {last} is saved: `rl runs resume {run_id}` continues it (with a higher "
+            "cap or none)"
+        )
+        say(f"capped {message}")
+        raise Capped(message)
 
     async def check_loaded(self, state_path: str) -> None:
         """Fails unless the weights now are the ones saved at `state_path`: an engine can answer

@@ -257,3 +257,137 @@ class Wandb:
             self.run.finish(exit_code=exit_code)
         except Exception:
             pass
+
+
+# --------------------------------------------------------------------------- costs and caps
+
+#: A step row's cost keys, present only when the run has a price.
+COST_STEP = "cost/step"
+COST_TOTAL = "cost/total"
+COST_ESTIMATE = "cost/estimate_at_completion"
+#: How many of the last steps the estimate at completion takes the pace of.
+ESTIMATE_STEPS = 5
+#: How many of this run's last steps predict the next one, for the caps.
+PREDICT_STEPS = 3
+
+
+def is_priced(config) -> bool:
+    """Whether the run has any price (else it counts tokens only and logs no cost)."""
+    return any(
+        getattr(config, key) is not None
+        for key in ("price_prompt_per_million", "price_sampled_per_million", "price_trained_per_million", "price_machine_per_hour")
+    )
+
+
+def step_cost(config, tokens: Dict[str, int], secs: float) -> float:
+    """One step's cost: its tokens at the prices per million, and on the local engine the
+    machine's price per hour for the step's whole time (`time/total_secs`)."""
+    cost = 0.0
+    for kind in ("prompt", "sampled", "trained"):
+        price = getattr(config, f"price_{kind}_per_million")
+        if price is not None:
+            cost += tokens.get(f"tokens/{kind}", 0) * price / 1e6
+    if config.price_machine_per_hour is not None:
+        cost += config.price_machine_per_hour * max(0.0, secs) / 3600.0
+    return cost
+
+
+def cost_total(path: str, step: int) -> Tuple[float, Optional[int]]:
+    """The cost total a run continuing after `step` starts from: `cost/total` of the last row
+    of `path` at or before `step` that has one, and that row's step; 0 and None without."""
+    found: Tuple[float, Optional[int]] = (0.0, None)
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(row, dict) or "event" in row:
+                    continue
+                row_step, value = row.get("step"), row.get(COST_TOTAL)
+                if isinstance(row_step, bool) or not isinstance(row_step, int) or not 0 <= row_step <= step:
+                    continue
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+                    if found[1] is None or row_step >= found[1]:
+                        found = (float(value), row_step)
+    except OSError:
+        pass
+    return found
+
+
+class Spend:
+    """What this run (not its parent) has spent, step by step: each step's cost (None without
+    a price), tokens (prompt, sampled and trained together) and seconds; with the totals it
+    started from, so that `cost/total` continues a resumed run's parent's."""
+
+    def __init__(self, cost_from: float = 0.0, tokens_from: int = 0):
+        self.cost_from = cost_from
+        self.tokens_from = tokens_from
+        self.steps: List[Tuple[Optional[float], int, float]] = []
+
+    def add(self, cost: Optional[float], tokens: int, secs: float) -> None:
+        self.steps.append((cost, tokens, secs))
+
+    @property
+    def cost(self) -> float:
+        """This run's own cost so far."""
+        return sum(c for c, _, _ in self.steps if c is not None)
+
+    @property
+    def tokens(self) -> int:
+        return sum(t for _, t, _ in self.steps)
+
+    @property
+    def cost_total(self) -> float:
+        """The run's cost so far, its parent's included."""
+        return self.cost_from + self.cost
+
+    def estimate_at_completion(self, remaining: int) -> float:
+        """The total at the last step: so far, and each remaining step at the mean cost of the
+        last `ESTIMATE_STEPS`."""
+        recent = [c for c, _, _ in self.steps[-ESTIMATE_STEPS:] if c is not None]
+        mean = sum(recent) / len(recent) if recent else 0.0
+        return self.cost_total + max(0, remaining) * mean
+
+    def next_step(self) -> Tuple[float, float, float]:
+        """The next step predicted: the mean cost, tokens and seconds of the last
+        `PREDICT_STEPS` of this run."""
+        recent = self.steps[-PREDICT_STEPS:]
+        if not recent:
+            return (0.0, 0.0, 0.0)
+        n = len(recent)
+        return (
+            sum(c or 0.0 for c, _, _ in recent) / n,
+            sum(t for _, t, _ in recent) / n,
+            sum(s for _, _, s in recent) / n,
+        )
+
+
+def cap_passed(config, spend: Spend, hours: float) -> Optional[Dict[str, Any]]:
+    """The first cap the next step would pass (its own spend, not its parent's, plus the
+    predicted next step), as the figures of a `capped` row; None while none would be. `hours`:
+    since the trainer started."""
+    if not spend.steps:
+        return None
+    cost, tokens, secs = spend.next_step()
+    checks = (
+        ("max_cost", config.max_cost, spend.cost, cost),
+        ("max_tokens", config.max_tokens, spend.tokens, tokens),
+        ("max_hours", config.max_hours, hours, secs / 3600.0),
+    )
+    for cap, limit, spent, step in checks:
+        if limit is not None and spent + step > limit:
+            return {"cap": cap, "limit": limit, "spent": spent, "next_step": step}
+    return None
+
+
+def describe_cap(cap: Dict[str, Any], currency: str) -> str:
+    """`max_cost 0.02 USD: this run spent 0.0134 USD and its next step would take about
+    0.0071 USD more`, and the like per cap."""
+    limit, spent, step = cap["limit"], cap["spent"], cap["next_step"]
+    if cap["cap"] == "max_cost":
+        return f"max_cost {limit:g} {currency}: this run spent {spent:.6g} {currency} and its next step would take about {step:.6g} more"
+    if cap["cap"] == "max_tokens":
+        return f"max_tokens {limit}: this run used {spent:.0f} tokens and its next step would use about {step:.0f} more"
+    return f"max_hours {limit:g}: this run has trained {spent:.4g} h and its next step would take about {step * 3600:.0f} s more"

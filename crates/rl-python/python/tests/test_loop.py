@@ -13,7 +13,7 @@ from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
-from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
+from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, Capped, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
 
 from tests.test_server import FakeSamplingClient, FakeTokenizer
 
@@ -130,8 +130,9 @@ class LoopTests(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True, resume=None, eval_every=0):
+    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True, resume=None, eval_every=0, costs=None):
         tinker = {"base_url": "http://127.0.0.1:2", "save_every": save_every, "keep_rollouts": keep, "learning_rate": 0.01, "eval_every": eval_every}
+        tinker.update(costs or {})
         if resume:
             tinker.update({"resume_state": resume[0], "starting_step": resume[1]})
         config = parse_config(
@@ -313,7 +314,7 @@ class LoopTests(unittest.TestCase):
         self.run_steps(trainer, 1)
         self.assertNotIn("eval/mean_score", self.rows("metrics.jsonl")[0])
 
-    def resumed(self, parent_rows, state_fingerprints, parent_metrics=()):
+    def resumed(self, parent_rows, state_fingerprints, parent_metrics=(), costs=None):
         """A run resumed from tinker://p/weights/step_3, its checkpoints.jsonl and
         metrics.jsonl holding the parent's `parent_rows` and `parent_metrics` (as rl copies
         them), run to its end: (trainer, output)."""
@@ -323,7 +324,7 @@ class LoopTests(unittest.TestCase):
                 for row in rows:
                     f.write(json.dumps(row) + "\n")
         batches = [[group([0.0, 1.0])], [group([1.0, 0.0])]]
-        trainer = self.trainer(batches, steps=5, save_every=2, resume=("tinker://p/weights/step_3", 3))
+        trainer = self.trainer(batches, steps=5, save_every=2, resume=("tinker://p/weights/step_3", 3), costs=costs)
         trainer.tinker.state_fingerprints = state_fingerprints
         fake_transformers = SimpleNamespace(AutoTokenizer=SimpleNamespace(from_pretrained=lambda name: FakeTokenizer()))
         trainer.linger = lambda: asyncio.sleep(0)
@@ -373,6 +374,106 @@ class LoopTests(unittest.TestCase):
         first = [row for row in self.rows("metrics.jsonl") if row.get("step") == 4][0]
         self.assertEqual(first["tokens/sampled_total"], first["tokens/sampled"])
         self.assertIn("no metrics row up to step 3 holds token totals: this run's totals start from 0", out)
+
+    # ------------------------------------------------------------------ costs and caps
+
+    PRICES = {"price_prompt_per_million": 1.0, "price_sampled_per_million": 2.0, "price_trained_per_million": 4.0}
+
+    def test_a_priced_step_logs_its_cost_the_total_and_the_estimate(self):
+        batches = [[group([0.0, 1.0])], [group([1.0, 0.0])], [group([0.0, 1.0])]]
+        trainer = self.trainer(batches, steps=3, costs=self.PRICES)
+        self.run_steps(trainer, 3)
+        rows = [row for row in self.rows("metrics.jsonl") if "step" in row]
+        total = 0.0
+        for row in rows:
+            expected = (row["tokens/prompt"] * 1.0 + row["tokens/sampled"] * 2.0 + row["tokens/trained"] * 4.0) / 1e6
+            self.assertAlmostEqual(row["cost/step"], expected)
+            total += expected
+            self.assertAlmostEqual(row["cost/total"], total)
+        # Every step alike: the estimate at completion is the whole run's cost from the first.
+        self.assertAlmostEqual(rows[0]["cost/estimate_at_completion"], 3 * rows[0]["cost/step"])
+        self.assertAlmostEqual(rows[-1]["cost/estimate_at_completion"], rows[-1]["cost/total"])
+
+    def test_the_local_engines_machine_is_paid_by_the_steps_time(self):
+        trainer = self.trainer([[group([0.0, 1.0])]], steps=1, costs={"price_machine_per_hour": 3600.0})
+        self.run_steps(trainer, 1)
+        row = self.rows("metrics.jsonl")[0]
+        self.assertAlmostEqual(row["cost/step"], row["time/total_secs"])  # 1 a second
+
+    def test_without_a_price_no_cost_is_logged(self):
+        trainer = self.trainer([[group([0.0, 1.0])]], steps=1, costs={"max_tokens": 10_000})
+        self.run_steps(trainer, 1)
+        row = self.rows("metrics.jsonl")[0]
+        self.assertFalse([key for key in row if key.startswith("cost/")], row)
+        self.assertIn("tokens/prompt_total", row)
+
+    def run_whole(self, trainer):
+        """setup, the steps and the end, as __main__ runs them; the Capped raised, if any."""
+        fake_transformers = SimpleNamespace(AutoTokenizer=SimpleNamespace(from_pretrained=lambda name: FakeTokenizer()))
+        trainer.linger = lambda: asyncio.sleep(0)
+        out = io.StringIO()
+        raised = None
+        try:
+            with mock.patch.dict(sys.modules, {"transformers": fake_transformers}), contextlib.redirect_stdout(out):
+                asyncio.run(trainer.run())
+        except Capped as e:
+            raised = e
+        finally:
+            trainer.metrics.close()
+            trainer.checkpoints.close()
+        return raised, out.getvalue()
+
+    def test_a_cap_the_next_step_would_pass_saves_the_state_and_ends_the_run_capped(self):
+        batches = [[group([0.0, 1.0])] for _ in range(5)]
+        # Each step costs the same: cap between two and three steps' cost.
+        probe = self.trainer(list(batches), steps=1, costs=self.PRICES)
+        self.run_steps(probe, 1)
+        one = self.rows("metrics.jsonl")[0]["cost/step"]
+        os.remove(os.path.join(self.run_dir, "metrics.jsonl"))
+        os.remove(os.path.join(self.run_dir, "checkpoints.jsonl"))
+        trainer = self.trainer(batches, steps=5, save_every=0, costs={**self.PRICES, "max_cost": 2.5 * one, "currency": "EUR"})
+        raised, out = self.run_whole(trainer)
+        self.assertIsNotNone(raised, out)
+        self.assertIn("before step 3/5, max_cost", str(raised))
+        self.assertIn("EUR", str(raised))
+        self.assertIn("`rl runs resume run` continues it", str(raised))
+        rows = self.rows("metrics.jsonl")
+        self.assertEqual([row.get("step") for row in rows], [1, 2, 2])
+        capped = rows[-1]
+        self.assertEqual(capped["event"], "capped")
+        self.assertEqual((capped["cap"], capped["currency"]), ("max_cost", "EUR"))
+        self.assertAlmostEqual(capped["limit"], 2.5 * one)
+        self.assertAlmostEqual(capped["spent"], 2 * one)
+        self.assertAlmostEqual(capped["next_step"], one)
+        # save_every 0: step 2 saved no state of its own, so the cap saved it.
+        self.assertEqual(trainer.tinker.states, ["step_0", "step_2"])
+        checkpoints = self.rows("checkpoints.jsonl")
+        self.assertEqual(checkpoints[-1]["step"], 2)
+        self.assertEqual(checkpoints[-1]["state_path"], "tinker://m/weights/step_2")
+        self.assertIsNotNone(checkpoints[-1].get("fingerprint"))
+
+    def test_a_state_already_saved_is_not_saved_again_and_tokens_and_hours_cap_too(self):
+        batches = [[group([0.0, 1.0])] for _ in range(4)]
+        trainer = self.trainer(batches, steps=4, save_every=1, costs={"max_tokens": 1})
+        raised, _ = self.run_whole(trainer)
+        self.assertIn("max_tokens 1", str(raised))
+        self.assertIn("before step 2/4", str(raised))
+        self.assertEqual(trainer.tinker.states, ["step_0", "step_1"])
+        self.assertEqual(self.rows("metrics.jsonl")[-1]["cap"], "max_tokens")
+        os.remove(os.path.join(self.run_dir, "metrics.jsonl"))
+        hours = self.trainer([[group([0.0, 1.0])] for _ in range(4)], steps=4, costs={"max_hours": 1e-9})
+        raised, _ = self.run_whole(hours)
+        self.assertIn("max_hours", str(raised))
+
+    def test_a_resumed_runs_cost_total_continues_its_parents_and_its_caps_count_its_own_spend(self):
+        parent = [{"step": 3, "cost/total": 5.0, "tokens/prompt_total": 1}]
+        costs = {**self.PRICES, "max_cost": 1.0}  # far below the parent's 5.0: its own spend counts
+        trainer, out = self.resumed([self.PARENT], {"tinker://p/weights/step_3": -42.5}, parent, costs)
+        rows = [row for row in self.rows("metrics.jsonl") if row.get("step", 0) > 3 and "event" not in row]
+        self.assertEqual([row["step"] for row in rows], [4, 5])
+        self.assertAlmostEqual(rows[0]["cost/total"], 5.0 + rows[0]["cost/step"])
+        self.assertAlmostEqual(rows[1]["cost/total"], 5.0 + rows[0]["cost/step"] + rows[1]["cost/step"])
+        self.assertNotIn("cost/total starts from 0", out)
 
     def test_fingerprints_match_token_by_token(self):
         saved = [-2.5, -0.75, -7.125]

@@ -5,7 +5,22 @@ import unittest
 
 from rl_trainer.batch import aligned_sequences, prepare_batch, token_counts
 from rl_trainer.engine import to_datum
-from rl_trainer.records import Checkpoints, JsonLines, Rollouts, Wandb, rollout_rows, token_totals
+from types import SimpleNamespace
+
+from rl_trainer.records import (
+    Checkpoints,
+    JsonLines,
+    Rollouts,
+    Spend,
+    Wandb,
+    cap_passed,
+    cost_total,
+    describe_cap,
+    is_priced,
+    rollout_rows,
+    step_cost,
+    token_totals,
+)
 
 P = -100
 
@@ -137,3 +152,53 @@ class RecordsTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CostTests(unittest.TestCase):
+    def config(self, **values):
+        keys = ("price_prompt_per_million", "price_sampled_per_million", "price_trained_per_million", "price_machine_per_hour", "max_cost", "max_tokens", "max_hours")
+        return SimpleNamespace(**{key: values.get(key) for key in keys})
+
+    def test_a_steps_cost_is_its_tokens_at_their_prices_and_the_machines_time(self):
+        config = self.config(price_prompt_per_million=1.0, price_trained_per_million=3.0, price_machine_per_hour=7.2)
+        tokens = {"tokens/prompt": 2_000_000, "tokens/sampled": 5_000_000, "tokens/trained": 1_000_000}
+        self.assertAlmostEqual(step_cost(config, tokens, 1800.0), 2.0 + 3.0 + 3.6)
+        self.assertTrue(is_priced(config))
+        self.assertFalse(is_priced(self.config(max_tokens=5)))
+
+    def test_the_estimate_at_completion_takes_the_pace_of_the_last_five_steps(self):
+        spend = Spend(cost_from=10.0)
+        for cost in (100.0, 1.0, 1.0, 1.0, 2.0, 5.0):
+            spend.add(cost, 10, 1.0)
+        self.assertAlmostEqual(spend.cost_total, 120.0)
+        self.assertAlmostEqual(spend.estimate_at_completion(4), 120.0 + 4 * 2.0)
+        self.assertAlmostEqual(spend.estimate_at_completion(0), 120.0)
+
+    def test_the_cap_decision_adds_the_predicted_next_step_to_this_runs_own_spend(self):
+        config = self.config(price_sampled_per_million=1.0, max_cost=10.0)
+        spend = Spend(cost_from=1000.0)  # the parent's: not this run's
+        self.assertIsNone(cap_passed(config, spend, 0.0), "nothing to predict from")
+        for cost, tokens, secs in ((1.0, 100, 10.0), (3.0, 100, 10.0), (2.0, 100, 10.0), (4.0, 400, 40.0)):
+            spend.add(cost, tokens, secs)
+        # spent 10, the next step predicted from the last three: (3 + 2 + 4) / 3 = 3
+        cap = cap_passed(config, spend, 0.0)
+        self.assertEqual(cap, {"cap": "max_cost", "limit": 10.0, "spent": 10.0, "next_step": 3.0})
+        self.assertIsNone(cap_passed(self.config(max_cost=13.5), spend, 0.0))
+        tokens = cap_passed(self.config(max_tokens=800), spend, 0.0)
+        self.assertEqual((tokens["cap"], tokens["spent"], tokens["next_step"]), ("max_tokens", 700, 200.0))
+        hours = cap_passed(self.config(max_hours=1.0), spend, 0.995)
+        self.assertEqual(hours["cap"], "max_hours")
+        self.assertAlmostEqual(hours["next_step"], 20.0 / 3600)
+        self.assertIn("max_cost 10 USD: this run spent 10 USD", describe_cap(cap, "USD"))
+
+    def test_a_resumed_runs_cost_total_comes_from_the_last_row_at_or_before_its_step(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "metrics.jsonl")
+            with open(path, "w") as f:
+                for row in ({"step": 1, "cost/total": 1.5}, {"step": 2, "cost/total": 3.0}, {"event": "capped", "step": 2, "spent": 9.0},
+                            {"step": 3, "tokens/prompt": 1}, {"step": 4, "cost/total": 8.0}):
+                    f.write(json.dumps(row) + "\n")
+                f.write("not json\n")
+            self.assertEqual(cost_total(path, 3), (3.0, 2))
+            self.assertEqual(cost_total(path, 0), (0.0, None))
+            self.assertEqual(cost_total(os.path.join(tmp, "missing"), 3), (0.0, None))
