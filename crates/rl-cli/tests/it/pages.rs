@@ -451,3 +451,55 @@ fn a_hundred_reads_at_once_hold_bounded_memory() {
         peak / (1024 * 1024)
     );
 }
+
+/// Issue 34: the terminal shows where a run's time and money went — its totals, pace, each
+/// part's share and the cost in `rl runs status`, its tokens and cost in `rl runs list`, and
+/// `rl runs cost` sums them per environment and per day.
+#[test]
+fn the_terminal_shows_where_time_and_money_go() {
+    let home = run_home(false);
+    let rl = |args: &[&str]| {
+        let output = crate::rl_in(home.path(), args);
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let status = rl(&["runs", "status", RUN, "--source", "file"]);
+    for shown in [
+        "tokens: 72.0k prompt · 24.0k sampled · 90.0k trained (to step 6)",
+        "pace 740 trained/s, 210 sampled/s",
+        "time: forward_backward 38% · wait 28%",
+        "bottleneck: forward_backward (38% of the time)",
+        "cost: 0.18 EUR so far, 0.36 EUR estimated at completion",
+    ] {
+        assert!(status.contains(shown), "{shown}\n{status}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&rl(&["--json", "runs", "status", RUN, "--source", "file"])).unwrap();
+    assert_eq!(json["accounting"]["tokens"]["sampled"], 24_000, "{json}");
+    assert_eq!(json["accounting"]["bottleneck"]["part"], "forward_backward");
+    assert_eq!(json["accounting"]["cost"]["currency"], "EUR");
+    let results: serde_json::Value =
+        serde_json::from_str(&rl(&["--json", "runs", "results", RUN, "--source", "file"])).unwrap();
+    assert_eq!(results["accounting"]["tokens"]["trained"], 90_000);
+    assert_eq!(results["history"].as_array().unwrap().len(), STEPS);
+
+    let list = rl(&["runs", "list"]);
+    assert!(
+        list.contains("trained tokens") && list.contains("90.0k") && list.contains("0.18 EUR"),
+        "{list}"
+    );
+    let listed: serde_json::Value = serde_json::from_str(&rl(&["--json", "runs", "list"])).unwrap();
+    assert_eq!(listed["runs"][0]["usage"]["tokens"]["prompt"], 72_000);
+
+    let cost: serde_json::Value = serde_json::from_str(&rl(&["--json", "runs", "cost"])).unwrap();
+    assert_eq!(cost["total"]["tokens"]["trained"], 90_000, "{cost}");
+    assert_eq!(cost["by_environment"][0]["key"], "digits@digits_env.py");
+    assert_eq!(cost["currencies"], serde_json::json!(["EUR"]));
+    let text = rl(&["runs", "cost", "--since", "2026-01-01"]);
+    assert!(
+        text.contains("day (UTC)") && text.contains("total"),
+        "{text}"
+    );
+    let refused = crate::rl_in(home.path(), &["runs", "cost", "--since", "yesterday"]);
+    assert!(!refused.status.success());
+}
