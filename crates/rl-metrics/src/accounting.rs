@@ -158,6 +158,13 @@ pub const TAIL_BYTES: u64 = 64 * 1024;
 /// The latest totals in a metrics file, read from its last [`TAIL_BYTES`] only (a list of
 /// hundreds of runs reads each one's); `None` when the file is absent or its end has none.
 pub fn latest_totals(path: &Path) -> Result<Option<Totals>, MetricsError> {
+    Ok(tail_rows(path)?.iter().rev().find_map(Totals::of_row))
+}
+
+/// The rows in a metrics file's last [`TAIL_BYTES`], in the file's order (the first line the
+/// window cuts, lines that are no row, and a line being written left out); none when the file
+/// is absent.
+pub fn tail_rows(path: &Path) -> Result<Vec<HistoryRow>, MetricsError> {
     let io = |source| MetricsError::Io {
         action: "read",
         path: path.to_owned(),
@@ -165,7 +172,7 @@ pub fn latest_totals(path: &Path) -> Result<Option<Totals>, MetricsError> {
     };
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(io(error)),
     };
     let length = file.metadata().map_err(io)?.len();
@@ -179,9 +186,7 @@ pub fn latest_totals(path: &Path) -> Result<Option<Totals>, MetricsError> {
         // The first line read is the end of one cut by the window.
         lines.next();
     }
-    Ok(lines
-        .rev()
-        .find_map(|line| Totals::of_row(&row_of_line(line)?)))
+    Ok(lines.filter_map(row_of_line).collect())
 }
 
 /// A metrics line as a row of its numbers (the metrics file's own reader keeps everything).

@@ -21,7 +21,9 @@ mod view;
 mod wandb_api;
 mod wandb_file;
 
-pub use accounting::{Accounting, STEP_PARTS, TAIL_BYTES, Totals, latest_totals, part_key};
+pub use accounting::{
+    Accounting, STEP_PARTS, TAIL_BYTES, Totals, latest_totals, part_key, tail_rows,
+};
 pub use checkpoints::{CheckpointRecord, archive_bytes, engine_archive, read_checkpoints};
 pub use error::MetricsError;
 pub use health::{Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, StepWindow};

@@ -1,15 +1,16 @@
 //! The data of `rl serve`'s run pages (`answers/page.rs`).
 
 use rl_metrics::{
-    HistoryRow, STEP_PARTS, StatusMetrics, part_key, read_metrics_file, read_rollouts,
-    rollout_steps,
+    HistoryRow, STEP_PARTS, StatusMetrics, Totals, part_key, read_metrics_file, read_rollouts,
+    rollout_steps, tail_rows,
 };
 use rl_settings::{RunConfig, RunFolder, RunId, run_dir};
 
 use crate::answers::{
     Anatomy, MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel, StepAnatomy,
+    UsageView,
 };
-use crate::costs::{accounting_of, usage_of};
+use crate::costs::{accounting_of, priced_currency};
 use crate::metrics::SourceChoice;
 use crate::resume_point::total_steps;
 use crate::{Tools, ToolsError};
@@ -36,13 +37,21 @@ impl Tools {
         let rows = runs
             .into_iter()
             .map(|run| {
+                // The end of each run's metrics file only: a list of hundreds of runs stays
+                // cheap however long they trained.
                 let dir = RunId::parse(&run.id).map(|id| run_dir(self.home(), &id));
-                let latest = dir
+                let rows = dir
                     .as_ref()
                     .ok()
-                    .and_then(|dir| read_metrics_file(&RunFolder::at(dir).metrics()).ok())
-                    .map(|metrics| MetricsView::from(&StatusMetrics::of(&metrics)))
+                    .and_then(|dir| tail_rows(&RunFolder::at(dir).metrics()).ok())
                     .unwrap_or_default();
+                let latest = rows
+                    .last()
+                    .map(|row| MetricsView::from(&StatusMetrics::of_row(row)))
+                    .unwrap_or_default();
+                let usage = rows.iter().rev().find_map(Totals::of_row).map(|totals| {
+                    UsageView::new(&totals, priced_currency(&run.config_path).as_deref())
+                });
                 RunRow {
                     run_id: run.id.clone(),
                     environment: run.environment.clone(),
@@ -56,7 +65,7 @@ impl Tools {
                         .ok()
                         .as_ref()
                         .and_then(total_steps),
-                    usage: usage_of(&run.config_path),
+                    usage,
                 }
             })
             .collect();
