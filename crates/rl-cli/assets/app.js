@@ -94,7 +94,8 @@
     app.prepend(box);
   }
 
-  const FINISHED = ["stopped", "completed", "failed", "lost"];
+  // A capped run ended before a step that would pass its cost, tokens or hours.
+  const FINISHED = ["stopped", "completed", "failed", "lost", "capped"];
   // Steps are whole: ticks only at whole steps.
   const STEP_AXIS = { label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] };
 

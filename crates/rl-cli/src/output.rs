@@ -78,7 +78,8 @@ pub(crate) fn state_tone(state: &str) -> Tone {
     match state {
         "completed" | "running" => Tone::Good,
         "failed" | "lost" => Tone::Bad,
-        "stopped" => Tone::Quiet,
+        // Capped: ended where the operator's or the agent's caps said, its state saved.
+        "stopped" | "capped" => Tone::Quiet,
         _ => Tone::Busy,
     }
 }
