@@ -4,6 +4,7 @@
 
 mod browser;
 mod compare;
+mod costs;
 mod env_dependencies;
 mod evaluation;
 mod hosted;
