@@ -40,12 +40,16 @@ pub fn copy_engine(run_dir: &Path, to_dir: &Path) -> Result<(), ProcessError> {
 }
 
 /// The lines of a JSON-lines record whose `step` is at most `step`; rows without a step (the
-/// final weights' event) and unreadable lines belong to the parent's end and are left out.
+/// final weights' event), the trainer's `capped` event (the parent's end, not the child's) and
+/// unreadable lines belong to the parent's end and are left out.
 fn rows_up_to(text: &str, step: u64) -> String {
     text.lines()
         .filter(|line| {
             serde_json::from_str::<serde_json::Value>(line)
                 .ok()
+                .filter(|row| {
+                    row.get("event").and_then(serde_json::Value::as_str) != Some("capped")
+                })
                 .and_then(|row| row.get("step").and_then(serde_json::Value::as_u64))
                 .is_some_and(|row_step| row_step <= step)
         })
@@ -100,7 +104,8 @@ mod tests {
 
     #[test]
     fn rows_after_the_step_and_without_one_are_left_out() {
-        let text = "{\"step\": 1}\n{\"step\": 2, \"x\": 1}\n{\"step\": 3}\nnot json\n{\"event\": \"final_weights\"}\n";
+        let text = "{\"step\": 1}\n{\"step\": 2, \"x\": 1}\n{\"step\": 3}\nnot json\n{\"event\": \"final_weights\"}\n\
+                    {\"event\": \"capped\", \"step\": 2, \"cap\": \"max_cost\"}\n";
         assert_eq!(
             rows_up_to(text, 2),
             "{\"step\": 1}\n{\"step\": 2, \"x\": 1}\n"

@@ -155,6 +155,11 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
     );
     let finished = wait_until_finished(&stack, &child);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&child));
+    let child_metrics = lines(&stack.run_dir(&child).join("metrics.jsonl"));
+    assert!(
+        child_metrics.iter().all(|row| row["event"] != "capped"),
+        "the parent's cap is its own end, not carried over: {child_metrics:#?}"
+    );
     let child_rows = step_rows(&stack, &child);
     let steps: Vec<u64> = child_rows
         .iter()
