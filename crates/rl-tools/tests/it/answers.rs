@@ -373,7 +373,10 @@ fn caps_arguments_are_checked_before_a_start() {
         (json!({"max_tokens": 1.5}), "invalid type: floating point"),
         (json!({"max_tokens": -3}), "invalid value: integer `-3`"),
         (json!({"max_caps": 3}), "unknown field `max_caps`"),
-        (json!({"max_hours": 0}), "max_hours must be a number above 0"),
+        (
+            json!({"max_hours": 0}),
+            "max_hours must be a number above 0",
+        ),
         (json!({"max_cost": 2.0}), "max_cost 2 needs a price"),
     ] {
         let answer = fixture.call("rl_start_training", arguments.clone());
@@ -387,7 +390,11 @@ fn caps_arguments_are_checked_before_a_start() {
     let error = resumed["answer"]["error"].as_str().unwrap_or_default();
     assert!(error.contains("invalid type: string"), "{resumed:#}");
     let runs = fixture.call("rl_list_runs", json!({}));
-    assert_eq!(runs["answer"]["runs"], json!([]), "nothing started: {runs:#}");
+    assert_eq!(
+        runs["answer"]["runs"],
+        json!([]),
+        "nothing started: {runs:#}"
+    );
 }
 
 #[test]
