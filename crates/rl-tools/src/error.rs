@@ -28,7 +28,7 @@ pub enum ToolsError {
     #[error("no run with id '{run_id}'")]
     UnknownRun {
         run_id: String,
-        /// The runs still going (not stopped, completed, failed or lost).
+        /// The runs still going (not stopped, completed, capped, failed or lost).
         active: Vec<String>,
         /// The newest runs, whatever their state (at most [`crate::KNOWN_RUNS_SHOWN`]).
         known: Vec<String>,

@@ -203,8 +203,9 @@ impl ToolName {
             Self::CheckStatus => ToolSpec {
                 name: self.name(),
                 description: "A run's state and latest training numbers. Returns `status` (starting, \
-                    running, stopping, stopped, completed, failed, lost), each process's state, \
-                    log paths, `metrics` (step, reward_mean, loss, percent_correct, \
+                    running, stopping, stopped, completed, capped (ended before a step that \
+                    would pass a cap: rl_resume_training continues it), failed, lost), each \
+                    process's state, log paths, `metrics` (step, reward_mean, loss, percent_correct, \
                     eval_percent_correct, ... each null until logged), a health digest with warning \
                     signs, and the run's events. Agents may check one run once per interval set by \
                     the operator (30 minutes unless changed); an earlier call answers \

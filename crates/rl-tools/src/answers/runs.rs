@@ -23,7 +23,7 @@ use super::metrics::{
 pub struct RunView {
     pub id: String,
     pub environment: String,
-    /// starting, running, stopping, stopped, completed, failed or lost.
+    /// starting, running, stopping, stopped, completed, capped, failed or lost.
     pub state: &'static str,
     /// What a starting run waits for (`queued`, `engine`, `api`, `trainer`, `env`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -270,7 +270,7 @@ impl Started {
 #[derive(Debug, Clone, Serialize)]
 pub struct StatusView {
     pub run_id: String,
-    /// starting, running, stopping, stopped, completed, failed or lost.
+    /// starting, running, stopping, stopped, completed, capped, failed or lost.
     pub status: &'static str,
     pub running_time_minutes: f64,
     /// Each component: `running`, `not started`, `exited (0)`, `signalled (15)`.
