@@ -12,6 +12,7 @@ mod mcp;
 mod mcp_config;
 mod output;
 mod preflight;
+mod run_views;
 mod runs;
 mod serve;
 mod setup;

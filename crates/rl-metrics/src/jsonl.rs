@@ -110,6 +110,8 @@ fn read_object(
                 object.get("step").and_then(serde_json::Value::as_i64),
                 path.to_owned(),
             )),
+            // A run's cap is said by its state (`capped`) and its events, with the figures.
+            (Some("capped"), _) => {}
             _ => metrics.warnings.push(format!(
                 "line {number}: event {event} is not one this reader knows; skipped"
             )),

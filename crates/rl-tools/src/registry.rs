@@ -280,12 +280,12 @@ impl Registry {
             ToolName::GetResults => {
                 let RunArgs { run_id } = parse(name, arguments)?;
                 let id = self.tools.run_id(&run_id)?;
-                to_json(&self.tools.results(&id, SourceChoice::Auto).await?)
+                to_json(&self.tools.results_answer(&id, SourceChoice::Auto).await?)
             }
             ToolName::ListRuns => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
-                    .blocking(|tools| to_json(&tools.list_runs()?))
+                    .blocking(|tools| to_json(&tools.list_runs_with_usage()?))
                     .await
             }
             ToolName::ListCheckpoints => {
@@ -380,7 +380,10 @@ impl Registry {
             })
             .await?;
         match read {
-            Ok(status) => to_json(&self.tools.with_metrics(status, SourceChoice::Auto).await?),
+            Ok(status) => {
+                let status = self.tools.with_metrics(status, SourceChoice::Auto).await?;
+                to_json(&self.tools.with_accounting(status).await)
+            }
             Err(rate_limited) => Ok(rate_limited),
         }
     }

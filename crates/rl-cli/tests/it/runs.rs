@@ -230,7 +230,7 @@ pub(crate) fn label_of(status: &Value) -> String {
 pub(crate) fn is_finished(status: &Value) -> bool {
     matches!(
         status["state"].as_str(),
-        Some("stopped" | "completed" | "failed" | "lost")
+        Some("stopped" | "completed" | "failed" | "lost" | "capped")
     )
 }
 

@@ -178,4 +178,3 @@ pub(crate) trait KnownNames {
     fn environment_names(&self) -> Option<Vec<String>>;
     fn field_names(&self) -> Option<Vec<String>>;
 }
-
