@@ -1,10 +1,11 @@
 //! Whether a run is learning, judged over its recent history: the signs an RL engineer looks
 //! for first. Every flag names its metric and the steps it looked at.
 
-use std::time::Duration;
-
 use crate::model::{HistoryRow, LoggedRun, MetricValue};
 use crate::view::{ADVANTAGES_STD, LOGPROBS_DIFF, LOSS, REWARD_MEAN};
+
+/// The metric a step's time is logged under by rl's trainer.
+const STEP_SECS: &str = "time/total_secs";
 
 /// The thresholds; the defaults suit a Tinker GRPO run.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,8 +14,12 @@ pub struct HealthPolicy {
     pub window_rows: usize,
     /// Below this many rows with a metric, trends are not judged (too little to tell).
     pub min_points: usize,
-    /// A running run with no new step for this long is stalled.
-    pub stall_after: Duration,
+    /// A running run with no new step for this many times its recent median step time is
+    /// stalled (`run.stall_factor`).
+    pub stall_factor: f64,
+    /// ... but never before this many seconds: the first steps compile and load models, and a
+    /// run without a step time yet is judged against this alone (`run.stall_floor_secs`).
+    pub stall_floor_secs: f64,
     /// `reward/mean` moving less than this over the window is flat.
     pub flat_tolerance: f64,
     /// The trainer treats advantages with a spread at or below this as zero (it skips them).
@@ -28,7 +33,8 @@ impl Default for HealthPolicy {
         Self {
             window_rows: 20,
             min_points: 5,
-            stall_after: Duration::from_secs(15 * 60),
+            stall_factor: 5.0,
+            stall_floor_secs: 600.0,
             flat_tolerance: 1e-6,
             zero_spread: 1e-6,
             drift_floor: 0.05,
@@ -38,13 +44,92 @@ impl Default for HealthPolicy {
 
 /// What the caller knows about the run's processes (metrics alone cannot tell a finished run
 /// from a stalled one).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Activity {
     pub running: bool,
     /// Unix seconds when the run started running, the floor for "no new step since".
     pub running_since: Option<f64>,
     /// Unix seconds now.
     pub now: f64,
+    /// Where rl's trainer says it is in its step, and since when (Unix seconds); `None` when
+    /// it says nothing (another trainer, or before its first step).
+    pub phase: Option<(Phase, f64)>,
+    /// Unix seconds when the environment last returned from making a group (`rl_env`'s
+    /// counts); `None` when it has not yet, or is not counted.
+    pub last_group: Option<f64>,
+}
+
+/// The part of a step rl's trainer is in (`trainer-phase.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for run-api to hand it a batch.
+    Wait,
+    Logprobs,
+    Rollouts,
+    ForwardBackward,
+    Optim,
+    Save,
+    SamplerUpdate,
+    Eval,
+    Other,
+}
+
+impl Phase {
+    /// The trainer's word for it; an unknown word is `Other`.
+    pub fn parse(word: &str) -> Self {
+        match word {
+            "wait" => Self::Wait,
+            "logprobs" => Self::Logprobs,
+            "rollouts" => Self::Rollouts,
+            "forward_backward" => Self::ForwardBackward,
+            "optim" => Self::Optim,
+            "save" => Self::Save,
+            "sampler_update" => Self::SamplerUpdate,
+            "eval" => Self::Eval,
+            _ => Self::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Wait => "wait",
+            Self::Logprobs => "logprobs",
+            Self::Rollouts => "rollouts",
+            Self::ForwardBackward => "forward_backward",
+            Self::Optim => "optim",
+            Self::Save => "save",
+            Self::SamplerUpdate => "sampler_update",
+            Self::Eval => "eval",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// The part of a run a stall is blamed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StallComponent {
+    /// The environment sends no groups.
+    Environment,
+    /// Groups arrive but run-api hands the trainer no batch.
+    Api,
+    /// The engine does not answer the trainer's calls.
+    Engine,
+    /// The trainer's evaluation of a checkpoint.
+    Evaluation,
+    /// The trainer itself (or nothing said where it is).
+    Trainer,
+}
+
+impl StallComponent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Environment => "environment",
+            Self::Api => "api",
+            Self::Engine => "engine",
+            Self::Evaluation => "evaluation",
+            Self::Trainer => "trainer",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +172,8 @@ pub struct HealthFlag {
     pub metric: String,
     pub window: StepWindow,
     pub detail: String,
+    /// For a stall, the part of the run that is busy or waiting.
+    pub component: Option<StallComponent>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -128,13 +215,104 @@ fn window_of(rows: &[HistoryRow]) -> Option<StepWindow> {
     })
 }
 
+/// The median of the finite, positive values; `None` without any.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.retain(|value| value.is_finite() && *value > 0.0);
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(values[middle]),
+        _ => Some(f64::midpoint(values[middle - 1], values[middle])),
+    }
+}
+
+/// The latest rows' median step time: their `time/total_secs`, else the gaps between their
+/// times.
+fn median_step_secs(rows: &[HistoryRow]) -> Option<f64> {
+    median(
+        rows.iter()
+            .filter_map(|row| row.number(STEP_SECS))
+            .collect(),
+    )
+    .or_else(|| {
+        let times: Vec<f64> = rows.iter().filter_map(|row| row.timestamp).collect();
+        median(times.windows(2).map(|pair| pair[1] - pair[0]).collect())
+    })
+}
+
+/// How long without a new step is a stall: the policy's factor times the recent median step,
+/// never less than its floor.
+fn stall_limit(rows: &[HistoryRow], policy: &HealthPolicy) -> f64 {
+    median_step_secs(rows).map_or(policy.stall_floor_secs, |median| {
+        (policy.stall_factor * median).max(policy.stall_floor_secs)
+    })
+}
+
+fn minutes(secs: f64) -> String {
+    if secs < 120.0 {
+        format!("{secs:.0} s")
+    } else {
+        format!("{:.0} min", secs / 60.0)
+    }
+}
+
+/// Who the stall is blamed on, and in which words, from where the trainer says it is.
+fn blame(activity: Activity) -> (StallComponent, String) {
+    let now = activity.now;
+    let Some((phase, since)) = activity.phase else {
+        return (
+            StallComponent::Trainer,
+            "the trainer is busy (it says nothing of where it is)".to_owned(),
+        );
+    };
+    let held = minutes(now - since);
+    let word = phase.as_str();
+    match phase {
+        Phase::Wait => match activity.last_group {
+            Some(last) if last >= since => (
+                StallComponent::Api,
+                format!(
+                    "the trainer is waiting for a batch from run-api (the environment is making \
+                     groups, the last {} ago; waiting for {held})",
+                    minutes(now - last)
+                ),
+            ),
+            last => (
+                StallComponent::Environment,
+                format!(
+                    "the environment is not sending (no group for {}; the trainer is waiting for a \
+                     batch)",
+                    minutes(now - last.unwrap_or(since))
+                ),
+            ),
+        },
+        Phase::ForwardBackward
+        | Phase::Optim
+        | Phase::Save
+        | Phase::SamplerUpdate
+        | Phase::Logprobs => (
+            StallComponent::Engine,
+            format!("the engine is not answering ({word} for {held})"),
+        ),
+        Phase::Eval => (
+            StallComponent::Evaluation,
+            format!("the evaluation of a checkpoint is still running (eval for {held})"),
+        ),
+        Phase::Rollouts | Phase::Other => (
+            StallComponent::Trainer,
+            format!("the trainer is busy ({word} for {held})"),
+        ),
+    }
+}
+
 fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Option<HealthFlag> {
     if !activity.running {
         return None;
     }
     let last = rows.last();
     // A row without a time says nothing of when it came: then no verdict, rather than a false
-    // alarm 15 minutes after the start.
+    // alarm a floor after the start.
     if last.is_some_and(|row| row.timestamp.is_none()) {
         return None;
     }
@@ -143,10 +321,11 @@ fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Op
         .flatten()
         .reduce(f64::max)?;
     let quiet = activity.now - last_progress;
-    if quiet < policy.stall_after.as_secs_f64() {
+    let limit = stall_limit(rows, policy);
+    if quiet < limit {
         return None;
     }
-    let minutes = quiet / 60.0;
+    let (component, blamed) = blame(activity);
     let (window, detail) = match last {
         Some(row) => (
             StepWindow {
@@ -155,7 +334,10 @@ fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Op
                 rows: 1,
             },
             format!(
-                "no new step for {minutes:.0} min while running; the last was step {}",
+                "{blamed}: no new step for {} while running (stalled past {}); the last was step \
+                 {}",
+                minutes(quiet),
+                minutes(limit),
                 row.step
             ),
         ),
@@ -165,7 +347,11 @@ fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Op
                 last_step: 0,
                 rows: 0,
             },
-            format!("running for {minutes:.0} min without logging a step"),
+            format!(
+                "{blamed}: running for {} without logging a step (stalled past {})",
+                minutes(quiet),
+                minutes(limit)
+            ),
         ),
     };
     Some(HealthFlag {
@@ -173,6 +359,7 @@ fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Op
         metric: "_step".to_owned(),
         window,
         detail,
+        component: Some(component),
     })
 }
 
@@ -196,6 +383,7 @@ fn non_finite(rows: &[HistoryRow], window: StepWindow) -> Vec<HealthFlag> {
                     rows.len(),
                     MetricValue::Number(first_value)
                 ),
+                component: None,
             })
         })
         .collect()
@@ -231,6 +419,7 @@ fn reward_flat(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<HealthFlag>
         metric: REWARD_MEAN.to_owned(),
         window: window_of_points(&points),
         detail: format!("{REWARD_MEAN} stayed at {low} for {} rows", points.len()),
+        component: None,
     })
 }
 
@@ -261,6 +450,7 @@ fn zero_group_variance(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<Hea
             policy.zero_spread,
             judged.len()
         ),
+        component: None,
     })
 }
 
@@ -281,6 +471,7 @@ fn logprob_drift_rising(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<He
         detail: format!(
             "|{LOGPROBS_DIFF}| rose from {before:.4} to {after:.4} (mean of each half of the window): sampler and trainer disagree more and more"
         ),
+        component: None,
     })
 }
 
@@ -313,6 +504,7 @@ mod tests {
             running: false,
             running_since: None,
             now: 0.0,
+            ..Activity::default()
         }
     }
 
@@ -360,6 +552,7 @@ mod tests {
             running: true,
             running_since: Some(900.0),
             now: last + 16.0 * 60.0,
+            ..Activity::default()
         };
         let digest = HealthDigest::assess(&trainer, running, &HealthPolicy::default());
         assert_eq!(kinds(&digest), vec![FlagKind::Stalled]);
@@ -387,6 +580,7 @@ mod tests {
             running: true,
             running_since: Some(0.0),
             now: 3600.0,
+            ..Activity::default()
         };
         assert!(HealthDigest::assess(&trainer, activity, &HealthPolicy::default()).healthy);
     }
@@ -397,6 +591,7 @@ mod tests {
             running: true,
             running_since: Some(0.0),
             now: 20.0 * 60.0,
+            ..Activity::default()
         };
         let digest =
             HealthDigest::assess(&LoggedRun::default(), activity, &HealthPolicy::default());
@@ -468,6 +663,164 @@ mod tests {
         assert_eq!(digest.flags[0].window.first_step, 1);
         assert!(
             HealthDigest::assess(&learning_run(10), finished(), &HealthPolicy::default()).healthy
+        );
+    }
+
+    /// Ten steps of `secs` each, the last at 1000 + 10 × secs, logged with their time.
+    fn timed_run(secs: f64) -> LoggedRun {
+        run((1..=10)
+            .map(|s| {
+                let x = s as f64;
+                (
+                    s,
+                    Some(1000.0 + x * secs),
+                    vec![
+                        (REWARD_MEAN, 0.2 + 0.01 * x),
+                        (ADVANTAGES_STD, 0.4),
+                        (STEP_SECS, secs),
+                    ],
+                )
+            })
+            .collect())
+    }
+
+    fn stalled_flag(
+        trainer: &LoggedRun,
+        activity: Activity,
+        policy: &HealthPolicy,
+    ) -> Option<HealthFlag> {
+        HealthDigest::assess(trainer, activity, policy)
+            .flags
+            .into_iter()
+            .find(|flag| flag.kind == FlagKind::Stalled)
+    }
+
+    #[test]
+    fn the_limit_is_the_factor_times_the_median_step_never_below_the_floor() {
+        let policy = HealthPolicy {
+            stall_factor: 2.0,
+            stall_floor_secs: 5.0,
+            ..HealthPolicy::default()
+        };
+        let trainer = timed_run(100.0);
+        let last = 2000.0;
+        let at = |now: f64| Activity {
+            running: true,
+            running_since: Some(900.0),
+            now,
+            ..Activity::default()
+        };
+        // 2 × 100 s: 150 s without a step is fine, 250 s is a stall.
+        assert!(stalled_flag(&trainer, at(last + 150.0), &policy).is_none());
+        assert!(stalled_flag(&trainer, at(last + 250.0), &policy).is_some());
+        // The floor rules when steps are quick: 2 × 1 s, but never before 60 s.
+        let quick = timed_run(1.0);
+        let floor = HealthPolicy {
+            stall_floor_secs: 60.0,
+            ..policy.clone()
+        };
+        let quick_last = 1010.0;
+        assert!(stalled_flag(&quick, at(quick_last + 30.0), &floor).is_none());
+        assert!(stalled_flag(&quick, at(quick_last + 61.0), &floor).is_some());
+        // Without `time/total_secs`, the gaps between the rows' times are the step time.
+        let mut untimed = timed_run(100.0);
+        for row in &mut untimed.history {
+            row.values.remove(STEP_SECS);
+        }
+        assert!(stalled_flag(&untimed, at(last + 150.0), &policy).is_none());
+        assert!(stalled_flag(&untimed, at(last + 250.0), &policy).is_some());
+        // The default: five medians, ten minutes at least.
+        let defaults = HealthPolicy::default();
+        assert!(stalled_flag(&trainer, at(last + 450.0), &defaults).is_none());
+        assert!(stalled_flag(&trainer, at(last + 601.0), &defaults).is_some());
+        assert!(stalled_flag(&timed_run(300.0), at(4000.0 + 1400.0), &defaults).is_none());
+    }
+
+    /// A stall 20 minutes after the last step (at 2000) with the trainer in `phase` since
+    /// 2010, and the environment's last group at `last_group`.
+    fn blamed(phase: Option<&str>, last_group: Option<f64>) -> HealthFlag {
+        let activity = Activity {
+            running: true,
+            running_since: Some(900.0),
+            now: 2000.0 + 1200.0,
+            phase: phase.map(|word| (Phase::parse(word), 2010.0)),
+            last_group,
+        };
+        stalled_flag(&timed_run(100.0), activity, &HealthPolicy::default()).unwrap()
+    }
+
+    #[test]
+    fn an_environment_that_stops_sending_is_named() {
+        for last_group in [None, Some(1990.0)] {
+            let flag = blamed(Some("wait"), last_group);
+            assert_eq!(flag.component, Some(StallComponent::Environment));
+            assert!(
+                flag.detail
+                    .starts_with("the environment is not sending (no group for"),
+                "{}",
+                flag.detail
+            );
+            assert!(flag.detail.contains("step 10"), "{}", flag.detail);
+        }
+        assert!(
+            blamed(Some("wait"), Some(1990.0))
+                .detail
+                .contains("no group for 20 min")
+        );
+    }
+
+    #[test]
+    fn a_trainer_waiting_while_groups_arrive_names_run_api() {
+        let flag = blamed(Some("wait"), Some(3100.0));
+        assert_eq!(flag.component, Some(StallComponent::Api));
+        assert!(
+            flag.detail
+                .starts_with("the trainer is waiting for a batch from run-api"),
+            "{}",
+            flag.detail
+        );
+    }
+
+    #[test]
+    fn a_call_to_the_engine_that_does_not_return_names_the_engine() {
+        for word in [
+            "forward_backward",
+            "optim",
+            "save",
+            "sampler_update",
+            "logprobs",
+        ] {
+            let flag = blamed(Some(word), Some(3100.0));
+            assert_eq!(flag.component, Some(StallComponent::Engine), "{word}");
+            assert!(
+                flag.detail
+                    .starts_with(&format!("the engine is not answering ({word} for 20 min)")),
+                "{}",
+                flag.detail
+            );
+        }
+    }
+
+    #[test]
+    fn an_evaluation_a_busy_trainer_and_a_silent_one_are_named() {
+        let eval = blamed(Some("eval"), None);
+        assert_eq!(eval.component, Some(StallComponent::Evaluation));
+        assert!(eval.detail.starts_with("the evaluation"), "{}", eval.detail);
+        for word in ["rollouts", "other", "something new"] {
+            let busy = blamed(Some(word), None);
+            assert_eq!(busy.component, Some(StallComponent::Trainer));
+            assert!(
+                busy.detail.starts_with("the trainer is busy ("),
+                "{}",
+                busy.detail
+            );
+        }
+        let silent = blamed(None, None);
+        assert_eq!(silent.component, Some(StallComponent::Trainer));
+        assert!(
+            silent.detail.starts_with("the trainer is busy"),
+            "{}",
+            silent.detail
         );
     }
 }

@@ -26,7 +26,9 @@ pub use accounting::{
 };
 pub use checkpoints::{CheckpointRecord, archive_bytes, engine_archive, read_checkpoints};
 pub use error::MetricsError;
-pub use health::{Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, StepWindow};
+pub use health::{
+    Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, Phase, StallComponent, StepWindow,
+};
 pub use jsonl::{MetricsFile, read_metrics_file};
 pub use model::{
     Checkpoint, HistoryRow, LoggedRun, MetricValue, RunMetrics, RunRole, SourceKind,

@@ -21,6 +21,8 @@ impl RunFolder {
     pub const LAUNCH_PLAN: &str = "launch.json";
     /// The groups the environment made, counted by rl's environment runner.
     pub const ENV_GROUPS: &str = "env-groups.json";
+    /// Where rl's trainer is in its step, rewritten whole at each change of phase.
+    pub const TRAINER_PHASE: &str = "trainer-phase.json";
     /// The local engine's database and checkpoints.
     pub const ENGINE: &str = "engine";
     /// Below `ENGINE`: the checkpoints the local engine wrote.
@@ -76,6 +78,12 @@ impl RunFolder {
         self.dir.join(Self::ENV_GROUPS)
     }
 
+    /// Where rl's trainer is in its step (`{"phase", "step", "since"}`), written whole at each
+    /// change of phase: what a stalled run's health flag names.
+    pub fn trainer_phase(&self) -> PathBuf {
+        self.dir.join(Self::TRAINER_PHASE)
+    }
+
     pub fn engine(&self) -> PathBuf {
         self.dir.join(Self::ENGINE)
     }
@@ -126,5 +134,6 @@ pub(crate) fn names_for_python() -> serde_json::Value {
         "metrics": RunFolder::METRICS,
         "checkpoints": RunFolder::CHECKPOINTS,
         "rollouts": RunFolder::ROLLOUTS,
+        "trainer_phase": RunFolder::TRAINER_PHASE,
     })
 }

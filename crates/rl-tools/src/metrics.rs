@@ -4,12 +4,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use std::io::Read as _;
+use std::path::Path;
+
 use rl_metrics::{
-    Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, RunTarget, SourceFailure,
+    Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, Phase, RunTarget, SourceFailure,
     SourceKind, WandbApi, WandbApiConfig, WandbFiles, WandbNames,
 };
-use rl_process::{Component, RunRecord, RunState};
-use rl_settings::{RunWandb, Secrets};
+use rl_process::{Component, EnvGroups, LaunchPlan, RunRecord, RunState};
+use rl_settings::{RunFolder, RunTiming, RunWandb, Secrets};
 
 use crate::ToolsError;
 
@@ -184,14 +187,47 @@ fn wandb_api(
     Ok(WandbApi::new(config)?)
 }
 
-/// What the processes say, for the health digest's stall check.
+/// What the processes say, for the health digest's stall check: the run's state, where its
+/// trainer says it is, and when its environment last made a group.
 pub(crate) fn activity_of(run: &RunRecord) -> Activity {
     let running = matches!(run.state, RunState::Running);
+    let folder = run.config_path.parent().map(RunFolder::at);
     Activity {
         running,
         running_since: running.then(|| unix_seconds(&run.updated_at)).flatten(),
         now: jiff::Timestamp::now().as_millisecond() as f64 / 1000.0,
+        phase: folder
+            .as_ref()
+            .and_then(|folder| trainer_phase(&folder.trainer_phase())),
+        last_group: folder
+            .as_ref()
+            .and_then(|folder| EnvGroups::read(&folder.env_groups()))
+            .and_then(|groups| groups.updated),
     }
+}
+
+/// The most a phase file is read of (it holds three short fields).
+const PHASE_MAX_BYTES: u64 = 4096;
+
+/// Where rl's trainer says it is (`trainer-phase.json`): the phase and since when; `None` when
+/// it says nothing, or nothing readable (a file cut short, or no regular file).
+fn trainer_phase(path: &Path) -> Option<(Phase, f64)> {
+    #[derive(serde::Deserialize)]
+    struct Written {
+        phase: String,
+        since: f64,
+    }
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = Vec::new();
+    file.take(PHASE_MAX_BYTES).read_to_end(&mut text).ok()?;
+    let written: Written = serde_json::from_slice(&text).ok()?;
+    written
+        .since
+        .is_finite()
+        .then(|| (Phase::parse(&written.phase), written.since))
 }
 
 fn unix_seconds(timestamp: &str) -> Option<f64> {
@@ -199,9 +235,27 @@ fn unix_seconds(timestamp: &str) -> Option<f64> {
     Some(parsed.as_millisecond() as f64 / 1000.0)
 }
 
-/// One policy for every face until operators ask to tune it.
-pub(crate) fn policy() -> HealthPolicy {
-    HealthPolicy::default()
+/// The health policy of a run: the stall limits the operator's settings gave it as it started
+/// (`[run] stall_factor`, `stall_floor_secs`, as its launch plan records them, as the
+/// no-signal bounds are read), the defaults for the rest.
+pub(crate) fn policy(run: &RunRecord) -> HealthPolicy {
+    let timing = run
+        .config_path
+        .parent()
+        .and_then(|dir| launch_timing(&RunFolder::at(dir).launch_plan()))
+        .unwrap_or_default();
+    HealthPolicy {
+        stall_factor: timing.stall_factor,
+        stall_floor_secs: timing.stall_floor_secs,
+        ..HealthPolicy::default()
+    }
+}
+
+fn launch_timing(path: &Path) -> Option<RunTiming> {
+    let text = std::fs::read(path).ok()?;
+    serde_json::from_slice::<LaunchPlan>(&text)
+        .ok()
+        .map(|plan| plan.timing)
 }
 
 #[cfg(test)]
@@ -243,5 +297,25 @@ mod tests {
                 "{offline}"
             );
         }
+    }
+
+    #[test]
+    fn the_trainers_phase_is_read_and_a_broken_file_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trainer-phase.json");
+        assert_eq!(trainer_phase(&path), None);
+        std::fs::write(
+            &path,
+            r#"{"phase": "wait", "step": 3, "since": 1700000000.5}"#,
+        )
+        .unwrap();
+        assert_eq!(trainer_phase(&path), Some((Phase::Wait, 1_700_000_000.5)));
+        std::fs::write(&path, r#"{"phase": "optim", "st"#).unwrap();
+        assert_eq!(trainer_phase(&path), None);
+        std::fs::write(&path, r#"{"phase": "juggling", "step": 1, "since": 5}"#).unwrap();
+        assert_eq!(trainer_phase(&path), Some((Phase::Other, 5.0)));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert_eq!(trainer_phase(&path), None);
     }
 }

@@ -161,7 +161,7 @@ impl Tools {
         let results = collected
             .metrics
             .as_ref()
-            .map(|found| Results::of(found, metrics::activity_of(&run), &metrics::policy()));
+            .map(|found| Results::of(found, metrics::activity_of(&run), &metrics::policy(&run)));
         let wandb = wandb.ok();
         Ok(ResultsView {
             wandb_url: results
@@ -401,7 +401,7 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
             found.and_then(|metrics| {
                 let trainer = metrics.trainer.as_ref()?;
                 let digest =
-                    HealthDigest::assess(trainer, metrics::activity_of(run), &metrics::policy());
+                    HealthDigest::assess(trainer, metrics::activity_of(run), &metrics::policy(run));
                 Some(HealthView::from(&digest))
             }),
             groups.as_ref(),

@@ -19,6 +19,7 @@ fn finished() -> Activity {
         running: false,
         running_since: None,
         now: 0.0,
+        ..Activity::default()
     }
 }
 

@@ -116,7 +116,21 @@ impl Settings {
                  turns either off)"
             )));
         }
+        if !(timing.stall_factor.is_finite() && (1.0..=1000.0).contains(&timing.stall_factor)) {
+            return Err(SettingsError::Invalid(format!(
+                "run.stall_factor is {}; it must be between 1 and 1000 (a step this many times \
+                 its recent median is stalled)",
+                timing.stall_factor
+            )));
+        }
+        if !(timing.stall_floor_secs.is_finite() && timing.stall_floor_secs > 0.0) {
+            return Err(SettingsError::Invalid(format!(
+                "run.stall_floor_secs is {}; it must be more than 0 seconds",
+                timing.stall_floor_secs
+            )));
+        }
         for (name, value) in [
+            ("run.stall_floor_secs", timing.stall_floor_secs),
             (
                 "run.engine_ready_timeout_secs",
                 timing.engine_ready_timeout_secs,

@@ -214,7 +214,18 @@ pub struct RunTiming {
     /// Past this many such groups, none with signal, the run fails naming the cause; 0 never
     /// fails it. Also ends a pre-flight's model (and an evaluation) early with `no signal`.
     pub no_signal_fail_groups: u64,
+    /// A running run whose step has not advanced for this many times its recent median step
+    /// time is stalled (a health warning naming the component that is busy or waiting).
+    pub stall_factor: f64,
+    /// Never stalled before this many seconds without a step: the first steps compile and load
+    /// models, and a run without a step time yet is judged against this alone.
+    pub stall_floor_secs: f64,
 }
+
+/// `run.stall_factor`'s default: a step five times its recent median is stalled.
+pub(crate) const DEFAULT_STALL_FACTOR: f64 = 5.0;
+/// `run.stall_floor_secs`'s default: ten minutes, the first steps' compilation and loading.
+pub(crate) const DEFAULT_STALL_FLOOR_SECS: f64 = 600.0;
 
 impl Default for RunTiming {
     fn default() -> Self {
@@ -228,6 +239,8 @@ impl Default for RunTiming {
             log_limit_bytes: DEFAULT_LOG_LIMIT_BYTES,
             no_signal_warn_groups: DEFAULT_NO_SIGNAL_WARN_GROUPS,
             no_signal_fail_groups: DEFAULT_NO_SIGNAL_FAIL_GROUPS,
+            stall_factor: DEFAULT_STALL_FACTOR,
+            stall_floor_secs: DEFAULT_STALL_FLOOR_SECS,
         }
     }
 }

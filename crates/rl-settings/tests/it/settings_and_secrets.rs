@@ -378,3 +378,31 @@ max_tokens = 1000000
         "{error}"
     );
 }
+
+#[test]
+fn the_stall_limits_default_to_five_medians_and_ten_minutes_and_are_checked() {
+    let home = tempfile::tempdir().unwrap();
+    let defaults = Settings::load(home.path(), variables(&[])).unwrap();
+    assert!((defaults.run.stall_factor - 5.0).abs() < f64::EPSILON);
+    assert!((defaults.run.stall_floor_secs - 600.0).abs() < f64::EPSILON);
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[run]\nstall_factor = 2\nstall_floor_secs = 5\n",
+    )
+    .unwrap();
+    let set = Settings::load(home.path(), variables(&[])).unwrap();
+    assert!((set.run.stall_factor - 2.0).abs() < f64::EPSILON);
+    assert!((set.run.stall_floor_secs - 5.0).abs() < f64::EPSILON);
+    for (text, expected) in [
+        ("[run]\nstall_factor = 0.5\n", "run.stall_factor is 0.5"),
+        ("[run]\nstall_factor = nan\n", "run.stall_factor"),
+        ("[run]\nstall_floor_secs = 0\n", "run.stall_floor_secs is 0"),
+        ("[run]\nstall_floor_secs = -3\n", "run.stall_floor_secs"),
+    ] {
+        std::fs::write(home.path().join("config.toml"), text).unwrap();
+        let error = Settings::load(home.path(), variables(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{text}: {error}");
+    }
+}

@@ -144,6 +144,11 @@ pub struct FlagView {
     pub metric: String,
     pub window: WindowView,
     pub detail: String,
+    /// For `stalled`: the part of the run that is busy or waiting — `environment` (sends no
+    /// groups), `api` (groups arrive, no batch), `engine` (does not answer the trainer),
+    /// `evaluation`, or `trainer` (busy, or silent on where it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub component: Option<&'static str>,
 }
 
 impl From<&HealthFlag> for FlagView {
@@ -153,6 +158,7 @@ impl From<&HealthFlag> for FlagView {
             metric: flag.metric.clone(),
             window: WindowView::from(flag.window),
             detail: flag.detail.clone(),
+            component: flag.component.map(rl_metrics::StallComponent::as_str),
         }
     }
 }
@@ -213,6 +219,7 @@ impl GroupsView {
                 rows: 0,
             },
             detail: groups.groups.no_signal_cause(),
+            component: None,
         })
     }
 }

@@ -13,6 +13,7 @@ fn results_of(path: &Path) -> ResultsPart {
         running: false,
         running_since: None,
         now: 0.0,
+        ..Activity::default()
     };
     ResultsPart::from(&Results::of(&metrics, finished, &HealthPolicy::default()))
 }
