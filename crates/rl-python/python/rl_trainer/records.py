@@ -17,7 +17,7 @@ import os
 import random
 import re
 import string
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .batch import datum_tokens
 
@@ -53,12 +53,10 @@ class JsonLines:
 TOKEN_TOTALS = ("tokens/prompt_total", "tokens/sampled_total", "tokens/trained_total")
 
 
-def token_totals(path: str, step: int) -> Tuple[Dict[str, int], Optional[int]]:
-    """The token totals a run continuing after `step` starts from: those of the last row of
-    `path` (a resumed run's metrics.jsonl, holding its parent's rows up to `step` as rl copied
-    them) at or before `step` that has them, and that row's step; zeros and None when no row
-    has them (a parent trained by an rl that did not count tokens, or no row at all)."""
-    found: Tuple[Dict[str, int], Optional[int]] = (dict.fromkeys(TOKEN_TOTALS, 0), None)
+def rows_up_to(path: str, step: int) -> Iterator[Tuple[int, Dict[str, Any]]]:
+    """(step, row) of each step row of `path` at or before `step`, in file order: a resumed
+    run's metrics.jsonl holds its parent's rows up to the step it resumed after, as rl copied
+    them. Broken lines, events and a missing file give nothing."""
     try:
         with open(path, "r", encoding="utf-8") as f:
             for line in f:
@@ -66,17 +64,30 @@ def token_totals(path: str, step: int) -> Tuple[Dict[str, int], Optional[int]]:
                     row = json.loads(line)
                 except ValueError:
                     continue
-                if not isinstance(row, dict):
+                if not isinstance(row, dict) or "event" in row:
                     continue
                 row_step = row.get("step")
                 if isinstance(row_step, bool) or not isinstance(row_step, int) or not 0 <= row_step <= step:
                     continue
-                values = [row.get(key) for key in TOKEN_TOTALS]
-                if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
-                    if found[1] is None or row_step >= found[1]:
-                        found = (dict(zip(TOKEN_TOTALS, values)), row_step)
+                yield row_step, row
     except OSError:
-        pass
+        return
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def token_totals(path: str, step: int) -> Tuple[Dict[str, int], Optional[int]]:
+    """The token totals a run continuing after `step` starts from: those of the last row of
+    `path` at or before `step` that has them, and that row's step; zeros and None when no row
+    has them (a parent trained by an rl that did not count tokens, or no row at all)."""
+    found: Tuple[Dict[str, int], Optional[int]] = (dict.fromkeys(TOKEN_TOTALS, 0), None)
+    for row_step, row in rows_up_to(path, step):
+        values = [row.get(key) for key in TOKEN_TOTALS]
+        if all(_is_count(v) and isinstance(v, int) for v in values):
+            if found[1] is None or row_step >= found[1]:
+                found = (dict(zip(TOKEN_TOTALS, values)), row_step)
     return found
 
 
@@ -296,23 +307,10 @@ def cost_total(path: str, step: int) -> Tuple[float, Optional[int]]:
     """The cost total a run continuing after `step` starts from: `cost/total` of the last row
     of `path` at or before `step` that has one, and that row's step; 0 and None without."""
     found: Tuple[float, Optional[int]] = (0.0, None)
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(row, dict) or "event" in row:
-                    continue
-                row_step, value = row.get("step"), row.get(COST_TOTAL)
-                if isinstance(row_step, bool) or not isinstance(row_step, int) or not 0 <= row_step <= step:
-                    continue
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-                    if found[1] is None or row_step >= found[1]:
-                        found = (float(value), row_step)
-    except OSError:
-        pass
+    for row_step, row in rows_up_to(path, step):
+        value = row.get(COST_TOTAL)
+        if _is_count(value) and (found[1] is None or row_step >= found[1]):
+            found = (float(value), row_step)
     return found
 
 
