@@ -128,33 +128,42 @@ pub struct Caps {
 }
 
 impl Caps {
-    pub(super) fn check(&self, what: &str) -> Result<(), SettingsError> {
+    /// What is wrong with these caps, if anything: the key and why.
+    fn problem(&self) -> Option<(&'static str, String)> {
         for (key, value) in [("max_cost", self.max_cost), ("max_hours", self.max_hours)] {
             if let Some(value) = value
                 && !(value.is_finite() && value > 0.0)
             {
-                return Err(SettingsError::Invalid(format!(
-                    "{what}.{key} must be a number above 0, got {value}"
-                )));
+                return Some((key, format!("must be a number above 0, got {value}")));
             }
         }
-        if self.max_tokens == Some(0) {
-            return Err(SettingsError::Invalid(format!(
-                "{what}.max_tokens must be above 0"
-            )));
+        (self.max_tokens == Some(0)).then(|| ("max_tokens", "must be above 0".to_owned()))
+    }
+
+    pub(super) fn check(&self, what: &str) -> Result<(), SettingsError> {
+        match self.problem() {
+            Some((key, reason)) => Err(SettingsError::Invalid(format!("{what}.{key} {reason}"))),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// A run's caps: the operator's, each replaced by the run's own where it asks for one, and
-    /// never above the operator's (the operator's cap is the most anyone may spend).
+    /// never above the operator's (the operator's cap is the most anyone may spend). A run's
+    /// own cap that is wrong is the caller's mistake, named by its argument.
     pub fn for_run(&self, asked: &Caps) -> Result<Caps, SettingsError> {
-        asked.check("the run's caps")?;
+        if let Some((key, reason)) = asked.problem() {
+            return Err(SettingsError::InvalidInput {
+                what: key.to_owned(),
+                reason,
+            });
+        }
         let above = |key: &str, asked: Option<f64>, set: Option<f64>| match (asked, set) {
-            (Some(asked), Some(set)) if asked > set => Err(SettingsError::Invalid(format!(
-                "--{} {asked} is above the operator's cap ({set}, [caps] {key} in config.toml)",
-                key.replace('_', "-"),
-            ))),
+            (Some(asked), Some(set)) if asked > set => Err(SettingsError::InvalidInput {
+                what: key.to_owned(),
+                reason: format!(
+                    "{asked} is above the operator's cap ({set}, [caps] {key} in config.toml)"
+                ),
+            }),
             _ => Ok(asked.or(set)),
         };
         Ok(Caps {
@@ -233,7 +242,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("--max-cost 11 is above the operator's cap"),
+            error.contains("max_cost is not valid: 11 is above the operator's cap"),
             "{error}"
         );
         assert!(
