@@ -375,7 +375,7 @@ fn caps_arguments_are_checked_before_a_start() {
         (json!({"max_caps": 3}), "unknown field `max_caps`"),
         (
             json!({"max_hours": 0}),
-            "max_hours must be a number above 0",
+            "max_hours is not valid: must be a number above 0",
         ),
         (json!({"max_cost": 2.0}), "max_cost 2 needs a price"),
     ] {
