@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import time
@@ -127,6 +128,29 @@ class StepClock:
         return out
 
 
+class PhaseFile:
+    """`trainer-phase.json`: the part of its step the trainer is in (`wait` for the batch,
+    `logprobs`, `rollouts`, `forward_backward`, `save`, `sampler_update`, `eval`, `other`), the
+    step, and since when (Unix seconds). Rewritten whole (temp + rename) only when the part
+    changes, a few times a step: what names the component a stalled run waits on."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.current: Optional[tuple] = None
+
+    def enter(self, phase: str, step: int) -> None:
+        if self.current == (phase, step):
+            return
+        self.current = (phase, step)
+        temporary = f"{self.path}.tmp"
+        try:
+            with open(temporary, "w") as f:
+                json.dump({"phase": phase, "step": step, "since": time.time()}, f)
+            os.replace(temporary, self.path)
+        except OSError:
+            pass  # a hint for a stall's cause: a step never fails for it
+
+
 def say(message: str) -> None:
     """An informational line on stdout (the lines rl parses are printed bare)."""
     print(f"[rl-trainer] {message}", flush=True)
@@ -152,6 +176,7 @@ class Trainer:
         self.metrics = JsonLines(os.path.join(run_dir, names["metrics"]))
         self.checkpoints = Checkpoints(os.path.join(run_dir, names["checkpoints"]))
         self.rollouts = Rollouts(os.path.join(run_dir, names["rollouts"]), config.keep_rollouts)
+        self.phases = PhaseFile(os.path.join(run_dir, names["trainer_phase"]))
         self.wandb: Optional[Wandb] = None
         self.evaluate_command = evaluation.command_from()
         self.evaluation_url = evaluation.loopback_url(config.serve_host, config.serve_port)
@@ -195,6 +220,7 @@ class Trainer:
         c = self.config
         if self.evaluate_command and c.eval_every > 0 and c.starting_step == 0:
             # The untrained weights first: the baseline every later evaluation is read against.
+            self.phases.enter("eval", 0)
             baseline = {"step": 0, **await self.evaluate(0)}
             self.metrics.append(baseline)
             if self.wandb is not None:
@@ -286,10 +312,12 @@ class Trainer:
     async def train_step(self, n: int) -> None:
         c = self.config
         last = n == c.total_steps
+        self.phases.enter("wait", n)
         clock = StepClock()
         batch, waited = await self.runapi.next_batch(c.batch_timeout_secs)
         clock.add("wait", waited)
         started = time.monotonic()
+        self.phases.enter("other", n)
         if os.environ.get(FAULT_VARIABLE) == str(n):
             # The tests' way to make a step fail for real, with the engine and everything up.
             raise RuntimeError(f"failure injected at step {n} by {FAULT_VARIABLE}")
@@ -302,10 +330,13 @@ class Trainer:
         # chat env does not) are computed with the current sampling client.
         missing = prepared.sequences_missing_logprobs()
         client = self.policy.client
+        if missing:
+            self.phases.enter("logprobs", n)
         with clock.part("logprobs"):
             for seq in missing:
                 seq.logprobs = await self.tinker.compute_logprobs(client, seq.tokens)
                 prepared.groups[seq.group].recomputed = True
+        self.phases.enter("rollouts", n)
         with clock.part("rollouts"):
             self.rollouts.write(n, rollout_rows(prepared, self.policy.decode_all))
 
@@ -321,6 +352,8 @@ class Trainer:
         if sequences:
             sampler = [lp for s in sequences for lp in s.sampler_logprobs()]
             metrics.update(summary(sampler))
+            # forward_backward and the optimizer step are one call here: both count as the first.
+            self.phases.enter("forward_backward", n)
             fb, optim, secs = await self.tinker.train([to_datum(s) for s in sequences], c.learning_rate)
             for part in ("forward_backward", "optim"):
                 clock.add(part, secs[part])
@@ -347,11 +380,14 @@ class Trainer:
         saved = bool(sequences) or last
         if saved:
             await self.save(n, last, clock)
+        self.phases.enter("other", n)
         metrics["time/wait_secs"] = waited
         metrics["time/step_secs"] = time.monotonic() - started
         if saved and self.evaluate_command and evaluation.is_due(n, c.total_steps, c.eval_every, self.last_evaluated):
             with clock.part("eval"):
+                self.phases.enter("eval", n)
                 metrics.update(await self.evaluate(n))
+                self.phases.enter("other", n)
             metrics["time/eval_secs"] = clock.secs["eval"]
             self.last_evaluated = n
         tokens = token_counts(prepared, sequences)
@@ -382,6 +418,7 @@ class Trainer:
     async def save(self, n: int, last: bool, clock: StepClock) -> None:
         c = self.config
         name = "final" if last else f"step_{n}"
+        self.phases.enter("save", n)
         with clock.part("save"):
             sampler_path = await self.tinker.save_for_sampler(name)
             state_path = fingerprint = None
@@ -392,6 +429,7 @@ class Trainer:
             self.checkpoints.record(n, name, sampler_path, state_path, fingerprint)
             if state_path:
                 self.state_saved_at = n
+        self.phases.enter("sampler_update", n)
         with clock.part("sampler_update"):
             self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
         announce(f"Sampling client updated: {sampler_path}")

@@ -13,7 +13,7 @@ from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
-from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, Capped, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
+from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, Capped, PhaseFile, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
 
 from tests.test_server import FakeSamplingClient, FakeTokenizer
 
@@ -500,3 +500,60 @@ class LoopTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PhaseFileTests(unittest.TestCase):
+    setUp, tearDown = LoopTests.setUp, LoopTests.tearDown
+    trainer, rows, run_steps = LoopTests.trainer, LoopTests.rows, LoopTests.run_steps
+
+    def phase_file(self):
+        with open(os.path.join(self.run_dir, "trainer-phase.json")) as f:
+            return json.load(f)
+
+    def test_each_part_of_a_step_is_written_where_the_run_folder_says_once_per_change(self):
+        batches = [[group([0.0, 1.0], logprobs=False)], [group([0.0, 1.0])]]
+        trainer = self.trainer(batches, steps=2, save_every=1)
+        enter = trainer.phases.enter
+        written = []
+
+        def spy(phase, step):
+            before = trainer.phases.current
+            enter(phase, step)
+            if trainer.phases.current != before:
+                written.append((phase, step))
+
+        trainer.phases.enter = spy
+        waiting = []
+        next_batch = trainer.runapi.next_batch
+
+        async def watched(timeout_secs=0.0):
+            waiting.append(self.phase_file())  # on disk before the wait begins
+            return await next_batch(timeout_secs)
+
+        trainer.runapi.next_batch = watched
+        began = time.time()
+        self.run_steps(trainer, 2)
+        step = ["other", "rollouts", "forward_backward", "save", "sampler_update", "other"]
+        self.assertEqual(
+            [p for p, n in written if n == 1], ["wait", "other", "logprobs", "rollouts", "forward_backward", "save", "sampler_update", "other"]
+        )
+        self.assertEqual([p for p, n in written if n == 2], ["wait"] + step)
+        self.assertEqual([(w["phase"], w["step"]) for w in waiting], [("wait", 1), ("wait", 2)])
+        last = self.phase_file()
+        self.assertEqual((last["phase"], last["step"]), ("other", 2))
+        self.assertGreaterEqual(last["since"], began)
+        self.assertLessEqual(last["since"], time.time())
+        self.assertFalse(os.path.exists(os.path.join(self.run_dir, "trainer-phase.json.tmp")))
+
+    def test_the_same_phase_is_not_rewritten_and_an_unwritable_folder_fails_nothing(self):
+        path = os.path.join(self.tmp.name, "phase.json")
+        phases = PhaseFile(path)
+        phases.enter("wait", 3)
+        first = os.stat(path).st_mtime_ns
+        os.utime(path, ns=(1, 1))
+        phases.enter("wait", 3)
+        self.assertEqual(os.stat(path).st_mtime_ns, 1)
+        phases.enter("optim", 3)
+        self.assertNotEqual(os.stat(path).st_mtime_ns, 1)
+        self.assertGreater(first, 1)
+        PhaseFile(os.path.join(self.tmp.name, "gone", "phase.json")).enter("wait", 1)
