@@ -257,8 +257,10 @@ fn minutes(secs: f64) -> String {
     }
 }
 
-/// Who the stall is blamed on, and in which words, from where the trainer says it is.
-fn blame(activity: Activity) -> (StallComponent, String) {
+/// Who the stall is blamed on, and in which words, from where the trainer says it is. A trainer
+/// waiting for its batch waits on the environment when it made no group since the wait began,
+/// or none for as long as a stall (`limit`: a few groups that trickled in, then silence).
+fn blame(activity: Activity, limit: f64) -> (StallComponent, String) {
     let now = activity.now;
     let Some((phase, since)) = activity.phase else {
         return (
@@ -270,7 +272,7 @@ fn blame(activity: Activity) -> (StallComponent, String) {
     let word = phase.as_str();
     match phase {
         Phase::Wait => match activity.last_group {
-            Some(last) if last >= since => (
+            Some(last) if last >= since && now - last < limit => (
                 StallComponent::Api,
                 format!(
                     "the trainer is waiting for a batch from run-api (the environment is making \
@@ -325,7 +327,7 @@ fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Op
     if quiet < limit {
         return None;
     }
-    let (component, blamed) = blame(activity);
+    let (component, blamed) = blame(activity, limit);
     let (window, detail) = match last {
         Some(row) => (
             StepWindow {
@@ -766,6 +768,14 @@ mod tests {
             blamed(Some("wait"), Some(1990.0))
                 .detail
                 .contains("no group for 20 min")
+        );
+        // A few groups after the wait began, then none for longer than a stall (10 min).
+        let trickled = blamed(Some("wait"), Some(2020.0));
+        assert_eq!(trickled.component, Some(StallComponent::Environment));
+        assert!(
+            trickled.detail.contains("no group for 20 min"),
+            "{}",
+            trickled.detail
         );
     }
 
