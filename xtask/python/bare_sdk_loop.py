@@ -24,6 +24,11 @@ sequences per sampling batch, G per training micro-batch) spare the engine a JIT
 (5-15 s) for every new batch size, and adapter slot 0 is the engine's own (base-model
 sampling), so one training client needs max_lora_adapters >= 2, --probe's second client 3.
 
+Each step's JSON record holds its whole time (`step_seconds`, from sampling to the new
+sampling client; `seconds` has its parts) and its `tokens`, counted as rl's trainer counts its
+tokens/*: `prompt` and `sampled` over every completion (skipped groups included), `trained`
+the model-input tokens of the datums sent to forward_backward.
+
 --probe afterwards exercises, once each, what a trainer may need beyond the loop:
 save_state/load_state, create_training_client_from_state, compute_logprobs, sampling from
 the base model; each outcome is printed and stored under "probes" in the JSON.
@@ -130,6 +135,7 @@ def build_datum(prompt: list[int], completion: list[int], sampler_logprobs: list
 
 
 def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
+    began = time.perf_counter()
     timer = Timer()
     params = types.SamplingParams(max_tokens=args.max_tokens, temperature=1.0, stop=stop_ids)
     with timer("sample"):
@@ -140,6 +146,9 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
         responses = [f.result() for f in futures]
 
     data, group_means, lengths, kept, example = [], [], [], 0, None
+    # Counted as rl's trainer counts them (its tokens/*): prompt and sampled over every
+    # completion, skipped groups included; trained, the model-input tokens of the datums.
+    tokens = {"prompt": 0, "sampled": 0, "trained": 0}
     for prompt, response in zip(prompts, responses):
         texts, rewards = [], []
         for seq in response.sequences:
@@ -147,6 +156,8 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
             texts.append(text)
             rewards.append(digit_share(text))
             lengths.append(len(seq.tokens))
+            tokens["prompt"] += len(prompt)
+            tokens["sampled"] += len(seq.tokens)
         group_means.append(float(np.mean(rewards)))
         example = example or texts[int(np.argmax(rewards))]
         adv = advantages(rewards)
@@ -158,6 +169,7 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
                 raise RuntimeError("the sampler returned no per-token logprobs")
             data.append(build_datum(prompt, list(seq.tokens), list(seq.logprobs), a))
 
+    tokens["trained"] = sum(d.model_input.length for d in data)
     loss, loss_source, metric_keys = None, None, None
     if data:
         with timer("fwd_bwd"):
@@ -180,12 +192,16 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
         "datums": len(data),
         "mean_completion_tokens": round(float(np.mean(lengths)), 2),
         "seconds": timer.seconds,
+        # The whole step, from sampling to the new sampling client (as rl's time/total_secs).
+        "step_seconds": round(time.perf_counter() - began, 4),
+        "tokens": tokens,
         "sampler_path": path,
         "example": example,
     }
     s = timer.seconds
     log(f"step {step:3d}  reward {record['reward_mean']:.3f}  loss {record['loss']}  kept {kept}/{len(prompts)}  "
-        f"len {record['mean_completion_tokens']:5.1f}  sample {s.get('sample', 0):6.2f}s  "
+        f"len {record['mean_completion_tokens']:5.1f}  tokens {tokens['sampled']} sampled {tokens['trained']} trained  "
+        f"step {record['step_seconds']:6.2f}s  sample {s.get('sample', 0):6.2f}s  "
         f"fwd_bwd {s.get('fwd_bwd', 0):6.2f}s  optim {s.get('optim', 0):5.2f}s  save {s.get('save', 0):5.2f}s  "
         f"e.g. {example!r}")
     return sampler, record

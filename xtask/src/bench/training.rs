@@ -1,7 +1,9 @@
 //! Real training on the local engine (issue 15): seconds per training step of a run driven by
 //! rl (its trainer, run-api, the digits environment sampling through the trainer) against the
 //! same Tinker calls made by a bare SDK script (`xtask/python/bare_sdk_loop.py`) on the same
-//! engine and model, start → first step, and the engine's peak memory.
+//! engine and model, start → first step, and the engine's peak memory. Issue 34: both sides'
+//! tokens per second, counted alike, and what rl's per-step accounting costs
+//! (`xtask/python/accounting_cost.py` on a batch of the run's shape).
 
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
@@ -17,6 +19,10 @@ use sha2::Digest as _;
 use super::{median, verdict};
 use crate::venv::LocalEngine;
 use crate::{local_stack_rl, run_command};
+
+#[path = "training_tokens.rs"]
+mod tokens;
+use tokens::{Rates, Step, bare_step, rl_step};
 
 pub(super) const TITLE: &str = "## Real training on the local engine (issue 15)";
 
@@ -43,8 +49,20 @@ enum Through {
 struct Figures {
     bare_step: f64,
     rl_step: f64,
+    /// rl's own clock: the median `time/total_secs`.
+    rl_clock_step: f64,
+    /// How far rl's steps (between rows, after the warm-up) spread: interquartile range over
+    /// the median.
+    rl_step_spread: f64,
+    bare: Rates,
+    /// rl's tokens over the time between its metrics rows, as `rl_step` is measured.
+    rl: Rates,
+    /// rl's tokens over its own clock (its logged `throughput/*`).
+    rl_own: Rates,
     to_first_step: f64,
     engine_peak_bytes: f64,
+    /// Prompt and completion tokens of one completion in rl's batches (medians).
+    shape: (f64, f64),
 }
 
 impl Figures {
@@ -62,11 +80,24 @@ fn measure_path(
 ) -> anyhow::Result<Figures> {
     let bare = bare_steps(root, engine, through)?;
     let driven = rl_steps(root, rl, python, engine, through)?;
+    let seconds = |steps: &[Step]| steps.iter().map(|s| s.seconds).collect::<Vec<_>>();
+    // Row n's tokens over the time since row n - 1 (its steps[n - 1]), from the second row on.
+    let between_rows: Vec<Step> = driven.rows[1..]
+        .iter()
+        .zip(&driven.steps)
+        .map(|(row, &seconds)| Step { seconds, ..*row })
+        .collect();
     Ok(Figures {
-        bare_step: median(&bare[WARM_UP_STEPS..]),
+        bare_step: median(&seconds(&bare)[WARM_UP_STEPS..]),
         rl_step: median(&driven.steps[WARM_UP_STEPS..]),
+        rl_clock_step: median(&seconds(&driven.rows)[WARM_UP_STEPS..]),
+        rl_step_spread: tokens::spread(&driven.steps[WARM_UP_STEPS..]),
+        bare: Rates::of(&bare),
+        rl: Rates::of(&between_rows),
+        rl_own: Rates::of(&driven.rows),
         to_first_step: driven.to_first_step,
         engine_peak_bytes: driven.engine_peak_bytes,
+        shape: driven.shape,
     })
 }
 
@@ -78,6 +109,7 @@ pub(super) fn measure(
 ) -> anyhow::Result<String> {
     let local = measure_path(root, rl, python, engine, Through::Engine)?;
     let hosted = measure_path(root, rl, python, engine, Through::StandIn)?;
+    let accounting = tokens::accounting_cost(root, python, local.shape)?;
     let mut text = format!("{TITLE}\n\n");
     let _ = writeln!(
         text,
@@ -88,40 +120,97 @@ pub(super) fn measure(
          {WARM_UP_STEPS} (they compile JAX functions). rl's step is measured between the \
          trainer's metrics rows; it includes waiting for run-api's batch, which the environment \
          fills by sampling through the trainer's `/generate` while the previous step trains \
-         (one batch ahead at most, `max_batches_offpolicy = 1`). Both make the same Tinker calls \
-         per step (rl's run with `save_every = 0`; its last step also saves the final state). \
-         The bare script samples, trains and saves one after another. *Through the stand-in*: \
-         every call goes through `fixtures/tinker-service` (the key and the SDK's version \
-         checked, then forwarded to the engine), as a hosted run's go to the service; each side \
-         gets an engine and a stand-in of its own. rl's hosted run starts no engine (its engine \
-         is already up), so its start → first step is not comparable with the local one's. \
-         Nine steps a side on a shared 2-core machine: the bare script's two columns do the same \
-         work, and their difference shows how far one run's medians move by chance, often more \
-         than the 5 % goal.\n",
+         (one batch ahead at most, `max_batches_offpolicy = 1`). The bare script's step is its \
+         whole loop body, from sampling to its new sampling client. Both make the same Tinker \
+         calls per step (rl's run with `save_every = 0`; its last step also saves the final \
+         state). The bare script samples, trains and saves one after another. *Through the \
+         stand-in*: every call goes through `fixtures/tinker-service` (the key and the SDK's \
+         version checked, then forwarded to the engine), as a hosted run's go to the service; \
+         each side gets an engine and a stand-in of its own. rl's hosted run starts no engine \
+         (its engine is already up), so its start → first step is not comparable with the local \
+         one's. Nine steps a side on a shared 2-core machine: the bare script's two columns do \
+         the same work, and their difference shows how far one run's medians move by chance, \
+         often more than the 5 % goal.\n",
         rl_python::SDK.version
     );
+    let _ = writeln!(text, "{}\n", tokens::TOKENS_NOTE);
     let _ = writeln!(
         text,
         "| measure | on the engine | through the stand-in |\n|---|---|---|"
     );
-    let _ = writeln!(
-        text,
-        "| bare SDK script, seconds per step | {:.2} | {:.2} |",
-        local.bare_step, hosted.bare_step
+    let mut row = |name: &str, at: fn(&Figures) -> String| {
+        let _ = writeln!(text, "| {name} | {} | {} |", at(&local), at(&hosted));
+    };
+    row("bare SDK script, seconds per step", |f| {
+        format!("{:.2}", f.bare_step)
+    });
+    row("rl run, seconds per step", |f| format!("{:.2}", f.rl_step));
+    row(
+        &format!(
+            "rl's overhead per step (goal ≤ {:.0} %)",
+            OVERHEAD_GOAL * 100.0
+        ),
+        |f| {
+            format!(
+                "{:+.1} % — {}",
+                f.overhead() * 100.0,
+                verdict(f.overhead() <= OVERHEAD_GOAL)
+            )
+        },
     );
-    let _ = writeln!(
-        text,
-        "| rl run, seconds per step | {:.2} | {:.2} |",
-        local.rl_step, hosted.rl_step
+    row(
+        "rl run, seconds per step by its own clock (`time/total_secs`)",
+        |f| format!("{:.2}", f.rl_clock_step),
     );
-    let _ = writeln!(
-        text,
-        "| rl's overhead per step (goal ≤ {:.0} %) | {:+.1} % — {} | {:+.1} % — {} |",
-        OVERHEAD_GOAL * 100.0,
-        local.overhead() * 100.0,
-        verdict(local.overhead() <= OVERHEAD_GOAL),
-        hosted.overhead() * 100.0,
-        verdict(hosted.overhead() <= OVERHEAD_GOAL),
+    row("bare SDK script, tokens per step, sampled / trained", |f| {
+        format!("{:.0} / {:.0}", f.bare.sampled, f.bare.trained)
+    });
+    row("rl run, tokens per step, sampled / trained", |f| {
+        format!("{:.0} / {:.0}", f.rl_own.sampled, f.rl_own.trained)
+    });
+    row("bare SDK script, sampled tokens per second", |f| {
+        format!("{:.0}", f.bare.sampled_per_sec)
+    });
+    row(
+        "rl run, sampled tokens per second (between rows / its own clock)",
+        |f| {
+            format!(
+                "{:.0} / {:.0}",
+                f.rl.sampled_per_sec, f.rl_own.sampled_per_sec
+            )
+        },
+    );
+    row(
+        "**rl ÷ bare, sampled tokens per second**: the medians (the steps taken together)",
+        |f| {
+            format!(
+                "**{:.2}** ({:.2})",
+                f.rl.sampled_per_sec / f.bare.sampled_per_sec,
+                f.rl.sampled_together / f.bare.sampled_together
+            )
+        },
+    );
+    row("bare SDK script, trained tokens per second", |f| {
+        format!("{:.0}", f.bare.trained_per_sec)
+    });
+    row(
+        "rl run, trained tokens per second (between rows / its own clock)",
+        |f| {
+            format!(
+                "{:.0} / {:.0}",
+                f.rl.trained_per_sec, f.rl_own.trained_per_sec
+            )
+        },
+    );
+    row(
+        "**rl ÷ bare, trained tokens per second**: the medians (the steps taken together)",
+        |f| {
+            format!(
+                "**{:.2}** ({:.2})",
+                f.rl.trained_per_sec / f.bare.trained_per_sec,
+                f.rl.trained_together / f.bare.trained_together
+            )
+        },
     );
     let _ = writeln!(
         text,
@@ -133,12 +222,19 @@ pub(super) fn measure(
         "| the engine's peak resident memory (its largest process, VmHWM) | {:.0} MB | — |",
         local.engine_peak_bytes / 1e6
     );
+    let spread = (hosted.bare_step / local.bare_step - 1.0).abs();
     let _ = writeln!(
         text,
         "\nThe stand-in's own cost per step, the bare script through it against straight to the \
          engine: {:+.1} %.",
         (hosted.bare_step / local.bare_step - 1.0) * 100.0
     );
+    text.push_str(&tokens::accounting_note(
+        &accounting,
+        local.rl_step,
+        spread,
+        local.rl_step_spread,
+    ));
     Ok(text)
 }
 
@@ -219,7 +315,7 @@ fn tinker_at(
 }
 
 /// The bare script's step times against an engine of its own.
-fn bare_steps(root: &Path, engine: &LocalEngine, through: Through) -> anyhow::Result<Vec<f64>> {
+fn bare_steps(root: &Path, engine: &LocalEngine, through: Through) -> anyhow::Result<Vec<Step>> {
     let scratch = tempfile::tempdir()?;
     let (_servers, url) = tinker_at(root, engine, scratch.path(), through)?;
     let out = scratch.path().join("bare.json");
@@ -236,23 +332,23 @@ fn bare_steps(root: &Path, engine: &LocalEngine, through: Through) -> anyhow::Re
             .env("TINKER_API_KEY", BENCH_KEY),
     )?;
     let report: Value = serde_json::from_slice(&std::fs::read(&out)?)?;
-    let steps: Vec<f64> = report["steps"]
+    report["steps"]
         .as_array()
         .context("the bare script wrote no steps")?
         .iter()
-        .map(|step| {
-            step["seconds"]
-                .as_object()
-                .map_or(0.0, |parts| parts.values().filter_map(Value::as_f64).sum())
-        })
-        .collect();
-    Ok(steps)
+        .map(bare_step)
+        .collect()
 }
 
 struct Driven {
+    /// Seconds between consecutive metrics rows.
     steps: Vec<f64>,
+    /// Each row's own figures.
+    rows: Vec<Step>,
     to_first_step: f64,
     engine_peak_bytes: f64,
+    /// Prompt and completion tokens of one completion (medians over the rows).
+    shape: (f64, f64),
 }
 
 /// One rl run of [`STEPS`] steps: on the local engine the run starts, or as a hosted run at
@@ -345,15 +441,30 @@ fn rl_steps(
     }
     let metrics =
         std::fs::read_to_string(home.path().join("runs").join(&id).join("metrics.jsonl"))?;
-    let stamps: Vec<f64> = metrics
+    let rows: Vec<Value> = metrics
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|row| row.get("step").is_some())
+        .collect();
+    let stamps: Vec<f64> = rows
+        .iter()
         .filter_map(|row| row["_timestamp"].as_f64())
         .collect();
-    if stamps.len() != STEPS {
-        bail!("{} metrics rows for {STEPS} steps", stamps.len());
+    if stamps.len() != STEPS || rows.len() != STEPS {
+        bail!("{} metrics rows for {STEPS} steps", rows.len());
     }
+    let per_completion = |key: &str| {
+        median(
+            &rows
+                .iter()
+                .filter_map(|row| Some(row[key].as_f64()? / row["batch/completions"].as_f64()?))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let shape = (
+        per_completion("tokens/prompt"),
+        per_completion("tokens/sampled"),
+    );
     let created: jiff::Timestamp = finished["created_at"]
         .as_str()
         .context("the run has no created_at")?
@@ -361,8 +472,10 @@ fn rl_steps(
     let created = created.as_millisecond() as f64 / 1000.0;
     Ok(Driven {
         steps: stamps.windows(2).map(|pair| pair[1] - pair[0]).collect(),
+        rows: rows.iter().map(rl_step).collect::<anyhow::Result<_>>()?,
         to_first_step: stamps[0] - created,
         engine_peak_bytes: peak,
+        shape,
     })
 }
 
