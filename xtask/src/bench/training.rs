@@ -20,7 +20,6 @@ use super::{median, verdict};
 use crate::venv::LocalEngine;
 use crate::{local_stack_rl, run_command};
 
-#[path = "training_tokens.rs"]
 mod tokens;
 use tokens::{Rates, Step, bare_step, rl_step};
 
