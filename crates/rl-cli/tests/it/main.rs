@@ -27,6 +27,7 @@ mod runs;
 mod serve;
 mod setup;
 mod slurm;
+mod stalls;
 mod tools;
 mod training;
 
