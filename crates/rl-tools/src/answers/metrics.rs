@@ -495,6 +495,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_stall_names_its_component_and_other_flags_have_none() {
+        let flag = |kind, component| HealthFlag {
+            kind,
+            metric: "_step".to_owned(),
+            window: StepWindow {
+                first_step: 2,
+                last_step: 2,
+                rows: 1,
+            },
+            detail: "d".to_owned(),
+            component,
+        };
+        let stalled = serde_json::to_value(FlagView::from(&flag(
+            FlagKind::Stalled,
+            Some(rl_metrics::StallComponent::Environment),
+        )))
+        .unwrap_or_default();
+        assert_eq!(stalled["kind"], "stalled");
+        assert_eq!(stalled["component"], "environment");
+        let flat = serde_json::to_value(FlagView::from(&flag(FlagKind::RewardFlat, None)))
+            .unwrap_or_default();
+        assert!(flat.get("component").is_none(), "{flat}");
+    }
+
+    #[test]
     fn non_finite_numbers_stay_visible_in_json() {
         let view = MetricsView {
             loss: Some(f64::NAN),
