@@ -206,8 +206,12 @@ impl ToolName {
                     running, stopping, stopped, completed, capped (ended before a step that \
                     would pass a cap: rl_resume_training continues it), failed, lost), each \
                     process's state, log paths, `metrics` (step, reward_mean, loss, percent_correct, \
-                    eval_percent_correct, ... each null until logged), a health digest with warning \
-                    signs, and the run's events. Agents may check one run once per interval set by \
+                    eval_percent_correct, ... each null until logged), `accounting` (tokens, \
+                    throughput, each part of a step's share of the time, the bottleneck, cost so \
+                    far and at completion when priced), a health digest with warning signs (a \
+                    `stalled` flag names the `component` busy or waiting: environment, api, \
+                    engine, evaluation, trainer), and the run's events. Agents may check one run \
+                    once per interval set by \
                     the operator (30 minutes unless changed); an earlier call answers \
                     `rate_limited` with the time left. Takes seconds. Next: wait, rl_stop_training \
                     if it looks wrong, rl_get_results once it has ended.",
