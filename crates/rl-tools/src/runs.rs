@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rl_config::{ConfigService, SelectedEnvironment};
-use rl_metrics::{Collected, HealthDigest, Results, StatusMetrics};
+use rl_metrics::{Collected, HealthDigest, LoggedRun, Results, StatusMetrics};
 use rl_process::{
     Lineage, LogTail, ProcessError, RunRecord, RunStatus, StopReport, WaitOutcome, WaitUntil,
     WrittenConfig,
@@ -398,12 +398,22 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
             .map(|metrics| MetricsView::from(&StatusMetrics::of(metrics)))
             .unwrap_or_default(),
         health: with_no_signal(
-            found.and_then(|metrics| {
-                let trainer = metrics.trainer.as_ref()?;
-                let digest =
-                    HealthDigest::assess(trainer, metrics::activity_of(run), &metrics::policy(run));
-                Some(HealthView::from(&digest))
-            }),
+            if let Some(trainer) = found.and_then(|metrics| metrics.trainer.as_ref()) {
+                Some(HealthView::from(&HealthDigest::assess(
+                    trainer,
+                    metrics::activity_of(run),
+                    &metrics::policy(run),
+                )))
+            } else {
+                // Before its first logged step a run can stall too (an environment that never
+                // sends): judged on no rows, shown only once it is flagged.
+                let digest = HealthDigest::assess(
+                    &LoggedRun::default(),
+                    metrics::activity_of(run),
+                    &metrics::policy(run),
+                );
+                (!digest.flags.is_empty()).then(|| HealthView::from(&digest))
+            },
             groups.as_ref(),
         ),
         groups: groups.as_ref().map(GroupsView::from),
