@@ -1,7 +1,7 @@
 //! The trainer's contract: every key of a run config that rl's trainer reads (its own `tinker:`
 //! section and the `env:` fields it shares with the environment), with its kind, default and
 //! bounds, in one table. rl reads a run's settings through it (`RunConfig::trainer`,
-//! `Trainer::read`) and writes it for the trainer as `contract.json` beside rl's Python packages, from which
+//! `Trainer::read`) and writes it (`document.rs`) for the trainer as `contract.json` beside rl's Python packages, from which
 //! the trainer's `config.py` takes every default and bound; `contract_file_is_current` keeps
 //! that file equal to this table.
 
@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::{Caps, RunPrices, SettingsError, TokenPrices, Value};
 
@@ -361,23 +360,6 @@ pub const EVALUATE_MARGIN: Duration = Duration::from_secs(120);
 /// and `rl runs resume` continues it. 1 is a failure, 2 a bad config, 128+n a signal.
 pub const EXIT_CAPPED: i32 = 3;
 
-/// The rules across keys, and which side's check is the one that refuses a run: rl's, before
-/// anything starts, or the trainer's, on a config nobody checked (one written by hand).
-const RULES: &[(&str, &str)] = &[
-    (
-        "env.group_size <= env.batch_size (once batch_size 0 or less is read as twice the group)",
-        "rl: rl-config's rules at each edit and before a run starts; the trainer again at its start",
-    ),
-    (
-        "tinker.starting_step < env.total_steps, and tinker.resume_state given when starting_step > 0",
-        "rl writes both only for a resumed run; the trainer refuses a config that breaks it",
-    ),
-    (
-        "tinker.eval_prompts and eval_group_size within a pre-flight's bounds",
-        "rl: rl_preflight::check_size as the run starts",
-    ),
-];
-
 /// A run's trainer settings, read through the contract: defaults applied, kinds and bounds
 /// checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -656,49 +638,8 @@ fn check_bounds(key: &Key, x: f64) -> Result<(), SettingsError> {
     Ok(())
 }
 
-/// The contract as the trainer reads it (`contract.json` beside rl's Python packages).
-pub fn contract_document() -> serde_json::Value {
-    let mut sections = serde_json::Map::new();
-    for key in KEYS {
-        let default = match key.default {
-            D::Absent => serde_json::Value::Null,
-            D::Integer(n) => json!(n),
-            D::Number(x) => json!(x),
-            D::Text(text) => json!(text),
-            D::Boolean(b) => json!(b),
-            D::Key { key, otherwise } => json!({ "key": key, "otherwise": otherwise }),
-            D::ByEngine { loopback, remote } => json!({ "loopback": loopback, "remote": remote }),
-        };
-        let entry = json!({
-            "kind": key.kind,
-            "default": default,
-            "minimum": key.minimum,
-            "exclusive": key.exclusive,
-            "maximum": key.maximum,
-            "reader": key.reader,
-            "doc": key.doc,
-        });
-        let section = sections
-            .entry(key.section.name())
-            .or_insert_with(|| json!({}));
-        if let Some(section) = section.as_object_mut() {
-            section.insert(key.name.to_owned(), entry);
-        }
-    }
-    json!({
-        "about": "Generated from crates/rl-settings/src/trainer.rs (the test contract_file_is_current rewrites it); do not edit.",
-        "sections": sections,
-        "constants": {
-            "evaluate_margin_secs": EVALUATE_MARGIN.as_secs(),
-            "exit_capped": EXIT_CAPPED,
-        },
-        "run_folder": crate::run_folder::names_for_python(),
-        "rules": RULES
-            .iter()
-            .map(|(rule, authority)| json!({ "rule": rule, "authority": authority }))
-            .collect::<Vec<_>>(),
-    })
-}
+mod document;
+pub use document::contract_document;
 
 #[cfg(test)]
 mod tests;
