@@ -4,7 +4,7 @@
 //! differ cannot learn: GRPO's advantages are zero, and `serve` drops such groups.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rl_settings::RunFolder;
 use serde::Deserialize;
@@ -13,11 +13,6 @@ use serde::Deserialize;
 pub const GROUPS_FILE_VARIABLE: &str = "RL_GROUPS_FILE";
 /// Larger than any counts file `rl_env` writes; a bigger one is not read.
 const MAX_BYTES: u64 = 64 * 1024;
-
-/// The counts' file of the run whose folder is `run_dir`.
-pub fn run_groups_file(run_dir: &Path) -> PathBuf {
-    RunFolder::at(run_dir).env_groups()
-}
 
 /// A run's counts with the bounds its launch plan was started with.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +27,7 @@ pub struct RunGroups {
 impl RunGroups {
     /// The counts of the run whose folder is `run_dir`, `None` before its first group.
     pub fn read(run_dir: &Path) -> Option<Self> {
-        let groups = EnvGroups::read(&run_groups_file(run_dir))?;
+        let groups = EnvGroups::read(&RunFolder::at(run_dir).env_groups())?;
         let timing = std::fs::read(RunFolder::at(run_dir).launch_plan())
             .ok()
             .and_then(|text| serde_json::from_slice::<crate::LaunchPlan>(&text).ok())

@@ -348,7 +348,10 @@ impl Runs {
                     // `rl_env` counts the groups made there (the supervisor reads them).
                     env.push((
                         crate::GROUPS_FILE_VARIABLE.to_owned(),
-                        crate::run_groups_file(&dir).to_string_lossy().into_owned(),
+                        RunFolder::at(&dir)
+                            .env_groups()
+                            .to_string_lossy()
+                            .into_owned(),
                     ));
                     env.extend(rl_python::items_variables(
                         rl_python::Items::Training,

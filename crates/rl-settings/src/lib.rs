@@ -18,7 +18,7 @@ pub use error::SettingsError;
 pub use files::{
     create_private_dir, file_kind, lock_exclusive, read_text, refuse_special_file, write_atomically,
 };
-pub use run_config::{RUN_CONFIG_FILE, RunConfig, RunEndpoints, RunWandb};
+pub use run_config::{RunConfig, RunEndpoints, RunWandb};
 pub use run_folder::RunFolder;
 pub use run_id::{RunId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets};

@@ -144,6 +144,3 @@ pub struct RunWandb {
     pub env_name: Option<String>,
     pub env_uses_wandb: bool,
 }
-
-/// A run's config file in its folder.
-pub const RUN_CONFIG_FILE: &str = crate::RunFolder::CONFIG;
