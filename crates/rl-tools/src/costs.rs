@@ -10,8 +10,8 @@ use rl_process::RunRecord;
 use rl_settings::{RunConfig, RunFolder};
 
 use crate::answers::{
-    AccountingView, CostLine, CostReport, ResultsAnswer, RunList, StatusAnswer, StatusView,
-    TokensView, UsageView,
+    AccountingView, CostLine, CostReport, ResultsAnswer, RunList, StatusAnswer, TokensView,
+    UsageView,
 };
 use crate::metrics::SourceChoice;
 use crate::{Tools, ToolsError};
@@ -24,18 +24,11 @@ impl Tools {
         since: i64,
         source: SourceChoice,
     ) -> Result<StatusAnswer, ToolsError> {
-        let status = self.check_status(id, since, source).await?;
-        Ok(self.with_accounting(status).await)
-    }
-
-    /// A status with the accounting of its run (read off the async runtime).
-    pub async fn with_accounting(&self, status: StatusView) -> StatusAnswer {
-        let config = status.run.config_path.clone();
-        let accounting = tokio::task::spawn_blocking(move || accounting_of(&config))
-            .await
-            .ok()
-            .flatten();
-        StatusAnswer { status, accounting }
+        let owned = id.clone();
+        let status = self
+            .blocking(move |tools| tools.run_status(&owned, since))
+            .await?;
+        self.with_metrics_and_accounting(status, source).await
     }
 
     /// `rl_get_results`' answer: the results and the run's accounting.
@@ -94,7 +87,12 @@ impl Tools {
 pub(crate) fn accounting_of(config: &Path) -> Option<AccountingView> {
     let folder = RunFolder::at(config.parent()?);
     let metrics = read_metrics_file(&folder.metrics()).ok()?;
-    let accounting = Accounting::of(&metrics.trainer?.history)?;
+    accounting_from(&metrics.trainer?.history, config)
+}
+
+/// The accounting of a run whose trainer's rows are read already; its currency when priced.
+pub(crate) fn accounting_from(rows: &[HistoryRow], config: &Path) -> Option<AccountingView> {
+    let accounting = Accounting::of(rows)?;
     Some(AccountingView::new(
         &accounting,
         priced_currency(config).as_deref(),

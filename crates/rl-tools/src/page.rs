@@ -10,7 +10,7 @@ use crate::answers::{
     Anatomy, MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel, StepAnatomy,
     UsageView,
 };
-use crate::costs::{accounting_of, priced_currency};
+use crate::costs::{accounting_from, priced_currency};
 use crate::metrics::SourceChoice;
 use crate::resume_point::total_steps;
 use crate::{Tools, ToolsError};
@@ -93,7 +93,12 @@ impl Tools {
                     .and_then(|metrics| metrics.trainer)
                     .map(|trainer| trainer.history)
                     .unwrap_or_default();
-                Ok((checkpoints, logs, accounting_of(&config), anatomy_of(&rows)))
+                Ok((
+                    checkpoints,
+                    logs,
+                    accounting_from(&rows, &config),
+                    anatomy_of(&rows),
+                ))
             })
             .await?;
         Ok(RunPage {

@@ -380,10 +380,12 @@ impl Registry {
             })
             .await?;
         match read {
-            Ok(status) => {
-                let status = self.tools.with_metrics(status, SourceChoice::Auto).await?;
-                to_json(&self.tools.with_accounting(status).await)
-            }
+            Ok(status) => to_json(
+                &self
+                    .tools
+                    .with_metrics_and_accounting(status, SourceChoice::Auto)
+                    .await?,
+            ),
             Err(rate_limited) => Ok(rate_limited),
         }
     }

@@ -14,8 +14,8 @@ use rl_settings::{Caps, RunConfig, RunEndpoints, RunId, RunWandb, Settings};
 
 use crate::answers::{
     ComponentLog, EventView, EventsView, GroupsView, HealthView, MetricsView, ResultsPart,
-    ResultsView, RunEntry, RunList, RunView, SourceFailureView, Started, StatusView, Stopped,
-    process_label,
+    ResultsView, RunEntry, RunList, RunView, SourceFailureView, Started, StatusAnswer, StatusView,
+    Stopped, process_label,
 };
 use crate::metrics::{self, Patience, SourceChoice};
 use crate::{Tools, ToolsError};
@@ -107,6 +107,19 @@ impl Tools {
         status: RunStatus,
         source: SourceChoice,
     ) -> Result<StatusView, ToolsError> {
+        Ok(self
+            .with_metrics_and_accounting(status, source)
+            .await?
+            .status)
+    }
+
+    /// A status read already, with the run's latest metrics, health and accounting, from one
+    /// collection of its metrics.
+    pub async fn with_metrics_and_accounting(
+        &self,
+        status: RunStatus,
+        source: SourceChoice,
+    ) -> Result<StatusAnswer, ToolsError> {
         let wandb = wandb_of(&status.run);
         let collected = metrics::collect(
             &status.run,
@@ -118,7 +131,17 @@ impl Tools {
             &self.child_environment(),
         )
         .await?;
-        Ok(status_view(&status, &collected, wandb.ok()))
+        let accounting = collected
+            .metrics
+            .as_ref()
+            .and_then(|metrics| metrics.trainer.as_ref())
+            .and_then(|trainer| {
+                crate::costs::accounting_from(&trainer.history, &status.run.config_path)
+            });
+        Ok(StatusAnswer {
+            status: status_view(&status, &collected, wandb.ok()),
+            accounting,
+        })
     }
 
     pub fn stop_training(&self, id: &RunId) -> Result<Stopped, ToolsError> {
