@@ -2,6 +2,7 @@
 //! source, the operator's locks checked against what atroposlib accepts, the persisted selection
 //! and edits, and the run config a new run gets.
 
+mod changes;
 mod error;
 mod extract;
 mod introspect;
@@ -13,6 +14,7 @@ mod service;
 mod store;
 mod validate;
 
+pub use changes::RunSetting;
 pub use error::ConfigError;
 pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
@@ -23,7 +25,7 @@ pub use new_run::{run_selection, sha256_hex};
 pub use rl_discovery::{PackageModule, package_module};
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use service::{
-    ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, ResumedConfig,
+    ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, ResumeFrom, ResumedConfig,
     RunConfigFile, SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD, scan_environments,
 };
 pub use store::{Edit, Section, SelectedEnvironment, Selection};

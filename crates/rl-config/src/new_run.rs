@@ -42,6 +42,15 @@ pub(crate) fn build(
         testing: locked.testing,
     };
     config.set(&trainer::WANDB_PROJECT, wandb_project.into());
+    // A run's own trainer settings (a sweep's point): checked against the contract's per-run
+    // keys and the operator's locks before they reach here.
+    for edit in selection
+        .edits
+        .iter()
+        .filter(|e| e.section == Section::Tinker && trainer::per_run(&e.field).is_some())
+    {
+        config.tinker.insert(edit.field.clone(), edit.value.clone());
+    }
     // The trainer hands its group to run-api, and the env logs into the same group: one
     // group per run is what lets the run's WandB runs be found again. An operator's locked
     // group is kept.

@@ -179,7 +179,7 @@ impl ConfigService {
         Ok(self.current_of(selection, schema))
     }
 
-    fn current_of(&self, selection: Selection, schema: ConfigSchema) -> CurrentConfig {
+    pub(crate) fn current_of(&self, selection: Selection, schema: ConfigSchema) -> CurrentConfig {
         let fields = schema
             .fields
             .iter()
@@ -255,7 +255,7 @@ impl ConfigService {
     }
 
     /// The selected environment, found again in a fresh scan, and its schema.
-    fn selected_schema(
+    pub(crate) fn selected_schema(
         &self,
         selection: &Selection,
     ) -> Result<(Environment, ConfigSchema), ConfigError> {
@@ -298,7 +298,7 @@ impl ConfigService {
             let Some(spec) = schema.field(field) else {
                 return Err(ConfigError::UnknownField {
                     field: field.to_owned(),
-                    closest: closest_fields(field, &schema),
+                    closest: closest_fields(field, &schema, &[WANDB_PROJECT_FIELD]),
                 });
             };
             if let Some(locked) = self.settings.locked_env_value(field) {
@@ -389,8 +389,9 @@ impl ConfigService {
         run_id: &RunId,
         endpoints: Option<RunEndpoints>,
         caps: &Caps,
+        settings: &[crate::RunSetting],
     ) -> Result<RunConfigFile, ConfigError> {
-        let selection = self.selection()?;
+        let selection = crate::changes::with_settings(&self.selection()?, settings);
         let mut config = crate::new_run::build(
             &self.settings,
             &selection,
@@ -440,6 +441,17 @@ impl ConfigService {
     }
 }
 
+/// Where a continuing run starts and what it changes: the parent's saved state at `step`, the
+/// settings a fork changes (checked by `check_fork_settings`), and the run's new last step when
+/// it is extended (the steps it continues to, past the parent's).
+#[derive(Debug, Clone)]
+pub struct ResumeFrom<'a> {
+    pub state_path: &'a str,
+    pub step: u64,
+    pub settings: &'a [crate::RunSetting],
+    pub total_steps: Option<u64>,
+}
+
 /// A resumed run's config: where it was written, and the environment it runs (its parent's).
 #[derive(Debug, Clone)]
 pub struct ResumedConfig {
@@ -459,7 +471,7 @@ impl ConfigService {
         parent: &RunId,
         run_id: &RunId,
         endpoints: RunEndpoints,
-        (state_path, step): (&str, u64),
+        from: &ResumeFrom<'_>,
         allow_changes: bool,
         caps: &Caps,
     ) -> Result<ResumedConfig, ConfigError> {
@@ -479,9 +491,16 @@ impl ConfigService {
             &ran.environment,
             run_id,
             endpoints,
-            state_path,
-            step,
+            from.state_path,
+            from.step,
         );
+        crate::changes::apply(&mut config, from.settings);
+        if let Some(total) = from.total_steps {
+            config.set(
+                &rl_settings::trainer::TOTAL_STEPS,
+                Value::Int(i64::try_from(total).unwrap_or(i64::MAX)),
+            );
+        }
         crate::new_run::set_costs(&self.settings, &mut config, caps)?;
         let path = crate::new_run::write(home, run_id, &now, &config)?;
         Ok(ResumedConfig {
@@ -538,13 +557,14 @@ fn check_wandb_project(value: &Value) -> Result<crate::validate::Checked, Config
     })
 }
 
-fn closest_fields(field: &str, schema: &ConfigSchema) -> Vec<String> {
+/// The names nearest `field` among the schema's fields and `others`.
+pub(crate) fn closest_fields(field: &str, schema: &ConfigSchema, others: &[&str]) -> Vec<String> {
     let wanted = field.to_lowercase();
     let mut scored: Vec<(f64, &str)> = schema
         .fields
         .iter()
         .map(|f| f.name.as_str())
-        .chain(std::iter::once(WANDB_PROJECT_FIELD))
+        .chain(others.iter().copied())
         .map(|name| (strsim::jaro_winkler(&wanted, name), name))
         .filter(|(score, _)| *score >= 0.8)
         .collect();

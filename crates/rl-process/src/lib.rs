@@ -48,7 +48,10 @@ pub use runs::{
     WaitOutcome, WaitUntil, WrittenConfig,
 };
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
-pub use store::{ComponentRecord, Event, Lineage, NewRun, RunRecord, RunStore};
+pub use store::{
+    ComponentRecord, Event, Lineage, LineageKind, NewRun, NewSweep, PointOutcome, RunRecord,
+    RunStore, SweepMember, SweepPoint, SweepPointState, SweepRecord, SweepState,
+};
 pub use strays::{
     RUN_DIR_VARIABLE, Stray, StrayOutcome, carrying_dir, carrying_run_dir, descendants_of,
     end_strays,

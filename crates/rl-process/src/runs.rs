@@ -155,6 +155,8 @@ pub struct WrittenConfig {
     pub env_file: PathBuf,
     /// The run it continues, when it resumes one.
     pub resumed_from: Option<Lineage>,
+    /// The sweep point it is made of.
+    pub sweep: Option<crate::SweepMember>,
 }
 
 pub struct Runs {
@@ -404,6 +406,7 @@ impl Runs {
                 queued: settings.backend == Backend::Slurm,
                 max_active: Some(settings.max_active_runs),
                 resumed_from: written.resumed_from.clone(),
+                sweep: written.sweep.clone(),
             })
             .inspect_err(|_| {
                 // Nothing of a run that was never recorded is kept.

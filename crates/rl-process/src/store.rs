@@ -2,10 +2,11 @@
 //! (`<home>/runs.db`, WAL) so that any process — CLI, MCP server, HTTP server, supervisor —
 //! reads and writes the same truth, and a restart loses nothing.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rl_settings::RunId;
+use rl_settings::{RunId, Value};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::ProcessError;
@@ -20,10 +21,10 @@ const SUPERVISOR_EVENT: &str = "supervisor";
 /// The columns `run_from_row` reads, in its order.
 const RUN_COLUMNS: &str = "id, environment, state, phase, created_at, updated_at, config_path, \
      api_port, trainer_port, supervisor_pid, supervisor_start_ticks, error, boot_id, slurm_job, \
-     parent_id, start_step";
+     parent_id, start_step, lineage, changes, sweep_id";
 
 /// Bumped with every change to the schema below; older databases are migrated on open.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE runs (
@@ -42,7 +43,10 @@ CREATE TABLE runs (
     boot_id TEXT,
     slurm_job TEXT,
     parent_id TEXT,
-    start_step INTEGER
+    start_step INTEGER,
+    lineage TEXT,
+    changes TEXT,
+    sweep_id TEXT
 );
 CREATE TABLE components (
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -63,6 +67,11 @@ CREATE TABLE events (
 );
 CREATE INDEX events_by_run ON events(run_id, seq);
 ";
+
+mod sweeps;
+pub use sweeps::{
+    NewSweep, PointOutcome, SweepMember, SweepPoint, SweepPointState, SweepRecord, SweepState,
+};
 
 pub struct RunStore {
     connection: Connection,
@@ -89,13 +98,55 @@ pub struct NewRun {
     pub max_active: Option<u32>,
     /// The run this one continues, when it is a resumed run.
     pub resumed_from: Option<Lineage>,
+    /// The sweep point it is made of.
+    pub sweep: Option<SweepMember>,
 }
 
-/// Where a resumed run comes from: its parent, and the parent's step it continues after.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a run that continues another comes from: its parent, the parent's step whose saved
+/// state it continues after, how it continues, and the settings it changed (a fork's).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lineage {
     pub parent: RunId,
     pub step: u64,
+    pub kind: LineageKind,
+    /// Field (bare name) → the value the child runs with instead of its parent's.
+    pub changes: BTreeMap<String, Value>,
+}
+
+/// How a run continues its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineageKind {
+    /// From its last saved state, as it was: one parent has at most one going resume.
+    Resume,
+    /// From a saved state of the caller's choosing, with changed settings: a branch.
+    Fork,
+    /// A completed (or ended) run given more steps.
+    Extension,
+}
+
+impl LineageKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Resume => "resume",
+            Self::Fork => "fork",
+            Self::Extension => "extension",
+        }
+    }
+
+    fn parse(text: Option<&str>) -> Self {
+        match text {
+            Some("fork") => Self::Fork,
+            Some("extension") => Self::Extension,
+            // Runs resumed before schema 5 recorded no kind.
+            _ => Self::Resume,
+        }
+    }
+
+    /// Whether it continues its parent's line (a resume, an extension), of which a parent has
+    /// one going at a time; forks branch off and may be many.
+    pub fn continues(self) -> bool {
+        !matches!(self, Self::Fork)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -114,8 +165,10 @@ pub struct RunRecord {
     pub boot_id: Option<String>,
     /// The SLURM job holding the run (the SLURM backend only).
     pub slurm_job: Option<String>,
-    /// The run it continues (`parent`) and the step it continues after: a resumed run.
-    pub resumed_from: Option<(String, u64)>,
+    /// The run it continues, and how: a resumed, forked or extended run.
+    pub resumed_from: Option<Lineage>,
+    /// The sweep it is a point of.
+    pub sweep: Option<String>,
     pub components: Vec<ComponentRecord>,
 }
 
@@ -198,9 +251,10 @@ impl RunStore {
         match version {
             0 => {
                 transaction.execute_batch(SCHEMA)?;
+                transaction.execute_batch(sweeps::SCHEMA)?;
                 transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
-            1..=3 => {
+            1..=4 => {
                 // Version 2: the boot a run started in, so pids are never trusted across one.
                 if version < 2 {
                     transaction.execute_batch("ALTER TABLE runs ADD COLUMN boot_id TEXT;")?;
@@ -210,10 +264,20 @@ impl RunStore {
                     transaction.execute_batch("ALTER TABLE runs ADD COLUMN slurm_job TEXT;")?;
                 }
                 // Version 4: the run a resumed run continues, and the step it continues after.
+                if version < 4 {
+                    transaction.execute_batch(
+                        "ALTER TABLE runs ADD COLUMN parent_id TEXT; \
+                         ALTER TABLE runs ADD COLUMN start_step INTEGER;",
+                    )?;
+                }
+                // Version 5: how a run continues its parent (resume, fork, extension) and what
+                // it changed; the sweep a run belongs to, and the sweeps with their queues.
                 transaction.execute_batch(
-                    "ALTER TABLE runs ADD COLUMN parent_id TEXT; \
-                     ALTER TABLE runs ADD COLUMN start_step INTEGER;",
+                    "ALTER TABLE runs ADD COLUMN lineage TEXT; \
+                     ALTER TABLE runs ADD COLUMN changes TEXT; \
+                     ALTER TABLE runs ADD COLUMN sweep_id TEXT;",
                 )?;
+                transaction.execute_batch(sweeps::SCHEMA)?;
                 transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
             SCHEMA_VERSION => {}
@@ -244,11 +308,11 @@ impl RunStore {
         if exists {
             return Err(ProcessError::DuplicateRun(run.id.to_string()));
         }
-        if let Some(lineage) = &run.resumed_from {
+        if let Some(lineage) = run.resumed_from.as_ref().filter(|l| l.kind.continues()) {
             // Checked with the insert: two callers resuming one run at once get one child.
             let active_child: Option<String> = transaction
                 .query_row(
-                    "SELECT id FROM runs WHERE parent_id = ?1 AND state NOT IN ('stopped', 'completed', 'capped', 'failed', 'lost')",
+                    "SELECT id FROM runs WHERE parent_id = ?1 AND IFNULL(lineage, 'resume') != 'fork' AND state NOT IN ('stopped', 'completed', 'capped', 'failed', 'lost')",
                     [lineage.parent.as_str()],
                     |row| row.get(0),
                 )
@@ -278,8 +342,8 @@ impl RunStore {
                 .map_or(Phase::Api, |(component, _)| Phase::from(*component))
         });
         transaction.execute(
-            "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port, boot_id, parent_id, start_step)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT INTO runs (id, environment, state, phase, created_at, updated_at, config_path, api_port, trainer_port, boot_id, parent_id, start_step, lineage, changes, sweep_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 run.id.as_str(),
                 run.environment,
@@ -294,8 +358,19 @@ impl RunStore {
                 run.resumed_from
                     .as_ref()
                     .map(|lineage| i64::try_from(lineage.step).unwrap_or(i64::MAX)),
+                run.resumed_from.as_ref().map(|lineage| lineage.kind.as_str()),
+                run.resumed_from
+                    .as_ref()
+                    .filter(|lineage| !lineage.changes.is_empty())
+                    .map(|lineage| serde_json::to_string(&lineage.changes))
+                    .transpose()
+                    .map_err(|error| ProcessError::Store(error.to_string()))?,
+                run.sweep.as_ref().map(|member| member.sweep.as_str()),
             ],
         )?;
+        if let Some(member) = &run.sweep {
+            sweeps::start_point(&transaction, member, &run.id)?;
+        }
         for (component, log) in &run.logs {
             transaction.execute(
                 "INSERT INTO components (run_id, component, status, log_path) VALUES (?1, ?2, 'not_started', ?3)",
@@ -647,15 +722,44 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowResult> {
         error: row.get(11)?,
         boot_id: row.get(12)?,
         slurm_job: row.get(13)?,
-        resumed_from: row.get::<_, Option<String>>(14)?.map(|parent| {
-            (
-                parent,
-                u64::try_from(row.get::<_, Option<i64>>(15).ok().flatten().unwrap_or(0))
-                    .unwrap_or(0),
-            )
-        }),
+        resumed_from: match row.get::<_, Option<String>>(14)? {
+            None => None,
+            Some(parent) => match lineage_from(row, &parent)? {
+                Ok(lineage) => Some(lineage),
+                Err(error) => return Ok(Err(error)),
+            },
+        },
+        sweep: row.get(18)?,
         components: Vec::new(),
     }))
+}
+
+/// A run's lineage from its row (columns 14 to 17), its parent `parent`.
+fn lineage_from(
+    row: &rusqlite::Row<'_>,
+    parent: &str,
+) -> rusqlite::Result<Result<Lineage, ProcessError>> {
+    let step = u64::try_from(row.get::<_, Option<i64>>(15)?.unwrap_or(0)).unwrap_or(0);
+    let kind = LineageKind::parse(row.get::<_, Option<String>>(16)?.as_deref());
+    let changes = match row.get::<_, Option<String>>(17)? {
+        None => BTreeMap::new(),
+        Some(text) => match serde_json::from_str(&text) {
+            Ok(changes) => changes,
+            Err(error) => {
+                return Ok(Err(ProcessError::Store(format!(
+                    "the changes recorded of a run of {parent}: {error}"
+                ))));
+            }
+        },
+    };
+    Ok(RunId::parse(parent)
+        .map_err(|error| ProcessError::Store(format!("a run's parent: {error}")))
+        .map(|parent| Lineage {
+            parent,
+            step,
+            kind,
+            changes,
+        }))
 }
 
 /// SQLite integers are signed; clock ticks since boot stay far below `i64::MAX`.

@@ -20,7 +20,7 @@ pub use files::{
 };
 pub use run_config::{RunConfig, RunEndpoints, RunWandb};
 pub use run_folder::RunFolder;
-pub use run_id::{RunId, run_dir};
+pub use run_id::{RunId, SweepId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets};
 pub use settings::{
     Backend, Caps, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,

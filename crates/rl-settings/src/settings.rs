@@ -46,6 +46,11 @@ pub struct Settings {
     /// The Weights & Biases project runs go to unless an agent sets `wandb_project`.
     pub wandb_project: String,
     pub locked: Locked,
+    /// The `[locked.tinker]` keys the operator wrote (in `config.toml` or an `RL_*` variable):
+    /// no run may choose these. The others there are rl's defaults (the original tool's), which
+    /// a sweep or a fork may replace for the trainer keys a run chooses (`trainer::PER_RUN`).
+    #[serde(skip)]
+    pub operator_tinker_locks: std::collections::BTreeSet<String>,
     /// How the components of a run are started.
     pub commands: Commands,
     /// Whether the trainer needs `TINKER_API_KEY` to reach the hosted Tinker; never with a
@@ -94,6 +99,7 @@ impl Default for Settings {
             python: PathBuf::from("python3"),
             wandb_project: "atropos-tinker".to_owned(),
             locked: Locked::default(),
+            operator_tinker_locks: std::collections::BTreeSet::new(),
             commands: Commands::default(),
             trainer_needs_tinker_key: true,
             engine: EngineSettings::default(),
@@ -134,10 +140,17 @@ impl Settings {
             let path = key["RL_".len()..].to_lowercase().replace("__", ".");
             from_env = from_env.merge(Serialized::default(&path, parse_env_value(value)));
         }
+        let operator = Figment::from(Toml::file(home.join(SETTINGS_FILE))).merge(from_env.clone());
         figment = figment.merge(from_env);
         let mut settings: Settings = figment
             .extract()
             .map_err(|error| SettingsError::Invalid(shortened(&error.to_string())))?;
+        settings.operator_tinker_locks = operator
+            .find_value("locked.tinker")
+            .ok()
+            .and_then(figment::value::Value::into_dict)
+            .map(|table| table.into_keys().collect())
+            .unwrap_or_default();
         refuse_unknown_keys(&home.join(SETTINGS_FILE))?;
         settings.check()?;
         settings.lock_engine_model();
@@ -207,6 +220,14 @@ impl Settings {
     /// Whether an env-section field is locked, and at what value.
     pub fn locked_env_value(&self, field: &str) -> Option<&Value> {
         self.locked.env.get(field)
+    }
+
+    /// Whether the operator locked a trainer key (`[locked.tinker]`), and at what value.
+    pub fn operator_locked_trainer_value(&self, name: &str) -> Option<&Value> {
+        self.operator_tinker_locks
+            .contains(name)
+            .then(|| self.locked.tinker.get(name))
+            .flatten()
     }
 }
 

@@ -639,7 +639,9 @@ fn check_bounds(key: &Key, x: f64) -> Result<(), SettingsError> {
 }
 
 mod document;
+mod per_run;
 pub use document::contract_document;
+pub use per_run::{OnFork, PER_RUN, PerRun, coerce, per_run};
 
 #[cfg(test)]
 mod tests;

@@ -139,7 +139,7 @@ fn own_spending(
     let resumed_after = run
         .resumed_from
         .as_ref()
-        .map(|(_, step)| i64::try_from(*step).unwrap_or(i64::MAX));
+        .map(|lineage| i64::try_from(lineage.step).unwrap_or(i64::MAX));
     let totals = Totals::of_history(rows);
     let inherited = |totals: &[Totals]| {
         resumed_after.and_then(|after| totals.iter().rev().find(|t| t.step <= after).copied())
@@ -201,7 +201,7 @@ pub(crate) fn cost_report(runs: &[RunRecord], since: Option<jiff::civil::Date>) 
         let parent_rows = run
             .resumed_from
             .as_ref()
-            .and_then(|(parent, _)| by_id.get(parent.as_str()))
+            .and_then(|lineage| by_id.get(lineage.parent.as_str()))
             .map(|parent| rows_of(parent));
         let spent: Vec<Spent> = own_spending(run, &rows, parent_rows.as_deref())
             .into_iter()
@@ -290,7 +290,13 @@ mod tests {
             error: None,
             boot_id: None,
             slurm_job: None,
-            resumed_from: resumed_from.map(|(parent, step)| (parent.to_owned(), step)),
+            resumed_from: resumed_from.map(|(parent, step)| rl_process::Lineage {
+                parent: rl_settings::RunId::parse(parent).unwrap(),
+                step,
+                kind: rl_process::LineageKind::Resume,
+                changes: std::collections::BTreeMap::new(),
+            }),
+            sweep: None,
             components: Vec::new(),
         }
     }

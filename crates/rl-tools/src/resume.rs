@@ -2,7 +2,7 @@
 //! (weights and optimizer) as a new run that records its parent, with the parent's config, in
 //! its WandB group, its steps and checkpoints numbered on from the parent's.
 
-use rl_process::{Lineage, RunState};
+use rl_process::{Lineage, LineageKind, RunState};
 use rl_settings::{Caps, HeldOut, RunConfig, RunId, run_dir};
 
 use crate::answers::Started;
@@ -99,7 +99,12 @@ impl Tools {
                 parent,
                 run_id,
                 endpoints,
-                (&point.state_path, point.step),
+                &rl_config::ResumeFrom {
+                    state_path: &point.state_path,
+                    step: point.step,
+                    settings: &[],
+                    total_steps: None,
+                },
                 allow_changes,
                 &caps,
             )?;
@@ -107,6 +112,8 @@ impl Tools {
             let lineage = Lineage {
                 parent: parent.clone(),
                 step: point.step,
+                kind: LineageKind::Resume,
+                changes: std::collections::BTreeMap::new(),
             };
             Ok(written_config(
                 written.path,

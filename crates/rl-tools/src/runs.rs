@@ -58,6 +58,16 @@ impl Tools {
     /// `rl_start_training`'s `max_*`) under the operator's: one above the operator's is
     /// refused, as is a cost cap without a price, before anything starts.
     pub fn start_training_with(&self, asked: &Caps) -> Result<Started, ToolsError> {
+        self.start_run(asked, &[])
+    }
+
+    /// A run with its own caps and `settings` (checked already: `check_run_settings`) on top
+    /// of the selection: one point of a sweep.
+    pub(crate) fn start_run(
+        &self,
+        asked: &Caps,
+        settings: &[rl_config::RunSetting],
+    ) -> Result<Started, ToolsError> {
         let service = self.service()?;
         let caps = service.settings().caps.for_run(asked)?;
         // An environment that cannot import is refused before any component starts.
@@ -65,7 +75,7 @@ impl Tools {
             self.importable(&selection.environment)?;
         }
         let status = self.launch(&service, |run_id, endpoints| {
-            let written = service.write_run_config(run_id, Some(endpoints), &caps)?;
+            let written = service.write_run_config(run_id, Some(endpoints), &caps, settings)?;
             Ok(written_config(
                 written.path,
                 &written.selection.environment,
@@ -342,6 +352,7 @@ pub(crate) fn written_config(
         environment: environment.key.clone(),
         env_file: environment.environments_dir.join(&environment.file),
         resumed_from,
+        sweep: None,
     }
 }
 

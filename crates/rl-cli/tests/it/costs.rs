@@ -150,7 +150,7 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
     let child = resumed["run_id"].as_str().unwrap().to_owned();
     assert_eq!(
         resumed["resumed_from"],
-        serde_json::json!({"run_id": parent, "step": 2}),
+        serde_json::json!({"run_id": parent, "step": 2, "kind": "resume"}),
         "{resumed:#}"
     );
     let finished = wait_until_finished(&stack, &child);

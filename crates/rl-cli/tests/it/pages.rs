@@ -52,6 +52,7 @@ pub(crate) fn run_home(running: bool) -> tempfile::TempDir {
             queued: false,
             max_active: None,
             resumed_from: None,
+            sweep: None,
         })
         .unwrap();
     for component in components {

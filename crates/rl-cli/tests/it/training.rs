@@ -544,7 +544,7 @@ fn a_stopped_run_resumed_reaches_its_last_step() {
     assert_eq!(held_out_of(&parent_dir), ["0.1", "0"]);
     assert_eq!(
         resumed["resumed_from"],
-        serde_json::json!({"run_id": parent, "step": resumed_at}),
+        serde_json::json!({"run_id": parent, "step": resumed_at, "kind": "resume"}),
         "{resumed:#}"
     );
     assert_eq!(

@@ -52,7 +52,12 @@ fn generated_yaml_is_accepted_by_the_real_environment_cli() {
         .edit("max_reasoning_tokens", &Value::Int(2048))
         .unwrap();
     let written = service
-        .write_run_config(&RunId::parse("12345678").unwrap(), None, &Caps::default())
+        .write_run_config(
+            &RunId::parse("12345678").unwrap(),
+            None,
+            &Caps::default(),
+            &[],
+        )
         .unwrap();
 
     let (stdout, stderr) = run_process(&python, "gsm8k_tinker.py", &written.path);

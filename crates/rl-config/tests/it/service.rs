@@ -90,7 +90,7 @@ fn run_config_yaml_has_the_original_structure_and_no_secret() {
         .unwrap();
     let run_id = RunId::parse("0badc0de").unwrap();
     let written = service
-        .write_run_config(&run_id, None, &Caps::default())
+        .write_run_config(&run_id, None, &Caps::default(), &[])
         .unwrap();
     assert_eq!(written.path, home.path().join("runs/0badc0de/config.yaml"));
     let text = std::fs::read_to_string(&written.path).unwrap();
@@ -119,7 +119,7 @@ fn a_run_keeps_the_selection_it_started_with() {
     service.edit("group_size", &Value::Int(12)).unwrap();
     let run_id = RunId::parse("0badc0de").unwrap();
     service
-        .write_run_config(&run_id, None, &Caps::default())
+        .write_run_config(&run_id, None, &Caps::default(), &[])
         .unwrap();
     // Another selection meanwhile changes nothing of what the run ran.
     service.select("word_ladder").unwrap();
@@ -237,6 +237,7 @@ fn a_runs_own_ports_replace_the_locked_addresses() {
             &RunId::parse("0badc0de").unwrap(),
             Some(endpoints),
             &Caps::default(),
+            &[],
         )
         .unwrap();
     let text = std::fs::read_to_string(&written.path).unwrap();
@@ -278,6 +279,7 @@ fn a_local_engine_is_the_trainers_tinker_and_its_model_everyones_tokenizer() {
             &RunId::parse("0badc0de").unwrap(),
             Some(endpoints),
             &Caps::default(),
+            &[],
         )
         .unwrap();
     let parsed: serde_json::Value =
@@ -370,7 +372,7 @@ fn a_run_config_atroposlib_would_refuse_is_not_written() {
     locked.select("word_ladder").unwrap();
     let run_id = RunId::parse("0badc0de").unwrap();
     let error = locked
-        .write_run_config(&run_id, None, &Caps::default())
+        .write_run_config(&run_id, None, &Caps::default(), &[])
         .unwrap_err();
     assert!(
         error.to_string().contains("group_size <= batch_size"),
@@ -438,7 +440,7 @@ fn a_runs_prices_and_caps_are_written_and_a_cost_cap_needs_a_price() {
         ..Caps::default()
     };
     let written = priced
-        .write_run_config(&RunId::parse("0badc0de").unwrap(), None, &caps)
+        .write_run_config(&RunId::parse("0badc0de").unwrap(), None, &caps, &[])
         .unwrap();
     let trainer = written.config.trainer().unwrap();
     assert_eq!(trainer.caps, caps);
@@ -455,7 +457,7 @@ fn a_runs_prices_and_caps_are_written_and_a_cost_cap_needs_a_price() {
     unpriced.select("gsm8k_tinker").unwrap();
     let run_id = RunId::parse("0badc0df").unwrap();
     let error = unpriced
-        .write_run_config(&run_id, None, &caps)
+        .write_run_config(&run_id, None, &caps, &[])
         .unwrap_err()
         .to_string();
     assert!(
@@ -467,7 +469,7 @@ fn a_runs_prices_and_caps_are_written_and_a_cost_cap_needs_a_price() {
         ..Caps::default()
     };
     let written = unpriced
-        .write_run_config(&run_id, None, &tokens_only)
+        .write_run_config(&run_id, None, &tokens_only, &[])
         .unwrap();
     let trainer = written.config.trainer().unwrap();
     assert_eq!(trainer.prices, None);

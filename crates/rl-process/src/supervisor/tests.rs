@@ -208,6 +208,7 @@ fn new_run_of(timing: RunTiming, queued: bool, components: &[Component]) -> Run 
             queued,
             max_active: None,
             resumed_from: None,
+            sweep: None,
         })
         .unwrap();
     Run { home, id, plan }

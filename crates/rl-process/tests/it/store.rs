@@ -1,8 +1,9 @@
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rl_process::{
-    Component, ComponentStatus, Lineage, NewRun, Phase, ProcessError, ProcessIdentity, RunState,
-    RunStore,
+    Component, ComponentStatus, Lineage, LineageKind, NewRun, Phase, ProcessError, ProcessIdentity,
+    RunState, RunStore,
 };
 use rl_settings::RunId;
 
@@ -19,8 +20,14 @@ fn new_run(id: &str) -> NewRun {
         queued: false,
         max_active: None,
         resumed_from: None,
+        sweep: None,
     }
 }
+
+/// What schema 5 added, taken away again: a store as an older rl left it.
+const BEFORE_VERSION_5: &str = "ALTER TABLE runs DROP COLUMN lineage; \
+     ALTER TABLE runs DROP COLUMN changes; ALTER TABLE runs DROP COLUMN sweep_id; \
+     DROP TABLE sweep_points; DROP TABLE sweeps;";
 
 /// Several processes (a start and a list, a server's concurrent calls) may open a store that
 /// does not exist yet at the same moment; none of them may fail for it.
@@ -259,6 +266,7 @@ fn a_version_1_store_is_migrated_and_keeps_its_runs() {
     drop(store);
     // What rl wrote before runs knew their boot.
     let connection = rusqlite_connection(&home.path().join("runs.db"));
+    connection.execute_batch(BEFORE_VERSION_5).unwrap();
     connection
         .execute_batch(
             "ALTER TABLE runs DROP COLUMN boot_id; ALTER TABLE runs DROP COLUMN slurm_job; \
@@ -318,6 +326,7 @@ fn a_version_3_store_is_migrated_and_records_a_resumed_run() {
         store.create_run(&new_run("1234abcd")).unwrap();
     }
     let connection = rusqlite::Connection::open(home.path().join("runs.db")).unwrap();
+    connection.execute_batch(BEFORE_VERSION_5).unwrap();
     connection
         .execute_batch(
             "ALTER TABLE runs DROP COLUMN parent_id; ALTER TABLE runs DROP COLUMN start_step; \
@@ -335,17 +344,24 @@ fn a_version_3_store_is_migrated_and_records_a_resumed_run() {
         resumed_from: Some(Lineage {
             parent: parent.clone(),
             step: 4,
+            kind: LineageKind::Resume,
+            changes: BTreeMap::new(),
         }),
         ..new_run("5678abcd")
     };
     store.create_run(&child).unwrap();
     let record = store.run(&child.id).unwrap().unwrap();
-    assert_eq!(record.resumed_from, Some(("1234abcd".to_owned(), 4)));
+    assert_eq!(record.resumed_from, child.resumed_from);
 
     // While that child is going, the parent cannot be resumed a second time.
     let twice = store
         .create_run(&NewRun {
-            resumed_from: Some(Lineage { parent, step: 4 }),
+            resumed_from: Some(Lineage {
+                parent: parent.clone(),
+                step: 4,
+                kind: LineageKind::Extension,
+                changes: BTreeMap::new(),
+            }),
             ..new_run("9abcdef0")
         })
         .unwrap_err();
@@ -355,6 +371,24 @@ fn a_version_3_store_is_migrated_and_records_a_resumed_run() {
             .contains("being resumed already, as run 5678abcd"),
         "{twice}"
     );
+    // Forks branch off: a parent may have many going at once, with what they changed.
+    let changes = BTreeMap::from([("learning_rate".to_owned(), rl_settings::Value::Float(1e-4))]);
+    for id in ["9abcdef1", "9abcdef2"] {
+        let fork = NewRun {
+            resumed_from: Some(Lineage {
+                parent: parent.clone(),
+                step: 2,
+                kind: LineageKind::Fork,
+                changes: changes.clone(),
+            }),
+            ..new_run(id)
+        };
+        store.create_run(&fork).unwrap();
+        assert_eq!(
+            store.run(&fork.id).unwrap().unwrap().resumed_from,
+            fork.resumed_from
+        );
+    }
 }
 
 #[test]
@@ -365,6 +399,7 @@ fn a_version_2_store_is_migrated() {
         store.create_run(&new_run("1234abcd")).unwrap();
     }
     let connection = rusqlite::Connection::open(home.path().join("runs.db")).unwrap();
+    connection.execute_batch(BEFORE_VERSION_5).unwrap();
     connection
         .execute_batch(
             "ALTER TABLE runs DROP COLUMN slurm_job; ALTER TABLE runs DROP COLUMN parent_id; \

@@ -43,6 +43,9 @@ pub struct RunView {
     /// The run this one continues, and the step it continues after (a resumed run only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<ResumedFrom>,
+    /// The sweep it is a point of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_id: Option<String>,
     pub components: Vec<ComponentView>,
     /// Seconds since the run was created, until it finished.
     pub elapsed_secs: f64,
@@ -69,10 +72,8 @@ impl From<&RunStatus> for RunView {
             supervisor: run.supervisor.map(ProcessView::from),
             error: run.error.clone(),
             slurm_job: run.slurm_job.clone(),
-            resumed_from: run.resumed_from.as_ref().map(|(run_id, step)| ResumedFrom {
-                run_id: run_id.clone(),
-                step: *step,
-            }),
+            resumed_from: run.resumed_from.as_ref().map(ResumedFrom::from),
+            sweep_id: run.sweep.clone(),
             components: run
                 .components
                 .iter()
@@ -89,12 +90,30 @@ impl From<&RunStatus> for RunView {
     }
 }
 
-/// Where a resumed run comes from.
+/// Where a run that continues another comes from: its lineage.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResumedFrom {
     pub run_id: String,
-    /// The parent's last step with a saved state: the resumed run's first step is the next.
+    /// The parent's step whose saved state it continues from: its first step is the next.
     pub step: u64,
+    /// `resume` (from the last saved state, as it was), `fork` (from a chosen step, with
+    /// changes) or `extension` (given more steps).
+    pub kind: &'static str,
+    /// What it runs with instead of its parent's settings (a fork's changes, an extension's
+    /// last step).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub changes: BTreeMap<String, rl_settings::Value>,
+}
+
+impl From<&rl_process::Lineage> for ResumedFrom {
+    fn from(lineage: &rl_process::Lineage) -> Self {
+        Self {
+            run_id: lineage.parent.to_string(),
+            step: lineage.step,
+            kind: lineage.kind.as_str(),
+            changes: lineage.changes.clone(),
+        }
+    }
 }
 
 /// A process as rl knows it again after pid reuse.

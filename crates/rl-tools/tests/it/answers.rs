@@ -175,6 +175,7 @@ pub(crate) fn ended_run_with(fixture: &Fixture, end: RunState, engine_port: Opti
                 engine_port,
             }),
             &rl_settings::Caps::default(),
+            &[],
         )
         .unwrap();
     let dir = written.path.parent().unwrap().to_owned();
@@ -219,6 +220,7 @@ pub(crate) fn ended_run_with(fixture: &Fixture, end: RunState, engine_port: Opti
             queued: false,
             max_active: None,
             resumed_from: None,
+            sweep: None,
         })
         .unwrap();
     for (index, component) in components.into_iter().enumerate() {
@@ -554,7 +556,7 @@ fn resume_answers() {
     let child = resumed["answer"]["run_id"].as_str().unwrap().to_owned();
     assert_eq!(
         resumed["answer"]["resumed_from"],
-        json!({"run_id": FIXTURE_RUN, "step": 2})
+        json!({"run_id": FIXTURE_RUN, "step": 2, "kind": "resume"})
     );
     let child_dir = run_dir(fixture.home(), &RunId::parse(&child).unwrap());
     let config = RunConfig::read(&child_dir.join("config.yaml")).unwrap();

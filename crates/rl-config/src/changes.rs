@@ -1,0 +1,202 @@
+//! Settings one run is given on top of what it would otherwise run with — a sweep's point, a
+//! fork's changes: fields of its environment's config and the trainer keys a run chooses
+//! (`rl_settings::trainer::PER_RUN`), each checked as an edit is, locks refused, before
+//! anything starts.
+
+use std::collections::BTreeMap;
+
+use rl_settings::{RunConfig, Value, trainer};
+use serde::{Deserialize, Serialize};
+
+use crate::ConfigError;
+use crate::service::ConfigService;
+use crate::store::{Edit, Section, Selection};
+
+/// One setting of one run, checked: its section, the field's bare name, the value as the run
+/// holds it (a string read as the field's type).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSetting {
+    pub section: Section,
+    pub field: String,
+    pub value: Value,
+}
+
+impl RunSetting {
+    /// `field=value` as a person writes it back.
+    pub fn spelled(&self) -> String {
+        format!("{}={}", self.field, self.value)
+    }
+
+    fn as_edit(&self) -> Edit {
+        Edit {
+            field: self.field.clone(),
+            section: self.section,
+            value: self.value.clone(),
+            edited_at: jiff::Timestamp::now().to_string(),
+        }
+    }
+}
+
+/// Who the settings are for: a new run of the selection, or a run continuing another's saved
+/// state (where what the state fixes cannot change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    NewRun,
+    Fork,
+}
+
+impl ConfigService {
+    /// `asked` (field, value) checked as settings of a new run of the selected environment.
+    pub fn check_run_settings(
+        &self,
+        asked: &[(String, Value)],
+    ) -> Result<Vec<RunSetting>, ConfigError> {
+        let selection = self.selection()?;
+        let settings = self.checked(&selection, asked, Purpose::NewRun)?;
+        let after = with_settings(&selection, &settings);
+        let (_, schema) = self.selected_schema(&after)?;
+        let current = self.current_of(after, schema);
+        crate::rules::check_together(|name| current.value_of(name))?;
+        Ok(settings)
+    }
+
+    /// `asked` checked as the changes of a fork of run `parent`, whose config is `parent_config`:
+    /// what the saved state fixes (the model, the LoRA rank) is refused with the reason.
+    pub fn check_fork_settings(
+        &self,
+        parent: &rl_settings::RunId,
+        parent_config: &RunConfig,
+        asked: &[(String, Value)],
+    ) -> Result<Vec<RunSetting>, ConfigError> {
+        let ran = crate::new_run::run_selection(self.home(), parent)?;
+        let settings = self.checked(&ran, asked, Purpose::Fork)?;
+        let mut env = parent_config.env.clone();
+        apply_env(&mut env, &settings);
+        crate::rules::check_together(|name| env.get(name))?;
+        Ok(settings)
+    }
+
+    fn checked(
+        &self,
+        selection: &Selection,
+        asked: &[(String, Value)],
+        purpose: Purpose,
+    ) -> Result<Vec<RunSetting>, ConfigError> {
+        let (_, schema) = self.selected_schema(selection)?;
+        let mut settings: Vec<RunSetting> = Vec::with_capacity(asked.len());
+        for (field, value) in asked {
+            let bare = field
+                .strip_prefix("env.")
+                .or_else(|| field.strip_prefix("tinker."))
+                .unwrap_or(field);
+            if settings.iter().any(|setting| setting.field == bare) {
+                return Err(ConfigError::InvalidInput {
+                    what: format!("the setting '{bare}'"),
+                    reason: "it is given twice".to_owned(),
+                });
+            }
+            if purpose == Purpose::Fork
+                && let Some(reason) = fixed_by_state(bare)
+            {
+                return Err(ConfigError::InvalidInput {
+                    what: format!("changing '{bare}' in a fork"),
+                    reason: reason.to_owned(),
+                });
+            }
+            let per_run = trainer::per_run(field).filter(|_| !field.starts_with("env."));
+            let setting = match (
+                schema.field(bare).filter(|_| !field.starts_with("tinker.")),
+                per_run,
+            ) {
+                (Some(spec), _) => {
+                    if let Some(locked) = self.settings().locked_env_value(bare) {
+                        return Err(ConfigError::LockedField {
+                            field: bare.to_owned(),
+                            value: locked.clone(),
+                        });
+                    }
+                    RunSetting {
+                        section: Section::Env,
+                        field: bare.to_owned(),
+                        value: crate::validate::check_value(spec, value)?.value,
+                    }
+                }
+                (None, Some(entry)) => {
+                    if let Some(locked) = self.settings().operator_locked_trainer_value(bare) {
+                        return Err(ConfigError::LockedField {
+                            field: bare.to_owned(),
+                            value: locked.clone(),
+                        });
+                    }
+                    if purpose == Purpose::Fork
+                        && let trainer::OnFork::Fixed(reason) = entry.on_fork
+                    {
+                        return Err(ConfigError::InvalidInput {
+                            what: format!("changing '{bare}' in a fork"),
+                            reason: reason.to_owned(),
+                        });
+                    }
+                    RunSetting {
+                        section: Section::Tinker,
+                        field: bare.to_owned(),
+                        value: trainer::coerce(&entry.key, value)?,
+                    }
+                }
+                (None, None) => {
+                    let per_run: Vec<&str> = trainer::PER_RUN
+                        .iter()
+                        .map(|entry| entry.key.name)
+                        .collect();
+                    let closest = crate::service::closest_fields(bare, &schema, &per_run);
+                    return Err(ConfigError::UnknownField {
+                        field: bare.to_owned(),
+                        closest,
+                    });
+                }
+            };
+            settings.push(setting);
+        }
+        Ok(settings)
+    }
+}
+
+/// What a saved state fixes, and why: a fork continues the parent's weights.
+fn fixed_by_state(field: &str) -> Option<&'static str> {
+    (field == trainer::BASE_MODEL.name || field == trainer::TOKENIZER_NAME.name).then_some(
+        "a fork continues the parent's weights, which are of the parent's base model (and its \
+         tokenizer); start a new run to train another model",
+    )
+}
+
+/// The selection with `settings` as its edits (replacing edits of the same fields).
+pub(crate) fn with_settings(selection: &Selection, settings: &[RunSetting]) -> Selection {
+    let mut selection = selection.clone();
+    for setting in settings {
+        let edit = setting.as_edit();
+        match selection
+            .edits
+            .iter_mut()
+            .find(|e| e.field == edit.field && e.section == edit.section)
+        {
+            Some(existing) => *existing = edit,
+            None => selection.edits.push(edit),
+        }
+    }
+    selection
+}
+
+fn apply_env(env: &mut BTreeMap<String, Value>, settings: &[RunSetting]) {
+    for setting in settings.iter().filter(|s| s.section == Section::Env) {
+        env.insert(setting.field.clone(), setting.value.clone());
+    }
+}
+
+/// Writes `settings` into a run's config (a fork's, over its parent's).
+pub(crate) fn apply(config: &mut RunConfig, settings: &[RunSetting]) {
+    apply_env(&mut config.env, settings);
+    for setting in settings.iter().filter(|s| s.section == Section::Tinker) {
+        config
+            .tinker
+            .insert(setting.field.clone(), setting.value.clone());
+    }
+}
