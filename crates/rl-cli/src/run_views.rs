@@ -2,12 +2,35 @@
 //! events, where its time and money went, and the cost report.
 
 use rl_tools::{
-    AccountingView, CostReport, EventView, HealthView, MetricsView, ResultsView, RunView,
-    SourceFailureView, StatusView,
+    AccountingView, CostReport, EventView, HealthView, MetricsView, ResultsView, ResumedFrom,
+    RunView, SourceFailureView, StatusView,
 };
 
 use crate::curves;
 use crate::output;
+
+/// Where a run comes from, in one line: "forked from run P at step S (learning_rate=1e-05)".
+pub(crate) fn lineage(parent: &ResumedFrom) -> String {
+    let how = match parent.kind {
+        "fork" => "forked from",
+        "extension" => "extended from",
+        _ => "resumed from",
+    };
+    let changes: Vec<String> = parent
+        .changes
+        .iter()
+        .map(|(field, value)| format!("{field}={value}"))
+        .collect();
+    let changed = if changes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", changes.join(", "))
+    };
+    format!(
+        "{how} run {} at step {}{changed}",
+        parent.run_id, parent.step
+    )
+}
 
 pub(crate) fn print_status(run: &RunView) -> anyhow::Result<()> {
     let state = match run.phase {
@@ -20,10 +43,7 @@ pub(crate) fn print_status(run: &RunView) -> anyhow::Result<()> {
     ))?;
     output::line(format!("config  {}", run.config_path.display()))?;
     if let Some(parent) = &run.resumed_from {
-        output::line(format!(
-            "resumes run {} after its step {}",
-            parent.run_id, parent.step
-        ))?;
+        output::line(lineage(parent))?;
     }
     if let (Some(api), Some(trainer)) = (run.api_port, run.trainer_port) {
         output::line(format!("ports   api {api}, trainer {trainer} (127.0.0.1)"))?;

@@ -1,6 +1,7 @@
-//! `rl runs start|status|stop|results|list|events|logs|wait`: training runs; the hidden
-//! `rl runs evaluate` that rl's trainer calls every `eval_every` steps; and the hidden
-//! `rl supervise`, the body of each run's detached supervisor.
+//! `rl runs start|status|stop|resume|fork|results|list|events|logs|wait`: training runs (a
+//! fork's and an extension's arguments in `runs/fork.rs`); the hidden `rl runs evaluate` that
+//! rl's trainer calls every `eval_every` steps; and the hidden `rl supervise`, the body of each
+//! run's detached supervisor.
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -10,6 +11,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rl_process::{RunState, WaitOutcome, WaitUntil};
 use rl_tools::{RunView, SourceChoice, Started, Tools, WaitView};
+
+mod fork;
 
 use crate::context::{Context, runtime};
 use crate::output;
@@ -58,12 +61,18 @@ pub(crate) enum RunsCommand {
     /// Continue a stopped, failed or lost run from its last saved state, as a new run.
     ///
     /// The new run has the parent's config and WandB group, loads its weights and optimizer
-    /// state, and numbers its steps on. With `--wait`, the exit codes of `rl runs wait`.
+    /// state, and numbers its steps on. `--steps +N` extends it: N more steps than its
+    /// total_steps (a completed run continues from its final state). With `--wait`, the exit
+    /// codes of `rl runs wait`.
     Resume {
         run_id: String,
         /// Resume even though the environment's file changed since the run started.
         #[arg(long)]
         allow_changes: bool,
+        /// Train N more steps than the run's total_steps (`+N` or `N`, N ≥ 1).
+        #[arg(long, value_name = "+N", allow_hyphen_values = true,
+              value_parser = fork::parse_extra_steps)]
+        steps: Option<u64>,
         /// Wait until the new run reaches this point before returning.
         #[arg(long, value_enum, value_name = "UNTIL")]
         wait: Option<Until>,
@@ -73,6 +82,14 @@ pub(crate) enum RunsCommand {
         #[command(flatten)]
         caps: CapArgs,
     },
+    /// A new run from a run's state saved at a step (weights and optimizer), with changed
+    /// settings; the parent is left as it is (it may still be going).
+    ///
+    /// `--set FIELD=VALUE` (repeatable) changes a field of the run's environment or a trainer
+    /// key a run chooses (learning_rate, save_every, ...); the base model and lora_rank are
+    /// fixed by the saved state. Its steps continue from S+1. With `--wait`, the exit codes of
+    /// `rl runs wait`.
+    Fork(fork::ForkArgs),
     /// A run's metrics: latest numbers, every step, final weights, checkpoints and health.
     Results {
         run_id: String,
@@ -203,12 +220,24 @@ pub(crate) fn run(command: RunsCommand, context: &Context, as_json: bool) -> any
         RunsCommand::Resume {
             run_id,
             allow_changes,
+            steps,
             wait,
             timeout,
             caps,
         } => {
-            let started =
-                tools.resume_training_with(&tools.run_id(&run_id)?, allow_changes, &caps.into())?;
+            let started = tools.resume_training_with(
+                &tools.run_id(&run_id)?,
+                allow_changes,
+                &caps.into(),
+                steps,
+            )?;
+            if !as_json {
+                output::say(&started.message)?;
+            }
+            follow_start(&tools, started, wait, timeout, as_json)
+        }
+        RunsCommand::Fork(fork) => {
+            let (started, wait, timeout) = fork::fork(&tools, fork)?;
             if !as_json {
                 output::say(&started.message)?;
             }
@@ -423,7 +452,7 @@ fn waiting(
 }
 
 /// A run just started (or resumed): shown, or followed until `wait`.
-fn follow_start(
+pub(crate) fn follow_start(
     tools: &Tools,
     mut started: Started,
     wait: Option<Until>,

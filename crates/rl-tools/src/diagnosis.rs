@@ -89,7 +89,9 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
         ToolsError::UnknownRun { active, known, .. } => {
             (K::NotFound, A::UnknownRun { active, known })
         }
-        ToolsError::NotResumable { .. } => (K::Precondition, A::CorrectRequest),
+        ToolsError::NotResumable { .. } | ToolsError::NotForkable { .. } => {
+            (K::Precondition, A::CorrectRequest)
+        }
         ToolsError::MissingDependencies { .. } => (K::Precondition, A::CorrectRequest),
         ToolsError::RunFilesMissing { .. } => (K::Precondition, A::CheckStateDirectory),
         ToolsError::Io { .. } | ToolsError::Internal(_) => (K::Internal, A::RetryWhenReady),

@@ -14,6 +14,7 @@ pub mod env_dependencies;
 mod environments;
 mod error;
 mod evaluation;
+mod fork;
 mod health_check;
 mod hosted;
 mod long_calls;

@@ -95,6 +95,29 @@ struct ResumeArgs {
     max_tokens: Option<u64>,
     #[serde(default)]
     max_hours: Option<f64>,
+    /// More steps than the parent's `total_steps`: an extension.
+    #[serde(default)]
+    steps: Option<u64>,
+}
+
+/// `rl_fork_training`'s arguments: the parent, the step whose saved state it continues, the
+/// settings it changes (field → value, a string read as `rl config set` reads it, or a JSON
+/// scalar), its own caps.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForkArgs {
+    run_id: String,
+    step: u64,
+    #[serde(default)]
+    settings: std::collections::BTreeMap<String, Value>,
+    #[serde(default)]
+    allow_changes: bool,
+    #[serde(default)]
+    max_cost: Option<f64>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_hours: Option<f64>,
 }
 
 /// `rl_start_training`'s arguments: the run's own caps, each optional.
@@ -264,6 +287,7 @@ impl Registry {
                     max_cost,
                     max_tokens,
                     max_hours,
+                    steps,
                 } = parse(name, arguments)?;
                 let asked = Caps {
                     max_cost,
@@ -273,7 +297,36 @@ impl Registry {
                 self.tools
                     .blocking(move |tools| {
                         let id = tools.run_id(&run_id)?;
-                        to_json(&tools.resume_training_with(&id, allow_changes, &asked)?)
+                        to_json(&tools.resume_training_with(&id, allow_changes, &asked, steps)?)
+                    })
+                    .await
+            }
+            ToolName::ForkTraining => {
+                let ForkArgs {
+                    run_id,
+                    step,
+                    settings,
+                    allow_changes,
+                    max_cost,
+                    max_tokens,
+                    max_hours,
+                } = parse(name, arguments)?;
+                let asked = Caps {
+                    max_cost,
+                    max_tokens,
+                    max_hours,
+                };
+                let settings: Vec<(String, Value)> = settings.into_iter().collect();
+                self.tools
+                    .blocking(move |tools| {
+                        let id = tools.run_id(&run_id)?;
+                        to_json(&tools.fork_training(
+                            &id,
+                            step,
+                            &settings,
+                            allow_changes,
+                            &asked,
+                        )?)
                     })
                     .await
             }

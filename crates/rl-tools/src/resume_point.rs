@@ -27,23 +27,7 @@ pub(crate) fn resume_point(
     run_dir: &std::path::Path,
     total_steps: Option<u64>,
 ) -> Result<ResumePoint, String> {
-    let record = read_checkpoints(&RunFolder::at(run_dir).checkpoints())
-        .map_err(|error| error.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "it saved no training state ({} is missing: its trainer \
-                 keeps none, or it ended before its first save)",
-                RunFolder::CHECKPOINTS
-            )
-        })?;
-    let every: Vec<(u64, String)> = record
-        .checkpoints
-        .iter()
-        .filter_map(|checkpoint| {
-            let step = u64::try_from(checkpoint.step?).ok()?;
-            Some((step, checkpoint.state_path.clone()?))
-        })
-        .collect();
+    let every = recorded_states(run_dir)?;
     if every.is_empty() {
         return Err(
             "it ended before its first saved training state (rl's trainer saves step \
@@ -86,6 +70,40 @@ pub(crate) fn resume_point(
             .collect::<Vec<_>>()
             .join(", ")
     ))
+}
+
+/// Every saved state (weights and optimizer) `checkpoints.jsonl` records, step and path, in
+/// the order saved; or why it cannot be read.
+fn recorded_states(run_dir: &std::path::Path) -> Result<Vec<(u64, String)>, String> {
+    let record = read_checkpoints(&RunFolder::at(run_dir).checkpoints())
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "it saved no training state ({} is missing: its trainer \
+                 keeps none, or it ended before its first save)",
+                RunFolder::CHECKPOINTS
+            )
+        })?;
+    Ok(record
+        .checkpoints
+        .iter()
+        .filter_map(|checkpoint| {
+            let step = u64::try_from(checkpoint.step?).ok()?;
+            Some((step, checkpoint.state_path.clone()?))
+        })
+        .collect())
+}
+
+/// The saved states a fork can start from: each step's state whose files are there (the
+/// last saved of a step, when it was saved twice), by step.
+pub(crate) fn forkable_states(run_dir: &std::path::Path) -> Result<Vec<(u64, String)>, String> {
+    let mut by_step = std::collections::BTreeMap::new();
+    for (step, state_path) in recorded_states(run_dir)? {
+        if !state_is_missing(run_dir, &state_path) {
+            by_step.insert(step, state_path);
+        }
+    }
+    Ok(by_step.into_iter().collect())
 }
 
 /// Whether a run that trained on the local engine (its engine folder is there) has lost the

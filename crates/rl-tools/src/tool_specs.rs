@@ -28,6 +28,7 @@ pub(crate) enum ToolName {
     CheckStatus,
     StopTraining,
     ResumeTraining,
+    ForkTraining,
     GetResults,
     ListRuns,
     ListCheckpoints,
@@ -38,7 +39,7 @@ pub(crate) enum ToolName {
 
 impl ToolName {
     /// In the order an agent meets them.
-    const ALL: [Self; 14] = [
+    const ALL: [Self; 15] = [
         Self::ListEnvironments,
         Self::SelectEnvironment,
         Self::GetCurrentConfig,
@@ -47,6 +48,7 @@ impl ToolName {
         Self::CheckStatus,
         Self::StopTraining,
         Self::ResumeTraining,
+        Self::ForkTraining,
         Self::GetResults,
         Self::ListRuns,
         Self::ListCheckpoints,
@@ -65,6 +67,7 @@ impl ToolName {
             Self::CheckStatus => "rl_check_status",
             Self::StopTraining => "rl_stop_training",
             Self::ResumeTraining => "rl_resume_training",
+            Self::ForkTraining => "rl_fork_training",
             Self::GetResults => "rl_get_results",
             Self::ListRuns => "rl_list_runs",
             Self::ListCheckpoints => "rl_list_checkpoints",
@@ -244,14 +247,17 @@ impl ToolName {
                 name: self.name(),
                 description: "Continue a stopped, failed, lost or capped run from its last saved training \
                     state (weights and optimizer), as a new run: same config and WandB group, \
-                    steps, metrics and checkpoints numbered on from the parent's. Returns the new \
-                    run as rl_start_training does, with `resumed_from` (the parent and the step it \
-                    continues after). Refused, with the reason, when the run is still going, \
-                    completed, saved no state, or its environment file changed since (pass \
-                    `allow_changes` to continue anyway). The new run has the operator's prices as \
-                    they are now and the caps given here (with the operator's): a capped parent's \
-                    caps are not carried over. Answers in seconds; the new run takes hours: \
-                    next, rl_check_status now and then.",
+                    steps, metrics and checkpoints numbered on from the parent's. With `steps` \
+                    (N more steps), an extension: its total_steps is the parent's plus N, and a \
+                    completed run continues from its final state. Returns the new run as \
+                    rl_start_training does, with `resumed_from` (the parent, the step it \
+                    continues after, `kind`: resume or extension, and `changes`). Refused, with \
+                    the reason, when the run is still going, completed (without `steps`), saved \
+                    no state, or its environment file changed since (pass `allow_changes` to \
+                    continue anyway). The new run has the operator's prices as they are now and \
+                    the caps given here (with the operator's): a capped parent's caps are not \
+                    carried over. Answers in seconds; the new run takes hours: next, \
+                    rl_check_status now and then.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -261,11 +267,64 @@ impl ToolName {
                             "default": false,
                             "description": "Resume even though the environment's file changed since the run started"
                         },
+                        "steps": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": crate::resume::MAX_EXTRA_STEPS,
+                            "description": "Train this many steps more than the run's total_steps (an extension; needed for a completed run)"
+                        },
                         "max_cost": caps_parameters()["max_cost"],
                         "max_tokens": caps_parameters()["max_tokens"],
                         "max_hours": caps_parameters()["max_hours"]
                     },
                     "required": ["run_id"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::ForkTraining => ToolSpec {
+                name: self.name(),
+                description: "Start a new run from a run's training state saved at `step` (weights \
+                    and optimizer), with `settings` changed: a branch to try another learning \
+                    rate or environment setting from a point the run reached. The parent may be \
+                    going, ended or completed; it is left as it is. `settings` maps a field to \
+                    its value: the fields of the run's environment (checked as rl_edit_config \
+                    checks them; the operator's locked ones refused) and the trainer keys a run \
+                    chooses (learning_rate, max_token_trainer_length, save_every, keep_rollouts, \
+                    eval_every, eval_prompts, eval_group_size); the base model and lora_rank are \
+                    fixed by the saved state and refused. Its steps, metrics and checkpoints \
+                    continue from step+1, in the parent's WandB group under its own name. \
+                    Returns the new run as rl_start_training does, with `resumed_from` (the \
+                    parent, the step, `kind` fork, `changes`). Refused, with the reason and \
+                    nothing started, for a step without a saved state (the answer lists the \
+                    steps that have one: rl_list_checkpoints shows them too), a setting that \
+                    cannot change, or an environment file changed since (pass `allow_changes`). \
+                    Caps as rl_start_training's. Answers in seconds; next, rl_check_status now \
+                    and then.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "run_id": run_id_parameter("The run to fork"),
+                        "step": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "The step whose saved training state the new run continues from (its first step is the next)"
+                        },
+                        "settings": {
+                            "type": "object",
+                            "maxProperties": crate::fork::MAX_FORK_SETTINGS,
+                            "additionalProperties": {"type": ["string", "number", "boolean"]},
+                            "description": "Field → value the new run changes, e.g. {\"learning_rate\": 1e-5}; a string is read as the field's type"
+                        },
+                        "allow_changes": {
+                            "type": "boolean",
+                            "default": false,
+                            "description": "Fork even though the environment's file changed since the run started"
+                        },
+                        "max_cost": caps_parameters()["max_cost"],
+                        "max_tokens": caps_parameters()["max_tokens"],
+                        "max_hours": caps_parameters()["max_hours"]
+                    },
+                    "required": ["run_id", "step"],
                     "additionalProperties": false
                 }),
             },

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod answers;
+mod forks;
 mod metrics_files;
 mod preflight_views;
 mod run_records;
