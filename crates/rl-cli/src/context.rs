@@ -65,6 +65,36 @@ impl Context {
         Ok(home)
     }
 
+    /// Gives each running sweep whose driver is gone (killed, or the machine restarted) a new
+    /// one. Quiet and harmless where there is no store yet; a failure is a warning, never the
+    /// command's.
+    pub(crate) fn resume_sweeps(&self) {
+        let Ok(home) = self.home() else {
+            return;
+        };
+        if !rl_tools::has_store(&home) {
+            return;
+        }
+        let resumed = self
+            .tools()
+            .map_err(|error| error.to_string())
+            .and_then(|tools| {
+                tools
+                    .resume_sweep_drivers()
+                    .map_err(|error| error.to_string())
+            });
+        match resumed {
+            Ok(started) => {
+                for sweep in started {
+                    crate::output::progress(&format!(
+                        "sweep {sweep} had lost its driver: a new one starts its queued runs"
+                    ));
+                }
+            }
+            Err(error) => crate::output::warning(&format!("the sweeps' drivers: {error}")),
+        }
+    }
+
     /// The operations every face shares, with this command line's state and settings.
     pub(crate) fn tools(&self) -> anyhow::Result<Tools> {
         if let Some(tools) = self.tools.get() {

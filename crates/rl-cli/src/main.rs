@@ -16,6 +16,7 @@ mod run_views;
 mod runs;
 mod serve;
 mod setup;
+mod sweep;
 mod tool;
 mod watch;
 mod work;
@@ -77,6 +78,9 @@ enum Command {
     /// Start, watch, stop and collect training runs.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
+    /// Try several settings at once: a grid of runs, a few at a time, ranked.
+    #[command(subcommand)]
+    Sweep(sweep::SweepCommand),
     /// List what runs saved; export a checkpoint as a PEFT adapter.
     #[command(subcommand)]
     Checkpoints(checkpoints::CheckpointsCommand),
@@ -148,11 +152,26 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let context = context::Context::new(cli.home, cli.root, cli.envs_dir);
     let as_json = cli.json;
+    // A sweep outlives whoever started it: any command (but the detached ones and those that
+    // touch no state) gives a sweep whose driver is gone a new one.
+    if !matches!(
+        cli.command,
+        Command::Supervise { .. }
+            | Command::Work
+            | Command::Completions { .. }
+            | Command::Sweep(sweep::SweepCommand::Drive { .. })
+            | Command::Mcp {
+                print_config: Some(_)
+            }
+    ) {
+        context.resume_sweeps();
+    }
     let outcome = match cli.command {
         Command::Envs(command) => envs::run(command, &context, as_json),
         Command::Select { name } => config::select(&context, &name, as_json),
         Command::Config(command) => config::run(command, &context, as_json),
         Command::Runs(command) => runs::run(command, &context, as_json),
+        Command::Sweep(command) => sweep::run(command, &context, as_json),
         Command::Checkpoints(command) => checkpoints::run(command, &context, as_json),
         Command::Preflight(command) => preflight::run(&context, command, as_json),
         Command::Compare(args) => compare::run(&context, args, as_json),

@@ -46,14 +46,15 @@ enum Purpose {
 }
 
 impl ConfigService {
-    /// `asked` (field, value) checked as settings of a new run of the selected environment.
+    /// `asked` (field, value) checked as settings of a new run of `selection` (the one
+    /// selected now, or a sweep's).
     pub fn check_run_settings(
         &self,
+        selection: &Selection,
         asked: &[(String, Value)],
     ) -> Result<Vec<RunSetting>, ConfigError> {
-        let selection = self.selection()?;
-        let settings = self.checked(&selection, asked, Purpose::NewRun)?;
-        let after = with_settings(&selection, &settings);
+        let settings = self.checked(selection, asked, Purpose::NewRun)?;
+        let after = with_settings(selection, &settings);
         let (_, schema) = self.selected_schema(&after)?;
         let current = self.current_of(after, schema);
         crate::rules::check_together(|name| current.value_of(name))?;

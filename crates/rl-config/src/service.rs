@@ -391,7 +391,20 @@ impl ConfigService {
         caps: &Caps,
         settings: &[crate::RunSetting],
     ) -> Result<RunConfigFile, ConfigError> {
-        let selection = crate::changes::with_settings(&self.selection()?, settings);
+        self.write_run_config_of(&self.selection()?, run_id, endpoints, caps, settings)
+    }
+
+    /// [`Self::write_run_config`] of a selection recorded earlier (a sweep's, whose points
+    /// start later with the environment and edits they were planned with).
+    pub fn write_run_config_of(
+        &self,
+        selection: &Selection,
+        run_id: &RunId,
+        endpoints: Option<RunEndpoints>,
+        caps: &Caps,
+        settings: &[crate::RunSetting],
+    ) -> Result<RunConfigFile, ConfigError> {
+        let selection = crate::changes::with_settings(selection, settings);
         let mut config = crate::new_run::build(
             &self.settings,
             &selection,

@@ -4,7 +4,7 @@
 
 use crate::model::{HistoryRow, LoggedRun, RunMetrics};
 
-pub(crate) const REWARD_MEAN: &str = "reward/mean";
+pub const REWARD_MEAN: &str = "reward/mean";
 pub(crate) const LOSS: &str = "train/loss";
 pub(crate) const LEARNING_RATE: &str = "train/learning_rate";
 pub(crate) const LOGPROBS_DIFF: &str = "logprobs/diff";

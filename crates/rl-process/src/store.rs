@@ -73,6 +73,11 @@ pub use sweeps::{
     NewSweep, PointOutcome, SweepMember, SweepPoint, SweepPointState, SweepRecord, SweepState,
 };
 
+/// Whether `home` holds a store already (opening one creates it).
+pub fn has_store(home: &Path) -> bool {
+    home.join(DATABASE_FILE).is_file()
+}
+
 pub struct RunStore {
     connection: Connection,
     path: PathBuf,

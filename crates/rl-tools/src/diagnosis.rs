@@ -42,6 +42,9 @@ pub(crate) enum Advice<'a> {
         active: &'a [String],
         known: &'a [String],
     },
+    UnknownSweep {
+        known: &'a [String],
+    },
     /// The operator must provide this key.
     MissingKey {
         variable: &'a str,
@@ -89,6 +92,7 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
         ToolsError::UnknownRun { active, known, .. } => {
             (K::NotFound, A::UnknownRun { active, known })
         }
+        ToolsError::UnknownSweep { known, .. } => (K::NotFound, A::UnknownSweep { known }),
         ToolsError::NotResumable { .. } | ToolsError::NotForkable { .. } => {
             (K::Precondition, A::CorrectRequest)
         }

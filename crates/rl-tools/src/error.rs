@@ -45,6 +45,12 @@ pub enum ToolsError {
         missing: String,
         fix: String,
     },
+    #[error("no sweep with id '{sweep_id}'")]
+    UnknownSweep {
+        sweep_id: String,
+        /// Sweeps there are, newest first.
+        known: Vec<String>,
+    },
     #[error("run {run_id} cannot be resumed: {reason}")]
     NotResumable { run_id: String, reason: String },
     /// A fork asked of a step, or with settings, the run's saved states cannot give.

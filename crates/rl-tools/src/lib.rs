@@ -31,6 +31,7 @@ mod resume_point;
 mod runs;
 mod saved_states;
 pub mod setup;
+mod sweeps;
 mod tool_specs;
 mod tools;
 
@@ -54,6 +55,10 @@ pub use answers::{
     SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TrainedCheckpoint, WaitView,
     WarningView, WindowView, error_answer, report_json,
 };
+pub use answers::{
+    GridAxis, HeldOutScore, SweepCurve, SweepEntry, SweepList, SweepPage, SweepRow, SweepStarted,
+    SweepStopped, SweepView,
+};
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use compare::{CompareOptions, ComparePlan};
 pub use error::{FailureKind, ToolsError};
@@ -68,10 +73,11 @@ pub use python_probe::{Probes, SdkVersions};
 pub use registry::{CallProgress, Caller, Registry, ToolReply};
 /// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
 pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
+pub use sweeps::{MAX_SWEEP_POINTS, SweepMetric, SweepRequest};
 pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
 pub use tools::{ToolContext, Tools, TreeOverride};
 // What a face names when it opens the tools or runs a supervisor; the lower crates own them.
-pub use rl_process::{DEFAULT_EVENT_LIMIT, EvaluateCommand, SupervisorCommand};
+pub use rl_process::{DEFAULT_EVENT_LIMIT, EvaluateCommand, SupervisorCommand, has_store};
 pub use rl_settings::default_home;
 pub use runs::supervise;
 

@@ -58,29 +58,36 @@ impl Tools {
     /// `rl_start_training`'s `max_*`) under the operator's: one above the operator's is
     /// refused, as is a cost cap without a price, before anything starts.
     pub fn start_training_with(&self, asked: &Caps) -> Result<Started, ToolsError> {
-        self.start_run(asked, &[])
+        self.start_run(asked, &RunPlan::default())
     }
 
-    /// A run with its own caps and `settings` (checked already: `check_run_settings`) on top
-    /// of the selection: one point of a sweep.
-    pub(crate) fn start_run(
-        &self,
-        asked: &Caps,
-        settings: &[rl_config::RunSetting],
-    ) -> Result<Started, ToolsError> {
+    /// A run with its own caps, of `plan`'s selection (else the one selected now) with its
+    /// settings (checked already: `check_run_settings`) on top.
+    pub(crate) fn start_run(&self, asked: &Caps, plan: &RunPlan) -> Result<Started, ToolsError> {
         let service = self.service()?;
         let caps = service.settings().caps.for_run(asked)?;
+        let selection = match &plan.selection {
+            Some(selection) => Some(selection.clone()),
+            None => service.selection().ok(),
+        };
         // An environment that cannot import is refused before any component starts.
-        if let Ok(selection) = service.selection() {
+        if let Some(selection) = &selection {
             self.importable(&selection.environment)?;
         }
         let status = self.launch(&service, |run_id, endpoints| {
-            let written = service.write_run_config(run_id, Some(endpoints), &caps, settings)?;
-            Ok(written_config(
-                written.path,
-                &written.selection.environment,
-                None,
-            ))
+            let written = match &selection {
+                Some(selection) => service.write_run_config_of(
+                    selection,
+                    run_id,
+                    Some(endpoints),
+                    &caps,
+                    &plan.settings,
+                )?,
+                None => service.write_run_config(run_id, Some(endpoints), &caps, &plan.settings)?,
+            };
+            let mut written = written_config(written.path, &written.selection.environment, None);
+            written.sweep.clone_from(&plan.sweep);
+            Ok(written)
         })?;
         Ok(started(
             &status,
@@ -339,6 +346,15 @@ impl Tools {
             &self.context().evaluate,
         )
     }
+}
+
+/// What a new run is made of beyond the operator's settings: a selection recorded earlier (a
+/// sweep's), its own settings, the sweep point it is.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunPlan {
+    pub(crate) selection: Option<rl_config::Selection>,
+    pub(crate) settings: Vec<rl_config::RunSetting>,
+    pub(crate) sweep: Option<rl_process::SweepMember>,
 }
 
 /// What starting a run needs to know of the config written for it to run `environment`.

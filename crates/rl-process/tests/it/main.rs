@@ -9,3 +9,4 @@ mod launcher;
 mod probe;
 mod store;
 mod strays;
+mod sweeps;

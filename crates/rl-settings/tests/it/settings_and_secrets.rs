@@ -406,3 +406,35 @@ fn the_stall_limits_default_to_five_medians_and_ten_minutes_and_are_checked() {
         assert!(error.contains(expected), "{text}: {error}");
     }
 }
+
+/// The trainer settings the operator wrote are locks; rl's own defaults in `[locked.tinker]`
+/// (the original tool's) are what a run gets unless it chooses (a sweep's, a fork's).
+#[test]
+fn the_operators_trainer_locks_are_told_from_rls_defaults() {
+    let home = tempfile::tempdir().unwrap();
+    let defaults = Settings::load(home.path(), variables(&[])).unwrap();
+    assert!(defaults.locked.tinker.contains_key("learning_rate"));
+    assert_eq!(
+        defaults.operator_locked_trainer_value("learning_rate"),
+        None
+    );
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[locked.tinker]\nlora_rank = 16\n",
+    )
+    .unwrap();
+    let settings = Settings::load(
+        home.path(),
+        variables(&[("RL_LOCKED__TINKER__LEARNING_RATE", "0.001")]),
+    )
+    .unwrap();
+    assert_eq!(
+        settings.operator_locked_trainer_value("lora_rank"),
+        Some(&Value::Int(16))
+    );
+    assert_eq!(
+        settings.operator_locked_trainer_value("learning_rate"),
+        Some(&Value::Float(0.001))
+    );
+    assert_eq!(settings.operator_locked_trainer_value("save_every"), None);
+}

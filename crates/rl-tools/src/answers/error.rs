@@ -17,7 +17,7 @@ pub struct ErrorAnswer {
     pub error: String,
     pub kind: FailureKind,
     pub hint: String,
-    /// The tools that exist, or the environments that do.
+    /// The tools that exist, or the environments or sweeps that do.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub available: Option<Vec<String>>,
     /// The schema of the tool's argument object.
@@ -109,6 +109,10 @@ impl ErrorAnswer {
                 "Pass a run id from rl_list_runs (`active_runs` lists those still going, \
                  `known_runs` the newest of all)"
                     .to_owned()
+            }
+            Advice::UnknownSweep { known } => {
+                answer.available = Some(known.to_vec());
+                "Pass a sweep id from `rl sweep list` (`available` lists the newest)".to_owned()
             }
             Advice::MissingKey { variable } => {
                 answer.missing_key = Some(variable.to_owned());

@@ -17,6 +17,7 @@ mod preflight;
 mod preflight_store;
 mod runs;
 mod scan;
+mod sweeps;
 
 pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Kept, Pruned, RunCheckpoints};
 pub use compare::{ComparedModel, ComparisonAnswer, EstimateView, TrainedCheckpoint};
@@ -51,6 +52,10 @@ pub use runs::{
     Stopped, WaitView,
 };
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};
+pub use sweeps::{
+    GridAxis, HeldOutScore, SweepCurve, SweepEntry, SweepList, SweepPage, SweepRow, SweepStarted,
+    SweepStopped, SweepView,
+};
 
 use crate::ToolsError;
 
