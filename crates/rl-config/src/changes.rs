@@ -123,18 +123,19 @@ impl ConfigService {
                     }
                 }
                 (None, Some(entry)) => {
-                    if let Some(locked) = self.settings().operator_locked_trainer_value(bare) {
-                        return Err(ConfigError::LockedField {
-                            field: bare.to_owned(),
-                            value: locked.clone(),
-                        });
-                    }
+                    // What the saved state fixes is said first: no operator could allow it.
                     if purpose == Purpose::Fork
                         && let trainer::OnFork::Fixed(reason) = entry.on_fork
                     {
                         return Err(ConfigError::InvalidInput {
                             what: format!("changing '{bare}' in a fork"),
                             reason: reason.to_owned(),
+                        });
+                    }
+                    if let Some(locked) = self.settings().operator_locked_trainer_value(bare) {
+                        return Err(ConfigError::LockedField {
+                            field: bare.to_owned(),
+                            value: locked.clone(),
                         });
                     }
                     RunSetting {

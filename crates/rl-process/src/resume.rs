@@ -1,7 +1,9 @@
 //! What a resumed run takes over from its parent before it starts: the rows of the trainer's
 //! record files up to the step it continues after, so its steps and checkpoints continue the
 //! parent's, and the local engine's database and saved states, so the engine it starts can
-//! load the parent's state.
+//! load the parent's state. The parent may still be training (a fork of a going run): its
+//! saved states are never rewritten once saved, and its database is read as one consistent
+//! snapshot, never copied byte by byte while its engine writes it.
 
 use std::io::ErrorKind;
 use std::path::Path;
@@ -60,8 +62,15 @@ fn rows_up_to(text: &str, step: u64) -> String {
         })
 }
 
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+/// What SQLite keeps beside a database while it is open: its write-ahead log, the log's index,
+/// a rollback journal. A snapshot of the database holds what they hold.
+const SQLITE_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
 /// `from` recreated at `to`: folders made, files under `checkpoints/` hard-linked (copied when
-/// the two are on different file systems), other files copied. Symbolic links are not followed.
+/// the two are on different file systems), SQLite databases snapshotted (`snapshot_database`)
+/// without their side files, other files copied. Symbolic links are not followed.
 fn copy_tree(from: &Path, to: &Path, in_checkpoints: bool) -> Result<(), ProcessError> {
     std::fs::create_dir_all(to).map_err(|source| io("create", to, source))?;
     let entries = std::fs::read_dir(from).map_err(|source| io("read", from, source))?;
@@ -76,6 +85,13 @@ fn copy_tree(from: &Path, to: &Path, in_checkpoints: bool) -> Result<(), Process
             let checkpoints = in_checkpoints || entry.file_name() == RunFolder::ENGINE_CHECKPOINTS;
             copy_tree(&entry.path(), &target, checkpoints)?;
         } else if kind.is_file() {
+            if !in_checkpoints && is_database(&entry.path()) {
+                snapshot_database(&entry.path(), &target)?;
+                continue;
+            }
+            if !in_checkpoints && is_side_file_of_database(&entry.path()) {
+                continue;
+            }
             let linked = in_checkpoints && std::fs::hard_link(entry.path(), &target).is_ok();
             if !linked {
                 match std::fs::copy(entry.path(), &target) {
@@ -87,6 +103,48 @@ fn copy_tree(from: &Path, to: &Path, in_checkpoints: bool) -> Result<(), Process
             }
         }
     }
+    Ok(())
+}
+
+/// Whether `path` is an SQLite database (its header says so).
+fn is_database(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut header = [0_u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut header))
+        .is_ok_and(|()| &header == SQLITE_HEADER)
+}
+
+/// Whether `path` is the write-ahead log, its index or the journal of a database beside it.
+fn is_side_file_of_database(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
+        return false;
+    };
+    SQLITE_SIDE_FILES.iter().any(|suffix| {
+        name.strip_suffix(suffix)
+            .is_some_and(|database| is_database(&path.with_file_name(database)))
+    })
+}
+
+/// A consistent copy of the database at `from` written to `to`: SQLite's `VACUUM INTO` reads
+/// one snapshot (the write-ahead log's committed pages included) while the parent's engine may
+/// go on writing, where a byte copy of a database and its log taken at two moments can be a
+/// damaged database.
+fn snapshot_database(from: &Path, to: &Path) -> Result<(), ProcessError> {
+    let connection = rusqlite::Connection::open_with_flags(
+        from,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    // The engine holds its write lock for a moment at a time.
+    connection.busy_timeout(std::time::Duration::from_secs(30))?;
+    let target = to.to_str().ok_or_else(|| {
+        io(
+            "snapshot",
+            to,
+            std::io::Error::new(ErrorKind::InvalidInput, "the path is not UTF-8"),
+        )
+    })?;
+    connection.execute("VACUUM INTO ?1", [target])?;
     Ok(())
 }
 
@@ -149,5 +207,36 @@ mod tests {
             "{\"step\": 1}\n{\"step\": 2}\n"
         );
         assert!(!child.path().join("checkpoints.jsonl").exists());
+    }
+
+    /// A database its engine is writing (a fork of a going run) is taken as one snapshot: what
+    /// was committed, its write-ahead log included, and no side file beside it.
+    #[test]
+    fn a_database_in_use_is_taken_as_a_snapshot_without_its_log() {
+        let parent = tempfile::tempdir().unwrap();
+        let child = tempfile::tempdir().unwrap();
+        let engine = parent.path().join("engine");
+        std::fs::create_dir_all(&engine).unwrap();
+        let writer = rusqlite::Connection::open(engine.join("tinker.db")).unwrap();
+        writer.pragma_update(None, "journal_mode", "WAL").unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE futures (id INTEGER PRIMARY KEY, status TEXT);
+                 INSERT INTO futures (status) VALUES ('done'), ('pending');",
+            )
+            .unwrap();
+        assert!(engine.join("tinker.db-wal").exists(), "still in the log");
+
+        copy_engine(parent.path(), child.path()).unwrap();
+
+        let copied = child.path().join("engine");
+        assert!(!copied.join("tinker.db-wal").exists());
+        assert!(!copied.join("tinker.db-shm").exists());
+        let reader = rusqlite::Connection::open(copied.join("tinker.db")).unwrap();
+        let rows: i64 = reader
+            .query_row("SELECT count(*) FROM futures", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(rows, 2);
+        drop(writer);
     }
 }

@@ -7,6 +7,7 @@ mod compare;
 mod costs;
 mod env_dependencies;
 mod evaluation;
+mod forks;
 mod hosted;
 mod hosted_training;
 mod hostile_components;

@@ -36,7 +36,7 @@ pub(crate) fn lines(path: &Path) -> Vec<Value> {
 /// Where skyrl-tx 0.3.0 keeps what a `tinker://` path names, in the run's engine folder:
 /// sampler weights `tinker://<model>/<name>` as `<model>/sampler_weights/<name>.tar.gz`, a
 /// state `tinker://<model>/weights/<name>` as the folder `<model>/<name>.tar.gz`.
-fn saved_file(run_dir: &Path, path: &str) -> PathBuf {
+pub(crate) fn saved_file(run_dir: &Path, path: &str) -> PathBuf {
     let rest = path
         .strip_prefix("tinker://")
         .unwrap_or_else(|| panic!("not a tinker path: {path}"));

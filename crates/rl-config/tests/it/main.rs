@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod fields;
+mod fork_settings;
 mod hostile_sources;
 mod locked;
 mod python;

@@ -76,6 +76,11 @@ def probe_tokens(tokenizer) -> list:
     return tokens if len(tokens) >= 2 else [0, 1]
 
 
+def max_difference(expected: List[float], found: List[float]) -> float:
+    """The largest move of one token's log-probability between two fingerprints of one length."""
+    return max((abs(a - b) for a, b in zip(expected, found)), default=0.0)
+
+
 def fingerprints_match(expected: List[float], found: List[float]) -> bool:
     return len(found) == len(expected) and all(
         math.isfinite(b) and abs(a - b) <= FINGERPRINT_TOLERANCE for a, b in zip(expected, found)
@@ -480,7 +485,13 @@ class Trainer:
                 "(its files at the engine are missing or damaged); resume from an earlier saved "
                 "state (rl checkpoints list shows them)"
             )
-        say(f"verified: the loaded weights are those saved at {state_path}")
+        # Said with the figure, so that a reader (and the fork test) sees how close the weights it
+        # starts from are to the parent's at that step, not only that they passed.
+        moved = max_difference(expected, found)
+        say(
+            f"verified: the loaded weights are those saved at {state_path}: the log-probabilities "
+            f"of the {len(found)} probe tokens differ from the saved state's by at most {moved:.3g} nats"
+        )
 
     async def evaluate(self, n: int) -> Dict[str, Any]:
         """The held-out evaluation of the checkpoint just saved, which the server now serves

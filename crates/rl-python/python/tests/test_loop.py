@@ -13,7 +13,7 @@ from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
-from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, Capped, PhaseFile, StateNotLoaded, Trainer, fingerprints_match, probe_tokens
+from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, Capped, PhaseFile, StateNotLoaded, Trainer, fingerprints_match, max_difference, probe_tokens
 
 from tests.test_server import FakeSamplingClient, FakeTokenizer
 
@@ -353,6 +353,7 @@ class LoopTests(unittest.TestCase):
         self.assertEqual([c.get("fingerprint") for c in rows[1:]], [[-42.5 - 1, -1.0], [-42.5 - 2, -1.0]])
         self.assertEqual(fake.fingerprinted, FakeTokenizer().encode(PROBE_TEXT)[:32])
         self.assertIn("verified: the loaded weights are those saved at tinker://p/weights/step_3", out)
+        self.assertIn("differ from the saved state's by at most 0 nats", out)
         self.assertIn("continuing after step 3", out)
 
     def test_a_resumed_runs_token_totals_continue_its_parents(self):
@@ -483,6 +484,8 @@ class LoopTests(unittest.TestCase):
         self.assertFalse(fingerprints_match(saved, [-2.49, -0.76, -7.125]))
         self.assertFalse(fingerprints_match(saved, saved[:2]))
         self.assertFalse(fingerprints_match(saved, [-2.5, float("nan"), -7.125]))
+        self.assertAlmostEqual(max_difference(saved, [-2.5, -0.7504, -7.125]), 0.0004)
+        self.assertEqual(max_difference([], []), 0.0)
 
     def test_a_state_that_did_not_load_as_saved_fails_the_resume_naming_it(self):
         with self.assertRaises(StateNotLoaded) as refused:

@@ -75,7 +75,11 @@ fn end_supervisors(fixture: &Fixture) {
 }
 
 fn run_count(fixture: &Fixture) -> usize {
-    RunStore::open(fixture.home()).unwrap().runs().unwrap().len()
+    RunStore::open(fixture.home())
+        .unwrap()
+        .runs()
+        .unwrap()
+        .len()
 }
 
 #[test]
@@ -216,5 +220,30 @@ fn extension_answers() {
     assert_fork_answer!(
         "resume_training_extension",
         scrubbed(&fixture, extended, &[&child])
+    );
+}
+
+/// A failed run given more steps continues from its resume point, its total raised.
+#[test]
+fn an_ended_run_given_more_steps_continues_from_its_resume_point() {
+    let fixture = fixture();
+    ended_run_with(&fixture, RunState::Failed, None);
+    let parent = run_dir(fixture.home(), &RunId::parse(FIXTURE_RUN).unwrap());
+    with_saved_states(&parent);
+    let total = RunConfig::read(&parent.join("config.yaml"))
+        .unwrap()
+        .trainer()
+        .unwrap()
+        .total_steps;
+    let extended = fixture.call(
+        "rl_resume_training",
+        json!({"run_id": FIXTURE_RUN, "steps": 2}),
+    );
+    end_supervisors(&fixture);
+    assert!(extended["failure"].is_null(), "{extended}");
+    assert_eq!(
+        extended["answer"]["resumed_from"],
+        json!({"run_id": FIXTURE_RUN, "step": 2, "kind": "extension",
+               "changes": {"total_steps": total + 2}})
     );
 }
