@@ -56,8 +56,8 @@ pub use answers::{
     WarningView, WindowView, error_answer, report_json,
 };
 pub use answers::{
-    GridAxis, HeldOutScore, SweepCurve, SweepEntry, SweepList, SweepPage, SweepRow, SweepStarted,
-    SweepStopped, SweepView,
+    GridAxis, HeldOutScore, SweepCurve, SweepEntry, SweepList, SweepPage, SweepRateLimited,
+    SweepRow, SweepStarted, SweepStopped, SweepView,
 };
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use compare::{CompareOptions, ComparePlan};

@@ -18,6 +18,8 @@ use crate::rate_limit::StatusChecks;
 use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
 
+mod sweeps;
+
 /// Who is calling: the status limit applies to agents only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Caller {
@@ -330,6 +332,9 @@ impl Registry {
                     })
                     .await
             }
+            ToolName::StartSweep => self.start_sweep(name, arguments).await,
+            ToolName::CheckSweep => self.check_sweep(name, arguments, caller).await,
+            ToolName::StopSweep => self.stop_sweep(name, arguments).await,
             ToolName::GetResults => {
                 let RunArgs { run_id } = parse(name, arguments)?;
                 let id = self.tools.run_id(&run_id)?;

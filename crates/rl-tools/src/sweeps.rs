@@ -22,7 +22,9 @@ pub use ranking::SweepMetric;
 /// The most points one sweep may have: each is a run of several processes.
 pub const MAX_SWEEP_POINTS: usize = 64;
 /// The most values one setting may take in a sweep.
-const MAX_VALUES: usize = 32;
+pub(crate) const MAX_VALUES: usize = 32;
+/// The most settings one sweep may vary.
+pub(crate) const MAX_SWEEP_SETTINGS: usize = 8;
 
 /// What a caller asks of a sweep.
 #[derive(Debug, Clone, Default)]
@@ -47,7 +49,7 @@ pub(crate) struct SweepSpec {
     pub(crate) selection: Selection,
     /// Each point's checked settings, by point index.
     pub(crate) points: Vec<Vec<RunSetting>>,
-    /// The grid as asked, for the answers: each setting and its values.
+    /// The grid for the answers: each setting and its values as the runs take them.
     pub(crate) grid: Vec<(String, Vec<Value>)>,
     pub(crate) caps: Caps,
     pub(crate) metric: SweepMetric,
@@ -101,8 +103,8 @@ impl Tools {
         let id = self.unused_sweep_id()?;
         let spec = SweepSpec {
             selection: selection.clone(),
+            grid: checked_axes(&grid, &points),
             points: points.clone(),
-            grid,
             caps: request.caps,
             metric,
             tinker_atropos_root: settings
@@ -189,6 +191,15 @@ fn checked_grid(grid: &[(String, Vec<Value>)]) -> Result<Vec<(String, Vec<Value>
             "it sets nothing: give at least one setting and its values (--set field=v1,v2)",
         ));
     }
+    if grid.len() > MAX_SWEEP_SETTINGS {
+        return Err(ToolsError::invalid(
+            "the sweep",
+            format!(
+                "it varies {} settings; a sweep varies at most {MAX_SWEEP_SETTINGS}",
+                grid.len()
+            ),
+        ));
+    }
     let mut points: usize = 1;
     for (index, (field, values)) in grid.iter().enumerate() {
         if grid[..index].iter().any(|(other, _)| other == field) {
@@ -224,6 +235,30 @@ fn checked_grid(grid: &[(String, Vec<Value>)]) -> Result<Vec<(String, Vec<Value>
         ));
     }
     Ok(grid.to_vec())
+}
+
+/// The grid's settings with their values as the runs take them (`"1e-4"` as 0.0001), read off
+/// the checked points in their order.
+fn checked_axes(
+    grid: &[(String, Vec<Value>)],
+    points: &[Vec<RunSetting>],
+) -> Vec<(String, Vec<Value>)> {
+    grid.iter()
+        .enumerate()
+        .map(|(index, (field, _))| {
+            let mut values: Vec<Value> = Vec::new();
+            for setting in points.iter().filter_map(|point| point.get(index)) {
+                if !values.contains(&setting.value) {
+                    values.push(setting.value.clone());
+                }
+            }
+            let name = points
+                .first()
+                .and_then(|point| point.get(index))
+                .map_or_else(|| field.clone(), |setting| setting.field.clone());
+            (name, values)
+        })
+        .collect()
 }
 
 /// Every combination of the grid's values, the last setting varying fastest.

@@ -7,6 +7,8 @@ use rl_preflight::{DEFAULT_GROUP_SIZE, DEFAULT_STEPS, MAX_GROUP_SIZE, MAX_MODELS
 
 use crate::checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 
+mod sweeps;
+
 /// One tool as agents see it.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
@@ -29,6 +31,9 @@ pub(crate) enum ToolName {
     StopTraining,
     ResumeTraining,
     ForkTraining,
+    StartSweep,
+    CheckSweep,
+    StopSweep,
     GetResults,
     ListRuns,
     ListCheckpoints,
@@ -39,7 +44,7 @@ pub(crate) enum ToolName {
 
 impl ToolName {
     /// In the order an agent meets them.
-    const ALL: [Self; 15] = [
+    const ALL: [Self; 18] = [
         Self::ListEnvironments,
         Self::SelectEnvironment,
         Self::GetCurrentConfig,
@@ -49,6 +54,9 @@ impl ToolName {
         Self::StopTraining,
         Self::ResumeTraining,
         Self::ForkTraining,
+        Self::StartSweep,
+        Self::CheckSweep,
+        Self::StopSweep,
         Self::GetResults,
         Self::ListRuns,
         Self::ListCheckpoints,
@@ -68,6 +76,9 @@ impl ToolName {
             Self::StopTraining => "rl_stop_training",
             Self::ResumeTraining => "rl_resume_training",
             Self::ForkTraining => "rl_fork_training",
+            Self::StartSweep => "rl_start_sweep",
+            Self::CheckSweep => "rl_check_sweep",
+            Self::StopSweep => "rl_stop_sweep",
             Self::GetResults => "rl_get_results",
             Self::ListRuns => "rl_list_runs",
             Self::ListCheckpoints => "rl_list_checkpoints",
@@ -328,6 +339,9 @@ impl ToolName {
                     "additionalProperties": false
                 }),
             },
+            Self::StartSweep => sweeps::start_sweep(self.name(), caps_parameters()),
+            Self::CheckSweep => sweeps::check_sweep(self.name()),
+            Self::StopSweep => sweeps::stop_sweep(self.name()),
             Self::GetResults => ToolSpec {
                 name: self.name(),
                 description: "A run's results so far or final: `metrics` (latest numbers), \

@@ -67,7 +67,7 @@ impl Route {
 }
 
 /// Every route.
-const ROUTES: [Route; 12] = [
+const ROUTES: [Route; 16] = [
     Route {
         method: Method::Get,
         path: "/health",
@@ -127,6 +127,30 @@ const ROUTES: [Route; 12] = [
         path: "/runs/{id}/resume",
         usage: "  {\"allow_changes\": false} (optional)",
         handler: |method| on(method, resume_training),
+    },
+    Route {
+        method: Method::Post,
+        path: "/runs/{id}/fork",
+        usage: "  {\"step\": S, \"settings\": {\"field\": value}}",
+        handler: |method| on(method, fork_training),
+    },
+    Route {
+        method: Method::Post,
+        path: "/sweeps",
+        usage: "  {\"settings\": {\"field\": [values]}, \"max_parallel\": N}",
+        handler: |method| on(method, start_sweep),
+    },
+    Route {
+        method: Method::Get,
+        path: "/sweeps/{id}",
+        usage: "",
+        handler: |method| on(method, check_sweep),
+    },
+    Route {
+        method: Method::Post,
+        path: "/sweeps/{id}/stop",
+        usage: "",
+        handler: |method| on(method, stop_sweep),
     },
     Route {
         method: Method::Get,
@@ -270,22 +294,87 @@ async fn resume_training(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    match path_and_body(id, "run_id", &headers, body) {
+        Ok(arguments) => call(&state, "rl_resume_training", arguments).await,
+        Err(response) => response,
+    }
+}
+
+/// `POST /runs/{id}/fork` with `{"step": S, "settings": {...}}`.
+async fn fork_training(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match path_and_body(id, "run_id", &headers, body) {
+        Ok(arguments) => call(&state, "rl_fork_training", arguments).await,
+        Err(response) => response,
+    }
+}
+
+/// The tool's arguments: the JSON body's object with the path's id under `key` (the path names
+/// it; an id in the body could only contradict it), or the id alone without a body. A body
+/// that is no object goes to the tool as it is, which refuses it with its schema.
+#[expect(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per request"
+)]
+fn path_and_body(
+    id: Result<Path<String>, PathRejection>,
+    key: &str,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, Response> {
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(rejection) => return Err(rejected(rejection.status(), &rejection.body_text())),
+    };
+    Ok(match json_body(headers, body)? {
+        None => json!({ key: id }),
+        Some(Value::Object(mut body)) => {
+            body.insert(key.to_owned(), Value::String(id));
+            Value::Object(body)
+        }
+        Some(other) => other,
+    })
+}
+
+async fn start_sweep(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match json_body(&headers, body) {
+        Ok(body) => call(&state, "rl_start_sweep", body.unwrap_or(Value::Null)).await,
+        Err(response) => response,
+    }
+}
+
+async fn check_sweep(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    match id {
+        Ok(Path(id)) => read_run_files(&state, "rl_check_sweep", json!({ "sweep_id": id })).await,
+        Err(rejection) => rejected(rejection.status(), &rejection.body_text()),
+    }
+}
+
+async fn stop_sweep(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let id = match id {
         Ok(Path(id)) => id,
         Err(rejection) => return rejected(rejection.status(), &rejection.body_text()),
     };
-    let arguments = match json_body(&headers, body) {
-        Ok(None) => json!({ "run_id": id }),
-        Ok(Some(Value::Object(mut body))) => {
-            // The path names the run; a `run_id` in the body could only contradict it.
-            body.insert("run_id".to_owned(), Value::String(id));
-            Value::Object(body)
-        }
-        // Anything else is refused by the tool, with its schema.
-        Ok(Some(other)) => other,
-        Err(response) => return response,
-    };
-    call(&state, "rl_resume_training", arguments).await
+    if let Err(response) = no_body(&headers, body) {
+        return response;
+    }
+    call(&state, "rl_stop_sweep", json!({ "sweep_id": id })).await
 }
 
 async fn results(

@@ -251,3 +251,32 @@ impl SweepList {
         }
     }
 }
+
+/// `rl_check_sweep` called again before the operator's interval has passed: an answer, not an
+/// error, as `rl_check_status`'s.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRateLimited {
+    pub rate_limited: bool,
+    pub sweep_id: String,
+    pub message: String,
+    pub next_check_in_seconds: f64,
+    pub hint: &'static str,
+}
+
+impl SweepRateLimited {
+    pub(crate) fn new(id: &rl_settings::SweepId, left: f64) -> Self {
+        let minutes = (left / 60.0).ceil();
+        Self {
+            rate_limited: true,
+            sweep_id: id.to_string(),
+            message: format!(
+                "Sweep {id} was checked less than the allowed interval ago; the next check is \
+                 allowed in {minutes:.0} minute(s). Training changes slowly. With a shell, `rl \
+                 sweep status {id}` is not limited; otherwise call rl_check_sweep again after \
+                 next_check_in_seconds."
+            ),
+            next_check_in_seconds: left.ceil(),
+            hint: "Call again after next_check_in_seconds, or follow a run of it with `rl runs wait`",
+        }
+    }
+}

@@ -103,9 +103,13 @@ impl Fixture {
         self.call_as(Caller::Person, tool, arguments)
     }
 
+    pub(crate) fn call_as_agent(&self, tool: &str, arguments: Value) -> Value {
+        self.call_as(Caller::Agent, tool, arguments)
+    }
+
     /// Paths under the state directory and the workspace, and the given ids (of runs, of tests), as
     /// placeholders, wherever they appear in the answer's text.
-    fn scrub(&self, value: Value, run_ids: &[&str]) -> Value {
+    pub(crate) fn scrub(&self, value: Value, run_ids: &[&str]) -> Value {
         let home = self.home().display().to_string();
         let workspace = workspace().display().to_string();
         rl_test_support::scrub_strings(value, &|text| {

@@ -9,6 +9,7 @@ mod forks;
 mod metrics_files;
 mod preflight_views;
 mod run_records;
+mod sweeps;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
