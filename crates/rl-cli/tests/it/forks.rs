@@ -300,3 +300,59 @@ fn a_completed_run_forked_at_step_4_and_extended_by_3_steps_goes_on_from_its_sta
     );
     assert_nothing_left(&stack, &extension);
 }
+
+/// A run still training is forked from a step it saved: the fork takes the parent's engine
+/// database as one snapshot while the parent's engine writes it, and both complete.
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_going_run_forked_from_a_saved_step_completes_beside_it() {
+    let (stack, _engine) = stack(&[("total_steps = 12", "total_steps = 6"), SAVE_EVERY_TWO]);
+    let parent = stack.start();
+    let parent_dir = stack.run_dir(&parent);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    // Step 2's state is saved once step 3 is written.
+    while lines(&parent_dir.join("metrics.jsonl"))
+        .iter()
+        .filter(|row| row.get("step").is_some())
+        .count()
+        < 3
+    {
+        let status = stack.json(&["runs", "status", &parent]);
+        assert!(
+            !crate::runs::is_finished(&status) && std::time::Instant::now() < deadline,
+            "the run ended or took too long before its third step: {}",
+            stack.explain(&parent)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let forked = stack.json(&["runs", "fork", &parent, "--step", "2"]);
+    let fork_id = forked["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        forked["resumed_from"],
+        json!({"run_id": parent, "step": 2, "kind": "fork"}),
+        "{forked:#}"
+    );
+    let fork_end = stack.wait(&fork_id, "finished", 900);
+    assert_eq!(
+        fork_end["state"],
+        "completed",
+        "{}",
+        stack.explain(&fork_id)
+    );
+    assert_eq!(
+        steps_of(&stack, &fork_id)
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
+    let parent_end = stack.wait(&parent, "finished", 900);
+    assert_eq!(
+        parent_end["state"],
+        "completed",
+        "{}",
+        stack.explain(&parent)
+    );
+    assert_nothing_left(&stack, &fork_id);
+    assert_nothing_left(&stack, &parent);
+}
