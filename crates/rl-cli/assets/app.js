@@ -8,113 +8,14 @@
   const POLL_MS = 2000;
   const app = document.getElementById("app");
 
-  // ------------------------------------------------------------------ small helpers
-
-  function el(tag, attributes, children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attributes || {})) {
-      if (key === "text") node.textContent = value;
-      else if (key === "class") node.className = value;
-      else node.setAttribute(key, value);
-    }
-    for (const child of children || []) {
-      if (child !== null && child !== undefined) node.append(child);
-    }
-    return node;
-  }
-
-  // WandB's spelling of the non-finite numbers, as the answers carry them, read as gaps.
-  function num(value) {
-    return typeof value === "number" && Number.isFinite(value) ? value : null;
-  }
-
-  // 4 significant digits, as the terminal shows them.
-  function fmt(value) {
-    if (value === null || value === undefined) return "–";
-    if (typeof value !== "number") return String(value);
-    if (value === 0) return "0";
-    const magnitude = Math.floor(Math.log10(Math.abs(value)));
-    if (magnitude < -4 || magnitude >= 15) return value.toExponential(3);
-    if (magnitude >= 3) return String(Math.round(value / 10 ** (magnitude - 3)) * 10 ** (magnitude - 3));
-    return String(Number(value.toFixed(3 - magnitude)));
-  }
-
-  function age(time) {
-    const seconds = (Date.now() - Date.parse(time)) / 1000;
-    if (!Number.isFinite(seconds)) return "";
-    if (seconds < 90) return Math.round(seconds) + " s ago";
-    if (seconds < 5400) return Math.round(seconds / 60) + " min ago";
-    if (seconds < 129600) return Math.round(seconds / 3600) + " h ago";
-    return Math.round(seconds / 86400) + " days ago";
-  }
-
-  function clock(seconds) {
-    const total = Math.max(0, Math.round(seconds));
-    const h = Math.floor(total / 3600);
-    const m = Math.floor(total / 60) % 60;
-    const s = String(total % 60).padStart(2, "0");
-    return h > 0 ? h + ":" + String(m).padStart(2, "0") + ":" + s : m + ":" + s;
-  }
-
-  // A count as people read it: 950, 12.3k, 4.5M.
-  function compact(count) {
-    if (count === null || count === undefined) return "–";
-    const units = [[1e9, "G"], [1e6, "M"], [1e3, "k"]];
-    for (const [size, unit] of units) if (Math.abs(count) >= size) return (count / size).toFixed(1) + unit;
-    return String(Math.round(count));
-  }
-
-  function money(amount, currency) {
-    return amount === null || amount === undefined ? "–" : amount.toFixed(2) + (currency ? " " + currency : "");
-  }
-
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-  // A busy server (503) says when to ask again (Retry-After): asked again that many times
-  // before its refusal is shown.
-  const BUSY_RETRIES = 5;
-
-  async function getJson(path) {
-    for (let retries = BUSY_RETRIES; ; retries--) {
-      const response = await fetch(path, { headers: { Accept: "application/json" } });
-      if (response.status === 503 && retries > 0) {
-        const seconds = Number(response.headers.get("Retry-After"));
-        await sleep(1000 * (Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, 30) : 1));
-        continue;
-      }
-      const body = await response.json().catch(() => ({}));
-      if (!response.ok) throw new Error(body.error || response.status + " " + response.statusText);
-      return body;
-    }
-  }
-
-  function showError(error) {
-    const box = document.getElementById("error") || el("p", { id: "error", class: "error" });
-    box.textContent = String(error.message || error);
-    app.prepend(box);
-  }
-
-  // A capped run ended before a step that would pass its cost, tokens or hours.
-  const FINISHED = ["stopped", "completed", "failed", "lost", "capped"];
-  // Steps are whole: ticks only at whole steps.
-  const STEP_AXIS = { label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] };
-
-  function stateBadge(state, phase) {
-    return el("span", { class: "state state-" + state, text: phase ? state + ": " + phase : state });
-  }
-
-  function table(headings, rows) {
-    return el("table", {}, [
-      el("thead", {}, [el("tr", {}, headings.map((h) => el("th", { text: h })))]),
-      el("tbody", {}, rows),
-    ]);
-  }
+  const { el, num, fmt, age, clock, compact, money, sleep, getJson, showError, FINISHED, STEP_AXIS, stateBadge, table } = window.rl;
 
   // ------------------------------------------------------------------ the list of runs
 
   async function listPage() {
     document.title = "rl: runs";
-    const data = await getJson("/page/runs");
+    // The sweeps are an extra: a list that cannot read them still shows the runs.
+    const [data, sweeps] = await Promise.all([getJson("/page/runs"), getJson("/page/sweeps").catch(() => null)]);
     const rows = data.runs.map((run) =>
       el("tr", { "data-run": run.run_id }, [
         el("td", {}, [el("a", { href: "/runs/" + run.run_id, text: run.run_id })]),
@@ -131,8 +32,25 @@
       el("header", {}, [el("h1", { text: "Runs" })]),
       data.runs.length === 0
         ? el("p", { class: "quiet", text: "No runs yet: start one with rl runs start." })
-        : table(["run", "state", "environment", "step", "last reward", "trained tokens", "cost", "created"], rows)
+        : table(["run", "state", "environment", "step", "last reward", "trained tokens", "cost", "created"], rows),
+      sweepsSection(sweeps)
     );
+  }
+
+  // Each sweep, linked to its page: its runs started of its points.
+  function sweepsSection(sweeps) {
+    if (!sweeps || !sweeps.sweeps.length) return null;
+    const rows = sweeps.sweeps.map((sweep) =>
+      el("tr", { "data-sweep": sweep.sweep_id }, [
+        el("td", {}, [el("a", { href: "/sweeps/" + sweep.sweep_id, text: sweep.sweep_id })]),
+        el("td", {}, [stateBadge(sweep.state)]),
+        el("td", { text: sweep.environment }),
+        el("td", { class: "number", text: sweep.run_ids.length + "/" + sweep.points }),
+        el("td", { class: "number", text: String(sweep.max_parallel) }),
+        el("td", { text: age(sweep.created_at), title: sweep.created_at }),
+      ])
+    );
+    return el("section", { id: "sweeps" }, [el("h2", { text: "Sweeps" }), table(["sweep", "state", "environment", "runs", "at once", "created"], rows)]);
   }
 
   // ------------------------------------------------------------------ one run
@@ -262,11 +180,32 @@
         el("span", { text: run.environment }),
         el("span", { id: "step", text: step === null ? "no step yet" : page.total_steps ? "step " + step + "/" + page.total_steps : "step " + step }),
         page.eta_secs !== null && !FINISHED.includes(run.state) ? el("span", { text: "ETA " + clock(page.eta_secs) }) : null,
-        run.resumed_from ? el("a", { href: "/runs/" + run.resumed_from.run_id, text: "resumes " + run.resumed_from.run_id + " after step " + run.resumed_from.step }) : null,
       ]),
+      lineageLine(run),
     ];
     if (run.error) parts.push(el("p", { class: "error", text: run.error }));
     return el("header", { id: "header" }, parts);
+  }
+
+  // Where the run comes from (its parent, the step, what a fork changed) and its sweep.
+  const LINEAGE = { fork: "forked from ", extension: "extended from ", resume: "resumed from " };
+
+  function lineageLine(run) {
+    const from = run.resumed_from;
+    if (!from && !run.sweep_id) return null;
+    const parts = [];
+    if (from) {
+      const changes = Object.entries(from.changes || {}).map(([field, value]) => field + "=" + (typeof value === "string" ? value : JSON.stringify(value)));
+      parts.push(
+        el("span", { id: "lineage", "data-kind": from.kind }, [
+          (LINEAGE[from.kind] || "continues "),
+          el("a", { href: "/runs/" + from.run_id, text: "run " + from.run_id }),
+          (from.kind === "fork" ? " at step " : " after step ") + from.step + (changes.length ? ": " + changes.join(", ") : ""),
+        ])
+      );
+    }
+    if (run.sweep_id) parts.push(el("span", { id: "sweep" }, ["part of ", el("a", { href: "/sweeps/" + run.sweep_id, text: "sweep " + run.sweep_id })]));
+    return el("p", { class: "meta lineage" }, parts);
   }
 
   // The environment's groups (rl_env's counts): made, with signal, how the rest scored.
@@ -612,13 +551,7 @@
   }
 
   const kind = app.getAttribute("data-page");
-  const done = kind === "run" ? runPage(app.getAttribute("data-run")) : listPage();
-  done
-    .then(() => app.setAttribute("data-ready", "true"))
-    .catch((error) => {
-      showError(error);
-      app.setAttribute("data-ready", "error");
-    });
+  window.rl.run(kind === "run" ? runPage(app.getAttribute("data-run")) : listPage());
   // A live page is ready once drawn, not when the run ends.
   if (kind === "run") {
     const mark = () => (document.getElementById("charts") ? app.setAttribute("data-drawn", "true") : setTimeout(mark, 50));

@@ -1,10 +1,12 @@
-//! The run pages: `/` lists the runs, `/runs/{id}` shows one (charts of its series, the
-//! components' timeline, health, checkpoints, log tails, rollouts), live while it goes. A
-//! browser asking for HTML (`Accept: text/html`) at those two paths gets a page; every other
-//! client gets the API's JSON there, as before. The page is a static shell: its script reads
-//! `/page/…` (read-only JSON) and renders every text as text, never as HTML. Every asset is
-//! inside the binary (uPlot, vendored in `assets/vendor/uplot/`), under a content security
-//! policy that allows only this server's own scripts, styles and requests.
+//! The run pages: `/` lists the runs and sweeps, `/runs/{id}` shows one run (charts of its
+//! series, the components' timeline, health, checkpoints, log tails, rollouts, its lineage),
+//! live while it goes, and `/sweeps/{id}` one sweep (its runs' curves overlaid, coloured by
+//! setting, and its ranked table). A browser asking for HTML (`Accept: text/html`) at those
+//! paths gets a page; every other client gets the API's JSON there, as before. The page is a
+//! static shell: its scripts read `/page/…` (read-only JSON) and render every text as text,
+//! never as HTML. Every asset is inside the binary (uPlot, vendored in `assets/vendor/uplot/`),
+//! under a content security policy that allows only this server's own scripts, styles and
+//! requests.
 
 use axum::Router;
 use axum::extract::{Path, Query, Request, State};
@@ -12,6 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use rl_settings::SweepId;
 use rl_tools::{Tools, ToolsError};
 use serde::Deserialize;
 
@@ -25,11 +28,21 @@ pub(super) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src
      form-action 'self'; frame-ancestors 'none'";
 
 /// The files the pages load, by their path under `/assets/`.
-const ASSETS: [(&str, &str, &[u8]); 4] = [
+const ASSETS: [(&str, &str, &[u8]); 6] = [
+    (
+        "common.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/common.js"),
+    ),
     (
         "app.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/app.js"),
+    ),
+    (
+        "sweep.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/sweep.js"),
     ),
     (
         "app.css",
@@ -54,10 +67,13 @@ pub(super) fn router() -> Router<AppState> {
         .route("/page/runs", get(run_rows))
         .route("/page/runs/{id}", get(run_page))
         .route("/page/runs/{id}/rollouts/{step}", get(rollouts))
+        .route("/page/sweeps", get(sweep_list))
+        .route("/page/sweeps/{id}", get(sweep_page))
         .route("/assets/{name}", get(asset))
 }
 
-/// Before the API's routes: a browser's request for HTML at `/` or `/runs/{id}` gets a page.
+/// Before the API's routes: a browser's request for HTML at `/`, `/runs/{id}` or
+/// `/sweeps/{id}` gets a page.
 pub(super) async fn pages_first(
     State(state): State<AppState>,
     request: Request,
@@ -80,7 +96,26 @@ pub(super) async fn pages_first(
             Err(error) => not_found_page(&error.to_string()),
         };
     }
+    if let Some(id) = path.strip_prefix("/sweeps/").filter(|id| !id.contains('/')) {
+        let tools = state.registry.tools();
+        return match known_sweep(tools, id) {
+            Ok(id) => page("sweep", Some(id.as_str())),
+            Err(error) => not_found_page(&error),
+        };
+    }
     next.run(request).await
+}
+
+/// A checked sweep id that the store holds, or why not (a small read of the store only: no
+/// run's files, so not a heavy read).
+fn known_sweep(tools: &Tools, id: &str) -> Result<SweepId, String> {
+    let id = SweepId::parse(id).map_err(|error| error.to_string())?;
+    let store = rl_process::RunStore::open(tools.home()).map_err(|error| error.to_string())?;
+    match store.sweep(&id) {
+        Ok(Some(_)) => Ok(id),
+        Ok(None) => Err(format!("no sweep {id}")),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 /// A browser's navigation: HTML before JSON in `Accept`.
@@ -91,21 +126,27 @@ fn wants_html(headers: &HeaderMap) -> bool {
         .is_some_and(|accept| accept.contains("text/html"))
 }
 
-/// The shell both pages share; `run` is a checked run id (hex), so it needs no escaping.
-fn page(kind: &str, run: Option<&str>) -> Response {
-    let run = run
-        .map(|id| format!(" data-run=\"{id}\""))
+/// The shell every page shares; `id` is a checked run or sweep id (hex, `sw-`), so it needs
+/// no escaping. Each page loads the shared helpers (`common.js`), then its own script.
+fn page(kind: &str, id: Option<&str>) -> Response {
+    let (title, attribute, script) = match kind {
+        "run" => ("rl: run", "data-run", "app.js"),
+        "sweep" => ("rl: sweep", "data-sweep", "sweep.js"),
+        _ => ("rl: runs", "data-run", "app.js"),
+    };
+    let data = id
+        .map(|id| format!(" {attribute}=\"{id}\""))
         .unwrap_or_default();
-    let title = if kind == "run" { "rl: run" } else { "rl: runs" };
     let html = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{title}</title><link rel=\"icon\" href=\"data:,\">\
          <link rel=\"stylesheet\" href=\"/assets/uPlot.min.css\">\
          <link rel=\"stylesheet\" href=\"/assets/app.css\"></head>\
-         <body><main id=\"app\" data-page=\"{kind}\"{run}><p class=\"quiet\">loading…</p></main>\
+         <body><main id=\"app\" data-page=\"{kind}\"{data}><p class=\"quiet\">loading…</p></main>\
          <script src=\"/assets/uPlot.iife.min.js\"></script>\
-         <script src=\"/assets/app.js\"></script></body></html>\n"
+         <script src=\"/assets/common.js\"></script>\
+         <script src=\"/assets/{script}\"></script></body></html>\n"
     );
     html_response(StatusCode::OK, html)
 }
@@ -264,6 +305,26 @@ async fn rollouts(
     };
     match read_blocking(&state, move |tools| tools.rollouts(&id, step)).await {
         Ok((rollouts, held)) => answer(&tools, rollouts, held),
+        Err(busy) => busy,
+    }
+}
+
+async fn sweep_list(State(state): State<AppState>) -> Response {
+    match read_blocking(&state, Tools::list_sweeps).await {
+        Ok((sweeps, held)) => answer(state.registry.tools(), sweeps, held),
+        Err(busy) => busy,
+    }
+}
+
+/// A sweep's table and its runs' curves: every run's metrics file read, so a heavy read.
+async fn sweep_page(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let tools = state.registry.tools().clone();
+    let id = match SweepId::parse(&id) {
+        Ok(id) => id,
+        Err(error) => return failed(&tools, &ToolsError::from(error)),
+    };
+    match read_blocking(&state, move |tools| tools.sweep_page(&id)).await {
+        Ok((page, held)) => answer(&tools, page, held),
         Err(busy) => busy,
     }
 }

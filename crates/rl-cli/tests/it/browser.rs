@@ -23,7 +23,7 @@ use crate::serve::Server;
 use crate::workspace_root;
 
 /// Longest wait for the browser to start, answer a command, or show something.
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The flags a headless Chromium needs here: no sandbox (root), no GPU, and none of the
 /// background connections this machine's closed network refuses.
@@ -44,7 +44,7 @@ fn chromium() -> PathBuf {
 
 /// A headless Chromium with one page, its DevTools session, and the events seen so far. Its
 /// process group is killed on drop.
-struct Browser {
+pub(crate) struct Browser {
     child: Child,
     _profile: tempfile::TempDir,
     socket: WebSocket<MaybeTlsStream<TcpStream>>,
@@ -54,7 +54,7 @@ struct Browser {
 }
 
 impl Browser {
-    fn open(url: &str) -> Self {
+    pub(crate) fn open(url: &str) -> Self {
         let profile = tempfile::tempdir().unwrap();
         let mut child = Command::new(chromium())
             .args(FLAGS)
@@ -159,7 +159,7 @@ impl Browser {
     }
 
     /// `expression`'s value in the page (promises awaited).
-    fn eval(&mut self, expression: &str) -> Value {
+    pub(crate) fn eval(&mut self, expression: &str) -> Value {
         let result = self.call(
             "Runtime.evaluate",
             json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
@@ -172,7 +172,7 @@ impl Browser {
     }
 
     /// Waits until `expression` is true in the page.
-    fn wait_for(&mut self, expression: &str, within: Duration) -> Duration {
+    pub(crate) fn wait_for(&mut self, expression: &str, within: Duration) -> Duration {
         let started = Instant::now();
         while started.elapsed() < within {
             if self.eval(expression) == Value::Bool(true) {
@@ -188,7 +188,7 @@ impl Browser {
 
     /// What the page reported as an error: exceptions, `console.error`, and the browser's own
     /// log entries at error level (refused by the content security policy, failed loads).
-    fn errors(&self) -> Vec<String> {
+    pub(crate) fn errors(&self) -> Vec<String> {
         self.events
             .iter()
             .filter(|event| match event["method"].as_str() {
@@ -213,7 +213,7 @@ impl Drop for Browser {
 }
 
 /// A screenshot of `url`, as Chromium's command line takes it.
-fn screenshot(url: &str, file: &Path) {
+pub(crate) fn screenshot(url: &str, file: &Path) {
     let profile = tempfile::tempdir().unwrap();
     let output = Command::new(chromium())
         .args(FLAGS)

@@ -29,6 +29,7 @@ mod serve;
 mod setup;
 mod slurm;
 mod stalls;
+mod sweep_pages;
 mod tools;
 mod training;
 

@@ -386,6 +386,8 @@ fn reads_of_run_files_past_the_bound_are_refused_with_retry_after() {
         "/page/runs".to_owned(),
         format!("/runs/{RUN}"),
         format!("/runs/{RUN}/metrics"),
+        "/page/sweeps".to_owned(),
+        "/page/sweeps/sw-0badc0de".to_owned(),
     ] {
         let (status, head, rest) = ask(&server, &path);
         assert_eq!(status, 503, "{path}: {head}");

@@ -1,0 +1,463 @@
+//! `rl serve`'s sweep page (`/sweeps/{id}`: the runs' curves overlaid, coloured by setting, and
+//! the ranked table), the sweeps on the list page, and a run's lineage and sweep on its page:
+//! over HTTP (which client gets a page, the data, the refusals, the token), then in headless
+//! Chromium as `browser.rs` drives it. The sweep is made in the store directly, as its driver
+//! leaves it, so no process of the fixture stack is needed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rl_process::{
+    Component, ComponentStatus, Lineage, LineageKind, NewRun, NewSweep, Phase, ProcessIdentity,
+    RunState, RunStore, SweepMember,
+};
+use rl_settings::{RunId, SweepId, Value, run_dir};
+use serde_json::json;
+
+use crate::browser::{Browser, PATIENCE, screenshot};
+use crate::serve::{Server, expect};
+use crate::workspace_root;
+
+/// The sweep the fixture homes hold.
+const SWEEP: &str = "sw-5e7a11ce";
+/// Its points' runs, in point order: group_size 2 or 4 × learning_rate 1e-4 or 3e-4.
+const RUNS: [&str; 4] = ["a1000000", "a1000001", "a1000002", "a1000003"];
+/// A run forked from the first point's run, out of the sweep.
+const FORK: &str = "f0000001";
+/// Steps in each run's metrics.
+const STEPS: usize = 5;
+/// The point whose run gets the highest reward (group_size 4, learning_rate 3e-4).
+const BEST_POINT: usize = 3;
+
+const HTML: (&str, &str) = ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8");
+
+/// A state directory with a 2×2 sweep whose four runs logged [`STEPS`] steps, and a fork of
+/// its first run. With `going`, the last point's run still goes (its supervisor, and the
+/// sweep's driver, this test process), so the sweep is `running`; else it is `done`.
+fn sweep_home(going: bool) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let me = ProcessIdentity::of(std::process::id()).unwrap();
+    let sweep = SweepId::parse(SWEEP).unwrap();
+    let mut store = RunStore::open(home.path()).unwrap();
+    let grid = [
+        ("group_size", [Value::Int(2), Value::Int(4)]),
+        ("learning_rate", [Value::Float(1e-4), Value::Float(3e-4)]),
+    ];
+    let points: Vec<BTreeMap<String, Value>> = grid[0]
+        .1
+        .iter()
+        .flat_map(|size| {
+            grid[1].1.iter().map(|rate| {
+                BTreeMap::from([
+                    (grid[0].0.to_owned(), size.clone()),
+                    (grid[1].0.to_owned(), rate.clone()),
+                ])
+            })
+        })
+        .collect();
+    // What rl-tools' `SweepSpec` reads: the grid as the caller wrote it (text), the checked
+    // settings of each point (not needed here: no driver starts them).
+    let spec = json!({
+        "selection": {
+            "environment": {"key": "digits@digits_env.py", "name": "digits",
+                "class_name": "DigitsEnv", "file": "digits_env.py", "environments_dir": "/nowhere"},
+            "wandb_name": "digits-20261126-000000", "selected_at": "2026-11-26T00:00:00Z",
+            "edits": []
+        },
+        "points": [[], [], [], []],
+        "grid": [["group_size", ["2", "4"]], ["learning_rate", ["1e-4", "3e-4"]]],
+        "caps": {},
+        "metric": {"name": "reward", "lower_is_better": false},
+        "tinker_atropos_root": null,
+        "environments_dir": null
+    });
+    store
+        .create_sweep(&NewSweep {
+            id: sweep.clone(),
+            environment: "digits@digits_env.py".to_owned(),
+            max_parallel: 4,
+            spec: spec.to_string(),
+            points,
+        })
+        .unwrap();
+    // A live driver: `rl serve` gives a running sweep without one a new driver as it starts.
+    assert!(store.claim_sweep_driver(&sweep, me).unwrap());
+    for (point, run) in RUNS.iter().enumerate() {
+        let taken = store.take_sweep_point(&sweep).unwrap().unwrap();
+        assert_eq!(usize::try_from(taken.index).unwrap(), point);
+        let member = SweepMember {
+            sweep: sweep.clone(),
+            point: taken.index,
+        };
+        let still = going && point == BEST_POINT;
+        make_run(&mut store, home.path(), run, Some(member), None, still);
+        for step in 1..=STEPS {
+            write_step(home.path(), run, point, step);
+        }
+    }
+    let fork = Lineage {
+        parent: RunId::parse(RUNS[0]).unwrap(),
+        step: 2,
+        kind: LineageKind::Fork,
+        changes: BTreeMap::from([("learning_rate".to_owned(), Value::Float(5e-4))]),
+    };
+    make_run(&mut store, home.path(), FORK, None, Some(fork), false);
+    assert_eq!(store.finish_sweep_if_done(&sweep).unwrap(), !going);
+    home
+}
+
+/// A run as its supervisor leaves it: running (supervised by this process) or completed.
+fn make_run(
+    store: &mut RunStore,
+    home: &Path,
+    run: &str,
+    sweep: Option<SweepMember>,
+    resumed_from: Option<Lineage>,
+    going: bool,
+) {
+    let id = RunId::parse(run).unwrap();
+    let dir = run_dir(home, &id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config: PathBuf = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "env:\n  total_steps: 8\n  use_wandb: false\nopenai: []\ntinker:\n  currency: EUR\n  \
+         price_trained_per_million: 2.0\nslurm: false\ntesting: false\n",
+    )
+    .unwrap();
+    let components = [Component::Api, Component::Trainer, Component::Env];
+    store
+        .create_run(&NewRun {
+            id: id.clone(),
+            environment: "digits@digits_env.py".to_owned(),
+            config_path: config,
+            api_port: None,
+            trainer_port: None,
+            logs: components
+                .iter()
+                .map(|component| (*component, dir.join(format!("{component}.log"))))
+                .collect(),
+            queued: false,
+            max_active: None,
+            resumed_from,
+            sweep,
+        })
+        .unwrap();
+    for component in components {
+        store
+            .record_component(&id, component, None, ComponentStatus::Running)
+            .unwrap();
+        let next = match component {
+            Component::Api => RunState::Starting(Phase::Trainer),
+            Component::Trainer => RunState::Starting(Phase::Env),
+            _ => RunState::Running,
+        };
+        store.transition(&id, next, "").unwrap();
+    }
+    if going {
+        let me = ProcessIdentity::of(std::process::id()).unwrap();
+        store.set_supervisor(&id, me).unwrap();
+    } else {
+        store
+            .transition(&id, RunState::Completed, "the trainer finished")
+            .unwrap();
+    }
+}
+
+/// Step `step` of the run of point `point`: each point's reward climbs at its own pace (the
+/// best point's fastest), with tokens and cost; point 2 evaluated at step 4.
+fn write_step(home: &Path, run: &str, point: usize, step: usize) {
+    let dir = run_dir(home, &RunId::parse(run).unwrap());
+    let at = step as f64;
+    let pace = [0.02, 0.05, 0.08, 0.12][point];
+    let mut row = json!({"step": step, "_timestamp": 1_795_000_000.0 + 30.0 * at,
+        "reward/mean": 0.1 + pace * at, "train/loss": 2.0 / at,
+        "tokens/prompt_total": 1_000 * step, "tokens/sampled_total": 500 * step,
+        "tokens/trained_total": 1_200 * step, "cost/total": 0.01 * at});
+    if point == 2 && step == 4 {
+        row["eval/mean_score"] = json!(0.55);
+        row["eval/mean_score_low"] = json!(0.45);
+        row["eval/mean_score_high"] = json!(0.65);
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("metrics.jsonl"))
+        .unwrap();
+    std::io::Write::write_all(&mut file, format!("{row}\n").as_bytes()).unwrap();
+}
+
+/// What the browser test reads of the sweep page.
+#[derive(Debug, serde::Deserialize)]
+struct Seen {
+    /// Runs drawn on the reward chart.
+    runs: String,
+    /// The reward chart's series names, the step's left out.
+    legend: Vec<String>,
+    /// The table's points, top to bottom.
+    order: Vec<String>,
+    /// Each row's colour.
+    swatches: Vec<String>,
+    best_link: String,
+    best_row: String,
+    /// Point 2's row, the one evaluated.
+    evaluated: String,
+    metric_charts: usize,
+}
+
+#[track_caller]
+fn assert_page(status: u16, headers: &str, body: &str) {
+    assert_eq!(status, 200, "{body}");
+    assert!(headers.contains("content-type: text/html"), "{headers}");
+    assert!(
+        headers.contains("content-security-policy: default-src 'none'; script-src 'self';"),
+        "{headers}"
+    );
+}
+
+/// A browser gets the sweep page at `/sweeps/{id}`, its data is JSON at `/page/sweeps/{id}`,
+/// the list's at `/page/sweeps`; an id that is no sweep's is the not-found page (404), a
+/// malformed one refused; a run's page data carries its lineage and its sweep.
+#[test]
+fn a_browser_gets_the_sweep_page_and_its_data() {
+    let server = Server::start(sweep_home(false), &[], &[]);
+    let (status, headers, body) = server.exchange("GET", &format!("/sweeps/{SWEEP}"), &[HTML], "");
+    assert_page(status, &headers, &body);
+    assert!(body.contains("data-page=\"sweep\""), "{body}");
+    assert!(body.contains(&format!("data-sweep=\"{SWEEP}\"")), "{body}");
+    assert!(
+        body.contains("src=\"/assets/common.js\"") && body.contains("src=\"/assets/sweep.js\""),
+        "{body}"
+    );
+    // The API's JSON, unchanged, for a client that does not ask for HTML.
+    let json = expect(server.get(&format!("/sweeps/{SWEEP}")), 200);
+    assert!(json.to_string().contains(SWEEP), "{json}");
+    for missing in [
+        "/sweeps/sw-0badc0de",
+        "/sweeps/sw-NOTHEX12",
+        "/sweeps/5e7a11ce",
+        "/sweeps/..%2Fetc",
+    ] {
+        let (status, headers, body) = server.exchange("GET", missing, &[HTML], "");
+        assert_eq!(status, 404, "{missing}: {body}");
+        assert!(headers.contains("content-type: text/html"), "{headers}");
+        assert!(!body.contains("<script"), "{missing}: {body}");
+    }
+    for script in ["/assets/sweep.js", "/assets/common.js", "/assets/app.js"] {
+        let (status, headers, _) = server.exchange("GET", script, &[], "");
+        assert_eq!(status, 200, "{script}");
+        assert!(
+            headers.contains("content-type: text/javascript"),
+            "{headers}"
+        );
+    }
+
+    let page = expect(server.get(&format!("/page/sweeps/{SWEEP}")), 200);
+    let sweep = &page["sweep"];
+    assert_eq!(sweep["sweep_id"], SWEEP);
+    assert_eq!(sweep["state"], "done", "{page}");
+    assert_eq!(sweep["rows"].as_array().unwrap().len(), RUNS.len());
+    assert_eq!(sweep["rows"][0]["run_id"], RUNS[BEST_POINT], "best first");
+    assert_eq!(sweep["rows"][0]["best"], true);
+    assert_eq!(sweep["best_run_id"], RUNS[BEST_POINT]);
+    assert_eq!(sweep["grid"][1]["field"], "learning_rate");
+    let curves = page["curves"].as_array().unwrap();
+    assert_eq!(curves.len(), RUNS.len(), "{page}");
+    assert!(
+        curves
+            .iter()
+            .all(|curve| curve["steps"].as_array().unwrap().len() == STEPS)
+    );
+    let evaluated = sweep["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["point"] == 2)
+        .unwrap();
+    assert_eq!(evaluated["held_out"]["low"], 0.45, "{evaluated}");
+    assert_eq!(
+        evaluated["usage"]["tokens"]["trained"],
+        1_200 * STEPS,
+        "{evaluated}"
+    );
+
+    let listed = expect(server.get("/page/sweeps"), 200);
+    assert_eq!(listed["count"], 1, "{listed}");
+    assert_eq!(listed["sweeps"][0]["sweep_id"], SWEEP);
+    assert_eq!(listed["sweeps"][0]["run_ids"].as_array().unwrap().len(), 4);
+
+    expect(server.get("/page/sweeps/sw-0badc0de"), 404);
+    expect(server.get("/page/sweeps/sw-NOTHEX12"), 400);
+    expect(server.get("/page/sweeps/5e7a11ce"), 400);
+    let refused = server.exchange(
+        "POST",
+        &format!("/page/sweeps/{SWEEP}"),
+        &[("Content-Type", "application/json")],
+        "{}",
+    );
+    assert_eq!(refused.0, 405, "{refused:?}");
+
+    // A run's lineage and sweep, in its page's data.
+    let fork = expect(server.get(&format!("/page/runs/{FORK}")), 200);
+    let from = &fork["run"]["resumed_from"];
+    assert_eq!(from["run_id"], RUNS[0], "{fork}");
+    assert_eq!(from["kind"], "fork");
+    assert_eq!(from["step"], 2);
+    assert_eq!(from["changes"]["learning_rate"], 5e-4);
+    assert!(fork["run"]["sweep_id"].is_null(), "{}", fork["run"]);
+    let member = expect(server.get(&format!("/page/runs/{}", RUNS[0])), 200);
+    assert_eq!(member["run"]["sweep_id"], SWEEP, "{}", member["run"]);
+}
+
+/// Remote, the sweep page follows the run pages' token rules: opened once with `?token=`, then
+/// read with the cookie; without either, refused.
+#[test]
+fn the_sweep_page_keeps_the_token_rules() {
+    const TOKEN: &str = "sweep-page-token-0123";
+    let server = Server::start(
+        sweep_home(false),
+        &["--token-env", "RL_PAGE_TOKEN"],
+        &[("RL_PAGE_TOKEN", TOKEN)],
+    );
+    let page = format!("/sweeps/{SWEEP}");
+    let data = format!("/page/sweeps/{SWEEP}");
+    assert_eq!(server.exchange("GET", &page, &[HTML], "").0, 401);
+    assert_eq!(server.exchange("GET", &data, &[], "").0, 401);
+    assert_eq!(server.exchange("GET", "/page/sweeps", &[], "").0, 401);
+    let (status, headers, _) =
+        server.exchange("GET", &format!("{page}?token={TOKEN}"), &[HTML], "");
+    assert_eq!(status, 303, "{headers}");
+    assert!(
+        headers.contains(&format!("location: {page}\r\n")),
+        "{headers}"
+    );
+    let cookie = format!("rl_token={TOKEN}");
+    let (status, headers, body) =
+        server.exchange("GET", &page, &[HTML, ("Cookie", cookie.as_str())], "");
+    assert_page(status, &headers, &body);
+    for path in [data.as_str(), "/page/sweeps"] {
+        let (status, _, body) = server.exchange("GET", path, &[("Cookie", cookie.as_str())], "");
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let bearer = format!("Bearer {TOKEN}");
+    let (status, _, body) =
+        server.exchange("GET", &data, &[("Authorization", bearer.as_str())], "");
+    assert_eq!(status, 200, "{body}");
+}
+
+/// The sweep page as a person sees it: a chart of every run's reward, one series per run
+/// named by its settings, each run's colour its settings' (the table's swatches match), the
+/// table best first with its links, held-out interval, tokens and cost; a step written
+/// meanwhile shows by itself. The list links the sweep, a fork's page names its parent and
+/// what it changed, a point's run its sweep. No console error; screenshots kept.
+#[test]
+#[ignore = "needs Chromium: `cargo xtask test` runs it"]
+fn the_sweep_page_overlays_its_runs_coloured_by_setting() {
+    let server = Server::start(sweep_home(true), &[], &[]);
+    let home = server.home().to_owned();
+    let mut browser = Browser::open(&format!("{}/sweeps/{SWEEP}", server.url()));
+    browser.wait_for(
+        "document.querySelector('#app')?.dataset.drawn === 'true' && \
+         document.querySelector('figure.chart[data-series=reward] canvas') !== null",
+        PATIENCE,
+    );
+    let seen = browser.eval(
+        "JSON.stringify({runs: document.querySelector('figure[data-series=reward]').dataset.runs, \
+         legend: [...document.querySelectorAll('figure[data-series=reward] .u-legend .u-series')]\
+         .slice(1).map(s => s.textContent), \
+         order: [...document.querySelectorAll('#table tbody tr')].map(r => r.dataset.point), \
+         swatches: [...document.querySelectorAll('#table td.settings .swatch')]\
+         .map(s => s.style.background), \
+         best_link: document.querySelector('#table tr.best a')?.getAttribute('href'), \
+         best_row: document.querySelector('#table tr.best')?.textContent, \
+         evaluated: document.querySelector('#table tr[data-point=\"2\"]')?.textContent, \
+         metric_charts: document.querySelectorAll('figure[data-series=metric]').length})",
+    );
+    let seen: Seen = serde_json::from_str(seen.as_str().unwrap()).unwrap();
+    assert_eq!(seen.runs, RUNS.len().to_string());
+    assert_eq!(seen.legend.len(), RUNS.len(), "{seen:?}");
+    assert!(
+        seen.legend
+            .iter()
+            .any(|name| name.contains("group_size=4, learning_rate=0.0003 (a1000003)")),
+        "{seen:?}"
+    );
+    assert_eq!(seen.order, ["3", "2", "1", "0"], "best first");
+    let distinct: std::collections::BTreeSet<&String> = seen.swatches.iter().collect();
+    assert_eq!(distinct.len(), RUNS.len(), "a colour per point: {seen:?}");
+    assert_eq!(seen.best_link, format!("/runs/{}", RUNS[BEST_POINT]));
+    assert!(
+        seen.best_row.contains("best") && seen.best_row.contains("EUR"),
+        "{seen:?}"
+    );
+    assert!(seen.evaluated.contains("0.55 [0.45, 0.65] @ 4"), "{seen:?}");
+    assert_eq!(seen.metric_charts, 0, "ranked by reward: one chart");
+
+    // A step of the going run shows on the open page by itself.
+    write_step(&home, RUNS[BEST_POINT], BEST_POINT, STEPS + 1);
+    browser.wait_for(
+        &format!(
+            "document.querySelector('#table tr[data-point=\"{BEST_POINT}\"] td:nth-child(5)')\
+             ?.textContent === '{}'",
+            STEPS + 1
+        ),
+        Duration::from_secs(60),
+    );
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    drop(browser);
+
+    let mut fork = Browser::open(&format!("{}/runs/{FORK}", server.url()));
+    fork.wait_for(
+        "document.querySelector('#app')?.dataset.ready === 'true'",
+        PATIENCE,
+    );
+    let lineage = fork.eval(
+        "JSON.stringify([document.querySelector('#lineage')?.textContent, \
+         document.querySelector('#lineage a')?.getAttribute('href')])",
+    );
+    let (text, link): (String, String) = serde_json::from_str(lineage.as_str().unwrap()).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "forked from run {} at step 2: learning_rate=0.0005",
+            RUNS[0]
+        )
+    );
+    assert_eq!(link, format!("/runs/{}", RUNS[0]));
+    let errors = fork.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    drop(fork);
+
+    let mut member = Browser::open(&format!("{}/runs/{}", server.url(), RUNS[0]));
+    member.wait_for(
+        &format!("document.querySelector('#sweep a')?.getAttribute('href') === '/sweeps/{SWEEP}'"),
+        PATIENCE,
+    );
+    drop(member);
+
+    let mut list = Browser::open(&format!("{}/", server.url()));
+    list.wait_for(
+        &format!("document.querySelector('#sweeps a[href=\"/sweeps/{SWEEP}\"]') !== null"),
+        PATIENCE,
+    );
+    let errors = list.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    drop(list);
+
+    let artifacts = workspace_root().join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    screenshot(
+        &format!("{}/sweeps/{SWEEP}", server.url()),
+        &artifacts.join("sweep.png"),
+    );
+    screenshot(
+        &format!("{}/runs/{FORK}", server.url()),
+        &artifacts.join("run-fork.png"),
+    );
+    screenshot(
+        &format!("{}/", server.url()),
+        &artifacts.join("runs-and-sweeps.png"),
+    );
+}
