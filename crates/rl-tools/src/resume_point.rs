@@ -1,6 +1,7 @@
 //! The resume point: where a stopped, failed or lost run would continue — its last saved state
 //! (weights and optimizer) before its last step whose files are there — or why it cannot.
 //! `rl_resume_training` starts from it, and `rl_list_checkpoints` marks it (and pruning keeps it).
+//! A fork may start from any saved state whose files are there (`forkable_states`).
 
 use rl_metrics::read_checkpoints;
 use rl_settings::RunConfig;
@@ -167,6 +168,30 @@ mod tests {
         // Without an engine folder (a hosted run) the service holds the states.
         std::fs::remove_dir_all(RunFolder::at(dir.path()).engine()).unwrap();
         assert_eq!(resume_point(dir.path(), Some(6)).unwrap().step, 4);
+    }
+
+    #[test]
+    fn a_fork_starts_from_any_state_whose_files_are_there_the_last_included() {
+        let dir = run_with(concat!(
+            "{\"step\": 0, \"name\": \"step_0\", \"sampler_path\": \"tinker://m/step_0\", \"state_path\": \"tinker://m/weights/step_0\"}\n",
+            "{\"step\": 2, \"name\": \"step_2\", \"sampler_path\": \"tinker://m/step_2\", \"state_path\": \"tinker://m/weights/step_2\"}\n",
+            "{\"step\": 3, \"name\": \"step_3\", \"sampler_path\": \"tinker://m/step_3\", \"state_path\": null}\n",
+            "{\"step\": 4, \"name\": \"final\", \"sampler_path\": \"tinker://m/final\", \"state_path\": \"tinker://m/weights/final\"}\n",
+        ));
+        let steps = |dir: &std::path::Path| -> Vec<u64> {
+            forkable_states(dir)
+                .unwrap()
+                .into_iter()
+                .map(|(step, _)| step)
+                .collect()
+        };
+        // A hosted run's states are at the service.
+        assert_eq!(steps(dir.path()), [0, 2, 4]);
+        let states = dir.path().join("engine/checkpoints/m");
+        std::fs::create_dir_all(states.join("step_0.tar.gz")).unwrap();
+        std::fs::create_dir_all(states.join("final.tar.gz")).unwrap();
+        assert_eq!(steps(dir.path()), [0, 4]);
+        assert!(forkable_states(tempfile::tempdir().unwrap().path()).is_err());
     }
 
     #[test]
