@@ -170,7 +170,7 @@
     );
     const reward = new Overlay(chartsBox, "reward", "reward/mean by step");
     // The sweep's own metric when it ranks by another figure than the reward.
-    const metric = page.sweep.metric.name === "reward" ? null : new Overlay(chartsBox, "metric", page.sweep.metric.name + " by step");
+    const metric = page.sweep.metric.name === "reward" ? null : new Overlay(chartsBox, "metric", page.sweep.metric.name + " by step" + (page.sweep.metric.lower_is_better ? " (lower is better)" : ""));
 
     function draw(page) {
       document.getElementById("header").replaceWith(sweepHeader(page.sweep));

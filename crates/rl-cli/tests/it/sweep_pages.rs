@@ -33,69 +33,21 @@ const BEST_POINT: usize = 3;
 const HTML: (&str, &str) = ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8");
 
 /// A state directory with a 2×2 sweep whose four runs logged [`STEPS`] steps, and a fork of
-/// its first run. With `going`, the last point's run still goes (its supervisor, and the
-/// sweep's driver, this test process), so the sweep is `running`; else it is `done`.
+/// its first run. With `going`, the best point's run still goes, so the sweep is `running`;
+/// else it is `done`.
 fn sweep_home(going: bool) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
-    let me = ProcessIdentity::of(std::process::id()).unwrap();
-    let sweep = SweepId::parse(SWEEP).unwrap();
     let mut store = RunStore::open(home.path()).unwrap();
     let grid = [
-        ("group_size", [Value::Int(2), Value::Int(4)]),
-        ("learning_rate", [Value::Float(1e-4), Value::Float(3e-4)]),
+        ("group_size", vec![Value::Int(2), Value::Int(4)]),
+        (
+            "learning_rate",
+            vec![Value::Float(1e-4), Value::Float(3e-4)],
+        ),
     ];
-    let points: Vec<BTreeMap<String, Value>> = grid[0]
-        .1
-        .iter()
-        .flat_map(|size| {
-            grid[1].1.iter().map(|rate| {
-                BTreeMap::from([
-                    (grid[0].0.to_owned(), size.clone()),
-                    (grid[1].0.to_owned(), rate.clone()),
-                ])
-            })
-        })
-        .collect();
-    // What rl-tools' `SweepSpec` reads: the grid as the caller wrote it (text), the checked
-    // settings of each point (not needed here: no driver starts them).
-    let spec = json!({
-        "selection": {
-            "environment": {"key": "digits@digits_env.py", "name": "digits",
-                "class_name": "DigitsEnv", "file": "digits_env.py", "environments_dir": "/nowhere"},
-            "wandb_name": "digits-20261126-000000", "selected_at": "2026-11-26T00:00:00Z",
-            "edits": []
-        },
-        "points": [[], [], [], []],
-        "grid": [["group_size", ["2", "4"]], ["learning_rate", ["1e-4", "3e-4"]]],
-        "caps": {},
-        "metric": {"name": "reward", "lower_is_better": false},
-        "tinker_atropos_root": null,
-        "environments_dir": null
-    });
-    store
-        .create_sweep(&NewSweep {
-            id: sweep.clone(),
-            environment: "digits@digits_env.py".to_owned(),
-            max_parallel: 4,
-            spec: spec.to_string(),
-            points,
-        })
-        .unwrap();
-    // A live driver: `rl serve` gives a running sweep without one a new driver as it starts.
-    assert!(store.claim_sweep_driver(&sweep, me).unwrap());
-    for (point, run) in RUNS.iter().enumerate() {
-        let taken = store.take_sweep_point(&sweep).unwrap().unwrap();
-        assert_eq!(usize::try_from(taken.index).unwrap(), point);
-        let member = SweepMember {
-            sweep: sweep.clone(),
-            point: taken.index,
-        };
-        let still = going && point == BEST_POINT;
-        make_run(&mut store, home.path(), run, Some(member), None, still);
-        for step in 1..=STEPS {
-            write_step(home.path(), run, point, step);
-        }
-    }
+    let metric = json!({"name": "reward", "lower_is_better": false});
+    let going = going.then_some(BEST_POINT);
+    add_sweep(&mut store, home.path(), SWEEP, &grid, &metric, &RUNS, going);
     let fork = Lineage {
         parent: RunId::parse(RUNS[0]).unwrap(),
         step: 2,
@@ -103,8 +55,101 @@ fn sweep_home(going: bool) -> tempfile::TempDir {
         changes: BTreeMap::from([("learning_rate".to_owned(), Value::Float(5e-4))]),
     };
     make_run(&mut store, home.path(), FORK, None, Some(fork), false);
-    assert_eq!(store.finish_sweep_if_done(&sweep).unwrap(), !going);
     home
+}
+
+/// A sweep of one setting ranked by the trainer's loss, the lowest first, both runs done.
+const LOSS_SWEEP: &str = "sw-10550000";
+const LOSS_RUNS: [&str; 2] = ["b1000000", "b1000001"];
+
+fn add_loss_sweep(home: &Path) {
+    let mut store = RunStore::open(home).unwrap();
+    let grid = [(
+        "learning_rate",
+        vec![Value::Float(1e-4), Value::Float(3e-4)],
+    )];
+    let metric = json!({"name": "train/loss", "lower_is_better": true});
+    add_sweep(
+        &mut store, home, LOSS_SWEEP, &grid, &metric, &LOSS_RUNS, None,
+    );
+}
+
+/// The sweep `id` over `grid` (each setting's values), its points' runs `runs` logging
+/// [`STEPS`] steps; the run of point `going` still goes (its supervisor, and the sweep's
+/// driver, this test process), so the sweep is `running`; else it is `done`.
+fn add_sweep(
+    store: &mut RunStore,
+    home: &Path,
+    id: &str,
+    grid: &[(&str, Vec<Value>)],
+    metric: &serde_json::Value,
+    runs: &[&str],
+    going: Option<usize>,
+) {
+    let me = ProcessIdentity::of(std::process::id()).unwrap();
+    let sweep = SweepId::parse(id).unwrap();
+    let mut points = vec![BTreeMap::new()];
+    for (field, values) in grid {
+        points = points
+            .into_iter()
+            .flat_map(|point: BTreeMap<String, Value>| {
+                values.iter().map(move |value| {
+                    let mut point = point.clone();
+                    point.insert((*field).to_owned(), value.clone());
+                    point
+                })
+            })
+            .collect();
+    }
+    assert_eq!(points.len(), runs.len());
+    // What rl-tools' `SweepSpec` reads: the grid as the caller wrote it (text), each point's
+    // checked settings (none here: no driver starts them).
+    let written: Vec<serde_json::Value> = grid
+        .iter()
+        .map(|(field, values)| {
+            let texts: Vec<String> = values.iter().map(|v| json!(v).to_string()).collect();
+            json!([field, texts])
+        })
+        .collect();
+    let spec = json!({
+        "selection": {
+            "environment": {"key": "digits@digits_env.py", "name": "digits",
+                "class_name": "DigitsEnv", "file": "digits_env.py", "environments_dir": "/nowhere"},
+            "wandb_name": "digits-20261126-000000", "selected_at": "2026-11-26T00:00:00Z",
+            "edits": []
+        },
+        "points": vec![json!([]); runs.len()],
+        "grid": written,
+        "caps": {},
+        "metric": metric,
+        "tinker_atropos_root": null,
+        "environments_dir": null
+    });
+    store
+        .create_sweep(&NewSweep {
+            id: sweep.clone(),
+            environment: "digits@digits_env.py".to_owned(),
+            max_parallel: u32::try_from(runs.len()).unwrap(),
+            spec: spec.to_string(),
+            points,
+        })
+        .unwrap();
+    // A live driver: `rl serve` gives a running sweep without one a new driver as it starts.
+    assert!(store.claim_sweep_driver(&sweep, me).unwrap());
+    for (point, run) in runs.iter().enumerate() {
+        let taken = store.take_sweep_point(&sweep).unwrap().unwrap();
+        assert_eq!(usize::try_from(taken.index).unwrap(), point);
+        let member = SweepMember {
+            sweep: sweep.clone(),
+            point: taken.index,
+        };
+        let still = going == Some(point);
+        make_run(store, home, run, Some(member), None, still);
+        for step in 1..=STEPS {
+            write_step(home, run, point, step);
+        }
+    }
+    assert_eq!(store.finish_sweep_if_done(&sweep).unwrap(), going.is_none());
 }
 
 /// A run as its supervisor leaves it: running (supervised by this process) or completed.
@@ -172,7 +217,7 @@ fn write_step(home: &Path, run: &str, point: usize, step: usize) {
     let at = step as f64;
     let pace = [0.02, 0.05, 0.08, 0.12][point];
     let mut row = json!({"step": step, "_timestamp": 1_795_000_000.0 + 30.0 * at,
-        "reward/mean": 0.1 + pace * at, "train/loss": 2.0 / at,
+        "reward/mean": 0.1 + pace * at, "train/loss": 2.0 / at + 0.1 * point as f64,
         "tokens/prompt_total": 1_000 * step, "tokens/sampled_total": 500 * step,
         "tokens/trained_total": 1_200 * step, "cost/total": 0.01 * at});
     if point == 2 && step == 4 {
@@ -408,6 +453,29 @@ fn the_sweep_page_overlays_its_runs_coloured_by_setting() {
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
     drop(browser);
 
+    // Ranked by another figure than the reward: its chart too, its column, the lowest first.
+    add_loss_sweep(&home);
+    let mut loss = Browser::open(&format!("{}/sweeps/{LOSS_SWEEP}", server.url()));
+    loss.wait_for(
+        "document.querySelector('#app')?.dataset.ready === 'true'",
+        PATIENCE,
+    );
+    let seen = loss.eval(
+        "JSON.stringify([document.querySelector('figure[data-series=metric]')?.dataset.runs, \
+         document.querySelector('figure[data-series=metric] figcaption')?.textContent, \
+         [...document.querySelectorAll('#table th')].map(h => h.textContent).join('|'), \
+         [...document.querySelectorAll('#table tbody tr')].map(r => r.dataset.point).join()])",
+    );
+    let (runs, caption, headings, order): (String, String, String, String) =
+        serde_json::from_str(seen.as_str().unwrap()).unwrap();
+    assert_eq!(runs, LOSS_RUNS.len().to_string());
+    assert_eq!(caption, "train/loss by step (lower is better)");
+    assert!(headings.contains("|train/loss|"), "{headings}");
+    assert_eq!(order, "0,1", "the lowest loss first");
+    let errors = loss.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    drop(loss);
+
     let mut fork = Browser::open(&format!("{}/runs/{FORK}", server.url()));
     fork.wait_for(
         "document.querySelector('#app')?.dataset.ready === 'true'",
@@ -451,6 +519,10 @@ fn the_sweep_page_overlays_its_runs_coloured_by_setting() {
     screenshot(
         &format!("{}/sweeps/{SWEEP}", server.url()),
         &artifacts.join("sweep.png"),
+    );
+    screenshot(
+        &format!("{}/sweeps/{LOSS_SWEEP}", server.url()),
+        &artifacts.join("sweep-loss.png"),
     );
     screenshot(
         &format!("{}/runs/{FORK}", server.url()),
