@@ -33,8 +33,8 @@ const BEST_POINT: usize = 3;
 const HTML: (&str, &str) = ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8");
 
 /// A state directory with a 2×2 sweep whose four runs logged [`STEPS`] steps, and a fork of
-/// its first run. With `going`, the best point's run still goes, so the sweep is `running`;
-/// else it is `done`.
+/// its first run. With `going`, the best point is still queued (see [`start_best_point`]), so
+/// the sweep is `running`; else it is `done`.
 fn sweep_home(going: bool) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     let mut store = RunStore::open(home.path()).unwrap();
@@ -75,8 +75,8 @@ fn add_loss_sweep(home: &Path) {
 }
 
 /// The sweep `id` over `grid` (each setting's values), its points' runs `runs` logging
-/// [`STEPS`] steps; the run of point `going` still goes (its supervisor, and the sweep's
-/// driver, this test process), so the sweep is `running`; else it is `done`.
+/// [`STEPS`] steps; the last point, when it is `queued`, left in the queue (its driver this
+/// test process), so the sweep is `running`; else it is `done`.
 fn add_sweep(
     store: &mut RunStore,
     home: &Path,
@@ -84,7 +84,7 @@ fn add_sweep(
     grid: &[(&str, Vec<Value>)],
     metric: &serde_json::Value,
     runs: &[&str],
-    going: Option<usize>,
+    queued: Option<usize>,
 ) {
     let me = ProcessIdentity::of(std::process::id()).unwrap();
     let sweep = SweepId::parse(id).unwrap();
@@ -137,19 +137,44 @@ fn add_sweep(
     // A live driver: `rl serve` gives a running sweep without one a new driver as it starts.
     assert!(store.claim_sweep_driver(&sweep, me).unwrap());
     for (point, run) in runs.iter().enumerate() {
-        let taken = store.take_sweep_point(&sweep).unwrap().unwrap();
-        assert_eq!(usize::try_from(taken.index).unwrap(), point);
-        let member = SweepMember {
-            sweep: sweep.clone(),
-            point: taken.index,
-        };
-        let still = going == Some(point);
-        make_run(store, home, run, Some(member), None, still);
-        for step in 1..=STEPS {
-            write_step(home, run, point, step);
+        if queued == Some(point) {
+            break;
         }
+        start_point(store, home, &sweep, point, run, false);
     }
-    assert_eq!(store.finish_sweep_if_done(&sweep).unwrap(), going.is_none());
+    assert_eq!(
+        store.finish_sweep_if_done(&sweep).unwrap(),
+        queued.is_none()
+    );
+}
+
+/// The next queued point of `sweep`, `point`, taken and its run made (still going, or
+/// completed), its [`STEPS`] steps logged.
+fn start_point(
+    store: &mut RunStore,
+    home: &Path,
+    sweep: &SweepId,
+    point: usize,
+    run: &str,
+    going: bool,
+) {
+    let taken = store.take_sweep_point(sweep).unwrap().unwrap();
+    assert_eq!(usize::try_from(taken.index).unwrap(), point);
+    let member = SweepMember {
+        sweep: sweep.clone(),
+        point: taken.index,
+    };
+    make_run(store, home, run, Some(member), None, going);
+    for step in 1..=STEPS {
+        write_step(home, run, point, step);
+    }
+}
+
+/// The queued best point of [`sweep_home`]`(true)` started now, its run going.
+fn start_best_point(home: &Path) {
+    let mut store = RunStore::open(home).unwrap();
+    let sweep = SweepId::parse(SWEEP).unwrap();
+    start_point(&mut store, home, &sweep, BEST_POINT, RUNS[BEST_POINT], true);
 }
 
 /// A run as its supervisor leaves it: running (supervised by this process) or completed.
@@ -393,8 +418,8 @@ fn the_sweep_page_keeps_the_token_rules() {
 
 /// The sweep page as a person sees it: a chart of every run's reward, one series per run
 /// named by its settings, each run's colour its settings' (the table's swatches match), the
-/// table best first with its links, held-out interval, tokens and cost; a step written
-/// meanwhile shows by itself. The list links the sweep, a fork's page names its parent and
+/// table best first with its links, held-out interval, tokens and cost; a run started and a
+/// step written meanwhile show by themselves. The list links the sweep, a fork's page names its parent and
 /// what it changed, a point's run its sweep. No console error; screenshots kept.
 #[test]
 #[ignore = "needs Chromium: `cargo xtask test` runs it"]
@@ -420,24 +445,59 @@ fn the_sweep_page_overlays_its_runs_coloured_by_setting() {
          metric_charts: document.querySelectorAll('figure[data-series=metric]').length})",
     );
     let seen: Seen = serde_json::from_str(seen.as_str().unwrap()).unwrap();
-    assert_eq!(seen.runs, RUNS.len().to_string());
-    assert_eq!(seen.legend.len(), RUNS.len(), "{seen:?}");
+    // The best point still waits: three runs drawn, its row last, queued, with its colour.
+    assert_eq!(seen.runs, (RUNS.len() - 1).to_string());
+    assert_eq!(seen.legend.len(), RUNS.len() - 1, "{seen:?}");
     assert!(
         seen.legend
             .iter()
-            .any(|name| name.contains("group_size=4, learning_rate=0.0003 (a1000003)")),
+            .any(|name| name.contains("group_size=4, learning_rate=0.0001 (a1000002)")),
         "{seen:?}"
     );
-    assert_eq!(seen.order, ["3", "2", "1", "0"], "best first");
+    assert_eq!(
+        seen.order,
+        ["2", "1", "0", "3"],
+        "best first, the queued last"
+    );
     let distinct: std::collections::BTreeSet<&String> = seen.swatches.iter().collect();
     assert_eq!(distinct.len(), RUNS.len(), "a colour per point: {seen:?}");
-    assert_eq!(seen.best_link, format!("/runs/{}", RUNS[BEST_POINT]));
+    assert_eq!(seen.best_link, format!("/runs/{}", RUNS[2]));
     assert!(
         seen.best_row.contains("best") && seen.best_row.contains("EUR"),
         "{seen:?}"
     );
     assert!(seen.evaluated.contains("0.55 [0.45, 0.65] @ 4"), "{seen:?}");
     assert_eq!(seen.metric_charts, 0, "ranked by reward: one chart");
+    assert!(
+        browser
+            .eval("document.querySelector('#table tr[data-point=\"3\"]').textContent")
+            .as_str()
+            .unwrap()
+            .contains("queued")
+    );
+
+    // Its run starts: the open page draws it by itself, and ranks it first.
+    start_best_point(&home);
+    browser.wait_for(
+        "document.querySelector('figure[data-series=reward]')?.dataset.runs === '4' && \
+         document.querySelector('#table tbody tr')?.dataset.point === '3'",
+        Duration::from_secs(60),
+    );
+    let legend = browser.eval(
+        "[...document.querySelectorAll('figure[data-series=reward] .u-legend .u-series')]\
+         .map(s => s.textContent).join('|')",
+    );
+    assert!(
+        legend
+            .as_str()
+            .unwrap()
+            .contains("group_size=4, learning_rate=0.0003 (a1000003)"),
+        "{legend}"
+    );
+    assert_eq!(
+        browser.eval("document.querySelector('#table tr.best a').getAttribute('href')"),
+        format!("/runs/{}", RUNS[BEST_POINT])
+    );
 
     // A step of the going run shows on the open page by itself.
     write_step(&home, RUNS[BEST_POINT], BEST_POINT, STEPS + 1);
