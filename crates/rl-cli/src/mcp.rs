@@ -36,7 +36,8 @@ once per interval, 30 minutes unless the operator changed it), rl_stop_training 
 that looks wrong, rl_get_results for the metrics and final weights, rl_compare_training to see \
 whether training helped, rl_resume_training to continue a stopped or failed run from its last \
 saved state (or a completed one by more steps), rl_fork_training to branch a run from a step it \
-saved with other settings, rl_list_checkpoints for what a run saved. rl_list_runs lists the runs; \
+saved with other settings, rl_start_sweep to train a grid of settings a few runs at a time \
+(rl_check_sweep ranks them, rl_stop_sweep ends it), rl_list_checkpoints for what a run saved. rl_list_runs lists the runs; \
 rl_health_check says what the machine lacks. Every call answers within seconds: the tests that \
 take minutes (rl_test_inference, rl_compare_training) answer with a test_id and \
 poll_after_seconds, go on by themselves, and are followed by calling the same tool with \

@@ -130,7 +130,7 @@ pub(crate) fn error(error: anyhow::Error, as_json: bool, tools: Option<&rl_tools
 /// The agents' tools as the commands people type: the operations' messages name the tools
 /// (agents read them), and a person at the shell is told the command instead. `--json`
 /// output keeps the tools' words, as the agents' answers do.
-const TOOLS_AS_COMMANDS: [(&str, &str); 15] = [
+const TOOLS_AS_COMMANDS: [(&str, &str); 18] = [
     ("rl_select_environment(name)", "`rl select NAME`"),
     ("rl_select_environment", "`rl select NAME`"),
     ("rl_get_current_config", "`rl config show`"),
@@ -144,6 +144,9 @@ const TOOLS_AS_COMMANDS: [(&str, &str); 15] = [
     ("rl_stop_training", "`rl runs stop RUN_ID`"),
     ("rl_resume_training", "`rl runs resume RUN_ID`"),
     ("rl_fork_training", "`rl runs fork RUN_ID --step S`"),
+    ("rl_check_sweep(sweep_id)", "`rl sweep status SWEEP_ID`"),
+    ("rl_check_sweep", "`rl sweep status SWEEP_ID`"),
+    ("rl_stop_sweep", "`rl sweep stop SWEEP_ID`"),
     ("rl_get_results", "`rl runs results RUN_ID`"),
     ("rl_list_checkpoints", "`rl checkpoints list RUN_ID`"),
     ("rl_test_inference", "`rl preflight`"),

@@ -86,6 +86,7 @@ impl ConfigService {
         let (_, schema) = self.selected_schema(selection)?;
         let mut settings: Vec<RunSetting> = Vec::with_capacity(asked.len());
         for (field, value) in asked {
+            crate::service::check_name("field name", field, crate::validate::MAX_FIELD_NAME_CHARS)?;
             let bare = field
                 .strip_prefix("env.")
                 .or_else(|| field.strip_prefix("tinker."))

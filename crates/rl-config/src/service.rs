@@ -524,7 +524,7 @@ impl ConfigService {
 }
 
 /// Names from outside (environment names, field names) are short, printable and one line.
-fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), ConfigError> {
+pub(crate) fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), ConfigError> {
     let reason = if name.trim().is_empty() {
         "it is empty".to_owned()
     } else if name.chars().count() > max_chars {

@@ -322,8 +322,8 @@ mod tests {
     #[test]
     fn a_resumed_run_counts_only_its_own_steps() {
         let dir = tempfile::tempdir().unwrap();
-        let parent = record(dir.path(), "parent", None);
-        let child = record(dir.path(), "child", Some(("parent", 2)));
+        let parent = record(dir.path(), "0000aaaa", None);
+        let child = record(dir.path(), "0000bbbb", Some(("0000aaaa", 2)));
         // The parent ran 3 steps on the 20th and 21st; the child resumed after step 2 (its
         // file holds the parent's rows up to it, as `carry_over` copies them) and ran 2 more
         // on the 22nd.
@@ -335,8 +335,8 @@ mod tests {
             line(4, 22, 500),
         ]
         .concat();
-        std::fs::write(dir.path().join("parent/metrics.jsonl"), parent_rows).unwrap();
-        std::fs::write(dir.path().join("child/metrics.jsonl"), child_rows).unwrap();
+        std::fs::write(dir.path().join("0000aaaa/metrics.jsonl"), parent_rows).unwrap();
+        std::fs::write(dir.path().join("0000bbbb/metrics.jsonl"), child_rows).unwrap();
         let report = cost_report(&[parent.clone(), child.clone()], None);
         // 300 of the parent's own and 300 of the child's: its 200 inherited not counted twice.
         assert_eq!(report.total.tokens.trained, 600);
@@ -372,11 +372,11 @@ mod tests {
 
         // A child whose file lacks the inherited rows takes its base from its parent's file.
         std::fs::write(
-            dir.path().join("child/metrics.jsonl"),
+            dir.path().join("0000bbbb/metrics.jsonl"),
             [line(3, 22, 350), line(4, 22, 500)].concat(),
         )
         .unwrap();
-        let parent_rows = rows_of(&record(dir.path(), "parent", None));
+        let parent_rows = rows_of(&record(dir.path(), "0000aaaa", None));
         let spent = own_spending(&child, &rows_of(&child), Some(&parent_rows));
         let trained: u64 = spent.iter().map(|s| s.tokens.trained).sum();
         assert_eq!(trained, 300);

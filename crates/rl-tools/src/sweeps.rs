@@ -98,7 +98,19 @@ impl Tools {
         self.importable(&selection.environment)?;
         let mut points = Vec::new();
         for asked in product(&grid) {
-            points.push(service.check_run_settings(&selection, &asked)?);
+            let point = service.check_run_settings(&selection, &asked)?;
+            // "8,08" or "1e-4,0.0001": the same run twice is a mistake, not a wider grid.
+            if points.contains(&point) {
+                let spelled: Vec<String> = point.iter().map(RunSetting::spelled).collect();
+                return Err(ToolsError::invalid(
+                    "the sweep",
+                    format!(
+                        "two of its points are the same run ({}): give each value once",
+                        spelled.join(" ")
+                    ),
+                ));
+            }
+            points.push(point);
         }
         let id = self.unused_sweep_id()?;
         let spec = SweepSpec {

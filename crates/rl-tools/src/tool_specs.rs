@@ -339,7 +339,7 @@ impl ToolName {
                     "additionalProperties": false
                 }),
             },
-            Self::StartSweep => sweeps::start_sweep(self.name(), caps_parameters()),
+            Self::StartSweep => sweeps::start_sweep(self.name(), &caps_parameters()),
             Self::CheckSweep => sweeps::check_sweep(self.name()),
             Self::StopSweep => sweeps::stop_sweep(self.name()),
             Self::GetResults => ToolSpec {

@@ -30,6 +30,7 @@ mod setup;
 mod slurm;
 mod stalls;
 mod sweep_pages;
+mod sweeps;
 mod tools;
 mod training;
 

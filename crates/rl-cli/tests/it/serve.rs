@@ -131,7 +131,7 @@ impl Server {
     }
 
     /// A request with the server's token, if it has one; `body` is sent as JSON.
-    fn request(&self, method: &str, path: &str, body: Option<&str>) -> Answer {
+    pub(crate) fn request(&self, method: &str, path: &str, body: Option<&str>) -> Answer {
         let mut headers = Vec::new();
         let authorization = self.token.as_ref().map(|token| format!("Bearer {token}"));
         if let Some(authorization) = &authorization {
@@ -147,7 +147,7 @@ impl Server {
         self.request("GET", path, None)
     }
 
-    fn post(&self, path: &str, body: &Value) -> Answer {
+    pub(crate) fn post(&self, path: &str, body: &Value) -> Answer {
         self.request("POST", path, Some(&body.to_string()))
     }
 

@@ -158,14 +158,9 @@ impl SweepStarted {
         Self {
             sweep_id: sweep.sweep_id.clone(),
             message: format!(
-                "Sweep {} has {} runs: {} started, {} queued, at most {} at once. Follow it with \
-                 rl_check_sweep(sweep_id) or `rl sweep status {}`.",
-                sweep.sweep_id,
-                sweep.points,
-                sweep.started,
-                sweep.waiting,
-                sweep.max_parallel,
-                sweep.sweep_id
+                "Sweep {} has {} points, each a run: {} started, {} queued, at most {} at once. \
+                 Follow it with rl_check_sweep(sweep_id).",
+                sweep.sweep_id, sweep.points, sweep.started, sweep.waiting, sweep.max_parallel,
             ),
             notes,
             sweep,

@@ -130,6 +130,10 @@ impl Tools {
     /// starts; a failure here never keeps a command from running (it is reported).
     pub fn resume_sweep_drivers(&self) -> Result<Vec<String>, ToolsError> {
         let store = RunStore::open(self.home())?;
+        if store.is_read_only() {
+            // A caller who may only read the state directory drives nothing.
+            return Ok(Vec::new());
+        }
         let mut started = Vec::new();
         for sweep in store.sweeps()? {
             if sweep.state != SweepState::Running

@@ -9,7 +9,7 @@ fn sweep_id_parameter(what: &str) -> serde_json::Value {
     json!({"type": "string", "description": what, "pattern": "^sw-[0-9a-f]{8}$"})
 }
 
-pub(super) fn start_sweep(name: &'static str, caps: serde_json::Value) -> ToolSpec {
+pub(super) fn start_sweep(name: &'static str, caps: &serde_json::Value) -> ToolSpec {
     ToolSpec {
         name,
         description: "Train several settings of the selected environment at once: every \

@@ -97,6 +97,14 @@ fn sweep_answers() {
             "start_sweep_settings_not_lists",
             json!({"settings": {"group_size": 2}}),
         ),
+        (
+            "start_sweep_same_point_twice",
+            json!({"settings": {"group_size": [8, "8"]}}),
+        ),
+        (
+            "start_sweep_huge_field_name",
+            json!({"settings": {"x".repeat(100_000): [1]}}),
+        ),
     ] {
         let answer = fixture.call("rl_start_sweep", arguments);
         assert!(!answer["failure"].is_null(), "{name}: {answer:#}");
