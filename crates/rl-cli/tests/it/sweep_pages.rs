@@ -16,6 +16,7 @@ use rl_settings::{RunId, SweepId, Value, run_dir};
 use serde_json::json;
 
 use crate::browser::{Browser, PATIENCE, screenshot};
+use crate::pages::HOSTILE_TEXT;
 use crate::serve::{Server, expect};
 use crate::workspace_root;
 
@@ -58,16 +59,20 @@ fn sweep_home(going: bool) -> tempfile::TempDir {
     home
 }
 
-/// A sweep of one setting ranked by the trainer's loss, the lowest first, both runs done.
+/// A sweep ranked by the trainer's loss, the lowest first, both runs done; its second
+/// setting's one value is text that would run as a script if a page rendered it as HTML.
 const LOSS_SWEEP: &str = "sw-10550000";
 const LOSS_RUNS: [&str; 2] = ["b1000000", "b1000001"];
 
 fn add_loss_sweep(home: &Path) {
     let mut store = RunStore::open(home).unwrap();
-    let grid = [(
-        "learning_rate",
-        vec![Value::Float(1e-4), Value::Float(3e-4)],
-    )];
+    let grid = [
+        (
+            "learning_rate",
+            vec![Value::Float(1e-4), Value::Float(3e-4)],
+        ),
+        ("note", vec![Value::Str(HOSTILE_TEXT.to_owned())]),
+    ];
     let metric = json!({"name": "train/loss", "lower_is_better": true});
     add_sweep(
         &mut store, home, LOSS_SWEEP, &grid, &metric, &LOSS_RUNS, None,
@@ -532,6 +537,14 @@ fn the_sweep_page_overlays_its_runs_coloured_by_setting() {
     assert_eq!(caption, "train/loss by step (lower is better)");
     assert!(headings.contains("|train/loss|"), "{headings}");
     assert_eq!(order, "0,1", "the lowest loss first");
+    // Settings are shown as text, and never run.
+    let shown = loss.eval("document.querySelector('#table td.settings').textContent");
+    assert!(shown.as_str().unwrap().contains(HOSTILE_TEXT), "{shown}");
+    assert_eq!(
+        loss.eval("document.querySelectorAll('#app script, #app img, #app b').length"),
+        0
+    );
+    assert_ne!(loss.eval("document.title"), "pwned");
     let errors = loss.errors();
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
     drop(loss);
