@@ -468,3 +468,46 @@ fn a_lost_runs_job_is_ended_by_a_later_stop() {
         "a process of the run is left"
     );
 }
+
+/// A sweep on the SLURM backend: each of its runs is a job of its own, both at once.
+#[test]
+#[ignore = "needs the test venv and a SLURM cluster: `cargo xtask test` runs it when `sinfo` answers"]
+fn a_sweeps_runs_are_jobs_of_their_own() {
+    let python = test_python();
+    require_slurm();
+    let stack = SlurmStack::new(&python, "", &[]);
+    let started = stack.json(&[
+        "sweep",
+        "start",
+        "--set",
+        "group_size=2,4",
+        "--max-parallel",
+        "2",
+    ]);
+    let sweep = started["sweep_id"].as_str().unwrap().to_owned();
+    let runs: Vec<String> = started["sweep"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(runs.len(), 2, "{started:#}");
+    let jobs: Vec<String> = runs.iter().map(|id| stack.job_of(id)).collect();
+    assert_ne!(jobs[0], jobs[1], "one job for two runs");
+    for id in &runs {
+        let finished = stack.finished(id, 240);
+        assert_eq!(finished["status"], "completed", "{}", stack.logs(id));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = stack.json(&["sweep", "status", &sweep]);
+        if view["state"] == "done" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sweep never ended: {view:#}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for job in &jobs {
+        assert_slurm_holds_nothing_of(job);
+    }
+}
