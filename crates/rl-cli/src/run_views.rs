@@ -45,6 +45,11 @@ pub(crate) fn print_status(run: &RunView) -> anyhow::Result<()> {
     if let Some(parent) = &run.resumed_from {
         output::line(lineage(parent))?;
     }
+    if let Some(sweep) = &run.sweep_id {
+        output::line(format!(
+            "a run of sweep {sweep} (`rl sweep status {sweep}`)"
+        ))?;
+    }
     if let (Some(api), Some(trainer)) = (run.api_port, run.trainer_port) {
         output::line(format!("ports   api {api}, trainer {trainer} (127.0.0.1)"))?;
     }

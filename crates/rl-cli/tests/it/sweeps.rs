@@ -226,6 +226,12 @@ fn a_sweep_whose_driver_is_killed_is_driven_again_by_the_next_command() {
         "{view:#}"
     );
     assert!(drivers_of(&sweep).is_empty(), "a driver outlived its sweep");
+    let first = rows(&view)[0]["run_id"].as_str().unwrap();
+    let shown = stack.rl(&["runs", "status", first]);
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains(&format!("a run of sweep {sweep}")),
+        "{shown:?}"
+    );
 }
 
 #[test]
@@ -269,6 +275,24 @@ fn a_sweep_is_started_checked_and_stopped_over_http() {
         states.iter().filter(|state| **state == "dropped").count(),
         2,
         "{stopped}"
+    );
+    // A fork over HTTP: the route joins the path's run and the body; a run that saved no
+    // state is refused with the reason (the fixture trainer keeps none).
+    let stopped_run = rows(&stopped["sweep"])
+        .iter()
+        .find_map(|row| row["run_id"].as_str())
+        .unwrap()
+        .to_owned();
+    let refused = expect(
+        server.post(
+            &format!("/runs/{stopped_run}/fork"),
+            &json!({"step": 1, "settings": {"group_size": 4}}),
+        ),
+        409,
+    );
+    assert!(
+        refused["error"].as_str().unwrap().contains(&stopped_run),
+        "{refused}"
     );
     for row in rows(&stopped["sweep"]) {
         if let Some(id) = row["run_id"].as_str() {
