@@ -194,14 +194,15 @@ async fn select_environment(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let name = match name {
-        Ok(Path(name)) => name,
-        Err(rejection) => return rejected(rejection.status(), &rejection.body_text()),
-    };
-    if let Err(response) = no_body(&headers, body) {
-        return response;
-    }
-    call(&state, "rl_select_environment", json!({ "name": name })).await
+    path_only(
+        &state,
+        "rl_select_environment",
+        "name",
+        name,
+        &headers,
+        body,
+    )
+    .await
 }
 
 async fn current_config(State(state): State<AppState>) -> Response {
@@ -277,14 +278,7 @@ async fn stop_training(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(rejection) => return rejected(rejection.status(), &rejection.body_text()),
-    };
-    if let Err(response) = no_body(&headers, body) {
-        return response;
-    }
-    call(&state, "rl_stop_training", json!({ "run_id": id })).await
+    path_only(&state, "rl_stop_training", "run_id", id, &headers, body).await
 }
 
 /// `POST /runs/{id}/resume` with no body, or `{"allow_changes": true}`.
@@ -367,14 +361,26 @@ async fn stop_sweep(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let id = match id {
-        Ok(Path(id)) => id,
+    path_only(&state, "rl_stop_sweep", "sweep_id", id, &headers, body).await
+}
+
+/// A `POST` whose path names the tool's one argument (`key`) and which takes no body.
+async fn path_only(
+    state: &AppState,
+    tool: &'static str,
+    key: &str,
+    value: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let value = match value {
+        Ok(Path(value)) => value,
         Err(rejection) => return rejected(rejection.status(), &rejection.body_text()),
     };
-    if let Err(response) = no_body(&headers, body) {
+    if let Err(response) = no_body(headers, body) {
         return response;
     }
-    call(&state, "rl_stop_sweep", json!({ "sweep_id": id })).await
+    call(state, tool, json!({ key: value })).await
 }
 
 async fn results(
