@@ -129,11 +129,12 @@ fn is_side_file_of_database(path: &Path) -> bool {
 /// A consistent copy of the database at `from` written to `to`: SQLite's `VACUUM INTO` reads
 /// one snapshot (the write-ahead log's committed pages included) while the parent's engine may
 /// go on writing, where a byte copy of a database and its log taken at two moments can be a
-/// damaged database.
+/// damaged database. Read-only: a writable connection that is the database's last would
+/// checkpoint its log into it as it closes, changing the parent's files.
 fn snapshot_database(from: &Path, to: &Path) -> Result<(), ProcessError> {
     let connection = rusqlite::Connection::open_with_flags(
         from,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     // The engine holds its write lock for a moment at a time.
     connection.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -238,5 +239,47 @@ mod tests {
             .unwrap();
         assert_eq!(rows, 2);
         drop(writer);
+    }
+
+    /// A stopped engine's database whose log was never checkpointed (the parent of a resume,
+    /// an evaluation's source) is copied without a byte of it changing.
+    #[test]
+    fn a_stopped_engines_database_is_only_read() {
+        let parent = tempfile::tempdir().unwrap();
+        let child = tempfile::tempdir().unwrap();
+        let engine = parent.path().join("engine");
+        std::fs::create_dir_all(&engine).unwrap();
+        let database = engine.join("tinker.db");
+        let writer = rusqlite::Connection::open(&database).unwrap();
+        writer
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .unwrap();
+        writer.pragma_update(None, "journal_mode", "WAL").unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE futures (id INTEGER PRIMARY KEY, status TEXT);
+                 INSERT INTO futures (status) VALUES ('done'), ('pending');",
+            )
+            .unwrap();
+        drop(writer);
+        let log = engine.join("tinker.db-wal");
+        assert!(log.exists(), "the log outlives its writer");
+        let (before, log_before) = (
+            std::fs::read(&database).unwrap(),
+            std::fs::read(&log).unwrap(),
+        );
+
+        copy_engine(parent.path(), child.path()).unwrap();
+
+        assert_eq!(std::fs::read(&database).unwrap(), before);
+        assert_eq!(std::fs::read(&log).unwrap(), log_before);
+        let reader = rusqlite::Connection::open(child.path().join("engine/tinker.db")).unwrap();
+        let rows: i64 = reader
+            .query_row("SELECT count(*) FROM futures", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(rows, 2);
     }
 }

@@ -302,3 +302,35 @@ fn a_sweep_is_started_checked_and_stopped_over_http() {
         }
     }
 }
+
+/// Over MCP an agent checks a sweep within the operator's interval, as a run, and stops it.
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_sweep_is_checked_and_stopped_over_mcp_within_the_agents_limit() {
+    let python = test_python();
+    let stack = Stack::new(&python, &[]);
+    let started = stack.json(&[
+        "sweep",
+        "start",
+        "--set",
+        "group_size=2,4",
+        "--max-parallel",
+        "1",
+    ]);
+    let sweep = started["sweep_id"].as_str().unwrap().to_owned();
+    let mut server = crate::mcp::RawServer::start(stack.home.path(), &[]);
+    server.initialize();
+    let checked = server.call(2, "rl_check_sweep", Some(json!({"sweep_id": sweep})));
+    assert_eq!(checked["isError"], false, "{checked}");
+    assert_eq!(crate::mcp::reply(&checked)["points"], 2, "{checked}");
+    let again = server.call(3, "rl_check_sweep", Some(json!({"sweep_id": sweep})));
+    assert_eq!(crate::mcp::reply(&again)["rate_limited"], true, "{again}");
+    let unknown = server.call(4, "rl_stop_sweep", Some(json!({"sweep_id": "sw-0badc0de"})));
+    assert_eq!(unknown["isError"], true, "{unknown}");
+    let stopped = server.call(5, "rl_stop_sweep", Some(json!({"sweep_id": sweep})));
+    assert_eq!(
+        crate::mcp::reply(&stopped)["sweep"]["state"],
+        "stopped",
+        "{stopped}"
+    );
+}
