@@ -226,6 +226,10 @@ fn a_sweep_whose_driver_is_killed_is_driven_again_by_the_next_command() {
         "{view:#}"
     );
     assert!(drivers_of(&sweep).is_empty(), "a driver outlived its sweep");
+    let listed = stack.json(&["runs", "list"]);
+    for run in listed["runs"].as_array().unwrap() {
+        assert_eq!(run["sweep_id"], sweep.as_str(), "{listed:#}");
+    }
     let first = rows(&view)[0]["run_id"].as_str().unwrap();
     let shown = stack.rl(&["runs", "status", first]);
     assert!(

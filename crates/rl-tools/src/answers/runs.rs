@@ -407,6 +407,9 @@ pub struct RunEntry {
     /// Its tokens and cost so far (`rl runs list`); absent when not read or never logged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageView>,
+    /// The sweep it is a point of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_id: Option<String>,
 }
 
 impl RunEntry {
@@ -421,6 +424,7 @@ impl RunEntry {
             updated_at: run.updated_at,
             error: run.error,
             usage: None,
+            sweep_id: run.sweep,
         }
     }
 }
