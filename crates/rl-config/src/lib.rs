@@ -9,12 +9,12 @@ mod introspect;
 mod locked;
 mod new_run;
 mod rules;
+mod run_setting;
 mod schema;
 mod service;
 mod store;
 mod validate;
 
-pub use changes::RunSetting;
 pub use error::ConfigError;
 pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
@@ -23,6 +23,7 @@ pub use new_run::{run_selection, sha256_hex};
 /// How an environment's file runs (a script, or a module of its package): discovery's answer,
 /// which a run's record and a pre-flight's command both use.
 pub use rl_discovery::{PackageModule, package_module};
+pub use run_setting::RunSetting;
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use service::{
     ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, ResumeFrom, ResumedConfig,

@@ -404,7 +404,7 @@ impl ConfigService {
         caps: &Caps,
         settings: &[crate::RunSetting],
     ) -> Result<RunConfigFile, ConfigError> {
-        let selection = crate::changes::with_settings(selection, settings);
+        let selection = crate::run_setting::with_settings(selection, settings);
         let mut config = crate::new_run::build(
             &self.settings,
             &selection,
@@ -507,7 +507,7 @@ impl ConfigService {
             from.state_path,
             from.step,
         );
-        crate::changes::apply(&mut config, from.settings);
+        crate::run_setting::apply(&mut config, from.settings);
         if let Some(total) = from.total_steps {
             config.set(
                 &rl_settings::trainer::TOTAL_STEPS,

@@ -10,13 +10,11 @@ use rl_process::LineageKind;
 use rl_settings::{Caps, RunConfig, RunId, Value, run_dir, trainer};
 
 use crate::answers::Started;
+use crate::limits::MAX_FORK_SETTINGS;
 use crate::resume::Continuation;
 use crate::resume_point::forkable_states;
 use crate::runs::started;
 use crate::{Tools, ToolsError};
-
-/// The most settings one fork changes: enough for any real change, few enough to read back.
-pub(crate) const MAX_FORK_SETTINGS: usize = 32;
 
 impl Tools {
     /// Starts a run continuing `parent` from its state saved at `step`, with `asked` (field,

@@ -2,6 +2,7 @@
 //! face shares, and the [`Registry`] that exposes them to agents as named tools with JSON
 //! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
+mod accounting;
 mod answers;
 mod as_trained;
 mod checkpoint_models;
@@ -17,6 +18,7 @@ mod evaluation;
 mod fork;
 mod health_check;
 mod hosted;
+mod limits;
 mod long_calls;
 mod metrics;
 mod new_env;
@@ -56,8 +58,8 @@ pub use answers::{
     WarningView, WindowView, error_answer, report_json,
 };
 pub use answers::{
-    GridAxis, HeldOutScore, SweepCurve, SweepEntry, SweepList, SweepPage, SweepRateLimited,
-    SweepRow, SweepStarted, SweepStopped, SweepView,
+    GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,
+    SweepRateLimited, SweepRow, SweepStarted, SweepStopped, SweepView,
 };
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use compare::{CompareOptions, ComparePlan};
@@ -65,6 +67,7 @@ pub use error::{FailureKind, ToolsError};
 pub use evaluation::EvaluationRequest;
 pub use health_check::{MIN_PYTHON, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
+pub use limits::MAX_SWEEP_POINTS;
 pub use long_calls::{LONG_TOOLS, LongCall, LongCallState, Planned, WorkOrder};
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
@@ -73,7 +76,7 @@ pub use python_probe::{Probes, SdkVersions};
 pub use registry::{CallProgress, Caller, Registry, ToolReply};
 /// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
 pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
-pub use sweeps::{MAX_SWEEP_POINTS, SweepMetric, SweepRequest};
+pub use sweeps::{SweepMetric, SweepRequest};
 pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
 pub use tools::{ToolContext, Tools, TreeOverride};
 // What a face names when it opens the tools or runs a supervisor; the lower crates own them.

@@ -6,11 +6,11 @@ use rl_metrics::{
 };
 use rl_settings::{RunConfig, RunFolder, RunId, run_dir};
 
+use crate::accounting::{accounting_from, priced_currency};
 use crate::answers::{
     Anatomy, MetricsView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel, StepAnatomy,
     UsageView,
 };
-use crate::costs::{accounting_from, priced_currency};
 use crate::metrics::SourceChoice;
 use crate::resume_point::total_steps;
 use crate::{Tools, ToolsError};

@@ -15,9 +15,7 @@ use crate::resume_point::{ResumePoint, resume_point, total_steps};
 use crate::runs::{started, written_config};
 use crate::{Tools, ToolsError};
 
-/// The most steps one extension adds: a typo (an extra zero or three) must not start a run of
-/// months; a longer one is a few extensions.
-pub(crate) const MAX_EXTRA_STEPS: u64 = 100_000;
+use crate::limits::MAX_EXTRA_STEPS;
 
 /// A new run continuing `parent` from a saved state: what `start_continuation` needs.
 pub(crate) struct Continuation<'a> {

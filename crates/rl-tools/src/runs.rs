@@ -153,7 +153,7 @@ impl Tools {
             .as_ref()
             .and_then(|metrics| metrics.trainer.as_ref())
             .and_then(|trainer| {
-                crate::costs::accounting_from(&trainer.history, &status.run.config_path)
+                crate::accounting::accounting_from(&trainer.history, &status.run.config_path)
             });
         Ok(StatusAnswer {
             status: status_view(&status, &collected, wandb.ok()),

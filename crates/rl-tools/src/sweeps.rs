@@ -19,12 +19,7 @@ mod ranking;
 
 pub use ranking::SweepMetric;
 
-/// The most points one sweep may have: each is a run of several processes.
-pub const MAX_SWEEP_POINTS: usize = 64;
-/// The most values one setting may take in a sweep.
-pub(crate) const MAX_VALUES: usize = 32;
-/// The most settings one sweep may vary.
-pub(crate) const MAX_SWEEP_SETTINGS: usize = 8;
+use crate::limits::{MAX_SWEEP_POINTS, MAX_SWEEP_SETTINGS, MAX_SWEEP_VALUES};
 
 /// What a caller asks of a sweep.
 #[derive(Debug, Clone, Default)]
@@ -226,11 +221,11 @@ fn checked_grid(grid: &[(String, Vec<Value>)]) -> Result<Vec<(String, Vec<Value>
                 "it has no values",
             ));
         }
-        if values.len() > MAX_VALUES {
+        if values.len() > MAX_SWEEP_VALUES {
             return Err(ToolsError::invalid(
                 format!("the setting '{field}'"),
                 format!(
-                    "{} values; a sweep takes at most {MAX_VALUES} per setting",
+                    "{} values; a sweep takes at most {MAX_SWEEP_VALUES} per setting",
                     values.len()
                 ),
             ));

@@ -281,7 +281,7 @@ impl ToolName {
                         "steps": {
                             "type": "integer",
                             "minimum": 1,
-                            "maximum": crate::resume::MAX_EXTRA_STEPS,
+                            "maximum": crate::limits::MAX_EXTRA_STEPS,
                             "description": "Train this many steps more than the run's total_steps (an extension; needed for a completed run)"
                         },
                         "max_cost": caps_parameters()["max_cost"],
@@ -322,7 +322,7 @@ impl ToolName {
                         },
                         "settings": {
                             "type": "object",
-                            "maxProperties": crate::fork::MAX_FORK_SETTINGS,
+                            "maxProperties": crate::limits::MAX_FORK_SETTINGS,
                             "additionalProperties": {"type": ["string", "number", "boolean"]},
                             "description": "Field → value the new run changes, e.g. {\"learning_rate\": 1e-5}; a string is read as the field's type"
                         },

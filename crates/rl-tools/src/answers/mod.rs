@@ -53,8 +53,8 @@ pub use runs::{
 };
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};
 pub use sweeps::{
-    GridAxis, HeldOutScore, SweepCurve, SweepEntry, SweepList, SweepPage, SweepRateLimited,
-    SweepRow, SweepStarted, SweepStopped, SweepView,
+    GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,
+    SweepRateLimited, SweepRow, SweepStarted, SweepStopped, SweepView,
 };
 
 use crate::ToolsError;

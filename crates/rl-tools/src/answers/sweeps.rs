@@ -7,7 +7,6 @@ use rl_settings::Value;
 use serde::Serialize;
 
 use super::UsageView;
-use crate::sweeps::{SweepMetric, SweepSpec};
 
 /// A sweep, its table ranked by its metric.
 #[derive(Debug, Clone, Serialize)]
@@ -19,7 +18,7 @@ pub struct SweepView {
     pub created_at: String,
     pub updated_at: String,
     pub max_parallel: u32,
-    pub metric: SweepMetric,
+    pub metric: MetricView,
     /// Each setting and the values it takes: the grid is their product.
     pub grid: Vec<GridAxis>,
     pub points: usize,
@@ -42,7 +41,8 @@ pub struct GridAxis {
 impl SweepView {
     pub(crate) fn new(
         sweep: &SweepRecord,
-        spec: &SweepSpec,
+        metric: MetricView,
+        grid: Vec<GridAxis>,
         rows: Vec<SweepRow>,
         [waiting, started]: [usize; 2],
     ) -> Self {
@@ -53,15 +53,8 @@ impl SweepView {
             created_at: sweep.created_at.clone(),
             updated_at: sweep.updated_at.clone(),
             max_parallel: sweep.max_parallel,
-            metric: spec.metric.clone(),
-            grid: spec
-                .grid
-                .iter()
-                .map(|(field, values)| GridAxis {
-                    field: field.clone(),
-                    values: values.clone(),
-                })
-                .collect(),
+            metric,
+            grid,
             points: sweep.points.len(),
             waiting,
             started,
@@ -72,6 +65,15 @@ impl SweepView {
             rows,
         }
     }
+}
+
+/// What ranks a sweep's runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricView {
+    /// `reward`, `held_out`, or a key of the trainer's metrics.
+    pub name: String,
+    /// Whether the lowest value ranks first.
+    pub lower_is_better: bool,
 }
 
 /// One point of a sweep and its run.

@@ -11,7 +11,9 @@ use rl_settings::{RunFolder, SweepId};
 use serde::{Deserialize, Serialize};
 
 use super::SweepSpec;
-use crate::answers::{HeldOutScore, SweepCurve, SweepPage, SweepRow, SweepView};
+use crate::answers::{
+    GridAxis, HeldOutScore, MetricView, SweepCurve, SweepPage, SweepRow, SweepView,
+};
 use crate::{Tools, ToolsError};
 
 const EVAL_LOW: &str = "eval/mean_score_low";
@@ -142,14 +144,29 @@ impl Tools {
                         history = trainer.history;
                     }
                 }
-                row.usage = crate::costs::usage_of(&run.config_path);
+                row.usage = crate::accounting::usage_of(&run.config_path);
             }
             rows.push((row, history));
         }
         rank_with(&mut rows, &spec.metric);
         let (rows, histories): (Vec<SweepRow>, Vec<Vec<HistoryRow>>) = rows.into_iter().unzip();
         Ok((
-            SweepView::new(&sweep, &spec, rows, counts(&sweep)),
+            SweepView::new(
+                &sweep,
+                MetricView {
+                    name: spec.metric.name.clone(),
+                    lower_is_better: spec.metric.lower_is_better,
+                },
+                spec.grid
+                    .iter()
+                    .map(|(field, values)| GridAxis {
+                        field: field.clone(),
+                        values: values.clone(),
+                    })
+                    .collect(),
+                rows,
+                counts(&sweep),
+            ),
             histories,
         ))
     }

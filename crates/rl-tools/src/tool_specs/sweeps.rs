@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::ToolSpec;
-use crate::sweeps::{MAX_SWEEP_POINTS, MAX_SWEEP_SETTINGS, MAX_VALUES};
+use crate::limits::{MAX_SWEEP_POINTS, MAX_SWEEP_SETTINGS, MAX_SWEEP_VALUES};
 
 fn sweep_id_parameter(what: &str) -> serde_json::Value {
     json!({"type": "string", "description": what, "pattern": "^sw-[0-9a-f]{8}$"})
@@ -33,7 +33,7 @@ pub(super) fn start_sweep(name: &'static str, caps: &serde_json::Value) -> ToolS
                     "additionalProperties": {
                         "type": "array",
                         "minItems": 1,
-                        "maxItems": MAX_VALUES,
+                        "maxItems": MAX_SWEEP_VALUES,
                         "items": {"type": ["string", "number", "boolean"]}
                     },
                     "description": format!("Field → the values it takes, e.g. {{\"learning_rate\": [1e-4, 3e-4], \"group_size\": [8, 16]}}; at most {MAX_SWEEP_POINTS} combinations")
