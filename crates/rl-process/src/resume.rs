@@ -210,15 +210,17 @@ mod tests {
         assert!(!child.path().join("checkpoints.jsonl").exists());
     }
 
-    /// A database its engine is writing (a fork of a going run) is taken as one snapshot: what
-    /// was committed, its write-ahead log included, and no side file beside it.
-    #[test]
-    fn a_database_in_use_is_taken_as_a_snapshot_without_its_log() {
-        let parent = tempfile::tempdir().unwrap();
-        let child = tempfile::tempdir().unwrap();
-        let engine = parent.path().join("engine");
-        std::fs::create_dir_all(&engine).unwrap();
+    /// An engine's database in `engine`, in WAL mode, with two rows still in its log; with
+    /// `keep_log`, its writer leaves the log as it closes.
+    fn engine_database(engine: &Path, keep_log: bool) -> rusqlite::Connection {
+        std::fs::create_dir_all(engine).unwrap();
         let writer = rusqlite::Connection::open(engine.join("tinker.db")).unwrap();
+        writer
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                keep_log,
+            )
+            .unwrap();
         writer.pragma_update(None, "journal_mode", "WAL").unwrap();
         writer
             .execute_batch(
@@ -226,6 +228,16 @@ mod tests {
                  INSERT INTO futures (status) VALUES ('done'), ('pending');",
             )
             .unwrap();
+        writer
+    }
+
+    /// A database its engine is writing (a fork of a going run) is taken as one snapshot: what
+    /// was committed, its write-ahead log included, and no side file beside it.
+    #[test]
+    fn a_database_in_use_is_taken_as_a_snapshot_without_its_log() {
+        let (parent, child) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let engine = parent.path().join("engine");
+        let writer = engine_database(&engine, false);
         assert!(engine.join("tinker.db-wal").exists(), "still in the log");
 
         copy_engine(parent.path(), child.path()).unwrap();
@@ -245,26 +257,10 @@ mod tests {
     /// an evaluation's source) is copied without a byte of it changing.
     #[test]
     fn a_stopped_engines_database_is_only_read() {
-        let parent = tempfile::tempdir().unwrap();
-        let child = tempfile::tempdir().unwrap();
+        let (parent, child) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let engine = parent.path().join("engine");
-        std::fs::create_dir_all(&engine).unwrap();
         let database = engine.join("tinker.db");
-        let writer = rusqlite::Connection::open(&database).unwrap();
-        writer
-            .set_db_config(
-                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-                true,
-            )
-            .unwrap();
-        writer.pragma_update(None, "journal_mode", "WAL").unwrap();
-        writer
-            .execute_batch(
-                "CREATE TABLE futures (id INTEGER PRIMARY KEY, status TEXT);
-                 INSERT INTO futures (status) VALUES ('done'), ('pending');",
-            )
-            .unwrap();
-        drop(writer);
+        drop(engine_database(&engine, true));
         let log = engine.join("tinker.db-wal");
         assert!(log.exists(), "the log outlives its writer");
         let (before, log_before) = (

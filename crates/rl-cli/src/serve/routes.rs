@@ -214,11 +214,7 @@ async fn edit_config(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match json_body(&headers, body) {
-        // No body at all: the tool says which keys are missing, with its schema.
-        Ok(body) => call(&state, "rl_edit_config", body.unwrap_or(Value::Null)).await,
-        Err(response) => response,
-    }
+    body_only(&state, "rl_edit_config", &headers, body).await
 }
 
 /// `POST /runs` with `{}` (the original client's) or an empty body, as JSON; nothing else.
@@ -227,10 +223,7 @@ async fn start_training(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match json_body(&headers, body) {
-        Ok(body) => call(&state, "rl_start_training", body.unwrap_or(Value::Null)).await,
-        Err(response) => response,
-    }
+    body_only(&state, "rl_start_training", &headers, body).await
 }
 
 async fn list_runs(State(state): State<AppState>) -> Response {
@@ -339,10 +332,7 @@ async fn start_sweep(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match json_body(&headers, body) {
-        Ok(body) => call(&state, "rl_start_sweep", body.unwrap_or(Value::Null)).await,
-        Err(response) => response,
-    }
+    body_only(&state, "rl_start_sweep", &headers, body).await
 }
 
 async fn check_sweep(
@@ -362,6 +352,20 @@ async fn stop_sweep(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     path_only(&state, "rl_stop_sweep", "sweep_id", id, &headers, body).await
+}
+
+/// A `POST` whose JSON body is the tool's arguments. No body at all is `null`: the tool says
+/// which keys are missing, with its schema.
+async fn body_only(
+    state: &AppState,
+    tool: &'static str,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match json_body(headers, body) {
+        Ok(body) => call(state, tool, body.unwrap_or(Value::Null)).await,
+        Err(response) => response,
+    }
 }
 
 /// A `POST` whose path names the tool's one argument (`key`) and which takes no body.

@@ -178,16 +178,9 @@ fn a_sweep_trains_its_grid_two_at_a_time_through_a_killed_supervisor_and_ranks_i
     }
 }
 
-/// The processes driving sweep `sweep`.
-fn drivers_of(sweep: &str) -> Vec<(u32, String)> {
-    rl_test_support::processes_mentioning(&format!("drive {sweep}"))
-}
-
-#[test]
-#[ignore = "needs the test venv: `cargo xtask test` runs it"]
-fn a_sweep_whose_driver_is_killed_is_driven_again_by_the_next_command() {
-    let python = test_python();
-    let stack = Stack::new(&python, &[]);
+/// The fixture stack with a sweep of two group sizes started, one run at a time.
+fn one_at_a_time() -> (Stack, Value) {
+    let stack = Stack::new(&test_python(), &[]);
     let started = stack.json(&[
         "sweep",
         "start",
@@ -196,6 +189,18 @@ fn a_sweep_whose_driver_is_killed_is_driven_again_by_the_next_command() {
         "--max-parallel",
         "1",
     ]);
+    (stack, started)
+}
+
+/// The processes driving sweep `sweep`.
+fn drivers_of(sweep: &str) -> Vec<(u32, String)> {
+    rl_test_support::processes_mentioning(&format!("drive {sweep}"))
+}
+
+#[test]
+#[ignore = "needs the test venv: `cargo xtask test` runs it"]
+fn a_sweep_whose_driver_is_killed_is_driven_again_by_the_next_command() {
+    let (stack, started) = one_at_a_time();
     let sweep = started["sweep_id"].as_str().unwrap().to_owned();
     assert_eq!(started["sweep"]["started"], 1, "{started:#}");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -311,16 +316,7 @@ fn a_sweep_is_started_checked_and_stopped_over_http() {
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_sweep_is_checked_and_stopped_over_mcp_within_the_agents_limit() {
-    let python = test_python();
-    let stack = Stack::new(&python, &[]);
-    let started = stack.json(&[
-        "sweep",
-        "start",
-        "--set",
-        "group_size=2,4",
-        "--max-parallel",
-        "1",
-    ]);
+    let (stack, started) = one_at_a_time();
     let sweep = started["sweep_id"].as_str().unwrap().to_owned();
     let mut server = crate::mcp::RawServer::start(stack.home.path(), &[]);
     server.initialize();
