@@ -285,6 +285,17 @@ fn a_sweep_is_started_checked_and_stopped_over_http() {
         2,
         "{stopped}"
     );
+    let again = expect(
+        server.request("POST", &format!("/sweeps/{sweep}/stop"), None),
+        200,
+    );
+    assert!(
+        again["message"]
+            .as_str()
+            .unwrap()
+            .contains("had ended already"),
+        "{again}"
+    );
     // A fork over HTTP: the route joins the path's run and the body; a run that saved no
     // state is refused with the reason (the fixture trainer keeps none).
     let stopped_run = rows(&stopped["sweep"])

@@ -184,20 +184,34 @@ pub struct SweepStopped {
 }
 
 impl SweepStopped {
-    pub(crate) fn new(sweep: SweepView, stopped: Vec<String>, failures: Vec<String>) -> Self {
+    /// `ended_before`: the sweep had ended (stopped or done) and no run of it went.
+    pub(crate) fn new(
+        sweep: SweepView,
+        stopped: Vec<String>,
+        failures: Vec<String>,
+        ended_before: bool,
+    ) -> Self {
         let dropped = sweep
             .rows
             .iter()
             .filter(|row| row.state == "dropped")
             .count();
-        Self {
-            sweep_id: sweep.sweep_id.clone(),
-            message: format!(
+        let message = if ended_before {
+            format!(
+                "Sweep {} had ended already ({}); nothing was stopped.",
+                sweep.sweep_id, sweep.state
+            )
+        } else {
+            format!(
                 "Sweep {} is {}: {} runs stopped, {dropped} queued points dropped.",
                 sweep.sweep_id,
                 sweep.state,
                 stopped.len()
-            ),
+            )
+        };
+        Self {
+            sweep_id: sweep.sweep_id.clone(),
+            message,
             stopped,
             failures,
             sweep,

@@ -199,6 +199,7 @@ impl Tools {
     pub fn stop_sweep(&self, id: &SweepId) -> Result<SweepStopped, ToolsError> {
         self.sweep_record(id)?;
         let going = RunStore::open(self.home())?.stop_sweep(id)?;
+        let ended_before = going.is_none();
         let mut stopped = Vec::new();
         let mut failures = Vec::new();
         for run in going.unwrap_or_default() {
@@ -208,6 +209,6 @@ impl Tools {
             }
         }
         let view = self.sweep_view(id)?;
-        Ok(SweepStopped::new(view, stopped, failures))
+        Ok(SweepStopped::new(view, stopped, failures, ended_before))
     }
 }
