@@ -2,11 +2,10 @@
 //! (`<home>/runs.db`, WAL) so that any process — CLI, MCP server, HTTP server, supervisor —
 //! reads and writes the same truth, and a restart loses nothing.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rl_settings::{RunId, Value};
+use rl_settings::RunId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::ProcessError;
@@ -23,52 +22,11 @@ const RUN_COLUMNS: &str = "id, environment, state, phase, created_at, updated_at
      api_port, trainer_port, supervisor_pid, supervisor_start_ticks, error, boot_id, slurm_job, \
      parent_id, start_step, lineage, changes, sweep_id";
 
-/// Bumped with every change to the schema below; older databases are migrated on open.
-const SCHEMA_VERSION: i64 = 5;
-
-const SCHEMA: &str = "
-CREATE TABLE runs (
-    id TEXT PRIMARY KEY,
-    environment TEXT NOT NULL,
-    state TEXT NOT NULL,
-    phase TEXT,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    config_path TEXT NOT NULL,
-    api_port INTEGER,
-    trainer_port INTEGER,
-    supervisor_pid INTEGER,
-    supervisor_start_ticks INTEGER,
-    error TEXT,
-    boot_id TEXT,
-    slurm_job TEXT,
-    parent_id TEXT,
-    start_step INTEGER,
-    lineage TEXT,
-    changes TEXT,
-    sweep_id TEXT
-);
-CREATE TABLE components (
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    component TEXT NOT NULL,
-    pid INTEGER,
-    start_ticks INTEGER,
-    status TEXT NOT NULL,
-    code INTEGER,
-    log_path TEXT NOT NULL,
-    PRIMARY KEY (run_id, component)
-);
-CREATE TABLE events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    at TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    message TEXT NOT NULL
-);
-CREATE INDEX events_by_run ON events(run_id, seq);
-";
-
+mod lineage;
+mod schema;
 mod sweeps;
+use lineage::lineage_from;
+pub use lineage::{Lineage, LineageKind};
 pub use sweeps::{
     NewSweep, PointOutcome, SweepMember, SweepPoint, SweepPointState, SweepRecord, SweepState,
 };
@@ -105,53 +63,6 @@ pub struct NewRun {
     pub resumed_from: Option<Lineage>,
     /// The sweep point it is made of.
     pub sweep: Option<SweepMember>,
-}
-
-/// Where a run that continues another comes from: its parent, the parent's step whose saved
-/// state it continues after, how it continues, and the settings it changed (a fork's).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Lineage {
-    pub parent: RunId,
-    pub step: u64,
-    pub kind: LineageKind,
-    /// Field (bare name) → the value the child runs with instead of its parent's.
-    pub changes: BTreeMap<String, Value>,
-}
-
-/// How a run continues its parent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineageKind {
-    /// From its last saved state, as it was: one parent has at most one going resume.
-    Resume,
-    /// From a saved state of the caller's choosing, with changed settings: a branch.
-    Fork,
-    /// A completed (or ended) run given more steps.
-    Extension,
-}
-
-impl LineageKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Resume => "resume",
-            Self::Fork => "fork",
-            Self::Extension => "extension",
-        }
-    }
-
-    fn parse(text: Option<&str>) -> Self {
-        match text {
-            Some("fork") => Self::Fork,
-            Some("extension") => Self::Extension,
-            // Runs resumed before schema 5 recorded no kind.
-            _ => Self::Resume,
-        }
-    }
-
-    /// Whether it continues its parent's line (a resume, an extension), of which a parent has
-    /// one going at a time; forks branch off and may be many.
-    pub fn continues(self) -> bool {
-        !matches!(self, Self::Fork)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -245,56 +156,6 @@ impl RunStore {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn migrate(&mut self) -> Result<(), ProcessError> {
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version: i64 =
-            transaction.pragma_query_value(None, "user_version", |row| row.get(0))?;
-        match version {
-            0 => {
-                transaction.execute_batch(SCHEMA)?;
-                transaction.execute_batch(sweeps::SCHEMA)?;
-                transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            }
-            1..=4 => {
-                // Version 2: the boot a run started in, so pids are never trusted across one.
-                if version < 2 {
-                    transaction.execute_batch("ALTER TABLE runs ADD COLUMN boot_id TEXT;")?;
-                }
-                // Version 3: the SLURM job holding a run, so any later `rl` can cancel it.
-                if version < 3 {
-                    transaction.execute_batch("ALTER TABLE runs ADD COLUMN slurm_job TEXT;")?;
-                }
-                // Version 4: the run a resumed run continues, and the step it continues after.
-                if version < 4 {
-                    transaction.execute_batch(
-                        "ALTER TABLE runs ADD COLUMN parent_id TEXT; \
-                         ALTER TABLE runs ADD COLUMN start_step INTEGER;",
-                    )?;
-                }
-                // Version 5: how a run continues its parent (resume, fork, extension) and what
-                // it changed; the sweep a run belongs to, and the sweeps with their queues.
-                transaction.execute_batch(
-                    "ALTER TABLE runs ADD COLUMN lineage TEXT; \
-                     ALTER TABLE runs ADD COLUMN changes TEXT; \
-                     ALTER TABLE runs ADD COLUMN sweep_id TEXT;",
-                )?;
-                transaction.execute_batch(sweeps::SCHEMA)?;
-                transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            }
-            SCHEMA_VERSION => {}
-            newer => {
-                return Err(ProcessError::Store(format!(
-                    "{} has schema version {newer}, newer than this rl knows ({SCHEMA_VERSION}); upgrade rl",
-                    self.path.display()
-                )));
-            }
-        }
-        transaction.commit()?;
-        Ok(())
     }
 
     pub fn create_run(&mut self, run: &NewRun) -> Result<(), ProcessError> {
@@ -737,34 +598,6 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowResult> {
         sweep: row.get(18)?,
         components: Vec::new(),
     }))
-}
-
-/// A run's lineage from its row (columns 14 to 17), its parent `parent`.
-fn lineage_from(
-    row: &rusqlite::Row<'_>,
-    parent: &str,
-) -> rusqlite::Result<Result<Lineage, ProcessError>> {
-    let step = u64::try_from(row.get::<_, Option<i64>>(15)?.unwrap_or(0)).unwrap_or(0);
-    let kind = LineageKind::parse(row.get::<_, Option<String>>(16)?.as_deref());
-    let changes = match row.get::<_, Option<String>>(17)? {
-        None => BTreeMap::new(),
-        Some(text) => match serde_json::from_str(&text) {
-            Ok(changes) => changes,
-            Err(error) => {
-                return Ok(Err(ProcessError::Store(format!(
-                    "the changes recorded of a run of {parent}: {error}"
-                ))));
-            }
-        },
-    };
-    Ok(RunId::parse(parent)
-        .map_err(|error| ProcessError::Store(format!("a run's parent: {error}")))
-        .map(|parent| Lineage {
-            parent,
-            step,
-            kind,
-            changes,
-        }))
 }
 
 /// SQLite integers are signed; clock ticks since boot stay far below `i64::MAX`.

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::{RunStore, SCHEMA_VERSION};
+use super::RunStore;
+use super::schema::SCHEMA_VERSION;
 use crate::ProcessError;
 
 /// Whether this process may write the store at `path` in `home` (a missing store counts as the
