@@ -13,6 +13,7 @@ use rl_process::{RunState, WaitOutcome, WaitUntil};
 use rl_tools::{RunView, SourceChoice, Started, Tools, WaitView};
 
 mod fork;
+pub(crate) use fork::parse_setting;
 
 use crate::context::{Context, runtime};
 use crate::output;

@@ -128,15 +128,7 @@ pub(crate) fn run(command: SweepCommand, context: &Context, as_json: bool) -> an
 /// `field=v1,v2,…` → the field and its values (as text: each is read as the field's type
 /// when the sweep checks it).
 fn grid_axis(pair: &str) -> anyhow::Result<(String, Vec<Value>)> {
-    let Some((field, values)) = pair.split_once('=') else {
-        anyhow::bail!(
-            "--set {pair}: write FIELD=VALUE[,VALUE…], e.g. --set learning_rate=1e-4,3e-4"
-        );
-    };
-    let field = field.trim();
-    if field.is_empty() {
-        anyhow::bail!("--set {pair}: the field's name is missing before '='");
-    }
+    let (field, values) = crate::runs::parse_setting(pair).map_err(anyhow::Error::msg)?;
     let values: Vec<Value> = values
         .split(',')
         .map(str::trim)
@@ -147,7 +139,7 @@ fn grid_axis(pair: &str) -> anyhow::Result<(String, Vec<Value>)> {
             Ok(Value::Str(value.to_owned()))
         })
         .collect::<anyhow::Result<_>>()?;
-    Ok((field.to_owned(), values))
+    Ok((field, values))
 }
 
 /// The sweep's rows as a table: progress (`status`) or the ranking (`results`).

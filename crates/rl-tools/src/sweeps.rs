@@ -44,8 +44,6 @@ pub(crate) struct SweepSpec {
     pub(crate) selection: Selection,
     /// Each point's checked settings, by point index.
     pub(crate) points: Vec<Vec<RunSetting>>,
-    /// The grid for the answers: each setting and its values as the runs take them.
-    pub(crate) grid: Vec<(String, Vec<Value>)>,
     pub(crate) caps: Caps,
     pub(crate) metric: SweepMetric,
     /// The tree the starter's command line chose, for a driver started by another command.
@@ -88,11 +86,11 @@ impl Tools {
         };
         let metric = SweepMetric::parse(request.metric.as_deref(), request.lower_is_better)?;
         settings.caps.for_run(&request.caps)?;
-        let grid = checked_grid(&request.grid)?;
+        checked_grid(&request.grid)?;
         let selection = service.selection()?;
         self.importable(&selection.environment)?;
         let mut points = Vec::new();
-        for asked in product(&grid) {
+        for asked in product(&request.grid) {
             let point = service.check_run_settings(&selection, &asked)?;
             // "8,08" or "1e-4,0.0001": the same run twice is a mistake, not a wider grid.
             if points.contains(&point) {
@@ -110,7 +108,6 @@ impl Tools {
         let id = self.unused_sweep_id()?;
         let spec = SweepSpec {
             selection: selection.clone(),
-            grid: checked_axes(&grid, &points),
             points: points.clone(),
             caps: request.caps,
             metric,
@@ -191,7 +188,7 @@ impl Tools {
 }
 
 /// The grid with its names and values checked for shape (each value then as a run takes it).
-fn checked_grid(grid: &[(String, Vec<Value>)]) -> Result<Vec<(String, Vec<Value>)>, ToolsError> {
+fn checked_grid(grid: &[(String, Vec<Value>)]) -> Result<(), ToolsError> {
     if grid.is_empty() {
         return Err(ToolsError::invalid(
             "the sweep",
@@ -241,29 +238,30 @@ fn checked_grid(grid: &[(String, Vec<Value>)]) -> Result<Vec<(String, Vec<Value>
             ),
         ));
     }
-    Ok(grid.to_vec())
+    Ok(())
 }
 
 /// The grid's settings with their values as the runs take them (`"1e-4"` as 0.0001), read off
-/// the checked points in their order.
-fn checked_axes(
-    grid: &[(String, Vec<Value>)],
-    points: &[Vec<RunSetting>],
-) -> Vec<(String, Vec<Value>)> {
-    grid.iter()
+/// the checked points in their order: what the answers show of the grid.
+pub(crate) fn axes(points: &[Vec<RunSetting>]) -> Vec<(String, Vec<Value>)> {
+    let Some(first) = points.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
         .enumerate()
-        .map(|(index, (field, _))| {
+        .map(|(index, setting)| {
             let mut values: Vec<Value> = Vec::new();
-            for setting in points.iter().filter_map(|point| point.get(index)) {
-                if !values.contains(&setting.value) {
-                    values.push(setting.value.clone());
+            for value in points
+                .iter()
+                .filter_map(|point| point.get(index))
+                .map(|s| &s.value)
+            {
+                if !values.contains(value) {
+                    values.push(value.clone());
                 }
             }
-            let name = points
-                .first()
-                .and_then(|point| point.get(index))
-                .map_or_else(|| field.clone(), |setting| setting.field.clone());
-            (name, values)
+            (setting.field.clone(), values)
         })
         .collect()
 }
@@ -306,7 +304,8 @@ mod tests {
             ),
             ("group_size".to_owned(), vec![Value::Int(8), Value::Int(16)]),
         ];
-        let points = product(&checked_grid(&grid).unwrap());
+        checked_grid(&grid).unwrap();
+        let points = product(&grid);
         assert_eq!(points.len(), 4);
         assert_eq!(
             points[1],

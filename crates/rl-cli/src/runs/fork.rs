@@ -56,7 +56,7 @@ pub(crate) fn fork(tools: &Tools, args: ForkArgs) -> anyhow::Result<(Started, Op
 }
 
 /// `FIELD=VALUE`, split at the first `=` (a value may hold more).
-fn parse_setting(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_setting(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((field, value)) if !field.trim().is_empty() => {
             Ok((field.trim().to_owned(), value.to_owned()))

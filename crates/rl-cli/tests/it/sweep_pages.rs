@@ -107,13 +107,16 @@ fn add_sweep(
             .collect();
     }
     assert_eq!(points.len(), runs.len());
-    // What rl-tools' `SweepSpec` reads: the grid as the caller wrote it (text), each point's
-    // checked settings (none here: no driver starts them).
-    let written: Vec<serde_json::Value> = grid
+    // What rl-tools' `SweepSpec` reads: each point's checked settings, in the grid's order (the
+    // answers read the grid off them).
+    let settings: Vec<serde_json::Value> = points
         .iter()
-        .map(|(field, values)| {
-            let texts: Vec<String> = values.iter().map(|v| json!(v).to_string()).collect();
-            json!([field, texts])
+        .map(|point| {
+            let point: Vec<serde_json::Value> = grid
+                .iter()
+                .map(|(field, _)| json!({"section": "env", "field": field, "value": point[*field]}))
+                .collect();
+            json!(point)
         })
         .collect();
     let spec = json!({
@@ -123,8 +126,7 @@ fn add_sweep(
             "wandb_name": "digits-20261126-000000", "selected_at": "2026-11-26T00:00:00Z",
             "edits": []
         },
-        "points": vec![json!([]); runs.len()],
-        "grid": written,
+        "points": settings,
         "caps": {},
         "metric": metric,
         "tinker_atropos_root": null,

@@ -157,12 +157,9 @@ impl Tools {
                     name: spec.metric.name.clone(),
                     lower_is_better: spec.metric.lower_is_better,
                 },
-                spec.grid
-                    .iter()
-                    .map(|(field, values)| GridAxis {
-                        field: field.clone(),
-                        values: values.clone(),
-                    })
+                super::axes(&spec.points)
+                    .into_iter()
+                    .map(|(field, values)| GridAxis { field, values })
                     .collect(),
                 rows,
                 counts(&sweep),
