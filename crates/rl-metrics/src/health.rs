@@ -244,9 +244,11 @@ fn median_step_secs(rows: &[HistoryRow]) -> Option<f64> {
 /// How long without a new step is a stall: the policy's factor times the recent median step,
 /// never less than its floor.
 fn stall_limit(rows: &[HistoryRow], policy: &HealthPolicy) -> f64 {
-    median_step_secs(rows).map_or(policy.stall_floor_secs, |median| {
-        (policy.stall_factor * median).max(policy.stall_floor_secs)
-    })
+    rl_settings::trainer::stall_limit_secs(
+        policy.stall_factor,
+        policy.stall_floor_secs,
+        median_step_secs(rows),
+    )
 }
 
 fn minutes(secs: f64) -> String {

@@ -46,11 +46,12 @@ impl RunGroups {
     }
 }
 
-/// What an environment made so far.
+/// What an environment made so far: every call of its `collect_trajectories` ends in exactly
+/// one of `made`, `too_long`, `invalid`, `none`, `unsampled` and `failed`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct EnvGroups {
-    /// Groups `collect_trajectories` returned.
+    /// Scored groups the trainer can be sent.
     pub made: u64,
     /// Of those, groups whose scores differ: the only ones GRPO learns from.
     pub with_signal: u64,
@@ -58,13 +59,58 @@ pub struct EnvGroups {
     pub alike: u64,
     /// The alike groups by the score they shared (`"0.0"`, `"nan"`, `"other"`).
     pub alike_scores: BTreeMap<String, u64>,
-    /// Calls that returned no group (the environment's own check of equal scores, or a
-    /// failure it swallowed).
+    /// Calls that returned no group after asking the model (the environment's own check of
+    /// equal scores, or a failure it swallowed).
     pub none: u64,
+    /// Calls that returned no group without asking the model.
+    pub unsampled: u64,
+    /// Of those, calls that had tokenized a prompt at least `token_limit` long.
+    pub prompt_too_long: u64,
+    /// The longest prompt (tokens) of the calls that asked nothing.
+    pub longest_prompt: u64,
+    /// Scored groups atroposlib drops: a sequence reached the token limit.
+    pub too_long: u64,
+    /// The longest sequence (tokens) of a scored group.
+    pub longest_sequence: u64,
+    /// The limit atroposlib drops groups at (the trainer's, else `max_token_length`).
+    pub token_limit: Option<u64>,
+    /// Results that are no scored group (rollouts left unscored, a malformed dict).
+    pub invalid: u64,
+    /// What the first of them was (`a list of 8 tuple`).
+    pub invalid_first: Option<String>,
     /// Calls that raised.
     pub failed: u64,
+    /// Exceptions by the handler that raised them (`collect_trajectories`,
+    /// `handle_send_to_api`), with the first one's message.
+    pub errors: BTreeMap<String, HandlerErrors>,
     /// Unix seconds of the last count.
     pub updated: Option<f64>,
+}
+
+/// The exceptions one of the environment's handlers raised.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct HandlerErrors {
+    pub count: u64,
+    /// `AttributeError: 'tuple' object has no attribute 'get'`.
+    pub first: Option<String>,
+}
+
+/// Why nothing reached the trainer: the largest of the run's causes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// The environment's code raised, or returned what is no scored group.
+    Errors,
+    /// Prompts skipped as longer than the token limit.
+    PromptsTooLong,
+    /// Groups dropped as reaching the token limit.
+    GroupsTooLong,
+    /// Calls that returned nothing, asked nothing, for no reason seen.
+    Unsampled,
+    /// Calls that asked the model and returned nothing.
+    Nothing,
+    /// Groups scored alike.
+    Alike,
 }
 
 impl EnvGroups {
@@ -80,9 +126,9 @@ impl EnvGroups {
         serde_json::from_slice(&text).ok()
     }
 
-    /// Every attempt at a group: returned, returned none, or raised.
+    /// Every attempt at a group, however it ended.
     pub fn attempts(&self) -> u64 {
-        self.made + self.none + self.failed
+        self.made + self.too_long + self.invalid + self.none + self.unsampled + self.failed
     }
 
     /// Whether at least `bound` attempts were made (`bound` > 0) and none gave a group with
@@ -101,10 +147,60 @@ impl EnvGroups {
         }
     }
 
-    /// `120 of 120 groups scored alike (all 0.0)`, with the groups that returned none or failed.
+    fn limit(&self) -> String {
+        self.token_limit.map_or_else(
+            || "the token limit".to_owned(),
+            |limit| format!("the token limit of {limit}"),
+        )
+    }
+
+    /// `120 of 120 groups scored alike (all 0.0)`, with every other way the calls ended.
     pub fn describe(&self) -> String {
         let attempts = self.attempts();
         let mut parts = Vec::new();
+        if self.failed > 0 {
+            parts.push(format!("{} of {attempts} raised an error", self.failed));
+        }
+        if self.invalid > 0 {
+            let what = self
+                .invalid_first
+                .as_deref()
+                .map_or_else(String::new, |first| format!(": {first}"));
+            parts.push(format!(
+                "{} of {attempts} returned no scored group (tokens, masks, scores){what}",
+                self.invalid
+            ));
+        }
+        for (handler, errors) in &self.errors {
+            let first = errors
+                .first
+                .as_deref()
+                .map_or_else(String::new, |first| format!(", the first: `{first}`"));
+            parts.push(format!("{} errors in its {handler}{first}", errors.count));
+        }
+        if self.prompt_too_long > 0 {
+            parts.push(format!(
+                "{} of {attempts} skipped their prompt without asking the model: prompts of up to \
+                 {} tokens against {}",
+                self.prompt_too_long,
+                self.longest_prompt,
+                self.limit()
+            ));
+        }
+        let unsampled = self.unsampled.saturating_sub(self.prompt_too_long);
+        if unsampled > 0 {
+            parts.push(format!(
+                "{unsampled} of {attempts} returned no group without asking the model"
+            ));
+        }
+        if self.too_long > 0 {
+            parts.push(format!(
+                "{} of {attempts} groups dropped for reaching {} (the longest sequence: {} tokens)",
+                self.too_long,
+                self.limit(),
+                self.longest_sequence
+            ));
+        }
         if self.alike > 0 {
             parts.push(format!(
                 "{} of {attempts} groups scored alike ({})",
@@ -119,9 +215,6 @@ impl EnvGroups {
                 self.none
             ));
         }
-        if self.failed > 0 {
-            parts.push(format!("{} of {attempts} failed", self.failed));
-        }
         if self.with_signal > 0 {
             parts.push(format!("{} with scores that differ", self.with_signal));
         }
@@ -131,15 +224,67 @@ impl EnvGroups {
         parts.join(", ")
     }
 
+    /// The largest reason nothing reached the trainer (errors first among equals: they are
+    /// what a user can least guess).
+    fn main_cause(&self) -> Cause {
+        let errors = self.failed + self.invalid;
+        [
+            (Cause::Errors, errors),
+            (Cause::PromptsTooLong, self.prompt_too_long),
+            (Cause::GroupsTooLong, self.too_long),
+            (
+                Cause::Unsampled,
+                self.unsampled.saturating_sub(self.prompt_too_long),
+            ),
+            (Cause::Nothing, self.none),
+            (Cause::Alike, self.alike),
+        ]
+        .into_iter()
+        .rev()
+        .max_by_key(|(_, count)| *count)
+        .map_or(Cause::Alike, |(cause, _)| cause)
+    }
+
     /// The cause of a run that cannot learn, and what to try.
     pub fn no_signal_cause(&self) -> String {
-        format!(
-            "no training signal: {}; nothing reaches the trainer. Try a stronger base model, a \
-             smaller or easier task, a shaped reward (partial credit), or a pre-flight \
-             (rl_test_inference) to see how the model scores",
-            self.describe()
-        )
+        let counts = self.describe();
+        match self.main_cause() {
+            Cause::Errors => format!(
+                "no group reached the trainer: the environment's code fails: {counts}. This is \
+                 the environment's code (or its data) against atroposlib 0.4.0, not the model: \
+                 fix what the first error names (the environment's log has each traceback); \
+                 `collect_trajectories` must return a scored group (tokens, masks, scores) or \
+                 a list of them, with `score` called by the environment itself"
+            ),
+            Cause::PromptsTooLong => format!(
+                "no group reached the trainer: the environment skips prompts longer than its \
+                 token limit: {counts}. Raise max_token_length above the prompts (e.g. \
+                 `rl config set max_token_length {}`), or choose shorter tasks",
+                suggested_limit(self.longest_prompt)
+            ),
+            Cause::GroupsTooLong => format!(
+                "no group reached the trainer: {counts}. Raise max_token_length (and the \
+                 trainer's max_token_trainer_length) above the sequences (e.g. {}), or ask for \
+                 shorter completions",
+                suggested_limit(self.longest_sequence)
+            ),
+            Cause::Unsampled | Cause::Nothing => format!(
+                "no group reached the trainer: {counts}. The environment's log says why it \
+                 returns nothing; a pre-flight (rl_test_inference) shows what the model answers"
+            ),
+            Cause::Alike => format!(
+                "no training signal: {counts}; nothing reaches the trainer. Try a stronger base \
+                 model, a smaller or easier task, a shaped reward (partial credit), or a \
+                 pre-flight (rl_test_inference) to see how the model scores"
+            ),
+        }
     }
+}
+
+/// A token limit that holds `longest` tokens with room for a completion: the next power of two
+/// at least twice as long.
+fn suggested_limit(longest: u64) -> u64 {
+    longest.saturating_mul(2).max(256).next_power_of_two()
 }
 
 #[cfg(test)]
@@ -172,5 +317,58 @@ mod tests {
             ..EnvGroups::default()
         };
         assert!(!groups.without_signal_past(4));
+    }
+
+    fn counts(json: &str) -> EnvGroups {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// Issue 40: infinimath's rollouts, returned unscored, then `handle_send_to_api` failing.
+    #[test]
+    fn an_environment_whose_code_fails_is_named_as_such_with_its_first_error() {
+        let groups = counts(
+            r#"{"made": 0, "invalid": 16, "invalid_first": "a list of 8 tuple",
+                "errors": {"handle_send_to_api": {"count": 16,
+                "first": "AttributeError: 'tuple' object has no attribute 'get'"}}}"#,
+        );
+        assert!(groups.without_signal_past(16));
+        let cause = groups.no_signal_cause();
+        assert!(cause.starts_with("no group reached the trainer: the environment's code fails: 16 of 16 returned no scored group (tokens, masks, scores): a list of 8 tuple, 16 errors in its handle_send_to_api, the first: `AttributeError: 'tuple' object has no attribute 'get'`"), "{cause}");
+        assert!(!cause.contains("stronger base model"), "{cause}");
+    }
+
+    /// Issue 40: reasoning_gym with max_token_length 256 skipped every prompt.
+    #[test]
+    fn prompts_skipped_as_too_long_name_the_limit_and_the_length_to_set() {
+        let groups = counts(
+            r#"{"unsampled": 120, "prompt_too_long": 120, "longest_prompt": 812,
+                "token_limit": 256}"#,
+        );
+        let cause = groups.no_signal_cause();
+        assert!(cause.contains("120 of 120 skipped their prompt without asking the model: prompts of up to 812 tokens against the token limit of 256"), "{cause}");
+        assert!(
+            cause.contains("`rl config set max_token_length 2048`"),
+            "{cause}"
+        );
+    }
+
+    #[test]
+    fn groups_dropped_for_length_and_calls_that_return_nothing_are_told_apart() {
+        let groups = counts(
+            r#"{"made": 2, "alike": 2, "alike_scores": {"0.0": 2}, "too_long": 30, "longest_sequence": 300, "token_limit": 256}"#,
+        );
+        let cause = groups.no_signal_cause();
+        assert!(cause.contains("30 of 32 groups dropped for reaching the token limit of 256 (the longest sequence: 300 tokens)"), "{cause}");
+        assert!(cause.contains("(e.g. 1024)"), "{cause}");
+        let groups = counts(r#"{"unsampled": 5, "none": 7}"#);
+        let cause = groups.no_signal_cause();
+        assert!(
+            cause.contains("5 of 12 returned no group without asking the model"),
+            "{cause}"
+        );
+        assert!(
+            cause.contains("7 of 12 returned no group (the environment's own check"),
+            "{cause}"
+        );
     }
 }

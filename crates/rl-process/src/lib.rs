@@ -30,7 +30,7 @@ mod supervisor;
 mod template;
 
 pub use capped_log::{DEFAULT_LOG_LIMIT, LogLimit, is_capped, log_end, log_files, tail_path};
-pub use env_groups::{EnvGroups, GROUPS_FILE_VARIABLE, RunGroups};
+pub use env_groups::{EnvGroups, GROUPS_FILE_VARIABLE, HandlerErrors, RunGroups};
 pub use error::ProcessError;
 pub use groups::{StopOutcome, describe_stops, group_is_ours, stop_group, stop_recorded_group};
 pub use identity::{ProcessIdentity, boot_id, is_another_boot, members_of_group};

@@ -74,8 +74,13 @@ pub struct Supervisor<'a> {
     exits: mpsc::UnboundedReceiver<(Component, ComponentStatus)>,
     ticks: u32,
     placement: Placement,
-    /// Whether the run has warned that none of its groups had signal.
-    warned_no_signal: bool,
+    /// When the run warned that none of its groups had signal.
+    warned_no_signal: Option<Instant>,
+    /// rl's trainer as its phase file shows it.
+    trainer: TrainerWatch,
+    /// The go file of an environment started first, until it is written: the environment is
+    /// then in its setup and may not yet register.
+    env_held: Option<std::path::PathBuf>,
 }
 
 enum Gate {
@@ -107,8 +112,17 @@ impl<'a> Supervisor<'a> {
             exits,
             ticks: 0,
             placement: Placement::here(),
-            warned_no_signal: false,
+            warned_no_signal: None,
+            trainer: TrainerWatch::default(),
+            env_held: None,
         }
+    }
+
+    /// Follows the trainer through the phase file at `path` (`trainer-phase.json`).
+    #[must_use]
+    pub fn watching_trainer_phase(mut self, path: std::path::PathBuf) -> Self {
+        self.trainer = TrainerWatch::new(Some(path));
+        self
     }
 
     /// Runs the run to its end and returns the state it ended in.
@@ -129,6 +143,9 @@ impl<'a> Supervisor<'a> {
             Err(ending) => return Ok(ending),
         }
         let started = Instant::now();
+        if let Some(ending) = self.launch_env_first().await? {
+            return Ok(ending);
+        }
         for (index, component) in self.plan.start_order().into_iter().enumerate() {
             // The run was created in its first component's phase.
             if index > 0 {
@@ -145,7 +162,12 @@ impl<'a> Supervisor<'a> {
             if self.stop_is_requested()? {
                 return Ok(Ending::Stop);
             }
-            if let Some(ending) = self.launch(component).await? {
+            let launched = if component == Component::Env && self.env_held.is_some() {
+                self.release_env()
+            } else {
+                self.launch(component).await?
+            };
+            if let Some(ending) = launched {
                 return Ok(ending);
             }
             match self.await_ready(component).await? {
@@ -191,6 +213,8 @@ impl<'a> Supervisor<'a> {
         if !self.ticks.is_multiple_of(GROUPS_CHECK_EVERY) {
             return Ok(None);
         }
+        // Each step's start, seen as it happens: the step times a finishing trainer is judged by.
+        self.trainer.observe();
         let Some(path) = self.plan.spec(Component::Env).and_then(|spec| {
             spec.env
                 .iter()
@@ -205,11 +229,17 @@ impl<'a> Supervisor<'a> {
         let timing = &self.plan.timing;
         // Warned first, also when both bounds passed between two reads: the warning is part
         // of the run's history.
-        if !self.warned_no_signal && groups.without_signal_past(timing.no_signal_warn_groups) {
-            self.warned_no_signal = true;
+        if self.warned_no_signal.is_none()
+            && groups.without_signal_past(timing.no_signal_warn_groups)
+        {
+            self.warned_no_signal = Some(Instant::now());
             let fail = timing.no_signal_fail_groups;
             let bound = if fail > 0 {
-                format!("; the run fails at {fail} such groups (run.no_signal_fail_groups)")
+                format!(
+                    "; the run fails at {fail} such groups (run.no_signal_fail_groups), no sooner \
+                     than {} from now (run.no_signal_fail_secs)",
+                    seconds(timing.no_signal_fail_secs)
+                )
             } else {
                 String::new()
             };
@@ -220,7 +250,11 @@ impl<'a> Supervisor<'a> {
                 &format!("{}{bound}", groups.no_signal_cause()),
             )?;
         }
-        if groups.without_signal_past(self.plan.timing.no_signal_fail_groups) {
+        let waited_long_enough = self.warned_no_signal.is_some_and(|warned| {
+            warned.elapsed().as_secs_f64() >= self.plan.timing.no_signal_fail_secs
+        });
+        if waited_long_enough && groups.without_signal_past(self.plan.timing.no_signal_fail_groups)
+        {
             return Ok(Some(Ending::Failed {
                 message: groups.no_signal_cause(),
             }));
@@ -305,6 +339,49 @@ impl<'a> Supervisor<'a> {
                 "queued",
                 &format!("SLURM job {job} is pending: {reason}"),
             ),
+        }
+    }
+
+    /// Launches the environment before the others when its runner can hold its registration
+    /// (`RL_ENV_GO_FILE`): an environment that dies at import or in its setup (a missing
+    /// library, a dataset from the hub, NLTK data) fails the run in seconds, not after the
+    /// engine, run-api and trainer have started.
+    async fn launch_env_first(&mut self) -> Result<Option<Ending>, ProcessError> {
+        let Some(go) = self.plan.spec(Component::Env).and_then(|spec| {
+            spec.env
+                .iter()
+                .find(|(key, _)| key == rl_python::ENV_GO_VARIABLE)
+                .map(|(_, value)| std::path::PathBuf::from(value))
+        }) else {
+            return Ok(None);
+        };
+        // A go file left from an earlier attempt would let it register at once.
+        let _ = std::fs::remove_file(&go);
+        if let Some(ending) = self.launch(Component::Env).await? {
+            return Ok(Some(ending));
+        }
+        self.env_held = Some(go);
+        let id = self.run_id.clone();
+        self.store.note(
+            &id,
+            "env_setup",
+            "env launched first: its setup runs while the other components start; it registers \
+             once they are ready",
+        )?;
+        Ok(None)
+    }
+
+    /// Lets the environment started first register: the others are ready.
+    fn release_env(&mut self) -> Option<Ending> {
+        let go = self.env_held.take()?;
+        match std::fs::write(&go, b"") {
+            Ok(()) => None,
+            Err(error) => Some(Ending::Failed {
+                message: format!(
+                    "cannot tell the environment to register: writing {} failed: {error}",
+                    go.display()
+                ),
+            }),
         }
     }
 
@@ -417,7 +494,8 @@ impl<'a> Supervisor<'a> {
                 Some((ended, status)) = self.exits.recv() => {
                     // A component that passed its gate may finish (a short run can end before
                     // the environment's registration is seen); the one still awaited may not.
-                    let passed_gate = ended != component || ended == Component::Env;
+                    let passed_gate = (ended != component || ended == Component::Env)
+                        && !(ended == Component::Env && self.env_held.is_some());
                     return Ok(Gate::End(self.ended_by_itself(ended, status, passed_gate).await?));
                 }
                 () = stop_signal(&mut self.stop_requested) => return Ok(Gate::End(Ending::Stop)),
@@ -485,13 +563,27 @@ impl<'a> Supervisor<'a> {
             RunState::Capped => Ending::Capped {
                 message: self.capped_reason(),
             },
-            _ => Ending::Failed {
-                message: format!(
-                    "{component} {}{}",
-                    describe_end(status, passed_gate),
-                    self.log_tail(component)
-                ),
-            },
+            _ => {
+                // An environment started first that ends before the others are ready ended
+                // in its setup, whatever its exit code.
+                let during = if component == Component::Env && self.env_held.is_some() {
+                    " during its setup (started first, before the other components were ready)"
+                } else {
+                    ""
+                };
+                let end = if during.is_empty() {
+                    describe_end(status, passed_gate)
+                } else {
+                    describe_end(status, true)
+                };
+                Ending::Failed {
+                    message: format!(
+                        "{component} {end}{during}{}{}",
+                        self.cause_line(component),
+                        self.log_tail(component)
+                    ),
+                }
+            }
         })
     }
 
@@ -589,6 +681,7 @@ pub fn supervise(home: &Path, run_id: &RunId) -> Result<RunState, ProcessError> 
             stop_requested,
             secrets,
         )
+        .watching_trainer_phase(rl_settings::RunFolder::of(home, run_id).trainer_phase())
         .run()
         .await
     })
@@ -611,7 +704,10 @@ async fn stop_signal(stop_requested: &mut watch::Receiver<bool>) {
 }
 
 mod ending;
+mod trainer_watch;
 mod wording;
+
+use trainer_watch::{Finishing, TrainerWatch};
 
 use wording::{describe_end, first_line, seconds};
 #[cfg(test)]

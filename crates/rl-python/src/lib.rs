@@ -59,6 +59,10 @@ pub enum PythonError {
 /// `python -m rl_env ENV_FILE ...`: an environment file run with the items a process draws
 /// chosen by the variables of [`items_variables`].
 pub const ENV_RUNNER: &str = "rl_env";
+/// A file the runner waits for before its environment registers with run-api: set, the
+/// environment is started first and its setup (imports, tokenizer, data) runs while the other
+/// components start; the supervisor writes the file once they are ready.
+pub const ENV_GO_VARIABLE: &str = "RL_ENV_GO_FILE";
 /// Where the runner writes what it drew (`{"source", "drawn", "exhausted", ...}`).
 pub const ITEMS_REPORT_VARIABLE: &str = "RL_ITEMS_REPORT";
 /// The trainer's way to evaluate a checkpoint every `eval_every` steps: a JSON list, the

@@ -23,6 +23,9 @@ impl RunFolder {
     pub const ENV_GROUPS: &str = "env-groups.json";
     /// Where rl's trainer is in its step, rewritten whole at each change of phase.
     pub const TRAINER_PHASE: &str = "trainer-phase.json";
+    /// Written by the supervisor when the environment, started first for its setup, may
+    /// register with run-api (the others are ready).
+    pub const ENV_GO: &str = "env-go";
     /// The local engine's database and checkpoints.
     pub const ENGINE: &str = "engine";
     /// Below `ENGINE`: the checkpoints the local engine wrote.
@@ -76,6 +79,12 @@ impl RunFolder {
 
     pub fn env_groups(&self) -> PathBuf {
         self.dir.join(Self::ENV_GROUPS)
+    }
+
+    /// The environment's signal to register (`RL_ENV_GO_FILE`): its setup ran while the
+    /// other components started.
+    pub fn env_go(&self) -> PathBuf {
+        self.dir.join(Self::ENV_GO)
     }
 
     /// Where rl's trainer is in its step (`{"phase", "step", "since"}`), written whole at each

@@ -640,7 +640,9 @@ fn check_bounds(key: &Key, x: f64) -> Result<(), SettingsError> {
 
 mod document;
 mod per_run;
+mod phase;
 pub use document::contract_document;
+pub use phase::{TrainerPhase, stall_limit_secs};
 pub use per_run::{OnFork, PER_RUN, PerRun, coerce, per_run};
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use std::io::Read as _;
 use std::path::Path;
 
 use rl_metrics::{
@@ -206,28 +205,11 @@ pub(crate) fn activity_of(run: &RunRecord) -> Activity {
     }
 }
 
-/// The most a phase file is read of (it holds three short fields).
-const PHASE_MAX_BYTES: u64 = 4096;
-
 /// Where rl's trainer says it is (`trainer-phase.json`): the phase and since when; `None` when
-/// it says nothing, or nothing readable (a file cut short, or no regular file).
+/// it says nothing, or nothing readable.
 fn trainer_phase(path: &Path) -> Option<(Phase, f64)> {
-    #[derive(serde::Deserialize)]
-    struct Written {
-        phase: String,
-        since: f64,
-    }
-    let file = std::fs::File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut text = Vec::new();
-    file.take(PHASE_MAX_BYTES).read_to_end(&mut text).ok()?;
-    let written: Written = serde_json::from_slice(&text).ok()?;
-    written
-        .since
-        .is_finite()
-        .then(|| (Phase::parse(&written.phase), written.since))
+    rl_settings::trainer::TrainerPhase::read(path)
+        .map(|read| (Phase::parse(&read.phase), read.since))
 }
 
 fn unix_seconds(timestamp: &str) -> Option<f64> {

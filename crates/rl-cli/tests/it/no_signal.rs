@@ -16,10 +16,10 @@ use rl_test_support::FixtureServer;
 use crate::runs::{Stack, assert_nothing_left, is_finished};
 use crate::{rl_in, test_python};
 
-/// Warned at 8 groups without signal, failed at 48.
+/// Warned at 8 groups without signal, failed at 48 and no sooner than 10 s after the warning.
 const BOUNDS: (&str, &str) = (
     "[run]\n",
-    "[run]\nno_signal_warn_groups = 8\nno_signal_fail_groups = 48\n",
+    "[run]\nno_signal_warn_groups = 8\nno_signal_fail_groups = 48\nno_signal_fail_secs = 10\n",
 );
 
 fn folder() -> PathBuf {
@@ -91,8 +91,14 @@ fn a_run_whose_groups_all_score_alike_warns_then_fails_naming_the_cause() {
     assert_eq!(warned["health"]["healthy"], false, "{warned:#}");
     assert!(has_no_signal_flag(&warned), "{warned:#}");
 
-    // Past the bound, the run fails with the cause and what to try.
+    // Past the bound, the run fails with the cause and what to try: not in the same second as
+    // the warning (the constant environment makes its groups in milliseconds).
     let finished = stack.wait(&id, "finished", 600);
+    assert!(
+        warned_at.elapsed() >= Duration::from_secs(10),
+        "failed {:?} after the warning",
+        warned_at.elapsed()
+    );
     assert_eq!(finished["state"], "failed", "{}", stack.explain(&id));
     let error = finished["error"].as_str().unwrap_or_default();
     assert!(

@@ -5,12 +5,33 @@
 use std::time::Duration;
 
 use super::{
-    Ending, REAP_WAIT, Supervisor, TICK, describe_end, first_line, report, seconds, stop_signal,
+    Ending, Finishing, REAP_WAIT, Supervisor, TICK, describe_end, first_line, report, seconds,
+    stop_signal,
 };
 use crate::ProcessError;
 use crate::groups::{describe_stops, stopped_name};
 use crate::ports::wait_until_free;
 use crate::state::{Component, RunState, outcome_of_exit};
+
+/// Ticks between two looks at a finishing component (its phase file is read each time).
+const GRACE_CHECK_EVERY: u32 = 5;
+
+/// How the component still running after the other finished came to its end.
+enum Rest {
+    /// It finished by itself, or (the environment, or a trainer done training) was stopped once
+    /// it had nothing left to do: the run completed.
+    Done,
+    /// The trainer's last steps did not end well (a failed step or save, a hang): why.
+    Failed(String),
+    /// A stop came while the trainer was still training.
+    Stopped,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |elapsed| elapsed.as_secs_f64())
+}
 
 impl Supervisor<'_> {
     /// Ends the run. Store writes here are best effort: whatever fails to be recorded, every
@@ -44,15 +65,26 @@ impl Supervisor<'_> {
                 (RunState::Capped, message)
             }
             Ending::Completed { finished } => match self.let_the_rest_finish(finished).await {
-                // The other one failed on its way out (the trainer's last step, its final
-                // save): the run did not complete.
-                Ok(Some(message)) => {
+                Ok(Rest::Done) => (RunState::Completed, format!("{finished} finished")),
+                // The trainer's last steps or its final save failed, or it hung in them: the
+                // run did not complete.
+                Ok(Rest::Failed(message)) => {
                     let secret_free = self.secrets.redact(&message);
                     report(self.store.set_error(&id, &secret_free));
                     (RunState::Failed, first_line(&secret_free).to_owned())
                 }
-                outcome => {
-                    report(outcome.map(drop));
+                // Stopped while the trainer was still training: not completed.
+                Ok(Rest::Stopped) => {
+                    let stopping = self.store.transition(
+                        &id,
+                        RunState::Stopping,
+                        "stopping trainer, api, engine before the trainer finished",
+                    );
+                    report(stopping.map(drop));
+                    (RunState::Stopped, String::new())
+                }
+                Err(error) => {
+                    report(Err(error));
                     (RunState::Completed, format!("{finished} finished"))
                 }
             },
@@ -100,31 +132,32 @@ impl Supervisor<'_> {
         self.store.state(&id)
     }
 
-    /// After the trainer or the environment finished, the other gets `completion_grace` to
-    /// finish by itself (the trainer saving its final weights) before it is stopped. Returns
-    /// why the run failed after all when the other one ends badly meanwhile.
-    async fn let_the_rest_finish(
-        &mut self,
-        finished: Component,
-    ) -> Result<Option<String>, ProcessError> {
+    /// After the trainer or the environment finished, the other may finish by itself: the
+    /// environment within `completion_grace`, the trainer (its last steps, its final save) as
+    /// long as it makes progress (`TrainerWatch::judge`).
+    async fn let_the_rest_finish(&mut self, finished: Component) -> Result<Rest, ProcessError> {
         let other = match finished {
             Component::Env => Component::Trainer,
             _ => Component::Env,
         };
         if !self.is_running(other) {
-            return Ok(None);
+            return Ok(Rest::Done);
         }
         let grace = self.plan.timing.completion_grace_secs;
         let id = self.run_id.clone();
+        let how_long = if other == Component::Trainer {
+            "as long as it makes progress".to_owned()
+        } else {
+            format!("up to {}", seconds(grace))
+        };
         self.store.note(
             &id,
             "completing",
-            &format!(
-                "{finished} finished; {other} may take up to {} to finish by itself",
-                seconds(grace)
-            ),
+            &format!("{finished} finished; {other} may take {how_long} to finish by itself"),
         )?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(grace);
+        let began = tokio::time::Instant::now();
+        let mut said_going_on = false;
+        let mut ticks: u32 = 0;
         while self.is_running(other) {
             tokio::select! {
                 Some((component, status)) = self.exits.recv() => {
@@ -134,27 +167,66 @@ impl Supervisor<'_> {
                     if component == Component::Trainer
                         && outcome_of_exit(component, status) != RunState::Completed
                     {
-                        return Ok(Some(format!(
+                        return Ok(Rest::Failed(format!(
                             "{component} {} after {finished} finished{}",
                             describe_end(status, true),
                             self.log_tail(component)
                         )));
                     }
                 }
-                () = stop_signal(&mut self.stop_requested) => break,
-                () = tokio::time::sleep_until(deadline) => {
-                    let message = format!("{other} still running after {}; stopping it", seconds(grace));
-                    self.store.note(&id, "completing", &message)?;
-                    break;
-                }
+                () = stop_signal(&mut self.stop_requested) => return Ok(self.stopped_while(other)),
                 () = tokio::time::sleep(TICK) => {
                     if self.stop_is_requested()? {
-                        break;
+                        return Ok(self.stopped_while(other));
+                    }
+                    ticks = ticks.wrapping_add(1);
+                    if !ticks.is_multiple_of(GRACE_CHECK_EVERY) {
+                        continue;
+                    }
+                    let since_finished = began.elapsed().as_secs_f64();
+                    if other == Component::Env {
+                        if since_finished >= grace {
+                            let message = format!("env still running after {}; stopping it", seconds(grace));
+                            self.store.note(&id, "completing", &message)?;
+                            return Ok(Rest::Done);
+                        }
+                        continue;
+                    }
+                    match self.trainer.judge(&self.plan.timing, unix_now(), since_finished) {
+                        Finishing::GoingOn(None) => {}
+                        Finishing::GoingOn(Some(note)) => {
+                            if !said_going_on {
+                                said_going_on = true;
+                                self.store.note(&id, "completing", &note)?;
+                            }
+                        }
+                        Finishing::Trained => {
+                            self.store.note(&id, "completing", "the trainer has finished training; stopping it")?;
+                            return Ok(Rest::Done);
+                        }
+                        Finishing::Hung(why) => {
+                            self.store.note(&id, "completing", &format!("{why}; stopping it"))?;
+                            return Ok(Rest::Failed(format!(
+                                "the trainer did not finish its steps: {why}; it was stopped before \
+                                 reporting its final weights{}",
+                                self.log_tail(Component::Trainer)
+                            )));
+                        }
                     }
                 }
             }
         }
-        Ok(None)
+        Ok(Rest::Done)
+    }
+
+    /// A stop asked while `other` was finishing: the training is cut short when that is the
+    /// trainer; the environment finishing after the trainer leaves the run completed.
+    fn stopped_while(&self, other: Component) -> Rest {
+        if other == Component::Trainer {
+            Rest::Stopped
+        } else {
+            Rest::Done
+        }
     }
 
     pub(super) fn is_running(&self, component: Component) -> bool {

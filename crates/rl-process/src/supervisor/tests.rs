@@ -463,7 +463,9 @@ async fn a_trainer_that_exits_capped_caps_the_run_and_stops_the_rest() {
     );
 }
 
+mod early_env;
 mod engine;
 mod failures;
+mod finishing;
 mod queued;
 mod stops;

@@ -41,6 +41,33 @@ def install(split: Split, counts: GroupCounts | None = None) -> None:
             counts.attach(self)
 
     BaseEnv.__init__ = init
+    hold_registration(BaseEnv, os.environ.get(GO_VARIABLE))
+
+
+GO_VARIABLE = "RL_ENV_GO_FILE"
+# How often the go file is looked for.
+GO_POLL_SECONDS = 0.2
+
+
+def hold_registration(env_class, go_file: str | None) -> None:
+    """With `RL_ENV_GO_FILE`, the environment was started before the run's other components:
+    its setup (imports, tokenizer, data: atroposlib's `env_manager` runs `setup` first) goes
+    on at once, and its registration with run-api waits until rl's supervisor writes the file,
+    once the others are ready. An environment that cannot set up fails in seconds."""
+    if not go_file or not hasattr(env_class, "register_env"):
+        return
+    original = env_class.register_env
+
+    async def register_env(self, *args, **kwargs):
+        import asyncio
+
+        if not os.path.exists(go_file):
+            print("rl_env: set up; waiting for the run's other components before registering", file=sys.stderr, flush=True)
+            while not os.path.exists(go_file):
+                await asyncio.sleep(GO_POLL_SECONDS)
+        return await original(self, *args, **kwargs)
+
+    env_class.register_env = register_env
 
 
 MODULE_VARIABLE = "RL_ENV_MODULE"

@@ -135,7 +135,8 @@ class StepClock:
 
 class PhaseFile:
     """`trainer-phase.json`: the part of its step the trainer is in (`wait` for the batch,
-    `logprobs`, `rollouts`, `forward_backward`, `save`, `sampler_update`, `eval`, `other`), the
+    `logprobs`, `rollouts`, `forward_backward`, `save`, `sampler_update`, `eval`, `other`; `final`
+    while it reports its final weights, `linger` once done training), the
     step, and since when (Unix seconds). Rewritten whole (temp + rename) only when the part
     changes, a few times a step: what names the component a stalled run waits on."""
 
@@ -236,8 +237,12 @@ class Trainer:
             self.phase, self.step = "step", n
             await self.train_step(n)
         self.phase = "final"
+        self.phases.enter("final", self.config.total_steps)
         await self.finish()
+        # Done training, its final weights reported: rl's supervisor stops a lingering trainer
+        # once the environment has gone, and the run has completed.
         self.phase = "linger"
+        self.phases.enter("linger", self.config.total_steps)
         await self.linger()
 
     async def setup(self) -> None:
@@ -271,6 +276,8 @@ class Trainer:
         if caps:
             shown = ", ".join(f"{key}={value:g}" for key, value in caps.items())
             say(f"caps (this run's own spend, checked before each step): {shown} ({c.currency} for max_cost)")
+        # The Tinker API's host first: one that cannot be reached fails the run in seconds.
+        await self.tinker.check_reachable()
         from transformers import AutoTokenizer  # slow import: after /health is up
 
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, c.tokenizer_name)

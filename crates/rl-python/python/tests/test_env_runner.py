@@ -114,3 +114,45 @@ class PackageTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HoldRegistrationTest(unittest.TestCase):
+    """An environment started first sets up at once and registers only once the go file exists."""
+
+    def test_registration_waits_for_the_go_file(self):
+        import asyncio
+        import threading
+
+        from rl_env.__main__ import hold_registration
+
+        class Env:
+            registered = False
+
+            async def register_env(self):
+                Env.registered = True
+
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        go = os.path.join(folder.name, "env-go")
+        hold_registration(Env, go)
+
+        async def register_with_the_go_file_written_later():
+            threading.Timer(0.5, lambda: open(go, "w").close()).start()
+            task = asyncio.create_task(Env().register_env())
+            await asyncio.sleep(0.3)
+            self.assertFalse(Env.registered, "registered before the go file")
+            await asyncio.wait_for(task, 10)
+
+        asyncio.run(register_with_the_go_file_written_later())
+        self.assertTrue(Env.registered)
+
+    def test_without_the_variable_nothing_is_held(self):
+        from rl_env.__main__ import hold_registration
+
+        class Env:
+            async def register_env(self):
+                return "registered"
+
+        original = Env.register_env
+        hold_registration(Env, None)
+        self.assertIs(Env.register_env, original)

@@ -63,5 +63,129 @@ class GroupCountsTest(unittest.TestCase):
         self.assertFalse(os.path.exists(self.path))
 
 
+class Server:
+    """atroposlib's ServerManager as an environment sees it: asking it is sampling."""
+
+    def __init__(self):
+        self.asked = 0
+
+    async def chat_completion(self, **kwargs):
+        self.asked += 1
+        return None
+
+
+class Tokenizer:
+    def encode(self, text):
+        return list(range(len(text.split())))
+
+
+class AtroposLikeEnv:
+    """An environment shaped like atroposlib's BaseEnv: a server, a tokenizer, a token limit,
+    `collect_trajectories` and `handle_send_to_api`."""
+
+    def __init__(self, collect, send=None, max_token_length=8):
+        self.server = Server()
+        self.tokenizer = Tokenizer()
+        self.max_token_len = -1
+        self.config = type("Config", (), {"max_token_length": max_token_length})()
+        self.collect = collect
+        self.send = send
+
+    async def collect_trajectories(self, item):
+        return await self.collect(self, item)
+
+    async def handle_send_to_api(self, scored, item=None):
+        if self.send is not None:
+            self.send(scored)
+
+
+class CausesTest(unittest.TestCase):
+    """Issue 40: each reason a run gets nothing to train on is counted apart."""
+
+    def setUp(self):
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.path = os.path.join(folder.name, "env-groups.json")
+
+    def run_env(self, env, calls=3):
+        counts = GroupCounts(self.path)
+        counts.attach(env)
+
+        async def handle_env():
+            # atroposlib's handle_env: errors of both handlers are logged, never raised.
+            try:
+                result, _ = await env.collect_trajectories({})
+            except Exception:
+                return
+            if result is None:
+                return
+            try:
+                await env.handle_send_to_api(result)
+            except Exception:
+                pass
+
+        for _ in range(calls):
+            asyncio.run(handle_env())
+        with open(self.path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def test_rollouts_returned_unscored_are_invalid_and_the_send_error_is_quoted(self):
+        async def collect(env, item):
+            await env.server.chat_completion()
+            return [({"role": "user"}, "42"), ({"role": "user"}, "41")], []
+
+        def send(scored):
+            for group in scored:
+                group.get("group_overrides")
+
+        written = self.run_env(AtroposLikeEnv(collect, send))
+        self.assertEqual(written["made"], 0)
+        self.assertEqual(written["invalid"], 3)
+        self.assertEqual(written["invalid_first"], "a list of 2 tuple")
+        self.assertEqual(written["errors"]["handle_send_to_api"]["count"], 3)
+        self.assertEqual(
+            written["errors"]["handle_send_to_api"]["first"],
+            "AttributeError: 'tuple' object has no attribute 'get'",
+        )
+        self.assertEqual(written["failed"], 0)
+
+    def test_prompts_skipped_as_too_long_are_told_from_other_empty_results(self):
+        async def collect(env, item):
+            prompt = env.tokenizer.encode("one two three four five six seven eight nine ten")
+            if len(prompt) >= env.config.max_token_length:
+                return None, []
+            await env.server.chat_completion()
+            return None, []
+
+        written = self.run_env(AtroposLikeEnv(collect, max_token_length=8))
+        self.assertEqual(written["unsampled"], 3)
+        self.assertEqual(written["prompt_too_long"], 3)
+        self.assertEqual(written["longest_prompt"], 10)
+        self.assertEqual(written["token_limit"], 8)
+        self.assertEqual(written["none"], 0)
+        written = self.run_env(AtroposLikeEnv(collect, max_token_length=64))
+        self.assertEqual(written["none"], 3, "asked the model, then returned nothing")
+        self.assertEqual(written["unsampled"], 0)
+
+    def test_groups_reaching_the_token_limit_are_dropped_not_made(self):
+        async def collect(env, item):
+            await env.server.chat_completion()
+            return {"tokens": [[1] * 9, [1] * 3], "masks": [[], []], "scores": [1.0, 0.0]}, []
+
+        written = self.run_env(AtroposLikeEnv(collect, max_token_length=8))
+        self.assertEqual(written["too_long"], 3)
+        self.assertEqual(written["longest_sequence"], 9)
+        self.assertEqual(written["made"], 0)
+        self.assertEqual(written["with_signal"], 0)
+
+    def test_an_error_in_collect_trajectories_is_counted_with_its_first_message(self):
+        async def collect(env, item):
+            raise KeyError("answer")
+
+        written = self.run_env(AtroposLikeEnv(collect))
+        self.assertEqual(written["failed"], 3)
+        self.assertEqual(written["errors"]["collect_trajectories"], {"count": 3, "first": "KeyError: 'answer'"})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -143,6 +143,7 @@ impl Settings {
             ("run.env_settle_secs", timing.env_settle_secs),
             ("run.stop_grace_secs", timing.stop_grace_secs),
             ("run.completion_grace_secs", timing.completion_grace_secs),
+            ("run.no_signal_fail_secs", timing.no_signal_fail_secs),
             (
                 "status_check_interval_secs",
                 self.status_check_interval_secs,

@@ -214,6 +214,9 @@ pub struct RunTiming {
     /// Past this many such groups, none with signal, the run fails naming the cause; 0 never
     /// fails it. Also ends a pre-flight's model (and an evaluation) early with `no signal`.
     pub no_signal_fail_groups: u64,
+    /// ... and no sooner than this many seconds after the run warned: an environment that
+    /// makes groups in milliseconds passes both group bounds at once.
+    pub no_signal_fail_secs: f64,
     /// A running run whose step has not advanced for this many times its recent median step
     /// time is stalled (a health warning naming the component that is busy or waiting).
     pub stall_factor: f64,
@@ -239,6 +242,7 @@ impl Default for RunTiming {
             log_limit_bytes: DEFAULT_LOG_LIMIT_BYTES,
             no_signal_warn_groups: DEFAULT_NO_SIGNAL_WARN_GROUPS,
             no_signal_fail_groups: DEFAULT_NO_SIGNAL_FAIL_GROUPS,
+            no_signal_fail_secs: 60.0,
             stall_factor: DEFAULT_STALL_FACTOR,
             stall_floor_secs: DEFAULT_STALL_FLOOR_SECS,
         }

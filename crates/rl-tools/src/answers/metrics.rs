@@ -175,11 +175,28 @@ pub struct GroupsView {
     pub alike: u64,
     /// The alike groups by the score they shared (`"0.0"`, `"nan"`, `"other"`).
     pub alike_scores: BTreeMap<String, u64>,
-    /// Calls that returned no group (the environment's own check of equal scores, or a
-    /// failure it swallowed).
+    /// Calls that returned no group after asking the model (the environment's own check of
+    /// equal scores, or a failure it swallowed).
     pub none: u64,
+    /// Calls that returned no group without asking the model.
+    pub unsampled: u64,
+    /// Of those, calls whose prompt reached `token_limit` (an environment skipping long prompts).
+    pub prompt_too_long: u64,
+    /// The longest such prompt, in tokens.
+    pub longest_prompt: u64,
+    /// Scored groups atroposlib drops for a sequence reaching `token_limit`.
+    pub too_long: u64,
+    /// The longest sequence of a scored group, in tokens.
+    pub longest_sequence: u64,
+    /// The token limit groups are dropped at, when the environment said it.
+    pub token_limit: Option<u64>,
+    /// Results that are no scored group, and what the first was.
+    pub invalid: u64,
+    pub invalid_first: Option<String>,
     /// Calls that raised.
     pub failed: u64,
+    /// Exceptions by the handler that raised them, with the first message.
+    pub errors: BTreeMap<String, HandlerErrorsView>,
     /// `12 of 12 groups scored alike (all 0.0)`.
     pub summary: String,
     /// Whether the run's first `run.no_signal_warn_groups` groups all lacked signal.
@@ -187,6 +204,13 @@ pub struct GroupsView {
     /// The run's bounds: warned at, failed at (0: never).
     pub warn_groups: u64,
     pub fail_groups: u64,
+}
+
+/// The exceptions one of the environment's handlers raised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandlerErrorsView {
+    pub count: u64,
+    pub first: Option<String>,
 }
 
 impl From<&rl_process::RunGroups> for GroupsView {
@@ -198,7 +222,28 @@ impl From<&rl_process::RunGroups> for GroupsView {
             alike: groups.alike,
             alike_scores: groups.alike_scores.clone(),
             none: groups.none,
+            unsampled: groups.unsampled,
+            prompt_too_long: groups.prompt_too_long,
+            longest_prompt: groups.longest_prompt,
+            too_long: groups.too_long,
+            longest_sequence: groups.longest_sequence,
+            token_limit: groups.token_limit,
+            invalid: groups.invalid,
+            invalid_first: groups.invalid_first.clone(),
             failed: groups.failed,
+            errors: groups
+                .errors
+                .iter()
+                .map(|(handler, errors)| {
+                    (
+                        handler.clone(),
+                        HandlerErrorsView {
+                            count: errors.count,
+                            first: errors.first.clone(),
+                        },
+                    )
+                })
+                .collect(),
             summary: groups.describe(),
             no_signal: run.no_signal(),
             warn_groups: run.warn_groups,

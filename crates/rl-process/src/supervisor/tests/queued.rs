@@ -49,7 +49,7 @@ async fn a_queued_run_records_its_job_and_wait_then_starts_on_the_placed_host() 
             Secrets::default(),
             RunState::Running,
             Duration::ZERO,
-            Component::Env,
+            Component::Trainer,
             ComponentStatus::Exited { code: 0 },
         )
         .await;
