@@ -48,6 +48,7 @@ pub(crate) fn select(context: &Context, name: &str, as_json: bool) -> anyhow::Re
         selected.wandb_name
     ))?;
     notes(&selected.notes)?;
+    first_run_advice(&selected.first_run_advice)?;
     crate::envs::dependencies(selected.dependencies.as_ref())
 }
 
@@ -172,7 +173,23 @@ fn print_current(current: &ConfigView) -> anyhow::Result<()> {
         ]);
     }
     output::line(table)?;
-    notes(&current.notes)
+    notes(&current.notes)?;
+    first_run_advice(&current.first_run_advice)
+}
+
+/// On the local engine, the settings that make a first run take hours or skip every group.
+fn first_run_advice(advice: &[rl_tools::FirstRunAdvice]) -> anyhow::Result<()> {
+    if advice.is_empty() {
+        return Ok(());
+    }
+    output::line("for a first run on the local engine (this machine):")?;
+    for one in advice {
+        output::line(format!(
+            "  {} {} → try {}: {}; {}",
+            one.field, one.value, one.try_value, one.why, one.how
+        ))?;
+    }
+    Ok(())
 }
 
 fn notes(notes: &[String]) -> anyhow::Result<()> {

@@ -98,6 +98,9 @@ fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
         list.root.display(),
         list.files_scanned
     ))?;
+    if let Some(note) = list.unlisted_note() {
+        output::line(note)?;
+    }
     for duplicate in &list.duplicate_names {
         output::line(format!(
             "name '{}' is used {} times; select by key: {}",
@@ -151,6 +154,12 @@ pub(crate) fn dependencies(view: Option<&rl_tools::DependenciesView>) -> anyhow:
         output::line(format!(
             "the run's Python cannot import: {}",
             view.missing_imports.join(", ")
+        ))?;
+    }
+    if !view.missing_optional_imports.is_empty() {
+        output::line(format!(
+            "the run's Python cannot import (optional: the environment goes on without them, with less): {}",
+            view.missing_optional_imports.join(", ")
         ))?;
     }
     if let Some(file) = &view.requirements {

@@ -7,6 +7,7 @@ mod error;
 mod extract;
 mod introspect;
 mod locked;
+mod lookup;
 mod new_run;
 mod rules;
 mod run_setting;
@@ -19,6 +20,7 @@ pub use error::ConfigError;
 pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
 pub use locked::load_settings;
+pub use lookup::{FoundEnvironment, find_environment, unlisted_in_subfolders};
 pub use new_run::{run_selection, sha256_hex};
 /// How an environment's file runs (a script, or a module of its package): discovery's answer,
 /// which a run's record and a pre-flight's command both use.

@@ -131,18 +131,11 @@ impl ConfigService {
     /// selection did in the original tool.
     pub fn select(&self, name: &str) -> Result<SelectionReport, ConfigError> {
         check_name("environment name", name, 200)?;
-        let mut scan = self.scan()?;
-        // A name `rl envs list --recursive` shows is selectable whatever `recursive_discovery`
-        // says: the sub-folders are searched when the top folder has no such environment.
-        if matches!(
-            scan.find(name),
-            Err(rl_discovery::DiscoveryError::UnknownEnvironment { .. })
-        ) && !scan.recursive
-        {
-            scan = scan_environments(&self.settings, true)?;
-        }
-        let env = scan.find(name)?;
-        let schema = config_schema(&scan, env)?;
+        // Found as every command finds it: a name `rl envs list --recursive` shows is
+        // selectable whatever `recursive_discovery` says.
+        let found = crate::find_environment(&self.settings, name, false)?;
+        let (scan, env) = (&found.scan, found.environment());
+        let schema = config_schema(scan, env)?;
         let now = jiff::Zoned::now();
         let selection = Selection {
             environment: SelectedEnvironment {

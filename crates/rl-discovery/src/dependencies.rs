@@ -1,15 +1,17 @@
 //! What an environment imports from outside its own tree, read from source as discovery reads
 //! it (nothing is run): the top-level names of its imports and of the imports of the modules of
-//! its tree it reaches, less the standard library, less imports in a `try` that handles an
-//! exception (optional, with a fallback). Whether the run's Python can import them is asked of
-//! that Python (rl-tools); here only the names, and the `requirements.txt` beside the
-//! environment (or beside its package), are found.
+//! its tree it reaches, less the standard library and the imports only a type checker reads;
+//! those in a `try` whose handler goes on without them (a fallback, a warning) are kept apart
+//! as optional. Whether the run's Python can import them is asked of that Python (rl-tools);
+//! here only the names, and the `requirements.txt` beside the environment (or beside its
+//! package), are found.
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use crate::module_names::STANDARD_LIBRARY_MODULES;
 use crate::package::{beside, imports_of, relative, through_top_package};
+use crate::summary::Need;
 
 /// Modules of the tree followed from the environment's file, as `package_module` follows them.
 const MAX_MODULES: usize = 64;
@@ -17,9 +19,12 @@ const MAX_MODULES: usize = 64;
 /// An environment's imports from outside its tree, and its requirements file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExternalImports {
-    /// Top-level module names, sorted, each once (`gymnasium` for `from gymnasium.spaces import
-    /// Box`).
+    /// Top-level module names the environment stops without, sorted, each once (`gymnasium`
+    /// for `from gymnasium.spaces import Box`).
     pub modules: Vec<String>,
+    /// Top-level module names imported only in a `try` whose handler goes on without them
+    /// (or in such a handler), sorted, none of them in `modules`.
+    pub optional: Vec<String>,
     /// `requirements.txt` in the environment's folder, else in the nearest folder above that
     /// is still its package (holds `__init__.py`) or the package's parent.
     pub requirements: Option<PathBuf>,
@@ -34,6 +39,7 @@ pub fn external_imports(file: &Path) -> ExternalImports {
         return ExternalImports::default();
     };
     let mut modules = BTreeSet::new();
+    let mut optional = BTreeSet::new();
     let mut seen = HashSet::from([file.clone()]);
     let mut queue = VecDeque::from([file.clone()]);
     while let Some(module) = queue.pop_front() {
@@ -50,10 +56,13 @@ pub fn external_imports(file: &Path) -> ExternalImports {
                 reached
             } else {
                 if let Some(top) = import.module.first()
-                    && !import.guarded
                     && !is_standard(top)
                 {
-                    modules.insert(top.clone());
+                    match import.need {
+                        Need::Required => modules.insert(top.clone()),
+                        Need::Optional => optional.insert(top.clone()),
+                        Need::TypeChecking => false,
+                    };
                 }
                 Vec::new()
             };
@@ -65,6 +74,7 @@ pub fn external_imports(file: &Path) -> ExternalImports {
         }
     }
     ExternalImports {
+        optional: optional.difference(&modules).cloned().collect(),
         modules: modules.into_iter().collect(),
         requirements: requirements_of(&folder),
     }
@@ -127,6 +137,7 @@ mod tests {
             found.modules,
             ["atroposlib", "gymnasium", "numpy", "reasoning_gym"]
         );
+        assert_eq!(found.optional, ["ujson"]);
         assert_eq!(
             found.requirements,
             Some(

@@ -40,26 +40,32 @@ impl Scan {
     /// The environment a user means by `query`: its key, else its name, else its class name,
     /// as long as that picks exactly one.
     pub fn find(&self, query: &str) -> Result<&Environment, DiscoveryError> {
+        Ok(&self.environments[self.position(query)?])
+    }
+
+    /// Where in [`Scan::environments`] the environment [`Scan::find`] finds is.
+    pub fn position(&self, query: &str) -> Result<usize, DiscoveryError> {
         let query = query.trim();
-        if let Some(env) = self.environments.iter().find(|env| env.key == query) {
-            return Ok(env);
+        if let Some(index) = self.environments.iter().position(|env| env.key == query) {
+            return Ok(index);
         }
         for matches in [
             |env: &Environment, q: &str| env.name == q,
             |env: &Environment, q: &str| env.class_name == q,
         ] {
-            let found: Vec<&Environment> = self
-                .environments
-                .iter()
-                .filter(|env| matches(env, query))
+            let found: Vec<usize> = (0..self.environments.len())
+                .filter(|&index| matches(&self.environments[index], query))
                 .collect();
             match found.as_slice() {
-                [single] => return Ok(single),
+                [single] => return Ok(*single),
                 [] => {}
                 several => {
                     return Err(DiscoveryError::AmbiguousEnvironment {
                         query: query.to_owned(),
-                        candidates: several.iter().map(|env| env.key.clone()).collect(),
+                        candidates: several
+                            .iter()
+                            .map(|&index| self.environments[index].key.clone())
+                            .collect(),
                     });
                 }
             }

@@ -4,11 +4,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ruff_python_ast::statement_visitor::{StatementVisitor, walk_stmt};
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use crate::SkipReason;
+
+mod imports;
+
+pub(crate) use imports::{Import, Need};
 
 /// A dotted reference as written in the source, e.g. `["base", "BaseEnv"]` for `base.BaseEnv`.
 pub(crate) type Dotted = Vec<String>;
@@ -25,18 +28,6 @@ pub(crate) struct ModuleSummary {
     /// Every import statement of the file, in functions and classes too (they run when
     /// called): how the file must be started for them to resolve (`package.rs`).
     pub imports: Vec<Import>,
-}
-
-/// One import statement: `from {level dots}{module} import {names}`, or `import {module}`
-/// (`names` empty; one per module of `import a, b`). A star import names nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Import {
-    pub level: u32,
-    pub module: Dotted,
-    pub names: Vec<String>,
-    /// Inside a `try` that handles an exception (its body or handlers): an optional import
-    /// with a fallback, not a dependency the run must have.
-    pub guarded: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -80,72 +71,8 @@ pub(crate) fn summarize(text: &str) -> Result<ModuleSummary, SkipReason> {
     let lines = LineIndex::new(text);
     let mut summary = ModuleSummary::default();
     collect_module_level(&module.body, &lines, &mut summary);
-    let mut imports = ImportCollector::default();
-    imports.visit_body(&module.body);
-    summary.imports = imports.imports;
+    summary.imports = imports::collect(&module.body);
     Ok(summary)
-}
-
-/// Every import statement, whatever its scope.
-#[derive(Default)]
-struct ImportCollector {
-    imports: Vec<Import>,
-    /// How many `try` statements with handlers enclose the statement visited.
-    guards: u32,
-}
-
-impl<'a> StatementVisitor<'a> for ImportCollector {
-    fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        match stmt {
-            Stmt::ImportFrom(import) => self.imports.push(Import {
-                level: import.level,
-                module: import
-                    .module
-                    .as_ref()
-                    .map(|m| dotted_str(m.as_str()))
-                    .unwrap_or_default(),
-                names: import
-                    .names
-                    .iter()
-                    .map(|alias| alias.name.to_string())
-                    .filter(|name| name != "*")
-                    .collect(),
-                guarded: self.guards > 0,
-            }),
-            Stmt::Import(import) => {
-                self.imports.extend(import.names.iter().map(|alias| Import {
-                    level: 0,
-                    module: dotted_str(alias.name.as_str()),
-                    names: Vec::new(),
-                    guarded: self.guards > 0,
-                }));
-            }
-            Stmt::Try(stmt_try) if !stmt_try.handlers.is_empty() => {
-                self.guards += 1;
-                walk_stmt(self, stmt);
-                self.guards -= 1;
-            }
-            // `if TYPE_CHECKING:` runs only under a type checker.
-            Stmt::If(stmt_if) if is_type_checking(&stmt_if.test) => {
-                self.guards += 1;
-                self.visit_body(&stmt_if.body);
-                self.guards -= 1;
-                for clause in &stmt_if.elif_else_clauses {
-                    self.visit_body(&clause.body);
-                }
-            }
-            _ => walk_stmt(self, stmt),
-        }
-    }
-}
-
-/// `TYPE_CHECKING` or `typing.TYPE_CHECKING`.
-fn is_type_checking(test: &Expr) -> bool {
-    match test {
-        Expr::Name(name) => name.id.as_str() == "TYPE_CHECKING",
-        Expr::Attribute(attribute) => attribute.attr.as_str() == "TYPE_CHECKING",
-        _ => false,
-    }
 }
 
 /// Walks the statements that run at import time: the module body and the blocks of compound
@@ -486,7 +413,7 @@ mod tests {
             level,
             module: module.iter().map(|m| (*m).to_owned()).collect(),
             names: names.iter().map(|n| (*n).to_owned()).collect(),
-            guarded: false,
+            need: Need::Required,
         };
         assert_eq!(
             s.imports,
@@ -497,29 +424,6 @@ mod tests {
                 import(1, &["sib"], &[]),
                 import(0, &["environments", "p", "q"], &["R"]),
                 import(0, &["z"], &[]),
-            ]
-        );
-    }
-
-    #[test]
-    fn imports_in_a_try_with_handlers_or_for_type_checkers_are_guarded() {
-        let s = summary(
-            "try:\n    import fast\nexcept ImportError:\n    import slow\ntry:\n    import must\nfinally:\n    pass\nimport plain\nif typing.TYPE_CHECKING:\n    import typed\nelse:\n    import untyped\n",
-        );
-        let guarded: Vec<(&str, bool)> = s
-            .imports
-            .iter()
-            .map(|i| (i.module[0].as_str(), i.guarded))
-            .collect();
-        assert_eq!(
-            guarded,
-            [
-                ("fast", true),
-                ("slow", true),
-                ("must", false),
-                ("plain", false),
-                ("typed", true),
-                ("untyped", false)
             ]
         );
     }

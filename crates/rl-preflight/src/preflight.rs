@@ -209,19 +209,70 @@ fn tail(log: &str, lines: usize) -> Vec<String> {
 
 /// The exception that explains a failure. atroposlib wraps the real one (an HTTP error, a
 /// timeout) in tenacity's `RetryError`, twice, and a harmless "no running event loop" follows:
-/// the last exception line that is neither is the cause. Our own notes (`rl: cut after …`) win.
+/// the last exception line that is neither is the cause, with the rest of its message (an
+/// exception's message may run over several lines, and its fix is often on a later one:
+/// atroposlib's refusal of a ManagedServer on an OpenAI endpoint names the variable that allows
+/// it three lines down). Our own notes (`rl: cut after …`) win.
 fn cause(log: &str) -> Option<String> {
     const WRAPPERS: [&str; 2] = ["tenacity.RetryError", "RuntimeError: no running event loop"];
     let lines: Vec<&str> = log.lines().collect();
     if let Some(note) = lines.iter().rev().find(|line| line.starts_with("rl: ")) {
         return Some((*note).to_owned());
     }
-    lines
+    let at = lines.iter().rposition(|line| {
+        let line = line.trim();
+        is_exception_line(line) && !WRAPPERS.iter().any(|w| line.starts_with(w))
+    })?;
+    let mut cause = lines[at].trim().to_owned();
+    for line in lines[at + 1..]
         .iter()
-        .rev()
+        .take_while(|line| !ends_a_message(line))
         .map(|line| line.trim())
-        .find(|line| is_exception_line(line) && !WRAPPERS.iter().any(|w| line.starts_with(w)))
-        .map(str::to_owned)
+        .filter(|line| !line.is_empty())
+        .take(MESSAGE_LINES)
+    {
+        if cause.chars().count() + line.chars().count() > MESSAGE_CHARS {
+            cause.push_str(" …");
+            break;
+        }
+        cause.push(' ');
+        cause.push_str(line);
+    }
+    Some(cause)
+}
+
+/// Lines after an exception's first one kept as the rest of its message, and its length in
+/// all: enough for a paragraph that names a fix, not a log.
+const MESSAGE_LINES: usize = 8;
+const MESSAGE_CHARS: usize = 800;
+
+/// What Python prints after an exception's message: another exception, a chained traceback, or
+/// the next record of a logger.
+fn ends_a_message(line: &str) -> bool {
+    const AFTER: [&str; 3] = [
+        "Traceback (most recent call last)",
+        "The above exception was the direct cause",
+        "During handling of the above exception",
+    ];
+    let line = line.trim_start();
+    AFTER.iter().any(|start| line.starts_with(start))
+        || is_exception_line(line)
+        || line.starts_with("rl: ")
+        || looks_like_a_log_record(line)
+}
+
+/// `2024-05-01 12:00:00,123 …`, `[2024-05-01 …`, `INFO:name:…` or `INFO - …`: a logger's line.
+fn looks_like_a_log_record(line: &str) -> bool {
+    const LEVELS: [&str; 5] = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"];
+    let start = line.trim_start_matches('[').as_bytes();
+    let starts_dated =
+        start.len() > 4 && start[..4].iter().all(u8::is_ascii_digit) && start[4] == b'-';
+    starts_dated
+        || LEVELS.iter().any(|level| {
+            line.strip_prefix(level).is_some_and(|rest| {
+                (rest.starts_with(':') && !rest.starts_with(": ")) || rest.starts_with(" - ")
+            })
+        })
 }
 
 /// `module.SomeError: message` or `SomeError` at the start of a line, as Python prints them.
@@ -252,5 +303,39 @@ mod tests {
             Some("rl: cut after 5 s (the test's timeout)")
         );
         assert_eq!(cause("all good\n"), None);
+    }
+
+    /// atroposlib's refusal of a ManagedServer on an OpenAI endpoint is a paragraph whose fix
+    /// (the variable to set) is on its third line: the cause keeps it.
+    #[test]
+    fn a_cause_over_several_lines_keeps_the_line_that_names_the_fix() {
+        let log = "INFO:env:starting\n\
+             Traceback (most recent call last):\n\
+             \x20 File \"server_manager.py\", line 509, in managed_server\n\
+             NotImplementedError: This endpoint gives no token ids. To go on with placeholders, set the variable:\n\
+             \n\
+             \x20   export ATROPOS_ALLOW_DUMMY_MANAGED_SERVER=1\n\
+             \n\
+             WARNING: placeholders are not for training.\n\
+             \n\
+             The above exception was the direct cause of the following exception:\n\
+             tenacity.RetryError: RetryError[<Future raised NotImplementedError>]\n\
+             RuntimeError: no running event loop\n\
+             INFO:env:shutting down\n";
+        assert_eq!(
+            cause(log).as_deref(),
+            Some(
+                "NotImplementedError: This endpoint gives no token ids. To go on with \
+                 placeholders, set the variable: export ATROPOS_ALLOW_DUMMY_MANAGED_SERVER=1 \
+                 WARNING: placeholders are not for training."
+            )
+        );
+        // A one-line cause is followed by the next log record, not kept with it.
+        let log = "openai.APIConnectionError: Connection error.\n\
+             2025-01-01 10:00:00,000 - INFO - retrying\n";
+        assert_eq!(
+            cause(log).as_deref(),
+            Some("openai.APIConnectionError: Connection error.")
+        );
     }
 }

@@ -74,6 +74,8 @@ pub struct EnvGroups {
     pub longest_sequence: u64,
     /// The limit atroposlib drops groups at (the trainer's, else `max_token_length`).
     pub token_limit: Option<u64>,
+    /// The environment's own `max_token_length`, which long prompts are skipped by.
+    pub prompt_limit: Option<u64>,
     /// Results that are no scored group (rollouts left unscored, a malformed dict).
     pub invalid: u64,
     /// What the first of them was (`a list of 8 tuple`).
@@ -148,7 +150,11 @@ impl EnvGroups {
     }
 
     fn limit(&self) -> String {
-        self.token_limit.map_or_else(
+        Self::named_limit(self.token_limit)
+    }
+
+    fn named_limit(limit: Option<u64>) -> String {
+        limit.map_or_else(
             || "the token limit".to_owned(),
             |limit| format!("the token limit of {limit}"),
         )
@@ -184,7 +190,7 @@ impl EnvGroups {
                  {} tokens against {}",
                 self.prompt_too_long,
                 self.longest_prompt,
-                self.limit()
+                Self::named_limit(self.prompt_limit.or(self.token_limit))
             ));
         }
         let unsampled = self.unsampled.saturating_sub(self.prompt_too_long);
@@ -268,11 +274,13 @@ impl EnvGroups {
                  shorter completions",
                 suggested_limit(self.longest_sequence)
             ),
-            Cause::Unsampled | Cause::Nothing => format!(
+            Cause::Unsampled => format!(
                 "no group reached the trainer: {counts}. The environment's log says why it \
                  returns nothing; a pre-flight (rl_test_inference) shows what the model answers"
             ),
-            Cause::Alike => format!(
+            // A group asked of the model and not returned: most often the environment's own
+            // check of equal scores (gsm8k-style), so the advice is the alike groups'.
+            Cause::Alike | Cause::Nothing => format!(
                 "no training signal: {counts}; nothing reaches the trainer. Try a stronger base \
                  model, a smaller or easier task, a shaped reward (partial credit), or a \
                  pre-flight (rl_test_inference) to see how the model scores"
@@ -342,7 +350,7 @@ mod tests {
     fn prompts_skipped_as_too_long_name_the_limit_and_the_length_to_set() {
         let groups = counts(
             r#"{"unsampled": 120, "prompt_too_long": 120, "longest_prompt": 812,
-                "token_limit": 256}"#,
+                "token_limit": 8192, "prompt_limit": 256}"#,
         );
         let cause = groups.no_signal_cause();
         assert!(cause.contains("120 of 120 skipped their prompt without asking the model: prompts of up to 812 tokens against the token limit of 256"), "{cause}");
@@ -362,6 +370,7 @@ mod tests {
         assert!(cause.contains("(e.g. 1024)"), "{cause}");
         let groups = counts(r#"{"unsampled": 5, "none": 7}"#);
         let cause = groups.no_signal_cause();
+        assert!(cause.starts_with("no training signal: "), "{cause}");
         assert!(
             cause.contains("5 of 12 returned no group without asking the model"),
             "{cause}"

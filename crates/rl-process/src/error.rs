@@ -28,6 +28,11 @@ pub enum ProcessError {
         "TINKER_API_KEY is not set: put it in the environment or in {dotenv}; to train without a Tinker account, run the local engine ([engine] kind = \"local\" and base_model in config.toml); a trainer that needs no key (the fixture stack) is declared with trainer_needs_tinker_key = false"
     )]
     MissingTinkerKey { dotenv: std::path::PathBuf },
+    #[error("{problem}; correct it in the environment or in {dotenv} (nothing was started)")]
+    MalformedTinkerKey {
+        problem: String,
+        dotenv: std::path::PathBuf,
+    },
     #[error(
         "no environments folder is configured (runs start from it): set environments_dir (or tinker_atropos_root, a tinker-atropos tree) in config.toml, RL_ENVIRONMENTS_DIR, or pass --envs-dir"
     )]

@@ -207,10 +207,18 @@ impl Runs {
                 ),
             });
         }
-        if settings.needs_tinker_key() && secrets.get("TINKER_API_KEY").is_none() {
-            return Err(ProcessError::MissingTinkerKey {
-                dotenv: self.home.join(".env"),
-            });
+        if settings.needs_tinker_key() {
+            let Some(key) = secrets.get("TINKER_API_KEY") else {
+                return Err(ProcessError::MissingTinkerKey {
+                    dotenv: self.home.join(".env"),
+                });
+            };
+            if let Some(problem) = rl_settings::tinker_key_problem(key) {
+                return Err(ProcessError::MalformedTinkerKey {
+                    problem,
+                    dotenv: self.home.join(".env"),
+                });
+            }
         }
         // Absolute, as the components run with it as their working directory: the tree, or
         // without one the environments folder (rl's trainer needs no tree).
@@ -317,6 +325,7 @@ impl Runs {
             };
             let mut argv = render(component, template, &values)?.into_iter();
             let program = PathBuf::from(argv.next().unwrap_or_default());
+            let args: Vec<String> = argv.collect();
             let mut env: Vec<(String, String)> = settings
                 .child_environment
                 .iter()
@@ -359,13 +368,21 @@ impl Runs {
                         rl_python::Items::Training,
                         settings.held_out,
                     ));
+                    // Through `rl_env` alone: it holds the environment's registration until
+                    // this file exists, so its setup can run first (the supervisor's turn).
+                    if rl_python::runs_env_runner(&args) {
+                        env.push((
+                            rl_python::ENV_GO_VARIABLE.to_owned(),
+                            RunFolder::at(&dir).env_go().to_string_lossy().into_owned(),
+                        ));
+                    }
                 }
                 Component::Api => {}
             }
             components.push(LaunchSpec {
                 component,
                 program,
-                args: argv.collect(),
+                args,
                 cwd: root.clone(),
                 env,
                 env_remove: SECRET_NAMES

@@ -21,13 +21,13 @@ pub use files::{
 pub use run_config::{RunConfig, RunEndpoints, RunWandb};
 pub use run_folder::RunFolder;
 pub use run_id::{RunId, SweepId, run_dir};
-pub use secrets::{SECRET_NAMES, Secrets};
+pub use secrets::{SECRET_NAMES, Secrets, tinker_key_problem};
 pub use settings::{
     Backend, Caps, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,
     DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings, HeldOut, InferenceSettings,
     Locked, Prices, RunPrices, RunTiming, SETTINGS_FILE, Settings, SlurmSettings, TokenPrices,
     default_home,
 };
-pub use settings_file::{SettingEdit, write_settings};
+pub use settings_file::{SettingEdit, read_setting, write_settings};
 pub use trainer::Trainer;
 pub use value::Value;

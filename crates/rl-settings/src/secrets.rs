@@ -175,6 +175,31 @@ impl Secrets {
     }
 }
 
+/// The prefixes of a credential the Tinker SDK takes (tinker 0.38.0,
+/// `lib/_auth_token_provider.py`, `ApiKeyAuthProvider`): an API key (`tml-`), or a JWT
+/// (`eyJ`, a credential command's token). Anything else it refuses with "The api_key must
+/// start with the 'tml-' prefix" before sending a request.
+const TINKER_KEY_PREFIXES: [&str; 2] = ["tml-", "eyJ"];
+
+/// Why `key` (TINKER_API_KEY's value, as rl's trainer hands it to the SDK: trimmed) cannot
+/// be a Tinker key; `None` when its form is one the SDK takes. The message never quotes the
+/// key.
+pub fn tinker_key_problem(key: &str) -> Option<String> {
+    let key = key.trim();
+    if TINKER_KEY_PREFIXES
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
+    {
+        return None;
+    }
+    Some(
+        "TINKER_API_KEY does not start with tml-, and the Tinker SDK refuses such a key before \
+         sending anything (\"The api_key must start with the 'tml-' prefix\"): a Tinker API key \
+         starts with tml-"
+            .to_owned(),
+    )
+}
+
 /// `haystack` with every occurrence of `needle` (not empty) replaced by `with`, left to right.
 fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(haystack.len());
@@ -195,6 +220,17 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tinker_key_must_have_the_sdks_prefix() {
+        assert_eq!(tinker_key_problem("tml-abc"), None);
+        assert_eq!(tinker_key_problem("  tml-abc\n"), None);
+        assert_eq!(tinker_key_problem("eyJhbGciOi.x.y"), None);
+        let problem = tinker_key_problem("sk-test").unwrap();
+        assert!(problem.contains("tml-"), "{problem}");
+        assert!(!problem.contains("sk-test"), "the key is quoted: {problem}");
+        assert!(tinker_key_problem("TML-abc").is_some());
+    }
 
     fn secrets(pairs: &[(&str, &str)]) -> Secrets {
         let environment = pairs

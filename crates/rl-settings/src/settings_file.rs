@@ -30,21 +30,7 @@ is kept.\n# All settings: the README's \"Operator settings\"; check them with `r
 /// file that is not valid TOML is refused and left as it is.
 pub fn write_settings(home: &Path, edits: &[SettingEdit]) -> Result<Vec<String>, SettingsError> {
     let path = home.join(SETTINGS_FILE);
-    let (text, new) = match std::fs::read_to_string(&path) {
-        Ok(text) => (text, false),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => (String::new(), true),
-        Err(source) => {
-            return Err(SettingsError::Io {
-                action: "read",
-                path,
-                source,
-            });
-        }
-    };
-    let mut document: DocumentMut = text.parse().map_err(|error| SettingsError::InvalidInput {
-        what: path.display().to_string(),
-        reason: format!("{error}; fix it (or move it away) and run again: nothing was changed"),
-    })?;
+    let (mut document, new) = read_document(&path)?;
     let mut changed = Vec::new();
     for edit in edits {
         let table: &mut Table = match edit.table {
@@ -78,6 +64,48 @@ pub fn write_settings(home: &Path, edits: &[SettingEdit]) -> Result<Vec<String>,
     };
     write_atomically(&path, text.as_bytes())?;
     Ok(changed)
+}
+
+/// What `home`'s `config.toml` says of `key` (in `table`; `None`: the top level), as text (a
+/// string as it reads, another value as TOML writes it): `None` when the file or the key is
+/// not there. What `rl setup` reads before it decides whether a key is the operator's.
+pub fn read_setting(
+    home: &Path,
+    table: Option<&str>,
+    key: &str,
+) -> Result<Option<String>, SettingsError> {
+    let (document, _) = read_document(&home.join(SETTINGS_FILE))?;
+    let item = match table {
+        None => document.get(key),
+        Some(name) => document.get(name).and_then(|table| table.get(key)),
+    };
+    Ok(item
+        .and_then(Item::as_value)
+        .map(|value| match value.as_str() {
+            Some(text) => text.to_owned(),
+            None => value.to_string().trim().to_owned(),
+        }))
+}
+
+/// The settings file parsed, and whether it is new (missing: an empty document). A file that
+/// is not valid TOML is refused.
+fn read_document(path: &Path) -> Result<(DocumentMut, bool), SettingsError> {
+    let (text, new) = match std::fs::read_to_string(path) {
+        Ok(text) => (text, false),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => (String::new(), true),
+        Err(source) => {
+            return Err(SettingsError::Io {
+                action: "read",
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let document = text.parse().map_err(|error| SettingsError::InvalidInput {
+        what: path.display().to_string(),
+        reason: format!("{error}; fix it (or move it away) and run again: nothing was changed"),
+    })?;
+    Ok((document, new))
 }
 
 /// Sets `edit` in `table`; whether that changed its value. An existing value is replaced in
@@ -203,6 +231,23 @@ mod tests {
         );
         assert!(changed.starts_with(HEADER), "{changed}");
         assert!(changed.ends_with("# the end\n"), "{changed}");
+    }
+
+    #[test]
+    fn a_setting_is_read_as_the_file_says_it() {
+        let home = tempfile::tempdir().unwrap();
+        assert_eq!(read_setting(home.path(), None, "python").unwrap(), None);
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "python = \"/usr/bin/python3\" # mine\nmax_active_runs = 2\n\n[engine]\nkind = \"local\"\n",
+        )
+        .unwrap();
+        let read = |table, key| read_setting(home.path(), table, key).unwrap();
+        assert_eq!(read(None, "python").as_deref(), Some("/usr/bin/python3"));
+        assert_eq!(read(None, "max_active_runs").as_deref(), Some("2"));
+        assert_eq!(read(Some("engine"), "kind").as_deref(), Some("local"));
+        assert_eq!(read(Some("engine"), "python"), None);
+        assert_eq!(read(Some("slurm"), "partition"), None);
     }
 
     #[test]

@@ -642,8 +642,8 @@ mod document;
 mod per_run;
 mod phase;
 pub use document::contract_document;
-pub use phase::{TrainerPhase, stall_limit_secs};
 pub use per_run::{OnFork, PER_RUN, PerRun, coerce, per_run};
+pub use phase::{TrainerPhase, stall_limit_secs};
 
 #[cfg(test)]
 mod tests;

@@ -93,9 +93,9 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
             (K::NotFound, A::UnknownRun { active, known })
         }
         ToolsError::UnknownSweep { known, .. } => (K::NotFound, A::UnknownSweep { known }),
-        ToolsError::NotResumable { .. } | ToolsError::NotForkable { .. } => {
-            (K::Precondition, A::CorrectRequest)
-        }
+        ToolsError::NotResumable { .. }
+        | ToolsError::NotForkable { .. }
+        | ToolsError::NotStartable { .. } => (K::Precondition, A::CorrectRequest),
         ToolsError::MissingDependencies { .. } => (K::Precondition, A::CorrectRequest),
         ToolsError::RunFilesMissing { .. } => (K::Precondition, A::CheckStateDirectory),
         ToolsError::Io { .. } | ToolsError::Internal(_) => (K::Internal, A::RetryWhenReady),
@@ -121,7 +121,9 @@ fn process(error: &ProcessError) -> Diagnosis<'_> {
                 variable: "TINKER_API_KEY",
             },
         ),
-        ProcessError::AlreadyResumed { .. } => (K::Precondition, A::CorrectRequest),
+        ProcessError::MalformedTinkerKey { .. } | ProcessError::AlreadyResumed { .. } => {
+            (K::Precondition, A::CorrectRequest)
+        }
         ProcessError::NoRoot
         | ProcessError::FixedPortInUse { .. }
         | ProcessError::TooManyRuns { .. } => (K::Precondition, A::RetryWhenReady),

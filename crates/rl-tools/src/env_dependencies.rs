@@ -63,6 +63,9 @@ pub struct Dependencies {
     pub env_file: PathBuf,
     /// Top-level modules it imports that the Python cannot find.
     pub missing_imports: Vec<String>,
+    /// Top-level modules it imports only where it goes on without them (a `try` that warns,
+    /// a fallback) that the Python cannot find: named, never a reason to refuse a run.
+    pub missing_optional: Vec<String>,
     pub requirements: Option<PathBuf>,
     /// Its requirements missing or at another version: `name==version (found …)`.
     pub unmet_requirements: Vec<String>,
@@ -104,8 +107,11 @@ impl Dependencies {
     /// The answer's view: `None` when there is nothing to say (every import found, no
     /// requirements file).
     pub fn view(&self) -> Option<DependenciesView> {
-        (!self.ready() || self.requirements.is_some()).then(|| DependenciesView {
+        let something_to_say =
+            !self.ready() || self.requirements.is_some() || !self.missing_optional.is_empty();
+        something_to_say.then(|| DependenciesView {
             missing_imports: self.missing_imports.clone(),
+            missing_optional_imports: self.missing_optional.clone(),
             requirements: self.requirements.clone(),
             unmet_requirements: self.unmet_requirements.clone(),
             fix: (!self.ready()).then(|| self.fix()),
@@ -140,7 +146,12 @@ pub fn check(python: &Path, env_file: &Path, environment: &str) -> Option<Depend
         Some(file) => read_requirements(&std::fs::read_to_string(file).ok()?),
         None => Vec::new(),
     };
-    let mut modules = imports.modules.clone();
+    let mut modules: Vec<String> = imports
+        .modules
+        .iter()
+        .chain(&imports.optional)
+        .cloned()
+        .collect();
     if !modules.iter().any(|name| name == "atroposlib") {
         modules.push("atroposlib".to_owned());
     }
@@ -153,12 +164,15 @@ pub fn check(python: &Path, env_file: &Path, environment: &str) -> Option<Depend
     if found.modules.get("atroposlib") != Some(&true) {
         return None;
     }
-    let missing_imports = imports
-        .modules
-        .iter()
-        .filter(|name| found.modules.get(*name) != Some(&true))
-        .cloned()
-        .collect();
+    let missing = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|name| found.modules.get(*name) != Some(&true))
+            .cloned()
+            .collect()
+    };
+    let missing_imports = missing(&imports.modules);
+    let missing_optional = missing(&imports.optional);
     let unmet_requirements = requirements
         .iter()
         .filter_map(|requirement| {
@@ -185,6 +199,7 @@ pub fn check(python: &Path, env_file: &Path, environment: &str) -> Option<Depend
         python: python.to_owned(),
         env_file: env_file.to_owned(),
         missing_imports,
+        missing_optional,
         requirements: imports.requirements,
         unmet_requirements,
     })

@@ -31,11 +31,11 @@ impl Tools {
         name: &str,
         recursive: bool,
     ) -> Result<EnvironmentDetail, ToolsError> {
-        let scan = self.scan(recursive)?;
-        let env = scan.find(name)?;
+        let found = rl_config::find_environment(self.settings()?, name, recursive)?;
+        let (scan, env) = (&found.scan, found.environment());
         let mut detail = EnvironmentDetail::new(env, &scan.root);
         detail.dependencies = self
-            .dependencies(&detail.file_path, &selectable_name(&scan, env))
+            .dependencies(&detail.file_path, &selectable_name(scan, env))
             .and_then(|deps| deps.view());
         Ok(detail)
     }
@@ -62,16 +62,9 @@ impl Tools {
         }
     }
 
-    /// `name`'s dependencies against the run's Python (`rl setup --env NAME`).
-    pub fn environment_dependencies(&self, name: &str) -> Result<Option<Dependencies>, ToolsError> {
-        // Recursive, as selection finds an environment in a subfolder.
-        let scan = self.scan(true)?;
-        let env = scan.find(name)?;
-        Ok(self.dependencies(&env.path_in(&scan.root), &selectable_name(&scan, env)))
-    }
-
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {
         let scan = self.scan(recursive)?;
+        let unlisted = rl_config::unlisted_in_subfolders(self.settings()?, &scan).unwrap_or(0);
         let environments: Vec<EnvironmentEntry> = scan
             .environments
             .iter()
@@ -86,10 +79,15 @@ impl Tools {
                 runnable: env.runnable,
             })
             .collect();
+        let mut tips: Vec<String> = LIST_TIPS.iter().map(|tip| (*tip).to_owned()).collect();
+        if unlisted > 0 {
+            tips.insert(0, crate::answers::unlisted_note(unlisted));
+        }
         Ok(EnvironmentList {
             count: environments.len(),
             environments,
-            tips: LIST_TIPS.iter().map(|tip| (*tip).to_owned()).collect(),
+            unlisted_in_subfolders: unlisted,
+            tips,
             root: scan.root.clone(),
             duplicate_names: scan
                 .duplicate_names
@@ -109,6 +107,8 @@ impl Tools {
         let dependencies = self
             .dependencies(&file_path, &selected.name)
             .and_then(|deps| deps.view());
+        let first_run_advice =
+            crate::first_run::advise(self.settings()?, &self.service()?.current()?);
         Ok(Selected {
             message: format!("Selected environment: {}", selected.name),
             environment: selected.name.clone(),
@@ -121,6 +121,7 @@ impl Tools {
             wandb_name: report.wandb_name,
             notes: report.notes,
             dependencies,
+            first_run_advice,
         })
     }
 
@@ -161,6 +162,7 @@ impl Tools {
 
     pub fn current_config(&self) -> Result<ConfigView, ToolsError> {
         let current = self.service()?.current()?;
+        let first_run_advice = crate::first_run::advise(self.settings()?, &current);
         let (locked, configurable): (Vec<&CurrentField>, Vec<&CurrentField>) =
             current.fields.iter().partition(|field| field.locked);
         Ok(ConfigView {
@@ -175,6 +177,7 @@ impl Tools {
             tip: "Change a configurable field with rl_edit_config(field, value); values are \
                   checked against the field's type, so \"16\" becomes 16 for an integer field"
                 .to_owned(),
+            first_run_advice,
         })
     }
 

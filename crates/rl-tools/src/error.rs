@@ -54,6 +54,8 @@ pub enum ToolsError {
     #[error("run {run_id} cannot be resumed: {reason}")]
     NotResumable { run_id: String, reason: String },
     /// A fork asked of a step, or with settings, the run's saved states cannot give.
+    #[error("the run cannot start: {reason} (nothing was started)")]
+    NotStartable { reason: String },
     #[error("run {run_id} cannot be forked so: {reason} (nothing was started)")]
     NotForkable { run_id: String, reason: String },
     #[error(transparent)]

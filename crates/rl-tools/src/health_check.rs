@@ -63,6 +63,18 @@ pub fn check(
             if settings.engine.is_local() {
                 checks.extend(engine_checks(home, settings, probes));
             }
+            if crate::hosted_checks::applies(settings, uses_rls_trainer(settings)) {
+                checks.push(finding(
+                    "Tinker service",
+                    true,
+                    crate::hosted_checks::service_check(settings),
+                ));
+                checks.push(finding(
+                    "tokenizer",
+                    true,
+                    crate::hosted_checks::tokenizer_check(settings),
+                ));
+            }
             checks.extend(tree_checks(settings));
             checks.extend(dependencies_check(home, settings));
             checks.extend(key_checks(settings, secrets));
@@ -109,9 +121,9 @@ fn python_checks(home: &Path, python: &Path, probed: &Result<PythonFacts, String
         "rl setup (it makes the Python it manages again)".to_owned()
     } else {
         format!(
-            "run `rl setup` (rl makes a Python with what a run needs and points config.toml at \
-             it), or install Python {}.{}+ and set `python = \"/path/to/python\"` in config.toml \
-             (now {})",
+            "run `rl setup --managed-python` (rl makes a Python with what a run needs and points \
+             config.toml at it), or install Python {}.{}+ and set `python = \"/path/to/python\"` \
+             in config.toml (now {})",
             MIN_PYTHON.0,
             MIN_PYTHON.1,
             python.display()
@@ -244,7 +256,7 @@ fn trainer_check(
 }
 
 /// Whether runs start rl's own trainer (not the operator's command).
-fn uses_rls_trainer(settings: &Settings) -> bool {
+pub(crate) fn uses_rls_trainer(settings: &Settings) -> bool {
     settings
         .commands
         .trainer
@@ -364,17 +376,23 @@ fn key_checks(settings: &Settings, secrets: &Secrets) -> Vec<Check> {
     ];
     keys.into_iter()
         .map(|(name, required, used_for)| {
-            let present = secrets.get(name).is_some_and(|value| !value.is_empty());
+            let value = secrets.get(name).filter(|value| !value.is_empty());
+            let malformed = value
+                .filter(|_| name == "TINKER_API_KEY")
+                .and_then(rl_settings::tinker_key_problem);
             finding(
                 name,
                 required,
-                if present {
-                    Ok(format!("present; used for {used_for}"))
-                } else {
-                    Err((
+                match (value, malformed) {
+                    (Some(_), None) => Ok(format!("present; used for {used_for}")),
+                    (Some(_), Some(problem)) => Err((
+                        problem,
+                        format!("correct {name} where it is set (the environment or RL_HOME/.env)"),
+                    )),
+                    (None, _) => Err((
                         format!("not set; needed for {used_for}"),
                         format!("export {name}=… or add it to RL_HOME/.env (mode 600)"),
-                    ))
+                    )),
                 },
             )
         })

@@ -61,6 +61,13 @@ struct NoArgs {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ListArgs {
+    #[serde(default)]
+    recursive: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SelectArgs {
     name: String,
 }
@@ -231,9 +238,9 @@ impl Registry {
         };
         match tool {
             ToolName::ListEnvironments => {
-                let NoArgs {} = parse(name, arguments)?;
+                let ListArgs { recursive } = parse(name, arguments)?;
                 self.tools
-                    .blocking(|tools| to_json(&tools.list_environments(false)?))
+                    .blocking(move |tools| to_json(&tools.list_environments(recursive)?))
                     .await
             }
             ToolName::SelectEnvironment => {

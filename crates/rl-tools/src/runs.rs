@@ -338,9 +338,16 @@ impl Tools {
         // the time that evaluation may take, beyond the operator's grace.
         let mut settings = settings.clone();
         settings.run.completion_grace_secs += room.as_secs_f64();
+        let rls_trainer = crate::health_check::uses_rls_trainer(&settings);
         self.runs()?.start(
             &settings,
-            write_config,
+            // After the key's checks, before the config is written: a service the trainer could
+            // not reach, or a tokenizer it could not load, fails now, not minutes in.
+            |run_id, endpoints| {
+                crate::hosted_checks::before_start(&settings, rls_trainer)
+                    .map_err(|reason| ToolsError::NotStartable { reason })?;
+                write_config(run_id, endpoints)
+            },
             self.secrets(),
             &self.context().supervisor,
             &self.context().evaluate,

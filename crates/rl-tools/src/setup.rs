@@ -2,7 +2,8 @@
 //! with atroposlib and rl's trainer's pins, and with `--engine local` a second one with the
 //! local engine's — then `config.toml` pointed at them. Idempotent (what is installed as
 //! pinned is left alone), repairing (a missing package or another version is installed
-//! again), and `uv` is used when it is on the PATH (much faster), else `venv` + `pip`.
+//! again), and `uv` is used when it is on the PATH (much faster), else `venv` + `pip`. A
+//! Python of the operator's own that the settings name is only looked at (`inspect_python`).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,8 @@ use std::process::{Command, Stdio};
 
 use rl_python::{ATROPOSLIB, ENGINE_PACKAGE, ENGINE_REQUIREMENTS, Pin, TRAINER_REQUIREMENTS, pins};
 
-use crate::ToolsError;
 use crate::python_probe::{SdkVersions, run_probe, unmet};
+use crate::{Tools, ToolsError};
 
 /// The folder, in the state directory, of the Pythons rl manages.
 const VENVS: &str = "venvs";
@@ -69,20 +70,31 @@ pub struct PartState {
     pub sdk: Option<SdkVersions>,
 }
 
-/// What the part's Python holds against its pins.
+/// What the part's managed Python holds against its pins.
 pub fn inspect(home: &Path, part: Part) -> PartState {
     let python = part.python(home);
-    let (problems, sdk) = if python.is_file() {
-        match run_probe(&python, &part.pins()) {
-            Ok(facts) => (unmet(&facts, &part.pins()), Some(SdkVersions::of(&facts))),
-            Err(problem) => (vec![problem], None),
-        }
+    if python.is_file() {
+        inspect_python(part, &python)
     } else {
-        (vec![format!("no Python at {}", python.display())], None)
+        PartState {
+            part,
+            problems: vec![format!("no Python at {}", python.display())],
+            python,
+            sdk: None,
+        }
+    }
+}
+
+/// What `python` — the part's managed one, or one of the operator's own that `rl setup`
+/// keeps — holds against the part's pins. A name without a folder is looked up on the PATH.
+pub fn inspect_python(part: Part, python: &Path) -> PartState {
+    let (problems, sdk) = match run_probe(python, &part.pins()) {
+        Ok(facts) => (unmet(&facts, &part.pins()), Some(SdkVersions::of(&facts))),
+        Err(problem) => (vec![problem], None),
     };
     PartState {
         part,
-        python,
+        python: python.to_owned(),
         problems,
         sdk,
     }
@@ -267,4 +279,16 @@ pub fn is_managed(home: &Path, python: &Path) -> bool {
     [Part::Trainer, Part::Engine]
         .into_iter()
         .any(|part| python == part.python(home))
+}
+
+impl Tools {
+    /// The file of the environment `name` (`rl setup --env NAME`), found as selection finds it
+    /// (sub-folders too): an unknown name is said before minutes of installing. What it imports
+    /// is then asked of the Python the run will have (`env_dependencies::check`), which is not
+    /// always the one the settings name yet.
+    pub fn environment_file(&self, name: &str) -> Result<PathBuf, ToolsError> {
+        let scan = self.scan(true)?;
+        let env = scan.find(name)?;
+        Ok(env.path_in(&scan.root))
+    }
 }

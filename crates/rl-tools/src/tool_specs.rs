@@ -148,9 +148,16 @@ impl ToolName {
                     derived from atroposlib's BaseEnv, read without running them). Use it first, to \
                     pick an environment. Returns `environments` (each with `name` to pass to \
                     rl_select_environment, `class_name`, `file_path`, `description`, `config_class`, \
-                    `runnable`), `count`, `tips`, and the files that could not be read. Takes a second \
-                    or two (files are parsed, not run). Next: rl_select_environment.",
-                parameters: no_parameters(),
+                    `runnable`), `count`, `tips`, and the files that could not be read; \
+                    `unlisted_in_subfolders` counts those only `recursive` lists (selecting one by \
+                    name works either way). Takes a second or two (files are parsed, not run). \
+                    Next: rl_select_environment.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"recursive": {"type": "boolean", "description": "Also list the environments in the folder's sub-folders (default false: its top level, as the original tool did)"}},
+                    "required": [],
+                    "additionalProperties": false
+                }),
             },
             Self::SelectEnvironment => ToolSpec {
                 name: self.name(),

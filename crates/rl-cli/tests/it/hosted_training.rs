@@ -229,6 +229,32 @@ fn a_wrong_key_fails_the_run_naming_authentication() {
     assert_nothing_left(&stack, &id);
 }
 
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_service_that_never_answers_fails_the_run_naming_it_within_30_s() {
+    // It accepts connections (the kernel completes them) and never answers: the check before
+    // the start (a TCP connection) passes, and the trainer's own request finds no answer.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let stack = hosted_stack(&format!("http://{address}"), "");
+    let started = std::time::Instant::now();
+    let id = stack.start();
+    let ended = stack.wait(&id, "finished", 300);
+    let took = started.elapsed();
+    assert_eq!(ended["state"], "failed", "{}", stack.explain(&id));
+    let error = ended["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&format!("{address}, timeout")), "{error}");
+    assert!(error.contains("[locked.tinker] base_url"), "{error}");
+    // The bound: named within 30 s of the start, not after the SDK's minutes of retries.
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "{took:?}: {}",
+        stack.explain(&id)
+    );
+    assert_nothing_left(&stack, &id);
+    drop(listener);
+}
+
 /// A hosted run at `service` that must fail: its stack, id and error.
 fn failed_hosted_run(service: &TinkerService) -> (Stack, String, String) {
     let stack = hosted_stack(&service.url, "");

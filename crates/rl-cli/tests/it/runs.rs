@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::{test_python, workspace_root};
 
 /// A made-up key: it must reach the trainer through its environment and nowhere else.
-pub(crate) const FAKE_TINKER_KEY: &str = "tk-fake-0123456789abcdef";
+pub(crate) const FAKE_TINKER_KEY: &str = "tml-fake-0123456789abcdef";
 
 /// `sh -c` wrapper that sleeps before starting the real command: a component that is slow to
 /// become ready, so a stop can be made in its phase.

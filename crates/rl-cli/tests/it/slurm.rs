@@ -12,7 +12,7 @@ use crate::runs::SLOW_STEPS;
 use crate::test_python;
 
 /// A made-up key: it must reach the trainer's step and never SLURM's files.
-const FAKE_TINKER_KEY: &str = "tk-fake-slurm-0123456789";
+const FAKE_TINKER_KEY: &str = "tml-fake-slurm-0123456789";
 
 /// A SLURM controller must answer: these tests are ignored unless asked for, and `cargo xtask
 /// test` asks for them only when one does (and always under CI).

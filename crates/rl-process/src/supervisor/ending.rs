@@ -174,10 +174,10 @@ impl Supervisor<'_> {
                         )));
                     }
                 }
-                () = stop_signal(&mut self.stop_requested) => return Ok(self.stopped_while(other)),
+                () = stop_signal(&mut self.stop_requested) => return Ok(Self::stopped_while(other)),
                 () = tokio::time::sleep(TICK) => {
                     if self.stop_is_requested()? {
-                        return Ok(self.stopped_while(other));
+                        return Ok(Self::stopped_while(other));
                     }
                     ticks = ticks.wrapping_add(1);
                     if !ticks.is_multiple_of(GRACE_CHECK_EVERY) {
@@ -221,7 +221,7 @@ impl Supervisor<'_> {
 
     /// A stop asked while `other` was finishing: the training is cut short when that is the
     /// trainer; the environment finishing after the trainer leaves the run completed.
-    fn stopped_while(&self, other: Component) -> Rest {
+    fn stopped_while(other: Component) -> Rest {
         if other == Component::Trainer {
             Rest::Stopped
         } else {

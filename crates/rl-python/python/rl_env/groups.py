@@ -3,7 +3,7 @@ file, replaced whole (temporary file + rename) after each call.
 
     {"made": 12, "with_signal": 0, "alike": 12, "alike_scores": {"0.0": 12},
      "none": 0, "unsampled": 0, "prompt_too_long": 0, "longest_prompt": 0,
-     "too_long": 0, "longest_sequence": 0, "token_limit": 256,
+     "too_long": 0, "longest_sequence": 0, "token_limit": 256, "prompt_limit": 256,
      "invalid": 0, "invalid_first": null,
      "failed": 0, "errors": {"collect_trajectories": {"count": 1, "first": "KeyError: 'x'"}},
      "updated": 1790000000.0}
@@ -21,8 +21,9 @@ and `handle_send_to_api` then do with it, told apart so that rl can name the rea
 - `none`: calls that returned no group after asking the model (the environment's own check
   of equal scores, or a failure it swallowed).
 - `unsampled`: calls that returned no group without asking the model at all; of them
-  `prompt_too_long` had tokenized a prompt at least `token_limit` long (the longest in
-  `longest_prompt`): an environment that skips prompts longer than its limit.
+  `prompt_too_long` had tokenized a prompt at least `prompt_limit` long (the environment's
+  `max_token_length`; the longest in `longest_prompt`): an environment that skips prompts
+  longer than its limit.
 - `failed`: calls that raised; `errors` counts the exceptions of each handler
   (`collect_trajectories`, and `handle_send_to_api`, which atroposlib only logs) with the
   first one's message.
@@ -77,6 +78,8 @@ class GroupCounts:
         self.too_long = 0
         self.longest_sequence = 0
         self.token_limit: int | None = None
+        # The environment's own `max_token_length`, which environments skip long prompts by.
+        self.prompt_limit: int | None = None
         # The environment the counts are of: its token limit is known once it registered.
         self.env = None
         # Whether asking the model can be seen (the environment has a server rl watches).
@@ -95,6 +98,7 @@ class GroupCounts:
         `collect_trajectories` returns it."""
         if self.env is not None:
             self.token_limit = token_limit(self.env) or self.token_limit
+            self.prompt_limit = prompt_limit(self.env) or self.prompt_limit
         groups = result[0] if isinstance(result, tuple) and result else result
         if groups is None or (isinstance(groups, list) and not groups):
             self.count_nothing(call)
@@ -111,7 +115,8 @@ class GroupCounts:
             self.none += 1
             return
         self.unsampled += 1
-        if self.token_limit and call.longest_tokens >= self.token_limit:
+        limit = self.prompt_limit or self.token_limit
+        if limit and call.longest_tokens >= limit:
             self.prompt_too_long += 1
         self.longest_prompt = max(self.longest_prompt, call.longest_tokens)
 
@@ -171,6 +176,7 @@ class GroupCounts:
             "too_long": self.too_long,
             "longest_sequence": self.longest_sequence,
             "token_limit": self.token_limit,
+            "prompt_limit": self.prompt_limit,
             "invalid": self.invalid,
             "invalid_first": self.invalid_first,
             "failed": self.failed,
@@ -231,10 +237,17 @@ class GroupCounts:
 def token_limit(env) -> int | None:
     """The limit atroposlib's `handle_send_to_api` drops groups at: the trainer's
     `max_token_len` once registered, else the environment's `max_token_length`."""
-    for value in (getattr(env, "max_token_len", None), getattr(getattr(env, "config", None), "max_token_length", None)):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    return positive(getattr(env, "max_token_len", None)) or prompt_limit(env)
+
+
+def prompt_limit(env) -> int | None:
+    """The environment's own `max_token_length`: what an environment that skips long prompts
+    (reasoning_gym) measures them against."""
+    return positive(getattr(getattr(env, "config", None), "max_token_length", None))
+
+
+def positive(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def watch_sampling(server) -> bool:

@@ -14,7 +14,11 @@ Failure handling:
   calls that change the model (forward_backward, optim_step, saves) are not retried here
   (a retry could apply a step twice), beyond the SDK's own retries of their submission;
 * `Watchdog` probes the Tinker API's /api/v1/healthz; when it cannot be connected to for
-  `tinker.engine_unreachable_secs` the trainer fails at once instead of waiting on the SDK.
+  `tinker.engine_unreachable_secs` the trainer fails at once instead of waiting on the SDK;
+* before the tokenizer and the SDK, `check_reachable` asks the Tinker API's host once (within
+  10 s), and the SDK's session is created within `tinker.engine_unreachable_secs` (the SDK alone
+  retries a lost connection for 5 minutes): a host that cannot be reached fails the trainer
+  with its host, port, the kind of failure and the setting that names it (`reach.py`).
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ import numpy as np
 import tinker
 from tinker import types as ttypes
 
+from . import reach
 from .batch import AlignedSequence, full_logprobs_from_prompt_logprobs
 from .sampling import Sample, SamplingSpec, tinker_stop
 from .server import Policy
 
-HOSTED_TINKER_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+HOSTED_TINKER_URL = reach.HOSTED_TINKER_URL
 
 
 class EngineUnreachable(Exception):
@@ -68,7 +73,10 @@ def _detail(error: "tinker.APIStatusError") -> str:
 
 def refusal(error: BaseException) -> Optional[str]:
     """What to tell the operator when the Tinker service refused the trainer itself (its SDK,
-    its key) rather than failed: the service's words and the fix. None for any other error."""
+    its key) or could not be reached, rather than failed: the service's words (or what was
+    seen) and the fix. None for any other error."""
+    if isinstance(error, (reach.ServiceUnreachable, reach.SessionFailed)):
+        return str(error)
     if not isinstance(error, tinker.APIStatusError):
         return None
     detail = _detail(error)
@@ -205,23 +213,54 @@ class Tinker:
         self.timeout = config.request_timeout_secs
         self.retries = config.max_retries
 
+    @property
+    def url(self) -> str:
+        """The Tinker API the SDK talks to, as it resolves it."""
+        return self.config.tinker_base_url or (os.environ.get("TINKER_BASE_URL") or "").strip().rstrip("/") or HOSTED_TINKER_URL
+
+    @property
+    def setting(self) -> str:
+        """The setting that names that address."""
+        return reach.service_setting(self.config.tinker_base_url, os.environ)
+
+    async def check_reachable(self) -> None:
+        """ServiceUnreachable, within reach.PROBE_SECS, when the Tinker API's host cannot be
+        reached: asked before anything slower (the tokenizer, the SDK's retries)."""
+        limit = min(reach.PROBE_SECS, max(1.0, self.config.engine_unreachable_secs))
+        error = await reach.probe(self.url, limit)
+        if error is not None:
+            raise reach.unreachable(self.url, self.setting, error, limit)
+
     async def connect(self) -> None:
         kwargs = {"api_key": self.api_key}
         if self.config.tinker_base_url:
             kwargs["base_url"] = self.config.tinker_base_url
-        # The constructor blocks on the session's creation: keep the event loop (and /health) free.
-        self.service = await with_retries(
-            lambda: asyncio.to_thread(tinker.ServiceClient, **kwargs),
-            "creating the Tinker session",
-            self.retries,
-            self.timeout,
-            self.say,
-        )
-        self.training = await bounded(
-            self.service.create_lora_training_client(base_model=self.config.base_model, rank=self.config.lora_rank),
-            "creating the LoRA training client",
-            self.timeout,
-        )
+        # The SDK creates its session (client config, session) on the first call that needs one,
+        # blocking the caller's thread and retrying a lost connection for up to 5 minutes: made
+        # on a thread, bounded by tinker.engine_unreachable_secs, what it met said plainly.
+        limit = max(reach.PROBE_SECS, self.config.engine_unreachable_secs)
+        self.service = tinker.ServiceClient(**kwargs)
+        try:
+            submitted = await bounded(
+                asyncio.to_thread(
+                    self.service.create_lora_training_client,
+                    base_model=self.config.base_model,
+                    rank=self.config.lora_rank,
+                ),
+                "creating the Tinker session (tinker.engine_unreachable_secs)",
+                min(limit, self.timeout) if self.timeout else limit,
+            )
+        except (RequestTimeout, tinker.APIConnectionError, httpx.TransportError) as e:
+            # What the host says now tells a network failure from a service that answers.
+            met = await reach.probe(self.url, min(reach.PROBE_SECS, limit))
+            if met is not None:
+                raise reach.unreachable(self.url, self.setting, met, min(reach.PROBE_SECS, limit)) from e
+            raise reach.SessionFailed(
+                f"the Tinker service at {self.url} answers, but its session was not created within "
+                f"{limit:g} s (tinker.engine_unreachable_secs): {reach.failure_kind(e)} ({reach.seen(e)}); "
+                f"its address is {self.setting}"
+            ) from e
+        self.training = await bounded(submitted, "creating the LoRA training client", self.timeout)
 
     @property
     def model_id(self) -> str:

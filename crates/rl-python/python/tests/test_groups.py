@@ -149,6 +149,19 @@ class CausesTest(unittest.TestCase):
         )
         self.assertEqual(written["failed"], 0)
 
+    def test_prompts_are_measured_against_the_environments_own_limit(self):
+        """The trainer's limit (registered) may be larger than the one the environment skips by."""
+
+        async def collect(env, item):
+            env.max_token_len = 4096
+            if len(env.tokenizer.encode("one two three four five six seven eight nine ten")) >= 8:
+                return None, []
+            return None, []
+
+        written = self.run_env(AtroposLikeEnv(collect, max_token_length=8))
+        self.assertEqual(written["prompt_too_long"], 3)
+        self.assertEqual(written["token_limit"], 4096)
+
     def test_prompts_skipped_as_too_long_are_told_from_other_empty_results(self):
         async def collect(env, item):
             prompt = env.tokenizer.encode("one two three four five six seven eight nine ten")
@@ -161,7 +174,7 @@ class CausesTest(unittest.TestCase):
         self.assertEqual(written["unsampled"], 3)
         self.assertEqual(written["prompt_too_long"], 3)
         self.assertEqual(written["longest_prompt"], 10)
-        self.assertEqual(written["token_limit"], 8)
+        self.assertEqual(written["prompt_limit"], 8)
         self.assertEqual(written["none"], 0)
         written = self.run_env(AtroposLikeEnv(collect, max_token_length=64))
         self.assertEqual(written["none"], 3, "asked the model, then returned nothing")

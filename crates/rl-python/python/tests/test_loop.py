@@ -78,6 +78,9 @@ class FakeTinker:
         self.saved.append(name)
         return f"tinker://m/{name}"
 
+    async def check_reachable(self):
+        pass
+
     async def connect(self):
         pass
 

@@ -9,12 +9,17 @@ use serde::{Serialize, Serializer};
 
 use super::fields::{FieldSpecView, origin_name};
 use super::scan::{DuplicateNameView, FileWarningView, SkippedFileView};
+use crate::FirstRunAdvice;
 
 /// `rl_list_environments`.
 #[derive(Debug, Clone, Serialize)]
 pub struct EnvironmentList {
     pub environments: Vec<EnvironmentEntry>,
     pub count: usize,
+    /// Environments in sub-folders that a list of the top folder leaves out (`recursive` lists
+    /// them; every lookup finds them by name).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unlisted_in_subfolders: usize,
     pub tips: Vec<String>,
     /// The environments folder scanned.
     pub root: PathBuf,
@@ -145,6 +150,10 @@ pub struct Selected {
     /// it has a `requirements.txt`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<DependenciesView>,
+    /// On the local engine: the settings that would make a first run take hours or skip every
+    /// group, with the values to try.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub first_run_advice: Vec<FirstRunAdvice>,
 }
 
 /// An environment's own dependencies against the run's Python (issue 32).
@@ -153,6 +162,10 @@ pub struct DependenciesView {
     /// Top-level modules its source imports (outside its tree, not optional) that the run's
     /// Python cannot find.
     pub missing_imports: Vec<String>,
+    /// Modules it imports only where it goes on without them (a `try` whose handler warns or
+    /// falls back) that the run's Python cannot find: a run may start, with less.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_optional_imports: Vec<String>,
     /// Its `requirements.txt`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requirements: Option<PathBuf>,
@@ -175,6 +188,10 @@ pub struct ConfigView {
     pub locked_fields: Vec<FieldView>,
     pub notes: Vec<String>,
     pub tip: String,
+    /// On the local engine: the settings that would make a first run take hours or skip every
+    /// group, with the values to try.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub first_run_advice: Vec<FirstRunAdvice>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -225,4 +242,29 @@ pub struct Edited {
     pub checked: bool,
     /// Every field a run would now use, with its value.
     pub config: std::collections::BTreeMap<String, Option<Value>>,
+}
+
+impl EnvironmentList {
+    /// What the list says of the environments its folder's sub-folders add, if any.
+    pub fn unlisted_note(&self) -> Option<String> {
+        (self.unlisted_in_subfolders > 0).then(|| unlisted_note(self.unlisted_in_subfolders))
+    }
+}
+
+/// `unlisted` environments in sub-folders that a list of the top folder leaves out, in words:
+/// how to list them, and that they are found anyway.
+pub(crate) fn unlisted_note(unlisted: usize) -> String {
+    format!(
+        "{unlisted} more environment{} in sub-folders: `rl envs list --recursive` \
+         (rl_list_environments with recursive) lists them; every command finds them by name",
+        if unlisted == 1 { "" } else { "s" }
+    )
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }

@@ -190,6 +190,8 @@ pub struct GroupsView {
     pub longest_sequence: u64,
     /// The token limit groups are dropped at, when the environment said it.
     pub token_limit: Option<u64>,
+    /// The environment's own `max_token_length`, which long prompts are skipped by.
+    pub prompt_limit: Option<u64>,
     /// Results that are no scored group, and what the first was.
     pub invalid: u64,
     pub invalid_first: Option<String>,
@@ -228,6 +230,7 @@ impl From<&rl_process::RunGroups> for GroupsView {
             too_long: groups.too_long,
             longest_sequence: groups.longest_sequence,
             token_limit: groups.token_limit,
+            prompt_limit: groups.prompt_limit,
             invalid: groups.invalid,
             invalid_first: groups.invalid_first.clone(),
             failed: groups.failed,

@@ -22,6 +22,7 @@ mod sweeps;
 pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Kept, Pruned, RunCheckpoints};
 pub use compare::{ComparedModel, ComparisonAnswer, EstimateView, TrainedCheckpoint};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
+pub(crate) use environments::unlisted_note;
 pub use environments::{
     ConfigClassSourceView, ConfigView, DependenciesView, Edited, EnvironmentDetail,
     EnvironmentEntry, EnvironmentList, FieldView, NameSourceView, Selected,

@@ -72,8 +72,11 @@ pub(super) fn tree_checks(settings: &Settings) -> Vec<Check> {
     }
     let scan = rl_config::scan_environments(settings, false);
     let shadowing = scan.as_ref().ok().and_then(shadowing_check);
-    let mut checks =
-        environment_count_check(&dir, scan.map(|scan| scan.environments.len()), set_root);
+    let counted = scan.map(|scan| Counted {
+        listed: scan.environments.len(),
+        unlisted: rl_config::unlisted_in_subfolders(settings, &scan).unwrap_or(0),
+    });
+    let mut checks = environment_count_check(&dir, counted, set_root);
     checks.extend(shadowing);
     checks
 }
@@ -97,17 +100,30 @@ fn shadowing_check(scan: &rl_discovery::Scan) -> Option<Check> {
     ))
 }
 
+/// The environments of the folder's top level, and those its sub-folders add.
+struct Counted {
+    listed: usize,
+    unlisted: usize,
+}
+
 fn environment_count_check(
     dir: &std::path::Path,
-    count: Result<usize, rl_config::ConfigError>,
+    count: Result<Counted, rl_config::ConfigError>,
     set_root: String,
 ) -> Vec<Check> {
     match count {
-        Ok(count) if count > 0 => vec![finding(
-            "environments",
-            true,
-            Ok(format!("{count} in {}", dir.display())),
-        )],
+        Ok(Counted { listed, unlisted }) if listed > 0 || unlisted > 0 => {
+            let deeper = if unlisted > 0 {
+                format!("; {}", crate::answers::unlisted_note(unlisted))
+            } else {
+                String::new()
+            };
+            vec![finding(
+                "environments",
+                true,
+                Ok(format!("{listed} in {}{deeper}", dir.display())),
+            )]
+        }
         Ok(_) => vec![finding(
             "environments",
             true,

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 pub(crate) const FIXTURE_RUN: &str = "0a1b2c3d";
 /// A well-formed id no run has.
 const UNKNOWN_RUN: &str = "0badc0de";
-pub(crate) const TINKER_KEY: &str = "tinker-fixture-key-never-shown";
+pub(crate) const TINKER_KEY: &str = "tml-fixture-key-never-shown";
 
 pub(crate) struct Fixture {
     home: tempfile::TempDir,
@@ -37,10 +37,47 @@ fn settings() -> Settings {
     Settings {
         python: PathBuf::from("/nonexistent/python3"),
         tinker_atropos_root: Some(workspace().join("fixtures/tinker-atropos")),
-        // Nothing is looked up on WandB's servers: the answers come from the run folder.
-        child_environment: BTreeMap::from([("WANDB_MODE".to_owned(), "disabled".to_owned())]),
+        // Nothing is looked up on WandB's servers: the answers come from the run folder. A
+        // run's checks before it starts find its Tinker service and its tokenizer here.
+        child_environment: BTreeMap::from([
+            ("WANDB_MODE".to_owned(), "disabled".to_owned()),
+            (
+                "TINKER_BASE_URL".to_owned(),
+                hosted_stand_ins().service.clone(),
+            ),
+            (
+                "HF_HUB_CACHE".to_owned(),
+                hosted_stand_ins().hub_cache.path().display().to_string(),
+            ),
+        ]),
         ..Settings::default()
     }
+}
+
+/// What a hosted run's checks before its start look for, on loopback and on disk: a service
+/// that accepts connections (none of these runs gets further than its start), and the default
+/// tokenizer in a Hugging Face cache.
+struct HostedStandIns {
+    _listener: std::net::TcpListener,
+    service: String,
+    hub_cache: tempfile::TempDir,
+}
+
+fn hosted_stand_ins() -> &'static HostedStandIns {
+    static STAND_INS: std::sync::OnceLock<HostedStandIns> = std::sync::OnceLock::new();
+    STAND_INS.get_or_init(|| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let service = format!("http://{}", listener.local_addr().unwrap());
+        let hub_cache = tempfile::tempdir().unwrap();
+        let snapshot = hub_cache.path().join("models--Qwen--Qwen3-8B/snapshots/0");
+        std::fs::create_dir_all(&snapshot).unwrap();
+        std::fs::write(snapshot.join("tokenizer_config.json"), "{}").unwrap();
+        HostedStandIns {
+            _listener: listener,
+            service,
+            hub_cache,
+        }
+    })
 }
 
 fn fixture_with(settings: Result<Settings, String>, keys: &[(&str, &str)]) -> Fixture {
@@ -113,9 +150,19 @@ impl Fixture {
         let home = self.home().display().to_string();
         let workspace = workspace().display().to_string();
         rl_test_support::scrub_strings(value, &|text| {
+            let stand_ins = hosted_stand_ins();
             let mut text = text
                 .replace(&home, "[home]")
-                .replace(&workspace, "[workspace]");
+                .replace(&workspace, "[workspace]")
+                .replace(&stand_ins.service, "[service]")
+                .replace(
+                    stand_ins.service.trim_start_matches("http://"),
+                    "[service address]",
+                )
+                .replace(
+                    &stand_ins.hub_cache.path().display().to_string(),
+                    "[hub cache]",
+                );
             for id in run_ids {
                 text = text.replace(id, "[id]");
             }
@@ -364,7 +411,7 @@ fn argument_errors() {
     );
     assert_answer!(
         "list_environments_unknown_key",
-        call("rl_list_environments", json!({"recursive": true}))
+        call("rl_list_environments", json!({"depth": 2}))
     );
 }
 

@@ -7,6 +7,7 @@
 mod answers;
 mod forks;
 mod metrics_files;
+mod nested_environments;
 mod preflight_views;
 mod run_records;
 mod sweeps;
@@ -51,10 +52,22 @@ fn secrets_with(home: &Path, pairs: &[(&str, &str)]) -> Secrets {
 fn the_test_venv_and_the_fixture_tree_are_healthy_with_a_tinker_key() {
     let python = rl_test_support::test_python();
     let home = tempfile::tempdir().unwrap();
-    let key = "tinker-key-never-shown-123";
+    let key = "tml-key-never-shown-123";
+    // The service on loopback (it accepts connections), the tokenizer a folder on disk.
+    let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut settings = settings(&python, Some(fixture_root()));
+    settings.locked.tinker.insert(
+        "base_url".to_owned(),
+        format!("http://{}", service.local_addr().unwrap()).into(),
+    );
+    let tokenizer = rl_test_support::workspace_root().join("fixtures/tokenizer");
+    settings.locked.env.insert(
+        "tokenizer_name".to_owned(),
+        tokenizer.display().to_string().into(),
+    );
     let report = health_check(
         home.path(),
-        Ok(&settings(&python, Some(fixture_root()))),
+        Ok(&settings),
         &secrets_with(home.path(), &[("TINKER_API_KEY", key)]),
         &Probes::default(),
     );
@@ -72,6 +85,8 @@ fn the_test_venv_and_the_fixture_tree_are_healthy_with_a_tinker_key() {
         format!("{} (what rl was built for)", rl_python::SDK.version)
     );
     assert!(named(&report, "TINKER_API_KEY").ok);
+    assert!(named(&report, "Tinker service").ok, "{report:#?}");
+    assert!(named(&report, "tokenizer").ok, "{report:#?}");
     // Optional keys missing: reported with their fix, the machine still fit.
     let wandb = named(&report, "WANDB_API_KEY");
     assert!(!wandb.ok && !wandb.required && wandb.fix.is_some());

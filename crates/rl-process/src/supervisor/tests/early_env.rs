@@ -70,13 +70,21 @@ async fn an_environment_dying_in_its_setup_fails_the_run_before_the_engine_is_re
         )
         .await;
     assert_eq!(ended, RunState::Failed, "{:#?}", run.messages());
-    assert!(began.elapsed() < Duration::from_secs(4), "{:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        began.elapsed()
+    );
     let error = run.error();
     assert!(
         error.starts_with(
             "env exited with code 0 during its setup (started first, before the other \
              components were ready): LookupError: Resource words not found."
-        ) && error.lines().next().unwrap().contains("nltk.download('words')"),
+        ) && error
+            .lines()
+            .next()
+            .unwrap()
+            .contains("nltk.download('words')"),
         "{error}"
     );
     assert!(!go.exists());

@@ -1,0 +1,58 @@
+//! Finding an environment by what a user typed, the same way for every command (`rl select`,
+//! `rl envs show`, `rl setup --env`, the agents' tools): in the environments folder's top level
+//! first, then in its sub-folders. What `rl envs list --recursive` shows is found by every
+//! command, and a name the top level holds keeps meaning that environment.
+
+use rl_discovery::{DiscoveryError, Environment, Scan};
+use rl_settings::Settings;
+
+use crate::{ConfigError, scan_environments};
+
+/// An environment found, with the scan that found it (its file is relative to the scan's root).
+pub struct FoundEnvironment {
+    pub scan: Scan,
+    index: usize,
+}
+
+impl FoundEnvironment {
+    pub fn environment(&self) -> &Environment {
+        &self.scan.environments[self.index]
+    }
+}
+
+/// The environment `name` means (its name, key or class name): looked for in the top folder
+/// (the whole tree when `recursive` or the settings' `recursive_discovery` say so), then, when
+/// the top folder has none of that name, in the sub-folders too.
+pub fn find_environment(
+    settings: &Settings,
+    name: &str,
+    recursive: bool,
+) -> Result<FoundEnvironment, ConfigError> {
+    let mut scan = scan_environments(settings, recursive)?;
+    if !scan.recursive
+        && matches!(
+            scan.find(name),
+            Err(DiscoveryError::UnknownEnvironment { .. })
+        )
+    {
+        scan = scan_environments(settings, true)?;
+    }
+    let index = scan.position(name)?;
+    Ok(FoundEnvironment { scan, index })
+}
+
+/// How many more environments the sub-folders hold than `top` (a scan of the top folder only)
+/// lists: what `--recursive` adds. `None` when `top` already went down, or the deeper scan
+/// fails (the top one is still shown).
+pub fn unlisted_in_subfolders(settings: &Settings, top: &Scan) -> Option<usize> {
+    if top.recursive {
+        return None;
+    }
+    let whole = scan_environments(settings, true).ok()?;
+    Some(
+        whole
+            .environments
+            .len()
+            .saturating_sub(top.environments.len()),
+    )
+}
