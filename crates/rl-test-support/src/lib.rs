@@ -50,6 +50,23 @@ pub fn test_python() -> PathBuf {
     }
 }
 
+/// Where `python` installs pure-Python packages (its `purelib`): what a venv's `.pth` file
+/// points another venv at.
+///
+/// # Panics
+/// When `python` cannot say.
+pub fn purelib(python: &Path) -> PathBuf {
+    let output = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .unwrap_or_else(|error| panic!("{}: {error}", python.display()));
+    assert!(output.status.success(), "{output:?}");
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
 /// The local engine `cargo xtask test` provisions: its Python (skyrl-tx) and the tiny model.
 pub struct LocalEngine {
     pub python: PathBuf,

@@ -28,18 +28,6 @@ fn environments() -> PathBuf {
     .unwrap()
 }
 
-fn purelib(python: &Path) -> PathBuf {
-    let output = Command::new(python)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    PathBuf::from(String::from_utf8(output.stdout).unwrap().trim())
-}
-
 /// `<home>/venvs/trainer`, as `rl setup` makes it, holding the test venv's packages.
 fn managed_python(home: &Path) -> PathBuf {
     let venv = home.join("venvs/trainer");
@@ -51,8 +39,8 @@ fn managed_python(home: &Path) -> PathBuf {
     assert!(made.status.success(), "{made:?}");
     let python = venv.join("bin/python");
     std::fs::write(
-        purelib(&python).join("rl-test-venv.pth"),
-        format!("{}\n", purelib(&test_python()).display()),
+        rl_test_support::purelib(&python).join("rl-test-venv.pth"),
+        format!("{}\n", rl_test_support::purelib(&test_python()).display()),
     )
     .unwrap();
     let absent = Command::new(&python)
@@ -145,10 +133,10 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
     assert!(recorded.lines().any(|line| line == pinned), "{recorded}");
     // Into the managed Python, never the test venv.
     assert!(
-        purelib(&python).join(PACKAGE).is_dir(),
+        rl_test_support::purelib(&python).join(PACKAGE).is_dir(),
         "{PACKAGE} is not in the managed venv"
     );
-    assert!(!purelib(&test_python()).join(PACKAGE).exists());
+    assert!(!rl_test_support::purelib(&test_python()).join(PACKAGE).exists());
 
     // Idempotent: nothing left to install.
     let again = stack.json(&["setup", "--env", "plurals"]);

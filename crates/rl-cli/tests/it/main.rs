@@ -324,6 +324,9 @@ fn doctor_reports_every_check_and_fails_when_one_required_is_missing() {
             "atroposlib",
             "trainer",
             "tinker SDK",
+            // No route to the hosted service, nor a hub, from here (issue 40).
+            "Tinker service",
+            "tokenizer",
             "environments",
             "TINKER_API_KEY"
         ]

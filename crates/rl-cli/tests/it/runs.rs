@@ -488,11 +488,13 @@ fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
     let slow_env = format!(
         "[commands]\nenv = [{SLOW_START}, \"{{python}}\", \"{{env_file}}\", \"serve\", \"--config\", \"{{config}}\"]\n"
     );
+    // The environment, run by rl's runner, is launched first (its setup while the others start:
+    // issue 40); the slow environment command below is not rl's runner and starts last.
     let cases: [(&str, (&str, &str), &[&str]); 4] = [
         (
             "starting: api",
             ("[commands]\n", &slow_api),
-            &["trainer", "env"],
+            &["trainer"],
         ),
         (
             "starting: trainer",
@@ -500,7 +502,7 @@ fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
                 "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
                 "RL_FIXTURE_TRAINER_STARTUP_DELAY = \"60\"",
             ),
-            &["env"],
+            &[],
         ),
         ("starting: env", ("[commands]\n", &slow_env), &[]),
         ("running", SLOW_STEPS, &[]),

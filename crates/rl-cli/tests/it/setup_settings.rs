@@ -163,18 +163,6 @@ with zipfile.ZipFile(sys.argv[1], 'w') as wheel:
     assert!(made.status.success(), "{made:?}");
 }
 
-fn purelib(python: &Path) -> PathBuf {
-    let output = Command::new(python)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    PathBuf::from(String::from_utf8(output.stdout).unwrap().trim())
-}
-
 /// A venv at `venv` holding the test venv's packages (atroposlib, the trainer's pins) through
 /// a `.pth` file, so that what is installed into it stays its own.
 fn venv_over_the_test_venv(venv: &Path) -> PathBuf {
@@ -186,8 +174,8 @@ fn venv_over_the_test_venv(venv: &Path) -> PathBuf {
     assert!(made.status.success(), "{made:?}");
     let python = venv.join("bin/python");
     std::fs::write(
-        purelib(&python).join("rl-test-venv.pth"),
-        format!("{}\n", purelib(&test_python()).display()),
+        rl_test_support::purelib(&python).join("rl-test-venv.pth"),
+        format!("{}\n", rl_test_support::purelib(&test_python()).display()),
     )
     .unwrap();
     python
@@ -237,7 +225,7 @@ fn env_setup_installs_into_the_operators_own_python_and_keeps_it() {
         envs.display()
     );
     std::fs::write(&config, &before).unwrap();
-    let absent = |python: &Path| !purelib(python).join(PACKAGE).exists();
+    let absent = |python: &Path| !rl_test_support::purelib(python).join(PACKAGE).exists();
     assert!(
         absent(&own) && absent(&test_python()),
         "{PACKAGE} is there already"
