@@ -136,7 +136,11 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
         rl_test_support::purelib(&python).join(PACKAGE).is_dir(),
         "{PACKAGE} is not in the managed venv"
     );
-    assert!(!rl_test_support::purelib(&test_python()).join(PACKAGE).exists());
+    assert!(
+        !rl_test_support::purelib(&test_python())
+            .join(PACKAGE)
+            .exists()
+    );
 
     // Idempotent: nothing left to install.
     let again = stack.json(&["setup", "--env", "plurals"]);

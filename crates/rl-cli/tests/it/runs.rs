@@ -491,11 +491,7 @@ fn a_stop_in_each_phase_stops_what_runs_and_launches_nothing_more() {
     // The environment, run by rl's runner, is launched first (its setup while the others start:
     // issue 40); the slow environment command below is not rl's runner and starts last.
     let cases: [(&str, (&str, &str), &[&str]); 4] = [
-        (
-            "starting: api",
-            ("[commands]\n", &slow_api),
-            &["trainer"],
-        ),
+        ("starting: api", ("[commands]\n", &slow_api), &["trainer"]),
         (
             "starting: trainer",
             (
