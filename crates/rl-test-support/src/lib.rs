@@ -67,6 +67,27 @@ pub fn purelib(python: &Path) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
 }
 
+/// A venv at `venv` that sees the test venv's packages (atroposlib, the trainer's pins) through
+/// a `.pth` file, so that what is installed into it stays its own; its Python.
+///
+/// # Panics
+/// When the venv cannot be made.
+pub fn venv_over_the_test_venv(venv: &Path) -> PathBuf {
+    let made = std::process::Command::new(test_python())
+        .args(["-m", "venv"])
+        .arg(venv)
+        .output()
+        .unwrap_or_else(|error| panic!("python -m venv: {error}"));
+    assert!(made.status.success(), "{made:?}");
+    let python = venv.join("bin/python");
+    std::fs::write(
+        purelib(&python).join("rl-test-venv.pth"),
+        format!("{}\n", purelib(&test_python()).display()),
+    )
+    .unwrap_or_else(|error| panic!("{}: {error}", venv.display()));
+    python
+}
+
 /// The local engine `cargo xtask test` provisions: its Python (skyrl-tx) and the tiny model.
 pub struct LocalEngine {
     pub python: PathBuf,

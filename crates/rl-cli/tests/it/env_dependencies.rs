@@ -31,18 +31,7 @@ fn environments() -> PathBuf {
 /// `<home>/venvs/trainer`, as `rl setup` makes it, holding the test venv's packages.
 fn managed_python(home: &Path) -> PathBuf {
     let venv = home.join("venvs/trainer");
-    let made = Command::new(test_python())
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let python = venv.join("bin/python");
-    std::fs::write(
-        rl_test_support::purelib(&python).join("rl-test-venv.pth"),
-        format!("{}\n", rl_test_support::purelib(&test_python()).display()),
-    )
-    .unwrap();
+    let python = rl_test_support::venv_over_the_test_venv(&venv);
     let absent = Command::new(&python)
         .args(["-c", &format!("import {PACKAGE}")])
         .output()

@@ -6,7 +6,7 @@
 //! The package an environment needs here is a tiny wheel the test writes itself, installed
 //! with pip's (and uv's) index turned off: no network.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -163,24 +163,6 @@ with zipfile.ZipFile(sys.argv[1], 'w') as wheel:
     assert!(made.status.success(), "{made:?}");
 }
 
-/// A venv at `venv` holding the test venv's packages (atroposlib, the trainer's pins) through
-/// a `.pth` file, so that what is installed into it stays its own.
-fn venv_over_the_test_venv(venv: &Path) -> PathBuf {
-    let made = Command::new(test_python())
-        .args(["-m", "venv"])
-        .arg(venv)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let python = venv.join("bin/python");
-    std::fs::write(
-        rl_test_support::purelib(&python).join("rl-test-venv.pth"),
-        format!("{}\n", rl_test_support::purelib(&test_python()).display()),
-    )
-    .unwrap();
-    python
-}
-
 /// `rl setup` with pip and uv told to install from `wheels` only.
 fn offline_setup(home: &Path, wheels: &Path, args: &[&str]) -> Value {
     let output = rl_command(home)
@@ -207,7 +189,7 @@ fn env_setup_installs_into_the_operators_own_python_and_keeps_it() {
     std::fs::create_dir_all(&home).unwrap();
     let wheels = dir.path().join("wheels");
     write_wheel(&wheels);
-    let own = venv_over_the_test_venv(&dir.path().join("mine"));
+    let own = rl_test_support::venv_over_the_test_venv(&dir.path().join("mine"));
     let envs = dir.path().join("envs");
     std::fs::create_dir_all(&envs).unwrap();
     std::fs::write(
@@ -296,7 +278,7 @@ fn env_setup_installs_into_the_operators_own_python_and_keeps_it() {
 
     // `--managed-python`: rl's venv (made here as `rl setup` would leave it, in seconds)
     // becomes the run's Python, said with what it replaced, and the package goes there.
-    let managed = venv_over_the_test_venv(&home.join("venvs/trainer"));
+    let managed = rl_test_support::venv_over_the_test_venv(&home.join("venvs/trainer"));
     let replaced = offline_setup(
         &home,
         &wheels,
