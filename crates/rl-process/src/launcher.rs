@@ -44,6 +44,18 @@ pub struct LaunchSpec {
     pub log_path: PathBuf,
 }
 
+impl LaunchSpec {
+    /// The value this component gets for the variable `name` (the last one set, as the
+    /// process sees it); `None` when it gets none from rl.
+    pub fn variable(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
 /// Where a run's components run, once the launcher has a place for them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {

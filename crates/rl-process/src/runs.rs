@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rl_python::{Imports, PythonLauncher};
+use rl_python::PythonLauncher;
 use rl_settings::{
     Backend, RunEndpoints, RunFolder, RunId, SECRET_NAMES, Secrets, Settings, run_dir,
 };
@@ -20,7 +20,6 @@ use crate::plan::{LaunchPlan, LaunchRecord};
 use crate::ports::{free_loopback_ports, is_listening};
 use crate::state::{Component, ComponentStatus, RunState};
 use crate::store::{Event, Lineage, NewRun, RunRecord, RunStore};
-use crate::strays::RUN_DIR_VARIABLE;
 use crate::template::{TemplateValues, render};
 
 /// A run whose supervisor never recorded itself within this long after creation is lost (its
@@ -38,17 +37,6 @@ pub struct SupervisorCommand {
     pub args: Vec<String>,
     /// Variables the supervisor needs from its first instruction on (its allocator's options).
     pub env: Vec<(String, String)>,
-}
-
-/// Which secrets each component receives; the others are removed from its environment. With a
-/// local engine the trainer's Tinker is that engine: the hosted one's key has nowhere to go.
-fn secrets_for(component: Component, local_engine: bool) -> &'static [&'static str] {
-    match component {
-        Component::Engine | Component::Api => &[],
-        Component::Trainer if local_engine => &["WANDB_API_KEY"],
-        Component::Trainer => &["TINKER_API_KEY", "WANDB_API_KEY"],
-        Component::Env => &["WANDB_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
-    }
 }
 
 /// How a run's trainer asks for an evaluation of the checkpoint it serves (every `eval_every`
@@ -86,16 +74,6 @@ impl EvaluateCommand {
             .collect::<Result<Vec<String>, _>>()?;
         Ok(serde_json::Value::from(words).to_string())
     }
-}
-
-/// WandB's mode for a run's components when the operator set none and there is no WandB key:
-/// offline. Online, WandB would refuse to start without a key (no terminal to log in from) and
-/// take the component down; offline it writes the run's files into the run folder, where rl
-/// reads the metrics.
-fn wandb_mode_without_key(settings: &Settings, secrets: &Secrets) -> Option<&'static str> {
-    (secrets.get("WANDB_API_KEY").is_none()
-        && !settings.child_environment.contains_key("WANDB_MODE"))
-    .then_some("offline")
 }
 
 #[derive(Debug, Clone)]
@@ -326,70 +304,26 @@ impl Runs {
             let mut argv = render(component, template, &values)?.into_iter();
             let program = PathBuf::from(argv.next().unwrap_or_default());
             let args: Vec<String> = argv.collect();
-            let mut env: Vec<(String, String)> = settings
-                .child_environment
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            if let Some(mode) = wandb_mode_without_key(settings, secrets) {
-                env.push(("WANDB_MODE".to_owned(), mode.to_owned()));
-            }
-            env.push(("RL_RUN_ID".to_owned(), run_id.to_string()));
-            // Also how the run's processes are found once its supervisor is gone.
-            env.push((
-                RUN_DIR_VARIABLE.to_owned(),
-                dir.to_string_lossy().into_owned(),
-            ));
-            // WandB keeps each run's `run-<id>.wandb` file (offline or not) under this folder:
-            // the run's metrics are then readable without network, and runs never mix.
-            env.push(("WANDB_DIR".to_owned(), dir.to_string_lossy().into_owned()));
-            match component {
-                Component::Engine => env.push(launcher.python_path(Imports::Alone)),
-                Component::Trainer => {
-                    env.push(launcher.python_path(Imports::WithOperators));
-                    env.push((
-                        rl_python::EVALUATE_COMMAND_VARIABLE.to_owned(),
-                        evaluate.for_run(&run_id)?,
-                    ));
-                }
-                // Through `rl_env` (the default command), the environment keeps the held-out
-                // slice out of training; `rl compare` asks it.
-                Component::Env => {
-                    env.push(launcher.python_path(Imports::WithOperators));
-                    // `rl_env` counts the groups made there (the supervisor reads them).
-                    env.push((
-                        crate::GROUPS_FILE_VARIABLE.to_owned(),
-                        RunFolder::at(&dir)
-                            .env_groups()
-                            .to_string_lossy()
-                            .into_owned(),
-                    ));
-                    env.extend(rl_python::items_variables(
-                        rl_python::Items::Training,
-                        settings.held_out,
-                    ));
-                    // Through `rl_env` alone: it holds the environment's registration until
-                    // this file exists, so its setup can run first (the supervisor's turn).
-                    if rl_python::runs_env_runner(&args) {
-                        env.push((
-                            rl_python::ENV_GO_VARIABLE.to_owned(),
-                            RunFolder::at(&dir).env_go().to_string_lossy().into_owned(),
-                        ));
-                    }
-                }
-                Component::Api => {}
-            }
+            let variables::ComponentVariables { env, env_remove } = variables::of_component(
+                component,
+                &args,
+                &variables::RunVariables {
+                    settings,
+                    secrets,
+                    run_id: &run_id,
+                    dir: &dir,
+                    launcher: &launcher,
+                    evaluate,
+                    local_engine: engine_port.is_some(),
+                },
+            )?;
             components.push(LaunchSpec {
                 component,
                 program,
                 args,
                 cwd: root.clone(),
                 env,
-                env_remove: SECRET_NAMES
-                    .iter()
-                    .filter(|name| !secrets_for(component, engine_port.is_some()).contains(name))
-                    .map(|name| (*name).to_owned())
-                    .collect(),
+                env_remove,
                 log_path: RunFolder::at(&dir).log(component.as_str()),
             });
         }
@@ -674,6 +608,7 @@ fn elapsed_secs(run: &RunRecord) -> f64 {
 }
 
 mod stopping;
+mod variables;
 /// What reconciling `run` would record, shown without writing: the run `lost` for `reason`
 /// (when given), and each component said to run whose process is gone `lost` too.
 fn seen_lost(mut run: RunRecord, reason: Option<String>) -> RunRecord {

@@ -161,7 +161,7 @@ impl<'a> Supervisor<'a> {
             if self.stop_is_requested()? {
                 return Ok(Ending::Stop);
             }
-            let launched = if component == Component::Env && self.env_held.is_some() {
+            let launched = if self.env_in_setup(component) {
                 self.release_env()
             } else {
                 self.launch(component).await?
@@ -206,6 +206,18 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// The file the environment's variable `name` names (its group counts, its go file).
+    fn env_file_named(&self, name: &str) -> Option<std::path::PathBuf> {
+        let spec = self.plan.spec(Component::Env)?;
+        spec.variable(name).map(std::path::PathBuf::from)
+    }
+
+    /// Whether `component` is the environment started first, still in its setup: it may not
+    /// register yet, so its end, whatever its exit code, is a failure before its gate.
+    fn env_in_setup(&self, component: Component) -> bool {
+        component == Component::Env && self.env_held.is_some()
+    }
+
     /// Reads the environment's group counts now and then: warns once the first
     /// `no_signal_warn_groups` had no signal, and ends the run past `no_signal_fail_groups`.
     fn signal_ending(&mut self) -> Result<Option<Ending>, ProcessError> {
@@ -214,12 +226,7 @@ impl<'a> Supervisor<'a> {
         }
         // Each step's start, seen as it happens: the step times a finishing trainer is judged by.
         self.trainer.observe();
-        let Some(path) = self.plan.spec(Component::Env).and_then(|spec| {
-            spec.env
-                .iter()
-                .find(|(key, _)| key == GROUPS_FILE_VARIABLE)
-                .map(|(_, value)| std::path::PathBuf::from(value))
-        }) else {
+        let Some(path) = self.env_file_named(GROUPS_FILE_VARIABLE) else {
             return Ok(None);
         };
         let Some(groups) = EnvGroups::read(&path) else {
@@ -312,21 +319,18 @@ impl<'a> Supervisor<'a> {
                 message: self.capped_reason(),
             },
             _ => {
-                // An environment started first that ends before the others are ready ended
-                // in its setup, whatever its exit code.
-                let during = if component == Component::Env && self.env_held.is_some() {
-                    " during its setup (started first, before the other components were ready)"
+                let end = if self.env_in_setup(component) {
+                    format!(
+                        "{} during its setup (started first, before the other components were \
+                         ready)",
+                        describe_end(status, true)
+                    )
                 } else {
-                    ""
-                };
-                let end = if during.is_empty() {
                     describe_end(status, passed_gate)
-                } else {
-                    describe_end(status, true)
                 };
                 Ending::Failed {
                     message: format!(
-                        "{component} {end}{during}{}{}",
+                        "{component} {end}{}{}",
                         self.cause_line(component),
                         self.log_tail(component)
                     ),

@@ -24,9 +24,9 @@ pub use run_id::{RunId, SweepId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets, tinker_key_problem};
 pub use settings::{
     Backend, Caps, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,
-    DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings, HeldOut, InferenceSettings,
-    Locked, Prices, RunPrices, RunTiming, SETTINGS_FILE, Settings, SlurmSettings, TokenPrices,
-    default_home,
+    DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings, HOSTED_TINKER_URL, HeldOut,
+    InferenceSettings, Locked, Prices, RunPrices, RunTiming, SETTINGS_FILE, Settings,
+    SlurmSettings, TokenPrices, default_home,
 };
 pub use settings_file::{SettingEdit, read_setting, write_settings};
 pub use trainer::Trainer;

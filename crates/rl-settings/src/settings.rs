@@ -22,7 +22,7 @@ pub use costs::{Caps, Prices, RunPrices, TokenPrices};
 pub use defaults::{Commands, Locked};
 pub use tables::{
     Backend, CheckpointPolicy, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES, EngineKind, EngineSettings,
-    HeldOut, InferenceSettings, RunTiming, SlurmSettings,
+    HOSTED_TINKER_URL, HeldOut, InferenceSettings, RunTiming, SlurmSettings,
 };
 
 /// The file in the state directory that holds the operator's settings.

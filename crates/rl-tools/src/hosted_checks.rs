@@ -5,14 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rl_settings::{Settings, Value};
+use rl_settings::{HOSTED_TINKER_URL, Settings, Value};
 
 use crate::reach::{self, Address, PROBE_LIMIT, Reach};
 
-/// Where the Tinker SDK sends everything when nothing names another service (tinker 0.38.0,
-/// `tinker/lib/base_url.py`, `DEFAULT_BASE_URL`); `rl_trainer/engine.py` spells it too.
-pub(crate) const HOSTED_TINKER_URL: &str =
-    "https://tinker.thinkingmachines.dev/services/tinker-prod";
 /// The SDK's own variable naming another service (`resolve_base_url`).
 const BASE_URL_VARIABLE: &str = "TINKER_BASE_URL";
 /// The hub transformers downloads from unless `HF_ENDPOINT` names another.

@@ -115,7 +115,7 @@ fn an_environment_dying_in_its_setup_fails_the_run_before_the_trainer_is_ready_q
             break status;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < Duration::from_secs(120),
             "not failed: {}",
             stack.explain(&id)
         );
@@ -132,7 +132,9 @@ fn an_environment_dying_in_its_setup_fails_the_run_before_the_trainer_is_ready_q
     );
     // Before the trainer was ready (its start alone takes most of a minute here): the
     // environment's setup ran first. Idle, this machine fails such a run in about 12 s of
-    // `rl runs start` (atroposlib's import is 5 of them); the bound is generous for a busy one.
+    // `rl runs start` (atroposlib's import is 5 of them); 40 s once with two test suites
+    // sharing its two cores. The bound is generous for a busy machine: the order of the events
+    // is what shows the environment started first.
     let events = stack.json(&["runs", "events", &id]);
     let events = events["events"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -142,7 +144,7 @@ fn an_environment_dying_in_its_setup_fails_the_run_before_the_trainer_is_ready_q
         "{events:#?}"
     );
     assert!(
-        took < Duration::from_secs(30),
+        took < Duration::from_secs(90),
         "failed after {took:?}: {error}"
     );
     assert_nothing_left(&stack, &id);

@@ -1,3 +1,4 @@
+use super::variables::secrets_for;
 use super::*;
 
 #[test]

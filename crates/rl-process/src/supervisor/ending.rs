@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::trainer_watch::judge_env;
 use super::{
     Ending, Finishing, REAP_WAIT, Supervisor, TICK, describe_end, first_line, report, seconds,
     stop_signal,
@@ -184,15 +185,12 @@ impl Supervisor<'_> {
                         continue;
                     }
                     let since_finished = began.elapsed().as_secs_f64();
-                    if other == Component::Env {
-                        if since_finished >= grace {
-                            let message = format!("env still running after {}; stopping it", seconds(grace));
-                            self.store.note(&id, "completing", &message)?;
-                            return Ok(Rest::Done);
-                        }
-                        continue;
-                    }
-                    match self.trainer.judge(&self.plan.timing, unix_now(), since_finished) {
+                    let verdict = if other == Component::Env {
+                        judge_env(&self.plan.timing, since_finished)
+                    } else {
+                        self.trainer.judge(&self.plan.timing, unix_now(), since_finished)
+                    };
+                    match verdict {
                         Finishing::GoingOn(None) => {}
                         Finishing::GoingOn(Some(note)) => {
                             if !said_going_on {
@@ -200,8 +198,8 @@ impl Supervisor<'_> {
                                 self.store.note(&id, "completing", &note)?;
                             }
                         }
-                        Finishing::Trained => {
-                            self.store.note(&id, "completing", "the trainer has finished training; stopping it")?;
+                        Finishing::Done(why) => {
+                            self.store.note(&id, "completing", &why)?;
                             return Ok(Rest::Done);
                         }
                         Finishing::Hung(why) => {

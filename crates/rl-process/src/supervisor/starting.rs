@@ -98,12 +98,7 @@ impl<'a> Supervisor<'a> {
     /// library, a dataset from the hub, NLTK data) fails the run in seconds, not after the
     /// engine, run-api and trainer have started.
     pub(super) async fn launch_env_first(&mut self) -> Result<Option<Ending>, ProcessError> {
-        let Some(go) = self.plan.spec(Component::Env).and_then(|spec| {
-            spec.env
-                .iter()
-                .find(|(key, _)| key == rl_python::ENV_GO_VARIABLE)
-                .map(|(_, value)| std::path::PathBuf::from(value))
-        }) else {
+        let Some(go) = self.env_file_named(rl_python::ENV_GO_VARIABLE) else {
             return Ok(None);
         };
         // A go file left from an earlier attempt would let it register at once.
@@ -249,7 +244,7 @@ impl<'a> Supervisor<'a> {
                     // A component that passed its gate may finish (a short run can end before
                     // the environment's registration is seen); the one still awaited may not.
                     let passed_gate = (ended != component || ended == Component::Env)
-                        && !(ended == Component::Env && self.env_held.is_some());
+                        && !self.env_in_setup(ended);
                     return Ok(Gate::End(self.ended_by_itself(ended, status, passed_gate).await?));
                 }
                 () = stop_signal(&mut self.stop_requested) => return Ok(Gate::End(Ending::Stop)),

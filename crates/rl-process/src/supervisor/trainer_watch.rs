@@ -22,16 +22,31 @@ pub(super) struct TrainerWatch {
     step_starts: VecDeque<(u64, f64)>,
 }
 
-/// Where the trainer is, judged after the environment finished.
+/// Where the component still running after the other finished is, judged now and then.
 #[derive(Debug, PartialEq)]
 pub(super) enum Finishing {
     /// Working, or within the grace: let it go on. `Some` says what it is doing once the grace
     /// has passed (noted once in the run's events).
     GoingOn(Option<String>),
-    /// Done training (its final state saved, lingering for the environment): stop it.
-    Trained,
+    /// Nothing left for it to do (a trainer done training, lingering; an environment past its
+    /// grace): stop it, the run completed. Why, for the run's events.
+    Done(String),
     /// Hung, or waiting for a batch nobody will send: why, for the run's error.
     Hung(String),
+}
+
+/// An environment still running `since_finished` seconds after the trainer finished: it may
+/// take `completion_grace_secs`.
+pub(super) fn judge_env(timing: &RunTiming, since_finished: f64) -> Finishing {
+    let grace = timing.completion_grace_secs;
+    if since_finished < grace {
+        Finishing::GoingOn(None)
+    } else {
+        Finishing::Done(format!(
+            "env still running after {}; stopping it",
+            seconds(grace)
+        ))
+    }
 }
 
 impl TrainerWatch {
@@ -90,8 +105,8 @@ impl TrainerWatch {
                 ))
             };
         };
-        if phase.phase == "linger" {
-            return Finishing::Trained;
+        if phase.has_finished_training() {
+            return Finishing::Done("the trainer has finished training; stopping it".to_owned());
         }
         let finished_at = now - since_finished;
         if phase.is_waiting() {
@@ -222,7 +237,10 @@ mod tests {
         };
         assert!(why.contains("batch of step 5"), "{why}");
         write(&dir.path().join("trainer-phase.json"), "linger", 5, 150.0);
-        assert_eq!(watch.judge(&timing(), 161.0, 61.0), Finishing::Trained);
+        assert!(matches!(
+            watch.judge(&timing(), 161.0, 61.0),
+            Finishing::Done(_)
+        ));
     }
 
     #[test]

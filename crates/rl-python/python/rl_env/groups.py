@@ -230,8 +230,8 @@ class GroupCounts:
                     raise
 
             env.handle_send_to_api = handle_send_to_api
-        self.sees_sampling = watch_sampling(getattr(env, "server", None))
-        watch_tokenizer(getattr(env, "tokenizer", None))
+        self.sees_sampling = wrap_methods(getattr(env, "server", None), SAMPLING_METHODS, marking_sampled)
+        wrap_methods(getattr(env, "tokenizer", None), TOKENIZING_METHODS, measuring)
 
 
 def token_limit(env) -> int | None:
@@ -250,25 +250,27 @@ def positive(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def watch_sampling(server) -> bool:
-    """Marks the call under way as one that asked the model whenever it uses `server`; whether
-    any of its sampling methods is watched."""
-    if server is None:
+def wrap_methods(target, names, wrap) -> bool:
+    """Replaces each of `target`'s methods `names` (those it has) by `wrap(method)` on the
+    instance; whether any was."""
+    if target is None:
         return False
-    watched = False
-    for name in SAMPLING_METHODS:
-        method = getattr(server, name, None)
+    wrapped = False
+    for name in names:
+        method = getattr(target, name, None)
         if method is None or not callable(method):
             continue
         try:
-            setattr(server, name, marking_sampled(method))
+            setattr(target, name, wrap(method))
         except (AttributeError, TypeError):
             continue
-        watched = True
-    return watched
+        wrapped = True
+    return wrapped
 
 
 def marking_sampled(method):
+    """`method`, marking the call under way as one that asked the model."""
+
     def sampling(*args, **kwargs):
         call = CURRENT_CALL.get()
         if call is not None:
@@ -278,21 +280,9 @@ def marking_sampled(method):
     return sampling
 
 
-def watch_tokenizer(tokenizer) -> None:
-    """Keeps, for the call under way, the longest token sequence the tokenizer returned."""
-    if tokenizer is None:
-        return
-    for name in TOKENIZING_METHODS:
-        method = getattr(tokenizer, name, None)
-        if method is None or not callable(method):
-            continue
-        try:
-            setattr(tokenizer, name, measuring(method))
-        except (AttributeError, TypeError):
-            continue
-
-
 def measuring(method):
+    """`method`, keeping for the call under way the longest token sequence it returned."""
+
     def tokenizing(*args, **kwargs):
         result = method(*args, **kwargs)
         call = CURRENT_CALL.get()

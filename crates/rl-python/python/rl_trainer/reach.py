@@ -19,9 +19,11 @@ from typing import Mapping, Optional
 
 import httpx
 
-#: The SDK's default service (tinker 0.38.0, `tinker/lib/base_url.py`, DEFAULT_BASE_URL);
-#: rl's `hosted_checks.rs` spells it too.
-HOSTED_TINKER_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+from .config import CONTRACT
+
+#: The SDK's default service (tinker 0.38.0, `tinker/lib/base_url.py`, DEFAULT_BASE_URL), as
+#: rl's settings name it (`rl_settings::HOSTED_TINKER_URL`, in the contract).
+HOSTED_TINKER_URL = CONTRACT["constants"]["hosted_tinker_url"]
 #: The route asked: any HTTP answer counts as reached (the hosted service and the local
 #: engine answer it with 200).
 HEALTH_PATH = "/api/v1/healthz"

@@ -165,23 +165,22 @@ pub struct InferenceSettings {
     pub tinker_openai_url: Option<String>,
 }
 
-/// The hosted Tinker service's OpenAI-compatible endpoint: it samples any `tinker://…/
-/// sampler_weights/…` path, and base models by name.
-pub(crate) const TINKER_OPENAI_BASE_URL: &str =
-    "https://tinker.thinkingmachines.dev/services/tinker-prod/oai/api/v1";
+/// Where the Tinker SDK sends everything when nothing names another service (tinker 0.38.0,
+/// `tinker/lib/base_url.py`, `DEFAULT_BASE_URL`): the hosted Tinker. Given to rl's trainer in
+/// its contract (`constants.hosted_tinker_url`).
+pub const HOSTED_TINKER_URL: &str = "https://tinker.thinkingmachines.dev/services/tinker-prod";
 
 impl InferenceSettings {
     /// Where the checkpoints of a run trained against `service` (its `tinker.base_url`; `None`:
     /// the hosted Tinker) are sampled: the operator's endpoint if set, else that service's own
-    /// OpenAI-compatible route, so a run's paths and key go only to the service that has them.
+    /// OpenAI-compatible route (it samples any `tinker://…/sampler_weights/…` path, and base
+    /// models by name), so a run's paths and key go only to the service that has them.
     pub fn tinker_openai_url(&self, service: Option<&str>) -> String {
         if let Some(url) = &self.tinker_openai_url {
             return url.clone();
         }
-        service.map_or_else(
-            || TINKER_OPENAI_BASE_URL.to_owned(),
-            |service| format!("{}/oai/api/v1", service.trim_end_matches('/')),
-        )
+        let service = service.unwrap_or(HOSTED_TINKER_URL);
+        format!("{}/oai/api/v1", service.trim_end_matches('/'))
     }
 }
 

@@ -57,6 +57,7 @@ pub fn contract_document() -> serde_json::Value {
         "constants": {
             "evaluate_margin_secs": EVALUATE_MARGIN.as_secs(),
             "exit_capped": EXIT_CAPPED,
+            "hosted_tinker_url": crate::HOSTED_TINKER_URL,
         },
         "run_folder": crate::run_folder::names_for_python(),
         "rules": RULES

@@ -12,7 +12,7 @@ const PHASE_MAX_BYTES: u64 = 4096;
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainerPhase {
     /// The trainer's word: `wait`, `logprobs`, `rollouts`, `forward_backward`, `save`,
-    /// `sampler_update`, `eval`, `other`, `final`.
+    /// `sampler_update`, `eval`, `other`, `final`, `linger`.
     pub phase: String,
     /// The step it is in; 0 before the first.
     pub step: u64,
@@ -48,6 +48,12 @@ impl TrainerPhase {
     /// Waiting for run-api to hand it a batch: no work of its own under way.
     pub fn is_waiting(&self) -> bool {
         self.phase == "wait"
+    }
+
+    /// Done training, its final weights reported (`linger`: serving the environment's last
+    /// requests until it goes).
+    pub fn has_finished_training(&self) -> bool {
+        self.phase == "linger"
     }
 }
 
