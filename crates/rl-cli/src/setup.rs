@@ -13,6 +13,7 @@ use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use rl_settings::{SettingEdit, read_setting, write_settings};
 use rl_tools::env_dependencies;
+use rl_tools::own_python::set_up_environment;
 use rl_tools::setup::{Installer, Part, PartState, ensure, inspect, inspect_python};
 use serde::Serialize;
 
@@ -168,8 +169,8 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
         );
     }
     // An environment that does not exist is said before minutes of installing.
-    let env_file = match &args.env {
-        Some(name) => Some(context.tools()?.environment_file(name)?),
+    let env_target = match &args.env {
+        Some(name) => Some(context.tools()?.environment_to_set_up(name)?),
         None => None,
     };
     let installer = Installer::find();
@@ -228,24 +229,26 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             config.display()
         )
     };
-    let run_python = &choices[0].python;
-    let environment = match (&args.env, &env_file) {
-        (Some(name), Some(env_file)) => {
-            let deps = env_dependencies::check(run_python, env_file, name)
-                .ok_or_else(|| unjudged(name, run_python))?;
+    let environment = match &env_target {
+        Some(target) => {
+            let name = &target.name;
+            // Asked of the Python the run will have, which is not always the one the
+            // settings name yet.
+            let settings = run_settings(context, &choices[0].python)?;
             // The spinner is gone by now: each step on its own line.
-            let installed = env_dependencies::install(&home, &deps, &installer, &output::progress)
-                .with_context(|| format!("installing what {name} imports"))?;
+            let (python, installed) =
+                set_up_environment(&home, &settings, target, &installer, &output::progress)
+                    .with_context(|| format!("setting up what {name} needs"))?;
             message.push_str(&if installed.nothing_to_do {
                 format!(
                     "; {name}: every import found in {}, nothing installed",
-                    run_python.display()
+                    python.display()
                 )
             } else {
                 format!(
                     "; {name}: installed {} into {}{}",
                     installed.packages.join(" "),
-                    run_python.display(),
+                    python.display(),
                     installed
                         .record
                         .as_deref()
@@ -257,12 +260,12 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             });
             Some(EnvSetUp {
                 environment: name.clone(),
-                python: run_python.clone(),
+                python,
                 installed: installed.packages,
                 record: installed.record,
             })
         }
-        _ => None,
+        None => None,
     };
     if as_json {
         return output::json(&SetUp {
@@ -466,6 +469,17 @@ struct EnvSetUp {
 
 /// An environment whose imports cannot be judged: the run's Python is not there or lacks
 /// atroposlib.
+/// The settings with the run's Python `rl setup` chose (written to `config.toml` already, or
+/// about to be).
+fn run_settings(
+    context: &Context,
+    run_python: &std::path::Path,
+) -> anyhow::Result<rl_settings::Settings> {
+    let mut settings = context.tools()?.settings()?.clone();
+    run_python.clone_into(&mut settings.python);
+    Ok(settings)
+}
+
 fn unjudged(name: &str, python: &std::path::Path) -> anyhow::Error {
     anyhow::anyhow!(
         "cannot check what {name} imports: the run's Python {} cannot be asked or lacks \
@@ -537,9 +551,10 @@ fn check(
     let run_python = &choices[0].python;
     let deps = match env {
         Some(name) => {
-            let file = context.tools()?.environment_file(name)?;
+            let target = context.tools()?.environment_to_set_up(name)?;
+            let settings = run_settings(context, run_python)?;
             Some(
-                env_dependencies::check(run_python, &file, name)
+                env_dependencies::examine(home, &settings, &target.file, name, target.kind)
                     .ok_or_else(|| unjudged(name, run_python))?,
             )
         }

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
-use rl_discovery::{ClassLocation, ClassTarget, Environment, Scan, dotted_name as dotted};
+use rl_discovery::{
+    ClassLocation, ClassTarget, Environment, EnvironmentKind, Scan, dotted_name as dotted,
+};
 use rl_settings::Value;
 use ruff_python_ast::{self as ast, Expr, ModModule, Stmt};
 use ruff_text_size::Ranged;
@@ -19,6 +21,7 @@ use crate::schema::{Constraints, DefaultValue, FieldSpec, FieldType};
 use crate::{ConfigError, ConfigSchema};
 
 mod values;
+mod verifiers;
 
 pub(crate) use values::literal;
 use values::{default_for, enum_members, field_default, non_negative, slice, string_value};
@@ -36,10 +39,27 @@ pub fn config_schema(scan: &Scan, env: &Environment) -> Result<ConfigSchema, Con
         files: RefCell::default(),
     };
     let mut notes = Vec::new();
+    if env.kind == EnvironmentKind::VerifiersV0 {
+        let mut fields = verifiers::run_fields()?;
+        merge_fields(
+            &mut fields,
+            verifiers::load_environment_fields(&reader, env, &mut notes)?,
+        );
+        return Ok(ConfigSchema {
+            environment: env.key.clone(),
+            config_class: env.config_class.clone(),
+            fields,
+            config_init: None,
+            notes,
+        });
+    }
     let (config_class, mut fields) = match scan.config_class_target(env) {
         Some(target) => {
             let fields = reader.class_fields(&target, 0, &mut notes)?;
             (env.config_class.clone(), fields)
+        }
+        None if env.kind == EnvironmentKind::VerifiersV1 => {
+            (env.config_class.clone(), verifiers::taskset_config_fields())
         }
         None if env.config_class == "BaseEnvConfig" => {
             (env.config_class.clone(), builtin()?.fields.clone())
@@ -54,6 +74,11 @@ pub fn config_schema(scan: &Scan, env: &Environment) -> Result<ConfigSchema, Con
         }
     };
 
+    if env.kind == EnvironmentKind::VerifiersV1 {
+        let mut run = verifiers::run_fields()?;
+        merge_fields(&mut run, fields);
+        fields = run;
+    }
     let config_init = scan.config_init_location(env);
     if let Some(location) = &config_init {
         let env_defaults = reader.config_init_kwargs(location, &fields, &mut notes)?;
@@ -204,6 +229,8 @@ impl Reader<'_> {
         let from_atroposlib = qualified.starts_with("atroposlib.") || qualified == name;
         match name {
             "BaseEnvConfig" if from_atroposlib => Ok(builtin()?.fields.clone()),
+            _ if verifiers::is_taskset_config(qualified) => Ok(verifiers::taskset_config_fields()),
+            "BaseConfig" if qualified.starts_with("pydantic_config.") => Ok(Vec::new()),
             "BaseModel" | "object" | "Generic" => Ok(Vec::new()),
             _ => {
                 notes.push(format!(
@@ -348,7 +375,7 @@ fn merge_fields(fields: &mut Vec<FieldSpec>, newer: Vec<FieldSpec>) {
 
 fn own_fields(text: &str, class: &ast::StmtClassDef, context: &TypeContext<'_>) -> Vec<FieldSpec> {
     let mut fields = Vec::new();
-    for stmt in &class.body {
+    for (index, stmt) in class.body.iter().enumerate() {
         let Stmt::AnnAssign(assign) = stmt else {
             continue;
         };
@@ -377,9 +404,30 @@ fn own_fields(text: &str, class: &ast::StmtClassDef, context: &TypeContext<'_>) 
             }
             Some(value) => field.class_default = default_for(text, value, Some(&field.field_type)),
         }
+        if field.description.is_none() {
+            // An attribute docstring (the string right after the field), as pydantic's
+            // `use_attribute_docstrings` and verifiers' configs document their fields.
+            field.description = attribute_docstring(class.body.get(index + 1));
+        }
         fields.push(field);
     }
     fields
+}
+
+fn attribute_docstring(next: Option<&Stmt>) -> Option<String> {
+    let Some(Stmt::Expr(ast::StmtExpr { value, .. })) = next else {
+        return None;
+    };
+    let Expr::StringLiteral(literal) = value.as_ref() else {
+        return None;
+    };
+    let text = literal
+        .value
+        .to_str()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    (!text.is_empty()).then_some(text)
 }
 
 fn is_class_var(annotation: &Expr) -> bool {

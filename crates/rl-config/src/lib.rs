@@ -24,7 +24,7 @@ pub use lookup::{FoundEnvironment, find_environment, unlisted_in_subfolders};
 pub use new_run::{run_selection, sha256_hex};
 /// How an environment's file runs (a script, or a module of its package): discovery's answer,
 /// which a run's record and a pre-flight's command both use.
-pub use rl_discovery::{PackageModule, package_module};
+pub use rl_discovery::{EnvironmentKind, PackageModule, package_module, run_module};
 pub use run_setting::RunSetting;
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use service::{

@@ -185,7 +185,7 @@ impl RunEnvironment {
             path: file.clone(),
             source,
         })?;
-        let package = rl_discovery::package_module(&file).map(|package| RunPackage {
+        let package = rl_discovery::run_module(environment.kind, &file).map(|package| RunPackage {
             root: package.root,
             module: package.name,
         });

@@ -144,6 +144,7 @@ impl ConfigService {
                 class_name: env.class_name.clone(),
                 file: env.file.clone(),
                 environments_dir: scan.root.clone(),
+                kind: env.kind,
             },
             wandb_name: format!("{}-{}", env.name, now.strftime("%Y%m%d-%H%M%S")),
             selected_at: now.timestamp().to_string(),

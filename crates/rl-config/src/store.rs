@@ -36,6 +36,9 @@ pub struct SelectedEnvironment {
     /// Relative to `environments_dir`.
     pub file: String,
     pub environments_dir: PathBuf,
+    /// Which API it is written against (selections made before verifiers: Atropos).
+    #[serde(default)]
+    pub kind: rl_settings::EnvironmentKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

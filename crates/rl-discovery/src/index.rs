@@ -27,7 +27,8 @@ pub enum ClassTarget {
 /// Where an environment's facts came from, for the questions above.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Origin {
-    pub class: ClassId,
+    /// `None` for a verifiers v0 environment: a function, not a class.
+    pub class: Option<ClassId>,
     /// The module in which the config class is named, and the reference as written there.
     pub config_ref: Option<(usize, Dotted)>,
     /// The nearest class (itself or a scanned ancestor) that defines `config_init`.
@@ -99,9 +100,9 @@ impl Scan {
             .map(|id| self.index.location(id))
     }
 
-    /// The location of `env`'s own class statement.
-    pub fn class_location(&self, env: &Environment) -> ClassLocation {
-        self.index.location(env.origin.class)
+    /// The location of `env`'s own class statement (none for a verifiers v0 environment).
+    pub fn class_location(&self, env: &Environment) -> Option<ClassLocation> {
+        env.origin.class.map(|id| self.index.location(id))
     }
 
     /// The bases of a scanned class, resolved, in the order written.

@@ -22,6 +22,7 @@ mod parse;
 mod resolve;
 mod source;
 mod summary;
+mod verifiers;
 mod walk;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,8 +39,10 @@ pub use module_names::{RUNTIME_DEPENDENCIES, STANDARD_LIBRARY_MODULES, Shadowed,
 pub use nesting::Nesting;
 pub use package::{PackageModule, package_module};
 pub use parse::{parse_python_expression, parse_python_module};
+pub use rl_settings::EnvironmentKind;
 pub use source::{MAX_SOURCE_BYTES, read_python_source};
 pub use summary::dotted as dotted_name;
+pub use verifiers::{Project, entry_module, run_module};
 
 use resolve::{Ancestor, ParsedModule, Resolver};
 
@@ -106,6 +109,10 @@ pub struct Environment {
     /// Ancestors up to the atroposlib base reached: scanned classes as `Class (file:line)`,
     /// atroposlib's own by qualified name.
     pub bases: Vec<String>,
+    /// Which API it is written against.
+    pub kind: EnvironmentKind,
+    /// The verifiers package (its `pyproject.toml`) holding it, if any.
+    pub project: Option<Project>,
     origin: index::Origin,
 }
 
@@ -141,6 +148,8 @@ impl std::fmt::Debug for Environment {
             .field("has_config_init", &self.has_config_init)
             .field("runnable", &self.runnable)
             .field("bases", &self.bases)
+            .field("kind", &self.kind)
+            .field("project", &self.project)
             .finish_non_exhaustive()
     }
 }
@@ -165,6 +174,8 @@ pub enum ConfigClassSource {
     ConfigInitAnnotation,
     /// Taken from an ancestor environment.
     Inherited { from: String },
+    /// The second argument of `vf.Taskset[Task, Config]` (a verifiers v1 taskset).
+    TasksetArgument,
     /// Nothing says otherwise: atroposlib's `BaseEnvConfig` (or the known base's own config).
     Default,
 }
@@ -263,7 +274,8 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<Scan, DiscoveryError> 
     skipped.sort_by(|a, b| a.file.cmp(&b.file));
 
     let mut warnings = Vec::new();
-    let mut environments = collect_environments(&modules, &module_files, &mut warnings);
+    let mut environments =
+        collect_environments(&modules, &module_files, &listing.projects, &mut warnings);
     let run_folders: BTreeSet<&str> = environments
         .iter()
         .map(|env| folder_of(&env.file))
@@ -346,16 +358,29 @@ fn is_listed(file: &str) -> bool {
     !file.rsplit('/').next().unwrap_or(file).starts_with('_')
 }
 
+/// A package's `__init__.py` is where a verifiers environment may live, never an Atropos one
+/// (the original tool's rule for files starting with `_`).
+fn is_package_init(file: &str) -> bool {
+    file.rsplit('/').next() == Some("__init__.py")
+}
+
 fn collect_environments(
     modules: &[ParsedModule],
     files: &[&str],
+    projects: &BTreeMap<String, Project>,
     warnings: &mut Vec<FileWarning>,
 ) -> Vec<Environment> {
     let mut resolver = Resolver::new(modules);
     let mut environments = Vec::new();
     for (module_index, module) in modules.iter().enumerate() {
-        if !is_listed(files[module_index]) {
+        let file = files[module_index];
+        let listed = is_listed(file);
+        if !listed && !is_package_init(file) {
             continue;
+        }
+        let project = verifiers::project_of(projects, file);
+        if verifiers::is_legacy_environment(&module.summary) {
+            environments.push(describe_legacy(module, file, project));
         }
         // A class defined twice in one file (try/except fallbacks) is one environment: the
         // first definition, which is the one that runs when its imports succeed.
@@ -382,15 +407,80 @@ fn collect_environments(
             if first_definition.insert(&class.name, class_index).is_some() {
                 continue;
             }
-            environments.push(describe(
+            let env = describe(
                 modules,
                 files,
                 (module_index, class_index),
                 &ancestry,
-            ));
+                project,
+            );
+            if listed || env.kind != EnvironmentKind::Atropos {
+                environments.push(env);
+            }
         }
     }
     environments
+}
+
+/// A verifiers v0 environment: its module's `load_environment`, whose keyword arguments are
+/// its settings.
+fn describe_legacy(module: &ParsedModule, file: &str, project: Option<&Project>) -> Environment {
+    let summary = &module.summary;
+    Environment {
+        name: verifiers_name(project, file),
+        name_source: NameSource::FileStem,
+        key: String::new(),
+        class_name: LOAD_ENVIRONMENT.to_owned(),
+        file: file.to_owned(),
+        line: summary.load_environment.unwrap_or(1),
+        description: summary
+            .docstring_first_line
+            .clone()
+            .or_else(|| project.and_then(|p| p.description.clone()))
+            .unwrap_or_else(|| format!("verifiers environment from {file}")),
+        has_docstring: summary.docstring_first_line.is_some(),
+        config_class: LOAD_ENVIRONMENT.to_owned(),
+        config_class_source: ConfigClassSource::Default,
+        has_config_init: false,
+        runnable: true,
+        bases: Vec::new(),
+        kind: EnvironmentKind::VerifiersV0,
+        project: project.cloned(),
+        origin: index::Origin::default(),
+    }
+}
+
+/// What a v0 environment's `class_name` and `config_class` say: its settings are that
+/// function's keyword arguments.
+pub const LOAD_ENVIRONMENT: &str = "load_environment";
+
+/// A verifiers environment is called by its package's name (`[project] name`), else by its
+/// module's (the file's stem, or its package's folder for `__init__.py`).
+fn verifiers_name(project: Option<&Project>, file: &str) -> String {
+    if let Some(project) = project {
+        return project.name.clone();
+    }
+    let module = file.trim_end_matches(".py");
+    let module = module.strip_suffix("/__init__").unwrap_or(module);
+    module.rsplit('/').next().unwrap_or(module).to_owned()
+}
+
+/// A v1 taskset is named for its package (`pkg/taskset.py` → `pkg`) when no project names it.
+fn package_folder(file: &str) -> Option<&str> {
+    file.rsplit_once('/').map(|(folder, _)| folder)
+}
+
+/// A v1 taskset's config class: the second argument of the `Taskset[Task, Config]` it
+/// subscripts.
+fn taskset_config_argument(class: &summary::ClassSummary) -> Option<summary::Dotted> {
+    class
+        .bases
+        .iter()
+        .zip(&class.base_arguments)
+        .find(|(base, arguments)| {
+            base.last().is_some_and(|b| b == "Taskset") && arguments.len() >= 2
+        })
+        .map(|(_, arguments)| arguments[1].clone())
 }
 
 fn describe(
@@ -398,6 +488,7 @@ fn describe(
     files: &[&str],
     (module_index, class_index): resolve::ClassId,
     ancestry: &[Ancestor],
+    project: Option<&Project>,
 ) -> Environment {
     let file = files[module_index];
     let module = &modules[module_index];
@@ -417,19 +508,33 @@ fn describe(
             },
         ))
     };
+    let kind = ancestry
+        .last()
+        .and_then(|root| match root {
+            Ancestor::External(name) => known::known_base(name).map(|base| base.kind),
+            Ancestor::Scanned(_) => None,
+        })
+        .unwrap_or_default();
+    // Where the config class is named: atroposlib's `env_config_cls` or `config_init`'s
+    // annotation; a taskset's `Taskset[Task, Config]`.
     let declares_config = chain().find_map(|(m, c)| {
         let declaring = &modules[m].summary.classes[c];
-        let reference = declaring
-            .env_config_cls
-            .as_ref()
-            .or(declaring.config_init_returns.as_ref())?;
-        Some(((m, c), declaring, reference.clone()))
+        let reference = match kind {
+            EnvironmentKind::VerifiersV1 => taskset_config_argument(declaring),
+            _ => declaring
+                .env_config_cls
+                .clone()
+                .or_else(|| declaring.config_init_returns.clone()),
+        }?;
+        Some(((m, c), declaring, reference))
     });
     let config_init_class = chain().find(|&(m, c)| modules[m].summary.classes[c].has_config_init);
 
     let (config_class, config_class_source) = match &declares_config {
         Some((id, _, reference)) if *id == (module_index, class_index) => {
-            let source = if class.env_config_cls.is_some() {
+            let source = if kind == EnvironmentKind::VerifiersV1 {
+                ConfigClassSource::TasksetArgument
+            } else if class.env_config_cls.is_some() {
                 ConfigClassSource::EnvConfigCls
             } else {
                 ConfigClassSource::ConfigInitAnnotation
@@ -466,12 +571,14 @@ fn describe(
         })
         .collect();
 
+    let verifiers = kind != EnvironmentKind::Atropos;
     Environment {
-        name: class
-            .name_attribute
-            .clone()
-            .unwrap_or_else(|| stem.to_owned()),
-        name_source: if class.name_attribute.is_some() {
+        name: match (&class.name_attribute, verifiers) {
+            (_, true) => verifiers_name(project, package_folder(file).unwrap_or(file)),
+            (Some(name), false) => name.clone(),
+            (None, false) => stem.to_owned(),
+        },
+        name_source: if class.name_attribute.is_some() && !verifiers {
             NameSource::Attribute
         } else {
             NameSource::FileStem
@@ -483,15 +590,23 @@ fn describe(
         description: class
             .docstring_first_line
             .clone()
+            .or_else(|| {
+                project
+                    .filter(|_| verifiers)
+                    .and_then(|p| p.description.clone())
+            })
             .unwrap_or_else(|| format!("{} from {}", class.name, file)),
         has_docstring: class.docstring_first_line.is_some(),
         config_class,
         config_class_source,
         has_config_init: config_init_class.is_some(),
-        runnable: module.summary.cli_classes.contains(&class.name),
+        // A taskset runs through rl_verifiers, never as a script.
+        runnable: verifiers || module.summary.cli_classes.contains(&class.name),
         bases,
+        kind,
+        project: project.filter(|_| verifiers).cloned(),
         origin: index::Origin {
-            class: (module_index, class_index),
+            class: Some((module_index, class_index)),
             config_ref,
             config_init_class,
         },

@@ -274,7 +274,7 @@ impl<'a> Resolver<'a> {
         };
         if module_path
             .first()
-            .is_some_and(|first| first == "atroposlib")
+            .is_some_and(|first| crate::known::is_known_package(first))
         {
             let module = module_path.join(".");
             let canonical = is_known_env_base(Some(&module), name)

@@ -28,6 +28,9 @@ pub(crate) struct ModuleSummary {
     /// Every import statement of the file, in functions and classes too (they run when
     /// called): how the file must be started for them to resolve (`package.rs`).
     pub imports: Vec<Import>,
+    /// The line of a module-level `def load_environment`: a verifiers v0 environment's entry.
+    pub load_environment: Option<u32>,
+    pub docstring_first_line: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +61,9 @@ pub(crate) struct ClassSummary {
     pub offset: u32,
     pub line: u32,
     pub bases: Vec<Dotted>,
+    /// The references subscripting each of `bases` (`vf.Taskset[MyTask, MyConfig]` →
+    /// `[MyTask, MyConfig]`), empty where a base is not subscripted.
+    pub base_arguments: Vec<Vec<Dotted>>,
     pub docstring_first_line: Option<String>,
     pub name_attribute: Option<String>,
     pub env_config_cls: Option<Dotted>,
@@ -72,6 +78,7 @@ pub(crate) fn summarize(text: &str) -> Result<ModuleSummary, SkipReason> {
     let mut summary = ModuleSummary::default();
     collect_module_level(&module.body, &lines, &mut summary);
     summary.imports = imports::collect(&module.body);
+    summary.docstring_first_line = docstring_first_line(&module.body);
     Ok(summary)
 }
 
@@ -117,6 +124,9 @@ fn collect_module_level(body: &[Stmt], lines: &LineIndex, summary: &mut ModuleSu
                     };
                     summary.bind(&local, offset, BindingTarget::ImportedModule { module });
                 }
+            }
+            Stmt::FunctionDef(function) if function.name.as_str() == "load_environment" => {
+                summary.load_environment = Some(lines.line_of(function.name.start().to_u32()));
             }
             Stmt::If(stmt_if) => {
                 if is_main_guard(&stmt_if.test) {
@@ -165,11 +175,17 @@ impl ModuleSummary {
 }
 
 fn summarize_class(class: &ast::StmtClassDef, lines: &LineIndex) -> ClassSummary {
+    let (bases, base_arguments) = class
+        .bases()
+        .iter()
+        .filter_map(|base| Some((base_reference(base)?, base_arguments(base))))
+        .unzip();
     let mut summary = ClassSummary {
         name: class.name.to_string(),
         offset: class.start().to_u32(),
         line: lines.line_of(class.name.start().to_u32()),
-        bases: class.bases().iter().filter_map(base_reference).collect(),
+        bases,
+        base_arguments,
         docstring_first_line: docstring_first_line(&class.body),
         name_attribute: None,
         env_config_cls: None,
@@ -222,6 +238,18 @@ fn base_reference(expr: &Expr) -> Option<Dotted> {
     match expr {
         Expr::Subscript(subscript) => dotted(&subscript.value),
         other => dotted(other),
+    }
+}
+
+/// The references a subscripted base is given (`Base[A, b.C]` → `[A, b.C]`), in order; an
+/// argument that is no reference (a literal, a nested subscript) is left out.
+fn base_arguments(expr: &Expr) -> Vec<Dotted> {
+    let Expr::Subscript(subscript) = expr else {
+        return Vec::new();
+    };
+    match subscript.slice.as_ref() {
+        Expr::Tuple(elements) => elements.elts.iter().filter_map(dotted).collect(),
+        single => dotted(single).into_iter().collect(),
     }
 }
 
@@ -382,6 +410,26 @@ mod tests {
                 vec!["Generic".to_owned()]
             ]
         );
+    }
+
+    #[test]
+    fn subscripted_bases_keep_their_arguments_and_load_environment_is_seen() {
+        let s = summary(
+            "\"\"\"Reverse text.\"\"\"\nclass T(vf.Taskset[MyTask, cfg.MyConfig], Other):\n    pass\ndef load_environment(n: int = 3):\n    pass\n",
+        );
+        let class = &s.classes[0];
+        assert_eq!(
+            class.base_arguments,
+            vec![
+                vec![
+                    vec!["MyTask".to_owned()],
+                    vec!["cfg".to_owned(), "MyConfig".to_owned()]
+                ],
+                vec![]
+            ]
+        );
+        assert_eq!(s.load_environment, Some(4));
+        assert_eq!(s.docstring_first_line.as_deref(), Some("Reverse text."));
     }
 
     #[test]

@@ -2,15 +2,23 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use walkdir::WalkDir;
 
+use crate::verifiers::{Project, project_in};
 use crate::{DiscoveryError, SkipReason, SkippedFile};
 
 pub(crate) struct Listing {
     /// Relative paths with `/` separators, sorted.
     pub files: Vec<String>,
     pub skipped: Vec<SkippedFile>,
+    /// The verifiers packages among the folders walked (by folder).
+    pub projects: BTreeMap<String, Project>,
 }
+
+/// How deep a top-level scan goes into a verifiers package folder (`env/pkg/sub/x.py`).
+const PACKAGE_DEPTH: usize = 6;
 
 pub(crate) fn check_root(root: &Path) -> Result<PathBuf, DiscoveryError> {
     let canonical = root.canonicalize().map_err(|source| match source.kind() {
@@ -35,20 +43,56 @@ pub(crate) fn check_root(root: &Path) -> Result<PathBuf, DiscoveryError> {
 }
 
 /// Links are followed (environment trees are often assembled from links), with walkdir's loop
-/// detection turning a loop into a skip reason instead of an endless walk.
+/// detection turning a loop into a skip reason instead of an endless walk. A top-level scan
+/// also walks the folders beside the files that are verifiers packages (a folder of
+/// environment packages is how verifiers environments are kept), and only those.
 pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
-    let walker = WalkDir::new(root)
-        .follow_links(true)
-        .max_depth(if recursive { usize::MAX } else { 1 })
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|entry| entry.depth() == 0 || !is_ignored_dir(entry));
     let mut listing = Listing {
         files: Vec::new(),
         skipped: Vec::new(),
+        projects: BTreeMap::new(),
     };
+    walk(
+        &mut listing,
+        root,
+        root,
+        if recursive { usize::MAX } else { 1 },
+    );
+    if !recursive {
+        let folders: Vec<String> = listing
+            .projects
+            .keys()
+            .filter(|f| !f.is_empty())
+            .cloned()
+            .collect();
+        for folder in folders {
+            walk(&mut listing, root, &root.join(&folder), PACKAGE_DEPTH);
+        }
+        listing.files.sort();
+        listing.skipped.sort_by(|a, b| a.file.cmp(&b.file));
+    }
+    listing
+}
+
+fn walk(listing: &mut Listing, root: &Path, start: &Path, max_depth: usize) {
+    let walker = WalkDir::new(start)
+        .follow_links(true)
+        .max_depth(max_depth)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|entry| entry.depth() == 0 || !is_ignored_dir(entry));
     for entry in walker {
         match entry {
+            Ok(entry) if entry.file_type().is_dir() && !has_py_extension(entry.path()) => {
+                // A top-level walk sees the folders beside the files (depth 1), where packages are.
+                let folder = relative(root, entry.path());
+                let folder = if folder == "." { String::new() } else { folder };
+                if !listing.projects.contains_key(&folder)
+                    && let Some(project) = project_in(root, &folder)
+                {
+                    listing.projects.insert(folder, project);
+                }
+            }
             Ok(entry) if entry.file_type().is_file() && has_py_extension(entry.path()) => {
                 let file = relative(root, entry.path());
                 let within_root = entry.path().strip_prefix(root).unwrap_or(entry.path());
@@ -96,7 +140,6 @@ pub(crate) fn python_files(root: &Path, recursive: bool) -> Listing {
             }
         }
     }
-    listing
 }
 
 fn is_ignored_dir(entry: &walkdir::DirEntry) -> bool {

@@ -99,7 +99,7 @@ pub fn model_job(plan: &PreflightPlan, index: usize, model: &str, test_dir: &Pat
     } = folder.model(index, model);
     // A package-style environment (relative imports of its siblings, or imports through its
     // top package) runs as a module of its package, as in a run.
-    let package = rl_config::package_module(&plan.env_file);
+    let package = rl_config::run_module(plan.kind, &plan.env_file);
     let env_file = plan.env_file.to_string_lossy().into_owned();
     // Through rl's runner when the plan has one (the held-out items need it).
     let runner = plan
@@ -149,6 +149,11 @@ pub fn model_job(plan: &PreflightPlan, index: usize, model: &str, test_dir: &Pat
             PythonLauncher::new(programs, &plan.child_environment)
                 .python_path(Imports::WithOperators),
         );
+        // Read by `rl_env` before it imports atroposlib (a verifiers Python has none).
+        env.push((
+            rl_settings::KIND_VARIABLE.to_owned(),
+            plan.kind.as_str().to_owned(),
+        ));
         if let Some(package) = &package {
             env.push((MODULE_VARIABLE.to_owned(), package.name.clone()));
             env.push((
@@ -239,6 +244,7 @@ mod tests {
         PreflightPlan {
             environment: "arithmetic@arithmetic_env.py".to_owned(),
             env_file: "/tree/envs/arithmetic_env.py".into(),
+            kind: rl_settings::EnvironmentKind::Atropos,
             python: "/venv/bin/python".into(),
             working_dir: "/tree".into(),
             models: vec!["a/b".to_owned()],

@@ -88,6 +88,10 @@ pub struct PreflightPlan {
     /// The selected environment's key (`name@file.py`).
     pub environment: String,
     pub env_file: PathBuf,
+    /// Which API it is written against: how it runs (`rl_discovery::run_module`) and what
+    /// rl's environment runner is told (`RL_ENV_KIND`).
+    pub kind: rl_settings::EnvironmentKind,
+    /// The Python it runs in (a verifiers environment's own).
     pub python: PathBuf,
     /// Where the environment runs from (the tinker-atropos tree, as for training).
     pub working_dir: PathBuf,
@@ -148,6 +152,9 @@ pub struct PreflightRequest {
     /// rl's environment runner, installed: every model then runs through it (its groups
     /// counted).
     pub runner: Option<PathBuf>,
+    /// The Python the environment runs in when it is not the run's (a verifiers
+    /// environment's own: `rl_settings::environment_python`).
+    pub python: Option<PathBuf>,
 }
 
 impl PreflightRequest {
@@ -170,6 +177,7 @@ impl PreflightRequest {
             server: None,
             held_out: None,
             runner: None,
+            python: None,
         }
     }
 }
@@ -221,7 +229,8 @@ impl PreflightPlan {
         Ok(Self {
             environment: selection.environment.key.clone(),
             env_file,
-            python: settings.python.clone(),
+            kind: selection.environment.kind,
+            python: request.python.unwrap_or_else(|| settings.python.clone()),
             working_dir,
             models: request.models,
             endpoint: request.endpoint,

@@ -131,6 +131,10 @@ pub struct WrittenConfig {
     pub environment: String,
     /// The environment's Python file, which the env component runs.
     pub env_file: PathBuf,
+    /// Which API it is written against (`rl_env` is told: `RL_ENV_KIND`).
+    pub environment_kind: rl_settings::EnvironmentKind,
+    /// The Python that runs it: the env component's `{python}` (the run's own for Atropos).
+    pub env_python: PathBuf,
     /// The run it continues, when it resumes one.
     pub resumed_from: Option<Lineage>,
     /// The sweep point it is made of.
@@ -301,7 +305,17 @@ impl Runs {
                 Component::Trainer => &settings.commands.trainer,
                 Component::Env => &settings.commands.env,
             };
-            let mut argv = render(component, template, &values)?.into_iter();
+            // The environment runs in its own Python (a verifiers environment's venv).
+            let env_values;
+            let values = if component == Component::Env {
+                env_values = values
+                    .clone()
+                    .with("python", written.env_python.to_string_lossy());
+                &env_values
+            } else {
+                &values
+            };
+            let mut argv = render(component, template, values)?.into_iter();
             let program = PathBuf::from(argv.next().unwrap_or_default());
             let args: Vec<String> = argv.collect();
             let variables::ComponentVariables { env, env_remove } = variables::of_component(
@@ -315,6 +329,7 @@ impl Runs {
                     launcher: &launcher,
                     evaluate,
                     local_engine: engine_port.is_some(),
+                    environment_kind: written.environment_kind,
                 },
             )?;
             components.push(LaunchSpec {

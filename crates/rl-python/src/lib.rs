@@ -20,12 +20,26 @@ pub use launch::{Imports, ProgramCommand, PythonLauncher, python_path_of};
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
 
 /// The packages rl installs from [`PROGRAMS`]; anything else there (tests) stays behind.
-const PACKAGES: [&str; 3] = ["rl_trainer", "rl_engine", "rl_env"];
+const PACKAGES: [&str; 4] = ["rl_trainer", "rl_engine", "rl_env", "rl_verifiers"];
 
 /// What rl's trainer imports beyond the standard library, in the Python that runs atroposlib.
 pub const TRAINER_REQUIREMENTS: &str = include_str!("../requirements/trainer.txt");
 /// The local engine's own Python: skyrl-tx and CPU JAX, kept apart from atroposlib's pins.
 pub const ENGINE_REQUIREMENTS: &str = include_str!("../requirements/engine.txt");
+/// A verifiers v1 environment's own Python (verifiers 0.4.0 and uv), pinned.
+pub const VERIFIERS_V1_REQUIREMENTS: &str = include_str!("../requirements/verifiers-v1.txt");
+/// A verifiers v0 (legacy API) environment's own Python (verifiers 0.3.1), pinned.
+pub const VERIFIERS_V0_REQUIREMENTS: &str = include_str!("../requirements/verifiers-v0.txt");
+
+/// The pins of an environment's own Python, for the kinds that have one.
+pub fn own_requirements(kind: rl_settings::EnvironmentKind) -> Option<&'static str> {
+    match kind {
+        rl_settings::EnvironmentKind::Atropos => None,
+        rl_settings::EnvironmentKind::VerifiersV1 => Some(VERIFIERS_V1_REQUIREMENTS),
+        rl_settings::EnvironmentKind::VerifiersV0 => Some(VERIFIERS_V0_REQUIREMENTS),
+    }
+}
+
 /// The Atropos library the environments, run-api and rl's trainer run on.
 pub const ATROPOSLIB: Pin = Pin {
     name: "atroposlib",

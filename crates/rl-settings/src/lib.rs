@@ -3,8 +3,10 @@
 //! folders, a run's config file (the YAML the environment and the trainer read), and how rl
 //! writes and locks files so that several processes share them safely.
 
+mod environment_python;
 mod error;
 mod files;
+mod kind;
 mod run_config;
 mod run_folder;
 mod run_id;
@@ -14,10 +16,14 @@ mod settings_file;
 pub mod trainer;
 mod value;
 
+pub use environment_python::{
+    ENVIRONMENTS_DIR, VENVS_DIR, environment_file_name, environment_python, own_environment_venv,
+};
 pub use error::SettingsError;
 pub use files::{
     create_private_dir, file_kind, lock_exclusive, read_text, refuse_special_file, write_atomically,
 };
+pub use kind::{EnvironmentKind, KIND_VARIABLE};
 pub use run_config::{RunConfig, RunEndpoints, RunWandb};
 pub use run_folder::RunFolder;
 pub use run_id::{RunId, SweepId, run_dir};
@@ -26,7 +32,7 @@ pub use settings::{
     Backend, Caps, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,
     DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings, HOSTED_TINKER_URL, HeldOut,
     InferenceSettings, Locked, Prices, RunPrices, RunTiming, SETTINGS_FILE, Settings,
-    SlurmSettings, TokenPrices, default_home,
+    SlurmSettings, TokenPrices, VerifiersSettings, default_home,
 };
 pub use settings_file::{SettingEdit, read_setting, write_settings};
 pub use trainer::Trainer;

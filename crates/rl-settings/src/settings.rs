@@ -22,7 +22,7 @@ pub use costs::{Caps, Prices, RunPrices, TokenPrices};
 pub use defaults::{Commands, Locked};
 pub use tables::{
     Backend, CheckpointPolicy, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES, EngineKind, EngineSettings,
-    HOSTED_TINKER_URL, HeldOut, InferenceSettings, RunTiming, SlurmSettings,
+    HOSTED_TINKER_URL, HeldOut, InferenceSettings, RunTiming, SlurmSettings, VerifiersSettings,
 };
 
 /// The file in the state directory that holds the operator's settings.
@@ -88,6 +88,8 @@ pub struct Settings {
     pub prices: Prices,
     /// The most a run may spend, in money, tokens or hours (none by default).
     pub caps: Caps,
+    /// Shared Pythons for verifiers environments without one of their own.
+    pub verifiers: VerifiersSettings,
 }
 
 impl Default for Settings {
@@ -115,6 +117,7 @@ impl Default for Settings {
             held_out: HeldOut::default(),
             prices: Prices::default(),
             caps: Caps::default(),
+            verifiers: VerifiersSettings::default(),
         }
     }
 }
@@ -232,7 +235,7 @@ impl Settings {
 }
 
 /// `RL_*` variables that configure something other than these settings.
-const NOT_SETTINGS: &[&str] = &["RL_HOME", "RL_TEST_PYTHON"];
+const NOT_SETTINGS: &[&str] = &["RL_HOME", "RL_TEST_PYTHON", crate::KIND_VARIABLE];
 
 /// A key of `config.toml` that no setting reads is a mistake (a misspelling, a key outside its
 /// table): silently ignored, it would leave the operator believing a run is configured as they

@@ -14,6 +14,7 @@ use crate::ToolsError;
 use crate::answers::DependenciesView;
 use crate::python_probe::last_line_of;
 use crate::setup::Installer;
+use rl_settings::EnvironmentKind;
 
 /// One line of a requirements file: a package, pinned (`name==version`) or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +60,7 @@ pub fn read_requirements(text: &str) -> Vec<Requirement> {
 pub struct Dependencies {
     /// The name `rl setup --env` takes.
     pub environment: String,
+    pub kind: EnvironmentKind,
     pub python: PathBuf,
     pub env_file: PathBuf,
     /// Top-level modules it imports that the Python cannot find.
@@ -69,12 +71,17 @@ pub struct Dependencies {
     pub requirements: Option<PathBuf>,
     /// Its requirements missing or at another version: `name==version (found …)`.
     pub unmet_requirements: Vec<String>,
+    /// Why the Python itself cannot run it: a verifiers environment without a Python of its
+    /// own, or one without its kind of verifiers.
+    pub python_problem: Option<String>,
 }
 
 impl Dependencies {
     /// The Python can import everything the environment asks for.
     pub fn ready(&self) -> bool {
-        self.missing_imports.is_empty() && self.unmet_requirements.is_empty()
+        self.python_problem.is_none()
+            && self.missing_imports.is_empty()
+            && self.unmet_requirements.is_empty()
     }
 
     /// The command that installs what is missing.
@@ -84,7 +91,7 @@ impl Dependencies {
 
     /// What is missing, in words.
     pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
+        let mut parts: Vec<String> = self.python_problem.iter().cloned().collect();
         if !self.missing_imports.is_empty() {
             parts.push(format!(
                 "{} cannot import {}",
@@ -107,13 +114,17 @@ impl Dependencies {
     /// The answer's view: `None` when there is nothing to say (every import found, no
     /// requirements file).
     pub fn view(&self) -> Option<DependenciesView> {
-        let something_to_say =
-            !self.ready() || self.requirements.is_some() || !self.missing_optional.is_empty();
+        let something_to_say = !self.ready()
+            || self.requirements.is_some()
+            || !self.missing_optional.is_empty()
+            || self.kind.has_own_python();
         something_to_say.then(|| DependenciesView {
             missing_imports: self.missing_imports.clone(),
             missing_optional_imports: self.missing_optional.clone(),
             requirements: self.requirements.clone(),
             unmet_requirements: self.unmet_requirements.clone(),
+            python: self.python.clone(),
+            python_problem: self.python_problem.clone(),
             fix: (!self.ready()).then(|| self.fix()),
         })
     }
@@ -141,27 +152,53 @@ print(json.dumps(found))\n";
 /// the Python cannot be asked, or it lacks atroposlib itself (not a run's Python: the health
 /// check names that).
 pub fn check(python: &Path, env_file: &Path, environment: &str) -> Option<Dependencies> {
+    check_kind(python, env_file, environment, EnvironmentKind::Atropos)
+}
+
+/// The module whose absence makes a Python none of `kind`'s: atroposlib for an Atropos
+/// environment; verifiers' v1 API, or its legacy API (`verifiers.envs`, which verifiers 0.4
+/// no longer has), for a verifiers one.
+pub(crate) fn kind_module(kind: EnvironmentKind) -> &'static str {
+    match kind {
+        EnvironmentKind::Atropos => "atroposlib",
+        EnvironmentKind::VerifiersV1 => "verifiers.v1",
+        EnvironmentKind::VerifiersV0 => "verifiers.envs",
+    }
+}
+
+/// [`check`] for an environment of `kind`, asked from the folder it runs from (a verifiers
+/// environment's package root, so its own package is found as the run will find it).
+pub fn check_kind(
+    python: &Path,
+    env_file: &Path,
+    environment: &str,
+    kind: EnvironmentKind,
+) -> Option<Dependencies> {
     let imports = rl_discovery::external_imports(env_file);
     let requirements = match &imports.requirements {
         Some(file) => read_requirements(&std::fs::read_to_string(file).ok()?),
         None => Vec::new(),
     };
+    let required = kind_module(kind);
     let mut modules: Vec<String> = imports
         .modules
         .iter()
         .chain(&imports.optional)
         .cloned()
         .collect();
-    if !modules.iter().any(|name| name == "atroposlib") {
-        modules.push("atroposlib".to_owned());
+    if !modules.iter().any(|name| name == required) {
+        modules.push(required.to_owned());
     }
     let mut args = vec!["-c".to_owned(), PROBE.to_owned()];
     args.extend(modules.iter().cloned());
     args.push("--".to_owned());
     args.extend(requirements.iter().map(|r| r.name.clone()));
-    let line = last_line_of(python, &args, env_file.parent()).ok()?;
+    let folder = rl_discovery::run_module(kind, env_file)
+        .filter(|_| kind.has_own_python())
+        .map(|module| module.root);
+    let line = last_line_of(python, &args, folder.as_deref().or(env_file.parent())).ok()?;
     let found: Found = serde_json::from_str(&line).ok()?;
-    if found.modules.get("atroposlib") != Some(&true) {
+    if found.modules.get(required) != Some(&true) {
         return None;
     }
     let missing = |names: &[String]| -> Vec<String> {
@@ -196,13 +233,57 @@ pub fn check(python: &Path, env_file: &Path, environment: &str) -> Option<Depend
         .collect();
     Some(Dependencies {
         environment: environment.to_owned(),
+        kind,
         python: python.to_owned(),
         env_file: env_file.to_owned(),
         missing_imports,
         missing_optional,
         requirements: imports.requirements,
         unmet_requirements,
+        python_problem: None,
     })
+}
+
+/// What environment `name` of `kind` (in `env_file`) lacks, asked of the Python it runs in
+/// (`rl_settings::environment_python`): the one question a run's start, a resume, a
+/// pre-flight, `rl envs show` and `rl doctor` ask. `None` when there is nothing to judge by
+/// (an Atropos environment's Python that cannot be asked, or lacks atroposlib: the health
+/// check names that); a verifiers environment without a Python of its kind is a problem.
+pub fn examine(
+    home: &Path,
+    settings: &rl_settings::Settings,
+    env_file: &Path,
+    name: &str,
+    kind: EnvironmentKind,
+) -> Option<Dependencies> {
+    let problem = |python: PathBuf, why: String| Dependencies {
+        environment: name.to_owned(),
+        kind,
+        python,
+        env_file: env_file.to_owned(),
+        missing_imports: Vec::new(),
+        missing_optional: Vec::new(),
+        requirements: None,
+        unmet_requirements: Vec::new(),
+        python_problem: Some(why),
+    };
+    let Some(python) = rl_settings::environment_python(home, settings, kind, name) else {
+        return Some(problem(
+            rl_settings::own_environment_venv(home, name),
+            format!("it is a {kind} environment and has no Python of its own yet"),
+        ));
+    };
+    match check_kind(&python, env_file, name, kind) {
+        None if kind.has_own_python() => {
+            let why = format!(
+                "{} cannot import {} (a {kind} environment needs it)",
+                python.display(),
+                kind_module(kind)
+            );
+            Some(problem(python, why))
+        }
+        found => found,
+    }
 }
 
 /// What `install` did.
@@ -216,9 +297,6 @@ pub struct Installed {
     /// The file that records them.
     pub record: Option<PathBuf>,
 }
-
-/// The folder, under `<home>/venvs/`, of what each environment had installed.
-const RECORDS: &str = "environments";
 
 /// Installs what `deps` lacks into its Python: the requirements file as written (pinned as it
 /// says) when the environment has one, else its missing imports by name. Then the versions the
@@ -239,8 +317,8 @@ pub fn install(
             record: None,
         });
     }
-    let venvs = home.join("venvs");
-    let records = venvs.join(RECORDS);
+    let venvs = home.join(rl_settings::VENVS_DIR);
+    let records = venvs.join(rl_settings::ENVIRONMENTS_DIR);
     std::fs::create_dir_all(&records).map_err(|source| ToolsError::Io {
         action: "create",
         path: records.clone(),
@@ -271,7 +349,7 @@ pub fn install(
     ));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     installer.install(&deps.python, &args, &log)?;
-    let after = check(&deps.python, &deps.env_file, name).ok_or_else(|| {
+    let after = check_kind(&deps.python, &deps.env_file, name, deps.kind).ok_or_else(|| {
         ToolsError::Internal(format!(
             "{} could not be asked what it holds after installing",
             deps.python.display()
@@ -291,7 +369,7 @@ pub fn install(
             None => package.clone(),
         })
         .collect();
-    let record = records.join(format!("{}.txt", file_name(name)));
+    let record = records.join(format!("{}.txt", rl_settings::environment_file_name(name)));
     let mut text = format!(
         "# What `rl setup --env {name}` installed into {} for {}{}; as installed.\n",
         deps.python.display(),
@@ -318,19 +396,6 @@ pub fn install(
         packages,
         record: Some(record),
     })
-}
-
-/// An environment's name or key as a file name.
-fn file_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

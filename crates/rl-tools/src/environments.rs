@@ -35,23 +35,63 @@ impl Tools {
         let (scan, env) = (&found.scan, found.environment());
         let mut detail = EnvironmentDetail::new(env, &scan.root);
         detail.dependencies = self
-            .dependencies(&detail.file_path, &selectable_name(scan, env))
+            .dependencies(&detail.file_path, &selectable_name(scan, env), env.kind)
             .and_then(|deps| deps.view());
         Ok(detail)
     }
 
-    /// The environment in `file` against the run's Python: `None` when there is nothing to
-    /// judge by (see [`env_dependencies::check`]).
-    pub fn dependencies(&self, file: &Path, name: &str) -> Option<Dependencies> {
-        env_dependencies::check(&self.settings().ok()?.python, file, name)
+    /// The environment in `file` against the Python it runs in: `None` when there is nothing
+    /// to judge by (see [`env_dependencies::examine`]).
+    pub fn dependencies(
+        &self,
+        file: &Path,
+        name: &str,
+        kind: rl_settings::EnvironmentKind,
+    ) -> Option<Dependencies> {
+        env_dependencies::examine(self.home(), self.settings().ok()?, file, name, kind)
     }
 
-    /// Refuses an environment whose imports the run's Python cannot find (a run's start, a
-    /// resume), naming them and the fix.
+    /// The Python `selected` runs in (a verifiers environment's own), or the refusal naming
+    /// `rl setup --env NAME`.
+    pub(crate) fn environment_python(
+        &self,
+        selected: &SelectedEnvironment,
+    ) -> Result<std::path::PathBuf, ToolsError> {
+        rl_settings::environment_python(
+            self.home(),
+            self.settings()?,
+            selected.kind,
+            &selected.name,
+        )
+        .ok_or_else(|| ToolsError::MissingDependencies {
+            environment: selected.name.clone(),
+            missing: format!(
+                "it is a {} environment and has no Python of its own yet",
+                selected.kind
+            ),
+            fix: format!("rl setup --env {}", selected.name),
+        })
+    }
+
+    /// The Python a verifiers environment runs in (`None`: an Atropos environment runs in the
+    /// run's), or the refusal naming `rl setup --env NAME`.
+    pub(crate) fn own_python(
+        &self,
+        selected: &SelectedEnvironment,
+    ) -> Result<Option<std::path::PathBuf>, ToolsError> {
+        if !selected.kind.has_own_python() {
+            return Ok(None);
+        }
+        self.environment_python(selected).map(Some)
+    }
+
+    /// Refuses an environment whose imports the Python it runs in cannot find (a run's start,
+    /// a resume, a pre-flight), naming them and the fix.
     pub(crate) fn importable(&self, selected: &SelectedEnvironment) -> Result<(), ToolsError> {
         match self.dependencies(
             &selected.environments_dir.join(&selected.file),
             &selected.name,
+            selected.kind,
         ) {
             Some(deps) if !deps.ready() => Err(ToolsError::MissingDependencies {
                 environment: selected.name.clone(),
@@ -77,6 +117,7 @@ impl Tools {
                 line: env.line,
                 config_class: env.config_class.clone(),
                 runnable: env.runnable,
+                kind: env.kind,
             })
             .collect();
         let mut tips: Vec<String> = LIST_TIPS.iter().map(|tip| (*tip).to_owned()).collect();
@@ -105,7 +146,7 @@ impl Tools {
         let selected = &report.environment;
         let file_path = selected.environments_dir.join(&selected.file);
         let dependencies = self
-            .dependencies(&file_path, &selected.name)
+            .dependencies(&file_path, &selected.name, selected.kind)
             .and_then(|deps| deps.view());
         let first_run_advice =
             crate::first_run::advise(self.settings()?, &self.service()?.current()?);

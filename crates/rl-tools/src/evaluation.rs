@@ -60,6 +60,7 @@ impl Tools {
         let programs = rl_python::install(self.home())
             .map_err(|error| ToolsError::Internal(error.to_string()))?;
         test.runner = Some(programs.clone());
+        test.python = self.own_python(&selection.environment)?;
         if let Some(slice) = self.held_out_of(id) {
             test.held_out = Some(HeldOutItems { programs, slice });
         }

@@ -24,6 +24,7 @@ mod limits;
 mod long_calls;
 mod metrics;
 mod new_env;
+pub mod own_python;
 mod page;
 mod preflight;
 mod prompts;

@@ -179,6 +179,7 @@ impl Tools {
             rl_python::install(self.home())
                 .map_err(|error| ToolsError::Internal(error.to_string()))?,
         );
+        request.python = self.own_python(&selection.environment)?;
         request.use_wandb = options.use_wandb;
         if options.use_wandb {
             request.wandb_key = self.key("WANDB_API_KEY").map(Key);

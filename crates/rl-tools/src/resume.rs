@@ -223,6 +223,7 @@ impl Tools {
             Ok(written_config(
                 written.path,
                 &written.environment,
+                self.environment_python(&written.environment)?,
                 Some(lineage),
             ))
         })

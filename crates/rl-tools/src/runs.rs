@@ -85,7 +85,12 @@ impl Tools {
                 )?,
                 None => service.write_run_config(run_id, Some(endpoints), &caps, &plan.settings)?,
             };
-            let mut written = written_config(written.path, &written.selection.environment, None);
+            let mut written = written_config(
+                written.path,
+                &written.selection.environment,
+                self.environment_python(&written.selection.environment)?,
+                None,
+            );
             written.sweep.clone_from(&plan.sweep);
             Ok(written)
         })?;
@@ -368,12 +373,15 @@ pub(crate) struct RunPlan {
 pub(crate) fn written_config(
     path: PathBuf,
     environment: &SelectedEnvironment,
+    env_python: PathBuf,
     resumed_from: Option<Lineage>,
 ) -> WrittenConfig {
     WrittenConfig {
         path,
         environment: environment.key.clone(),
         env_file: environment.environments_dir.join(&environment.file),
+        environment_kind: environment.kind,
+        env_python,
         resumed_from,
         sweep: None,
     }

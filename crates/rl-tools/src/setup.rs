@@ -130,7 +130,7 @@ impl Installer {
         }
     }
 
-    fn create(&self, venv: &Path, log: &Path) -> Result<(), ToolsError> {
+    pub(crate) fn create(&self, venv: &Path, log: &Path) -> Result<(), ToolsError> {
         let mut command = match self {
             Self::Uv(uv) => {
                 let mut command = Command::new(uv);

@@ -8,6 +8,7 @@ mod lookup;
 mod python_parity;
 mod resolution;
 mod roots_and_files;
+mod verifiers_packages;
 
 use std::path::{Path, PathBuf};
 

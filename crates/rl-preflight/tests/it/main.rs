@@ -88,6 +88,7 @@ pub(crate) fn request_at(base_url: &str, models: &[&str]) -> PreflightRequest {
         server: None,
         held_out: None,
         runner: None,
+        python: None,
     }
 }
 

@@ -337,6 +337,7 @@ pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize
     PreflightPlan {
         environment: "shell@shell.py".to_owned(),
         env_file: working_dir.join("shell.py"),
+        kind: rl_settings::EnvironmentKind::Atropos,
         python: "/bin/false".into(),
         working_dir: working_dir.to_owned(),
         models: models.iter().map(|m| (*m).to_owned()).collect(),

@@ -21,6 +21,7 @@ pub(super) struct RunVariables<'a> {
     pub(super) launcher: &'a PythonLauncher<'a>,
     pub(super) evaluate: &'a EvaluateCommand,
     pub(super) local_engine: bool,
+    pub(super) environment_kind: rl_settings::EnvironmentKind,
 }
 
 /// A component's environment, as its [`crate::LaunchSpec`] holds it.
@@ -67,6 +68,11 @@ pub(super) fn of_component(
         // of training; `rl compare` asks it.
         Component::Env => {
             env.push(run.launcher.python_path(Imports::WithOperators));
+            // Read by `rl_env` before it imports atroposlib (a verifiers Python has none).
+            env.push((
+                rl_settings::KIND_VARIABLE.to_owned(),
+                run.environment_kind.as_str().to_owned(),
+            ));
             // `rl_env` counts the groups made there (the supervisor reads them).
             env.push((
                 crate::GROUPS_FILE_VARIABLE.to_owned(),

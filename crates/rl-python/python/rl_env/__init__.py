@@ -115,28 +115,35 @@ class Split:
 
     def attach(self, env) -> None:
         """Replaces `env.get_next_item` with the draw of this process's items."""
-        eval_split = callable(getattr(env, EVAL_METHOD, None))
+        eval_draw = getattr(env, EVAL_METHOD, None)
+        env.get_next_item = self.drawing(
+            env.get_next_item, eval_draw if callable(eval_draw) else None, owner=type(env).__name__
+        )
+
+    def drawing(self, draw, eval_draw=None, key=item_key, owner="the environment"):
+        """The async draw of this process's items (None once there are no more) over `draw`,
+        the environment's own async draw of every item, and `eval_draw`, its eval split's
+        (None: it has none). `key` is an item's identity (its content). The entry of any
+        runner, atroposlib's environments (`attach`) and rl_verifiers alike."""
         if self.items == TRAINING:
-            if eval_split or self.fraction <= 0.0:
-                self.source = "eval split kept apart by the environment" if eval_split else "every item"
+            if eval_draw is not None or self.fraction <= 0.0:
+                self.source = "eval split kept apart by the environment" if eval_draw is not None else "every item"
                 self.save()
-                return
+                return draw
             self.source = "items outside the held-out slice"
-            env.get_next_item = self._draw(env.get_next_item, wanted=True, once=False)
-        elif eval_split:
+            drawn = self._draw(draw, key, wanted=True, once=False)
+        elif eval_draw is not None:
             self.source = "eval split"
-            env.get_next_item = self._draw(getattr(env, EVAL_METHOD), wanted=None, once=True)
+            drawn = self._draw(eval_draw, key, wanted=None, once=True)
         else:
             if self.fraction <= 0.0:
-                raise ItemsError(
-                    f"no held-out slice: {FRACTION_VARIABLE} is 0 and {type(env).__name__} "
-                    f"has no {EVAL_METHOD}"
-                )
+                raise ItemsError(f"no held-out slice: {FRACTION_VARIABLE} is 0 and {owner} has no {EVAL_METHOD}")
             self.source = "held-out slice"
-            env.get_next_item = self._draw(env.get_next_item, wanted=False, once=True)
+            drawn = self._draw(draw, key, wanted=False, once=True)
         self.save()
+        return drawn
 
-    def _draw(self, draw, wanted, once):
+    def _draw(self, draw, key, wanted, once):
         """An async `get_next_item` over `draw`'s items: those whose slice membership is not
         `wanted` (None: any) skipped, and with `once` each item only the first time."""
 
@@ -146,11 +153,11 @@ class Split:
                 item = await draw()
                 if item is None:
                     return self.finish()
-                key = item_key(item)
-                fits = wanted is None or in_held_out(key, self.fraction, self.seed) != wanted
-                if fits and not (once and key in self.seen):
+                identity = key(item)
+                fits = wanted is None or in_held_out(identity, self.fraction, self.seed) != wanted
+                if fits and not (once and identity in self.seen):
                     if once:
-                        self.seen.add(key)
+                        self.seen.add(identity)
                     self.drawn += 1
                     self.save()
                     return item

@@ -127,7 +127,16 @@ def run_module(env_file: str, root: str, module: str) -> None:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
+KIND_VARIABLE = "RL_ENV_KIND"
+
+
 def main(argv: list[str]) -> int:
+    kind = os.environ.get(KIND_VARIABLE) or "atropos"
+    if kind != "atropos":
+        # A verifiers environment's own Python has no atroposlib: rl_verifiers speaks run-api itself.
+        import rl_verifiers
+
+        return rl_verifiers.main(kind, argv[0] if argv else "", argv[1:])
     if not argv or not argv[0].endswith(".py"):
         print("usage: python -m rl_env ENV_FILE.py serve|process|evaluate ARGS...", file=sys.stderr)
         return 2

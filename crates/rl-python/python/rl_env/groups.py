@@ -125,42 +125,54 @@ class GroupCounts:
         if self.invalid_first is None:
             self.invalid_first = describe_value(result)
 
-    def count_group(self, group) -> None:
+    def count_group(self, group) -> str:
+        """Counts one result as a group; how it ended: "none", "invalid", "too_long",
+        "with_signal" or "alike" (what a runner sending groups itself drops or sends by)."""
         if group is None:
             self.none += 1
-            return
+            return "none"
         scores = group.get("scores") if isinstance(group, dict) else None
         if scores is None:
             self.count_invalid(group)
-            return
+            return "invalid"
         scores = list(scores)
         tokens = group.get("tokens")
         if tokens is not None and len(tokens) != len(scores):
             self.count_invalid(group)
-            return
+            return "invalid"
         longest = max((len(sequence) for sequence in tokens or [] if hasattr(sequence, "__len__")), default=0)
         self.longest_sequence = max(self.longest_sequence, longest)
         # atroposlib's own test in `handle_send_to_api`: a sequence as long as the limit drops the group.
         if self.token_limit and self.token_limit > 0 and longest >= self.token_limit:
             self.too_long += 1
-            return
+            return "too_long"
         self.made += 1
         if len({score_key(score) for score in scores}) > 1:
             self.with_signal += 1
-            return
+            return "with_signal"
         self.alike += 1
         key = score_key(scores[0]) if scores else "none"
         if key not in self.alike_scores and len(self.alike_scores) >= MAX_SCORES:
             key = "other"
         self.alike_scores[key] = self.alike_scores.get(key, 0) + 1
+        return "alike"
 
     def count_failure(self, handler: str, error: BaseException) -> None:
         if handler == "collect_trajectories":
             self.failed += 1
+        self.count_error(handler, describe_error(error))
+
+    def count_error(self, handler: str, message: str) -> None:
+        """One error of `handler` (a runner's own name for where it arose), `message` its words."""
         entry = self.errors.setdefault(handler, {"count": 0, "first": None})
         entry["count"] += 1
         if entry["first"] is None:
-            entry["first"] = describe_error(error)
+            entry["first"] = shortened(message)
+        self.save()
+
+    def count_failed_call(self) -> None:
+        """One attempt at a group that ended without one through errors (counted apart)."""
+        self.failed += 1
         self.save()
 
     def as_dict(self) -> dict:
@@ -294,7 +306,10 @@ def measuring(method):
 
 
 def describe_error(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
+    return shortened(f"{type(error).__name__}: {error}")
+
+
+def shortened(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
 
 

@@ -6,22 +6,31 @@ prompt positions, the token id elsewhere), `scores`, and optionally `inference_l
 sampler's logprob of each token; atroposlib's ManagedServer puts 1.0 at prompt positions) and
 `overrides` (per completion; `set_advantage_to_zero`).
 
+A group may also carry `group_overrides` (run-api passes it through) with rl_verifiers'
+`rollout_of` (the rollout each completion is a branch of: a multi-turn rollout may give
+several) and `rewards` ({name: [value per rollout]}, each named reward/metric).
+
 Rules:
-* advantage = (score - group mean) / max(group std, 1.0): centred, never amplified;
+* advantage = (score - group mean) / max(group std, 1.0): centred, never amplified; with
+  `rollout_of`, mean and std are over the rollouts (one score each, which all its completions
+  carry), so a rollout of three branches does not weigh three times;
   `overrides[i].set_advantage_to_zero` zeroes completion i;
-* a group is skipped when it is malformed (lengths disagree), empty (no completion token to
+* a group is skipped when it is malformed (lengths disagree, `rollout_of`/`rewards` do not fit
+  the completions), empty (no completion token to
   learn from) or when all its advantages are 0 (nothing to learn); each reason is counted;
 * per completion, targets are tokens[1:] for inputs tokens[:-1]; a target is trained on when
   its mask is not -100; the sampler logprob and the advantage are 0.0 at other positions;
   real logprobs are clipped to [-20, 0];
-* sequences longer than the trainer's limit are cut to it.
+* sequences longer than the trainer's limit are cut to it;
+* each named reward is logged as `reward/<name>`: per step, the mean over the groups that carry
+  it of the group's mean over its rollouts.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,23 +42,105 @@ SKIP_MALFORMED = "malformed"
 SKIP_EMPTY = "empty"
 SKIP_ZERO_ADVANTAGE = "zero_advantage"
 
+#: A step's mean reward (of its groups' means); each named reward is `reward/<name>` beside it.
+REWARD_MEAN = "reward/mean"
+
+
+def named_reward_key(name: str) -> str:
+    """`reward/<name>`; a reward named `mean` must not take rl's own `reward/mean`."""
+    key = f"reward/{name}"
+    return f"{REWARD_MEAN}_named" if key == REWARD_MEAN else key
+
 
 # --------------------------------------------------------------------------- advantages
 
 
-def group_advantages(scores: Sequence[float], overrides: Optional[Sequence[Any]] = None) -> List[float]:
-    """(score - mean) / max(std, 1) per completion, with `set_advantage_to_zero` honoured."""
+def group_advantages(
+    scores: Sequence[float], overrides: Optional[Sequence[Any]] = None, rollout_of: Optional[Sequence[int]] = None
+) -> List[float]:
+    """(score - mean) / max(std, 1) per completion, with `set_advantage_to_zero` honoured.
+    With `rollout_of` (completion -> rollout, its completions sharing one score, as
+    `read_group_overrides` checks), mean and std are over the rollouts' scores."""
     if not scores:
         return []
     values = [float(s) for s in scores]
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    population = rollout_scores(values, rollout_of) if rollout_of is not None else values
+    mean = sum(population) / len(population)
+    std = math.sqrt(sum((v - mean) ** 2 for v in population) / len(population))
     scale = max(std, 1.0)
     advantages = [(v - mean) / scale for v in values]
     for i, override in enumerate(overrides or []):
         if i < len(advantages) and isinstance(override, dict) and override.get("set_advantage_to_zero"):
             advantages[i] = 0.0
     return advantages
+
+
+def rollout_scores(scores: Sequence[float], rollout_of: Sequence[int]) -> List[float]:
+    """One score per rollout that has completions (the first of its completions' scores)."""
+    first: Dict[int, float] = {}
+    for score, rollout in zip(scores, rollout_of):
+        first.setdefault(rollout, float(score))
+    return list(first.values())
+
+
+class BadGroupOverrides(ValueError):
+    """`group_overrides.rollout_of` / `.rewards` do not fit the group (the reason)."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_group_overrides(group_overrides: Any, scores: Sequence[float]) -> Tuple[Optional[List[int]], Dict[str, List[Optional[float]]]]:
+    """(`rollout_of` or None, `rewards` or {}) of a group, checked against its `scores`.
+    Rollouts are numbered from 0; one without completions (it failed) may still have named
+    values. A named value may be null (not reported for that rollout). Raises
+    BadGroupOverrides."""
+    if not isinstance(group_overrides, dict):
+        return None, {}
+    rollout_of = group_overrides.get("rollout_of")
+    if rollout_of is not None:
+        if not isinstance(rollout_of, list) or not all(_is_int(r) and r >= 0 for r in rollout_of):
+            raise BadGroupOverrides("group_overrides.rollout_of is not a list of rollout indices (integers >= 0)")
+        if len(rollout_of) != len(scores):
+            raise BadGroupOverrides(f"group_overrides.rollout_of has {len(rollout_of)} entries for {len(scores)} completions")
+        seen: Dict[int, float] = {}
+        for rollout, score in zip(rollout_of, scores):
+            if rollout in seen and abs(seen[rollout] - score) > 1e-9 * max(1.0, abs(score)):
+                raise BadGroupOverrides(
+                    f"the completions of rollout {rollout} carry different scores ({seen[rollout]:g}, {score:g})"
+                )
+            seen.setdefault(rollout, score)
+    rollouts = max(rollout_of) + 1 if rollout_of else len(scores)
+    rewards = group_overrides.get("rewards")
+    if rewards is None:
+        return rollout_of, {}
+    if not isinstance(rewards, dict):
+        raise BadGroupOverrides("group_overrides.rewards is not an object of name -> [value per rollout]")
+    named: Dict[str, List[Optional[float]]] = {}
+    for name, values in rewards.items():
+        if not name or not isinstance(values, list) or not all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
+        ):
+            raise BadGroupOverrides(f"group_overrides.rewards[{name!r}] is not a list of numbers (or nulls)")
+        if len(values) < rollouts or (rollout_of is None and len(values) != rollouts):
+            raise BadGroupOverrides(
+                f"group_overrides.rewards[{name!r}] has {len(values)} values for {rollouts} rollouts"
+            )
+        named[name] = [None if v is None else float(v) for v in values]
+    if rollout_of is not None and len({len(v) for v in named.values()}) > 1:
+        raise BadGroupOverrides("group_overrides.rewards' lists differ in length (one value per rollout each)")
+    return rollout_of, named
+
+
+def named_means(rewards: Dict[str, List[Optional[float]]]) -> Dict[str, float]:
+    """Each name's mean over the rollouts that report a finite value for it."""
+    means = {}
+    for name, values in rewards.items():
+        finite = [v for v in values if v is not None and math.isfinite(v)]
+        if finite:
+            means[name] = sum(finite) / len(finite)
+    return means
 
 
 def all_zero(values: Sequence[float]) -> bool:
@@ -92,10 +183,14 @@ class PreparedGroup:
     skip: Optional[str] = None
     problem: Optional[str] = None  # why a group is malformed
     recomputed: bool = False  # its logprobs came from compute_logprobs, not the batch
+    rollout_of: Optional[List[int]] = None  # the rollout of each completion (group_overrides)
+    named: Dict[str, float] = field(default_factory=dict)  # each named reward's mean over rollouts
 
     @property
     def mean(self) -> Optional[float]:
-        return sum(self.scores) / len(self.scores) if self.scores else None
+        """Over the rollouts (one score each) when the completions say whose they are."""
+        values = rollout_scores(self.scores, self.rollout_of) if self.rollout_of is not None else self.scores
+        return sum(values) / len(values) if values else None
 
 
 @dataclass
@@ -117,6 +212,16 @@ class PreparedBatch:
         """Mean of the group means, skipped groups included (those with scores)."""
         means = [g.mean for g in self.groups if g.mean is not None]
         return sum(means) / len(means) if means else None
+
+    def named_reward_means(self) -> Dict[str, float]:
+        """`reward/<name>`: each named reward's mean over the groups that carry it (of their
+        means over rollouts), skipped groups included as in `reward_mean`. A name that would
+        take the key of rl's own `reward/mean` is logged as `reward/mean_named`."""
+        per_name: Dict[str, List[float]] = {}
+        for group in self.groups:
+            for name, value in group.named.items():
+                per_name.setdefault(name, []).append(value)
+        return {named_reward_key(name): sum(v) / len(v) for name, v in per_name.items()}
 
 
 def _int_list(value: Any) -> Optional[List[int]]:
@@ -177,7 +282,11 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
     if not isinstance(logprob_lists, list) or len(logprob_lists) != len(scores):
         logprob_lists = [None] * len(scores)
     overrides = group.get("overrides") if isinstance(group.get("overrides"), list) else None
-    advantages = group_advantages(scores, overrides)
+    try:
+        rollout_of, rewards = read_group_overrides(group.get("group_overrides"), scores)
+    except BadGroupOverrides as e:
+        return _malformed(index, scores, str(e))
+    advantages = group_advantages(scores, overrides, rollout_of)
 
     sequences = []
     for i, (tok, msk, lps) in enumerate(zip(tokens, masks, logprob_lists)):
@@ -198,7 +307,14 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
             )
         )
 
-    prepared = PreparedGroup(index=index, scores=scores, advantages=advantages, sequences=sequences)
+    prepared = PreparedGroup(
+        index=index,
+        scores=scores,
+        advantages=advantages,
+        sequences=sequences,
+        rollout_of=rollout_of,
+        named=named_means(rewards),
+    )
     if not sequences or not any(s.has_targets() for s in sequences):
         prepared.skip = SKIP_EMPTY
     elif all_zero([s.advantage for s in sequences if s.has_targets()]):

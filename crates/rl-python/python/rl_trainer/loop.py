@@ -15,6 +15,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from .batch import (
+    REWARD_MEAN,
     SKIP_MALFORMED,
     advantage_stats,
     aligned_sequences,
@@ -356,7 +357,9 @@ class Trainer:
         metrics: Dict[str, Any] = {"step": n, "_timestamp": time.time(), "train/learning_rate": c.learning_rate}
         reward = prepared.reward_mean()
         if reward is not None:
-            metrics["reward/mean"] = reward
+            metrics[REWARD_MEAN] = reward
+        # A verifiers environment's named rewards and metrics (group_overrides.rewards).
+        metrics.update(prepared.named_reward_means())
         metrics.update(batch_counts(prepared, len(sequences)))
         metrics["logprobs/recomputed"] = len(missing)
 
@@ -421,7 +424,7 @@ class Trainer:
             self.wandb.log(metrics, step=n)
         shown = f"{loss:.4f}" if loss is not None and math.isfinite(loss) else ("skipped" if loss is None else str(loss))
         say(
-            f"step {n}/{c.total_steps}: reward/mean={metrics.get('reward/mean', float('nan')):.4f} "
+            f"step {n}/{c.total_steps}: reward/mean={metrics.get(REWARD_MEAN, float('nan')):.4f} "
             f"loss={shown} groups={metrics['batch/groups']} skipped={metrics['batch/skipped_groups']} "
             f"datums={len(sequences)} wait={waited:.1f}s step={metrics['time/step_secs']:.1f}s "
             f"bottleneck={metrics['time/bottleneck']}"

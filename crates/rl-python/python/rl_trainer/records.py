@@ -185,7 +185,8 @@ def rollout_rows(prepared, decode) -> List[Dict[str, Any]]:
     """One row per completion of a prepared batch: group, index, prompt and completion text
     (decoded from the tokens before / from the first completion token), score, advantage,
     skipped, and its tokens: prompt, completion and trained (its datum's, 0 when not trained),
-    whose sums over a step's rows are that step's tokens/* metrics. `decode(tokens) -> str`."""
+    whose sums over a step's rows are that step's tokens/* metrics; `rollout` (whose branch it
+    is) when the group says (a verifiers environment's multi-branch rollouts). `decode(tokens) -> str`."""
     rows = []
     for group in prepared.groups:
         for seq in group.sequences:
@@ -206,6 +207,8 @@ def rollout_rows(prepared, decode) -> List[Dict[str, Any]]:
                     "truncated": seq.truncated,
                 }
             )
+            if group.rollout_of is not None:
+                rows[-1]["rollout"] = group.rollout_of[seq.index]
         if not group.sequences and group.skip is not None:
             rows.append(
                 {

@@ -6,17 +6,30 @@
   objects with `text`, `output_ids` and `meta_info` {`output_token_logprobs`: [[logprob,
   token_id, text-or-null], ...], `finish_reason`: {"type": "stop"|"length", ...},
   `prompt_tokens`, `completion_tokens`}.
-* POST /v1/chat/completions and /v1/completions, OpenAI-shaped (`n` honoured, no streaming).
+* POST /v1/chat/completions and /v1/completions, OpenAI-shaped (`n` honoured). `stream: true`
+  (with `stream_options.include_usage`) is parsed here; the whole answer is then framed as
+  Server-Sent Events by `streaming.py` (sampling is not incremental).
+  A chat request with `return_token_ids: true` (vLLM's extension; verifiers 0.3's legacy
+  client sends it through `extra_body`, so at the top level) also gets top-level
+  `prompt_token_ids` and `choices[i].token_ids`; `return_tokens_as_token_ids: true` spells each
+  logprobs token `token_id:<id>` (vLLM's spelling).
+* POST /inference/v1/generate, vLLM's token-in/token-out route as verifiers 0.4's
+  `TrainClient` calls it through `renderers.client.generate` (renderers 0.1.12):
+  `{"model", "token_ids": [...], "sampling_params": {vLLM SamplingParams names}}` ->
+  `{"request_id", "prompt_token_ids", "choices": [{"index", "token_ids", "logprobs":
+  {"content": [{"token": "token_id:<id>", "logprob"}]}, "finish_reason"}], "usage"}`, one
+  finite logprob per completion token (renderers refuses anything else).
 
 Bad bodies raise `RequestError` (HTTP 400 with an OpenAI-shaped error).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 MAX_N = 128
 
@@ -141,9 +154,17 @@ def _openai_spec(body: dict, vocab_size: Optional[int]) -> SamplingSpec:
     )
 
 
-def _no_streaming(body: dict) -> None:
-    if body.get("stream"):
-        raise RequestError("streaming is not supported by the rl trainer", "stream")
+def _stream_fields(body: dict) -> Tuple[bool, bool]:
+    """(stream, include_usage). `stream_options` without `stream` is refused, as OpenAI does."""
+    stream = _bool(body, "stream", False)
+    options = body.get("stream_options")
+    if options is None:
+        return stream, False
+    if not stream:
+        raise RequestError("stream_options is only allowed when stream is true", "stream_options")
+    if not isinstance(options, dict):
+        raise RequestError("stream_options must be an object", "stream_options")
+    return stream, _bool(options, "include_usage", False, param="stream_options.include_usage")
 
 
 # --------------------------------------------------------------------------- /generate (SGLang)
@@ -254,6 +275,10 @@ class ChatRequest:
     spec: SamplingSpec
     logprobs: bool
     model: Optional[str]
+    return_token_ids: bool = False
+    tokens_as_ids: bool = False
+    stream: bool = False
+    include_usage: bool = False  # stream_options.include_usage
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -274,7 +299,7 @@ def _content_text(content: Any, where: str) -> str:
 
 def parse_chat(body: Any, vocab_size: Optional[int] = None) -> ChatRequest:
     body = _require_object(body)
-    _no_streaming(body)
+    stream, include_usage = _stream_fields(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages must be a non-empty list", "messages")
@@ -290,7 +315,17 @@ def parse_chat(body: Any, vocab_size: Optional[int] = None) -> ChatRequest:
         spec=_openai_spec(body, vocab_size),
         logprobs=_bool(body, "logprobs", False),
         model=model if isinstance(model, str) else None,
+        return_token_ids=_bool(body, "return_token_ids", False),
+        tokens_as_ids=_bool(body, "return_tokens_as_token_ids", False),
+        stream=stream,
+        include_usage=include_usage,
     )
+
+
+def token_id_text(token: int) -> str:
+    """vLLM's spelling of a token in logprobs when tokens are returned as ids (what
+    renderers' generate client checks each entry against)."""
+    return f"token_id:{int(token)}"
 
 
 def _usage(prompt_tokens: int, samples: Sequence[Sample]) -> dict:
@@ -301,11 +336,13 @@ def _usage(prompt_tokens: int, samples: Sequence[Sample]) -> dict:
 def chat_response(
     request: ChatRequest,
     model: str,
-    prompt_len: int,
+    prompt: Sequence[int],
     samples: Sequence[Sample],
     decode: Callable[[List[int]], str],
     decode_token: Callable[[int], str],
 ) -> dict:
+    """`prompt`: the prompt's token ids (the chat template applied), returned when asked."""
+    spell = token_id_text if request.tokens_as_ids else decode_token
     choices = []
     for i, s in enumerate(samples):
         choice: Dict[str, Any] = {
@@ -317,19 +354,24 @@ def chat_response(
         if request.logprobs:
             choice["logprobs"] = {
                 "content": [
-                    {"token": decode_token(t), "logprob": float(lp), "bytes": None, "top_logprobs": []}
+                    {"token": spell(t), "logprob": float(lp), "bytes": None, "top_logprobs": []}
                     for t, lp in zip(s.tokens, s.logprobs)
                 ]
             }
+        if request.return_token_ids:
+            choice["token_ids"] = [int(t) for t in s.tokens]
         choices.append(choice)
-    return {
+    response: Dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.model or model,
         "choices": choices,
-        "usage": _usage(prompt_len, samples),
+        "usage": _usage(len(prompt), samples),
     }
+    if request.return_token_ids:
+        response["prompt_token_ids"] = [int(t) for t in prompt]
+    return response
 
 
 # --------------------------------------------------------------------------- OpenAI completions
@@ -342,11 +384,13 @@ class CompletionRequest:
     spec: SamplingSpec
     logprobs: Optional[int]
     model: Optional[str]
+    stream: bool = False
+    include_usage: bool = False  # stream_options.include_usage
 
 
 def parse_completions(body: Any, vocab_size: Optional[int] = None) -> CompletionRequest:
     body = _require_object(body)
-    _no_streaming(body)
+    stream, include_usage = _stream_fields(body)
     if body.get("echo"):
         raise RequestError("echo is not supported by the rl trainer", "echo")
     prompt = body.get("prompt")
@@ -369,6 +413,8 @@ def parse_completions(body: Any, vocab_size: Optional[int] = None) -> Completion
         spec=_openai_spec(body, vocab_size),
         logprobs=_int(body, "logprobs", None, lo=0, hi=20),
         model=model if isinstance(model, str) else None,
+        stream=stream,
+        include_usage=include_usage,
     )
 
 
@@ -415,6 +461,88 @@ def completions_response(
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
+    }
+
+
+# --------------------------------------------------------------------------- /inference/v1/generate (vLLM)
+
+
+@dataclass
+class TokenGenerateRequest:
+    token_ids: List[int]
+    n: int
+    spec: SamplingSpec
+    model: Optional[str]
+
+
+def parse_token_generate(body: Any, vocab_size: Optional[int] = None) -> TokenGenerateRequest:
+    """vLLM's SamplingParams names under `sampling_params`; keys rl does not use (renderers
+    sends `skip_special_tokens`, `routed_experts_prompt_start`, verifiers passes a sampling
+    config's extra keys through) are ignored. `logprobs` (a top-k count) is checked but the
+    sampled token's logprob is always returned: it is what training needs."""
+    body = _require_object(body)
+    if body.get("features") or body.get("content_parts"):
+        raise RequestError("multimodal input (features, content_parts) is not supported by the rl trainer", "features")
+    token_ids = body.get("token_ids")
+    if isinstance(token_ids, list) and token_ids and isinstance(token_ids[0], list):
+        raise RequestError("batched token_ids (a list of lists) are not supported; send one prompt per request", "token_ids")
+    token_ids = _token_ids(token_ids, "token_ids", vocab_size, allow_empty=False)
+    params = body.get("sampling_params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise RequestError("sampling_params must be an object", "sampling_params")
+    p = lambda k: f"sampling_params.{k}"  # noqa: E731
+    max_tokens = _int(params, "max_tokens", None, lo=1, param=p("max_tokens"))
+    if max_tokens is None:
+        max_tokens = _int(params, "max_completion_tokens", None, lo=1, param=p("max_completion_tokens"))
+    spec = SamplingSpec(
+        max_tokens=max_tokens,
+        temperature=_float(params, "temperature", 1.0, 0.0, 100.0, param=p("temperature")),
+        top_p=_float(params, "top_p", 1.0, 0.0, 1.0, param=p("top_p")),
+        top_k=_int(params, "top_k", -1, lo=-1, param=p("top_k")),
+        seed=_int(params, "seed", None, param=p("seed")),
+        stop=_stop_strings(params.get("stop"), p("stop")),
+        stop_token_ids=_token_ids(params.get("stop_token_ids"), p("stop_token_ids"), vocab_size),
+        ignore_eos=_bool(params, "ignore_eos", False, param=p("ignore_eos")),
+    )
+    if spec.top_k == 0:  # vLLM: 0 (like -1) means no top-k
+        spec.top_k = -1
+    _int(params, "logprobs", None, lo=0, param=p("logprobs"))
+    model = body.get("model")
+    return TokenGenerateRequest(
+        token_ids=token_ids,
+        n=_int(params, "n", 1, lo=1, hi=MAX_N, param=p("n")),
+        spec=spec,
+        model=model if isinstance(model, str) else None,
+    )
+
+
+def token_generate_response(request: TokenGenerateRequest, samples: Sequence[Sample]) -> dict:
+    """One choice per sample. A logprob that is missing or not finite is the sampler's fault
+    (ValueError, answered 500): renderers refuses such an answer, and training on it would be
+    wrong."""
+    choices = []
+    for i, s in enumerate(samples):
+        if len(s.logprobs) != len(s.tokens):
+            raise ValueError(f"the sampler gave {len(s.logprobs)} logprobs for {len(s.tokens)} tokens")
+        if not all(math.isfinite(lp) for lp in s.logprobs):
+            raise ValueError("the sampler gave a logprob that is not finite")
+        choices.append(
+            {
+                "index": i,
+                "token_ids": [int(t) for t in s.tokens],
+                "logprobs": {
+                    "content": [{"token": token_id_text(t), "logprob": float(lp)} for t, lp in zip(s.tokens, s.logprobs)]
+                },
+                "finish_reason": s.stop_reason,
+            }
+        )
+    return {
+        "request_id": f"gen-{uuid.uuid4().hex}",
+        "prompt_token_ids": list(request.token_ids),
+        "choices": choices,
+        "usage": _usage(len(request.token_ids), samples),
     }
 
 

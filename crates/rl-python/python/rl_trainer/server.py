@@ -1,10 +1,14 @@
 """The inference the trainer serves to the environment, from the current sampling client; or,
 given several named policies (`rl_trainer.checkpoints`), from the one a request's `model` names.
 
-Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions and
-POST /generate (SGLang's native shape; atroposlib's ManagedServer calls it). Answers 503
+Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,
+POST /generate (SGLang's native shape; atroposlib's ManagedServer calls it) and
+POST /inference/v1/generate (vLLM's token-in/token-out shape; verifiers 0.4's train client
+calls it, at the server's root: it strips `/v1` from the base URL it is given). Answers 503
 until the trainer is initialized (a sampling client exists and run-api knows the trainer),
-400 with an OpenAI-shaped error for bad bodies, 500 when sampling fails.
+400 with an OpenAI-shaped error for bad bodies, 500 when sampling fails. The OpenAI routes
+answer `stream: true` with Server-Sent Events (`streaming.py`) once the whole answer is
+sampled, so every failure is still an HTTP status before the stream starts.
 
 The app is served by uvicorn inside the trainer's own event loop (`serve`), with uvicorn's
 signal handling disabled: the trainer decides how signals end the process.
@@ -19,7 +23,7 @@ import socket
 from typing import Any, List, Mapping, Optional, Sequence, Union
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .sampling import (
@@ -33,7 +37,10 @@ from .sampling import (
     parse_chat,
     parse_completions,
     parse_generate,
+    parse_token_generate,
+    token_generate_response,
 )
+from .streaming import chat_chunks, completion_chunks, sse_body
 
 
 class Policy:
@@ -73,6 +80,16 @@ def _error(status: int, message: str, kind: str, param: Optional[str] = None) ->
     return JSONResponse(status_code=status, content=error_body(message, kind, param))
 
 
+def _event_stream(chunks: List[dict]) -> StreamingResponse:
+    events = sse_body(chunks)
+
+    async def send():
+        for event in events:
+            yield event
+
+    return StreamingResponse(send(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
 def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
     """One policy answers every request; several are chosen by the request's `model` (the
     native `/generate` names none, so it needs one policy)."""
@@ -99,12 +116,14 @@ def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
         except (ValueError, UnicodeDecodeError):
             raise RequestError("the request body is not valid JSON") from None
 
-    async def handle(request: Request, work) -> JSONResponse:
+    async def handle(request: Request, work) -> Response:
+        """`work` answers a JSON object, or a whole Response (a stream)."""
         if not all(policy.initialized for policy in policies.values()):
             return _error(503, "the trainer is not initialized yet (no sampling client)", "service_unavailable")
         try:
             body = await body_of(request)
-            return JSONResponse(await work(policy_for(body), body))
+            answer = await work(policy_for(body), body)
+            return answer if isinstance(answer, Response) else JSONResponse(answer)
         except RequestError as e:
             kind = "not_found_error" if e.status == 404 else "invalid_request_error"
             return _error(e.status, e.message, kind, e.param)
@@ -142,19 +161,30 @@ def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
         req = parse_chat(body, policy.vocab_size)
         prompt = policy.chat_tokens(req.messages)
         samples = await policy.sample(prompt, req.n, req.spec)
-        return chat_response(req, policy.model_name, len(prompt), samples, policy.decode, policy.token_text)
+        answer = chat_response(req, policy.model_name, prompt, samples, policy.decode, policy.token_text)
+        return _event_stream(chat_chunks(answer, req.include_usage)) if req.stream else answer
+
+    async def token_generate(policy, body):
+        req = parse_token_generate(body, policy.vocab_size)
+        samples = await policy.sample(req.token_ids, req.n, req.spec)
+        return token_generate_response(req, samples)
 
     async def completions(policy, body):
         req = parse_completions(body, policy.vocab_size)
         prompts = [p if isinstance(p, list) else policy.encode(p) for p in req.prompts]
         results = await asyncio.gather(*(policy.sample(p, req.n, req.spec) for p in prompts))
-        return completions_response(
+        answer = completions_response(
             req, policy.model_name, [len(p) for p in prompts], results, policy.decode, policy.token_text
         )
+        return _event_stream(completion_chunks(answer, req.include_usage)) if req.stream else answer
 
     @app.post("/generate")
     async def generate_route(request: Request):
         return await handle(request, generate)
+
+    @app.post("/inference/v1/generate")
+    async def token_generate_route(request: Request):
+        return await handle(request, token_generate)
 
     @app.post("/v1/chat/completions")
     async def chat_route(request: Request):

@@ -2,7 +2,7 @@
 //! the pre-flight's endpoint, a run's timing and log limit, checkpoints, the held-out slice.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +48,30 @@ impl HeldOut {
     /// Whether the slice keeps any item out of training.
     pub fn keeps_out(&self) -> bool {
         self.fraction > 0.0
+    }
+}
+
+/// The operator's `[verifiers]` table: a Python for every verifiers environment of one kind,
+/// used when an environment has none of its own (`rl setup --env NAME` makes one in
+/// `<home>/venvs/environments/NAME/`). It must hold that kind's verifiers and the
+/// environment's dependencies; the environment's package folder is put first on its path.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VerifiersSettings {
+    /// For environments written against verifiers' v1 API (verifiers 0.4).
+    pub python_v1: Option<PathBuf>,
+    /// For environments written against verifiers' legacy API (verifiers 0.3 and before).
+    pub python_v0: Option<PathBuf>,
+}
+
+impl VerifiersSettings {
+    /// The operator's shared Python for `kind`, if any (never for Atropos: `python` is its).
+    pub fn python_for(&self, kind: crate::EnvironmentKind) -> Option<&Path> {
+        match kind {
+            crate::EnvironmentKind::Atropos => None,
+            crate::EnvironmentKind::VerifiersV1 => self.python_v1.as_deref(),
+            crate::EnvironmentKind::VerifiersV0 => self.python_v0.as_deref(),
+        }
     }
 }
 

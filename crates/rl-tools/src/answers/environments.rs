@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use rl_config::ValueOrigin;
-use rl_discovery::{ConfigClassSource, Environment, NameSource};
+use rl_discovery::{ConfigClassSource, Environment, EnvironmentKind, NameSource};
 use rl_settings::Value;
 use serde::{Serialize, Serializer};
 
@@ -44,8 +44,11 @@ pub struct EnvironmentEntry {
     pub key: String,
     pub line: u32,
     pub config_class: String,
-    /// The file starts the environment with `cli()`, so it can be served and tested.
+    /// The file starts the environment with `cli()`, so it can be served and tested (a
+    /// verifiers environment always can: rl's runner starts it).
     pub runnable: bool,
+    /// `atropos`, `verifiers-v1` or `verifiers-v0`: the API it is written against.
+    pub kind: EnvironmentKind,
 }
 
 /// One environment in full, as `rl envs show --json` prints it.
@@ -68,6 +71,12 @@ pub struct EnvironmentDetail {
     pub runnable: bool,
     /// Ancestors up to the atroposlib base reached.
     pub bases: Vec<String>,
+    /// `atropos`, `verifiers-v1` or `verifiers-v0`.
+    pub kind: EnvironmentKind,
+    /// The verifiers package holding it (`pyproject.toml`'s folder, name and its verifiers
+    /// requirement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageView>,
     /// For people: the file's absolute path.
     #[serde(skip)]
     pub file_path: PathBuf,
@@ -100,11 +109,18 @@ impl EnvironmentDetail {
                 ConfigClassSource::Inherited { from } => {
                     ConfigClassSourceView::Inherited { from: from.clone() }
                 }
+                ConfigClassSource::TasksetArgument => ConfigClassSourceView::TasksetArgument,
                 ConfigClassSource::Default => ConfigClassSourceView::Default,
             },
             has_config_init: env.has_config_init,
             runnable: env.runnable,
             bases: env.bases.clone(),
+            kind: env.kind,
+            package: env.project.as_ref().map(|project| PackageView {
+                folder: root.join(&project.folder),
+                name: project.name.clone(),
+                verifiers: project.verifiers.clone(),
+            }),
             file_path: env.path_in(root),
             dependencies: None,
         }
@@ -129,8 +145,20 @@ pub enum ConfigClassSourceView {
     Inherited {
         from: String,
     },
-    /// atroposlib's `BaseEnvConfig`.
+    /// The second argument of `vf.Taskset[Task, Config]`.
+    TasksetArgument,
+    /// atroposlib's `BaseEnvConfig` (a taskset's: verifiers' `TasksetConfig`; a v0
+    /// environment's: `load_environment`).
     Default,
+}
+
+/// A verifiers environment's package.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PackageView {
+    pub folder: PathBuf,
+    pub name: String,
+    /// Its verifiers requirement as written (`verifiers>=0.1.9`).
+    pub verifiers: String,
 }
 
 /// `rl_select_environment`.
@@ -171,6 +199,11 @@ pub struct DependenciesView {
     pub requirements: Option<PathBuf>,
     /// The file's lines the Python does not hold: `name==version (found …)`.
     pub unmet_requirements: Vec<String>,
+    /// The Python the environment runs in (a verifiers environment's own).
+    pub python: PathBuf,
+    /// Why that Python cannot run it at all (a verifiers environment without its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_problem: Option<String>,
     /// The command that installs them; absent when nothing is missing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,

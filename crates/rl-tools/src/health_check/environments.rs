@@ -17,10 +17,12 @@ pub(super) fn dependencies_check(home: &Path, settings: &Settings) -> Option<Che
         .selection()
         .ok()?;
     let selected = &selection.environment;
-    let deps = crate::env_dependencies::check(
-        &settings.python,
+    let deps = crate::env_dependencies::examine(
+        home,
+        settings,
         &selected.environments_dir.join(&selected.file),
         &selected.name,
+        selected.kind,
     )?;
     let view = deps.view()?;
     let name = "environment dependencies";
@@ -31,7 +33,7 @@ pub(super) fn dependencies_check(home: &Path, settings: &Settings) -> Option<Che
             Ok(format!(
                 "{}: {} holds what {} asks for",
                 selected.name,
-                settings.python.display(),
+                deps.python.display(),
                 view.requirements
                     .as_deref()
                     .map_or_else(String::new, |file| file.display().to_string())
