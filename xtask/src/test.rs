@@ -40,6 +40,19 @@ fn chromium() -> Option<String> {
         .then_some(program)
 }
 
+/// The tests that need network and mount namespaces (`unshare`, `ip`, root): rl-cli's
+/// loopback-only pre-flights.
+const NAMESPACE_TESTS: &str =
+    "binary_id(rl-cli::it) & test(=verifiers::preflights_reach_nothing_but_loopback)";
+
+/// Whether this process may make a network and a mount namespace and bring its loopback up.
+fn network_namespaces() -> bool {
+    Command::new("unshare")
+        .args(["-n", "-m", "ip", "link", "set", "lo", "up"])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
 /// Whether a SLURM controller answers here.
 fn slurm_answers() -> bool {
     Command::new("sinfo")
@@ -71,6 +84,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         Some((
             venv::ensure_test_venv(root)?,
             venv::ensure_local_engine(root)?,
+            venv::ensure_verifiers(root)?,
         ))
     };
     // The MCP TypeScript client's tests need the venv too (the stack, the fixture endpoint).
@@ -87,15 +101,19 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             None => command.env_remove(node::MCP_TS_ENV),
         };
         match &python {
-            Some((python, engine)) => command
+            Some((python, engine, verifiers)) => command
                 .env(venv::PYTHON_ENV, python)
                 .env(venv::ENGINE_PYTHON_ENV, &engine.python)
-                .env(venv::BASE_MODEL_ENV, &engine.base_model),
+                .env(venv::BASE_MODEL_ENV, &engine.base_model)
+                .env(venv::VERIFIERS_V1_ENV, &verifiers.v1)
+                .env(venv::VERIFIERS_V0_ENV, &verifiers.v0),
             // An inherited value would bring the Python parts back despite `--no-python`.
             None => command
                 .env_remove(venv::PYTHON_ENV)
                 .env_remove(venv::ENGINE_PYTHON_ENV)
-                .env_remove(venv::BASE_MODEL_ENV),
+                .env_remove(venv::BASE_MODEL_ENV)
+                .env_remove(venv::VERIFIERS_V1_ENV)
+                .env_remove(venv::VERIFIERS_V0_ENV),
         };
         command
     };
@@ -131,8 +149,9 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             "--no-tests=fail",
             "--final-status-level=fail",
         ];
-        // Under `--check` (CI) SLURM must answer and Chromium and Node be installed: their
-        // tests run and fail if not. Elsewhere what is missing is left out and said so.
+        // Under `--check` (CI) SLURM must answer, Chromium and Node be installed and network
+        // namespaces allowed: their tests run and fail if not. Elsewhere what is missing is
+        // left out and said so.
         let mut left_out = Vec::new();
         let browser = chromium();
         if python.is_some() {
@@ -150,6 +169,13 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
                      install Debian's chromium"
                 );
                 left_out.push(BROWSER_TESTS);
+            }
+            if !args.check && !network_namespaces() {
+                eprintln!(
+                    "no network namespaces (`unshare -n -m` as root, iproute2's `ip`): the \
+                     loopback-only pre-flight test is skipped"
+                );
+                left_out.push(NAMESPACE_TESTS);
             }
             // Said by `ensure_mcp_ts_client` when node or npm is missing.
             if !args.check && mcp_ts.is_none() {

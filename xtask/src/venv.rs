@@ -16,6 +16,10 @@ pub(crate) const PYTHON_ENV: &str = "RL_TEST_PYTHON";
 pub(crate) const ENGINE_PYTHON_ENV: &str = "RL_TEST_ENGINE_PYTHON";
 /// Tells the tests the tiny model's folder.
 pub(crate) const BASE_MODEL_ENV: &str = "RL_TEST_BASE_MODEL";
+/// Tell the tests the Pythons of verifiers environments, one per API (`[verifiers]
+/// python_v1|python_v0` in their settings).
+pub(crate) const VERIFIERS_V1_ENV: &str = "RL_TEST_VERIFIERS_V1_PYTHON";
+pub(crate) const VERIFIERS_V0_ENV: &str = "RL_TEST_VERIFIERS_V0_PYTHON";
 const TINY_MODEL_SCRIPT: &str = "fixtures/tiny-model/make_tiny_model.py";
 const TOKENIZER_DIR: &str = "fixtures/tokenizer";
 
@@ -137,6 +141,38 @@ fn ensure_tiny_model(root: &Path, python: &Path) -> anyhow::Result<PathBuf> {
     std::fs::write(&stamp_path, stamp)
         .with_context(|| format!("cannot write {}", stamp_path.display()))?;
     Ok(model)
+}
+
+/// The Pythons of verifiers environments: `target/vf1-venv` (verifiers 0.4.0, its v1 API) and
+/// `target/vf0-venv` (verifiers 0.3.1, its legacy API), each made from its pins in
+/// `crates/rl-python/requirements/` when missing or outdated: what `rl setup --env` installs
+/// into an environment's own venv.
+pub(crate) struct VerifiersPythons {
+    pub(crate) v1: PathBuf,
+    pub(crate) v0: PathBuf,
+}
+
+pub(crate) fn ensure_verifiers(root: &Path) -> anyhow::Result<VerifiersPythons> {
+    let one = |variable: &str, venv: &str, pins: &str| -> anyhow::Result<PathBuf> {
+        if let Some(python) = std::env::var_os(variable).map(PathBuf::from)
+            && python.is_file()
+        {
+            return Ok(python);
+        }
+        let requirements = root.join("crates/rl-python/requirements").join(pins);
+        let stamp = std::fs::read_to_string(&requirements)
+            .with_context(|| format!("cannot read {}", requirements.display()))?;
+        ensure_venv(
+            &root.join("target").join(venv),
+            &stamp,
+            &format!("a verifiers environment's Python ({pins}), a minute or two"),
+            &[&["install", "-r", &requirements.to_string_lossy()]],
+        )
+    };
+    Ok(VerifiersPythons {
+        v1: one(VERIFIERS_V1_ENV, "vf1-venv", "verifiers-v1.txt")?,
+        v0: one(VERIFIERS_V0_ENV, "vf0-venv", "verifiers-v0.txt")?,
+    })
 }
 
 /// Returns the python executable of a venv holding the test requirements (the test tools and

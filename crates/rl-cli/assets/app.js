@@ -20,7 +20,7 @@
       el("tr", { "data-run": run.run_id }, [
         el("td", {}, [el("a", { href: "/runs/" + run.run_id, text: run.run_id })]),
         el("td", {}, [stateBadge(run.state, run.phase)]),
-        el("td", { text: run.environment }),
+        el("td", { text: environmentLabel(run.environment, run.environment_kind) }),
         el("td", { class: "number", text: run.step === null ? "–" : run.total_steps ? run.step + "/" + run.total_steps : String(run.step) }),
         el("td", { class: "number", text: fmt(num(run.reward_mean)) }),
         el("td", { class: "number", "data-tokens": "", text: run.usage ? compact(run.usage.tokens.trained) : "–", title: run.usage ? "prompt " + run.usage.tokens.prompt + ", sampled " + run.usage.tokens.sampled + ", trained " + run.usage.tokens.trained : "" }),
@@ -35,6 +35,12 @@
         : table(["run", "state", "environment", "step", "last reward", "trained tokens", "cost", "created"], rows),
       sweepsSection(sweeps)
     );
+  }
+
+  // An environment's name with its kind unless Atropos (every run before verifiers) or unknown,
+  // as the terminal shows it.
+  function environmentLabel(name, kind) {
+    return kind && kind !== "atropos" ? name + " (" + kind + ")" : name;
   }
 
   // Each sweep, linked to its page: its runs started of its points.
@@ -178,6 +184,7 @@
       el("p", { class: "meta" }, [
         stateBadge(run.state, run.phase),
         el("span", { text: run.environment }),
+        run.environment_kind ? el("span", { id: "environment-kind", class: "kind", title: "the API the environment is written against", text: run.environment_kind }) : null,
         el("span", { id: "step", text: step === null ? "no step yet" : page.total_steps ? "step " + step + "/" + page.total_steps : "step " + step }),
         page.eta_secs !== null && !FINISHED.includes(run.state) ? el("span", { text: "ETA " + clock(page.eta_secs) }) : null,
       ]),
@@ -446,6 +453,15 @@
     async show(step) {
       try {
         const data = await getJson("/page/runs/" + this.runId + "/rollouts/" + encodeURIComponent(step));
+        const notes = [];
+        if (data.truncated) notes.push(el("p", { class: "quiet", text: "Cut at rl's bounds: not every row or character is shown." }));
+        data.warnings.forEach((w) => notes.push(el("p", { class: "quiet", text: w })));
+        // Rows that carry their conversation (a verifiers environment's, or any that sends
+        // messages) are shown turn by turn; the others as the decoded prompt and completion.
+        if (data.rows.some((row) => Array.isArray(row.messages))) {
+          this.body.replaceChildren(...notes, conversationTable(data.rows));
+          return;
+        }
         const rows = data.rows.map((row) =>
           el("tr", { class: row.skipped ? "skipped" : "" }, [
             el("td", { class: "number", text: row.group === null ? "" : String(row.group) }),
@@ -457,14 +473,67 @@
             el("td", { text: row.skipped ? "skipped" + (row.skip_reason ? ": " + row.skip_reason : "") : "" }),
           ])
         );
-        const notes = [];
-        if (data.truncated) notes.push(el("p", { class: "quiet", text: "Cut at rl's bounds: not every row or character is shown." }));
-        data.warnings.forEach((w) => notes.push(el("p", { class: "quiet", text: w })));
         this.body.replaceChildren(...notes, table(["group", "#", "prompt", "completion", "score", "advantage", ""], rows));
       } catch (error) {
         this.body.replaceChildren(el("p", { class: "error", text: String(error.message || error) }));
       }
     }
+  }
+
+  // A step's rows with their conversations: each row's turns labelled by role, an assistant's
+  // tool calls and a tool's result named; the decoded tokens (what trains) one click away.
+  function conversationTable(rows) {
+    const skipText = (row) => (row.skipped ? "skipped" + (row.skip_reason ? ": " + row.skip_reason : "") : "");
+    const decoded = (row) =>
+      row.prompt === null && row.completion === null
+        ? null
+        : el("details", { class: "decoded" }, [
+            el("summary", { text: "as tokens (what trains)" }),
+            el("pre", { class: "prompt", text: row.prompt === null ? "" : row.prompt }),
+            el("pre", { class: "completion", text: row.completion === null ? "" : row.completion }),
+          ]);
+    const body = rows.map((row) =>
+      el("tr", { class: row.skipped ? "skipped" : "" }, [
+        el("td", { class: "number", text: row.group === null ? "" : String(row.group) }),
+        el("td", { class: "number", text: row.index === null ? "" : String(row.index) }),
+        el("td", { class: "number", text: row.rollout === undefined || row.rollout === null ? "" : String(row.rollout) }),
+        el(
+          "td",
+          {},
+          Array.isArray(row.messages)
+            ? [conversation(row.messages), decoded(row)]
+            : [el("pre", { class: "prompt", text: row.prompt === null ? "" : row.prompt }), el("pre", { class: "completion", text: row.completion === null ? "" : row.completion })]
+        ),
+        el("td", { class: "number", text: fmt(num(row.score)) }),
+        el("td", { class: "number", text: fmt(num(row.advantage)) }),
+        el("td", { text: skipText(row) }),
+      ])
+    );
+    return table(["group", "#", "rollout", "conversation", "score", "advantage", ""], body);
+  }
+
+  function conversation(messages) {
+    return el(
+      "div",
+      { class: "conversation" },
+      messages.map((message) => {
+        const role = String(message.role);
+        const about = [];
+        if (message.name) about.push(message.name);
+        if (message.tool_call_id) about.push("→ " + message.tool_call_id);
+        return el("div", { class: "turn", "data-role": role }, [
+          el("div", { class: "role" }, [el("span", { class: "who", text: role }), about.length ? el("span", { text: " · " + about.join(" · ") }) : null]),
+          message.reasoning ? el("details", { class: "reasoning" }, [el("summary", { text: "reasoning" }), el("pre", { text: message.reasoning })]) : null,
+          message.content !== "" || !(message.tool_calls || []).length ? el("pre", { class: "content", text: message.content }) : null,
+          ...(message.tool_calls || []).map((call) =>
+            el("div", { class: "tool-call" }, [
+              el("span", { class: "call", text: "calls " + call.name + (call.id ? " (" + call.id + ")" : "") }),
+              el("pre", { class: "arguments", text: call.arguments }),
+            ])
+          ),
+        ]);
+      })
+    );
   }
 
   // The run to overlay, if `?compare=` names one: an extra, never needed to draw the page. A

@@ -40,7 +40,7 @@ pub(crate) fn select(context: &Context, name: &str, as_json: bool) -> anyhow::Re
     }
     output::line(format!(
         "selected {} ({}, {}); config class {} with {} fields; wandb_name {}",
-        selected.environment,
+        output::environment_label(&selected.environment, Some(selected.kind)),
         selected.key,
         selected.class_name,
         selected.config_class,
@@ -134,7 +134,7 @@ pub(crate) fn run(command: ConfigCommand, context: &Context, as_json: bool) -> a
 fn print_current(current: &ConfigView) -> anyhow::Result<()> {
     output::line(format!(
         "{} ({}) — config class {}; wandb_name {}; wandb_project {}",
-        current.environment,
+        output::environment_label(&current.environment, Some(current.kind)),
         current.key,
         current.config_class,
         current.wandb_name,

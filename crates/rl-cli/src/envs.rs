@@ -77,7 +77,7 @@ pub(crate) fn run(command: EnvsCommand, context: &Context, as_json: bool) -> any
 const WHERE_ENVIRONMENTS_ARE: &str = "pass --root DIR (a tinker-atropos tree) or --envs-dir DIR";
 
 fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
-    let mut table = output::table(&["name", "class", "file", "config", "description"]);
+    let mut table = output::table(&["name", "kind", "class", "file", "config", "description"]);
     for env in &list.environments {
         let file = env
             .file_path
@@ -85,6 +85,7 @@ fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
             .unwrap_or(&env.file_path);
         table.add_row([
             env.name.clone(),
+            env.kind.to_string(),
             env.class_name.clone(),
             format!("{}:{}", file.display(), env.line),
             env.config_class.clone(),
@@ -129,6 +130,7 @@ fn print_one(env: &EnvironmentDetail) -> anyhow::Result<()> {
     let path = &env.file_path;
     let rows = [
         ("name", env.name.clone()),
+        ("kind", env.kind.to_string()),
         ("key", env.key.clone()),
         ("class", env.class_name.clone()),
         ("file", format!("{}:{}", path.display(), env.line)),
@@ -137,6 +139,17 @@ fn print_one(env: &EnvironmentDetail) -> anyhow::Result<()> {
         ("config_init", yes_no(env.has_config_init).to_owned()),
         ("runnable", yes_no(env.runnable).to_owned()),
         ("bases", env.bases.join(" → ")),
+        (
+            "package",
+            env.package.as_ref().map_or_else(String::new, |package| {
+                format!(
+                    "{} ({}, {})",
+                    package.name,
+                    package.folder.display(),
+                    package.verifiers
+                )
+            }),
+        ),
     ];
     for (field, value) in rows {
         table.add_row([field.to_owned(), value]);
@@ -145,20 +158,24 @@ fn print_one(env: &EnvironmentDetail) -> anyhow::Result<()> {
     dependencies(env.dependencies.as_ref())
 }
 
-/// An environment's own dependencies the run's Python lacks, and its requirements file.
+/// An environment's own dependencies the Python it runs in lacks, and its requirements file.
 pub(crate) fn dependencies(view: Option<&rl_tools::DependenciesView>) -> anyhow::Result<()> {
     let Some(view) = view else {
         return Ok(());
     };
+    let python = view.python.display();
+    if let Some(problem) = &view.python_problem {
+        output::line(format!("its Python: {problem}"))?;
+    }
     if !view.missing_imports.is_empty() {
         output::line(format!(
-            "the run's Python cannot import: {}",
+            "{python} cannot import: {}",
             view.missing_imports.join(", ")
         ))?;
     }
     if !view.missing_optional_imports.is_empty() {
         output::line(format!(
-            "the run's Python cannot import (optional: the environment goes on without them, with less): {}",
+            "{python} cannot import (optional: the environment goes on without them, with less): {}",
             view.missing_optional_imports.join(", ")
         ))?;
     }

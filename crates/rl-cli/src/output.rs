@@ -97,6 +97,15 @@ pub(crate) fn json_compact<T: Serialize>(value: &T) -> anyhow::Result<()> {
     ignore_broken_pipe(writeln!(stdout))
 }
 
+/// An environment's name as people read it, with its kind unless it is Atropos (the kind of
+/// every run and environment before verifiers) or unknown: `digit-sum (verifiers-v1)`.
+pub(crate) fn environment_label(name: &str, kind: Option<rl_settings::EnvironmentKind>) -> String {
+    match kind {
+        Some(kind) if kind != rl_settings::EnvironmentKind::Atropos => format!("{name} ({kind})"),
+        _ => name.to_owned(),
+    }
+}
+
 pub(crate) fn line(text: impl std::fmt::Display) -> anyhow::Result<()> {
     ignore_broken_pipe(writeln!(std::io::stdout().lock(), "{text}"))
 }

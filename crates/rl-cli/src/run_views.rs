@@ -39,7 +39,9 @@ pub(crate) fn print_status(run: &RunView) -> anyhow::Result<()> {
     };
     output::line(format!(
         "run {}  {}  {state}  ({:.1} s)",
-        run.id, run.environment, run.elapsed_secs
+        run.id,
+        output::environment_label(&run.environment, run.environment_kind),
+        run.elapsed_secs
     ))?;
     output::line(format!("config  {}", run.config_path.display()))?;
     if let Some(parent) = &run.resumed_from {
@@ -171,7 +173,9 @@ fn print_problems(warnings: &[String], failures: &[SourceFailureView]) -> anyhow
 pub(crate) fn print_results(view: &ResultsView) -> anyhow::Result<()> {
     output::line(format!(
         "run {}  {}  {}",
-        view.run_id, view.environment, view.status
+        view.run_id,
+        output::environment_label(&view.environment, view.environment_kind),
+        view.status
     ))?;
     if let Some(error) = &view.error {
         output::say(&format!("error: {error}"))?;

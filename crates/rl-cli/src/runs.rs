@@ -501,7 +501,10 @@ fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
         };
         table.add_row([
             output::cell(&run.run_id),
-            output::cell(&run.environment),
+            output::cell(output::environment_label(
+                &run.environment,
+                run.environment_kind,
+            )),
             output::toned(state, output::state_tone(run.status)),
             output::cell(&run.created_at),
             output::cell(

@@ -170,7 +170,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
     }
     // An environment that does not exist is said before minutes of installing.
     let env_target = match &args.env {
-        Some(name) => Some(context.tools()?.environment_to_set_up(name)?),
+        Some(name) => Some(context.tools()?.set_up_target(name)?),
         None => None,
     };
     let installer = Installer::find();
@@ -231,7 +231,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
     };
     let environment = match &env_target {
         Some(target) => {
-            let name = &target.name;
+            let name = args.env.as_deref().unwrap_or_default();
             // Asked of the Python the run will have, which is not always the one the
             // settings name yet.
             let settings = run_settings(context, &choices[0].python)?;
@@ -259,7 +259,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
                 )
             });
             Some(EnvSetUp {
-                environment: name.clone(),
+                environment: name.to_owned(),
                 python,
                 installed: installed.packages,
                 record: installed.record,

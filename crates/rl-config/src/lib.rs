@@ -20,8 +20,8 @@ pub use error::ConfigError;
 pub use extract::config_schema;
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
 pub use locked::load_settings;
-pub use lookup::{FoundEnvironment, find_environment, unlisted_in_subfolders};
-pub use new_run::{run_selection, sha256_hex};
+pub use lookup::{FoundEnvironment, find_environment, installed_scans, unlisted_in_subfolders};
+pub use new_run::{run_environment_kind, run_selection, sha256_hex};
 /// How an environment's file runs (a script, or a module of its package): discovery's answer,
 /// which a run's record and a pre-flight's command both use.
 pub use rl_discovery::{EnvironmentKind, PackageModule, package_module, run_module};

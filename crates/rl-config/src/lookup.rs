@@ -3,6 +3,8 @@
 //! first, then in its sub-folders. What `rl envs list --recursive` shows is found by every
 //! command, and a name the top level holds keeps meaning that environment.
 
+use std::path::Path;
+
 use rl_discovery::{DiscoveryError, Environment, Scan};
 use rl_settings::Settings;
 
@@ -22,23 +24,51 @@ impl FoundEnvironment {
 
 /// The environment `name` means (its name, key or class name): looked for in the top folder
 /// (the whole tree when `recursive` or the settings' `recursive_discovery` say so), then, when
-/// the top folder has none of that name, in the sub-folders too.
+/// the top folder has none of that name, in the sub-folders too, then among the verifiers
+/// environments of the packages `rl setup --env PACKAGE` installed from the registry.
 pub fn find_environment(
+    home: &Path,
     settings: &Settings,
     name: &str,
     recursive: bool,
 ) -> Result<FoundEnvironment, ConfigError> {
-    let mut scan = scan_environments(settings, recursive)?;
-    if !scan.recursive
-        && matches!(
+    let unknown = |scan: &Scan| {
+        matches!(
             scan.find(name),
             Err(DiscoveryError::UnknownEnvironment { .. })
         )
-    {
+    };
+    let mut scan = scan_environments(settings, recursive)?;
+    if !scan.recursive && unknown(&scan) {
         scan = scan_environments(settings, true)?;
+    }
+    if unknown(&scan)
+        && let Some(installed) = installed_scans(home)
+            .into_iter()
+            .find(|installed| !unknown(installed))
+    {
+        scan = installed;
     }
     let index = scan.position(name)?;
     Ok(FoundEnvironment { scan, index })
+}
+
+/// The verifiers environments of each package installed from the registry (`rl setup --env
+/// PACKAGE`), one scan per top-level package it holds; what cannot be scanned is left out.
+pub fn installed_scans(home: &Path) -> Vec<Scan> {
+    let options = rl_discovery::ScanOptions {
+        recursive: true,
+        ..Default::default()
+    };
+    rl_settings::installed_packages(home)
+        .iter()
+        .flat_map(|package| &package.roots)
+        .filter_map(|root| rl_discovery::scan(root, &options).ok())
+        .map(|mut scan| {
+            scan.environments.retain(|env| env.kind.has_own_python());
+            scan
+        })
+        .collect()
 }
 
 /// How many more environments the sub-folders hold than `top` (a scan of the top folder only)

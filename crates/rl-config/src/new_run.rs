@@ -244,6 +244,16 @@ pub fn run_selection(home: &Path, run_id: &RunId) -> Result<Selection, ConfigErr
     })
 }
 
+/// The kind of environment the run whose folder is `folder` ran, as its `environment.json`
+/// records it (a run recorded before verifiers: Atropos); `None` when it holds none readable.
+pub fn run_environment_kind(folder: &RunFolder) -> Option<rl_settings::EnvironmentKind> {
+    // Never blocks: what is no regular file there (a FIFO) is refused, not read.
+    let text = rl_settings::read_text(&folder.environment()).ok()?;
+    serde_json::from_str::<RunEnvironment>(&text)
+        .ok()
+        .map(|ran| ran.environment.kind)
+}
+
 /// SHA-256 of `bytes`, lowercase hex: the digest rl records of files and compares requests by.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;

@@ -123,8 +123,25 @@ impl ConfigService {
 
     /// A scan that reaches the environment file `file` (relative to the environments folder):
     /// one of the sub-folders too when it lies in one, whatever `recursive_discovery` says.
-    pub fn scan_reaching(&self, file: &str) -> Result<Scan, ConfigError> {
-        scan_environments(&self.settings, file.contains('/'))
+    /// A fresh scan that reaches `selected`: the environments folder (its sub-folders when
+    /// the file lies in one), or the package installed from the registry it was selected from.
+    pub fn scan_reaching(&self, selected: &SelectedEnvironment) -> Result<Scan, ConfigError> {
+        let installed = rl_settings::installed_packages(self.store.home())
+            .into_iter()
+            .any(|package| package.roots.contains(&selected.environments_dir));
+        if installed {
+            return crate::installed_scans(self.store.home())
+                .into_iter()
+                .find(|scan| scan.root == selected.environments_dir)
+                .ok_or_else(|| ConfigError::InvalidInput {
+                    what: format!("the selected environment '{}'", selected.key),
+                    reason: format!(
+                        "its package folder {} cannot be read; run `rl setup --env` again",
+                        selected.environments_dir.display()
+                    ),
+                });
+        }
+        scan_environments(&self.settings, selected.file.contains('/'))
     }
 
     /// Selects an environment by name, key or class name; clears earlier edits, as a new
@@ -133,7 +150,7 @@ impl ConfigService {
         check_name("environment name", name, 200)?;
         // Found as every command finds it: a name `rl envs list --recursive` shows is
         // selectable whatever `recursive_discovery` says.
-        let found = crate::find_environment(&self.settings, name, false)?;
+        let found = crate::find_environment(self.store.home(), &self.settings, name, false)?;
         let (scan, env) = (&found.scan, found.environment());
         let schema = config_schema(scan, env)?;
         let now = jiff::Zoned::now();
@@ -253,7 +270,7 @@ impl ConfigService {
         &self,
         selection: &Selection,
     ) -> Result<(Environment, ConfigSchema), ConfigError> {
-        let scan = self.scan_reaching(&selection.environment.file)?;
+        let scan = self.scan_reaching(&selection.environment)?;
         let env = scan
             .environments
             .iter()

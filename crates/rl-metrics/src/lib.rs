@@ -36,8 +36,8 @@ pub use model::{
 };
 pub use results::{Results, RunIdentity};
 pub use rollouts::{
-    MAX_ROLLOUT_BYTES, MAX_ROLLOUT_ROWS, MAX_ROLLOUT_TEXT, RolloutRow, StepRollouts, read_rollouts,
-    rollout_steps,
+    MAX_ROLLOUT_BYTES, MAX_ROLLOUT_MESSAGES, MAX_ROLLOUT_ROWS, MAX_ROLLOUT_TEXT, MAX_TOOL_CALLS,
+    RolloutMessage, RolloutRow, StepRollouts, ToolCall, read_rollouts, rollout_steps,
 };
 pub use source::{Collected, MetricsSource, RunTarget, SourceFailure, WandbNames, collect};
 pub use trainer_log::{WeightsReport, scan as scan_trainer_log};

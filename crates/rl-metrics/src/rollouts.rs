@@ -1,8 +1,9 @@
 //! `rollouts/step_NNNNNN.jsonl`, which rl's trainer keeps in the run folder for its newest
 //! steps: one row per completion of the step's batch (`group`, `index`, `prompt`,
-//! `completion`, `score`, `advantage`, `skipped`, `skip_reason`, …). Read for people to look at
-//! what the model wrote, so never trusted: files, rows and texts are read up to a bound, a line
-//! that is not such a row is skipped with a warning.
+//! `completion`, `score`, `advantage`, `skipped`, `skip_reason`, …; `rollout`, whose branch a
+//! completion is, and `messages`, the conversation, when the environment sent them). Read for
+//! people to look at what the model wrote, so never trusted: files, rows and texts are read up
+//! to a bound, a line that is not such a row is skipped with a warning.
 
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::Path;
@@ -12,6 +13,11 @@ use serde_json::Value;
 use rl_settings::RunFolder;
 
 use crate::error::MetricsError;
+
+mod messages;
+
+use messages::{Cutter, messages_of};
+pub use messages::{MAX_ROLLOUT_MESSAGES, MAX_TOOL_CALLS, RolloutMessage, ToolCall};
 
 /// Bytes of one step's file read at most.
 pub const MAX_ROLLOUT_BYTES: u64 = 8 * 1024 * 1024;
@@ -32,6 +38,11 @@ pub struct RolloutRow {
     pub advantage: Option<f64>,
     pub skipped: bool,
     pub skip_reason: Option<String>,
+    /// The rollout this completion is a branch of (a verifiers environment's, whose rollout
+    /// may give several).
+    pub rollout: Option<i64>,
+    /// The conversation the environment sent with it, turn by turn; `None` when it sent none.
+    pub messages: Option<Vec<RolloutMessage>>,
 }
 
 /// One step's rows, and what could not be read of them.
@@ -145,19 +156,14 @@ fn more_to_read(reader: &mut impl std::io::Read) -> std::io::Result<bool> {
 }
 
 fn row_of(row: &serde_json::Map<String, Value>) -> (RolloutRow, bool) {
-    let mut cut = false;
-    let mut text = |key: &str| {
-        let text = row.get(key)?.as_str()?;
-        if text.chars().count() > MAX_ROLLOUT_TEXT {
-            cut = true;
-            Some(text.chars().take(MAX_ROLLOUT_TEXT).collect())
-        } else {
-            Some(text.to_owned())
-        }
-    };
+    let mut cutter = Cutter::default();
+    let mut text = |key: &str| Some(cutter.text(row.get(key)?.as_str()?));
     let prompt = text("prompt");
     let completion = text("completion");
     let skip_reason = text("skip_reason");
+    let messages = row
+        .get("messages")
+        .and_then(|messages| messages_of(messages, &mut cutter));
     let number = |key: &str| {
         row.get(key)
             .and_then(Value::as_f64)
@@ -172,8 +178,10 @@ fn row_of(row: &serde_json::Map<String, Value>) -> (RolloutRow, bool) {
         advantage: number("advantage"),
         skipped: row.get("skipped").and_then(Value::as_bool).unwrap_or(false),
         skip_reason,
+        rollout: row.get("rollout").and_then(Value::as_i64),
+        messages,
     };
-    (row, cut)
+    (row, cutter.cut)
 }
 
 #[cfg(test)]
@@ -209,6 +217,30 @@ mod tests {
         );
         assert!(read.rows[1].skipped && read.rows[1].index.is_none());
         assert_eq!(read_rollouts(run.path(), 3).unwrap(), None);
+    }
+
+    /// A verifiers environment's row: whose branch it is, and its conversation.
+    #[test]
+    fn a_rows_rollout_and_conversation_are_read() {
+        let run = run_with(&[(
+            "step_000001.jsonl",
+            b"{\"group\": 0, \"index\": 1, \"rollout\": 0, \"prompt\": \"p\", \"completion\": \"c\", \"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", \"content\": \"4\"}]}\n{\"group\": 0, \"index\": 2, \"messages\": \"no list\"}\n",
+        )]);
+        let read = read_rollouts(run.path(), 1).unwrap().unwrap();
+        assert_eq!(read.rows[0].rollout, Some(0));
+        let messages = read.rows[0].messages.as_ref().unwrap();
+        assert_eq!(
+            messages
+                .iter()
+                .map(|m| (m.role.as_str(), m.content.as_str()))
+                .collect::<Vec<_>>(),
+            [("user", "2+2?"), ("assistant", "4")]
+        );
+        assert_eq!(
+            (read.rows[1].rollout, &read.rows[1].messages),
+            (None, &None)
+        );
+        assert!(!read.truncated && read.warnings.is_empty());
     }
 
     #[test]

@@ -46,8 +46,15 @@ impl RunGroups {
     }
 }
 
-/// What an environment made so far: every call of its `collect_trajectories` ends in exactly
-/// one of `made`, `too_long`, `invalid`, `none`, `unsampled` and `failed`.
+/// The handler rl's verifiers runner counts its errors under (`rl_verifiers.scored.ROLLOUT_ERRORS`):
+/// a rollout that failed or left nothing to train on, a group that took too long, and a group
+/// not sent for its size. An Atropos environment's are atroposlib's methods
+/// (`collect_trajectories`, `handle_send_to_api`).
+pub(crate) const ROLLOUT_HANDLER: &str = "rollout";
+
+/// What an environment made so far: every attempt at a group (a call of an Atropos
+/// environment's `collect_trajectories`, a group of rl's verifiers runner) ends in exactly one
+/// of `made`, `too_long`, `invalid`, `none`, `unsampled` and `failed`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct EnvGroups {
@@ -80,10 +87,11 @@ pub struct EnvGroups {
     pub invalid: u64,
     /// What the first of them was (`a list of 8 tuple`).
     pub invalid_first: Option<String>,
-    /// Calls that raised.
+    /// Calls that raised (an Atropos environment), or groups that ended without one to send
+    /// (rl's verifiers runner: no usable rollout, or not sent for their size).
     pub failed: u64,
-    /// Exceptions by the handler that raised them (`collect_trajectories`,
-    /// `handle_send_to_api`), with the first one's message.
+    /// Errors by the handler that raised them (`collect_trajectories`, `handle_send_to_api`;
+    /// [`ROLLOUT_HANDLER`]), with the first one's message.
     pub errors: BTreeMap<String, HandlerErrors>,
     /// Unix seconds of the last count.
     pub updated: Option<f64>,
@@ -165,7 +173,12 @@ impl EnvGroups {
         let attempts = self.attempts();
         let mut parts = Vec::new();
         if self.failed > 0 {
-            parts.push(format!("{} of {attempts} raised an error", self.failed));
+            let how = if self.errors.contains_key(ROLLOUT_HANDLER) {
+                "ended without a group to send"
+            } else {
+                "raised an error"
+            };
+            parts.push(format!("{} of {attempts} {how}", self.failed));
         }
         if self.invalid > 0 {
             let what = self
@@ -182,7 +195,12 @@ impl EnvGroups {
                 .first
                 .as_deref()
                 .map_or_else(String::new, |first| format!(", the first: `{first}`"));
-            parts.push(format!("{} errors in its {handler}{first}", errors.count));
+            let place = if handler == ROLLOUT_HANDLER {
+                "rollouts"
+            } else {
+                handler.as_str()
+            };
+            parts.push(format!("{} errors in its {place}{first}", errors.count));
         }
         if self.prompt_too_long > 0 {
             parts.push(format!(
@@ -255,13 +273,7 @@ impl EnvGroups {
     pub fn no_signal_cause(&self) -> String {
         let counts = self.describe();
         match self.main_cause() {
-            Cause::Errors => format!(
-                "no group reached the trainer: the environment's code fails: {counts}. This is \
-                 the environment's code (or its data) against atroposlib 0.4.0, not the model: \
-                 fix what the first error names (the environment's log has each traceback); \
-                 `collect_trajectories` must return a scored group (tokens, masks, scores) or \
-                 a list of them, with `score` called by the environment itself"
-            ),
+            Cause::Errors => self.errors_cause(&counts),
             Cause::PromptsTooLong => format!(
                 "no group reached the trainer: the environment skips prompts longer than its \
                  token limit: {counts}. Raise max_token_length above the prompts (e.g. \
@@ -286,6 +298,40 @@ impl EnvGroups {
                  pre-flight (rl_test_inference) to see how the model scores"
             ),
         }
+    }
+}
+
+impl EnvGroups {
+    /// The cause when errors are the largest, worded by where they were counted: atroposlib's
+    /// methods (an Atropos environment's code), or rl's verifiers runner's rollouts and groups
+    /// (whose errors may as well be the model endpoint's, or a group's size).
+    fn errors_cause(&self, counts: &str) -> String {
+        let rollouts = self.errors.contains_key(ROLLOUT_HANDLER);
+        let atropos = self.invalid > 0
+            || self.errors.keys().any(|handler| handler != ROLLOUT_HANDLER)
+            || (self.failed > 0 && !rollouts);
+        let mut cause = if atropos {
+            format!(
+                "no group reached the trainer: the environment's code fails: {counts}. This is \
+                 the environment's code (or its data) against atroposlib 0.4.0, not the model: \
+                 fix what the first error names (the environment's log has each traceback); \
+                 `collect_trajectories` must return a scored group (tokens, masks, scores) or \
+                 a list of them, with `score` called by the environment itself"
+            )
+        } else {
+            format!("no group reached the trainer: {counts}")
+        };
+        if rollouts {
+            cause.push_str(
+                ". Each error of its rollouts names its cause (the environment's code or data, \
+                 the model's endpoint, a prompt that reaches the token limit): fix what the \
+                 first names; a pre-flight (rl_test_inference) runs the same rollouts against a \
+                 model. A group whose usable rollouts make another number of sequences than \
+                 group_size (a rollout failed, or one gave several branches) is not sent: \
+                 run-api batches only groups of one size",
+            );
+        }
+        cause
     }
 }
 
@@ -358,6 +404,51 @@ mod tests {
             cause.contains("`rl config set max_token_length 2048`"),
             "{cause}"
         );
+    }
+
+    /// The runner's spelling of the handler is this one.
+    #[test]
+    fn the_rollout_handler_is_the_verifiers_runners() {
+        let runner = include_str!("../../rl-python/python/rl_verifiers/scored.py");
+        assert!(
+            runner.contains(&format!("ROLLOUT_ERRORS = \"{ROLLOUT_HANDLER}\"")),
+            "rl_verifiers.scored.ROLLOUT_ERRORS is not {ROLLOUT_HANDLER:?}"
+        );
+    }
+
+    /// Issue 41: rl's verifiers runner counts its errors under `rollout`, and a group refused
+    /// for its size is one of them: no word of atroposlib's methods, the size rule said.
+    #[test]
+    fn a_verifiers_runs_errors_are_worded_by_its_rollouts_not_atroposlib() {
+        let groups = counts(
+            r#"{"failed": 12, "errors": {"rollout": {"count": 12,
+                "first": "a group of 6 sequences from 4 usable rollouts, not group_size (4): run-api batches only groups of one size, so it was not sent"}}}"#,
+        );
+        assert!(groups.without_signal_past(12));
+        let cause = groups.no_signal_cause();
+        assert!(
+            cause.starts_with(
+                "no group reached the trainer: 12 of 12 ended without a group to send, 12 errors \
+                 in its rollouts, the first: `a group of 6 sequences from 4 usable rollouts"
+            ),
+            "{cause}"
+        );
+        assert!(
+            cause.contains("a rollout failed, or one gave several branches"),
+            "{cause}"
+        );
+        for atropos in ["atroposlib", "collect_trajectories", "traceback", "raised"] {
+            assert!(!cause.contains(atropos), "{atropos:?} in {cause}");
+        }
+        assert!(!cause.contains("stronger base model"), "{cause}");
+
+        // An Atropos environment's failing calls keep atroposlib's wording.
+        let groups = counts(
+            r#"{"failed": 3, "errors": {"collect_trajectories": {"count": 3, "first": "KeyError: 'x'"}}}"#,
+        );
+        let cause = groups.no_signal_cause();
+        assert!(cause.starts_with("no group reached the trainer: the environment's code fails: 3 of 3 raised an error, 3 errors in its collect_trajectories"), "{cause}");
+        assert!(!cause.contains("group_size"), "{cause}");
     }
 
     #[test]

@@ -17,7 +17,8 @@ pub mod trainer;
 mod value;
 
 pub use environment_python::{
-    ENVIRONMENTS_DIR, VENVS_DIR, environment_file_name, environment_python, own_environment_venv,
+    ENVIRONMENTS_DIR, INSTALLED_SUFFIX, InstalledPackage, VENVS_DIR, environment_file_name,
+    environment_python, installed_packages, own_environment_venv,
 };
 pub use error::SettingsError;
 pub use files::{

@@ -113,6 +113,60 @@ pub fn local_engine() -> LocalEngine {
     }
 }
 
+/// The Pythons of verifiers environments, one per API, from `RL_TEST_VERIFIERS_V1_PYTHON` and
+/// `RL_TEST_VERIFIERS_V0_PYTHON` (`cargo xtask test` makes them: `target/vf1-venv`,
+/// `target/vf0-venv`), like [`test_python`].
+///
+/// # Panics
+/// When either is missing.
+pub fn verifiers_pythons() -> VerifiersPythons {
+    let python = |variable: &str| {
+        std::env::var_os(variable)
+            .map(PathBuf::from)
+            .filter(|python| python.exists())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{variable} is not set (or names nothing): this test needs a verifiers \
+                     environment's Python; run it through `cargo xtask test`"
+                )
+            })
+    };
+    VerifiersPythons {
+        v1: python("RL_TEST_VERIFIERS_V1_PYTHON"),
+        v0: python("RL_TEST_VERIFIERS_V0_PYTHON"),
+    }
+}
+
+/// A verifiers environment's Python for each API.
+#[derive(Debug, Clone)]
+pub struct VerifiersPythons {
+    pub v1: PathBuf,
+    pub v0: PathBuf,
+}
+
+/// [`local_engine_settings`] for the verifiers fixtures (`fixtures/verifiers/`): that folder as
+/// the environments folder and `verifiers`' Pythons as the operator's shared ones.
+pub fn verifiers_engine_settings(
+    python: &Path,
+    engine: &LocalEngine,
+    verifiers: &VerifiersPythons,
+) -> String {
+    let root = workspace_root();
+    let settings = local_engine_settings(python, engine).replacen(
+        "\n[engine]",
+        &format!(
+            "environments_dir = \"{}\"\n\n[engine]",
+            root.join("fixtures/verifiers").display()
+        ),
+        1,
+    );
+    format!(
+        "{settings}\n[verifiers]\npython_v1 = \"{}\"\npython_v0 = \"{}\"\n",
+        verifiers.v1.display(),
+        verifiers.v0.display()
+    )
+}
+
 /// `fixtures/local-engine.toml` made concrete: real training with rl's trainer on the local
 /// engine, for the test venv's Python and `engine`.
 ///
@@ -127,6 +181,26 @@ pub fn local_engine_settings(python: &Path, engine: &LocalEngine) -> String {
             ("@BASE_MODEL@", &engine.base_model),
         ],
     )
+    .replacen(
+        "[child_environment]\n",
+        &format!(
+            "[child_environment]\n{JAX_CACHE_VARIABLE} = \"{}\"\n",
+            jax_cache_dir().display()
+        ),
+        1,
+    )
+}
+
+/// JAX's own variable for its persistent compilation cache.
+pub const JAX_CACHE_VARIABLE: &str = "JAX_COMPILATION_CACHE_DIR";
+
+/// The persistent compilation cache every local engine of the tests shares (`target/jax-cache`).
+/// They all compile the same programs (the tiny model at fixed batch shapes), a minute or more
+/// each on 2 cores, for every engine a run, a test or a comparison starts; JAX reuses a compiled
+/// executable only for the same program, backend and flags, and compiles again when an entry
+/// cannot be read. What the tests prove of rl does not depend on how long a compile takes.
+pub fn jax_cache_dir() -> PathBuf {
+    workspace_root().join("target").join("jax-cache")
 }
 
 /// The settings template `file` with the checkout, `python` and `more` filled in.

@@ -198,7 +198,8 @@ pub fn check_kind(
         .map(|module| module.root);
     let line = last_line_of(python, &args, folder.as_deref().or(env_file.parent())).ok()?;
     let found: Found = serde_json::from_str(&line).ok()?;
-    if found.modules.get(required) != Some(&true) {
+    let lacks_kind = found.modules.get(required) != Some(&true);
+    if lacks_kind && !kind.has_own_python() {
         return None;
     }
     let missing = |names: &[String]| -> Vec<String> {
@@ -240,15 +241,22 @@ pub fn check_kind(
         missing_optional,
         requirements: imports.requirements,
         unmet_requirements,
-        python_problem: None,
+        // Seen, not guessed: the probe answered and the module was not found.
+        python_problem: lacks_kind.then(|| {
+            format!(
+                "{} cannot import {required} (a {kind} environment needs it)",
+                python.display()
+            )
+        }),
     })
 }
 
 /// What environment `name` of `kind` (in `env_file`) lacks, asked of the Python it runs in
 /// (`rl_settings::environment_python`): the one question a run's start, a resume, a
 /// pre-flight, `rl envs show` and `rl doctor` ask. `None` when there is nothing to judge by
-/// (an Atropos environment's Python that cannot be asked, or lacks atroposlib: the health
-/// check names that); a verifiers environment without a Python of its kind is a problem.
+/// (a Python that cannot be asked, or an Atropos environment's that lacks atroposlib: the
+/// health check names that); a verifiers environment without a Python, or whose Python
+/// answers that it lacks its kind's verifiers, is a problem.
 pub fn examine(
     home: &Path,
     settings: &rl_settings::Settings,
@@ -267,23 +275,15 @@ pub fn examine(
         unmet_requirements: Vec::new(),
         python_problem: Some(why),
     };
-    let Some(python) = rl_settings::environment_python(home, settings, kind, name) else {
+    let Some(python) = rl_settings::environment_python(home, settings, kind, name, env_file) else {
         return Some(problem(
             rl_settings::own_environment_venv(home, name),
             format!("it is a {kind} environment and has no Python of its own yet"),
         ));
     };
-    match check_kind(&python, env_file, name, kind) {
-        None if kind.has_own_python() => {
-            let why = format!(
-                "{} cannot import {} (a {kind} environment needs it)",
-                python.display(),
-                kind_module(kind)
-            );
-            Some(problem(python, why))
-        }
-        found => found,
-    }
+    // `None`: the Python could not be asked (a timeout on a loaded machine, output it did not
+    // print): nothing is judged, as for an Atropos environment.
+    check_kind(&python, env_file, name, kind)
 }
 
 /// What `install` did.

@@ -31,7 +31,7 @@ impl Tools {
         name: &str,
         recursive: bool,
     ) -> Result<EnvironmentDetail, ToolsError> {
-        let found = rl_config::find_environment(self.settings()?, name, recursive)?;
+        let found = rl_config::find_environment(self.home(), self.settings()?, name, recursive)?;
         let (scan, env) = (&found.scan, found.environment());
         let mut detail = EnvironmentDetail::new(env, &scan.root);
         detail.dependencies = self
@@ -62,6 +62,7 @@ impl Tools {
             self.settings()?,
             selected.kind,
             &selected.name,
+            &selected.environments_dir.join(&selected.file),
         )
         .ok_or_else(|| ToolsError::MissingDependencies {
             environment: selected.name.clone(),
@@ -105,11 +106,13 @@ impl Tools {
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {
         let scan = self.scan(recursive)?;
         let unlisted = rl_config::unlisted_in_subfolders(self.settings()?, &scan).unwrap_or(0);
-        let environments: Vec<EnvironmentEntry> = scan
-            .environments
-            .iter()
-            .map(|env| EnvironmentEntry {
-                name: selectable_name(&scan, env),
+        // The folder's environments, then those of the packages installed from the registry.
+        let installed = rl_config::installed_scans(self.home());
+        let environments: Vec<EnvironmentEntry> = std::iter::once(&scan)
+            .chain(&installed)
+            .flat_map(|scan| scan.environments.iter().map(move |env| (scan, env)))
+            .map(|(scan, env)| EnvironmentEntry {
+                name: selectable_name(scan, env),
                 class_name: env.class_name.clone(),
                 file_path: env.path_in(&scan.root),
                 description: env.description.clone(),
@@ -156,6 +159,7 @@ impl Tools {
             file_path: selected.environments_dir.join(&selected.file),
             key: selected.key.clone(),
             class_name: selected.class_name.clone(),
+            kind: selected.kind,
             config_class: report.config_class,
             field_count: report.field_count,
             locked_fields: report.locked_fields,
@@ -185,7 +189,7 @@ impl Tools {
     ) -> Result<IntrospectedConfig, ToolsError> {
         let service = self.service()?;
         let selection = service.selection()?;
-        let scan = service.scan_reaching(&selection.environment.file)?;
+        let scan = service.scan_reaching(&selection.environment)?;
         let env = scan.find(&current.key)?;
         let schema = rl_config::config_schema(&scan, env)?;
         let python = rl_config::introspect(
@@ -209,6 +213,7 @@ impl Tools {
         Ok(ConfigView {
             environment: current.environment.name.clone(),
             key: current.environment.key.clone(),
+            kind: current.environment.kind,
             config_class: current.config_class,
             wandb_name: current.wandb_name,
             wandb_project: current.wandb_project,

@@ -113,17 +113,28 @@ pub(crate) fn advise(settings: &Settings, current: &CurrentConfig) -> Vec<FirstR
                 how: how("max_token_length", LOCAL_TOKENS),
             });
         } else if thinks && tokens < LOCAL_TOKENS {
-            advice.push(FirstRunAdvice {
-                field: "max_token_length".to_owned(),
-                value: tokens,
-                try_value: LOCAL_TOKENS,
-                why: format!(
+            // atroposlib skips a group reaching the limit; rl's verifiers runner cuts it.
+            let why = if current.environment.kind.has_own_python() {
+                format!(
+                    "its prompts ask for a <think> block (its source says so), and rl cuts a \
+                     completion at max_token_length: at {tokens} tokens few reasoning \
+                     completions reach their answer, so most rewards are scored on cut-off \
+                     reasoning"
+                )
+            } else {
+                format!(
                     "its prompts ask for a <think> block (its source says so), and atroposlib \
                      skips a group when any of its sequences (prompt and completion) reaches \
                      max_token_length: at {tokens} tokens few reasoning completions end in \
                      time, so most groups, or all, are skipped (env.log: \"Token length is too \
                      long in a group, skipping...\")"
-                ),
+                )
+            };
+            advice.push(FirstRunAdvice {
+                field: "max_token_length".to_owned(),
+                value: tokens,
+                try_value: LOCAL_TOKENS,
+                why,
                 how: how("max_token_length", LOCAL_TOKENS),
             });
         }

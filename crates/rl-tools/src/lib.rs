@@ -32,6 +32,7 @@ mod python_probe;
 mod rate_limit;
 mod reach;
 mod registry;
+pub mod registry_install;
 mod resume;
 mod resume_point;
 mod runs;
@@ -53,13 +54,13 @@ pub use answers::{
     ErrorAnswer, Estimate, EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView,
     FieldTypeView, FieldView, FileWarningView, FlagView, GroupsView, HealthReport, HealthView,
     InterruptionView, IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress,
-    LongCallStarted, MetricsView, ModelAnswer, ModelProgressView, ModelTested, NameSourceView,
-    OriginalSummary, PreflightAnswer, PreflightConfig, PreflightListingView, PreflightProgressView,
-    PreflightShown, PreflightStopView, PreflightWaited, ProcessView, Pruned, RateLimited,
-    ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView, RunCheckpoints, RunEntry,
-    RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel, SkipReasonView,
-    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, TrainedCheckpoint, WaitView,
-    WarningView, WindowView, error_answer, report_json,
+    LongCallStarted, MessageView, MetricsView, ModelAnswer, ModelProgressView, ModelTested,
+    NameSourceView, OriginalSummary, PreflightAnswer, PreflightConfig, PreflightListingView,
+    PreflightProgressView, PreflightShown, PreflightStopView, PreflightWaited, ProcessView, Pruned,
+    RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView, RunCheckpoints,
+    RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel, SkipReasonView,
+    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, ToolCallView,
+    TrainedCheckpoint, WaitView, WarningView, WindowView, error_answer, report_json,
 };
 pub use answers::{
     GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,

@@ -23,12 +23,34 @@ pub struct EnvironmentToSetUp {
     pub package: Option<PathBuf>,
 }
 
+/// What `rl setup --env NAME` installs: an environment rl knows, or a package of the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetUpTarget {
+    Known(EnvironmentToSetUp),
+    /// No environment is called so, and it reads as a package name: its verifiers
+    /// environments are installed from the registry.
+    Registry(String),
+}
+
 impl Tools {
-    /// The environment `name` (sub-folders too): an unknown name is said before minutes of
-    /// installing.
+    /// What `rl setup --env NAME` means, said before minutes of installing: an environment of
+    /// the folder (sub-folders too) or installed before, else a package of the registry, else
+    /// the lookup's error (with its suggestions).
+    pub fn set_up_target(&self, name: &str) -> Result<SetUpTarget, ToolsError> {
+        match self.environment_to_set_up(name) {
+            Err(ToolsError::Config(rl_config::ConfigError::Discovery(
+                rl_discovery::DiscoveryError::UnknownEnvironment { .. },
+            ))) if crate::registry_install::parse_requirement(name).is_some() => {
+                Ok(SetUpTarget::Registry(name.to_owned()))
+            }
+            other => other.map(SetUpTarget::Known),
+        }
+    }
+
+    /// The environment `name` (sub-folders too, and those installed from the registry).
     pub fn environment_to_set_up(&self, name: &str) -> Result<EnvironmentToSetUp, ToolsError> {
-        let scan = self.scan(true)?;
-        let env = scan.find(name)?;
+        let found = rl_config::find_environment(self.home(), self.settings()?, name, true)?;
+        let (scan, env) = (&found.scan, found.environment());
         Ok(EnvironmentToSetUp {
             name: name.to_owned(),
             file: env.path_in(&scan.root),
@@ -41,11 +63,10 @@ impl Tools {
     }
 }
 
-/// Makes `target`'s own Python hold its kind's pins and its package, then checks that the
-/// environment imports there.
-pub fn ensure_own_python(
+/// Makes `target`'s own Python hold its kind's pins (created when missing): what installing
+/// its package, from its folder or from the registry, starts from.
+pub(crate) fn ensure_pins(
     home: &Path,
-    settings: &rl_settings::Settings,
     target: &EnvironmentToSetUp,
     installer: &Installer,
     say: &dyn Fn(&str),
@@ -67,30 +88,6 @@ pub fn ensure_own_python(
         source,
     })?;
     let log = venvs.join("setup.log");
-    let pins = rl_python::pins(requirements);
-    let missing = match run_probe(&python, &pins) {
-        Ok(facts) => unmet(&facts, &pins),
-        Err(_) => vec!["the Python itself".to_owned()],
-    };
-    let before = examine(home, settings, &target.file, name, target.kind);
-    let record = records.join(format!("{}.txt", rl_settings::environment_file_name(name)));
-    if missing.is_empty()
-        && before
-            .as_ref()
-            .is_some_and(crate::env_dependencies::Dependencies::ready)
-        && record.is_file()
-    {
-        say(&format!(
-            "env {name}: its own Python {} holds {} as pinned, nothing to do",
-            python.display(),
-            target.kind
-        ));
-        return Ok(Installed {
-            nothing_to_do: true,
-            packages: Vec::new(),
-            record: Some(record),
-        });
-    }
     if !python.is_file() {
         say(&format!(
             "env {name}: creating its own Python {} ({})",
@@ -106,22 +103,70 @@ pub fn ensure_own_python(
         path: pinned.clone(),
         source,
     })?;
-    let pinned_arg = pinned.to_string_lossy().into_owned();
-    say(&format!(
-        "env {name}: installing {} pinned packages for a {} environment (minutes the first time)",
-        pins.len(),
-        target.kind
-    ));
-    installer.install(&python, &["-r", &pinned_arg], &log)?;
-    let mut packages: Vec<String> = Vec::new();
+    let pins = rl_python::pins(requirements);
+    let holds_them = run_probe(&python, &pins).is_ok_and(|facts| unmet(&facts, &pins).is_empty());
+    if holds_them {
+        say(&format!("env {name}: {} as pinned already", target.kind));
+    } else {
+        say(&format!(
+            "env {name}: installing {} pinned packages for a {} environment (minutes the first \
+             time)",
+            pins.len(),
+            target.kind
+        ));
+        installer.install(&python, &["-r", &pinned.to_string_lossy()], &log)?;
+    }
+    Ok(Installed {
+        nothing_to_do: holds_them,
+        packages: vec![format!("-r {}", pinned.display())],
+        record: None,
+    })
+}
+
+/// Makes `target`'s own Python hold its kind's pins and its package folder, then checks that
+/// the environment imports there. Nothing is done when all of that holds already.
+pub fn ensure_own_python(
+    home: &Path,
+    settings: &rl_settings::Settings,
+    target: &EnvironmentToSetUp,
+    installer: &Installer,
+    say: &dyn Fn(&str),
+) -> Result<Installed, ToolsError> {
+    let name = &target.name;
+    let python = rl_settings::own_environment_venv(home, name)
+        .join("bin")
+        .join("python");
+    let log = home.join(rl_settings::VENVS_DIR).join("setup.log");
+    let record = home
+        .join(rl_settings::VENVS_DIR)
+        .join(rl_settings::ENVIRONMENTS_DIR)
+        .join(format!("{}.txt", rl_settings::environment_file_name(name)));
+    let ready_before = python.is_file()
+        && record.is_file()
+        && examine(home, settings, &target.file, name, target.kind)
+            .as_ref()
+            .is_some_and(crate::env_dependencies::Dependencies::ready);
+    let mut installed = ensure_pins(home, target, installer, say)?;
+    if ready_before && installed.nothing_to_do {
+        say(&format!(
+            "env {name}: its own Python {} holds what it needs, nothing to do",
+            python.display()
+        ));
+        installed.record = Some(record);
+        return Ok(installed);
+    }
+    let pinned = rl_settings::own_environment_venv(home, name).join("rl-requirements.txt");
     if let Some(folder) = &target.package {
         say(&format!(
             "env {name}: installing its package {}",
             folder.display()
         ));
-        let folder_arg = folder.to_string_lossy().into_owned();
-        installer.install(&python, &["-c", &pinned_arg, &folder_arg], &log)?;
-        packages.push(folder_arg);
+        installer.install(
+            &python,
+            &["-c", &pinned.to_string_lossy(), &folder.to_string_lossy()],
+            &log,
+        )?;
+        installed.packages.push(folder.display().to_string());
     }
     let after = examine(home, settings, &target.file, name, target.kind).ok_or_else(|| {
         ToolsError::Internal(format!(
@@ -136,8 +181,7 @@ pub fn ensure_own_python(
         target.kind,
         target.file.display()
     );
-    text.push_str(&format!("-r {pinned_arg}\n"));
-    for package in &packages {
+    for package in &installed.packages {
         text.push_str(package);
         text.push('\n');
     }
@@ -150,13 +194,9 @@ pub fn ensure_own_python(
         )));
     }
     say(&format!("env {name}: ready in {}", python.display()));
-    Ok(Installed {
-        nothing_to_do: false,
-        packages: std::iter::once(format!("-r {pinned_arg}"))
-            .chain(packages)
-            .collect(),
-        record: Some(record),
-    })
+    installed.nothing_to_do = false;
+    installed.record = Some(record);
+    Ok(installed)
 }
 
 /// `rl setup --env NAME`, whatever the kind: an Atropos environment's missing imports into the
@@ -165,10 +205,18 @@ pub fn ensure_own_python(
 pub fn set_up_environment(
     home: &Path,
     settings: &rl_settings::Settings,
-    target: &EnvironmentToSetUp,
+    target: &SetUpTarget,
     installer: &Installer,
     say: &dyn Fn(&str),
 ) -> Result<(PathBuf, Installed), ToolsError> {
+    let target = match target {
+        SetUpTarget::Known(target) => target,
+        SetUpTarget::Registry(requirement) => {
+            let (package, installed) =
+                crate::registry_install::install_from_registry(home, requirement, installer, say)?;
+            return Ok((package.venv.join("bin").join("python"), installed));
+        }
+    };
     if target.kind.has_own_python() {
         let installed = ensure_own_python(home, settings, target, installer, say)?;
         let python = rl_settings::own_environment_venv(home, &target.name)

@@ -55,6 +55,7 @@ impl Tools {
                 RunRow {
                     run_id: run.id.clone(),
                     environment: run.environment.clone(),
+                    environment_kind: crate::answers::environment_kind_of(&run),
                     state: run.state.name(),
                     phase: run.state.phase().map(rl_process::Phase::as_str),
                     created_at: run.created_at.clone(),

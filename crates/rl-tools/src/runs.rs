@@ -208,7 +208,9 @@ impl Tools {
             .as_ref()
             .map(|found| Results::of(found, metrics::activity_of(&run), &metrics::policy(&run)));
         let wandb = wandb.ok();
+        let environment_kind = crate::answers::environment_kind_of(&run);
         Ok(ResultsView {
+            environment_kind,
             wandb_url: results
                 .as_ref()
                 .and_then(|r| r.trainer_run.as_ref())

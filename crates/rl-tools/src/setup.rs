@@ -170,7 +170,7 @@ impl Installer {
 }
 
 /// Runs `command`, its output appended to `log`; a failure names the log's end.
-fn run_logged(command: &mut Command, log: &Path) -> Result<(), ToolsError> {
+pub(crate) fn run_logged(command: &mut Command, log: &Path) -> Result<(), ToolsError> {
     let io = |source| ToolsError::Io {
         action: "write",
         path: log.to_owned(),

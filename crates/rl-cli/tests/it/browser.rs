@@ -347,6 +347,115 @@ fn the_run_page_shows_a_run_as_it_trains() {
     );
 }
 
+/// Issue 41: a verifiers run's page says its kind, and a step's rows that carry their
+/// conversation read as turns labelled by role (an assistant's tool call, the tool's result),
+/// every text as text; the decoded tokens stay one click away.
+#[test]
+#[ignore = "needs Chromium: `cargo xtask test` runs it"]
+fn a_verifiers_runs_rollouts_read_as_conversations() {
+    let home = run_home(false);
+    let dir = rl_settings::run_dir(home.path(), &rl_settings::RunId::parse(RUN).unwrap());
+    let environment = json!({"environment": {"key": "unit-convert@unit_convert/unit_convert.py",
+        "name": "unit-convert", "class_name": "UnitConvertTaskset", "file": "unit_convert/unit_convert.py",
+        "environments_dir": "/envs", "kind": "verifiers-v1"}, "sha256": "00"});
+    std::fs::write(dir.join("environment.json"), environment.to_string()).unwrap();
+    let call = json!({"id": "call_1", "type": "function",
+        "function": {"name": "convert", "arguments": "{\"value\": 3, \"from\": \"km\", \"to\": \"m\"}"}});
+    let turns = json!([
+        {"role": "system", "content": "Answer with the number only; use the convert tool."},
+        {"role": "user", "content": "How many metres are 3 km?"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "convert", "content": HOSTILE_TEXT},
+        {"role": "assistant", "content": "3000"},
+    ]);
+    let rows = [
+        json!({"group": 0, "index": 0, "rollout": 0, "prompt": "tokens before", "completion": "3000",
+            "score": 1.0, "advantage": 0.5, "skipped": false, "messages": turns}),
+        json!({"group": 0, "index": 1, "rollout": 1, "prompt": "tokens before", "completion": "30",
+            "score": 0.0, "advantage": -0.5, "skipped": false,
+            "messages": [{"role": "user", "content": "How many metres are 3 km?"},
+                         {"role": "assistant", "content": "30"}]}),
+    ];
+    let text = rows
+        .iter()
+        .fold(String::new(), |text, row| text + &row.to_string() + "\n");
+    std::fs::write(dir.join("rollouts/step_000003.jsonl"), text).unwrap();
+    let server = Server::start(home, &[], &[]);
+    let mut browser = Browser::open(&format!("{}/runs/{RUN}", server.url()));
+    browser.wait_for(
+        "document.querySelectorAll('#rollouts .conversation').length === 2",
+        PATIENCE,
+    );
+    assert_eq!(
+        browser.eval("document.querySelector('#environment-kind')?.textContent"),
+        "verifiers-v1"
+    );
+    let roles = browser.eval(
+        "JSON.stringify([...document.querySelectorAll('#rollouts .turn')].map(t => t.dataset.role))",
+    );
+    assert_eq!(
+        roles,
+        json!([
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ])
+        .to_string()
+    );
+    let call = browser.eval(
+        "[...document.querySelectorAll('#rollouts .tool-call')].map(c => c.textContent).join('|')",
+    );
+    assert_eq!(
+        call,
+        "calls convert (call_1){\"value\": 3, \"from\": \"km\", \"to\": \"m\"}"
+    );
+    let result = browser
+        .eval("document.querySelector('#rollouts .turn[data-role=tool] pre.content').textContent");
+    assert_eq!(result, HOSTILE_TEXT);
+    assert_eq!(
+        browser.eval("document.querySelector('#rollouts .turn[data-role=tool] .role').textContent"),
+        "tool · convert · → call_1"
+    );
+    assert_eq!(
+        browser.eval("document.querySelectorAll('#rollouts script, #rollouts img').length"),
+        0
+    );
+    assert_ne!(browser.eval("document.title"), "pwned");
+    assert_eq!(
+        browser
+            .eval("document.querySelector('#rollouts details.decoded pre.completion').textContent"),
+        "3000"
+    );
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    drop(browser);
+
+    // The list says the run's kind beside its environment.
+    let mut list = Browser::open(&format!("{}/", server.url()));
+    list.wait_for(
+        &format!("document.querySelector('tr[data-run=\"{RUN}\"]') !== null"),
+        PATIENCE,
+    );
+    assert_eq!(
+        list.eval(&format!(
+            "document.querySelector('tr[data-run=\"{RUN}\"] td:nth-child(3)').textContent"
+        )),
+        "digits@digits_env.py (verifiers-v1)"
+    );
+    drop(list);
+
+    let artifacts = workspace_root().join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    screenshot(
+        &format!("{}/runs/{RUN}", server.url()),
+        &artifacts.join("run-verifiers.png"),
+    );
+}
+
 /// Issue 30 #5: `?compare=` naming no run (none such, junk, a path) leaves the run drawn
 /// whole, the overlay flagged beside its form; the only error is the compared run's failed
 /// load.

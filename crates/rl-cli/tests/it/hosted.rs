@@ -56,7 +56,21 @@ fn a_hosted_runs_checkpoints_are_sampled_at_tinkers_endpoint() {
         Some(&sha256_hex(KEY)),
         Some("half-right"),
     );
-    let endpoint = format!("[inference]\ntinker_openai_url = \"{}\"", tinker.base_url);
+    // Its Tinker API is the service's stand-in, which answers `rl checkpoints list` at once as
+    // the service does. Left unset, the listing went to the hosted Tinker (with this test's
+    // key), and on a machine that cannot reach it the SDK's client retried for five minutes.
+    let folder = tempfile::tempdir().unwrap();
+    let service = TinkerService::start(
+        folder.path(),
+        &ServiceOptions {
+            key: Some(KEY),
+            ..ServiceOptions::default()
+        },
+    );
+    let endpoint = format!(
+        "[inference]\ntinker_openai_url = \"{}\"\n\n[locked.tinker]\nbase_url = \"{}\"",
+        tinker.base_url, service.url
+    );
     let (mut stack, id, last) = hosted_run(&python, &endpoint, KEY);
     let last_sampler = last["sampler_path"].as_str().unwrap().to_owned();
 

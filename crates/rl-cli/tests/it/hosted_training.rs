@@ -25,8 +25,16 @@ const SDK_REFUSED: &str =
 fn hosted_stack(service: &str, more: &str) -> Stack {
     let python = crate::test_python();
     let engine = rl_test_support::local_engine();
-    let model = engine.base_model.display().to_string();
     let settings = rl_test_support::local_engine_settings(&python, &engine);
+    hosted_stack_of(settings, service, more, "digits")
+}
+
+/// [`hosted_stack`] from the local engine's `settings`, with `environment` selected.
+fn hosted_stack_of(settings: String, service: &str, more: &str, environment: &str) -> Stack {
+    let model = rl_test_support::local_engine()
+        .base_model
+        .display()
+        .to_string();
     let mut stack = Stack::with_settings(
         settings,
         &[
@@ -50,21 +58,20 @@ fn hosted_stack(service: &str, more: &str) -> Stack {
                 &format!("[[locked.openai]]\ntokenizer_name = \"{model}\"\n"),
             ),
         ],
-        "digits",
+        environment,
     );
     stack.tinker_key = Some(KEY);
     stack
 }
 
-#[test]
-#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
-fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported_and_compared() {
-    let folder = tempfile::tempdir().unwrap();
-    let engine_dir = folder.path().join("engine");
+/// The stand-in for the hosted service (checking the key and the SDK's version) over a local
+/// engine started in `folder`.
+fn service_over_an_engine(folder: &Path) -> (EngineServer, TinkerService) {
+    let engine_dir = folder.join("engine");
     std::fs::create_dir(&engine_dir).unwrap();
     let engine = EngineServer::start(&rl_test_support::local_engine(), &engine_dir);
     let service = TinkerService::start(
-        folder.path(),
+        folder,
         &ServiceOptions {
             key: Some(KEY),
             engine: Some(&engine.url),
@@ -72,6 +79,26 @@ fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported
             archive: None,
         },
     );
+    (engine, service)
+}
+
+/// Every request of the service's API carried the key.
+fn assert_every_request_carries_the_key(requests: &[Value]) {
+    assert!(
+        requests
+            .iter()
+            .filter(|request| request["path"] != "/api/v1/healthz")
+            .filter(|request| request["path"].as_str().unwrap().starts_with("/api/v1/"))
+            .all(|request| request["key_sha256"] == sha256_hex(KEY).as_str()),
+        "{requests:#?}"
+    );
+}
+
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported_and_compared() {
+    let folder = tempfile::tempdir().unwrap();
+    let (_engine, service) = service_over_an_engine(folder.path());
     // Tinker's OpenAI-compatible endpoint samples a hosted run's checkpoints for `rl compare`;
     // the fixture server stands in for it, with the same key.
     let python = crate::test_python();
@@ -111,14 +138,7 @@ fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported
         .filter(|request| request["path"] == "/api/v1/forward_backward")
         .count();
     assert!(trained >= 5, "{trained} forward_backward calls");
-    assert!(
-        requests
-            .iter()
-            .filter(|request| request["path"] != "/api/v1/healthz")
-            .filter(|request| request["path"].as_str().unwrap().starts_with("/api/v1/"))
-            .all(|request| request["key_sha256"] == sha256_hex(KEY).as_str()),
-        "{requests:#?}"
-    );
+    assert_every_request_carries_the_key(&requests);
     let metrics = lines(&dir.join("metrics.jsonl"));
     let losses: Vec<f64> = metrics
         .iter()
@@ -253,6 +273,49 @@ fn a_service_that_never_answers_fails_the_run_naming_it_within_30_s() {
     );
     assert_nothing_left(&stack, &id);
     drop(listener);
+}
+
+#[test]
+#[ignore = "needs the test venvs, the local engine and verifiers' Pythons: `cargo xtask test` runs it"]
+fn a_hosted_run_of_a_verifiers_environment_trains_through_the_service() {
+    let folder = tempfile::tempdir().unwrap();
+    let (_engine, service) = service_over_an_engine(folder.path());
+    let settings = rl_test_support::verifiers_engine_settings(
+        &crate::test_python(),
+        &rl_test_support::local_engine(),
+        &rl_test_support::verifiers_pythons(),
+    );
+    let stack = hosted_stack_of(settings, &service.url, "", "digit-sum");
+    // Three steps are enough to see it train (hosted_stack's own runs take five).
+    let config = stack.home.path().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("total_steps = 5", "total_steps = 3")).unwrap();
+    stack.json(&["config", "set", "group_size", "4"]);
+    stack.json(&["config", "set", "batch_size", "8"]);
+
+    let (id, _) = stack.start_running();
+    let finished = stack.wait(&id, "finished", 900);
+    assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
+    // Its rollouts were sampled and trained at the service, through rl's SDK, with the key.
+    let requests = service.requests();
+    let trained = requests
+        .iter()
+        .filter(|request| request["path"] == "/api/v1/forward_backward")
+        .count();
+    assert!(trained >= 3, "{trained} forward_backward calls");
+    assert_every_request_carries_the_key(&requests);
+    // The verifiers environment's named rewards were logged at each step.
+    let dir = stack.run_dir(&id);
+    let steps: Vec<Value> = lines(&dir.join("metrics.jsonl"))
+        .into_iter()
+        .filter(|row| row.get("step").is_some() && row.get("reward/mean").is_some())
+        .collect();
+    assert!(!steps.is_empty(), "no step logged its rewards");
+    for row in &steps {
+        assert!(row["reward/closeness"].as_f64().is_some(), "{row}");
+    }
+    assert_nothing_left(&stack, &id);
+    assert_no_file_holds(stack.home.path(), KEY);
 }
 
 /// A hosted run at `service` that must fail: its stack, id and error.

@@ -36,6 +36,8 @@ mod sweep_pages;
 mod sweeps;
 mod tools;
 mod training;
+mod verifiers;
+mod verifiers_registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -327,9 +327,9 @@ pub(crate) fn stack_home(python: &Path, extra: &str) -> tempfile::TempDir {
 }
 
 /// Runs started by a test, stopped with `rl runs stop` even when it panics.
-struct StartedRuns<'a> {
-    home: &'a Path,
-    ids: Vec<String>,
+pub(crate) struct StartedRuns<'a> {
+    pub(crate) home: &'a Path,
+    pub(crate) ids: Vec<String>,
 }
 
 impl Drop for StartedRuns<'_> {

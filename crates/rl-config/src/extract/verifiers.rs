@@ -13,23 +13,22 @@ use crate::ConfigError;
 use crate::schema::{Constraints, DefaultValue, FieldSpec, FieldType};
 
 /// The run config's `env:` keys `rl_verifiers` reads (atroposlib's names, with their meaning
-/// there); atroposlib's other fields mean nothing to a verifiers environment and are not shown.
+/// there: `rl_verifiers/config.py`'s `RunSettings`, which a test holds to this list);
+/// atroposlib's other fields mean nothing to a verifiers environment and are not shown.
 pub(crate) const RUN_FIELDS: &[&str] = &[
     "group_size",
-    "max_num_workers",
     "max_token_length",
-    "batch_size",
-    "max_batches_offpolicy",
-    "tokenizer_name",
-    "use_wandb",
-    "rollout_server_url",
     "total_steps",
+    "batch_size",
+    "max_num_workers",
+    "max_batches_offpolicy",
+    "rollout_server_url",
+    "tokenizer_name",
     "wandb_name",
+    "inference_weight",
+    "worker_timeout",
     "ensure_scores_are_not_same",
     "data_path_to_save_groups",
-    "min_batch_allocation",
-    "worker_timeout",
-    "steps_per_eval",
 ];
 
 /// verifiers' own taskset config fields a user may set (`verifiers/v1/configs/taskset.py`):
@@ -152,5 +151,29 @@ fn type_of(value: &rl_settings::Value) -> FieldType {
         Value::Float(_) => FieldType::Float,
         Value::Str(_) => FieldType::Str,
         _ => FieldType::Any,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RUN_FIELDS;
+
+    /// The fields shown are the ones the runner reads: `RunSettings`' annotated names.
+    #[test]
+    fn the_run_fields_are_the_runners() {
+        let source = include_str!("../../../rl-python/python/rl_verifiers/config.py");
+        let body = source
+            .split("class RunSettings:")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n\n").next())
+            .unwrap_or_default();
+        let names: Vec<&str> = body
+            .lines()
+            .filter(|line| line.starts_with("    ") && !line.starts_with("     "))
+            .filter_map(|line| line.trim().split_once(':'))
+            .map(|(name, _)| name)
+            .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .collect();
+        assert_eq!(names, RUN_FIELDS);
     }
 }

@@ -162,6 +162,9 @@ class PreparedSequence:
     advantage: float
     logprobs: Optional[List[float]]
     truncated: bool
+    # The conversation the environment sent with it (ScoredData's `messages`: chat messages,
+    # tool calls included), kept for the rollouts file only; None when it sent none.
+    messages: Optional[List[Dict[str, Any]]] = None
 
     def has_targets(self) -> bool:
         return any(m != PROMPT_MASK for m in self.masks[1:])
@@ -246,6 +249,15 @@ def _float_list(value: Any) -> Optional[List[float]]:
     return out
 
 
+def _message_lists(value: Any, count: int) -> List[Optional[List[Dict[str, Any]]]]:
+    """ScoredData's `messages` (one conversation per completion) as a list of `count`: a
+    conversation that is no list of message objects is None, as are all when they do not line
+    up with the completions (what to show is never guessed)."""
+    if not isinstance(value, list) or len(value) != count:
+        return [None] * count
+    return [m if isinstance(m, list) and all(isinstance(x, dict) for x in m) else None for m in value]
+
+
 def _usable_logprobs(logprobs: Optional[List[float]], masks: List[int]) -> bool:
     """Sampler logprobs line up with the tokens and hold a real value (<= 0, finite) at every
     completion position (ManagedServer pads missing ones with the 1.0 prompt sentinel)."""
@@ -278,6 +290,7 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
         return _malformed(
             index, scores, f"{len(tokens)} token lists, {len(masks)} mask lists, {len(scores)} scores"
         )
+    message_lists = _message_lists(group.get("messages"), len(scores))
     logprob_lists = group.get("inference_logprobs")
     if not isinstance(logprob_lists, list) or len(logprob_lists) != len(scores):
         logprob_lists = [None] * len(scores)
@@ -289,7 +302,7 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
     advantages = group_advantages(scores, overrides, rollout_of)
 
     sequences = []
-    for i, (tok, msk, lps) in enumerate(zip(tokens, masks, logprob_lists)):
+    for i, (tok, msk, lps, msgs) in enumerate(zip(tokens, masks, logprob_lists, message_lists)):
         tok = _int_list(tok)
         msk = _int_list(msk)
         if tok is None or msk is None or len(tok) != len(msk):
@@ -303,7 +316,14 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
             lps = lps[:max_len] if lps is not None else None
         sequences.append(
             PreparedSequence(
-                group=index, index=i, tokens=tok, masks=msk, advantage=advantages[i], logprobs=lps, truncated=truncated
+                group=index,
+                index=i,
+                tokens=tok,
+                masks=msk,
+                advantage=advantages[i],
+                logprobs=lps,
+                truncated=truncated,
+                messages=msgs,
             )
         )
 

@@ -186,7 +186,8 @@ def rollout_rows(prepared, decode) -> List[Dict[str, Any]]:
     (decoded from the tokens before / from the first completion token), score, advantage,
     skipped, and its tokens: prompt, completion and trained (its datum's, 0 when not trained),
     whose sums over a step's rows are that step's tokens/* metrics; `rollout` (whose branch it
-    is) when the group says (a verifiers environment's multi-branch rollouts). `decode(tokens) -> str`."""
+    is) when the group says (a verifiers environment's multi-branch rollouts); `messages` (the
+    conversation, as the environment sent it) when it sent one. `decode(tokens) -> str`."""
     rows = []
     for group in prepared.groups:
         for seq in group.sequences:
@@ -209,6 +210,8 @@ def rollout_rows(prepared, decode) -> List[Dict[str, Any]]:
             )
             if group.rollout_of is not None:
                 rows[-1]["rollout"] = group.rollout_of[seq.index]
+            if seq.messages is not None:
+                rows[-1]["messages"] = seq.messages
         if not group.sequences and group.skip is not None:
             rows.append(
                 {

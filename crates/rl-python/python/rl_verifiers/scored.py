@@ -55,7 +55,10 @@ def run_group(rollouts: List[Rollout], token_limit: Optional[int]) -> Outcome:
             if problem is None and not rollout.sequences:
                 problem = "the endpoint returned no token ids (a training endpoint must: return_token_ids)"
             elif problem is None:
-                problem = f"no sampled token below the token limit of {token_limit}: the prompt reaches it"
+                problem = (
+                    f"no sampled token below the token limit of {token_limit} (the trainer's "
+                    "max_token_trainer_length, which run-api gives): the prompt reaches it"
+                )
             errors.append(problem)
             usable.append(False)
             continue

@@ -104,6 +104,38 @@ def prepare_process(root: Optional[str]) -> None:
     os.environ[PRIME_INFERENCE_VARIABLE] = PRIME_INFERENCE_BLOCKED
 
 
+def lock_chat_program() -> None:
+    """Locks the `null`/`bash` harnesses' chat program (a PEP 723 script) once, beside the
+    copy verifiers prepares it from. verifiers runs `uv sync --script` in every new process
+    with `UV_OFFLINE=false`; without a lock uv resolves the script against the package
+    registry each time (it revalidates the index), so a machine that has installed it once
+    could not run it again without the registry. With the lock uv installs what it pins,
+    from its cache once it has them: only the first preparation needs the registry."""
+    import subprocess
+
+    from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE
+    from verifiers.v1.runtimes.subprocess import SubprocessRuntime
+
+    # Where verifiers/v1/runtimes/base.py `prepare_uv_script` puts it (the runtime's own user).
+    data = CHAT_PROGRAM_SOURCE.encode()
+    script = Path(SubprocessRuntime.scripts_dir) / f"{hashlib.sha256(data).hexdigest()}.py"
+    if script.with_name(script.name + ".lock").exists():
+        return
+    script.parent.mkdir(parents=True, exist_ok=True)
+    partial = script.with_name(f"{script.name}.{os.getpid()}.tmp")
+    partial.write_bytes(data)
+    os.replace(partial, script)
+    locked = subprocess.run(
+        ["uv", "lock", "--script", str(script), "-q", "--no-config"],
+        capture_output=True,
+        text=True,
+        # As verifiers starts its programs: no key in uv's environment.
+        env={**{k: v for k, v in os.environ.items() if "API_KEY" not in k.upper()}, "UV_OFFLINE": "false"},
+    )
+    if locked.returncode != 0:
+        raise LoadError(f"uv could not lock the harness's chat program {script}: {locked.stderr.strip()[-2000:]}")
+
+
 def task_key(data: Any) -> str:
     """A task's identity by its content (rl_env's item key of its data, its position `idx`
     left out, so the same task keeps its key when the taskset grows or is reordered)."""
@@ -266,6 +298,8 @@ class V1Adapter:
                     f"harness {harness.id!r} prepares its program with `uv`, and no `uv` is on PATH "
                     f"next to {sys.executable}: install it into the environment's Python (rl setup --env)"
                 )
+            if harness.id in UV_SCRIPT_HARNESSES:
+                lock_chat_program()
         servers = [s.config for s in task_class.toolsets(env.taskset.config.task)]
         servers += [s.config for s in env.taskset.toolsets(env.taskset.config)]
         for config in servers:

@@ -135,6 +135,21 @@ class NamedRewardTests(unittest.TestCase):
         plain = prepare_batch([{"tokens": [[1, 2]], "masks": [[P, 2]], "scores": [1.0]}], 64)
         self.assertNotIn("rollout", rollout_rows(plain, str)[0])
 
+    def test_rollout_rows_carry_each_branchs_conversation(self):
+        turns = [
+            [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "",
+              "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 2, \"b\": 2}"}}]}],
+            [{"role": "user", "content": "2+2?"}, {"role": "tool", "tool_call_id": "c1", "content": "4"},
+             {"role": "assistant", "content": "4"}],
+        ]
+        group = dict(branched([1.0, 0.0], [0, 1]), messages=turns)
+        rows = rollout_rows(prepare_batch([group], 64), str)
+        self.assertEqual([r["messages"] for r in rows], turns)
+        # Conversations that do not line up with the completions, or are no messages: none shown.
+        for messages, shown in ((turns[:1], [None, None]), ("text", [None, None]), ([turns[0], "text"], [turns[0], None])):
+            rows = rollout_rows(prepare_batch([dict(group, messages=messages)], 64), str)
+            self.assertEqual([r.get("messages") for r in rows], shown, messages)
+
 
 class FakeWandbRun:
     def __init__(self):

@@ -169,6 +169,8 @@ pub struct Selected {
     pub file_path: PathBuf,
     pub key: String,
     pub class_name: String,
+    /// `atropos`, `verifiers-v1` or `verifiers-v0`: the API it is written against.
+    pub kind: EnvironmentKind,
     pub config_class: String,
     pub field_count: usize,
     pub locked_fields: Vec<String>,
@@ -214,6 +216,9 @@ pub struct DependenciesView {
 pub struct ConfigView {
     pub environment: String,
     pub key: String,
+    /// `atropos`, `verifiers-v1` or `verifiers-v0`: the API the selected environment is
+    /// written against.
+    pub kind: EnvironmentKind,
     pub config_class: String,
     pub wandb_name: String,
     pub wandb_project: String,

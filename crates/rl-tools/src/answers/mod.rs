@@ -39,19 +39,20 @@ pub use metrics::{
     SourceFailureView, ThroughputView, TokensView, UsageView, WindowView,
 };
 pub use page::{
-    Anatomy, RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel, StepAnatomy,
+    Anatomy, MessageView, RolloutView, RolloutsView, RunPage, RunRow, RunRows, SeriesLabel,
+    StepAnatomy, ToolCallView,
 };
 pub use preflight::{ModelAnswer, ModelTested, OriginalSummary, PreflightAnswer, PreflightConfig};
 pub use preflight_store::{
     InterruptionView, ModelProgressView, PreflightListingView, PreflightProgressView,
     PreflightShown, PreflightStopView, PreflightWaited,
 };
-pub(crate) use runs::process_label;
 pub use runs::{
     ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsAnswer,
     ResultsView, ResumedFrom, RunEntry, RunList, RunView, Started, StatusAnswer, StatusView,
     Stopped, WaitView,
 };
+pub(crate) use runs::{environment_kind_of, process_label};
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};
 pub use sweeps::{
     GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,

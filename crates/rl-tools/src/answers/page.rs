@@ -3,7 +3,7 @@
 //! checkpoints, log tails, the steps with rollouts), and one step's rollouts. Read-only, and
 //! data only: the page renders every text as text.
 
-use rl_metrics::{RolloutRow, StepRollouts};
+use rl_metrics::{RolloutMessage, RolloutRow, StepRollouts, ToolCall};
 use serde::Serialize;
 
 use super::checkpoints::CheckpointEntry;
@@ -20,6 +20,8 @@ pub struct RunRows {
 pub struct RunRow {
     pub run_id: String,
     pub environment: String,
+    /// As in [`RunView`].
+    pub environment_kind: Option<rl_settings::EnvironmentKind>,
     pub state: &'static str,
     pub phase: Option<&'static str>,
     pub created_at: String,
@@ -106,6 +108,59 @@ pub struct RolloutView {
     pub advantage: Option<f64>,
     pub skipped: bool,
     pub skip_reason: Option<String>,
+    /// The rollout it is a branch of, when the environment says (a verifiers environment's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<i64>,
+    /// The conversation, turn by turn, when the environment sent one (the page then shows it
+    /// instead of the decoded prompt and completion).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<MessageView>>,
+}
+
+/// One turn of a rollout's conversation.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageView {
+    pub role: String,
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCallView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl From<&RolloutMessage> for MessageView {
+    fn from(message: &RolloutMessage) -> Self {
+        Self {
+            role: message.role.clone(),
+            content: message.content.clone(),
+            reasoning: message.reasoning.clone(),
+            tool_calls: message.tool_calls.iter().map(ToolCallView::from).collect(),
+            tool_call_id: message.tool_call_id.clone(),
+            name: message.name.clone(),
+        }
+    }
+}
+
+impl From<&ToolCall> for ToolCallView {
+    fn from(call: &ToolCall) -> Self {
+        Self {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }
+    }
 }
 
 impl From<&StepRollouts> for RolloutsView {
@@ -130,6 +185,11 @@ impl From<&RolloutRow> for RolloutView {
             advantage: row.advantage,
             skipped: row.skipped,
             skip_reason: row.skip_reason.clone(),
+            rollout: row.rollout,
+            messages: row
+                .messages
+                .as_ref()
+                .map(|messages| messages.iter().map(MessageView::from).collect()),
         }
     }
 }

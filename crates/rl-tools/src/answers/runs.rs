@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use rl_process::{
     ComponentRecord, ComponentStatus, Event, ProcessIdentity, RunRecord, RunStatus, WaitOutcome,
 };
-use rl_settings::Value;
+use rl_settings::{EnvironmentKind, Value};
 use serde::Serialize;
 
 use super::metrics::{
@@ -23,6 +23,9 @@ use super::metrics::{
 pub struct RunView {
     pub id: String,
     pub environment: String,
+    /// `atropos`, `verifiers-v1` or `verifiers-v0`, as the run recorded it; `null` when its
+    /// folder holds no record of it.
+    pub environment_kind: Option<EnvironmentKind>,
     /// starting, running, stopping, stopped, completed, capped, failed or lost.
     pub state: &'static str,
     /// What a starting run waits for (`queued`, `engine`, `api`, `trainer`, `env`).
@@ -62,6 +65,7 @@ impl From<&RunStatus> for RunView {
         Self {
             id: run.id.clone(),
             environment: run.environment.clone(),
+            environment_kind: environment_kind_of(run),
             state: run.state.name(),
             phase: run.state.phase().map(rl_process::Phase::as_str),
             created_at: run.created_at.clone(),
@@ -371,6 +375,8 @@ pub struct ResultsView {
     pub run_id: String,
     pub status: &'static str,
     pub environment: String,
+    /// As in [`RunView`].
+    pub environment_kind: Option<EnvironmentKind>,
     /// Absent while there is none: a present `error` key means a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -396,6 +402,8 @@ pub struct RunList {
 pub struct RunEntry {
     pub run_id: String,
     pub environment: String,
+    /// As in [`RunView`].
+    pub environment_kind: Option<EnvironmentKind>,
     pub status: &'static str,
     pub phase: Option<String>,
     pub wandb_run_name: Option<String>,
@@ -416,6 +424,7 @@ impl RunEntry {
     pub(crate) fn new(run: RunRecord, wandb_run_name: Option<String>) -> Self {
         Self {
             phase: run.state.phase().map(|phase| phase.to_string()),
+            environment_kind: environment_kind_of(&run),
             wandb_run_name,
             run_id: run.id,
             environment: run.environment,
@@ -466,6 +475,12 @@ impl From<&WaitOutcome> for WaitView {
             status: RunView::from(&outcome.status),
         }
     }
+}
+
+/// The kind of environment `run` ran, as its folder's `environment.json` records it.
+pub(crate) fn environment_kind_of(run: &RunRecord) -> Option<EnvironmentKind> {
+    let folder = rl_settings::RunFolder::at(run.config_path.parent()?);
+    rl_config::run_environment_kind(&folder)
 }
 
 /// A component's process as people read it: its view's `label`, and the status's `processes`.

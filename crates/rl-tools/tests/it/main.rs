@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod answers;
+mod environment_kinds;
 mod forks;
 mod metrics_files;
 mod nested_environments;
