@@ -1,13 +1,17 @@
 """Usage: python introspect_config.py ENV_FILE CLASS_NAME
 
 Imports ENV_FILE (its folder and the root of its package tree go on sys.path), takes
-CLASS_NAME, calls its config_init() if present, and prints ONE JSON object to stdout:
+CLASS_NAME, calls its config_init() if present, and prints ONE JSON object to stdout.
+A verifiers environment is read as verifiers reads it: a v1 taskset's config class (the
+second argument of `Taskset[Task, Config]`, without `id` and `task`, which rl sets or does not
+edit), a v0 module's `load_environment` keyword arguments (CLASS_NAME `load_environment`):
 {"config_class", "fields": [...], "env_defaults": {...}, "errors": [...]}.
 The environment's own prints go to stderr. Exit 0 if a config class was found, else 1.
 """
 
 import contextlib
 import enum
+import inspect
 import importlib
 import importlib.util
 import json
@@ -77,6 +81,38 @@ def load_module(path):
     return module
 
 
+# A taskset's config fields rl does not offer: `id` is rl's to set, `task` a nested config.
+TASKSET_FIELDS_NOT_OFFERED = ("id", "task")
+
+
+def keyword_arguments(function, result):
+    """A v0 environment's settings: `load_environment`'s keyword arguments."""
+    result["config_class"] = function.__name__
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
+            continue
+        empty = parameter.default is parameter.empty
+        annotation = parameter.annotation
+        result["fields"].append({
+            "name": name,
+            "type": "" if annotation is parameter.empty else type_str(annotation),
+            "default": None if empty else jsonable(parameter.default),
+            "required": empty,
+            "description": None,
+        })
+    return result
+
+
+def taskset_config(cls):
+    """The config class a verifiers taskset subscripts (`Taskset[Task, Config]`), if any."""
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            args = typing.get_args(base)
+            if len(args) >= 2 and isinstance(args[1], type) and hasattr(args[1], "model_fields"):
+                return args[1]
+    return None
+
+
 def describe(env_file, class_name, errors):
     result = {"config_class": None, "fields": [], "env_defaults": {}, "errors": errors}
     with contextlib.redirect_stdout(sys.stderr):
@@ -85,6 +121,11 @@ def describe(env_file, class_name, errors):
         except Exception as exc:  # import errors, missing class, ...
             errors.append(f"import: {type(exc).__name__}: {exc}")
             return result
+        if class_name == "load_environment" and inspect.isfunction(env_cls):
+            return keyword_arguments(env_cls, result)
+        taskset = taskset_config(env_cls) if isinstance(env_cls, type) else None
+        if taskset is not None:
+            env_cls = type("_Taskset", (), {"env_config_cls": taskset})
         instance = None
         if hasattr(env_cls, "config_init"):
             try:
@@ -98,6 +139,8 @@ def describe(env_file, class_name, errors):
     result["config_class"] = config_cls.__name__
     class_defaults = {}
     for name, field in config_cls.model_fields.items():
+        if taskset is not None and name in TASKSET_FIELDS_NOT_OFFERED:
+            continue
         default = None
         try:
             value = field.get_default(call_default_factory=True, validated_data={})

@@ -31,6 +31,8 @@ const MAX_BASE_DEPTH: usize = 16;
 
 const BUILTIN_SOURCE: &str = include_str!("base_env_config.py");
 const BUILTIN_FILE: &str = "<atroposlib 0.4.0 BaseEnvConfig>";
+/// atroposlib's base config class: where the run-level fields are declared (`declared_in`).
+pub const BASE_ENV_CONFIG: &str = "BaseEnvConfig";
 
 /// The fields `env` can set, with class defaults, its own defaults and constraints.
 pub fn config_schema(scan: &Scan, env: &Environment) -> Result<ConfigSchema, ConfigError> {
@@ -61,7 +63,7 @@ pub fn config_schema(scan: &Scan, env: &Environment) -> Result<ConfigSchema, Con
         None if env.kind == EnvironmentKind::VerifiersV1 => {
             (env.config_class.clone(), verifiers::taskset_config_fields())
         }
-        None if env.config_class == "BaseEnvConfig" => {
+        None if env.config_class == BASE_ENV_CONFIG => {
             (env.config_class.clone(), builtin()?.fields.clone())
         }
         None => {
@@ -145,7 +147,7 @@ fn builtin() -> Result<&'static Builtin, ConfigError> {
         let parsed = ParsedFile::parse(BUILTIN_FILE, BUILTIN_SOURCE.to_owned())
             .map_err(|error| error.to_string())?;
         let class = parsed
-            .class("BaseEnvConfig", None)
+            .class(BASE_ENV_CONFIG, None)
             .ok_or("no BaseEnvConfig")?;
         let context = TypeContext::Local(&parsed);
         let fields = own_fields(&parsed.text, class, &context);
@@ -228,7 +230,7 @@ impl Reader<'_> {
         let name = qualified.rsplit('.').next().unwrap_or(qualified);
         let from_atroposlib = qualified.starts_with("atroposlib.") || qualified == name;
         match name {
-            "BaseEnvConfig" if from_atroposlib => Ok(builtin()?.fields.clone()),
+            BASE_ENV_CONFIG if from_atroposlib => Ok(builtin()?.fields.clone()),
             _ if verifiers::is_taskset_config(qualified) => Ok(verifiers::taskset_config_fields()),
             "BaseConfig" if qualified.starts_with("pydantic_config.") => Ok(Vec::new()),
             "BaseModel" | "object" | "Generic" => Ok(Vec::new()),

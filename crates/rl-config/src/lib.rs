@@ -17,7 +17,7 @@ mod store;
 mod validate;
 
 pub use error::ConfigError;
-pub use extract::config_schema;
+pub use extract::{BASE_ENV_CONFIG, config_schema};
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
 pub use locked::load_settings;
 pub use lookup::{FoundEnvironment, find_environment, installed_scans, unlisted_in_subfolders};

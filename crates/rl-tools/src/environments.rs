@@ -191,13 +191,20 @@ impl Tools {
         let selection = service.selection()?;
         let scan = service.scan_reaching(&selection.environment)?;
         let env = scan.find(&current.key)?;
-        let schema = rl_config::config_schema(&scan, env)?;
+        let mut schema = rl_config::config_schema(&scan, env)?;
+        // Imported in the Python it runs in (a verifiers environment's own).
         let python = rl_config::introspect(
-            &service.settings().python,
+            &self.environment_python(&selection.environment)?,
             &env.path_in(&scan.root),
             &env.class_name,
             timeout,
         )?;
+        if env.kind.has_own_python() {
+            // The run-level fields are rl's, not the environment's: Python has none of them.
+            schema
+                .fields
+                .retain(|field| field.declared_in != rl_config::BASE_ENV_CONFIG);
+        }
         let disagreements = rl_config::compare(&schema, &python);
         Ok(IntrospectedConfig {
             config: current,

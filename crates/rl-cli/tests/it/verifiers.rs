@@ -163,6 +163,13 @@ fn assert_configurable(stack: &Stack, fixture: &Fixture) {
         (value.to_owned(), &Value::from("edited")),
         "the refused values left the edit as it was: {edited:#}"
     );
+    // Imported in its own Python (opt-in), its own fields read as the source says.
+    let introspected = stack.json(&["config", "show", "--introspect", "python"]);
+    assert_eq!(
+        introspected["introspection_disagreements"],
+        Value::Array(Vec::new()),
+        "{introspected:#}"
+    );
     // Run-level: the batch of each step, two groups of four.
     stack.json(&["config", "set", "batch_size", "8"]);
     stack.json(&["config", "set", "group_size", "4"]);

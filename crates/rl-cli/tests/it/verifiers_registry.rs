@@ -29,6 +29,8 @@ fn a_published_v0_environment_and_a_v1_one_are_installed_side_by_side_then_train
         settings,
         &[
             ("total_steps = 12", "total_steps = 2"),
+            // Alike groups are its only groups (above): the run is not failed for them.
+            ("[run]\n", "[run]\nno_signal_fail_groups = 0\n"),
             // Its prompts are long: 256 tokens would leave no room to answer.
             ("max_token_length = 256", "max_token_length = 768"),
             (
@@ -42,7 +44,7 @@ fn a_published_v0_environment_and_a_v1_one_are_installed_side_by_side_then_train
     // Refused until it has a Python of its own, naming the fix.
     stack.refused(&["runs", "start", "--json"], "rl setup --env digit-sum");
 
-    let installed = stack.json(&["setup", "--env", PUBLISHED]);
+    let installed = setup_env(&stack, PUBLISHED);
     let venv = stack
         .home
         .path()
@@ -52,13 +54,13 @@ fn a_published_v0_environment_and_a_v1_one_are_installed_side_by_side_then_train
         venv.display().to_string(),
         "{installed:#}"
     );
-    let again = stack.json(&["setup", "--env", PUBLISHED]);
+    let again = setup_env(&stack, PUBLISHED);
     assert_eq!(
         again["environment"]["installed"],
         Value::Array(Vec::new()),
         "{again:#}"
     );
-    let own = stack.json(&["setup", "--env", "digit-sum"]);
+    let own = setup_env(&stack, "digit-sum");
     let own_python = stack
         .home
         .path()
@@ -94,9 +96,13 @@ fn a_published_v0_environment_and_a_v1_one_are_installed_side_by_side_then_train
         assert!(shown["dependencies"].get("fix").is_none(), "{shown:#}");
     }
 
-    // The published environment: pre-flighted against the fixture server, then trained.
+    // The published environment: pre-flighted against the fixture server, then trained. Its
+    // reward scores every random completion of the tiny model alike: its groups are sent all
+    // the same (`ensure_scores_are_not_same`), so the run goes through its steps, and rl says
+    // there is no signal rather than failing the run for it.
     stack.json(&["select", "constraint_gym"]);
     stack.json(&["config", "set", "batch_size", "8"]);
+    stack.json(&["config", "set", "ensure_scores_are_not_same", "false"]);
     let server = rl_test_support::FixtureServer::start(&python, None);
     let report = stack.json(&[
         "preflight",
@@ -123,4 +129,26 @@ fn a_published_v0_environment_and_a_v1_one_are_installed_side_by_side_then_train
         .collect();
     assert_eq!(steps.len(), 2, "{steps:#?}");
     assert_nothing_left(&stack, &id);
+}
+
+/// `rl setup --env NAME --json` with uv as the installer (verifiers' own pin brings it, in
+/// `target/vf1-venv/bin`): rl uses uv when it is on the PATH, and the two installs of this test
+/// take a minute with it instead of several with pip.
+fn setup_env(stack: &Stack, name: &str) -> Value {
+    let uv_folder = rl_test_support::verifiers_pythons()
+        .v1
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = std::env::join_paths(std::iter::once(uv_folder).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let output = crate::rl_command(stack.home.path())
+        .args(["setup", "--env", name, "--json"])
+        .env("PATH", path)
+        .env("UV_PYTHON_DOWNLOADS", "never")
+        .output()
+        .unwrap();
+    crate::success_json(&["setup", "--env", name], &output)
 }
