@@ -20,9 +20,11 @@ use ruff_text_size::Ranged;
 use crate::schema::{Constraints, DefaultValue, FieldSpec, FieldType};
 use crate::{ConfigError, ConfigSchema};
 
+mod returns;
 mod values;
 mod verifiers;
 
+use returns::{collect_returns, last_assigned, last_call_assigned};
 pub(crate) use values::literal;
 use values::{default_for, enum_members, field_default, non_negative, slice, string_value};
 
@@ -476,53 +478,6 @@ fn read_field_call(text: &str, call: &ast::ExprCall, field: &mut FieldSpec) {
             "max_length" => field.constraints.max_length = non_negative(value),
             _ => {}
         }
-    }
-}
-
-fn collect_returns<'b>(body: &'b [Stmt], returns: &mut Vec<&'b Expr>) {
-    for stmt in body {
-        match stmt {
-            Stmt::Return(ret) => returns.extend(ret.value.as_deref()),
-            Stmt::If(stmt_if) => {
-                collect_returns(&stmt_if.body, returns);
-                for clause in &stmt_if.elif_else_clauses {
-                    collect_returns(&clause.body, returns);
-                }
-            }
-            Stmt::Try(stmt_try) => {
-                collect_returns(&stmt_try.body, returns);
-                for handler in &stmt_try.handlers {
-                    let ast::ExceptHandler::ExceptHandler(handler) = handler;
-                    collect_returns(&handler.body, returns);
-                }
-                collect_returns(&stmt_try.orelse, returns);
-                collect_returns(&stmt_try.finalbody, returns);
-            }
-            Stmt::With(with) => collect_returns(&with.body, returns),
-            _ => {}
-        }
-    }
-}
-
-/// The value last assigned to `variable` among the top-level statements of `body`.
-fn last_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b Expr> {
-    body.iter().rev().find_map(|stmt| {
-        let (targets, value): (Vec<&Expr>, &Expr) = match stmt {
-            Stmt::Assign(assign) => (assign.targets.iter().collect(), &assign.value),
-            Stmt::AnnAssign(assign) => (vec![&assign.target], assign.value.as_deref()?),
-            _ => return None,
-        };
-        targets
-            .iter()
-            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == variable))
-            .then_some(value)
-    })
-}
-
-fn last_call_assigned<'b>(body: &'b [Stmt], variable: &str) -> Option<&'b ast::ExprCall> {
-    match last_assigned(body, variable)? {
-        Expr::Call(call) => Some(call),
-        _ => None,
     }
 }
 

@@ -370,7 +370,7 @@ pub fn install(
         })
         .collect();
     let record = records.join(format!("{}.txt", rl_settings::environment_file_name(name)));
-    let mut text = format!(
+    let text = format!(
         "# What `rl setup --env {name}` installed into {} for {}{}; as installed.\n",
         deps.python.display(),
         deps.env_file.display(),
@@ -378,24 +378,37 @@ pub fn install(
             .as_deref()
             .map_or_else(String::new, |file| format!(" (from {})", file.display()))
     );
-    for package in &packages {
-        text.push_str(package);
-        text.push('\n');
-    }
-    rl_settings::write_atomically(&record, text.as_bytes()).map_err(ToolsError::Settings)?;
-    if !after.ready() {
-        return Err(ToolsError::Internal(format!(
-            "after installing, {}; see {}",
-            after.describe(),
-            log.display()
-        )));
-    }
+    record_then_check(&record, text, &packages, &after, &log)?;
     say(&format!("env {name}: ready"));
     Ok(Installed {
         nothing_to_do: false,
         packages,
         record: Some(record),
     })
+}
+
+/// Writes what was installed (`header`, then a line a package) to `record`, then refuses an
+/// environment that still cannot import, naming the installers' log.
+pub(crate) fn record_then_check(
+    record: &Path,
+    mut header: String,
+    packages: &[String],
+    after: &Dependencies,
+    log: &Path,
+) -> Result<(), ToolsError> {
+    for package in packages {
+        header.push_str(package);
+        header.push('\n');
+    }
+    rl_settings::write_atomically(record, header.as_bytes()).map_err(ToolsError::Settings)?;
+    if after.ready() {
+        return Ok(());
+    }
+    Err(ToolsError::Internal(format!(
+        "after installing, {}; see {}",
+        after.describe(),
+        log.display()
+    )))
 }
 
 #[cfg(test)]

@@ -175,24 +175,13 @@ pub fn ensure_own_python(
             log.display()
         ))
     })?;
-    let mut text = format!(
+    let header = format!(
         "# What `rl setup --env {name}` installed into {} for the {} environment in {}.\n",
         python.display(),
         target.kind,
         target.file.display()
     );
-    for package in &installed.packages {
-        text.push_str(package);
-        text.push('\n');
-    }
-    rl_settings::write_atomically(&record, text.as_bytes()).map_err(ToolsError::Settings)?;
-    if !after.ready() {
-        return Err(ToolsError::Internal(format!(
-            "after installing, {}; see {}",
-            after.describe(),
-            log.display()
-        )));
-    }
+    crate::env_dependencies::record_then_check(&record, header, &installed.packages, &after, &log)?;
     say(&format!("env {name}: ready in {}", python.display()));
     installed.nothing_to_do = false;
     installed.record = Some(record);

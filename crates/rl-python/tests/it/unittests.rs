@@ -24,27 +24,14 @@ fn the_trainers_python_unit_tests_pass() {
     );
 }
 
-/// The verifiers v0 runner's tests (`python/tests/test_verifiers_v0.py`) in a Python with
-/// verifiers 0.3.x (pinned in `requirements/verifiers-v0.txt`): skipped in the test venv, which
-/// has no verifiers, they must all run here.
-#[test]
-#[ignore = "needs the verifiers v0 venv (target/vf0-venv, from requirements/verifiers-v0.txt)"]
-fn the_verifiers_v0_runner_tests_pass_against_the_real_verifiers() {
+/// The verifiers runner's tests of one API (`python/tests/test_verifiers_v0.py` or
+/// `test_verifiers_v1.py`, with the core's) in a Python with that kind's verifiers (pinned in
+/// `requirements/verifiers-v0.txt`, `verifiers-v1.txt`): skipped in the test venv, which has no
+/// verifiers, they must all run there.
+fn verifiers_tests_pass(python: &std::path::Path, module: &str) {
     let root = rl_test_support::workspace_root();
-    let python = root.join("target/vf0-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: python3.11 -m venv target/vf0-venv && target/vf0-venv/bin/pip install -r \
-         crates/rl-python/requirements/verifiers-v0.txt",
-        python.display()
-    );
-    let output = Command::new(&python)
-        .args([
-            "-m",
-            "unittest",
-            "tests.test_verifiers_v0",
-            "tests.test_verifiers_core",
-        ])
+    let output = Command::new(python)
+        .args(["-m", "unittest", module, "tests.test_verifiers_core"])
         .current_dir(root.join("crates/rl-python/python"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
@@ -59,4 +46,22 @@ fn the_verifiers_v0_runner_tests_pass_against_the_real_verifiers() {
         "no test ran: {report}"
     );
     assert!(!summary.contains("skipped"), "tests were skipped: {report}");
+}
+
+#[test]
+#[ignore = "needs verifiers' Pythons: `cargo xtask test` runs it"]
+fn the_verifiers_v0_runner_tests_pass_against_the_real_verifiers() {
+    verifiers_tests_pass(
+        &rl_test_support::verifiers_pythons().v0,
+        "tests.test_verifiers_v0",
+    );
+}
+
+#[test]
+#[ignore = "needs verifiers' Pythons: `cargo xtask test` runs it"]
+fn the_verifiers_v1_runner_tests_pass_against_the_real_verifiers() {
+    verifiers_tests_pass(
+        &rl_test_support::verifiers_pythons().v1,
+        "tests.test_verifiers_v1",
+    );
 }
