@@ -35,7 +35,7 @@ fn verifiers_tests_pass(python: &std::path::Path, module: &str) {
         .current_dir(root.join("crates/rl-python/python"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
-        .unwrap();
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", python.display()));
     let report = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{report}");
     let summary = report.lines().last().unwrap_or_default();
