@@ -44,10 +44,11 @@ fn managed_python(home: &Path) -> PathBuf {
 }
 
 /// The `dependencies` of an answer with the checkout's path made portable.
-fn portable(dependencies: &Value) -> Value {
+fn portable(dependencies: &Value, home: &std::path::Path) -> Value {
     let text = dependencies
         .to_string()
-        .replace(&environments().display().to_string(), "[environments]");
+        .replace(&environments().display().to_string(), "[environments]")
+        .replace(&home.display().to_string(), "[home]");
     serde_json::from_str(&text).unwrap()
 }
 
@@ -72,7 +73,10 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
 
     // Named by `rl select` and `rl envs show`.
     let selected = stack.json(&["select", "plurals"]);
-    insta::assert_json_snapshot!("plurals_missing", portable(&selected["dependencies"]));
+    insta::assert_json_snapshot!(
+        "plurals_missing",
+        portable(&selected["dependencies"], stack.home.path())
+    );
     let shown = stack.json(&["envs", "show", "plurals", "--recursive"]);
     assert_eq!(shown["dependencies"], selected["dependencies"], "{shown:#}");
     let human = stack.rl(&["select", "plurals"]);
@@ -143,7 +147,10 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
 
     // Now only its requirements file is said, with nothing missing; the run starts.
     let selected = stack.json(&["select", "plurals"]);
-    insta::assert_json_snapshot!("plurals_installed", portable(&selected["dependencies"]));
+    insta::assert_json_snapshot!(
+        "plurals_installed",
+        portable(&selected["dependencies"], stack.home.path())
+    );
     let (id, _) = stack.start_running();
     stack.json(&["runs", "stop", &id]);
     assert_nothing_left(&stack, &id);

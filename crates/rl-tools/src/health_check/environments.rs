@@ -30,14 +30,20 @@ pub(super) fn dependencies_check(home: &Path, settings: &Settings) -> Option<Che
         finding(
             name,
             true,
-            Ok(format!(
-                "{}: {} holds what {} asks for",
-                selected.name,
-                deps.python.display(),
-                view.requirements
-                    .as_deref()
-                    .map_or_else(String::new, |file| file.display().to_string())
-            )),
+            Ok(match view.requirements.as_deref() {
+                Some(file) => format!(
+                    "{}: {} holds what {} asks for",
+                    selected.name,
+                    deps.python.display(),
+                    file.display()
+                ),
+                None => format!(
+                    "{} ({}): {} imports what it needs",
+                    selected.name,
+                    selected.kind,
+                    deps.python.display()
+                ),
+            }),
         )
     } else {
         finding(
