@@ -317,14 +317,7 @@ pub fn install(
             record: None,
         });
     }
-    let venvs = home.join(rl_settings::VENVS_DIR);
-    let records = venvs.join(rl_settings::ENVIRONMENTS_DIR);
-    std::fs::create_dir_all(&records).map_err(|source| ToolsError::Io {
-        action: "create",
-        path: records.clone(),
-        source,
-    })?;
-    let log = venvs.join("setup.log");
+    let (records, log) = records_and_log(home)?;
     let (args, names): (Vec<String>, Vec<String>) = match &deps.requirements {
         Some(file) => {
             let text = std::fs::read_to_string(file).map_err(|source| ToolsError::Io {
@@ -385,6 +378,19 @@ pub fn install(
         packages,
         record: Some(record),
     })
+}
+
+/// The folder of what `rl setup --env` installed for each environment (created), and the
+/// installers' log beside it.
+pub(crate) fn records_and_log(home: &Path) -> Result<(PathBuf, PathBuf), ToolsError> {
+    let venvs = home.join(rl_settings::VENVS_DIR);
+    let records = venvs.join(rl_settings::ENVIRONMENTS_DIR);
+    std::fs::create_dir_all(&records).map_err(|source| ToolsError::Io {
+        action: "create",
+        path: records.clone(),
+        source,
+    })?;
+    Ok((records, venvs.join("setup.log")))
 }
 
 /// Writes what was installed (`header`, then a line a package) to `record`, then refuses an

@@ -80,14 +80,7 @@ pub(crate) fn ensure_pins(
     };
     let venv = rl_settings::own_environment_venv(home, name);
     let python = venv.join("bin").join("python");
-    let venvs = home.join(rl_settings::VENVS_DIR);
-    let records = venvs.join(rl_settings::ENVIRONMENTS_DIR);
-    std::fs::create_dir_all(&records).map_err(|source| ToolsError::Io {
-        action: "create",
-        path: records.clone(),
-        source,
-    })?;
-    let log = venvs.join("setup.log");
+    let (_, log) = crate::env_dependencies::records_and_log(home)?;
     if !python.is_file() {
         say(&format!(
             "env {name}: creating its own Python {} ({})",
