@@ -56,19 +56,23 @@ pub fn find_environment(
 /// The verifiers environments of each package installed from the registry (`rl setup --env
 /// PACKAGE`), one scan per top-level package it holds; what cannot be scanned is left out.
 pub fn installed_scans(home: &Path) -> Vec<Scan> {
+    rl_settings::installed_packages(home)
+        .iter()
+        .flat_map(|package| &package.roots)
+        .filter_map(|root| installed_scan(root).ok())
+        .collect()
+}
+
+/// The verifiers environments of one installed package folder (`root`, a top-level package in
+/// its venv's site-packages).
+pub(crate) fn installed_scan(root: &Path) -> Result<Scan, ConfigError> {
     let options = rl_discovery::ScanOptions {
         recursive: true,
         ..Default::default()
     };
-    rl_settings::installed_packages(home)
-        .iter()
-        .flat_map(|package| &package.roots)
-        .filter_map(|root| rl_discovery::scan(root, &options).ok())
-        .map(|mut scan| {
-            scan.environments.retain(|env| env.kind.has_own_python());
-            scan
-        })
-        .collect()
+    let mut scan = rl_discovery::scan(root, &options)?;
+    scan.environments.retain(|env| env.kind.has_own_python());
+    Ok(scan)
 }
 
 /// How many more environments the sub-folders hold than `top` (a scan of the top folder only)

@@ -130,16 +130,15 @@ impl ConfigService {
             .into_iter()
             .any(|package| package.roots.contains(&selected.environments_dir));
         if installed {
-            return crate::installed_scans(self.store.home())
-                .into_iter()
-                .find(|scan| scan.root == selected.environments_dir)
-                .ok_or_else(|| ConfigError::InvalidInput {
+            return crate::lookup::installed_scan(&selected.environments_dir).map_err(|_| {
+                ConfigError::InvalidInput {
                     what: format!("the selected environment '{}'", selected.key),
                     reason: format!(
                         "its package folder {} cannot be read; run `rl setup --env` again",
                         selected.environments_dir.display()
                     ),
-                });
+                }
+            });
         }
         scan_environments(&self.settings, selected.file.contains('/'))
     }

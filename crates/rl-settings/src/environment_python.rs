@@ -117,58 +117,31 @@ mod tests {
     fn atropos_runs_in_the_runs_python_and_verifiers_in_its_own_or_the_kinds() {
         let home = tempfile::tempdir().unwrap();
         let mut settings = Settings::default();
+        let python_of = |settings: &Settings, kind, name| {
+            environment_python(home.path(), settings, kind, name, Path::new("/e.py"))
+        };
         assert_eq!(
-            environment_python(
-                home.path(),
-                &settings,
-                EnvironmentKind::Atropos,
-                "x",
-                Path::new("/e.py")
-            ),
+            python_of(&settings, EnvironmentKind::Atropos, "x"),
             Some(settings.python.clone())
         );
         assert_eq!(
-            environment_python(
-                home.path(),
-                &settings,
-                EnvironmentKind::VerifiersV1,
-                "x",
-                Path::new("/e.py")
-            ),
+            python_of(&settings, EnvironmentKind::VerifiersV1, "x"),
             None
         );
         settings.verifiers.python_v1 = Some("/shared/v1/bin/python".into());
         assert_eq!(
-            environment_python(
-                home.path(),
-                &settings,
-                EnvironmentKind::VerifiersV1,
-                "x",
-                Path::new("/e.py")
-            ),
+            python_of(&settings, EnvironmentKind::VerifiersV1, "x"),
             Some("/shared/v1/bin/python".into())
         );
         assert_eq!(
-            environment_python(
-                home.path(),
-                &settings,
-                EnvironmentKind::VerifiersV0,
-                "x",
-                Path::new("/e.py")
-            ),
+            python_of(&settings, EnvironmentKind::VerifiersV0, "x"),
             None
         );
         let own = own_environment_venv(home.path(), "x/y").join("bin");
         std::fs::create_dir_all(&own).unwrap();
         std::fs::write(own.join("python"), "").unwrap();
         assert_eq!(
-            environment_python(
-                home.path(),
-                &settings,
-                EnvironmentKind::VerifiersV1,
-                "x/y",
-                Path::new("/e.py")
-            ),
+            python_of(&settings, EnvironmentKind::VerifiersV1, "x/y"),
             Some(own.join("python"))
         );
     }

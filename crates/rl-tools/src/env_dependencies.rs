@@ -148,13 +148,6 @@ for name in args[cut + 1:]:\n    try:\n        found['packages'][name] = version
 except Exception:\n        found['packages'][name] = None\n\
 print(json.dumps(found))\n";
 
-/// The environment in `env_file` against `python`. `None` when there is nothing to judge by:
-/// the Python cannot be asked, or it lacks atroposlib itself (not a run's Python: the health
-/// check names that).
-pub fn check(python: &Path, env_file: &Path, environment: &str) -> Option<Dependencies> {
-    check_kind(python, env_file, environment, EnvironmentKind::Atropos)
-}
-
 /// The module whose absence makes a Python none of `kind`'s: atroposlib for an Atropos
 /// environment; verifiers' v1 API, or its legacy API (`verifiers.envs`, which verifiers 0.4
 /// no longer has), for a verifiers one.
@@ -166,8 +159,11 @@ pub(crate) fn kind_module(kind: EnvironmentKind) -> &'static str {
     }
 }
 
-/// [`check`] for an environment of `kind`, asked from the folder it runs from (a verifiers
-/// environment's package root, so its own package is found as the run will find it).
+/// The environment of `kind` in `env_file` against `python`, asked from the folder it runs
+/// from (a verifiers environment's package root, so its own package is found as the run will
+/// find it). `None` when there is nothing to judge by: the Python cannot be asked, or an
+/// Atropos environment's lacks atroposlib itself (not a run's Python: the health check names
+/// that).
 pub fn check_kind(
     python: &Path,
     env_file: &Path,

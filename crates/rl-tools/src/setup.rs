@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use rl_python::{ATROPOSLIB, ENGINE_PACKAGE, ENGINE_REQUIREMENTS, Pin, TRAINER_REQUIREMENTS, pins};
 
 use crate::python_probe::{SdkVersions, run_probe, unmet};
-use crate::{Tools, ToolsError};
+use crate::ToolsError;
 
 /// The folder, in the state directory, of the Pythons rl manages.
 const VENVS: &str = "venvs";
@@ -279,16 +279,4 @@ pub fn is_managed(home: &Path, python: &Path) -> bool {
     [Part::Trainer, Part::Engine]
         .into_iter()
         .any(|part| python == part.python(home))
-}
-
-impl Tools {
-    /// The file of the environment `name` (`rl setup --env NAME`), found as selection finds it
-    /// (sub-folders too): an unknown name is said before minutes of installing. What it imports
-    /// is then asked of the Python the run will have (`env_dependencies::check`), which is not
-    /// always the one the settings name yet.
-    pub fn environment_file(&self, name: &str) -> Result<PathBuf, ToolsError> {
-        let scan = self.scan(true)?;
-        let env = scan.find(name)?;
-        Ok(env.path_in(&scan.root))
-    }
 }

@@ -488,17 +488,7 @@ fn preflights_reach_nothing_but_loopback() {
     require_network_namespaces();
     let stack = verifiers_stack("digit-sum");
     let server = FixtureServer::start(&test_python(), None);
-    let warm = stack.json(&[
-        "preflight",
-        "--model",
-        "mixed",
-        "--base-url",
-        &server.base_url,
-        "--steps",
-        "1",
-        "--group-size",
-        "2",
-    ]);
+    let warm = preflight_one_group(&stack, &server.base_url);
     assert_eq!(warm["models_succeeded"], 1, "{warm:#}");
     drop(server);
 
@@ -539,4 +529,20 @@ fn preflights_reach_nothing_but_loopback() {
             "{name}: {sent} packets tried to leave loopback: {report:#}"
         );
     }
+}
+
+/// The selected environment's pre-flight of one group of two against the fixture server's
+/// `mixed` model, as JSON.
+pub(crate) fn preflight_one_group(stack: &Stack, base_url: &str) -> Value {
+    stack.json(&[
+        "preflight",
+        "--model",
+        "mixed",
+        "--base-url",
+        base_url,
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+    ])
 }

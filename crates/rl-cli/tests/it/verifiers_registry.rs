@@ -104,17 +104,7 @@ fn a_published_v0_environment_and_a_v1_one_are_installed_side_by_side_then_train
     stack.json(&["config", "set", "batch_size", "8"]);
     stack.json(&["config", "set", "ensure_scores_are_not_same", "false"]);
     let server = rl_test_support::FixtureServer::start(&python, None);
-    let report = stack.json(&[
-        "preflight",
-        "--model",
-        "mixed",
-        "--base-url",
-        &server.base_url,
-        "--steps",
-        "1",
-        "--group-size",
-        "2",
-    ]);
+    let report = crate::verifiers::preflight_one_group(&stack, &server.base_url);
     let model = &report["models"][0];
     assert_eq!(model["status"], "succeeded", "{report:#}");
     assert!(model["verdict"].is_string(), "{report:#}");

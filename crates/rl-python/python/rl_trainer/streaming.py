@@ -38,20 +38,27 @@ def sse_body(chunks: Iterable[dict]) -> List[bytes]:
     return [sse_event(chunk) for chunk in chunks] + [DONE_EVENT]
 
 
+def _head(response: dict, kind: str, include_usage: bool) -> Dict[str, Any]:
+    """What every chunk of `response`'s stream carries: OpenAI's chunks say `usage: null`
+    until the last when usage is asked for."""
+    head: Dict[str, Any] = {
+        "id": response["id"],
+        "object": kind,
+        "created": response["created"],
+        "model": response["model"],
+    }
+    if include_usage:
+        head["usage"] = None
+    return head
+
+
 def _usage_chunk(head: dict, response: dict) -> dict:
     return {**head, "choices": [], "usage": response.get("usage")}
 
 
 def chat_chunks(response: dict, include_usage: bool) -> List[dict]:
     """`response`: a `chat.completion` object as `sampling.chat_response` builds it."""
-    head: Dict[str, Any] = {
-        "id": response["id"],
-        "object": "chat.completion.chunk",
-        "created": response["created"],
-        "model": response["model"],
-    }
-    if include_usage:
-        head["usage"] = None
+    head = _head(response, "chat.completion.chunk", include_usage)
     chunks: List[dict] = []
     for choice in response["choices"]:
         index = choice["index"]
@@ -74,14 +81,7 @@ def chat_chunks(response: dict, include_usage: bool) -> List[dict]:
 
 def completion_chunks(response: dict, include_usage: bool) -> List[dict]:
     """`response`: a `text_completion` object as `sampling.completions_response` builds it."""
-    head: Dict[str, Any] = {
-        "id": response["id"],
-        "object": "text_completion",
-        "created": response["created"],
-        "model": response["model"],
-    }
-    if include_usage:
-        head["usage"] = None
+    head = _head(response, "text_completion", include_usage)
     chunks = [
         {
             **head,
