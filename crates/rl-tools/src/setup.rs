@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 
 use rl_python::{ATROPOSLIB, ENGINE_PACKAGE, ENGINE_REQUIREMENTS, Pin, TRAINER_REQUIREMENTS, pins};
 
-use crate::python_probe::{SdkVersions, run_probe, unmet};
 use crate::ToolsError;
+use crate::python_probe::{SdkVersions, run_probe, unmet};
 
 /// The folder, in the state directory, of the Pythons rl manages.
 const VENVS: &str = "venvs";
