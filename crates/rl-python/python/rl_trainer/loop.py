@@ -36,6 +36,7 @@ from .records import (
     Checkpoints,
     JsonLines,
     Rollouts,
+    Lineage,
     Spend,
     Wandb,
     cap_passed,
@@ -196,10 +197,12 @@ class Trainer:
         # What this run spends (its cost/total continues the parent's, like the token totals),
         # what its caps are read against, and since when it trains.
         self.priced = is_priced(config)
-        cost_from, self.cost_from_step = (0.0, None)
-        if self.priced and config.starting_step > 0:
-            cost_from, self.cost_from_step = cost_total(self.metrics.path, config.starting_step)
-        self.spend = Spend(cost_from)
+        self.cost_from_step = None
+        lineage = Lineage()
+        if config.starting_step > 0:
+            lineage = Lineage.read(self.metrics.path, config.starting_step)
+            _, self.cost_from_step = cost_total(self.metrics.path, config.starting_step)
+        self.spend = Spend(lineage)
         self.started_at = time.monotonic()
         # The last step whose training state (weights + optimizer) is saved: a resume's
         # starting step (its state was loaded), else step 0 (saved in setup).
@@ -233,8 +236,7 @@ class Trainer:
             if self.wandb is not None:
                 self.wandb.log(baseline, step=0)
         for n in range(self.config.starting_step + 1, self.config.total_steps + 1):
-            if n > self.config.starting_step + 1:
-                await self.check_caps(n)
+            await self.check_caps(n)
             self.phase, self.step = "step", n
             await self.train_step(n)
         self.phase = "final"
@@ -276,7 +278,12 @@ class Trainer:
         caps = {key: getattr(c, key) for key in ("max_cost", "max_tokens", "max_hours") if getattr(c, key) is not None}
         if caps:
             shown = ", ".join(f"{key}={value:g}" for key, value in caps.items())
-            say(f"caps (this run's own spend, checked before each step): {shown} ({c.currency} for max_cost)")
+            say(
+                f"caps (what this run and the runs it continues spent, checked before each step, the first "
+                f"included): {shown} ({c.currency} for max_cost)"
+            )
+            if c.max_cost is not None and c.price_machine_per_hour is not None and self.spend.next_step() is None:
+                say("note: the machine's time of a first step cannot be predicted before one has run: max_cost may be passed by that step's machine cost")
         # The Tinker API's host first: one that cannot be reached fails the run in seconds.
         await self.tinker.check_reachable()
         from transformers import AutoTokenizer  # slow import: after /health is up

@@ -321,13 +321,13 @@ def cost_total(path: str, step: int) -> Tuple[float, Optional[int]]:
 
 
 class Spend:
-    """What this run (not its parent) has spent, step by step: each step's cost (None without
-    a price), tokens (prompt, sampled and trained together) and seconds; with the totals it
-    started from, so that `cost/total` continues a resumed run's parent's."""
+    """What the run has spent, step by step: each of this run's steps' cost (None without a
+    price), tokens (prompt, sampled and trained together) and seconds, beside what its
+    parents spent up to the step it continues after (`Lineage`), so that its totals and its
+    caps continue theirs."""
 
-    def __init__(self, cost_from: float = 0.0, tokens_from: int = 0):
-        self.cost_from = cost_from
-        self.tokens_from = tokens_from
+    def __init__(self, lineage: Optional["Lineage"] = None):
+        self.lineage = lineage or Lineage()
         self.steps: List[Tuple[Optional[float], int, float]] = []
 
     def add(self, cost: Optional[float], tokens: int, secs: float) -> None:
@@ -340,12 +340,13 @@ class Spend:
 
     @property
     def tokens(self) -> int:
+        """This run's own tokens so far."""
         return sum(t for _, t, _ in self.steps)
 
     @property
     def cost_total(self) -> float:
-        """The run's cost so far, its parent's included."""
-        return self.cost_from + self.cost
+        """The run's cost so far, its parents' included."""
+        return self.lineage.cost + self.cost
 
     def estimate_at_completion(self, remaining: int) -> float:
         """The total at the last step: so far, and each remaining step at the mean cost of the
@@ -354,12 +355,13 @@ class Spend:
         mean = sum(recent) / len(recent) if recent else 0.0
         return self.cost_total + max(0, remaining) * mean
 
-    def next_step(self) -> Tuple[float, float, float]:
-        """The next step predicted: the mean cost, tokens and seconds of the last
-        `PREDICT_STEPS` of this run."""
-        recent = self.steps[-PREDICT_STEPS:]
+    def next_step(self) -> Optional[Tuple[float, float, float]]:
+        """The next step predicted from the mean cost, tokens and seconds of the last
+        `PREDICT_STEPS` steps of the run (its parents' last ones before it has any); None
+        before any step of the lineage has run."""
+        recent = (self.lineage.steps + self.steps)[-PREDICT_STEPS:]
         if not recent:
-            return (0.0, 0.0, 0.0)
+            return None
         n = len(recent)
         return (
             sum(c or 0.0 for c, _, _ in recent) / n,
@@ -368,30 +370,84 @@ class Spend:
         )
 
 
+class Lineage:
+    """What a continued run's parents spent up to the step it continues after, read from
+    their rows that rl copied into its metrics.jsonl: the cost total, the tokens, the steps'
+    seconds, and each step's figures (to predict the first step of the child)."""
+
+    def __init__(self, cost: float = 0.0, tokens: int = 0, secs: float = 0.0, steps=None):
+        self.cost, self.tokens, self.secs = cost, tokens, secs
+        self.steps: List[Tuple[Optional[float], int, float]] = list(steps or [])
+
+    @classmethod
+    def read(cls, path: str, step: int) -> "Lineage":
+        cost, _ = cost_total(path, step)
+        totals, _ = token_totals(path, step)
+        by_step: Dict[int, Tuple[Optional[float], int, float]] = {}
+        for row_step, row in rows_up_to(path, step):
+            secs = row.get("time/total_secs")
+            if row_step == 0 or not _is_count(secs):
+                continue
+            tokens = sum(row.get(f"tokens/{kind}", 0) for kind in ("prompt", "sampled", "trained") if _is_count(row.get(f"tokens/{kind}")))
+            row_cost = row.get(COST_STEP)
+            # The last row of a step wins: a step appears once per lineage, but be sure.
+            by_step[row_step] = (float(row_cost) if _is_count(row_cost) else None, int(tokens), float(secs))
+        steps = [by_step[k] for k in sorted(by_step)]
+        return cls(cost, sum(totals.values()), sum(s for _, _, s in steps), steps)
+
+
+def first_step_bound(config) -> Tuple[float, float, float]:
+    """What the first step of a run can spend at most, before any step has shown what one
+    takes: every sequence of the batch at the trainer's token limit (prompt and sampled
+    together within it, and trained), at the run's token prices. Its machine time cannot be
+    bounded: 0 (said where caps are announced)."""
+    tokens = config.batch_size * config.max_token_trainer_length
+    price = lambda kind: getattr(config, f"price_{kind}_per_million") or 0.0  # noqa: E731
+    cost = tokens * (max(price("prompt"), price("sampled")) + price("trained")) / 1e6
+    return (cost, float(2 * tokens), 0.0)
+
+
 def cap_passed(config, spend: Spend, hours: float) -> Optional[Dict[str, Any]]:
-    """The first cap the next step would pass (its own spend, not its parent's, plus the
-    predicted next step), as the figures of a `capped` row; None while none would be. `hours`:
-    since the trainer started."""
-    if not spend.steps:
-        return None
-    cost, tokens, secs = spend.next_step()
+    """The first cap the next step would pass, as the figures of a `capped` row; None while
+    none would be. What counts is what the run and its parents spent (`hours`: this run's
+    since its trainer started; its parents' steps' time is added), plus the next step as
+    predicted (`Spend.next_step`), or at its bound before any step has run
+    (`first_step_bound`; `predicted` says which)."""
+    predicted = spend.next_step()
+    basis = "recent_steps"
+    if predicted is None:
+        predicted, basis = first_step_bound(config), "token_bound"
+    cost, tokens, secs = predicted
     checks = (
-        ("max_cost", config.max_cost, spend.cost, cost),
-        ("max_tokens", config.max_tokens, spend.tokens, tokens),
-        ("max_hours", config.max_hours, hours, secs / 3600.0),
+        ("max_cost", config.max_cost, spend.cost_total, cost),
+        ("max_tokens", config.max_tokens, spend.lineage.tokens + spend.tokens, tokens),
+        ("max_hours", config.max_hours, spend.lineage.secs / 3600.0 + hours, secs / 3600.0),
     )
     for cap, limit, spent, step in checks:
         if limit is not None and spent + step > limit:
-            return {"cap": cap, "limit": limit, "spent": spent, "next_step": step}
+            parents = bool(spend.lineage.steps) or spend.lineage.cost > 0 or spend.lineage.tokens > 0
+            return {"cap": cap, "limit": limit, "spent": spent, "next_step": step, "predicted": basis, "parents": parents}
     return None
 
 
 def describe_cap(cap: Dict[str, Any], currency: str) -> str:
     """`max_cost 0.02 USD: this run spent 0.0134 USD and its next step would take about
-    0.0071 USD more`, and the like per cap."""
+    0.0071 more`, and the like per cap; what its parents spent is said to be included."""
     limit, spent, step = cap["limit"], cap["spent"], cap["next_step"]
+    who = "this run and the runs it continues" if cap.get("parents") else "this run"
+    if cap.get("predicted") == "token_bound":
+        # Before any step has run, the step is at its bound, not a guess of what it takes.
+        about = "up to"
+        bound = (
+            " (a first step's bound: every sequence of the batch at max_token_trainer_length; "
+            "lower env.max_token_length or env.batch_size, or raise the cap)"
+        )
+    else:
+        about, bound = "about", ""
     if cap["cap"] == "max_cost":
-        return f"max_cost {limit:g} {currency}: this run spent {spent:.6g} {currency} and its next step would take about {step:.6g} more"
+        return f"max_cost {limit:g} {currency}: {who} spent {spent:.6g} {currency} and its next step would take {about} {step:.6g} more{bound}"
     if cap["cap"] == "max_tokens":
-        return f"max_tokens {limit}: this run used {spent:.0f} tokens and its next step would use about {step:.0f} more"
-    return f"max_hours {limit:g}: this run has trained {spent:.4g} h and its next step would take about {step * 3600:.0f} s more"
+        return f"max_tokens {limit}: {who} used {spent:.0f} tokens and its next step would use {about} {step:.0f} more{bound}"
+    if step <= 0:
+        return f"max_hours {limit:g}: {who} used {spent:.4g} h (its trainer's time since it started, its parents' steps)"
+    return f"max_hours {limit:g}: {who} used {spent:.4g} h and its next step would take about {step * 3600:.0f} s more"

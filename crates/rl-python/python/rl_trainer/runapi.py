@@ -37,7 +37,17 @@ class RunApi:
         self.base_url = base_url.rstrip("/")
         self.say = say
         self.unreachable_secs = unreachable_secs
-        self.client = httpx.AsyncClient(timeout=request_timeout, transport=transport, trust_env=False)
+        # No connection is kept between requests: run-api's server (uvicorn) closes one idle for
+        # 5 s, httpx reuses one idle for under 5 s, and on a busy machine a poll then goes out on
+        # a connection being closed ("Server disconnected without sending a response"), which
+        # for GET /batch cannot be told from a lost answer. A new loopback connection per
+        # request costs next to nothing.
+        self.client = httpx.AsyncClient(
+            timeout=request_timeout,
+            transport=transport,
+            trust_env=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     async def close(self) -> None:
         await self.client.aclose()

@@ -133,14 +133,14 @@ class LoopTests(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True, resume=None, eval_every=0, costs=None):
+    def trainer(self, batches, steps=3, save_every=2, keep=2, loss_sum=True, resume=None, eval_every=0, costs=None, env=None):
         tinker = {"base_url": "http://127.0.0.1:2", "save_every": save_every, "keep_rollouts": keep, "learning_rate": 0.01, "eval_every": eval_every}
         tinker.update(costs or {})
         if resume:
             tinker.update({"resume_state": resume[0], "starting_step": resume[1]})
         config = parse_config(
             {
-                "env": {"total_steps": steps, "group_size": 2, "batch_size": 4, "tokenizer_name": "/t", "use_wandb": False},
+                "env": {"total_steps": steps, "group_size": 2, "batch_size": 4, "tokenizer_name": "/t", "use_wandb": False, **(env or {})},
                 "openai": [{"base_url": "http://127.0.0.1:1/v1"}],
                 "tinker": tinker,
             }
@@ -252,7 +252,9 @@ class LoopTests(unittest.TestCase):
             self.assertGreaterEqual(row["time/save_secs"], fake.save_secs)
             self.assertGreaterEqual(row["time/sampler_update_secs"], fake.sampler_secs)
         self.assertGreaterEqual(last["time/eval_secs"], 0.03)
-        self.assertEqual(last["time/bottleneck"], "eval")
+        # Which part is the largest is the machine's to say (a busy one stretches `other`): that
+        # eval is a part, counted in the total, is what this step shows.
+        self.assertIn("eval", {p for p in STEP_PARTS if f"time/{p}_secs" in last})
         self.assertLess(last["time/save_secs"], 2 * fake.save_secs + 0.05)  # the sampler's update is not in it
 
     def test_state_every_save_every_steps_and_skipped_last_step(self):
@@ -435,7 +437,10 @@ class LoopTests(unittest.TestCase):
         one = self.rows("metrics.jsonl")[0]["cost/step"]
         os.remove(os.path.join(self.run_dir, "metrics.jsonl"))
         os.remove(os.path.join(self.run_dir, "checkpoints.jsonl"))
-        trainer = self.trainer(batches, steps=5, save_every=0, costs={**self.PRICES, "max_cost": 2.5 * one, "currency": "EUR"})
+        # One group of two 5-token sequences a step: a first step's bound (2 sequences of 5
+        # tokens at the prices) is 1.25 steps' cost, under the cap.
+        tight = {"batch_size": 2, "max_token_length": 5}
+        trainer = self.trainer(batches, steps=5, save_every=0, costs={**self.PRICES, "max_cost": 2.5 * one, "currency": "EUR"}, env=tight)
         raised, out = self.run_whole(trainer)
         self.assertIsNotNone(raised, out)
         self.assertIn("before step 3/5, max_cost", str(raised))
@@ -460,18 +465,32 @@ class LoopTests(unittest.TestCase):
         batches = [[group([0.0, 1.0])] for _ in range(4)]
         trainer = self.trainer(batches, steps=4, save_every=1, costs={"max_tokens": 1})
         raised, _ = self.run_whole(trainer)
+        # Capped before the first step, from its bound: no step trained, step 0's state (saved
+        # in setup) not saved again.
         self.assertIn("max_tokens 1", str(raised))
-        self.assertIn("before step 2/4", str(raised))
-        self.assertEqual(trainer.tinker.states, ["step_0", "step_1"])
-        self.assertEqual(self.rows("metrics.jsonl")[-1]["cap"], "max_tokens")
+        self.assertIn("before step 1/4", str(raised))
+        self.assertIn("would use up to", str(raised))
+        self.assertEqual(trainer.tinker.states, ["step_0"])
+        rows = self.rows("metrics.jsonl")
+        self.assertEqual([row.get("event") for row in rows], ["capped"])
+        self.assertEqual((rows[-1]["cap"], rows[-1]["predicted"]), ("max_tokens", "token_bound"))
         os.remove(os.path.join(self.run_dir, "metrics.jsonl"))
         hours = self.trainer([[group([0.0, 1.0])] for _ in range(4)], steps=4, costs={"max_hours": 1e-9})
         raised, _ = self.run_whole(hours)
         self.assertIn("max_hours", str(raised))
 
-    def test_a_resumed_runs_cost_total_continues_its_parents_and_its_caps_count_its_own_spend(self):
+    def test_a_resumed_run_whose_parents_spent_its_cost_cap_trains_no_step(self):
+        parent = [{"step": 3, "cost/total": 5.0, "cost/step": 1.0, "time/total_secs": 2.0}]
+        costs = {**self.PRICES, "max_cost": 5.5}  # the parent's 5.0 counts, and a step of 1.0 is predicted
+        with self.assertRaises(Capped) as capped:
+            self.resumed([self.PARENT], {"tinker://p/weights/step_3": -42.5}, parent, costs)
+        self.assertIn("before step 4/5, max_cost 5.5 USD: this run and the runs it continues spent 5 USD", str(capped.exception))
+        self.assertIn("its next step would take about 1 more", str(capped.exception))
+        self.assertEqual([row.get("step") for row in self.rows("metrics.jsonl")], [3, 3])
+
+    def test_a_resumed_runs_cost_total_continues_its_parents(self):
         parent = [{"step": 3, "cost/total": 5.0, "tokens/prompt_total": 1}]
-        costs = {**self.PRICES, "max_cost": 1.0}  # far below the parent's 5.0: its own spend counts
+        costs = {**self.PRICES, "max_cost": 100.0}
         trainer, out = self.resumed([self.PARENT], {"tinker://p/weights/step_3": -42.5}, parent, costs)
         rows = [row for row in self.rows("metrics.jsonl") if row.get("step", 0) > 3 and "event" not in row]
         self.assertEqual([row["step"] for row in rows], [4, 5])

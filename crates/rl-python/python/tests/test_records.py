@@ -10,12 +10,14 @@ from types import SimpleNamespace
 from rl_trainer.records import (
     Checkpoints,
     JsonLines,
+    Lineage,
     Rollouts,
     Spend,
     Wandb,
     cap_passed,
     cost_total,
     describe_cap,
+    first_step_bound,
     is_priced,
     rollout_rows,
     step_cost,
@@ -157,7 +159,9 @@ if __name__ == "__main__":
 class CostTests(unittest.TestCase):
     def config(self, **values):
         keys = ("price_prompt_per_million", "price_sampled_per_million", "price_trained_per_million", "price_machine_per_hour", "max_cost", "max_tokens", "max_hours")
-        return SimpleNamespace(**{key: values.get(key) for key in keys})
+        # A batch of 1 sequence of at most 1 token unless said: a first step's bound of ~nothing.
+        sizes = {"batch_size": values.get("batch_size", 1), "max_token_trainer_length": values.get("max_token_trainer_length", 1)}
+        return SimpleNamespace(**{key: values.get(key) for key in keys}, **sizes)
 
     def test_a_steps_cost_is_its_tokens_at_their_prices_and_the_machines_time(self):
         config = self.config(price_prompt_per_million=1.0, price_trained_per_million=3.0, price_machine_per_hour=7.2)
@@ -167,29 +171,72 @@ class CostTests(unittest.TestCase):
         self.assertFalse(is_priced(self.config(max_tokens=5)))
 
     def test_the_estimate_at_completion_takes_the_pace_of_the_last_five_steps(self):
-        spend = Spend(cost_from=10.0)
+        spend = Spend(Lineage(cost=10.0))
         for cost in (100.0, 1.0, 1.0, 1.0, 2.0, 5.0):
             spend.add(cost, 10, 1.0)
         self.assertAlmostEqual(spend.cost_total, 120.0)
         self.assertAlmostEqual(spend.estimate_at_completion(4), 120.0 + 4 * 2.0)
         self.assertAlmostEqual(spend.estimate_at_completion(0), 120.0)
 
-    def test_the_cap_decision_adds_the_predicted_next_step_to_this_runs_own_spend(self):
+    def test_the_cap_decision_adds_the_predicted_next_step_to_what_the_run_spent(self):
         config = self.config(price_sampled_per_million=1.0, max_cost=10.0)
-        spend = Spend(cost_from=1000.0)  # the parent's: not this run's
-        self.assertIsNone(cap_passed(config, spend, 0.0), "nothing to predict from")
+        spend = Spend()
         for cost, tokens, secs in ((1.0, 100, 10.0), (3.0, 100, 10.0), (2.0, 100, 10.0), (4.0, 400, 40.0)):
             spend.add(cost, tokens, secs)
         # spent 10, the next step predicted from the last three: (3 + 2 + 4) / 3 = 3
         cap = cap_passed(config, spend, 0.0)
-        self.assertEqual(cap, {"cap": "max_cost", "limit": 10.0, "spent": 10.0, "next_step": 3.0})
-        self.assertIsNone(cap_passed(self.config(max_cost=13.5), spend, 0.0))
+        self.assertEqual(
+            cap,
+            {"cap": "max_cost", "limit": 10.0, "spent": 10.0, "next_step": 3.0, "predicted": "recent_steps", "parents": False},
+        )
+        self.assertIsNone(cap_passed(self.config(max_cost=13.5, batch_size=1, max_token_trainer_length=1), spend, 0.0))
         tokens = cap_passed(self.config(max_tokens=800), spend, 0.0)
         self.assertEqual((tokens["cap"], tokens["spent"], tokens["next_step"]), ("max_tokens", 700, 200.0))
         hours = cap_passed(self.config(max_hours=1.0), spend, 0.995)
         self.assertEqual(hours["cap"], "max_hours")
         self.assertAlmostEqual(hours["next_step"], 20.0 / 3600)
         self.assertIn("max_cost 10 USD: this run spent 10 USD", describe_cap(cap, "USD"))
+
+    def test_before_any_step_the_first_is_predicted_at_its_token_bound(self):
+        # 4 sequences of at most 100 tokens: 400 prompt-or-sampled and 400 trained at most.
+        config = self.config(price_prompt_per_million=1.0, price_sampled_per_million=2.0, price_trained_per_million=3.0,
+                             max_cost=0.0019, batch_size=4, max_token_trainer_length=100)
+        self.assertEqual(first_step_bound(config), (400 * (2.0 + 3.0) / 1e6, 800.0, 0.0))
+        cap = cap_passed(config, Spend(), 0.0)
+        self.assertEqual((cap["cap"], cap["predicted"], cap["spent"]), ("max_cost", "token_bound", 0.0))
+        self.assertIn("would take up to 0.002 more (a first step's bound", describe_cap(cap, "USD"))
+        self.assertIsNone(cap_passed(self.config(max_cost=0.0021, price_sampled_per_million=2.0, price_trained_per_million=3.0,
+                                                 batch_size=4, max_token_trainer_length=100), Spend(), 0.0))
+        # Time already passed caps at once; a first step's time is not predicted.
+        late = cap_passed(self.config(max_hours=0.0001, batch_size=4, max_token_trainer_length=100), Spend(), 0.001)
+        self.assertEqual(late["cap"], "max_hours")
+        self.assertIn("used 0.001 h (its trainer's time", describe_cap(late, "USD"))
+
+    def test_a_continued_runs_parents_count_and_predict_its_first_step(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "metrics.jsonl")
+            rows = (
+                {"step": 0, "eval/accuracy": 0.5},
+                {"step": 1, "cost/step": 1.0, "cost/total": 1.0, "time/total_secs": 60.0, "tokens/prompt": 10, "tokens/sampled": 20, "tokens/trained": 30,
+                 "tokens/prompt_total": 10, "tokens/sampled_total": 20, "tokens/trained_total": 30},
+                {"event": "capped", "step": 1, "spent": 9.0},
+                {"step": 2, "cost/step": 3.0, "cost/total": 4.0, "time/total_secs": 120.0, "tokens/prompt": 10, "tokens/sampled": 20, "tokens/trained": 30,
+                 "tokens/prompt_total": 20, "tokens/sampled_total": 40, "tokens/trained_total": 60},
+                {"step": 3, "cost/step": 100.0, "cost/total": 104.0, "time/total_secs": 1.0},
+            )
+            with open(path, "w") as f:
+                for row in rows:
+                    f.write(json.dumps(row) + "\n")
+            lineage = Lineage.read(path, 2)
+        self.assertEqual((lineage.cost, lineage.tokens, lineage.secs), (4.0, 120, 180.0))
+        spend = Spend(lineage)
+        self.assertEqual(spend.next_step(), (2.0, 60.0, 90.0))
+        cap = cap_passed(self.config(max_hours=0.07), spend, 0.0)
+        self.assertAlmostEqual(cap["spent"], 0.05)
+        self.assertTrue(cap["parents"])
+        self.assertIn("this run and the runs it continues used 0.05 h", describe_cap(cap, "USD"))
+        self.assertIsNone(cap_passed(self.config(max_cost=6.5), spend, 0.0))
+        self.assertEqual(cap_passed(self.config(max_cost=5.5), spend, 0.0)["spent"], 4.0)
 
     def test_a_resumed_runs_cost_total_comes_from_the_last_row_at_or_before_its_step(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -96,3 +96,40 @@ class RunApiTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RunApiConnectionTests(unittest.TestCase):
+    def test_each_request_opens_its_own_connection(self):
+        """A server that keeps connections alive, as uvicorn does: the client must not send a
+        poll on a connection it kept (the server may be closing it)."""
+
+        async def scenario():
+            connections = []
+
+            async def serve(reader, writer):
+                connections.append(writer)
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    if not head:
+                        break
+                    body = b'{"batch": null}' if len(connections) < 3 else b'{"batch": [{"x": 1}]}'
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
+                        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                        + body
+                    )
+                    await writer.drain()
+
+            server = await asyncio.start_server(serve, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            client = RunApi(f"http://127.0.0.1:{port}", lambda line: None)
+            try:
+                batch, _ = await client.next_batch(timeout_secs=30, poll_secs=0.01)
+            finally:
+                await client.close()
+                server.close()
+            return batch, len(connections)
+
+        batch, connections = asyncio.run(scenario())
+        self.assertEqual(batch, [{"x": 1}])
+        self.assertEqual(connections, 3)
