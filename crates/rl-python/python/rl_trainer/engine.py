@@ -38,8 +38,16 @@ from tinker import types as ttypes
 
 from . import reach
 from .batch import AlignedSequence, full_logprobs_from_prompt_logprobs
+from .errors import RequestError
 from .sampling import Sample, SamplingSpec, tinker_stop
 from .server import Policy
+from .tools import ToolSupport
+
+try:  # transformers' chat templates are jinja2's
+    from jinja2.exceptions import TemplateError
+except ImportError:  # pragma: no cover - transformers needs jinja2 for templates anyway
+    class TemplateError(Exception):  # type: ignore[no-redef]
+        pass
 
 HOSTED_TINKER_URL = reach.HOSTED_TINKER_URL
 
@@ -358,6 +366,7 @@ class TinkerPolicy(Policy):
         self.client = None
         self.sampler_path: Optional[str] = None
         self.registered = False
+        self._tool_support: Optional[ToolSupport] = None
 
     @property
     def initialized(self) -> bool:
@@ -369,6 +378,7 @@ class TinkerPolicy(Policy):
 
     def load(self, tokenizer) -> None:
         self.tokenizer = tokenizer
+        self._tool_support = None
         self.eos_ids = _eos_ids(tokenizer, self.base_model)
 
     def swap(self, client, path: str) -> None:
@@ -378,10 +388,26 @@ class TinkerPolicy(Policy):
     def encode(self, text: str) -> List[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=True))
 
-    def chat_tokens(self, messages: List[dict]) -> List[int]:
+    def chat_text(self, messages: List[dict], tools: Optional[List[dict]] = None, add_generation_prompt: bool = True) -> str:
+        """The chat template applied (tools passed only when there are some: a template
+        without them is called as before). A template that refuses the messages (its
+        `raise_exception`, a role it cannot place) is the request's fault: RequestError."""
+        extra = {"tools": tools} if tools else {}
+        try:
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt, **extra)
+        except TemplateError as e:
+            raise RequestError(f"the model's chat template refused the messages: {e}", "messages") from None
+
+    def chat_tokens(self, messages: List[dict], tools: Optional[List[dict]] = None, add_generation_prompt: bool = True) -> List[int]:
         # Render as text then encode: transformers 5 returns a BatchEncoding from tokenize=True.
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        text = self.chat_text(messages, tools, add_generation_prompt)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def tool_support(self) -> ToolSupport:
+        """What the tokenizer's chat template does with tools, probed once."""
+        if self._tool_support is None:
+            self._tool_support = ToolSupport.of(lambda messages, tools, gen: self.chat_text(messages, tools, gen))
+        return self._tool_support
 
     def decode(self, tokens: Sequence[int]) -> str:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)

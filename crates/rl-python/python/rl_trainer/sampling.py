@@ -12,7 +12,11 @@
   A chat request with `return_token_ids: true` (vLLM's extension; verifiers 0.3's legacy
   client sends it through `extra_body`, so at the top level) also gets top-level
   `prompt_token_ids` and `choices[i].token_ids`; `return_tokens_as_token_ids: true` spells each
-  logprobs token `token_id:<id>` (vLLM's spelling).
+  logprobs token `token_id:<id>` (vLLM's spelling). `tools`, `tool_choice` and a history of
+  tool calls and results are checked in `tools.py`; tool calls are parsed out of the answer
+  there too.
+* POST /tokenize and /v1/chat/completions/tokens, vLLM's, as verifiers 0.3's
+  `OpenAIChatCompletionsTokenClient` calls them (`parse_tokenize`, `parse_chat(with_tokens=True)`).
 * POST /inference/v1/generate, vLLM's token-in/token-out route as verifiers 0.4's
   `TrainClient` calls it through `renderers.client.generate` (renderers 0.1.12):
   `{"model", "token_ids": [...], "sampling_params": {vLLM SamplingParams names}}` ->
@@ -31,19 +35,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from .errors import RequestError, error_body  # noqa: F401 - error_body: the server's
+from .tools import answer_message, chat_message, parse_tool_choice, parse_tools
+
 MAX_N = 128
 
 
-class RequestError(Exception):
-    def __init__(self, message: str, param: Optional[str] = None, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.status = status
-
-
-def error_body(message: str, kind: str = "invalid_request_error", param: Optional[str] = None, code: Any = None) -> dict:
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 @dataclass
@@ -279,6 +276,11 @@ class ChatRequest:
     tokens_as_ids: bool = False
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage
+    tools: Optional[List[dict]] = None  # checked (`tools.parse_tools`), rendered by the template
+    tool_choice: str = "auto"  # "auto" | "none" (calls are then never parsed out)
+    # /v1/chat/completions/tokens: the prompt's token ids, sampled from as given (the messages
+    # are not rendered).
+    prompt_ids: Optional[List[int]] = None
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -297,17 +299,16 @@ def _content_text(content: Any, where: str) -> str:
     raise RequestError(f"{where}: content must be a string or a list of text parts", "messages")
 
 
-def parse_chat(body: Any, vocab_size: Optional[int] = None) -> ChatRequest:
+def parse_chat(body: Any, vocab_size: Optional[int] = None, with_tokens: bool = False) -> ChatRequest:
+    """`with_tokens`: the body is vLLM's /v1/chat/completions/tokens, whose `tokens` is the
+    prompt (verifiers 0.3's token client stitches it from the turns before)."""
     body = _require_object(body)
     stream, include_usage = _stream_fields(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages must be a non-empty list", "messages")
-    clean = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not m["role"]:
-            raise RequestError(f"messages[{i}] must be an object with a role", "messages")
-        clean.append({"role": m["role"], "content": _content_text(m.get("content"), f"messages[{i}]")})
+    clean = [chat_message(m, i, _content_text) for i, m in enumerate(messages)]
+    _bool(body, "parallel_tool_calls", True)  # every call is parsed out either way
     model = body.get("model")
     return ChatRequest(
         messages=clean,
@@ -319,7 +320,44 @@ def parse_chat(body: Any, vocab_size: Optional[int] = None) -> ChatRequest:
         tokens_as_ids=_bool(body, "return_tokens_as_token_ids", False),
         stream=stream,
         include_usage=include_usage,
+        tools=parse_tools(body.get("tools")),
+        tool_choice=parse_tool_choice(body.get("tool_choice")),
+        prompt_ids=_token_ids(body.get("tokens"), "tokens", vocab_size, allow_empty=False) if with_tokens else None,
     )
+
+
+@dataclass
+class TokenizeRequest:
+    """vLLM's POST /tokenize: chat messages (the template applied) or a plain prompt, with
+    vLLM's default special tokens (none added to a chat, the tokenizer's to a prompt)."""
+
+    messages: Optional[List[Dict[str, Any]]]
+    prompt: Optional[str]
+    tools: Optional[List[dict]]
+    add_generation_prompt: bool
+
+
+def parse_tokenize(body: Any) -> TokenizeRequest:
+    body = _require_object(body)
+    messages = body.get("messages")
+    chat = messages is not None
+    if _bool(body, "add_special_tokens", not chat) != (not chat):
+        raise RequestError(f"add_special_tokens must be {str(not chat).lower()} here (the rl trainer tokenizes as it samples)", "add_special_tokens")
+    if chat:
+        if not isinstance(messages, list) or not messages:
+            raise RequestError("messages must be a non-empty list", "messages")
+        if _bool(body, "continue_final_message", False):
+            raise RequestError("continue_final_message is not supported by the rl trainer", "continue_final_message")
+        return TokenizeRequest(
+            messages=[chat_message(m, i, _content_text) for i, m in enumerate(messages)],
+            prompt=None,
+            tools=parse_tools(body.get("tools")),
+            add_generation_prompt=_bool(body, "add_generation_prompt", True),
+        )
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise RequestError("messages (a list) or prompt (a string) is required", "messages")
+    return TokenizeRequest(None, prompt, None, False)
 
 
 def token_id_text(token: int) -> str:
@@ -340,15 +378,22 @@ def chat_response(
     samples: Sequence[Sample],
     decode: Callable[[List[int]], str],
     decode_token: Callable[[int], str],
+    call_format: Optional[str] = None,
 ) -> dict:
-    """`prompt`: the prompt's token ids (the chat template applied), returned when asked."""
+    """`prompt`: the prompt's token ids (the chat template applied), returned when asked.
+    `call_format`: how the template writes a tool call (`tools.ToolSupport`); with the
+    request's tools, calls are parsed out of each answer (`finish_reason` `tool_calls` when it
+    stopped of itself). The token ids answered are the sampled ones whatever the parse."""
     spell = token_id_text if request.tokens_as_ids else decode_token
+    parse_as = call_format if request.tools and request.tool_choice == "auto" else None
     choices = []
     for i, s in enumerate(samples):
+        message = answer_message(decode(s.tokens), parse_as)
+        called = bool(message.get("tool_calls")) and s.stop_reason == "stop"
         choice: Dict[str, Any] = {
             "index": i,
-            "message": {"role": "assistant", "content": decode(s.tokens)},
-            "finish_reason": s.stop_reason,
+            "message": message,
+            "finish_reason": "tool_calls" if called else s.stop_reason,
             "logprobs": None,
         }
         if request.logprobs:

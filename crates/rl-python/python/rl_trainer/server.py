@@ -4,7 +4,10 @@ given several named policies (`rl_trainer.checkpoints`), from the one a request'
 Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,
 POST /generate (SGLang's native shape; atroposlib's ManagedServer calls it) and
 POST /inference/v1/generate (vLLM's token-in/token-out shape; verifiers 0.4's train client
-calls it, at the server's root: it strips `/v1` from the base URL it is given). Answers 503
+calls it, at the server's root: it strips `/v1` from the base URL it is given), and vLLM's
+POST /tokenize (root) and POST /v1/chat/completions/tokens (a chat sampled from the token ids
+it gives), which verifiers 0.3's token client stitches a multi-turn rollout's prompts with
+(`tools.py`: tools on the chat routes). Answers 503
 until the trainer is initialized (a sampling client exists and run-api knows the trainer),
 400 with an OpenAI-shaped error for bad bodies, 500 when sampling fails. The OpenAI routes
 answer `stream: true` with Server-Sent Events (`streaming.py`) once the whole answer is
@@ -38,9 +41,11 @@ from .sampling import (
     parse_completions,
     parse_generate,
     parse_token_generate,
+    parse_tokenize,
     token_generate_response,
 )
 from .streaming import chat_chunks, completion_chunks, sse_body
+from .tools import ToolSupport
 
 
 class Policy:
@@ -48,6 +53,7 @@ class Policy:
 
     model_name: str = "policy"
     sampler_path: Optional[str] = None
+    max_token_length: int = 0  # the run's token limit (0: unknown)
 
     @property
     def initialized(self) -> bool:  # pragma: no cover - interface
@@ -60,8 +66,11 @@ class Policy:
     def encode(self, text: str) -> List[int]:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def chat_tokens(self, messages: List[dict]) -> List[int]:  # pragma: no cover - interface
+    def chat_tokens(self, messages: List[dict], tools: Optional[List[dict]] = None, add_generation_prompt: bool = True) -> List[int]:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def tool_support(self) -> ToolSupport:  # pragma: no cover - interface
+        return ToolSupport()
 
     def decode(self, tokens: Sequence[int]) -> str:  # pragma: no cover - interface
         raise NotImplementedError
@@ -157,12 +166,39 @@ def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
         samples = await policy.sample(prompt, req.n, req.spec)
         return generate_response(req, len(prompt), samples, policy.decode, policy.token_text, policy.stop_ids(req.spec))
 
-    async def chat(policy, body):
-        req = parse_chat(body, policy.vocab_size)
-        prompt = policy.chat_tokens(req.messages)
+    def call_format_of(policy, tools) -> Optional[str]:
+        """How the policy's template writes a tool call (None: unknown); tools its template
+        does not render are refused."""
+        if not tools:
+            return None
+        support = policy.tool_support()
+        if not support.renders_tools:
+            raise RequestError(
+                "the model's chat template does not render tools, so the model would never see them: "
+                "this model cannot be given tools",
+                "tools",
+            )
+        return support.call_format
+
+    async def chat(policy, body, with_tokens=False):
+        req = parse_chat(body, policy.vocab_size, with_tokens)
+        call_format = call_format_of(policy, req.tools)
+        prompt = req.prompt_ids if with_tokens else policy.chat_tokens(req.messages, req.tools)
         samples = await policy.sample(prompt, req.n, req.spec)
-        answer = chat_response(req, policy.model_name, prompt, samples, policy.decode, policy.token_text)
+        answer = chat_response(req, policy.model_name, prompt, samples, policy.decode, policy.token_text, call_format)
         return _event_stream(chat_chunks(answer, req.include_usage)) if req.stream else answer
+
+    async def chat_from_tokens(policy, body):
+        return await chat(policy, body, with_tokens=True)
+
+    async def tokenize(policy, body):
+        req = parse_tokenize(body)
+        if req.messages is not None:
+            call_format_of(policy, req.tools)  # tools the template cannot render are refused here too
+            tokens = policy.chat_tokens(req.messages, req.tools, req.add_generation_prompt)
+        else:
+            tokens = policy.encode(req.prompt)
+        return {"count": len(tokens), "max_model_len": int(policy.max_token_length or 0), "tokens": [int(t) for t in tokens]}
 
     async def token_generate(policy, body):
         req = parse_token_generate(body, policy.vocab_size)
@@ -189,6 +225,14 @@ def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat_route(request: Request):
         return await handle(request, chat)
+
+    @app.post("/v1/chat/completions/tokens")
+    async def chat_tokens_route(request: Request):
+        return await handle(request, chat_from_tokens)
+
+    @app.post("/tokenize")
+    async def tokenize_route(request: Request):
+        return await handle(request, tokenize)
 
     @app.post("/v1/completions")
     async def completions_route(request: Request):

@@ -7,8 +7,9 @@ a stream, so the events are a re-framing of the non-streamed answer (`sampling.c
 
 Chat (`chat.completion.chunk`, as OpenAI and vLLM send it), per choice in index order: a role
 chunk (`delta: {"role": "assistant", "content": ""}`), a content chunk (`delta.content`, with
-the choice's `logprobs` and, when asked, vLLM's `token_ids`), a finish chunk (`delta: {}`,
-`finish_reason`); then, when `stream_options.include_usage`, a chunk with `choices: []` and
+the choice's `logprobs` and, when asked, vLLM's `token_ids`), when the answer called tools a
+chunk with them whole (`delta.tool_calls`: `index`, `id`, `type`, `function.name`,
+`function.arguments`), a finish chunk (`delta: {}`, `finish_reason`); then, when `stream_options.include_usage`, a chunk with `choices: []` and
 the `usage` (every other chunk then carries `usage: null`, as OpenAI's do); then
 `data: [DONE]`. vLLM's `prompt_token_ids`, when asked, rides on the first chunk.
 
@@ -70,6 +71,9 @@ def chat_chunks(response: dict, include_usage: bool) -> List[dict]:
             content["token_ids"] = choice["token_ids"]
         if content["delta"]["content"] or content["logprobs"] is not None or content.get("token_ids"):
             chunks.append({**head, "choices": [content]})
+        if message.get("tool_calls"):
+            calls = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+            chunks.append({**head, "choices": [{"index": index, "delta": {"tool_calls": calls}, "logprobs": None, "finish_reason": None}]})
         finish = {"index": index, "delta": {}, "logprobs": None, "finish_reason": choice["finish_reason"]}
         chunks.append({**head, "choices": [finish]})
     if "prompt_token_ids" in response and chunks:

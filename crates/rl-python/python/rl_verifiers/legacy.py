@@ -10,7 +10,10 @@
   a `vf.ClientConfig`, whose default is Prime's inference URL. Against a training endpoint the
   requests ask for token ids and logprobs (`logprobs: true`, `return_token_ids: true`), and each
   trajectory step's `tokens` (`prompt_ids`, `completion_ids`, `completion_mask`,
-  `completion_logprobs`) is one sampled branch.
+  `completion_logprobs`) is one sampled turn. Against a training endpoint the client is
+  verifiers' token client (`OpenAIChatCompletionsTokenClient`: a turn's prompt is the turn
+  before's tokens plus the environment's reply), so a multi-turn (tool-using) rollout's turns
+  join into one sequence (`scored.joined_turns`).
 - Refused: environments that run in Prime's sandboxes (`SandboxEnv`, `PythonEnv`,
   `CliAgentEnv` and kin), which would reach Prime's cloud."""
 
@@ -25,7 +28,7 @@ from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Tuple
 from rl_env import item_key
 from rl_verifiers.adapter import Endpoint, Rollout, Task
 from rl_verifiers.environment import LoadError
-from rl_verifiers.scored import chat_messages, prompt_sequence
+from rl_verifiers.scored import chat_messages, joined_turns, prompt_sequence
 
 KIND = "verifiers-v0"
 # The classes whose rollouts run in Prime's sandboxes (by module and name, so that none of
@@ -138,7 +141,16 @@ class LegacyAdapter:
                 # No proxy from the environment: the endpoint is named, and loopback stays loopback.
                 http_client=httpx.AsyncClient(timeout=timeout, trust_env=False),
             )
-            client = vf.OpenAIChatCompletionsClient(openai)
+            if endpoint.training:
+                # Token in, token out: each turn's prompt is the turn before's tokens as
+                # sampled, then the environment's reply rendered by the template (the
+                # trainer's /tokenize and /v1/chat/completions/tokens), so a rollout's turns
+                # are one sequence to train on (scored.joined_turns).
+                from verifiers.legacy.clients import OpenAIChatCompletionsTokenClient
+
+                client = OpenAIChatCompletionsTokenClient(openai)
+            else:
+                client = vf.OpenAIChatCompletionsClient(openai)
             self.clients[key] = client
         return client
 
@@ -196,6 +208,7 @@ def rollout_of(output: Dict[str, Any], training: bool) -> Rollout:
         rollout.error = describe_error(error)
         return rollout
     if training:
+        turns = []
         for number, step in enumerate(output.get("trajectory") or []):
             tokens = step.get("tokens")
             if not tokens:
@@ -206,7 +219,7 @@ def rollout_of(output: Dict[str, Any], training: bool) -> Rollout:
                 rollout.sequences = []
                 return rollout
             step_messages = chat_messages(list(step.get("prompt") or []) + list(step.get("completion") or []))
-            rollout.sequences.append(
+            turns.append(
                 prompt_sequence(
                     tokens["prompt_ids"],
                     tokens["completion_ids"],
@@ -215,6 +228,7 @@ def rollout_of(output: Dict[str, Any], training: bool) -> Rollout:
                     step_messages,
                 )
             )
+        rollout.sequences = joined_turns(turns)
     return rollout
 
 

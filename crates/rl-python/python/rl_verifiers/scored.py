@@ -179,6 +179,28 @@ def prompt_sequence(prompt_ids: List[int], completion_ids: List[int], completion
     return Sequence(tokens=[int(t) for t in prompt_ids] + [int(t) for t in completion_ids], masks=masks, logprobs=logprobs, messages=messages)
 
 
+def joined_turns(sequences: List[Sequence]) -> List[Sequence]:
+    """A multi-turn rollout's turns as few sequences as the tokens allow: a turn whose tokens
+    begin with the whole of the sequence before it (its prompt is that turn's prompt and
+    completion, then the environment's reply: verifiers 0.3's token client stitches it so)
+    continues it, keeping what was sampled there as sampled; any other turn starts a new
+    sequence. Tokens are never re-made: every one is what the sampler saw or gave."""
+    joined: List[Sequence] = []
+    for sequence in sequences:
+        last = joined[-1] if joined else None
+        if last is not None and len(sequence.tokens) > len(last.tokens) and sequence.tokens[: len(last.tokens)] == last.tokens:
+            cut = len(last.tokens)
+            joined[-1] = Sequence(
+                tokens=sequence.tokens,
+                masks=last.masks + sequence.masks[cut:],
+                logprobs=last.logprobs + sequence.logprobs[cut:],
+                messages=sequence.messages,
+            )
+        else:
+            joined.append(sequence)
+    return joined
+
+
 async def rollouts_of(adapter: Any, task: Any, size: int, endpoint: Any, sampling: Dict[str, Any]) -> List[Rollout]:
     """The adapter's group of `task`; should the adapter itself raise (it must not), each
     rollout fails with that error rather than the run."""
