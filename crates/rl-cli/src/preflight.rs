@@ -460,6 +460,17 @@ fn print_report(report: &PreflightReport) -> anyhow::Result<()> {
         rl_preflight::label(summary.verdict),
         summary.explanation
     ))?;
+    // Each model's own verdict with what it rests on (one model's is the verdict above).
+    if summary.by_model.len() > 1 {
+        for own in &summary.by_model {
+            output::line(format!(
+                "  {}: {} — {}",
+                own.model,
+                rl_preflight::label(own.verdict),
+                own.explanation
+            ))?;
+        }
+    }
     output::line(format!(
         "{} of {} models succeeded; best {}; average accuracy {}; correct from score {}",
         summary.models_succeeded,

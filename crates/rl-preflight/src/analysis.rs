@@ -14,8 +14,9 @@ use crate::error::PreflightError;
 #[serde(tag = "rule", rename_all = "snake_case")]
 pub enum CorrectRule {
     /// A score at least the highest score seen anywhere in the test (the environment's full
-    /// marks, as far as the test can tell). When the whole test saw one score value only, that
-    /// value counts as correct only if it is above 0.
+    /// marks, as far as the test can tell). When the whole test saw one score value only, the
+    /// rule cannot tell full marks from partial credit: a value above 0 is then neither correct
+    /// nor wrong (no threshold), one of 0 or below is wrong (no reward at all).
     #[default]
     TopScore,
     /// A score at least this.
@@ -106,7 +107,9 @@ pub struct Figures {
     pub parse_failures: usize,
 }
 
-/// The score a completion needs to be correct, given every score the test saw.
+/// The score a completion needs to be correct, given every score the test saw: `None` when
+/// nothing was scored or the rule cannot tell (one value above 0 everywhere: full marks or a
+/// constant partial credit alike), infinite when nothing is correct.
 pub fn threshold(rule: CorrectRule, all_scores: impl Iterator<Item = f64>) -> Option<f64> {
     match rule {
         CorrectRule::AtLeast { threshold } => Some(threshold),
@@ -118,8 +121,12 @@ pub fn threshold(rule: CorrectRule, all_scores: impl Iterator<Item = f64>) -> Op
                     Some((low, high)) => Some((low.min(score), high.max(score))),
                 },
             )?;
-            if high > low || high > 0.0 {
+            if high > low {
                 Some(high)
+            } else if high > 0.0 {
+                // One value everywhere: the test never saw a score below it, so it cannot
+                // tell whether it is the top (0.5 of 1.0 looks the same as 1.0 of 1.0).
+                None
             } else {
                 // One value everywhere, and not a positive one: nothing was answered right.
                 Some(f64::INFINITY)
@@ -213,11 +220,13 @@ mod tests {
     }
 
     #[test]
-    fn the_top_score_is_full_marks_and_one_value_everywhere_is_judged_by_its_sign() {
+    fn the_top_score_is_full_marks_and_one_value_everywhere_is_no_top_at_all() {
         let top = |scores: &[f64]| threshold(CorrectRule::TopScore, scores.iter().copied());
         assert_eq!(top(&[-1.0, 1.0, 1.0]), Some(1.0));
         assert_eq!(top(&[0.2, 0.7]), Some(0.7));
-        assert_eq!(top(&[1.0, 1.0]), Some(1.0));
+        // One positive value everywhere: full marks or a constant partial credit, unknown.
+        assert_eq!(top(&[1.0, 1.0]), None);
+        assert_eq!(top(&[0.5, 0.5]), None);
         assert_eq!(top(&[-1.0, -1.0]), Some(f64::INFINITY));
         assert_eq!(top(&[0.0]), Some(f64::INFINITY));
         assert_eq!(top(&[]), None);

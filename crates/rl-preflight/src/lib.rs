@@ -52,4 +52,6 @@ pub use tracking::{
     Interruption, PreflightOwner, PreflightStarted, PreflightStatus, PreflightStopReport,
     StopRequest,
 };
-pub use verdict::{ModelVerdict, Summary, Verdict, VerdictBasis, VerdictPolicy, label, summarise};
+pub use verdict::{
+    Grading, ModelVerdict, Summary, Verdict, VerdictBasis, VerdictPolicy, label, summarise,
+};

@@ -18,7 +18,7 @@ use crate::runner::{ModelRun, ModelRunner, Progress, ProgressSink};
 use crate::server;
 use crate::store::PreflightStore;
 use crate::tracking::{PreflightOwner, PreflightStarted, stop_request};
-use crate::verdict::summarise;
+use crate::verdict::{Grading, summarise};
 
 /// Lines of a failed model's log kept in its report.
 const ERROR_TAIL_LINES: usize = 20;
@@ -112,7 +112,10 @@ pub async fn run_test(
                 (None, Vec::new())
             } else {
                 let log = read_log_end(&job.log_path);
-                (cause(&log), tail(&log, ERROR_TAIL_LINES))
+                (
+                    Some(failure_cause(&run.outcome, &log)),
+                    tail(&log, ERROR_TAIL_LINES),
+                )
             };
             ModelReport {
                 model: job.model.clone(),
@@ -128,7 +131,11 @@ pub async fn run_test(
         .collect();
     let stopped_at =
         stop_request(&PreflightFolder::at(&dir).stop()).map(|request| request.requested_at);
-    let mut summary = summarise(&models, plan.verdict_policy);
+    let grading = Grading {
+        rule: plan.correct_rule,
+        correct_from,
+    };
+    let mut summary = summarise(&models, plan.verdict_policy, grading);
     if stopped_at.is_some() {
         summary.explanation = format!(
             "the test was stopped before its end (rl preflight stop); {}",
@@ -207,6 +214,47 @@ fn tail(log: &str, lines: usize) -> Vec<String> {
         .collect()
 }
 
+/// What explains a model that did not succeed, never nothing: the cause its log shows, else
+/// the reason it was not started, else its log's last line, else that it printed nothing.
+fn failure_cause(outcome: &ModelOutcome, log: &str) -> String {
+    let last = log
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty());
+    // A runner that exited on its own said why in its last line (a signal cuts it anywhere).
+    if let (ModelOutcome::Failed { code: Some(_), .. }, Some(last)) = (outcome, last)
+        && RUNNER_PREFIXES
+            .iter()
+            .any(|prefix| last.starts_with(prefix))
+    {
+        return clipped(last);
+    }
+    if let Some(cause) = cause(log) {
+        return cause;
+    }
+    if let ModelOutcome::NotStarted { reason } = outcome {
+        return reason.clone();
+    }
+    match last {
+        Some(last) => format!("its log ends: {}", clipped(last)),
+        None => "it printed nothing".to_owned(),
+    }
+}
+
+/// A line cut to a message's length.
+fn clipped(line: &str) -> String {
+    if line.chars().count() <= MESSAGE_CHARS {
+        return line.to_owned();
+    }
+    let kept: String = line.chars().take(MESSAGE_CHARS).collect();
+    format!("{kept} …")
+}
+
+/// rl's environment runners (`rl_env`, `rl_verifiers`) end a failure (exit 1 or 2) with one
+/// line of their own saying why, their last.
+const RUNNER_PREFIXES: [&str; 2] = ["rl_verifiers: ", "rl_env: "];
+
 /// The exception that explains a failure. atroposlib wraps the real one (an HTTP error, a
 /// timeout) in tenacity's `RetryError`, twice, and a harmless "no running event loop" follows:
 /// the last exception line that is neither is the cause, with the rest of its message (an
@@ -220,14 +268,14 @@ fn cause(log: &str) -> Option<String> {
         return Some((*note).to_owned());
     }
     let at = lines.iter().rposition(|line| {
-        let line = line.trim();
+        let line = exception_text(line);
         is_exception_line(line) && !WRAPPERS.iter().any(|w| line.starts_with(w))
     })?;
-    let mut cause = lines[at].trim().to_owned();
+    let mut cause = exception_text(lines[at]).to_owned();
     for line in lines[at + 1..]
         .iter()
         .take_while(|line| !ends_a_message(line))
-        .map(|line| line.trim())
+        .map(|line| exception_text(line))
         .filter(|line| !line.is_empty())
         .take(MESSAGE_LINES)
     {
@@ -239,6 +287,13 @@ fn cause(log: &str) -> Option<String> {
         cause.push_str(line);
     }
     Some(cause)
+}
+
+/// A line as Python prints an exception, also within an exception group (`  | ValueError: …`,
+/// what asyncio's and anyio's task groups raise).
+fn exception_text(line: &str) -> &str {
+    let line = line.trim();
+    line.strip_prefix('|').map_or(line, str::trim_start)
 }
 
 /// Lines after an exception's first one kept as the rest of its message, and its length in
@@ -254,8 +309,9 @@ fn ends_a_message(line: &str) -> bool {
         "The above exception was the direct cause",
         "During handling of the above exception",
     ];
-    let line = line.trim_start();
+    let line = exception_text(line);
     AFTER.iter().any(|start| line.starts_with(start))
+        || line.starts_with("+-")
         || is_exception_line(line)
         || line.starts_with("rl: ")
         || looks_like_a_log_record(line)
@@ -337,5 +393,44 @@ mod tests {
             cause(log).as_deref(),
             Some("openai.APIConnectionError: Connection error.")
         );
+    }
+
+    #[test]
+    fn a_failure_always_has_its_cause() {
+        let failed = ModelOutcome::Failed {
+            code: Some(1),
+            signal: None,
+        };
+        // An exception group (asyncio's, anyio's task groups): the exception inside it.
+        let grouped = "  + Exception Group Traceback (most recent call last):\n\
+             \x20 | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)\n\
+             \x20 +-+---------------- 1 ----------------\n\
+             \x20   | Traceback (most recent call last):\n\
+             \x20   | httpx.ConnectError: All connection attempts failed\n\
+             \x20   +------------------------------------\n";
+        assert_eq!(
+            failure_cause(&failed, grouped),
+            "httpx.ConnectError: All connection attempts failed"
+        );
+        // rl's runner's own last line, over an exception it met on the way.
+        let runner = "ValueError: one rollout\nrl_verifiers: every rollout failed\n";
+        assert_eq!(
+            failure_cause(&failed, runner),
+            "rl_verifiers: every rollout failed"
+        );
+        // Killed by a signal: its last line is what it was doing, not why it ended.
+        let killed = ModelOutcome::Failed {
+            code: None,
+            signal: Some(9),
+        };
+        assert_eq!(
+            failure_cause(&killed, "rl_verifiers: group 1/2: scores [0.0]\n"),
+            "its log ends: rl_verifiers: group 1/2: scores [0.0]"
+        );
+        assert_eq!(failure_cause(&failed, "\n\n"), "it printed nothing");
+        let refused = ModelOutcome::NotStarted {
+            reason: "the server did not start".to_owned(),
+        };
+        assert_eq!(failure_cause(&refused, ""), "the server did not start");
     }
 }

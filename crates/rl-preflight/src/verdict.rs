@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::CorrectRule;
 use crate::model::{ModelOutcome, ModelReport};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +75,29 @@ pub struct VerdictBasis {
     pub policy: VerdictPolicy,
 }
 
-pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
+/// What "correct" meant in a test: its rule, and the score a completion needed under it
+/// (`analysis::threshold`: `None` when the rule could not tell, infinite when nothing was).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grading {
+    pub rule: CorrectRule,
+    pub correct_from: Option<f64>,
+}
+
+/// What a verdict's wording rests on: the test's grading and the lowest and highest score any
+/// of its models got (a model's own verdict is told against the whole test's scores).
+#[derive(Debug, Clone, Copy)]
+struct Context {
+    policy: VerdictPolicy,
+    grading: Grading,
+    range: Option<(f64, f64)>,
+}
+
+pub fn summarise(models: &[ModelReport], policy: VerdictPolicy, grading: Grading) -> Summary {
+    let context = Context {
+        policy,
+        grading,
+        range: score_range(models.iter()),
+    };
     let succeeded: Vec<&ModelReport> = models
         .iter()
         .filter(|model| model.outcome == ModelOutcome::Succeeded)
@@ -82,7 +105,7 @@ pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
     let by_model: Vec<ModelVerdict> = models
         .iter()
         .map(|model| {
-            let (verdict, explanation, basis) = judge(&[model], policy);
+            let (verdict, explanation, basis) = judge(&[model], context);
             ModelVerdict {
                 model: model.model.clone(),
                 verdict,
@@ -91,7 +114,7 @@ pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
             }
         })
         .collect();
-    let (verdict, mut explanation, basis) = judge(&models.iter().collect::<Vec<_>>(), policy);
+    let (verdict, mut explanation, basis) = judge(&models.iter().collect::<Vec<_>>(), context);
     let judged: Vec<&ModelVerdict> = by_model
         .iter()
         .filter(|model| model.basis.groups > 0)
@@ -128,7 +151,8 @@ pub fn summarise(models: &[ModelReport], policy: VerdictPolicy) -> Summary {
 }
 
 /// The verdict of `models`' scored groups taken together (one model's, or every model's).
-fn judge(models: &[&ModelReport], policy: VerdictPolicy) -> (Verdict, String, VerdictBasis) {
+fn judge(models: &[&ModelReport], context: Context) -> (Verdict, String, VerdictBasis) {
+    let policy = context.policy;
     // Groups from a model cut off or failed still show what the environment does.
     let scored: Vec<&&ModelReport> = models
         .iter()
@@ -161,20 +185,27 @@ fn judge(models: &[&ModelReport], policy: VerdictPolicy) -> (Verdict, String, Ve
                 "no model produced a scored group: see each model's error and log".to_owned()
             },
         )
+    } else if let Some(score) = score_range(scored.iter().map(|model| **model))
+        .and_then(|(low, high)| (low == high).then_some(low))
+    {
+        constant_verdict(score, context)
     } else if at_least(basis.all_correct_share, policy.nearly_all) {
         (
             Verdict::TooEasy,
             format!(
-                "{} of {groups} groups are all correct: little left to learn",
-                percent(basis.all_correct_share)
+                "{} of {groups} groups are all correct (every rollout reached {}): little \
+                 left to learn",
+                percent(basis.all_correct_share),
+                correct_mark(context.grading)
             ),
         )
     } else if at_least(basis.all_wrong_share, policy.nearly_all) {
         (
             Verdict::TooHard,
             format!(
-                "{} of {groups} groups are all wrong: no reward to learn from",
-                percent(basis.all_wrong_share)
+                "{} of {groups} groups are all wrong (no rollout reached {})",
+                percent(basis.all_wrong_share),
+                correct_mark(context.grading)
             ),
         )
     } else if basis
@@ -201,6 +232,89 @@ fn judge(models: &[&ModelReport], policy: VerdictPolicy) -> (Verdict, String, Ve
     (verdict, explanation, basis)
 }
 
+/// The verdict of groups in which every rollout scored `score`: GRPO learns nothing from them
+/// whatever the score, and it is "all correct" only at what the test knows as correct, "all
+/// wrong" only at the bottom of what it saw; else what was seen is all there is to say.
+fn constant_verdict(score: f64, context: Context) -> (Verdict, String) {
+    let seen = format!("every rollout scored {}", number(score));
+    let zero = "GRPO's advantages are zero";
+    let Grading { rule, correct_from } = context.grading;
+    let (low, high) = context.range.unwrap_or((score, score));
+    if correct_from.is_some_and(|from| score >= from) {
+        let why = match rule {
+            CorrectRule::TopScore => "the top score the test saw".to_owned(),
+            CorrectRule::AtLeast { threshold } => {
+                format!("at least the threshold {}", number(threshold))
+            }
+        };
+        return (
+            Verdict::TooEasy,
+            format!("{seen}, {why}: all correct, little left to learn ({zero})"),
+        );
+    }
+    let below = correct_from.is_some_and(|from| score < from);
+    if below && score <= low {
+        let why = match rule {
+            CorrectRule::TopScore if high > score => {
+                format!("the lowest score the test saw (its top: {})", number(high))
+            }
+            CorrectRule::TopScore => "and no rollout in the test scored above 0".to_owned(),
+            CorrectRule::AtLeast { threshold } => {
+                format!("below the threshold {}", number(threshold))
+            }
+        };
+        return (
+            Verdict::TooHard,
+            format!("{seen}, {why}: all wrong, no reward to learn from ({zero})"),
+        );
+    }
+    let where_ = match rule {
+        CorrectRule::TopScore if high > low => format!(
+            "between the lowest ({}) and the top ({}) scores the test saw",
+            number(low),
+            number(high)
+        ),
+        CorrectRule::TopScore => "the only score the test saw, so rl cannot tell whether it \
+                                  is full marks (a threshold says what counts as correct)"
+            .to_owned(),
+        CorrectRule::AtLeast { threshold } => format!(
+            "below the threshold {} but above the lowest score the test saw ({})",
+            number(threshold),
+            number(low)
+        ),
+    };
+    (Verdict::NoSignal, format!("{seen}, {where_}: {zero}"))
+}
+
+/// What a rollout had to reach to count as correct, for people.
+fn correct_mark(grading: Grading) -> String {
+    match (grading.rule, grading.correct_from) {
+        (CorrectRule::AtLeast { threshold }, _) => format!("the threshold {}", number(threshold)),
+        (CorrectRule::TopScore, Some(top)) if top.is_finite() => {
+            format!("{}, the top score the test saw", number(top))
+        }
+        (CorrectRule::TopScore, _) => "a score above 0".to_owned(),
+    }
+}
+
+/// The lowest and highest score any of `models` got.
+fn score_range<'a>(models: impl Iterator<Item = &'a ModelReport>) -> Option<(f64, f64)> {
+    models
+        .filter_map(|model| model.figures.scores.as_ref())
+        .map(|stats| (stats.min, stats.max))
+        .reduce(|(low, high), (min, max)| (low.min(min), high.max(max)))
+}
+
+/// A score as people read it: as written when short (`1.0`, `0.3625`), else to four places.
+fn number(score: f64) -> String {
+    let rounded = (score * 10_000.0).round() / 10_000.0;
+    if rounded == score {
+        format!("{score:?}")
+    } else {
+        format!("≈{rounded:?}")
+    }
+}
+
 /// A verdict as people read it (`too easy`).
 pub fn label(verdict: Verdict) -> &'static str {
     match verdict {
@@ -219,51 +333,87 @@ fn percent(share: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Groups, figures};
+    use crate::analysis::{Groups, figures, threshold};
 
-    fn model(name: &str, outcome: ModelOutcome, scores: &[&[f64]]) -> ModelReport {
-        let groups = Groups {
-            scores: scores.iter().map(|g| g.to_vec()).collect(),
-            parse_failures: 0,
-        };
-        ModelReport {
-            model: name.to_owned(),
-            outcome,
-            duration_secs: 1.0,
-            figures: figures(&groups, Some(1.0)),
-            error: None,
-            error_tail: Vec::new(),
-            log_path: "x.log".into(),
-            output_path: "x.jsonl".into(),
-        }
+    /// One model's name, how it ended and its groups' scores.
+    type Tested<'a> = (&'a str, ModelOutcome, &'a [&'a [f64]]);
+
+    /// The summary of a test of `models` under `rule`, "correct" drawn from all their scores
+    /// as `run_test` draws it.
+    fn tested(models: &[Tested<'_>], rule: CorrectRule) -> Summary {
+        let groups: Vec<Groups> = models
+            .iter()
+            .map(|(_, _, scores)| Groups {
+                scores: scores.iter().map(|g| g.to_vec()).collect(),
+                parse_failures: 0,
+            })
+            .collect();
+        let correct_from = threshold(
+            rule,
+            groups
+                .iter()
+                .flat_map(|g| g.scores.iter().flatten().copied()),
+        );
+        let reports: Vec<ModelReport> = models
+            .iter()
+            .zip(&groups)
+            .map(|((name, outcome, _), groups)| ModelReport {
+                model: (*name).to_owned(),
+                outcome: outcome.clone(),
+                duration_secs: 1.0,
+                figures: figures(groups, correct_from),
+                error: None,
+                error_tail: Vec::new(),
+                log_path: "x.log".into(),
+                output_path: "x.jsonl".into(),
+            })
+            .collect();
+        summarise(
+            &reports,
+            VerdictPolicy::default(),
+            Grading { rule, correct_from },
+        )
     }
 
-    fn verdict_of(models: &[ModelReport]) -> Verdict {
-        summarise(models, VerdictPolicy::default()).verdict
+    fn top(models: &[Tested<'_>]) -> Summary {
+        tested(models, CorrectRule::TopScore)
     }
 
+    fn verdict_of(models: &[Tested<'_>]) -> Verdict {
+        top(models).verdict
+    }
+
+    fn own(summary: &Summary, model: &str) -> (Verdict, String) {
+        let verdict = summary
+            .by_model
+            .iter()
+            .find(|verdict| verdict.model == model)
+            .unwrap_or_else(|| panic!("no verdict of {model}: {summary:#?}"));
+        (verdict.verdict, verdict.explanation.clone())
+    }
+
+    const OK: ModelOutcome = ModelOutcome::Succeeded;
     const RIGHT: &[f64] = &[1.0, 1.0, 1.0, 1.0];
     const WRONG: &[f64] = &[-1.0, -1.0, -1.0, -1.0];
     const MIXED: &[f64] = &[1.0, -1.0, 1.0, -1.0];
+    const HALF: &[f64] = &[0.5, 0.5, 0.5, 0.5];
+    const NOTHING: &[f64] = &[0.0, 0.0, 0.0, 0.0];
+    const GRADED: &[f64] = &[0.0, 1.0, 0.5, 0.25];
+
+    fn failed() -> ModelOutcome {
+        ModelOutcome::Failed {
+            code: Some(1),
+            signal: None,
+        }
+    }
 
     #[test]
     fn each_model_has_its_own_verdict_and_a_pooled_one_says_they_differ() {
-        let ok = ModelOutcome::Succeeded;
-        let summary = summarise(
-            &[
-                model("strong", ok.clone(), &[RIGHT; 10]),
-                model("weak", ok.clone(), &[MIXED, MIXED, MIXED, WRONG]),
-                model(
-                    "gone",
-                    ModelOutcome::Failed {
-                        code: Some(1),
-                        signal: None,
-                    },
-                    &[],
-                ),
-            ],
-            VerdictPolicy::default(),
-        );
+        let summary = top(&[
+            ("strong", OK, &[RIGHT; 10]),
+            ("weak", OK, &[MIXED, MIXED, MIXED, WRONG]),
+            ("gone", failed(), &[]),
+        ]);
         let each: Vec<(&str, Verdict)> = summary
             .by_model
             .iter()
@@ -285,10 +435,7 @@ mod tests {
             "{}",
             summary.explanation
         );
-        let alike = summarise(
-            &[model("a", ok.clone(), &[MIXED]), model("b", ok, &[MIXED])],
-            VerdictPolicy::default(),
-        );
+        let alike = top(&[("a", OK, &[MIXED]), ("b", OK, &[MIXED])]);
         assert!(
             !alike.explanation.contains("differ"),
             "{}",
@@ -298,41 +445,115 @@ mod tests {
 
     #[test]
     fn each_verdict_from_the_groups_behind_it() {
-        let ok = ModelOutcome::Succeeded;
         assert_eq!(
-            verdict_of(&[model("a", ok.clone(), &[MIXED, MIXED, RIGHT])]),
+            verdict_of(&[("a", OK, &[MIXED, MIXED, RIGHT])]),
             Verdict::Ready
         );
         assert_eq!(
-            verdict_of(&[model("a", ok.clone(), &[RIGHT; 10])]),
+            verdict_of(&[("a", OK, &[RIGHT; 10]), ("b", OK, &[MIXED])]),
             Verdict::TooEasy
         );
         assert_eq!(
-            verdict_of(&[model("a", ok.clone(), &[WRONG; 10])]),
+            verdict_of(&[("a", OK, &[WRONG; 10]), ("b", OK, &[MIXED])]),
             Verdict::TooHard
         );
+        assert_eq!(verdict_of(&[("a", OK, &[WRONG; 10])]), Verdict::TooHard);
         assert_eq!(
-            verdict_of(&[model("a", ok, &[RIGHT, RIGHT, WRONG, WRONG, MIXED])]),
+            verdict_of(&[("a", OK, &[RIGHT, RIGHT, WRONG, WRONG, MIXED])]),
             Verdict::NoSignal
         );
-        let failed = ModelOutcome::Failed {
-            code: Some(1),
-            signal: None,
-        };
-        assert_eq!(verdict_of(&[model("a", failed, &[])]), Verdict::Broken);
+        assert_eq!(verdict_of(&[("a", failed(), &[])]), Verdict::Broken);
         assert_eq!(verdict_of(&[]), Verdict::Broken);
+    }
+
+    /// A graded reward constant below its top (every rollout 0.5 of 1.0) was called "too easy,
+    /// all correct" when the test saw nothing higher, and "too hard, all wrong" when another
+    /// model scored higher: neither is what was seen.
+    #[test]
+    fn a_constant_score_is_all_correct_only_at_the_top_and_all_wrong_only_at_the_bottom() {
+        // Alone: the test never saw another score, so nothing says 0.5 (or 1.0) is full marks.
+        for scores in [HALF, RIGHT] {
+            let summary = top(&[("a", OK, &[scores; 3])]);
+            let (verdict, explanation) = own(&summary, "a");
+            assert_eq!(verdict, Verdict::NoSignal, "{explanation}");
+            assert_eq!(summary.verdict, Verdict::NoSignal);
+            let seen = format!("every rollout scored {:?}", scores[0]);
+            assert!(explanation.starts_with(&seen), "{explanation}");
+            assert!(explanation.contains("cannot tell"), "{explanation}");
+            assert!(!explanation.contains("correct,"), "{explanation}");
+            assert_eq!(summary.basis.all_correct_share, Some(0.0));
+        }
+        // Below another model's scores, above a third's: neither top nor bottom.
+        let summary = top(&[
+            ("half", OK, &[HALF, HALF]),
+            ("graded", OK, &[GRADED, GRADED]),
+            ("right", OK, &[RIGHT, RIGHT]),
+            ("nothing", OK, &[NOTHING, NOTHING]),
+        ]);
+        let (verdict, explanation) = own(&summary, "half");
+        assert_eq!(verdict, Verdict::NoSignal, "{explanation}");
+        assert_eq!(
+            explanation,
+            "every rollout scored 0.5, between the lowest (0.0) and the top (1.0) scores the \
+             test saw: GRPO's advantages are zero"
+        );
+        // At the top the test saw: all correct; at its bottom: all wrong.
+        let (verdict, explanation) = own(&summary, "right");
+        assert_eq!(verdict, Verdict::TooEasy, "{explanation}");
+        assert!(
+            explanation.starts_with("every rollout scored 1.0, the top score the test saw"),
+            "{explanation}"
+        );
+        let (verdict, explanation) = own(&summary, "nothing");
+        assert_eq!(verdict, Verdict::TooHard, "{explanation}");
+        assert!(
+            explanation.starts_with("every rollout scored 0.0, the lowest score the test saw"),
+            "{explanation}"
+        );
+        assert_eq!(own(&summary, "graded").0, Verdict::Ready);
+        // One value at or below 0 everywhere: no reward at all.
+        let (verdict, explanation) = own(&top(&[("a", OK, &[NOTHING; 2])]), "a");
+        assert_eq!(verdict, Verdict::TooHard, "{explanation}");
+        assert!(explanation.contains("no rollout in the test scored above 0"));
+        // An odd score is told rounded, and said so.
+        let odd: &[f64] = &[0.257_352_941_176_470_56; 2];
+        let (_, explanation) = own(&top(&[("a", OK, &[odd])]), "a");
+        assert!(
+            explanation.starts_with("every rollout scored ≈0.2574"),
+            "{explanation}"
+        );
+    }
+
+    #[test]
+    fn under_a_threshold_correct_is_what_it_says() {
+        let at = |threshold: f64, models: &[Tested<'_>]| {
+            tested(models, CorrectRule::AtLeast { threshold })
+        };
+        let (verdict, explanation) = own(&at(0.5, &[("a", OK, &[HALF; 2])]), "a");
+        assert_eq!(verdict, Verdict::TooEasy, "{explanation}");
+        assert!(
+            explanation.contains("at least the threshold 0.5: all correct"),
+            "{explanation}"
+        );
+        let (verdict, explanation) = own(&at(1.0, &[("a", OK, &[HALF; 2])]), "a");
+        assert_eq!(verdict, Verdict::TooHard, "{explanation}");
+        assert!(
+            explanation.contains("below the threshold 1.0: all wrong"),
+            "{explanation}"
+        );
+        let summary = at(1.0, &[("a", OK, &[HALF; 2]), ("b", OK, &[NOTHING; 2])]);
+        let (verdict, explanation) = own(&summary, "a");
+        assert_eq!(verdict, Verdict::NoSignal, "{explanation}");
+        assert_eq!(own(&summary, "b").0, Verdict::TooHard);
     }
 
     #[test]
     fn the_summary_names_the_best_succeeded_model_and_averages_only_those() {
-        let summary = summarise(
-            &[
-                model("strong", ModelOutcome::Succeeded, &[RIGHT, MIXED]),
-                model("weak", ModelOutcome::Succeeded, &[WRONG, MIXED]),
-                model("cut", ModelOutcome::TimedOut { after_secs: 5.0 }, &[RIGHT]),
-            ],
-            VerdictPolicy::default(),
-        );
+        let summary = top(&[
+            ("strong", OK, &[RIGHT, MIXED]),
+            ("weak", OK, &[WRONG, MIXED]),
+            ("cut", ModelOutcome::TimedOut { after_secs: 5.0 }, &[RIGHT]),
+        ]);
         assert_eq!(summary.models_tested, 3);
         assert_eq!(summary.models_succeeded, 2);
         assert_eq!(summary.best_model.as_deref(), Some("strong"));

@@ -8,6 +8,7 @@ mod preflight;
 mod runner;
 mod served;
 mod tracking;
+mod verdicts;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

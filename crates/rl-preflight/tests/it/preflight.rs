@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rl_preflight::{ModelOutcome, ModelReport, PreflightReport, Verdict};
+use rl_preflight::{CorrectRule, ModelOutcome, ModelReport, PreflightReport, Verdict};
 use rl_settings::Secrets;
 
 use crate::{FixtureServer, Stack, processes_mentioning, request, test_python};
@@ -138,7 +138,15 @@ async fn each_verdict_from_a_model_that_shows_it() {
     ];
     let plans: Vec<_> = cases
         .iter()
-        .map(|(model, _)| stack.plan(request(&server, &[model])))
+        .map(|(model, _)| {
+            let mut asked = request(&server, &[model]);
+            // Alone, a model scoring 1.0 throughout gives the top-score rule nothing to tell full
+            // marks by (it would be no signal, "every rollout scored 1.0"): a threshold does.
+            if *model == "always-right" {
+                asked.correct_rule = CorrectRule::AtLeast { threshold: 1.0 };
+            }
+            stack.plan(asked)
+        })
         .collect();
     // At once: the failing endpoint alone takes ~25 s of atroposlib's retries.
     let (ready, easy, hard, broken) = tokio::join!(

@@ -305,7 +305,8 @@ async fn after_stop_all_no_model_starts() {
     );
 }
 
-/// Pre-flight models faked by a shell script (`$1` is the model), run by the real runner.
+/// Pre-flight models faked by a shell script (`$1` is the model, `$2` the file its groups go
+/// to), run by the real runner.
 pub(crate) struct ShellModels {
     pub(crate) runner: LocalModelRunner,
     pub(crate) script: String,
@@ -326,6 +327,7 @@ impl ModelRunner for ShellModels {
             self.script.clone(),
             "sh".to_owned(),
             job.model.clone(),
+            job.output_path.to_string_lossy().into_owned(),
         ];
         self.runner.run(job, timeout, secrets, progress).await
     }

@@ -14,6 +14,12 @@ session closed. FILE is a plain tar of those files by their names, written whole
 holding at most `--max-bytes` of files. The key is TINKER_API_KEY from the environment, never an
 argument; TINKER_BASE_URL names another service (the SDK's own variable).
 
+The SDK's clients wait for the service without end as they are made (a host that accepts the
+connection and never answers held `list` and `keep` until rl's 300 s limit): each is made, and
+each call of `list` and `keep` made, in a worker thread given RL_TINKER_ANSWER_SECS (default 30)
+to answer; past it the command fails naming the address it could not reach. The threads are
+daemons and the process ends with `os._exit`, so none of them holds it.
+
 Prints one JSON object on success (`export`: path, out, bytes of files, their names). Exit
 codes: 0 done, 1 the service refused or failed (the last line on stderr says why), 2 bad
 arguments.
@@ -27,6 +33,7 @@ import os
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -43,6 +50,14 @@ CHUNK = 1 << 20
 EXPORT_TTL_SECS = 3600
 #: ... and its URLs are signed again this long before they expire.
 RESIGN_BEFORE = timedelta(minutes=5)
+#: How long the service may take to answer as a client is made, or a listing's or an expiry's
+#: call (seconds; the variable, when set, instead).
+ANSWER_TIMEOUT_SECS = 30
+ANSWER_VARIABLE = "RL_TINKER_ANSWER_SECS"
+
+
+class Unanswered(RuntimeError):
+    """The service did not answer within the bound."""
 
 
 def say(message: str) -> None:
@@ -84,17 +99,72 @@ def credentials() -> dict:
     return {"api_key": key, "base_url": (os.environ.get("TINKER_BASE_URL") or "").strip() or None}
 
 
-def rest_client():
+def answer_timeout(environ=os.environ) -> float:
+    """The bound on each answer: RL_TINKER_ANSWER_SECS, else ANSWER_TIMEOUT_SECS."""
+    text = (environ.get(ANSWER_VARIABLE) or "").strip()
+    if not text:
+        return ANSWER_TIMEOUT_SECS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 86400:
+        raise ValueError(f"{ANSWER_VARIABLE} is {text!r}: a number of seconds above 0 (at most a day)")
+    return seconds
+
+
+def service_address(base_url) -> str:
+    """Where the SDK goes for `base_url` (`None`: TINKER_BASE_URL, else its default)."""
+    try:
+        from tinker.lib.base_url import resolve_base_url
+    except ImportError:  # an SDK before it was public: its default is the hosted Tinker
+        return base_url or os.environ.get("TINKER_BASE_URL") or "the hosted Tinker (the SDK's default address)"
+    return resolve_base_url(base_url)
+
+
+def answered(call, what: str, base_url, seconds: float):
+    """`call()`'s result (or its exception), run in a daemon thread given `seconds`: the SDK
+    waits on the service without end as it makes a client. Past the bound: `Unanswered`, naming
+    the address; the thread is left to the process's end."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller as it is
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, name=f"rl-hosted-{what}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise Unanswered(
+            f"the Tinker service at {service_address(base_url)} did not answer within {seconds:g} s "
+            f"({what}); check that it is up and reachable from here (a proxy or firewall may hold the "
+            f"connection), or allow it longer with {ANSWER_VARIABLE}"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def rest_client(access: dict, seconds: float):
     import tinker
 
-    return tinker.RestClient(**credentials())
+    return answered(lambda: tinker.RestClient(**access), "connecting", access["base_url"], seconds)
 
 
 def listed(args) -> dict:
-    rest = rest_client()
+    access, seconds = credentials(), args.answer_secs
+    rest = rest_client(access, seconds)
     checkpoints = []
     for run in args.runs:
-        answer = rest.list_checkpoints(run).result(timeout=REQUEST_TIMEOUT_SECS)
+        answer = answered(
+            lambda run=run: rest.list_checkpoints(run).result(),
+            f"listing {run}'s checkpoints",
+            access["base_url"],
+            seconds,
+        )
         for checkpoint in answer.checkpoints:
             expires = getattr(checkpoint, "expires_at", None)
             checkpoints.append(
@@ -108,10 +178,16 @@ def listed(args) -> dict:
 
 
 def keep(args) -> dict:
-    rest = rest_client()
+    access, seconds = credentials(), args.answer_secs
+    rest = rest_client(access, seconds)
     ttl = None if args.forever else args.ttl_seconds
     for path in args.paths:
-        rest.set_checkpoint_ttl_from_tinker_path(path, ttl).result(timeout=REQUEST_TIMEOUT_SECS)
+        answered(
+            lambda path=path: rest.set_checkpoint_ttl_from_tinker_path(path, ttl).result(),
+            f"setting {path}'s expiry",
+            access["base_url"],
+            seconds,
+        )
     return {"kept": args.paths, "ttl_seconds": ttl}
 
 
@@ -169,8 +245,9 @@ def write_tar(out: str, names: list, open_file, max_bytes: int) -> int:
 def export(args) -> dict:
     import tinker
 
-    access = credentials()
-    service, rest = tinker.ServiceClient(**access), tinker.RestClient(**access)
+    access, seconds = credentials(), args.answer_secs
+    service = answered(lambda: tinker.ServiceClient(**access), "connecting", access["base_url"], seconds)
+    rest = rest_client(access, seconds)
     status = "errored"
     try:
         training = service.create_training_client_from_state(
@@ -220,7 +297,15 @@ def main(argv=None) -> int:
         say("--max-bytes must be above 0")
         return EXIT_USAGE
     try:
+        args.answer_secs = answer_timeout()
+    except ValueError as e:
+        say(str(e))
+        return EXIT_USAGE
+    try:
         result = {"list": listed, "keep": keep, "export": export}[args.command](args)
+    except Unanswered as e:
+        say(str(e))
+        return EXIT_FAILED
     except Exception as e:  # the service's refusal or a broken connection: said once, plainly
         say(f"failed: {one_line(e)}")
         return EXIT_FAILED

@@ -1,15 +1,19 @@
-"""The hosted helper: its arguments refused before the SDK is asked anything, and an export's
-tar and flow with the service faked."""
+"""The hosted helper: its arguments refused before the SDK is asked anything, an export's
+tar and flow with the service faked, and a service that never answers bounded."""
 
 import contextlib
 import io
 import json
 import os
+import socket
+import subprocess
+import sys
 import tarfile
 import tempfile
 import unittest
 from concurrent.futures import Future
 from datetime import datetime, timedelta, timezone
+from time import monotonic
 from types import SimpleNamespace
 from unittest import mock
 
@@ -215,6 +219,54 @@ class ExportTests(unittest.TestCase):
         with mock.patch.dict(os.environ, {"TINKER_API_KEY": ""}), contextlib.redirect_stderr(io.StringIO()) as said:
             self.assertEqual(hosted.main(["export", STATE, "--out", "/nonexistent/x.tar"]), hosted.EXIT_FAILED)
         self.assertIn("failed: RuntimeError: TINKER_API_KEY is not set", said.getvalue())
+
+
+class SilentServiceTests(unittest.TestCase):
+    """A service whose host accepts the connection and never answers held `list` and `keep` for
+    rl's whole 300 s limit: the SDK waits without end as it makes its client."""
+
+    KEY = "tml-silent-service-key-4c2e"
+
+    def setUp(self):
+        # Loopback, accepted by the kernel into the backlog, never read nor answered.
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def tearDown(self):
+        self.listener.close()
+
+    def helper(self, *argv, answer_secs="3"):
+        """The helper as rl runs it: its own process, which must end by itself."""
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("TINKER_", "RL_"))}
+        env.update({"TINKER_API_KEY": self.KEY, "TINKER_BASE_URL": self.url, hosted.ANSWER_VARIABLE: answer_secs})
+        python_dir = os.path.dirname(os.path.dirname(os.path.abspath(hosted.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [python_dir, env.get("PYTHONPATH")]))
+        started = monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "rl_trainer.hosted", *argv],
+            env=env, cwd=python_dir, capture_output=True, text=True, timeout=60,
+        )
+        return done, monotonic() - started
+
+    def test_list_and_keep_fail_naming_the_address_they_could_not_reach(self):
+        for argv in (["list", "run-1"], ["keep", "tinker://run-1/weights/final", "--forever"]):
+            done, took = self.helper(*argv)
+            # Ended by itself, well before rl's own limit (subprocess's timeout would raise).
+            self.assertLess(took, 60, argv)
+            self.assertEqual(done.returncode, hosted.EXIT_FAILED, done)
+            self.assertEqual(done.stdout, "", argv)
+            last = done.stderr.strip().splitlines()[-1]
+            self.assertIn(f"the Tinker service at {self.url} did not answer within 3 s (connecting)", last)
+            self.assertIn(hosted.ANSWER_VARIABLE, last)
+            self.assertNotIn(self.KEY, done.stderr)
+
+    def test_a_bound_that_is_no_number_of_seconds_is_refused(self):
+        for value in ["soon", "0", "-1", "nan"]:
+            done, _ = self.helper("list", "run-1", answer_secs=value)
+            self.assertEqual(done.returncode, hosted.EXIT_USAGE, done)
+            self.assertIn(f"{hosted.ANSWER_VARIABLE} is {value!r}", done.stderr)
 
 
 if __name__ == "__main__":

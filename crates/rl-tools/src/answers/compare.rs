@@ -92,7 +92,11 @@ impl ComparisonAnswer {
                 prompts: estimate.map_or(0, |e| e.prompts),
                 completions: estimate.map_or(0, |e| e.completions),
                 mean_score: estimate.map(|e| e.mean_score.into()),
-                percent_correct: estimate.map(|e| e.percent_correct.into()),
+                // No threshold (one score everywhere, which may or may not be full marks):
+                // what share was correct is unknown, not 0 % or 100 %.
+                percent_correct: estimate
+                    .filter(|_| report.correct_from.is_some())
+                    .map(|e| e.percent_correct.into()),
             }
         };
         let explanation = comparison.map_or_else(
