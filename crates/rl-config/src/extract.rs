@@ -366,13 +366,19 @@ impl Reader<'_> {
 }
 
 fn merge_fields(fields: &mut Vec<FieldSpec>, newer: Vec<FieldSpec>) {
+    // Found by name through an index: a class may declare 100 000 fields, and a search of the
+    // list for each of them took longer than any caller waits.
+    let mut position: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::with_capacity(fields.len() + newer.len());
+    for (index, field) in fields.iter().enumerate() {
+        position.entry(field.name.clone()).or_insert(index);
+    }
     for field in newer {
-        match fields
-            .iter_mut()
-            .find(|existing| existing.name == field.name)
-        {
-            Some(existing) => *existing = field,
-            None => fields.push(field),
+        if let Some(&index) = position.get(&field.name) {
+            fields[index] = field;
+        } else {
+            position.insert(field.name.clone(), fields.len());
+            fields.push(field);
         }
     }
 }

@@ -8,11 +8,15 @@ use std::path::Path;
 
 use rl_settings::EnvironmentKind;
 
+use crate::SkipReason;
 use crate::package::{PackageModule, package_module};
+use crate::source::read_source_bytes;
 use crate::summary::ModuleSummary;
 
 /// A `pyproject.toml` larger than this is not read: real ones are a few KiB.
 const MAX_PYPROJECT_BYTES: u64 = 256 * 1024;
+/// How deep a `pyproject.toml`'s arrays and inline tables may nest: real ones, a few levels.
+const MAX_TOML_NESTING: usize = 32;
 
 /// A folder whose `pyproject.toml` names verifiers among its dependencies: one environment
 /// package, as published environments are laid out.
@@ -29,36 +33,117 @@ pub struct Project {
     pub description: Option<String>,
 }
 
-/// The project described by `folder/pyproject.toml`, when it depends on verifiers.
-pub(crate) fn project_in(root: &Path, folder: &str) -> Option<Project> {
+/// The project described by `folder/pyproject.toml`, when it depends on verifiers; `Ok(None)`
+/// when there is none or it does not. A file rl cannot read as TOML within bounds (too large,
+/// nested too deeply for the TOML parser's recursion on a tool server's stack, not TOML) is
+/// why it was skipped, said rather than taken for a folder without a project.
+pub(crate) fn project_in(root: &Path, folder: &str) -> Result<Option<Project>, SkipReason> {
     let path = root.join(folder).join("pyproject.toml");
-    let metadata = std::fs::metadata(&path).ok()?;
-    if !metadata.is_file() || metadata.len() > MAX_PYPROJECT_BYTES {
-        return None;
+    match std::fs::metadata(&path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        _ => {}
     }
-    let text = std::fs::read_to_string(&path).ok()?;
-    let document: toml::Table = text.parse().ok()?;
-    let project = document.get("project")?.as_table()?;
-    let verifiers = project
-        .get("dependencies")?
-        .as_array()?
-        .iter()
+    let bytes = read_source_bytes(&path, MAX_PYPROJECT_BYTES)?;
+    let text = String::from_utf8(bytes).map_err(|_| SkipReason::Unreadable {
+        message: "not UTF-8 text, as TOML must be".to_owned(),
+    })?;
+    if let Some(line) = toml_nesting_beyond(&text, MAX_TOML_NESTING) {
+        return Err(SkipReason::Unreadable {
+            message: format!(
+                "TOML nested more than {MAX_TOML_NESTING} deep at line {line}; rl reads no deeper"
+            ),
+        });
+    }
+    let document: toml::Table = text.parse().map_err(|error: toml::de::Error| {
+        let line = error.span().map_or(0, |span| {
+            1 + text[..span.start.min(text.len())].matches('\n').count()
+        });
+        SkipReason::Unreadable {
+            message: format!("not valid TOML at line {line}: {}", error.message().trim()),
+        }
+    })?;
+    let Some(project) = document.get("project").and_then(toml::Value::as_table) else {
+        return Ok(None);
+    };
+    let Some(verifiers) = project
+        .get("dependencies")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
         .filter_map(toml::Value::as_str)
-        .find(|requirement| requirement_name(requirement) == "verifiers")?
-        .to_owned();
+        .find(|requirement| requirement_name(requirement) == "verifiers")
+    else {
+        return Ok(None);
+    };
     let text_of = |key: &str| {
         project
             .get(key)
             .and_then(toml::Value::as_str)
             .map(str::to_owned)
     };
-    Some(Project {
+    Ok(Some(Project {
         folder: folder.to_owned(),
         name: text_of("name")
             .unwrap_or_else(|| folder.rsplit('/').next().unwrap_or(folder).to_owned()),
-        verifiers,
+        verifiers: verifiers.to_owned(),
         description: text_of("description"),
-    })
+    }))
+}
+
+/// The line where `text`'s arrays and inline tables (`[`, `{` outside strings and comments)
+/// first nest deeper than `limit`, if they do. The `toml` parser recurses once a level and, in
+/// a debug build, needs more than a MiB of stack well before its own limit (80).
+fn toml_nesting_beyond(text: &str, limit: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut line, mut i) = (0usize, 1usize, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => line += 1,
+            b'#' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            quote @ (b'"' | b'\'') => {
+                let triple = bytes[i..].starts_with(&[quote; 3]);
+                i += if triple { 3 } else { 1 };
+                while i < bytes.len() {
+                    if quote == b'"' && bytes[i] == b'\\' {
+                        i += 2;
+                        continue;
+                    }
+                    if bytes[i] == b'\n' {
+                        line += 1;
+                    }
+                    if triple && bytes[i..].starts_with(&[quote; 3]) {
+                        // A closing run may be longer: `""""` ends with its last three.
+                        i += 3;
+                        while bytes.get(i) == Some(&quote) {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    if !triple && (bytes[i] == quote || bytes[i] == b'\n') {
+                        i += 1;
+                        break;
+                    }
+                    i += 1;
+                }
+                continue;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(line);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// A PEP 508 requirement's distribution name, normalised (`Verifiers[x]>=1` → `verifiers`).
@@ -167,17 +252,44 @@ mod tests {
             "[project]\nname = \"other\"\ndependencies = [\"numpy\"]\n",
         )
         .unwrap();
-        let project = project_in(dir.path(), "env-a").unwrap();
+        let project = project_in(dir.path(), "env-a").unwrap().unwrap();
         assert_eq!(project.name, "env-a");
         assert_eq!(project.verifiers, "verifiers>=0.1.9");
-        assert_eq!(project_in(dir.path(), "other"), None);
-        assert_eq!(project_in(dir.path(), "missing"), None);
+        assert_eq!(project_in(dir.path(), "other"), Ok(None));
+        assert_eq!(project_in(dir.path(), "missing"), Ok(None));
         let projects = BTreeMap::from([("env-a".to_owned(), project)]);
         assert_eq!(
             project_of(&projects, "env-a/pkg/taskset.py").map(|p| p.name.as_str()),
             Some("env-a")
         );
         assert_eq!(project_of(&projects, "top.py"), None);
+    }
+
+    #[test]
+    fn toml_nesting_is_counted_outside_strings_and_comments() {
+        let nested = |depth: usize| format!("x = {}{}\n", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(toml_nesting_beyond(&nested(3), 3), None);
+        assert_eq!(
+            toml_nesting_beyond(&format!("a = 1\n{}", nested(4)), 3),
+            Some(2)
+        );
+        assert_eq!(
+            toml_nesting_beyond("[[a.b]]\n[c]\nd = {e = [1, {f = 2}]}\n", 3),
+            None
+        );
+        for quiet in [
+            "a = \"[[[[\"\n",
+            "a = '[[[[' # [[[[\n",
+            "a = \"\"\"\n[[[[\n\"\"\"\n",
+            "a = '''[[[['''\n",
+            "a = \"\\\"[[[[\"\n",
+        ] {
+            assert_eq!(toml_nesting_beyond(quiet, 3), None, "{quiet}");
+        }
+        assert_eq!(
+            toml_nesting_beyond("a = \"\"\"x\"\"\"\"\nb = [[[[1]]]]\n", 3),
+            Some(2)
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use walkdir::WalkDir;
 
@@ -87,10 +88,24 @@ fn walk(listing: &mut Listing, root: &Path, start: &Path, max_depth: usize) {
                 // A top-level walk sees the folders beside the files (depth 1), where packages are.
                 let folder = relative(root, entry.path());
                 let folder = if folder == "." { String::new() } else { folder };
-                if !listing.projects.contains_key(&folder)
-                    && let Some(project) = project_in(root, &folder)
-                {
-                    listing.projects.insert(folder, project);
+                if let Entry::Vacant(vacant) = listing.projects.entry(folder) {
+                    match project_in(root, vacant.key()) {
+                        Ok(Some(project)) => {
+                            vacant.insert(project);
+                        }
+                        Ok(None) => {}
+                        Err(reason) => {
+                            let file = if vacant.key().is_empty() {
+                                "pyproject.toml".to_owned()
+                            } else {
+                                format!("{}/pyproject.toml", vacant.key())
+                            };
+                            // A folder seen again (a package walked once more) is said once.
+                            if !listing.skipped.iter().any(|skipped| skipped.file == file) {
+                                listing.skipped.push(SkippedFile { file, reason });
+                            }
+                        }
+                    }
                 }
             }
             Ok(entry) if entry.file_type().is_file() && has_py_extension(entry.path()) => {

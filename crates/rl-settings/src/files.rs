@@ -45,6 +45,15 @@ pub fn file_kind(file_type: std::fs::FileType) -> &'static str {
 /// Holds an exclusive `flock` on `path` (created if missing) until the guard is dropped: the
 /// read-modify-write of a state file by several processes at once.
 pub fn lock_exclusive(path: &Path) -> Result<Flock<std::fs::File>, SettingsError> {
+    lock_exclusive_or_wait(path, || {})
+}
+
+/// [`lock_exclusive`], calling `waiting` first when another process holds the lock: a caller
+/// about to wait (for minutes, behind an install) says so rather than seeming hung.
+pub fn lock_exclusive_or_wait(
+    path: &Path,
+    waiting: impl FnOnce(),
+) -> Result<Flock<std::fs::File>, SettingsError> {
     refuse_special_file(path)?;
     let file = OpenOptions::new()
         .create(true)
@@ -52,11 +61,19 @@ pub fn lock_exclusive(path: &Path) -> Result<Flock<std::fs::File>, SettingsError
         .write(true)
         .open(path)
         .map_err(io("cannot open", path))?;
-    Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| SettingsError::Io {
+    let cannot_lock = |errno: nix::errno::Errno| SettingsError::Io {
         action: "cannot lock",
         path: path.to_owned(),
         source: std::io::Error::from(errno),
-    })
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(held) => Ok(held),
+        Err((file, nix::errno::Errno::EWOULDBLOCK)) => {
+            waiting();
+            Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| cannot_lock(errno))
+        }
+        Err((_, errno)) => Err(cannot_lock(errno)),
+    }
 }
 
 /// Replaces `path` with `bytes` through a file written beside it and renamed: a reader sees the

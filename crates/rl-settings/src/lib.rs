@@ -22,7 +22,8 @@ pub use environment_python::{
 };
 pub use error::SettingsError;
 pub use files::{
-    create_private_dir, file_kind, lock_exclusive, read_text, refuse_special_file, write_atomically,
+    create_private_dir, file_kind, lock_exclusive, lock_exclusive_or_wait, read_text,
+    refuse_special_file, write_atomically,
 };
 pub use kind::{EnvironmentKind, KIND_VARIABLE};
 pub use run_config::{RunConfig, RunEndpoints, RunWandb};

@@ -63,6 +63,26 @@ impl Tools {
     }
 }
 
+/// Holds environment `name`'s own venv for one installer until the guard is dropped: two
+/// `rl setup --env NAME` at once would build one venv and write one record together. The
+/// second waits, saying so, then finds the first's work done (the callers' checks of what is
+/// installed come after this). The lock is a file beside the venv (`NAME.lock`), never in it.
+pub(crate) fn hold_environment_venv(
+    home: &Path,
+    name: &str,
+    say: &dyn Fn(&str),
+) -> Result<impl Sized, ToolsError> {
+    let (records, _) = crate::env_dependencies::records_and_log(home)?;
+    let lock = records.join(format!("{}.lock", rl_settings::environment_file_name(name)));
+    rl_settings::lock_exclusive_or_wait(&lock, || {
+        say(&format!(
+            "env {name}: waiting for another install of {name}… (it holds {})",
+            lock.display()
+        ));
+    })
+    .map_err(ToolsError::Settings)
+}
+
 /// Makes `target`'s own Python hold its kind's pins (created when missing): what installing
 /// its package, from its folder or from the registry, starts from.
 pub(crate) fn ensure_pins(
@@ -91,11 +111,8 @@ pub(crate) fn ensure_pins(
     }
     // Kept beside the venv: what it was made from, for anyone who looks.
     let pinned = venv.join("rl-requirements.txt");
-    std::fs::write(&pinned, requirements).map_err(|source| ToolsError::Io {
-        action: "write",
-        path: pinned.clone(),
-        source,
-    })?;
+    rl_settings::write_atomically(&pinned, requirements.as_bytes())
+        .map_err(ToolsError::Settings)?;
     let pins = rl_python::pins(requirements);
     let holds_them = run_probe(&python, &pins).is_ok_and(|facts| unmet(&facts, &pins).is_empty());
     if holds_them {
@@ -126,6 +143,7 @@ pub fn ensure_own_python(
     say: &dyn Fn(&str),
 ) -> Result<Installed, ToolsError> {
     let name = &target.name;
+    let _held = hold_environment_venv(home, name, say)?;
     let python = rl_settings::own_environment_venv(home, name)
         .join("bin")
         .join("python");

@@ -64,6 +64,7 @@ pub fn install_from_registry(
              registry with its version (`name==version`)"
         ))
     })?;
+    let _held = crate::own_python::hold_environment_venv(home, &name, say)?;
     if let Some(package) = already_installed(home, &name, requirement) {
         say(&format!(
             "env {name}: {requirement} is installed in {} as recorded, nothing to do",

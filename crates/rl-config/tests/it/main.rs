@@ -6,6 +6,7 @@ mod bad_input;
 mod fields;
 mod fork_settings;
 mod hostile_sources;
+mod hostile_verifiers;
 mod locked;
 mod python;
 mod service;

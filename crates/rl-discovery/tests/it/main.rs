@@ -4,6 +4,7 @@
 
 mod fixture_tree;
 mod hostile_sources;
+mod hostile_verifiers;
 mod lookup;
 mod python_parity;
 mod resolution;

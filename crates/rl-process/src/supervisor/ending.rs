@@ -114,23 +114,36 @@ impl Supervisor<'_> {
             outcome
         } else {
             let message = format!("processes {survivors:?} of the run survived SIGKILL");
-            report(self.store.set_error(&id, &message));
-            (RunState::Failed, message)
+            if outcome.0 == RunState::Failed {
+                // A component that crashed failed the run; what outlived the clean-up after
+                // it is said beside that cause, never instead of it.
+                self.say_beside_failure(&message);
+                outcome
+            } else {
+                report(self.store.set_error(&id, &message));
+                (RunState::Failed, message)
+            }
         };
         if !busy_ports.is_empty() {
             let message = format!(
                 "the run's processes are gone but ports {busy_ports:?} are still in use, by a \
                  process outside the run"
             );
-            // A failure keeps its own cause as the run's error.
             if end == RunState::Failed {
-                report(self.store.note(&id, "warning", &message));
+                self.say_beside_failure(&message);
             } else {
                 report(self.store.set_error(&id, &message));
             }
         }
         report(self.store.transition(&id, end, &message).map(drop));
         self.store.state(&id)
+    }
+
+    /// What the clean-up of a failed run found (survivors, busy ports): a note of the run's,
+    /// while the failure keeps its own cause as the run's error.
+    fn say_beside_failure(&mut self, message: &str) {
+        let id = self.run_id.clone();
+        report(self.store.note(&id, "warning", message));
     }
 
     /// After the trainer or the environment finished, the other may finish by itself: the
