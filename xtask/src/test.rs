@@ -25,8 +25,10 @@ pub(crate) struct TestArgs {
 /// The tests that need a SLURM cluster: rl-cli's `slurm` module.
 const SLURM_TESTS: &str = "binary_id(rl-cli::it) & test(/^slurm::/)";
 
-/// The tests that need Chromium: rl-cli's `browser` module.
-const BROWSER_TESTS: &str = "binary_id(rl-cli::it) & test(/^browser::/)";
+/// The tests that need Chromium: those with a `browser` module in their path (rl-cli's
+/// `browser`, and a `mod browser` beside the other tests of a page). The one marker:
+/// `browser_tests_are_marked` holds every user of the browser driver to it.
+const BROWSER_TESTS: &str = "binary_id(rl-cli::it) & test(/(^|::)browser::/)";
 /// The variable that names the Chromium the browser tests drive.
 const CHROMIUM_ENV: &str = "RL_TEST_CHROMIUM";
 
@@ -229,4 +231,42 @@ fn pending_snapshots(dir: &Path) -> Vec<String> {
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every test file that takes rl-cli's browser driver (`use crate::browser::…`) takes it
+    /// inside a `mod browser`, so the tests that can use it carry the marker `BROWSER_TESTS`
+    /// filters on (the compiler refuses a use outside it).
+    #[test]
+    fn browser_tests_are_marked() {
+        let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/rl-cli/tests/it");
+        let mut users = 0;
+        for entry in std::fs::read_dir(&tests).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|extension| extension != "rs")
+                || path.file_name().is_some_and(|name| name == "browser.rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let Some(used) = text.find("use crate::browser") else {
+                continue;
+            };
+            users += 1;
+            let module = text.find("mod browser {");
+            assert!(
+                module.is_some_and(|module| module < used),
+                "{}: takes the browser driver outside a `mod browser`: `cargo xtask test` would \
+                 not leave its tests out where Chromium is missing",
+                path.display()
+            );
+        }
+        assert!(
+            users > 0,
+            "no test file beside browser.rs drives the browser: is the marker still needed?"
+        );
+    }
 }

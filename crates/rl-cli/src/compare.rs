@@ -96,8 +96,16 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
         );
     };
     let answer = tools.comparison(&id, trained, &report?)?;
+    // Without a verdict the comparison did not do its work (a model failed or produced no
+    // scored completion): the answer says why, and the exit code says it failed.
+    let failed = || Err(output::AlreadyReported(1).into());
     if as_json {
-        return output::json(&answer);
+        output::json(&answer)?;
+        return if answer.verdict.is_none() {
+            failed()
+        } else {
+            Ok(())
+        };
     }
     let mut table = output::table(&[
         "model",
@@ -122,7 +130,11 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
     output::line(format!(
         "prompts: {}; the test: rl preflight show {}",
         answer.prompts, answer.test_id
-    ))
+    ))?;
+    if answer.verdict.is_none() {
+        return failed();
+    }
+    Ok(())
 }
 
 /// The trained checkpoint as a person reads it: its step, and what made it the best if asked.

@@ -148,8 +148,45 @@ fn doctor(context: &context::Context, as_json: bool) -> anyhow::Result<()> {
     }
 }
 
+/// A command line clap refused: with `--json` among the arguments, the refusal as the tools'
+/// error object on stdout (an agent reads stdout only), else clap's own text; exit 2 either
+/// way (help and version asked for exit 0).
+fn usage_error(refusal: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        refusal.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) || !json_asked(std::env::args_os().skip(1))
+    {
+        refusal.exit()
+    }
+    // Plain text (no colour), clap's "error: " dropped: the first line is the cause.
+    let text = refusal.render().to_string();
+    let cause = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("the command line is not one rl understands");
+    let cause = cause.strip_prefix("error: ").unwrap_or(cause);
+    let mut answer = output::error_json(anyhow::anyhow!("{cause}"), None);
+    if let Some(object) = answer.as_object_mut() {
+        object.insert("usage".to_owned(), text.trim_end().into());
+    }
+    let _ = output::json(&answer);
+    ExitCode::from(2)
+}
+
+/// Whether `--json` is among the arguments (before a `--` that ends the options).
+fn json_asked(arguments: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    arguments
+        .take_while(|argument| argument != "--")
+        .any(|argument| argument == "--json")
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(refusal) => return usage_error(&refusal),
+    };
     let context = context::Context::new(cli.home, cli.root, cli.envs_dir);
     let as_json = cli.json;
     // A sweep outlives whoever started it: any command (but the detached ones and those that

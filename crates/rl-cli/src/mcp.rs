@@ -270,6 +270,7 @@ async fn called(
             "hint": "rl_health_check shows whether the machine is ready; the same call may work again",
         }),
         failure: Some(rl_tools::FailureKind::Internal),
+        malformed: false,
     })
 }
 
@@ -348,6 +349,7 @@ mod tests {
         let ok = result_of(ToolReply {
             value: value.clone(),
             failure: None,
+            malformed: false,
         });
         assert_eq!(ok.is_error, Some(false));
         assert_eq!(ok.structured_content.as_ref(), Some(&value));
@@ -358,6 +360,7 @@ mod tests {
         let failed = result_of(ToolReply {
             value: json!({"error": "no such run"}),
             failure: Some(rl_tools::FailureKind::NotFound),
+            malformed: false,
         });
         assert_eq!(failed.is_error, Some(true));
         assert_eq!(

@@ -108,6 +108,9 @@ fn call(context: &Context, name: &str, arguments: Option<&str>) -> anyhow::Resul
         return Err(output::AlreadyReported(1).into());
     };
     output::json(&reply.value)?;
+    if reply.malformed {
+        return Err(output::AlreadyReported(2).into());
+    }
     if reply.is_error() {
         return Err(output::AlreadyReported(1).into());
     }

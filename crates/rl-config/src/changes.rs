@@ -88,6 +88,7 @@ impl ConfigService {
                         return Err(ConfigError::LockedField {
                             field: bare.to_owned(),
                             value: locked.clone(),
+                            table: crate::LOCKED_ENV,
                         });
                     }
                     RunSetting {
@@ -110,6 +111,7 @@ impl ConfigService {
                         return Err(ConfigError::LockedField {
                             field: bare.to_owned(),
                             value: locked.clone(),
+                            table: crate::LOCKED_TINKER,
                         });
                     }
                     RunSetting {

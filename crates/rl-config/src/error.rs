@@ -2,6 +2,10 @@ use std::path::PathBuf;
 
 use rl_settings::{SettingsError, Value};
 
+/// Where the operator locks an environment field, and a trainer key: what a refusal names.
+pub(crate) const LOCKED_ENV: &str = "[locked.env]";
+pub(crate) const LOCKED_TINKER: &str = "[locked.tinker]";
+
 /// Everything rl-config can refuse or fail at. Messages are written for the person or agent who
 /// made the request: each says what was wrong and what would be accepted.
 #[derive(Debug, thiserror::Error)]
@@ -14,8 +18,16 @@ pub enum ConfigError {
     NothingSelected,
     #[error("unknown field '{field}'{}", did_you_mean(closest))]
     UnknownField { field: String, closest: Vec<String> },
-    #[error("field '{field}' is locked by the operator at {value}; it cannot be changed here")]
-    LockedField { field: String, value: Value },
+    #[error(
+        "field '{field}' is locked by the operator at {value} ({table} in the state directory's \
+         config.toml); it cannot be changed here"
+    )]
+    LockedField {
+        field: String,
+        value: Value,
+        /// Where: `[locked.env]` or `[locked.tinker]`.
+        table: &'static str,
+    },
     #[error("field '{field}' expects {expected}, got {got}")]
     WrongType {
         field: String,
@@ -51,8 +63,8 @@ pub enum ConfigError {
     Introspection(String),
     #[error(
         "run {run_id} ran {file}, which has changed since: the resumed run would train another \
-         environment than its first steps did; resume with allow_changes to continue anyway, or \
-         start a new run"
+         environment than its first steps did; resume with allow_changes (`--allow-changes`) to \
+         continue anyway, or start a new run"
     )]
     EnvironmentChanged { run_id: String, file: PathBuf },
     #[error(

@@ -17,6 +17,7 @@ mod store;
 mod validate;
 
 pub use error::ConfigError;
+pub(crate) use error::{LOCKED_ENV, LOCKED_TINKER};
 pub use extract::{BASE_ENV_CONFIG, config_schema};
 pub use introspect::{Disagreement, Introspected, IntrospectedField, compare, introspect};
 pub use locked::load_settings;

@@ -116,13 +116,85 @@ pub(crate) fn resumed(
 
 /// Writes the run's prices (the operator's `[prices]` for its base model as they are now, with
 /// the machine's on the local engine) and its `caps` (already merged with the operator's) into
-/// its config, replacing any it had (a resumed run's parent's). A cost cap without a price is
-/// refused: nothing would ever be counted against it.
+/// its config, replacing any it had (a resumed run's parent's).
 pub(crate) fn set_costs(
     settings: &Settings,
     config: &mut RunConfig,
     caps: &Caps,
 ) -> Result<(), ConfigError> {
+    let prices = run_prices(settings, config, caps)?;
+    trainer::set_costs(
+        &mut config.tinker,
+        &settings.prices.currency,
+        prices.as_ref(),
+        caps,
+    );
+    Ok(())
+}
+
+/// Refuses to continue `parent` (its `config`) on a local engine that now serves another base
+/// model: its saved states are LoRA weights of the model it trained, which the engine would
+/// fail to load after starting every component.
+pub(crate) fn check_same_base_model(
+    settings: &Settings,
+    parent: &RunId,
+    config: &RunConfig,
+) -> Result<(), ConfigError> {
+    let (Some(now), true) = (&settings.engine.base_model, settings.engine.is_local()) else {
+        return Ok(());
+    };
+    let now = now.to_string_lossy();
+    match config.trainer()?.base_model {
+        Some(ran) if ran != now => Err(ConfigError::InvalidInput {
+            what: format!("continuing run {parent}"),
+            reason: format!(
+                "it trained base model {ran}, and [engine] base_model in config.toml is now \
+                 {now}: its saved states are LoRA weights of {ran}; set [engine] base_model \
+                 back to continue it, or start a new run"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a config the local engine would fail on seconds after its start: a LoRA rank above
+/// the engine's `max_lora_rank` (skyrl-tx's `--backend-config`), said before anything starts.
+pub(crate) fn check_engine_fits(
+    settings: &Settings,
+    config: &RunConfig,
+) -> Result<(), ConfigError> {
+    if !settings.engine.is_local() {
+        return Ok(());
+    }
+    let most = settings
+        .engine
+        .backend_config
+        .get("max_lora_rank")
+        .and_then(|value| match value {
+            rl_settings::Value::Int(most) => Some(*most),
+            _ => None,
+        });
+    let rank = config.trainer()?.lora_rank;
+    match most {
+        Some(most) if i64::from(rank) > most => Err(ConfigError::InvalidInput {
+            what: format!("lora_rank {rank}"),
+            reason: format!(
+                "the local engine holds LoRA adapters of rank {most} at most ([engine] \
+                 backend_config max_lora_rank in config.toml): lower lora_rank, or raise \
+                 max_lora_rank"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The prices a run of `config` pays, refusing `caps` it could not hold to: a cost cap
+/// without a price (nothing would ever be counted against it).
+pub(crate) fn run_prices(
+    settings: &Settings,
+    config: &RunConfig,
+    caps: &Caps,
+) -> Result<Option<rl_settings::RunPrices>, ConfigError> {
     let model = config.trainer()?.base_model.unwrap_or_default();
     let prices = settings.prices.for_run(&model, settings.engine.is_local());
     if let Some(max_cost) = caps.max_cost
@@ -133,20 +205,17 @@ pub(crate) fn set_costs(
         } else {
             ""
         };
-        return Err(ConfigError::Settings(SettingsError::Invalid(format!(
-            "max_cost {max_cost} needs a price, and none is set for {model:?}: set [prices] \
-             prompt_per_million, sampled_per_million or trained_per_million{machine} in \
-             config.toml (or [prices.models.{model:?}]), or cap tokens or hours instead \
-             (max_tokens, max_hours)"
-        ))));
+        return Err(ConfigError::Settings(SettingsError::InvalidInput {
+            what: "max_cost".to_owned(),
+            reason: format!(
+                "{max_cost} needs a price, and none is set for {model:?}: set [prices] \
+                 prompt_per_million, sampled_per_million or trained_per_million{machine} in \
+                 config.toml (or [prices.models.{model:?}]), or cap tokens or hours instead \
+                 (max_tokens, max_hours)"
+            ),
+        }));
     }
-    trainer::set_costs(
-        &mut config.tinker,
-        &settings.prices.currency,
-        prices.as_ref(),
-        caps,
-    );
-    Ok(())
+    Ok(prices)
 }
 
 /// Which environment a run ran, and its file's digest then: what a resume compares.
@@ -287,4 +356,64 @@ pub(crate) fn write(
     write_atomically(&path, text.as_bytes())?;
     environment.write(&folder)?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local_engine(model: &str, most_rank: i64) -> Settings {
+        let mut settings = Settings::default();
+        settings.engine.kind = rl_settings::EngineKind::Local;
+        settings.engine.base_model = Some(PathBuf::from(model));
+        settings
+            .engine
+            .backend_config
+            .insert("max_lora_rank".to_owned(), Value::Int(most_rank));
+        settings
+    }
+
+    fn config(model: &str, rank: i64) -> RunConfig {
+        let mut config = RunConfig {
+            env: std::collections::BTreeMap::new(),
+            openai: Vec::new(),
+            tinker: std::collections::BTreeMap::new(),
+            slurm: false,
+            testing: false,
+        };
+        config.tinker.insert("base_model".to_owned(), model.into());
+        config
+            .tinker
+            .insert("lora_rank".to_owned(), Value::Int(rank));
+        config
+    }
+
+    #[test]
+    fn a_lora_rank_above_the_engines_most_is_refused_before_the_start() {
+        let settings = local_engine("/models/a", 8);
+        assert!(check_engine_fits(&settings, &config("/models/a", 8)).is_ok());
+        let refused = check_engine_fits(&settings, &config("/models/a", 32))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("lora_rank 32") && refused.contains("max_lora_rank"),
+            "{refused}"
+        );
+        // A hosted service's limits are its own to say.
+        assert!(check_engine_fits(&Settings::default(), &config("m", 512)).is_ok());
+    }
+
+    #[test]
+    fn a_run_is_continued_only_on_the_base_model_it_trained() {
+        let parent = RunId::parse("0badc0de").unwrap();
+        let settings = local_engine("/models/b", 8);
+        assert!(check_same_base_model(&settings, &parent, &config("/models/b", 8)).is_ok());
+        let refused = check_same_base_model(&settings, &parent, &config("/models/a", 8))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("base model /models/a") && refused.contains("now /models/b"),
+            "{refused}"
+        );
+    }
 }

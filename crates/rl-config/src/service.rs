@@ -140,6 +140,16 @@ impl ConfigService {
                 }
             });
         }
+        // The folder it was selected in, as recorded: a selection (or a run's) made with
+        // `--envs-dir` is found again without it. The configured folder when that one is gone.
+        let recorded = &selected.environments_dir;
+        if recorded.is_dir() {
+            let options = rl_discovery::ScanOptions {
+                recursive: selected.file.contains('/') || self.settings.recursive_discovery,
+                ..Default::default()
+            };
+            return Ok(rl_discovery::scan(recorded, &options)?);
+        }
         scan_environments(&self.settings, selected.file.contains('/'))
     }
 
@@ -315,6 +325,7 @@ impl ConfigService {
                 return Err(ConfigError::LockedField {
                     field: field.to_owned(),
                     value: locked.clone(),
+                    table: crate::LOCKED_ENV,
                 });
             }
             let checked = check_value(spec, value)?;
@@ -404,6 +415,20 @@ impl ConfigService {
         self.write_run_config_of(&self.selection()?, run_id, endpoints, caps, settings)
     }
 
+    /// Refuses `caps` (merged with the operator's already) that a run of `selection` could
+    /// not hold to, without writing anything: what a sweep checks before it is recorded, as
+    /// each of its runs would be checked at its start.
+    pub fn check_caps(&self, selection: &Selection, caps: &Caps) -> Result<(), ConfigError> {
+        let config = crate::new_run::build(
+            &self.settings,
+            selection,
+            &self.wandb_project(selection),
+            &RunId::generate(),
+            None,
+        );
+        crate::new_run::run_prices(&self.settings, &config, caps).map(|_| ())
+    }
+
     /// [`Self::write_run_config`] of a selection recorded earlier (a sweep's, whose points
     /// start later with the environment and edits they were planned with).
     pub fn write_run_config_of(
@@ -454,6 +479,7 @@ impl ConfigService {
             }
         }
         crate::new_run::set_costs(&self.settings, &mut config, caps)?;
+        crate::new_run::check_engine_fits(&self.settings, &config)?;
         let environment = RunEnvironment::of(&selection.environment, &selection.edits)?;
         let path = crate::new_run::write(self.store.home(), run_id, &environment, &config)?;
         Ok(RunConfigFile {
@@ -509,6 +535,7 @@ impl ConfigService {
             });
         }
         let config = RunConfig::read(&parent_folder.config())?;
+        crate::new_run::check_same_base_model(&self.settings, parent, &config)?;
         let mut config = crate::new_run::resumed(
             config,
             &ran.environment,
@@ -525,6 +552,7 @@ impl ConfigService {
             );
         }
         crate::new_run::set_costs(&self.settings, &mut config, caps)?;
+        crate::new_run::check_engine_fits(&self.settings, &config)?;
         let path = crate::new_run::write(home, run_id, &now, &config)?;
         Ok(ResumedConfig {
             path,

@@ -155,7 +155,8 @@ impl RunState {
         match (self, next) {
             (from, _) if from.is_finished() => false,
             (Starting(a), Starting(b)) => b > a,
-            (Starting(_), Running | Stopping | Failed | Lost | Completed) => true,
+            // Capped: a cap passed before the first step (a resume whose parents spent it).
+            (Starting(_), Running | Stopping | Failed | Lost | Completed | Capped) => true,
             (Running, Stopping | Completed | Capped | Failed | Lost) => true,
             // Completed (or capped): the run finished by itself while a stop was on its way.
             (Stopping, Stopped | Completed | Capped | Failed | Lost) => true,

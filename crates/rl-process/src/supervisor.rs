@@ -306,10 +306,12 @@ impl<'a> Supervisor<'a> {
                 return Ok(ending);
             }
         }
-        let outcome = if passed_gate {
-            outcome_of_exit(component, status)
-        } else {
-            RunState::Failed
+        // The trainer's capped exit is a cap wherever the start was: a cap can pass before the
+        // first step (a resume whose parents spent it), as soon as the trainer has set up.
+        let outcome = match outcome_of_exit(component, status) {
+            RunState::Capped => RunState::Capped,
+            outcome if passed_gate => outcome,
+            _ => RunState::Failed,
         };
         Ok(match outcome {
             RunState::Completed => Ending::Completed {

@@ -298,12 +298,23 @@ fn path_of(
         }
         return Err(format!("no checkpoint to sample; {}", steps()));
     };
-    candidates
+    let (step, path) = candidates
         .iter()
         .rev()
         .find(|(at, _)| *at == step)
         .map(|(_, path)| (step, (*path).to_owned()))
-        .ok_or_else(|| format!("step {step} has {missing}; {}", steps()))
+        .ok_or_else(|| format!("step {step} has {missing}; {}", steps()))?;
+    // A state a restarted engine would load: its files must still be in the run's engine
+    // folder, else the engine fails minutes later with nothing to sample.
+    if weights == Weights::State && crate::resume_point::state_is_missing(&saved.dir, &path) {
+        return Err(format!(
+            "the files of step {step}'s saved state ({path}) are missing from the run's engine \
+             folder ({}): they were moved or deleted, and nothing of this run can be sampled \
+             from them",
+            rl_settings::RunFolder::at(&saved.dir).engine().display()
+        ));
+    }
+    Ok((step, path))
 }
 
 /// Why a run has no best checkpoint: none has a saved state left, or none of those has a score.

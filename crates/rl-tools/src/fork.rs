@@ -66,12 +66,25 @@ impl Tools {
             ));
         };
         if step >= child_total {
+            let service = self.service()?;
+            // Raising total_steps is advice only where the operator has not locked it.
+            let raise = match service
+                .settings()
+                .locked_env_value(trainer::TOTAL_STEPS.name)
+            {
+                Some(locked) => format!(
+                    "total_steps is the operator's ({locked}, [locked.env] in the state \
+                     directory's config.toml), so no fork or extension trains past it"
+                ),
+                None => format!(
+                    "or raise total_steps too (total_steps={} or more), or give the run more \
+                     steps (rl_resume_training with `steps`)",
+                    step.saturating_add(1)
+                ),
+            };
             return Err(refuse(format!(
                 "step {step} is not before the fork's last step ({child_total}): it would have \
-                 nothing to train; fork from an earlier step, raise total_steps too \
-                 (total_steps={} or more), or give the run more steps \
-                 (rl_resume_training with `steps`)",
-                step.saturating_add(1)
+                 nothing to train; fork from an earlier step, {raise}"
             )));
         }
         let parent_dir = run_dir(self.home(), parent);

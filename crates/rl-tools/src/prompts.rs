@@ -17,6 +17,19 @@ pub(crate) struct Prompts {
 impl Prompts {
     pub(crate) fn of(drawn: Option<DrawnItems>, held_out: Option<rl_settings::HeldOut>) -> Self {
         let Some(drawn) = drawn else {
+            // Nothing said which items were drawn: with a slice kept out, the test did not get
+            // as far as drawing (it would have said), so no claim about the slice is true.
+            if let Some(slice) = held_out.filter(|slice| slice.fraction > 0.0) {
+                return Self {
+                    source: "none drawn".to_owned(),
+                    kept_out_of_training: false,
+                    description: format!(
+                        "no prompt was drawn (the test ended before its environment gave one; \
+                         the run kept {} of its items out of training, seed {})",
+                        slice.fraction, slice.seed
+                    ),
+                };
+            }
             return Self {
                 source: "training items".to_owned(),
                 kept_out_of_training: false,
@@ -112,8 +125,22 @@ mod tests {
         let eval = Prompts::of(Some(drawn("eval split", true)), None);
         assert!(eval.kept_out_of_training);
         assert!(eval.description.contains("all 4 there are"));
-        let training = Prompts::of(None, Some(SLICE));
+        let training = Prompts::of(None, None);
         assert_eq!(training.source, "training items");
         assert!(!training.kept_out_of_training);
+    }
+
+    /// A test that drew nothing though the run kept a slice out (its model never started)
+    /// claims nothing about the slice: not "fraction is 0".
+    #[test]
+    fn nothing_drawn_from_a_kept_slice_is_said_as_such() {
+        let none = Prompts::of(None, Some(SLICE));
+        assert_eq!(none.source, "none drawn");
+        assert!(!none.kept_out_of_training);
+        assert!(
+            none.description.contains("no prompt was drawn") && !none.description.contains("is 0"),
+            "{}",
+            none.description
+        );
     }
 }

@@ -32,6 +32,9 @@ pub enum Caller {
 pub struct ToolReply {
     pub value: serde_json::Value,
     pub failure: Option<FailureKind>,
+    /// The call itself was malformed (an unknown tool, arguments that do not fit its
+    /// parameters), not refused for what it asked: `rl tool call` exits 2 on it.
+    pub malformed: bool,
 }
 
 impl ToolReply {
@@ -211,15 +214,24 @@ impl Registry {
             Ok(value) => ToolReply {
                 value,
                 failure: None,
+                malformed: false,
             },
             Err(error) => {
                 let failure = Some(error.kind());
+                let malformed = matches!(
+                    error,
+                    ToolsError::BadArguments { .. } | ToolsError::UnknownTool { .. }
+                );
                 let value = self
                     .tools
                     .blocking(move |tools| Ok(error_answer(&error, Some(tools))))
                     .await
                     .unwrap_or_else(|error| error_answer(&error, None));
-                ToolReply { value, failure }
+                ToolReply {
+                    value,
+                    failure,
+                    malformed,
+                }
             }
         }
     }

@@ -192,6 +192,13 @@ impl Tools {
         let service = self.service()?;
         let caps = service.settings().caps.for_run(continuation.caps)?;
         let parent = continuation.parent;
+        // A lost parent may have left its run-api, environment or engine running, holding
+        // ports and the engine folder the child copies: they end first, as `rl runs stop`
+        // ends them (and its events say what it found).
+        let mut runs = self.runs()?;
+        if runs.status(parent, i64::MAX)?.run.state == RunState::Lost {
+            runs.stop(parent)?;
+        }
         let parent_dir = run_dir(self.home(), parent);
         let home = self.home().to_owned();
         let mut settings = service.settings().clone();

@@ -85,9 +85,10 @@ impl Tools {
             Some(n) => n,
         };
         let metric = SweepMetric::parse(request.metric.as_deref(), request.lower_is_better)?;
-        settings.caps.for_run(&request.caps)?;
+        let caps = settings.caps.for_run(&request.caps)?;
         checked_grid(&request.grid)?;
         let selection = service.selection()?;
+        service.check_caps(&selection, &caps)?;
         self.importable(&selection.environment)?;
         let mut points = Vec::new();
         for asked in product(&request.grid) {

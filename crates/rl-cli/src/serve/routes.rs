@@ -177,6 +177,7 @@ async fn list_environments(State(state): State<AppState>) -> Response {
         Ok(ToolReply {
             value,
             failure: None,
+            ..
         }) => match value.get("environments") {
             Some(list @ Value::Array(_)) => ok(list.clone()),
             _ => failure(
@@ -482,7 +483,7 @@ async fn read_run_files(state: &AppState, tool: &'static str, arguments: Value) 
         .run(async move { registry.call(tool, arguments, Caller::Person).await })
         .await;
     match read {
-        Ok((ToolReply { value, failure }, held)) => {
+        Ok((ToolReply { value, failure, .. }, held)) => {
             held.json(failure.map_or(StatusCode::OK, status_of), &value)
         }
         Err(response) => response,
@@ -502,7 +503,7 @@ async fn run_tool(
 
 fn reply_response(reply: Result<ToolReply, tokio::task::JoinError>) -> Response {
     match reply {
-        Ok(ToolReply { value, failure }) => {
+        Ok(ToolReply { value, failure, .. }) => {
             let status = failure.map_or(StatusCode::OK, status_of);
             (status, axum::Json(value)).into_response()
         }

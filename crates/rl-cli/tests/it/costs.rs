@@ -6,9 +6,12 @@ use serde_json::Value;
 use crate::runs::{Stack, assert_nothing_left};
 use crate::training::{lines, stack};
 
-/// Every completion the digits environment asks for is at most 16 tokens
-/// (`max_completion_tokens`), and a step's batch is 64 of them: a step samples at most 1024.
-const MOST_SAMPLED_PER_STEP: f64 = 1024.0;
+/// The digits environment's prompt is 27 tokens and a completion at most 16: with the
+/// environment's `max_token_length` at 44, a sequence trains at most 43 tokens, and a step's
+/// batch of 64 at most 2752.
+const MAX_TOKEN_LENGTH: &str = "max_token_length = 44";
+const MAX_TRAINER_LENGTH: &str = "max_token_trainer_length = 44";
+const MOST_TRAINED_PER_STEP: f64 = 64.0 * 43.0;
 
 /// `rl runs wait ID --until finished`: the run's status once it ended (the exit code is the
 /// wait's rule: 0 completed, 3 ended otherwise).
@@ -55,21 +58,23 @@ fn number(row: &Value, key: &str) -> f64 {
 }
 
 /// A run with a price and a cap that its third step would pass ends `capped` after step 2's
-/// state is saved, says why, resumes (its cap raised) to completion, and the two runs' costs
-/// add up.
+/// state is saved, says why; a resume with the cap as it is trains no step (its parent spent
+/// it); one with the cap raised runs to completion, and the runs' costs add up.
 #[test]
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
 fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up() {
-    // One unit per sampled token. Step 2 may start: two steps of at most 1024 each stay within
-    // the cap (spent + the next step predicted = 2 × step 1 ≤ 2048). Step 3 may not: after two
-    // steps the spend and the next step predicted are 1.5 × (step 1 + step 2), above the cap
-    // unless the tiny model's completions averaged under 11 of their 16 tokens.
-    let cap = 2.0 * MOST_SAMPLED_PER_STEP;
+    // One unit per trained token. Step 1 may start: its bound (64 sequences of 44 tokens) is
+    // below the cap. Step 2 may: the spend and the next step predicted are 2 × step 1 ≤ the
+    // cap. Step 3 may not: after two steps they are 1.5 × (step 1 + step 2), above the cap
+    // unless the steps trained under two thirds of their most (skipped groups train nothing).
+    let cap = 2.0 * MOST_TRAINED_PER_STEP;
     let costs = format!(
-        "[prices]\ncurrency = \"TOK\"\nsampled_per_million = 1000000.0\n\n[caps]\nmax_cost = {cap:?}\n\n[run]"
+        "[prices]\ncurrency = \"TOK\"\ntrained_per_million = 1000000.0\n\n[caps]\nmax_cost = {cap:?}\n\n[run]"
     );
     let (stack, _engine) = stack(&[
         ("total_steps = 12", "total_steps = 6"),
+        ("max_token_length = 256", MAX_TOKEN_LENGTH),
+        ("max_token_trainer_length = 256", MAX_TRAINER_LENGTH),
         ("[run]", costs.as_str()),
     ]);
     let parent = stack.start();
@@ -87,7 +92,7 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
         .collect();
     assert_eq!(steps, [1, 2], "{}", stack.explain(&parent));
     for row in &parent_rows {
-        assert_eq!(number(row, "cost/step"), number(row, "tokens/sampled"));
+        assert_eq!(number(row, "cost/step"), number(row, "tokens/trained"));
     }
     let parent_total = number(&parent_rows[1], "cost/total");
     assert_eq!(
@@ -138,6 +143,30 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
     );
     assert_nothing_left(&stack, &parent);
 
+    // Resumed under the same cap, the run trains no step: what its parent spent counts.
+    let held = stack.json(&["runs", "resume", &parent]);
+    let held = held["run_id"].as_str().unwrap().to_owned();
+    let ended = wait_until_finished(&stack, &held);
+    assert_eq!(ended["state"], "capped", "{}", stack.explain(&held));
+    let held_metrics = lines(&stack.run_dir(&held).join("metrics.jsonl"));
+    let capped = held_metrics.last().unwrap();
+    assert_eq!(
+        (&capped["event"], &capped["step"], &capped["spent"]),
+        (
+            &Value::from("capped"),
+            &Value::from(2),
+            &Value::from(parent_total)
+        ),
+        "{held_metrics:#?}"
+    );
+    assert!(
+        step_rows(&stack, &held)
+            .iter()
+            .all(|row| row["step"].as_u64() <= Some(2)),
+        "{held_metrics:#?}"
+    );
+    assert_nothing_left(&stack, &held);
+
     // The cap raised out of the way, the run continues from step 2's state to its end.
     let config = stack.home.path().join("config.toml");
     let text = std::fs::read_to_string(&config).unwrap();
@@ -179,4 +208,45 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
     );
     assert_eq!(number(&child_rows[5], "cost/estimate_at_completion"), last);
     assert_nothing_left(&stack, &child);
+}
+
+/// Caps hold from the first step: a run whose time cap has passed before its first step, and
+/// one whose first step could pass its cost cap (64 sequences of up to 256 tokens at one
+/// unit each), end `capped` having trained no step, and say which bound stopped them.
+#[test]
+#[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
+fn a_run_whose_first_step_would_pass_a_cap_trains_no_step() {
+    let (stack, _engine) = stack(&[(
+        "[run]",
+        "[prices]\ncurrency = \"TOK\"\ntrained_per_million = 1000000.0\n\n[run]",
+    )]);
+    for (flag, value, said) in [
+        ("--max-hours", "0.0001", "max_hours 0.0001: this run used"),
+        (
+            "--max-cost",
+            "1000",
+            "its next step would take up to 16384 more (a first step's bound",
+        ),
+    ] {
+        let started = stack.json(&["runs", "start", flag, value]);
+        let id = started["id"].as_str().unwrap().to_owned();
+        let ended = wait_until_finished(&stack, &id);
+        assert_eq!(ended["state"], "capped", "{}", stack.explain(&id));
+        assert!(
+            step_rows(&stack, &id).is_empty(),
+            "{flag} {value}: trained a step: {}",
+            stack.explain(&id)
+        );
+        let status = stack.json(&["runs", "status", &id]);
+        let events = status["events"].as_array().unwrap();
+        assert!(
+            events.iter().any(|event| {
+                event["message"].as_str().is_some_and(|message| {
+                    message.contains("before step 1/") && message.contains(said)
+                })
+            }),
+            "{flag} {value}: {status:#}"
+        );
+        assert_nothing_left(&stack, &id);
+    }
 }

@@ -29,6 +29,7 @@ mod run_logs;
 mod runs;
 mod serve;
 mod setup;
+mod setup_env_lock;
 mod setup_settings;
 mod slurm;
 mod stalls;
@@ -38,6 +39,7 @@ mod tools;
 mod training;
 mod verifiers;
 mod verifiers_registry;
+mod verifiers_runs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -212,6 +214,47 @@ fn missing_tree_says_what_to_do() {
 fn usage_errors_exit_2() {
     assert_eq!(rl(&["envs", "frobnicate"]).status.code(), Some(2));
     assert_eq!(rl(&["envs", "show"]).status.code(), Some(2));
+}
+
+/// With `--json` (before or after the command), a command line clap refuses is answered as the
+/// tools' error object on stdout, with clap's text kept as `usage`; exit 2 still. Help stays
+/// help; after `--`, `--json` is no option.
+#[test]
+fn usage_errors_with_json_are_json() {
+    for args in [
+        &["--json", "runs", "start", "--max-tokens=abc"][..],
+        &["runs", "start", "--max-tokens=abc", "--json"],
+        &["envs", "frobnicate", "--json"],
+        &["--json"],
+    ] {
+        let output = rl(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("{args:?}: {error}: {}", text(&output.stdout)));
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(
+            !error.is_empty() && !error.starts_with("error:"),
+            "{answer:#}"
+        );
+        assert_eq!(answer["kind"], "bad_request", "{answer:#}");
+        assert!(
+            answer["usage"]
+                .as_str()
+                .is_some_and(|usage| usage.contains("error:")),
+            "{answer:#}"
+        );
+    }
+    let invalid = rl(&["--json", "runs", "start", "--max-tokens=abc"]);
+    let answer: serde_json::Value = serde_json::from_slice(&invalid.stdout).unwrap();
+    assert!(
+        answer["error"].as_str().unwrap().contains("'abc'"),
+        "{answer:#}"
+    );
+    let help = rl(&["--json", "runs", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).contains("Usage:"));
+    let plain = rl(&["runs", "start", "--max-tokens=abc"]);
+    assert!(plain.stdout.is_empty() && text(&plain.stderr).contains("error:"));
 }
 
 #[test]

@@ -15,7 +15,6 @@ use rl_process::{
 use rl_settings::{RunId, SweepId, Value, run_dir};
 use serde_json::json;
 
-use crate::browser::{Browser, PATIENCE, screenshot};
 use crate::pages::HOSTILE_TEXT;
 use crate::serve::{Server, expect};
 use crate::workspace_root;
@@ -423,188 +422,198 @@ fn the_sweep_page_keeps_the_token_rules() {
     assert_eq!(status, 200, "{body}");
 }
 
-/// The sweep page as a person sees it: a chart of every run's reward, one series per run
-/// named by its settings, each run's colour its settings' (the table's swatches match), the
-/// table best first with its links, held-out interval, tokens and cost; a run started and a
-/// step written meanwhile show by themselves. The list links the sweep, a fork's page names its parent and
-/// what it changed, a point's run its sweep. No console error; screenshots kept.
-#[test]
-#[ignore = "needs Chromium: `cargo xtask test` runs it"]
-fn the_sweep_page_overlays_its_runs_coloured_by_setting() {
-    let server = Server::start(sweep_home(true), &[], &[]);
-    let home = server.home().to_owned();
-    let mut browser = Browser::open(&format!("{}/sweeps/{SWEEP}", server.url()));
-    browser.wait_for(
-        "document.querySelector('#app')?.dataset.drawn === 'true' && \
-         document.querySelector('figure.chart[data-series=reward] canvas') !== null",
-        PATIENCE,
-    );
-    let seen = browser.eval(
-        "JSON.stringify({runs: document.querySelector('figure[data-series=reward]').dataset.runs, \
-         legend: [...document.querySelectorAll('figure[data-series=reward] .u-legend .u-series')]\
-         .slice(1).map(s => s.textContent), \
-         order: [...document.querySelectorAll('#table tbody tr')].map(r => r.dataset.point), \
-         swatches: [...document.querySelectorAll('#table td.settings .swatch')]\
-         .map(s => s.style.background), \
-         best_link: document.querySelector('#table tr.best a')?.getAttribute('href'), \
-         best_row: document.querySelector('#table tr.best')?.textContent, \
-         evaluated: document.querySelector('#table tr[data-point=\"2\"]')?.textContent, \
-         metric_charts: document.querySelectorAll('figure[data-series=metric]').length})",
-    );
-    let seen: Seen = serde_json::from_str(seen.as_str().unwrap()).unwrap();
-    // The best point still waits: three runs drawn, its row last, queued, with its colour.
-    assert_eq!(seen.runs, (RUNS.len() - 1).to_string());
-    assert_eq!(seen.legend.len(), RUNS.len() - 1, "{seen:?}");
-    assert!(
-        seen.legend
-            .iter()
-            .any(|name| name.contains("group_size=4, learning_rate=0.0001 (a1000002)")),
-        "{seen:?}"
-    );
-    assert_eq!(
-        seen.order,
-        ["2", "1", "0", "3"],
-        "best first, the queued last"
-    );
-    let distinct: std::collections::BTreeSet<&String> = seen.swatches.iter().collect();
-    assert_eq!(distinct.len(), RUNS.len(), "a colour per point: {seen:?}");
-    assert_eq!(seen.best_link, format!("/runs/{}", RUNS[2]));
-    assert!(
-        seen.best_row.contains("best") && seen.best_row.contains("EUR"),
-        "{seen:?}"
-    );
-    assert!(seen.evaluated.contains("0.55 [0.45, 0.65] @ 4"), "{seen:?}");
-    assert_eq!(seen.metric_charts, 0, "ranked by reward: one chart");
-    assert!(
-        browser
-            .eval("document.querySelector('#table tr[data-point=\"3\"]').textContent")
-            .as_str()
-            .unwrap()
-            .contains("queued")
-    );
+/// The tests that drive Chromium: the `browser` segment of their path is what `cargo xtask
+/// test` leaves out where there is none.
+mod browser {
+    use super::*;
+    use crate::browser::{Browser, PATIENCE, screenshot};
 
-    // Its run starts: the open page draws it by itself, and ranks it first.
-    start_best_point(&home);
-    browser.wait_for(
-        "document.querySelector('figure[data-series=reward]')?.dataset.runs === '4' && \
-         document.querySelector('#table tbody tr')?.dataset.point === '3'",
-        Duration::from_secs(60),
-    );
-    let legend = browser.eval(
-        "[...document.querySelectorAll('figure[data-series=reward] .u-legend .u-series')]\
-         .map(s => s.textContent).join('|')",
-    );
-    assert!(
-        legend
-            .as_str()
-            .unwrap()
-            .contains("group_size=4, learning_rate=0.0003 (a1000003)"),
-        "{legend}"
-    );
-    assert_eq!(
-        browser.eval("document.querySelector('#table tr.best a').getAttribute('href')"),
-        format!("/runs/{}", RUNS[BEST_POINT])
-    );
+    /// The sweep page as a person sees it: a chart of every run's reward, one series per run
+    /// named by its settings, each run's colour its settings' (the table's swatches match), the
+    /// table best first with its links, held-out interval, tokens and cost; a run started and a
+    /// step written meanwhile show by themselves. The list links the sweep, a fork's page names its parent and
+    /// what it changed, a point's run its sweep. No console error; screenshots kept.
+    #[test]
+    #[ignore = "needs Chromium: `cargo xtask test` runs it"]
+    fn the_sweep_page_overlays_its_runs_coloured_by_setting() {
+        let server = Server::start(sweep_home(true), &[], &[]);
+        let home = server.home().to_owned();
+        let mut browser = Browser::open(&format!("{}/sweeps/{SWEEP}", server.url()));
+        browser.wait_for(
+            "document.querySelector('#app')?.dataset.drawn === 'true' && \
+             document.querySelector('figure.chart[data-series=reward] canvas') !== null",
+            PATIENCE,
+        );
+        let seen = browser.eval(
+            "JSON.stringify({runs: document.querySelector('figure[data-series=reward]').dataset.runs, \
+             legend: [...document.querySelectorAll('figure[data-series=reward] .u-legend .u-series')]\
+             .slice(1).map(s => s.textContent), \
+             order: [...document.querySelectorAll('#table tbody tr')].map(r => r.dataset.point), \
+             swatches: [...document.querySelectorAll('#table td.settings .swatch')]\
+             .map(s => s.style.background), \
+             best_link: document.querySelector('#table tr.best a')?.getAttribute('href'), \
+             best_row: document.querySelector('#table tr.best')?.textContent, \
+             evaluated: document.querySelector('#table tr[data-point=\"2\"]')?.textContent, \
+             metric_charts: document.querySelectorAll('figure[data-series=metric]').length})",
+        );
+        let seen: Seen = serde_json::from_str(seen.as_str().unwrap()).unwrap();
+        // The best point still waits: three runs drawn, its row last, queued, with its colour.
+        assert_eq!(seen.runs, (RUNS.len() - 1).to_string());
+        assert_eq!(seen.legend.len(), RUNS.len() - 1, "{seen:?}");
+        assert!(
+            seen.legend
+                .iter()
+                .any(|name| name.contains("group_size=4, learning_rate=0.0001 (a1000002)")),
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen.order,
+            ["2", "1", "0", "3"],
+            "best first, the queued last"
+        );
+        let distinct: std::collections::BTreeSet<&String> = seen.swatches.iter().collect();
+        assert_eq!(distinct.len(), RUNS.len(), "a colour per point: {seen:?}");
+        assert_eq!(seen.best_link, format!("/runs/{}", RUNS[2]));
+        assert!(
+            seen.best_row.contains("best") && seen.best_row.contains("EUR"),
+            "{seen:?}"
+        );
+        assert!(seen.evaluated.contains("0.55 [0.45, 0.65] @ 4"), "{seen:?}");
+        assert_eq!(seen.metric_charts, 0, "ranked by reward: one chart");
+        assert!(
+            browser
+                .eval("document.querySelector('#table tr[data-point=\"3\"]').textContent")
+                .as_str()
+                .unwrap()
+                .contains("queued")
+        );
 
-    // A step of the going run shows on the open page by itself.
-    write_step(&home, RUNS[BEST_POINT], BEST_POINT, STEPS + 1);
-    browser.wait_for(
-        &format!(
-            "document.querySelector('#table tr[data-point=\"{BEST_POINT}\"] td:nth-child(5)')\
-             ?.textContent === '{}'",
-            STEPS + 1
-        ),
-        Duration::from_secs(60),
-    );
-    let errors = browser.errors();
-    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
-    drop(browser);
+        // Its run starts: the open page draws it by itself, and ranks it first.
+        start_best_point(&home);
+        browser.wait_for(
+            "document.querySelector('figure[data-series=reward]')?.dataset.runs === '4' && \
+             document.querySelector('#table tbody tr')?.dataset.point === '3'",
+            Duration::from_secs(60),
+        );
+        let legend = browser.eval(
+            "[...document.querySelectorAll('figure[data-series=reward] .u-legend .u-series')]\
+             .map(s => s.textContent).join('|')",
+        );
+        assert!(
+            legend
+                .as_str()
+                .unwrap()
+                .contains("group_size=4, learning_rate=0.0003 (a1000003)"),
+            "{legend}"
+        );
+        assert_eq!(
+            browser.eval("document.querySelector('#table tr.best a').getAttribute('href')"),
+            format!("/runs/{}", RUNS[BEST_POINT])
+        );
 
-    // Ranked by another figure than the reward: its chart too, its column, the lowest first.
-    add_loss_sweep(&home);
-    let mut loss = Browser::open(&format!("{}/sweeps/{LOSS_SWEEP}", server.url()));
-    loss.wait_for(
-        "document.querySelector('#app')?.dataset.ready === 'true'",
-        PATIENCE,
-    );
-    let seen = loss.eval(
-        "JSON.stringify([document.querySelector('figure[data-series=metric]')?.dataset.runs, \
-         document.querySelector('figure[data-series=metric] figcaption')?.textContent, \
-         [...document.querySelectorAll('#table th')].map(h => h.textContent).join('|'), \
-         [...document.querySelectorAll('#table tbody tr')].map(r => r.dataset.point).join()])",
-    );
-    let (runs, caption, headings, order): (String, String, String, String) =
-        serde_json::from_str(seen.as_str().unwrap()).unwrap();
-    assert_eq!(runs, LOSS_RUNS.len().to_string());
-    assert_eq!(caption, "train/loss by step (lower is better)");
-    assert!(headings.contains("|train/loss|"), "{headings}");
-    assert_eq!(order, "0,1", "the lowest loss first");
-    // Settings are shown as text, and never run.
-    let shown = loss.eval("document.querySelector('#table td.settings').textContent");
-    assert!(shown.as_str().unwrap().contains(HOSTILE_TEXT), "{shown}");
-    assert_eq!(
-        loss.eval("document.querySelectorAll('#app script, #app img, #app b').length"),
-        0
-    );
-    assert_ne!(loss.eval("document.title"), "pwned");
-    let errors = loss.errors();
-    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
-    drop(loss);
+        // A step of the going run shows on the open page by itself.
+        write_step(&home, RUNS[BEST_POINT], BEST_POINT, STEPS + 1);
+        browser.wait_for(
+            &format!(
+                "document.querySelector('#table tr[data-point=\"{BEST_POINT}\"] td:nth-child(5)')\
+                 ?.textContent === '{}'",
+                STEPS + 1
+            ),
+            Duration::from_secs(60),
+        );
+        let errors = browser.errors();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+        drop(browser);
 
-    let mut fork = Browser::open(&format!("{}/runs/{FORK}", server.url()));
-    fork.wait_for(
-        "document.querySelector('#app')?.dataset.ready === 'true'",
-        PATIENCE,
-    );
-    let lineage = fork.eval(
-        "JSON.stringify([document.querySelector('#lineage')?.textContent, \
-         document.querySelector('#lineage a')?.getAttribute('href')])",
-    );
-    let (text, link): (String, String) = serde_json::from_str(lineage.as_str().unwrap()).unwrap();
-    assert_eq!(
-        text,
-        format!(
-            "forked from run {} at step 2: learning_rate=0.0005",
-            RUNS[0]
-        )
-    );
-    assert_eq!(link, format!("/runs/{}", RUNS[0]));
-    let errors = fork.errors();
-    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
-    drop(fork);
+        // Ranked by another figure than the reward: its chart too, its column, the lowest first.
+        add_loss_sweep(&home);
+        let mut loss = Browser::open(&format!("{}/sweeps/{LOSS_SWEEP}", server.url()));
+        loss.wait_for(
+            "document.querySelector('#app')?.dataset.ready === 'true'",
+            PATIENCE,
+        );
+        let seen = loss.eval(
+            "JSON.stringify([document.querySelector('figure[data-series=metric]')?.dataset.runs, \
+             document.querySelector('figure[data-series=metric] figcaption')?.textContent, \
+             [...document.querySelectorAll('#table th')].map(h => h.textContent).join('|'), \
+             [...document.querySelectorAll('#table tbody tr')].map(r => r.dataset.point).join()])",
+        );
+        let (runs, caption, headings, order): (String, String, String, String) =
+            serde_json::from_str(seen.as_str().unwrap()).unwrap();
+        assert_eq!(runs, LOSS_RUNS.len().to_string());
+        assert_eq!(caption, "train/loss by step (lower is better)");
+        assert!(headings.contains("|train/loss|"), "{headings}");
+        assert_eq!(order, "0,1", "the lowest loss first");
+        // Settings are shown as text, and never run.
+        let shown = loss.eval("document.querySelector('#table td.settings').textContent");
+        assert!(shown.as_str().unwrap().contains(HOSTILE_TEXT), "{shown}");
+        assert_eq!(
+            loss.eval("document.querySelectorAll('#app script, #app img, #app b').length"),
+            0
+        );
+        assert_ne!(loss.eval("document.title"), "pwned");
+        let errors = loss.errors();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+        drop(loss);
 
-    let mut member = Browser::open(&format!("{}/runs/{}", server.url(), RUNS[0]));
-    member.wait_for(
-        &format!("document.querySelector('#sweep a')?.getAttribute('href') === '/sweeps/{SWEEP}'"),
-        PATIENCE,
-    );
-    drop(member);
+        let mut fork = Browser::open(&format!("{}/runs/{FORK}", server.url()));
+        fork.wait_for(
+            "document.querySelector('#app')?.dataset.ready === 'true'",
+            PATIENCE,
+        );
+        let lineage = fork.eval(
+            "JSON.stringify([document.querySelector('#lineage')?.textContent, \
+             document.querySelector('#lineage a')?.getAttribute('href')])",
+        );
+        let (text, link): (String, String) =
+            serde_json::from_str(lineage.as_str().unwrap()).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "forked from run {} at step 2: learning_rate=0.0005",
+                RUNS[0]
+            )
+        );
+        assert_eq!(link, format!("/runs/{}", RUNS[0]));
+        let errors = fork.errors();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+        drop(fork);
 
-    let mut list = Browser::open(&format!("{}/", server.url()));
-    list.wait_for(
-        &format!("document.querySelector('#sweeps a[href=\"/sweeps/{SWEEP}\"]') !== null"),
-        PATIENCE,
-    );
-    let errors = list.errors();
-    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
-    drop(list);
+        let mut member = Browser::open(&format!("{}/runs/{}", server.url(), RUNS[0]));
+        member.wait_for(
+            &format!(
+                "document.querySelector('#sweep a')?.getAttribute('href') === '/sweeps/{SWEEP}'"
+            ),
+            PATIENCE,
+        );
+        drop(member);
 
-    let artifacts = workspace_root().join("target/test-artifacts");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    screenshot(
-        &format!("{}/sweeps/{SWEEP}", server.url()),
-        &artifacts.join("sweep.png"),
-    );
-    screenshot(
-        &format!("{}/sweeps/{LOSS_SWEEP}", server.url()),
-        &artifacts.join("sweep-loss.png"),
-    );
-    screenshot(
-        &format!("{}/runs/{FORK}", server.url()),
-        &artifacts.join("run-fork.png"),
-    );
-    screenshot(
-        &format!("{}/", server.url()),
-        &artifacts.join("runs-and-sweeps.png"),
-    );
+        let mut list = Browser::open(&format!("{}/", server.url()));
+        list.wait_for(
+            &format!("document.querySelector('#sweeps a[href=\"/sweeps/{SWEEP}\"]') !== null"),
+            PATIENCE,
+        );
+        let errors = list.errors();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+        drop(list);
+
+        let artifacts = workspace_root().join("target/test-artifacts");
+        std::fs::create_dir_all(&artifacts).unwrap();
+        screenshot(
+            &format!("{}/sweeps/{SWEEP}", server.url()),
+            &artifacts.join("sweep.png"),
+        );
+        screenshot(
+            &format!("{}/sweeps/{LOSS_SWEEP}", server.url()),
+            &artifacts.join("sweep-loss.png"),
+        );
+        screenshot(
+            &format!("{}/runs/{FORK}", server.url()),
+            &artifacts.join("run-fork.png"),
+        );
+        screenshot(
+            &format!("{}/", server.url()),
+            &artifacts.join("runs-and-sweeps.png"),
+        );
+    }
 }

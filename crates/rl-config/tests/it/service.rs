@@ -461,7 +461,7 @@ fn a_runs_prices_and_caps_are_written_and_a_cost_cap_needs_a_price() {
         .unwrap_err()
         .to_string();
     assert!(
-        error.contains("max_cost 4 needs a price") && error.contains("[prices]"),
+        error.contains("max_cost is not valid: 4 needs a price") && error.contains("[prices]"),
         "{error}"
     );
     let tokens_only = Caps {
@@ -474,4 +474,33 @@ fn a_runs_prices_and_caps_are_written_and_a_cost_cap_needs_a_price() {
     let trainer = written.config.trainer().unwrap();
     assert_eq!(trainer.prices, None);
     assert_eq!(trainer.caps, tokens_only);
+}
+
+/// A selection made in a folder given for the occasion (`--envs-dir`) is found again where it
+/// was made, not in the folder configured now: a run of it can be shown, forked and resumed
+/// without the option.
+#[test]
+fn a_selection_is_found_again_in_the_folder_it_was_made_in() {
+    let home = tempfile::tempdir().unwrap();
+    let given = rl_settings::Settings {
+        environments_dir: Some(crate::fixture_tree().join("tinker_atropos/environments")),
+        ..Default::default()
+    };
+    let service = rl_config::ConfigService::open(home.path(), given).unwrap();
+    service.select("gsm8k_tinker").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let configured = rl_settings::Settings {
+        environments_dir: Some(elsewhere.path().to_owned()),
+        ..Default::default()
+    };
+    let later = rl_config::ConfigService::open(home.path(), configured).unwrap();
+    let shown = later.current().unwrap();
+    assert_eq!(
+        shown.environment.key,
+        service.current().unwrap().environment.key
+    );
+    let run_id = RunId::parse("0badc0de").unwrap();
+    later
+        .write_run_config(&run_id, None, &Caps::default(), &[])
+        .unwrap();
 }

@@ -499,8 +499,9 @@ class Trainer:
             raise StateNotLoaded(
                 f"the training state {state_path} did not load: the weights' log-probability of a "
                 f"fixed sequence is {sum(found):.6g}, the saved state's was {sum(expected):.6g} "
-                "(its files at the engine are missing or damaged); resume from an earlier saved "
-                "state (rl checkpoints list shows them)"
+                "(its files at the engine are missing or damaged); start from an earlier saved "
+                "state with `rl runs fork RUN_ID --step STEP` (rl checkpoints list RUN_ID shows "
+                "them; a resume always takes the last)"
             )
         # Said with the figure, so that a reader (and the fork test) sees how close the weights it
         # starts from are to the parent's at that step, not only that they passed.

@@ -33,6 +33,23 @@ pub struct SweepMetric {
 const REWARD: &str = "reward";
 const HELD_OUT: &str = "held_out";
 
+/// The families of the keys rl's trainer writes into a run's `metrics.jsonl` (`rl_trainer`'s
+/// loop, batch and records): a sweep ranks by one of these, and a name outside them would
+/// never be found in any run.
+const TRAINER_FAMILIES: [&str; 11] = [
+    "train/",
+    "reward/",
+    "eval/",
+    "tokens/",
+    "time/",
+    "cost/",
+    "batch/",
+    "advantages/",
+    "throughput/",
+    "logprobs/",
+    "engine/",
+];
+
 impl SweepMetric {
     /// `name` (`reward` when absent), checked for shape; a name ending in `loss` ranks the
     /// lowest first unless the caller says.
@@ -46,6 +63,21 @@ impl SweepMetric {
                 "metric",
                 "a metric is reward, held_out, or a metric's name as the trainer logs it \
                  (e.g. train/loss): one word of at most 128 characters",
+            ));
+        }
+        let known = name == REWARD
+            || name == HELD_OUT
+            || TRAINER_FAMILIES
+                .iter()
+                .any(|family| name.len() > family.len() && name.starts_with(family));
+        if !known {
+            return Err(ToolsError::invalid(
+                "metric",
+                format!(
+                    "no run logs '{name}': a sweep ranks by reward, held_out, or a key of the \
+                     trainer's metrics.jsonl ({}…, e.g. train/loss, eval/mean_score)",
+                    TRAINER_FAMILIES.join("…, ")
+                ),
             ));
         }
         Ok(Self {

@@ -430,7 +430,10 @@ fn caps_arguments_are_checked_before_a_start() {
             json!({"max_hours": 0}),
             "max_hours is not valid: must be a number above 0",
         ),
-        (json!({"max_cost": 2.0}), "max_cost 2 needs a price"),
+        (
+            json!({"max_cost": 2.0}),
+            "max_cost is not valid: 2 needs a price",
+        ),
     ] {
         let answer = fixture.call("rl_start_training", arguments.clone());
         let error = answer["answer"]["error"].as_str().unwrap_or_default();

@@ -90,6 +90,14 @@ fn sweep_answers() {
             json!({"settings": {"group_size": [2]}, "metric": "two words"}),
         ),
         (
+            "start_sweep_unknown_metric",
+            json!({"settings": {"group_size": [2]}, "metric": "nosuch"}),
+        ),
+        (
+            "start_sweep_cost_cap_without_price",
+            json!({"settings": {"group_size": [2]}, "max_cost": 1.0}),
+        ),
+        (
             "start_sweep_unknown_argument",
             json!({"settings": {"group_size": [2]}, "parallel": 2}),
         ),
