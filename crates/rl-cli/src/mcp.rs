@@ -274,21 +274,46 @@ async fn called(
     })
 }
 
-/// `notifications/progress` for the request that gave `token`. The protocol wants the value to
-/// grow with each one: while the groups done stay the same, it creeps towards the next.
+/// What a progress notification says next: the groups done, or, while they stay the same, a
+/// value creeping from them towards the next one, never past `total`. `None` when it cannot
+/// grow (every group done, the answer not yet there): the protocol wants each value above the
+/// last, and at most the total.
+#[derive(Debug, Clone, Copy)]
+struct Creep {
+    base: f64,
+    repeats: u32,
+}
+
+impl Creep {
+    const START: Self = Self {
+        base: f64::NEG_INFINITY,
+        repeats: 0,
+    };
+
+    fn next(&mut self, done: f64, total: Option<f64>) -> Option<f64> {
+        if done > self.base {
+            *self = Self {
+                base: done,
+                repeats: 0,
+            };
+            return Some(done);
+        }
+        let room = (total.unwrap_or(f64::INFINITY) - self.base).min(1.0);
+        if room <= 0.0 {
+            return None;
+        }
+        self.repeats = self.repeats.saturating_add(1);
+        Some(self.base + 0.99 * room * (1.0 - 1.0 / f64::from(self.repeats + 1)))
+    }
+}
+
+/// `notifications/progress` for the request that gave `token`, as `Creep` says.
 fn progress_to(peer: Peer<RoleServer>, token: ProgressToken) -> CallProgress {
-    let last = std::sync::Mutex::new((f64::NEG_INFINITY, 0_u32));
+    let creep = std::sync::Mutex::new(Creep::START);
     std::sync::Arc::new(move |done: f64, total: Option<f64>, message: String| {
-        let Ok(mut last) = last.lock() else { return };
-        let (previous, repeats) = *last;
-        let value = if done > previous.floor() {
-            *last = (done, 0);
-            done
-        } else {
-            let repeats = repeats.saturating_add(1);
-            let value = previous.floor() + 0.99 * (1.0 - 1.0 / f64::from(repeats + 1));
-            *last = (value, repeats);
-            value
+        let Ok(mut creep) = creep.lock() else { return };
+        let Some(value) = creep.next(done, total) else {
+            return;
         };
         let mut notification =
             ProgressNotificationParam::new(token.clone(), value).with_message(message);
@@ -341,6 +366,21 @@ mod tests {
             assert_eq!(tool.schema_as_json_value(), spec.parameters);
             assert_eq!(tool.input_schema["type"], "object");
         }
+    }
+
+    #[test]
+    fn progress_grows_with_each_notification_and_never_passes_the_total() {
+        let mut creep = Creep::START;
+        let mut said = Vec::new();
+        for done in [0.0, 1.0, 1.0, 1.0, 3.0, 4.0, 4.0, 4.0] {
+            if let Some(value) = creep.next(done, Some(4.0)) {
+                said.push(value);
+            }
+        }
+        assert!(said.windows(2).all(|pair| pair[1] > pair[0]), "{said:?}");
+        assert!(said.iter().all(|value| *value <= 4.0), "{said:?}");
+        assert_eq!(said.last(), Some(&4.0), "{said:?}");
+        assert!(said[2] > 1.0 && said[3] < 2.0, "{said:?}");
     }
 
     #[test]

@@ -249,6 +249,18 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     // The run's own engine folder was only read.
     assert_eq!(std::fs::read(&engine_db).unwrap(), db_before);
     assert_nothing_left(&stack, &id);
+
+    // Its engine folder emptied of checkpoints: refused before an engine starts, naming the
+    // files that are gone (issue 42 #6), not two models `not_started` and exit 0.
+    let saved_files = stack.run_dir(&id).join("engine").join("checkpoints");
+    let aside = stack.run_dir(&id).join("checkpoints-aside");
+    std::fs::rename(&saved_files, &aside).unwrap();
+    stack.refused(
+        &["--json", "compare", &id, "--prompts", "1"],
+        "are missing from the run's engine folder",
+    );
+    std::fs::rename(&aside, &saved_files).unwrap();
+
     its_engine_folder_gone_no_key_goes_anywhere(stack, &id, &last_saved.to_string());
 }
 

@@ -13,9 +13,15 @@ const MAX_TOKEN_LENGTH: &str = "max_token_length = 44";
 const MAX_TRAINER_LENGTH: &str = "max_token_trainer_length = 44";
 const MOST_TRAINED_PER_STEP: f64 = 64.0 * 43.0;
 
-/// `rl runs wait ID --until finished`: the run's status once it ended (the exit code is the
-/// wait's rule: 0 completed, 3 ended otherwise).
-fn wait_until_finished(stack: &Stack, id: &str) -> Value {
+/// `rl runs wait ID --until finished` for up to `timeout` seconds: the run's status once it
+/// ended; with `code`, the wait's exit code it must give (0 completed, 3 ended otherwise).
+pub(crate) fn wait_until_finished(
+    stack: &Stack,
+    id: &str,
+    timeout: u32,
+    code: Option<i32>,
+) -> Value {
+    let timeout = timeout.to_string();
     let args = [
         "runs",
         "wait",
@@ -23,7 +29,7 @@ fn wait_until_finished(stack: &Stack, id: &str) -> Value {
         "--until",
         "finished",
         "--timeout",
-        "900",
+        &timeout,
         "--json",
     ];
     let output = stack.rl(&args);
@@ -40,6 +46,9 @@ fn wait_until_finished(stack: &Stack, id: &str) -> Value {
         "run {id} did not finish: {}",
         stack.explain(id)
     );
+    if let Some(code) = code {
+        assert_eq!(output.status.code(), Some(code), "{outcome:#}");
+    }
     outcome["status"].clone()
 }
 
@@ -78,7 +87,7 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
         ("[run]", costs.as_str()),
     ]);
     let parent = stack.start();
-    let ended = wait_until_finished(&stack, &parent);
+    let ended = wait_until_finished(&stack, &parent, 900, Some(3));
     let parent_rows = step_rows(&stack, &parent);
     assert_eq!(
         ended["state"],
@@ -146,7 +155,7 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
     // Resumed under the same cap, the run trains no step: what its parent spent counts.
     let held = stack.json(&["runs", "resume", &parent]);
     let held = held["run_id"].as_str().unwrap().to_owned();
-    let ended = wait_until_finished(&stack, &held);
+    let ended = wait_until_finished(&stack, &held, 900, Some(3));
     assert_eq!(ended["state"], "capped", "{}", stack.explain(&held));
     let held_metrics = lines(&stack.run_dir(&held).join("metrics.jsonl"));
     let capped = held_metrics.last().unwrap();
@@ -182,7 +191,7 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
         serde_json::json!({"run_id": parent, "step": 2, "kind": "resume"}),
         "{resumed:#}"
     );
-    let finished = wait_until_finished(&stack, &child);
+    let finished = wait_until_finished(&stack, &child, 900, Some(0));
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&child));
     let child_metrics = lines(&stack.run_dir(&child).join("metrics.jsonl"));
     assert!(
@@ -230,7 +239,7 @@ fn a_run_whose_first_step_would_pass_a_cap_trains_no_step() {
     ] {
         let started = stack.json(&["runs", "start", flag, value]);
         let id = started["id"].as_str().unwrap().to_owned();
-        let ended = wait_until_finished(&stack, &id);
+        let ended = wait_until_finished(&stack, &id, 900, Some(3));
         assert_eq!(ended["state"], "capped", "{}", stack.explain(&id));
         assert!(
             step_rows(&stack, &id).is_empty(),

@@ -360,59 +360,31 @@ fn assert_supervisor_kill_loses_the_run(stack: &Stack, id: &str) {
             .contains(&format!("its supervisor (pid {supervisor}) is gone")),
         "{lost:#}"
     );
-    // Without their supervisor, a component may end by itself (its output has nowhere to go);
-    // the stop says whether it found any, and ends whatever it did.
-    let report = stack.json(&["runs", "stop", id]);
-    let message = report["message"].as_str().unwrap();
-    let said = if report["stopped"] == true {
-        format!("run {id} is lost; ")
-    } else {
-        format!("run {id} is lost and left no process rl can find")
-    };
-    assert!(message.starts_with(&said), "{report:#}");
-    assert_eq!(report["run"]["state"], "lost", "a lost run stays lost");
+    // Resumed, the lost run's leftovers (its run-api, environment and engine, holding ports and
+    // the engine folder the child copies) are ended first, as `rl runs stop` ends them (issue
+    // 42 #2); the lost run stays lost, and its child starts.
+    let resumed = stack.json(&["runs", "resume", id]);
+    let child = resumed["run_id"].as_str().unwrap().to_owned();
+    let parent = stack.json(&["runs", "status", id]);
+    assert_eq!(parent["state"], "lost", "a lost run stays lost: {parent:#}");
+    assert!(
+        parent["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("has ended what it found of the run")),
+        "the resume ended what the lost run left, as a stop does: {parent:#}"
+    );
     assert_nothing_left(stack, id);
     assert_no_process_carries(stack, id);
     let left: Vec<&ProcessIdentity> = processes.iter().filter(|p| p.is_alive()).collect();
     assert!(left.is_empty(), "processes of run {id} left: {left:?}");
-}
-
-/// `rl runs wait ID --until finished`: the run's status once it ended, the wait's exit code
-/// `code` (3: it ended without completing, as a capped run did).
-fn wait_for_the_end(stack: &Stack, id: &str, code: i32) -> Value {
-    let timeout = TRAINING_SECS.to_string();
-    let args = [
-        "runs",
-        "wait",
-        id,
-        "--until",
-        "finished",
-        "--timeout",
-        &timeout,
-        "--json",
-    ];
-    let output = stack.rl(&args);
-    let outcome: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-        panic!(
-            "rl {args:?}: {error}: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    assert_eq!(
-        outcome["timed_out"],
-        false,
-        "run {id} did not end: {}",
-        stack.explain(id)
-    );
-    assert_eq!(output.status.code(), Some(code), "{outcome:#}");
-    outcome["status"].clone()
+    stack.json(&["runs", "stop", &child]);
+    assert_nothing_left(stack, &child);
 }
 
 /// The run ended `capped` by `max_tokens`, before a step it did not train, and what it says it
 /// used is what its steps' rows add up to.
 fn assert_capped(stack: &Stack, id: &str, cap: u64) {
-    let ended = wait_for_the_end(stack, id, 3);
+    let ended = crate::costs::wait_until_finished(stack, id, TRAINING_SECS, Some(3));
     assert_eq!(ended["state"], "capped", "{}", stack.explain(id));
     assert!(
         ended.get("error").is_none(),
