@@ -143,14 +143,11 @@ impl ConfigService {
         // The folder it was selected in, as recorded: a selection (or a run's) made with
         // `--envs-dir` is found again without it. The configured folder when that one is gone.
         let recorded = &selected.environments_dir;
+        let recursive = selected.file.contains('/');
         if recorded.is_dir() {
-            let options = rl_discovery::ScanOptions {
-                recursive: selected.file.contains('/') || self.settings.recursive_discovery,
-                ..Default::default()
-            };
-            return Ok(rl_discovery::scan(recorded, &options)?);
+            return scan_folder(&self.settings, recorded, recursive);
         }
-        scan_environments(&self.settings, selected.file.contains('/'))
+        scan_environments(&self.settings, recursive)
     }
 
     /// Selects an environment by name, key or class name; clears earlier edits, as a new
@@ -633,9 +630,18 @@ pub fn scan_environments(
     settings: &Settings,
     recursive: bool,
 ) -> Result<rl_discovery::Scan, ConfigError> {
+    scan_folder(settings, &settings.environments_dir()?, recursive)
+}
+
+/// A scan of `folder`, its sub-folders too when asked or when `recursive_discovery` says so.
+fn scan_folder(
+    settings: &Settings,
+    folder: &Path,
+    recursive: bool,
+) -> Result<rl_discovery::Scan, ConfigError> {
     let options = rl_discovery::ScanOptions {
         recursive: recursive || settings.recursive_discovery,
         ..Default::default()
     };
-    Ok(rl_discovery::scan(&settings.environments_dir()?, &options)?)
+    Ok(rl_discovery::scan(folder, &options)?)
 }

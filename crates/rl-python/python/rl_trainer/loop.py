@@ -40,12 +40,10 @@ from .records import (
     Spend,
     Wandb,
     cap_passed,
-    cost_total,
     describe_cap,
     is_priced,
     rollout_rows,
     step_cost,
-    token_totals,
 )
 from .runapi import RunApi
 from .server import InferenceServer, bind_socket, create_app
@@ -191,17 +189,12 @@ class Trainer:
         self.last_evaluated = config.starting_step
         # Token totals continue the parent's (its rows up to the starting step are copied
         # here by rl before a resumed run starts); `totals_from` is the row they came from.
-        self.totals, self.totals_from = dict.fromkeys(TOKEN_TOTALS, 0), None
-        if config.starting_step > 0:
-            self.totals, self.totals_from = token_totals(self.metrics.path, config.starting_step)
         # What this run spends (its cost/total continues the parent's, like the token totals),
         # what its caps are read against, and since when it trains.
+        lineage = Lineage.read(self.metrics.path, config.starting_step) if config.starting_step > 0 else Lineage()
+        self.totals, self.totals_from = dict(lineage.totals), lineage.totals_from
         self.priced = is_priced(config)
-        self.cost_from_step = None
-        lineage = Lineage()
-        if config.starting_step > 0:
-            lineage = Lineage.read(self.metrics.path, config.starting_step)
-            _, self.cost_from_step = cost_total(self.metrics.path, config.starting_step)
+        self.cost_from_step = lineage.cost_from
         self.spend = Spend(lineage)
         self.started_at = time.monotonic()
         # The last step whose training state (weights + optimizer) is saved: a resume's

@@ -82,8 +82,12 @@ def token_totals(path: str, step: int) -> Tuple[Dict[str, int], Optional[int]]:
     """The token totals a run continuing after `step` starts from: those of the last row of
     `path` at or before `step` that has them, and that row's step; zeros and None when no row
     has them (a parent trained by an rl that did not count tokens, or no row at all)."""
+    return _token_totals_of(rows_up_to(path, step))
+
+
+def _token_totals_of(rows: Iterable[Tuple[int, Dict[str, Any]]]) -> Tuple[Dict[str, int], Optional[int]]:
     found: Tuple[Dict[str, int], Optional[int]] = (dict.fromkeys(TOKEN_TOTALS, 0), None)
-    for row_step, row in rows_up_to(path, step):
+    for row_step, row in rows:
         values = [row.get(key) for key in TOKEN_TOTALS]
         if all(_is_count(v) and isinstance(v, int) for v in values):
             if found[1] is None or row_step >= found[1]:
@@ -312,8 +316,12 @@ def step_cost(config, tokens: Dict[str, int], secs: float) -> float:
 def cost_total(path: str, step: int) -> Tuple[float, Optional[int]]:
     """The cost total a run continuing after `step` starts from: `cost/total` of the last row
     of `path` at or before `step` that has one, and that row's step; 0 and None without."""
+    return _cost_total_of(rows_up_to(path, step))
+
+
+def _cost_total_of(rows: Iterable[Tuple[int, Dict[str, Any]]]) -> Tuple[float, Optional[int]]:
     found: Tuple[float, Optional[int]] = (0.0, None)
-    for row_step, row in rows_up_to(path, step):
+    for row_step, row in rows:
         value = row.get(COST_TOTAL)
         if _is_count(value) and (found[1] is None or row_step >= found[1]):
             found = (float(value), row_step)
@@ -371,20 +379,29 @@ class Spend:
 
 
 class Lineage:
-    """What a continued run's parents spent up to the step it continues after, read from
-    their rows that rl copied into its metrics.jsonl: the cost total, the tokens, the steps'
-    seconds, and each step's figures (to predict the first step of the child)."""
+    """What a continued run's parents spent up to the step it continues after, read once from
+    their rows that rl copied into its metrics.jsonl: the cost total and the token totals (with
+    the steps of the rows they came from, None without one), the steps' seconds, and each
+    step's figures (to predict the first step of the child)."""
 
-    def __init__(self, cost: float = 0.0, tokens: int = 0, secs: float = 0.0, steps=None):
-        self.cost, self.tokens, self.secs = cost, tokens, secs
+    def __init__(self, cost: float = 0.0, totals=None, secs: float = 0.0, steps=None, cost_from=None, totals_from=None):
+        self.cost, self.secs = cost, secs
+        self.totals: Dict[str, int] = dict(totals or dict.fromkeys(TOKEN_TOTALS, 0))
+        self.cost_from: Optional[int] = cost_from
+        self.totals_from: Optional[int] = totals_from
         self.steps: List[Tuple[Optional[float], int, float]] = list(steps or [])
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.totals.values())
 
     @classmethod
     def read(cls, path: str, step: int) -> "Lineage":
-        cost, _ = cost_total(path, step)
-        totals, _ = token_totals(path, step)
+        rows = list(rows_up_to(path, step))
+        cost, cost_from = _cost_total_of(rows)
+        totals, totals_from = _token_totals_of(rows)
         by_step: Dict[int, Tuple[Optional[float], int, float]] = {}
-        for row_step, row in rows_up_to(path, step):
+        for row_step, row in rows:
             secs = row.get("time/total_secs")
             if row_step == 0 or not _is_count(secs):
                 continue
@@ -393,7 +410,7 @@ class Lineage:
             # The last row of a step wins: a step appears once per lineage, but be sure.
             by_step[row_step] = (float(row_cost) if _is_count(row_cost) else None, int(tokens), float(secs))
         steps = [by_step[k] for k in sorted(by_step)]
-        return cls(cost, sum(totals.values()), sum(s for _, _, s in steps), steps)
+        return cls(cost, totals, sum(s for _, _, s in steps), steps, cost_from, totals_from)
 
 
 def first_step_bound(config) -> Tuple[float, float, float]:
