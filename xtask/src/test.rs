@@ -43,9 +43,9 @@ fn chromium() -> Option<String> {
 }
 
 /// The tests that need network and mount namespaces (`unshare`, `ip`, root): rl-cli's
-/// loopback-only pre-flights.
+/// loopback-only pre-flights and runs.
 const NAMESPACE_TESTS: &str =
-    "binary_id(rl-cli::it) & test(=verifiers::preflights_reach_nothing_but_loopback)";
+    "binary_id(rl-cli::it) & test(=verifiers::preflights_and_training_reach_nothing_but_loopback)";
 
 /// Whether this process may make a network and a mount namespace and bring its loopback up.
 fn network_namespaces() -> bool {
@@ -175,7 +175,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             if !args.check && !network_namespaces() {
                 eprintln!(
                     "no network namespaces (`unshare -n -m` as root, iproute2's `ip`): the \
-                     loopback-only pre-flight test is skipped"
+                     loopback-only pre-flight and training test is skipped"
                 );
                 left_out.push(NAMESPACE_TESTS);
             }

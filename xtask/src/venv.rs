@@ -213,8 +213,10 @@ pub(crate) fn ensure_test_venv(root: &Path) -> anyhow::Result<PathBuf> {
     )
 }
 
-/// The python of the venv at `venv`, (re)built with `pip` + each of `installs` unless it was
-/// built from the same `stamp` (the requirements' text) already.
+/// The python of the venv at `venv`, (re)built with each of `installs` (pip's arguments)
+/// unless it was built from the same `stamp` (the requirements' text) already. uv makes it
+/// (rl's own, as `rl setup` installs it: `target/uv-venv`), else `venv` + `pip` when uv cannot
+/// be installed.
 fn ensure_venv(
     venv: &Path,
     stamp: &str,
@@ -236,16 +238,51 @@ fn ensure_venv(
         std::fs::remove_dir_all(venv)
             .with_context(|| format!("cannot remove the stale venv {}", venv.display()))?;
     }
-    run_command(Command::new("python3").arg("-m").arg("venv").arg(venv))
-        .with_context(|| format!("creating {} failed", venv.display()))?;
+    let uv = venv.parent().and_then(|target| {
+        let log = target.join("uv-install.log");
+        rl_python::own_uv(&target.join("uv-venv"), &log)
+            .inspect_err(|error| eprintln!("xtask: uv could not be installed ({error}): using pip"))
+            .ok()
+    });
+    match &uv {
+        Some(uv) => run_command(
+            Command::new(uv)
+                .args(["venv", "--seed", "--quiet", "--python", "python3"])
+                .arg(venv),
+        ),
+        None => run_command(Command::new("python3").arg("-m").arg("venv").arg(venv)),
+    }
+    .with_context(|| format!("creating {} failed", venv.display()))?;
     for install in installs {
-        run_command(
-            Command::new(&python)
-                .args(["-m", "pip", "--disable-pip-version-check"])
-                .args(*install)
-                .arg("--quiet"),
-        )
-        .with_context(|| format!("pip failed while provisioning {}", venv.display()))?;
+        // pip's arguments start with its subcommand (`install`), which uv's `--python` follows.
+        let (subcommand, rest) = install
+            .split_first()
+            .context("an install without arguments")?;
+        let mut command = if let Some(uv) = &uv {
+            let mut command = Command::new(uv);
+            command
+                .args([
+                    "pip",
+                    "--quiet",
+                    subcommand,
+                    "--compile-bytecode",
+                    "--python",
+                ])
+                .arg(&python);
+            command
+        } else {
+            let mut command = Command::new(&python);
+            command.args([
+                "-m",
+                "pip",
+                "--disable-pip-version-check",
+                "--quiet",
+                subcommand,
+            ]);
+            command
+        };
+        run_command(command.args(rest))
+            .with_context(|| format!("installing into {} failed", venv.display()))?;
     }
     // Written last: an interrupted install leaves no stamp and is redone next time.
     std::fs::write(&stamp_path, stamp)

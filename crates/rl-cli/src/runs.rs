@@ -423,14 +423,8 @@ fn waiting(
         if !as_json && matches!(state, RunState::Running | RunState::Completed) {
             let view =
                 runtime.block_on(tools.with_metrics(outcome.status.clone(), SourceChoice::File))?;
-            if let Some(step) = view.metrics.step {
-                message.push_str(&format!(" — step {step}"));
-                for (name, value) in metric_rows(&view.metrics).into_iter().skip(1).take(4) {
-                    if value != "-" {
-                        message.push_str(&format!(", {name} {value}"));
-                    }
-                }
-            }
+            let continued_after = outcome.status.run.resumed_from.as_ref().map(|l| l.step);
+            message.push_str(&step_progress(&view.metrics, continued_after));
         }
         if message != shown {
             spinner.set_message(message.clone());
@@ -450,6 +444,27 @@ fn waiting(
         timed_out: !reached,
         status: tools.run_status(id, since)?,
     })
+}
+
+/// The step part of a progress line: the latest step and its numbers. A continued run's rows
+/// up to the step it continued after are its parent's (their learning rate is not a fork's):
+/// until it has logged a step of its own, it says only where it continues.
+fn step_progress(metrics: &rl_tools::MetricsView, continued_after: Option<u64>) -> String {
+    let Some(step) = metrics.step else {
+        return String::new();
+    };
+    if let Some(after) = continued_after
+        && u64::try_from(step).is_ok_and(|step| step <= after)
+    {
+        return format!(" — continues after step {after}");
+    }
+    let mut part = format!(" — step {step}");
+    for (name, value) in metric_rows(metrics).into_iter().skip(1).take(4) {
+        if value != "-" {
+            part.push_str(&format!(", {name} {value}"));
+        }
+    }
+    part
 }
 
 /// A run just started (or resumed): shown, or followed until `wait`.
@@ -519,12 +534,7 @@ fn list(tools: &Tools, as_json: bool) -> anyhow::Result<()> {
                     (None, _) => "no price".to_owned(),
                 },
             )),
-            output::cell(
-                run.error
-                    .as_deref()
-                    .and_then(|e| e.lines().next())
-                    .unwrap_or_default(),
-            ),
+            output::cell(run.error_headline().unwrap_or_default()),
         ]);
     }
     output::line(table)
@@ -547,4 +557,39 @@ pub(crate) fn supervise(context: &Context, id: &str) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::step_progress;
+    use rl_tools::MetricsView;
+
+    /// A fork's first progress line, before it has trained a step, showed its parent's last
+    /// row: the parent's learning rate as if it were the fork's.
+    #[test]
+    fn a_continued_runs_progress_shows_none_of_its_parents_numbers() {
+        let parents = MetricsView {
+            step: Some(4),
+            loss: Some(0.5),
+            learning_rate: Some(1e-5),
+            ..MetricsView::default()
+        };
+        assert_eq!(
+            step_progress(&parents, Some(4)),
+            " — continues after step 4"
+        );
+        let own = MetricsView {
+            step: Some(5),
+            learning_rate: Some(0.01),
+            ..MetricsView::default()
+        };
+        let line = step_progress(&own, Some(4));
+        assert!(
+            line.starts_with(" — step 5") && line.contains("learning_rate 0.01"),
+            "{line}"
+        );
+        // A run that continues nothing shows its latest step as it is.
+        assert!(step_progress(&parents, None).contains("learning_rate"));
+        assert_eq!(step_progress(&MetricsView::default(), Some(4)), "");
+    }
 }

@@ -173,7 +173,6 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
         Some(name) => Some(context.tools()?.set_up_target(name)?),
         None => None,
     };
-    let installer = Installer::find();
     let spinner = if std::io::stderr().is_terminal() {
         let spinner = ProgressBar::new_spinner();
         spinner.set_style(
@@ -186,12 +185,13 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
         ProgressBar::hidden()
     };
     let say = |line: &str| {
-        if spinner.is_hidden() {
+        if spinner.is_hidden() || spinner.is_finished() {
             output::progress(line);
         } else {
             spinner.set_message(line.to_owned());
         }
     };
+    let installer = Installer::new(&home, &say);
     let mut ready = Vec::new();
     for choice in &choices {
         if let Some(named_in) = &choice.own {
@@ -282,7 +282,7 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             config: &config,
             changed: &changed,
             message: &message,
-            installer: installer.name(),
+            installer: installer.used(),
             next: NEXT,
             environment,
         });
@@ -304,11 +304,10 @@ pub(crate) fn run(context: &Context, args: &SetupArgs, as_json: bool) -> anyhow:
             }
         })?;
     }
-    output::line(format!(
-        "{message} (with {}); next: {}",
-        installer.name(),
-        NEXT.join(", ")
-    ))
+    let with = installer
+        .used()
+        .map_or_else(String::new, |used| format!(" (with {used})"));
+    output::line(format!("{message}{with}; next: {}", NEXT.join(", ")))
 }
 
 /// The engine runs train on after this setup: `--engine`, else the one the settings name.
@@ -441,8 +440,8 @@ const NEXT: &[&str] = &["rl doctor", "rl envs list", "rl mcp --print-config CLIE
 /// What `rl setup --json` prints once every part is ready.
 #[derive(Serialize)]
 struct SetUp<'a> {
-    /// What made the venvs: `uv`, or `venv + pip`.
-    installer: &'a str,
+    /// What installed packages this time: `uv`, or `venv + pip`; null when nothing was.
+    installer: Option<&'a str>,
     parts: Vec<SetUpPart<'a>>,
     /// The operator settings file rl points at the parts.
     config: &'a std::path::Path,

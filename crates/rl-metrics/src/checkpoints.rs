@@ -73,13 +73,28 @@ pub fn read_checkpoints(path: &Path) -> Result<Option<CheckpointRecord>, Metrics
         if row.name.as_deref() == Some(FINAL) {
             record.final_weights = Some(sampler_path.clone());
         }
-        record.checkpoints.push(Checkpoint {
+        let checkpoint = Checkpoint {
             step: row.step,
             path: sampler_path,
             name: row.name,
             state_path: row.state_path.filter(|p| !p.is_empty()),
             time: row.time,
-        });
+        };
+        // A step saved twice is one checkpoint: a cap that ends a run before its next step
+        // saves the state of a step that saved only its sampler weights, in a second row of
+        // the same step and name (and a continuation carries both over).
+        match record.checkpoints.iter_mut().find(|earlier| {
+            earlier.step.is_some()
+                && earlier.step == checkpoint.step
+                && earlier.name == checkpoint.name
+        }) {
+            Some(earlier) => {
+                earlier.state_path = checkpoint.state_path.or(earlier.state_path.take());
+                earlier.path = checkpoint.path;
+                earlier.time = checkpoint.time.or(earlier.time.take());
+            }
+            None => record.checkpoints.push(checkpoint),
+        }
     }
     Ok(Some(record))
 }
@@ -199,6 +214,35 @@ mod tests {
             "the cut line is not a checkpoint"
         );
         assert_eq!(record.warnings.len(), 1);
+    }
+
+    /// A cap before step 4 saves step 3's state after its sampler weights: one checkpoint of
+    /// step 3 with both, listed once (before, step 3 was listed twice).
+    #[test]
+    fn a_step_saved_twice_is_one_checkpoint_with_its_state() {
+        let record = read_text(concat!(
+            "{\"step\": 2, \"name\": \"step_2\", \"sampler_path\": \"tinker://m/step_2\", \"state_path\": \"tinker://m/weights/step_2\"}\n",
+            "{\"step\": 3, \"name\": \"step_3\", \"sampler_path\": \"tinker://m/step_3\", \"state_path\": null, \"time\": \"t1\"}\n",
+            "{\"step\": 3, \"name\": \"step_3\", \"sampler_path\": \"tinker://m/step_3\", \"state_path\": \"tinker://m/weights/step_3\", \"time\": \"t2\"}\n",
+            "{\"step\": 4, \"name\": \"step_4\", \"sampler_path\": \"tinker://m/step_4\", \"state_path\": null}\n",
+        ))
+        .unwrap();
+        let steps: Vec<Option<i64>> = record.checkpoints.iter().map(|c| c.step).collect();
+        assert_eq!(steps, [Some(2), Some(3), Some(4)]);
+        let third = &record.checkpoints[1];
+        assert_eq!(
+            third.state_path.as_deref(),
+            Some("tinker://m/weights/step_3")
+        );
+        assert_eq!(third.time.as_deref(), Some("t2"));
+        // Distinct checkpoints of one step (an extension's parent's final and a later one
+        // are different steps; rows without a step are never merged) stay apart.
+        let unnumbered = read_text(concat!(
+            "{\"name\": \"x\", \"sampler_path\": \"tinker://m/a\"}\n",
+            "{\"name\": \"x\", \"sampler_path\": \"tinker://m/b\"}\n",
+        ))
+        .unwrap();
+        assert_eq!(unnumbered.checkpoints.len(), 2);
     }
 
     #[test]

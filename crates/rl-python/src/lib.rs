@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 use include_dir::{Dir, DirEntry, include_dir};
 use rl_settings::HeldOut;
 
+mod installer;
 mod launch;
 
+pub use installer::{UV, own_uv, run_logged, version_of};
 pub use launch::{Imports, ProgramCommand, PythonLauncher, python_path_of};
 
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");
@@ -68,6 +70,9 @@ pub enum PythonError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A command rl runs to install Python packages failed, or could not start.
+    #[error("{command} {detail}")]
+    Command { command: String, detail: String },
 }
 
 /// `python -m rl_env ENV_FILE ...`: an environment file run with the items a process draws

@@ -3,14 +3,15 @@
 //! per day. Read from each run's metrics file (only rl's trainer logs these keys).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use rl_metrics::{HistoryRow, Totals, read_metrics_file};
 use rl_process::RunRecord;
 use rl_settings::RunFolder;
 
 use crate::accounting::{accounting_of, priced_currency, usage_of};
-use crate::answers::{CostLine, CostReport, ResultsAnswer, RunList, StatusAnswer, TokensView};
+use crate::answers::{
+    CostLine, CostReport, ResultsAnswer, RunList, StatusAnswer, TokensView, UsageView,
+};
 use crate::metrics::SourceChoice;
 use crate::{Tools, ToolsError};
 
@@ -47,18 +48,24 @@ impl Tools {
         })
     }
 
-    /// The runs with each one's tokens and cost so far (the end of its metrics file only).
+    /// The runs with each one's own tokens and cost so far (the end of its metrics file only;
+    /// a continued run's whole file, its parent's rows left out).
     pub fn list_runs_with_usage(&self) -> Result<RunList, ToolsError> {
         let mut list = self.list_runs()?;
         let runs = self.runs()?.list()?;
-        let configs: BTreeMap<&str, &Path> = runs
-            .iter()
-            .map(|run| (run.id.as_str(), run.config_path.as_path()))
-            .collect();
+        let by_id: BTreeMap<&str, &RunRecord> =
+            runs.iter().map(|run| (run.id.as_str(), run)).collect();
         for entry in &mut list.runs {
-            if let Some(config) = configs.get(entry.run_id.as_str()) {
-                entry.usage = usage_of(config);
-            }
+            let Some(run) = by_id.get(entry.run_id.as_str()) else {
+                continue;
+            };
+            entry.usage = match &run.resumed_from {
+                None => usage_of(&run.config_path),
+                Some(lineage) => {
+                    let parent_rows = by_id.get(lineage.parent.as_str()).map(|p| rows_of(p));
+                    own_usage(run, parent_rows.as_deref())
+                }
+            };
         }
         Ok(list)
     }
@@ -140,6 +147,25 @@ fn own_spending(
         base = *total;
     }
     spent
+}
+
+/// A continued run's own usage, as `rl runs cost` counts it: what its own steps added to the
+/// totals its file carries from its parent (none while it has trained no step of its own, at
+/// no cost when it is priced); `None` when its file holds no totals.
+fn own_usage(run: &RunRecord, parent_rows: Option<&[HistoryRow]>) -> Option<UsageView> {
+    let rows = rows_of(run);
+    let last = *Totals::of_history(&rows).last()?;
+    let currency = priced_currency(&run.config_path);
+    let mut own = CostLine::default();
+    for spent in own_spending(run, &rows, parent_rows) {
+        add(&mut own, &spent);
+    }
+    Some(UsageView {
+        step: last.step,
+        tokens: own.tokens,
+        cost: own.cost.or(currency.is_some().then_some(0.0)),
+        currency,
+    })
 }
 
 fn add(line: &mut CostLine, spent: &Spent) {
@@ -241,6 +267,8 @@ pub(crate) fn cost_report(runs: &[RunRecord], since: Option<jiff::civil::Date>) 
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn record(dir: &Path, id: &str, resumed_from: Option<(&str, u64)>) -> RunRecord {
@@ -349,6 +377,40 @@ mod tests {
         let spent = own_spending(&child, &rows_of(&child), Some(&parent_rows));
         let trained: u64 = spent.iter().map(|s| s.tokens.trained).sum();
         assert_eq!(trained, 300);
+    }
+
+    /// A child that trained nothing shows none of its parent's tokens or cost as its own; once
+    /// it trains, only what its steps added (before, a list showed the parent's totals).
+    #[test]
+    fn a_continued_run_lists_only_its_own_usage() {
+        let dir = tempfile::tempdir().unwrap();
+        let parent = record(dir.path(), "0000aaaa", None);
+        let child = record(dir.path(), "0000bbbb", Some(("0000aaaa", 2)));
+        let parent_rows = [line(1, 20, 100), line(2, 21, 200), line(3, 21, 300)];
+        std::fs::write(
+            dir.path().join("0000aaaa/metrics.jsonl"),
+            parent_rows.concat(),
+        )
+        .unwrap();
+        // Carried over up to step 2, nothing trained since.
+        std::fs::write(
+            dir.path().join("0000bbbb/metrics.jsonl"),
+            parent_rows[..2].concat(),
+        )
+        .unwrap();
+        let parent_rows = rows_of(&parent);
+        let usage = own_usage(&child, Some(&parent_rows)).unwrap();
+        assert_eq!(usage.tokens, TokensView::default());
+        assert_eq!(usage.cost, None, "no price in its config: none shown");
+        std::fs::write(
+            dir.path().join("0000bbbb/metrics.jsonl"),
+            [line(1, 20, 100), line(2, 21, 200), line(3, 22, 260)].concat(),
+        )
+        .unwrap();
+        let usage = own_usage(&child, Some(&parent_rows)).unwrap();
+        assert_eq!(usage.tokens.trained, 60);
+        assert!((usage.cost.unwrap() - 6.0).abs() < 1e-9, "{usage:?}");
+        assert_eq!(usage.step, 3);
     }
 
     /// A step with every key rl's trainer logs for its accounting.

@@ -301,7 +301,7 @@ pub struct Installed {
 pub fn install(
     home: &Path,
     deps: &Dependencies,
-    installer: &Installer,
+    installer: &Installer<'_>,
     say: &dyn Fn(&str),
 ) -> Result<Installed, ToolsError> {
     let name = &deps.environment;

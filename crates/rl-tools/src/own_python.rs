@@ -88,7 +88,7 @@ pub(crate) fn hold_environment_venv(
 pub(crate) fn ensure_pins(
     home: &Path,
     target: &EnvironmentToSetUp,
-    installer: &Installer,
+    installer: &Installer<'_>,
     say: &dyn Fn(&str),
 ) -> Result<Installed, ToolsError> {
     let name = &target.name;
@@ -139,7 +139,7 @@ pub fn ensure_own_python(
     home: &Path,
     settings: &rl_settings::Settings,
     target: &EnvironmentToSetUp,
-    installer: &Installer,
+    installer: &Installer<'_>,
     say: &dyn Fn(&str),
 ) -> Result<Installed, ToolsError> {
     let name = &target.name;
@@ -206,7 +206,7 @@ pub fn set_up_environment(
     home: &Path,
     settings: &rl_settings::Settings,
     target: &SetUpTarget,
-    installer: &Installer,
+    installer: &Installer<'_>,
     say: &dyn Fn(&str),
 ) -> Result<(PathBuf, Installed), ToolsError> {
     let target = match target {

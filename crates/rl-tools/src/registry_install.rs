@@ -55,7 +55,7 @@ pub fn parse_requirement(text: &str) -> Option<(String, &str)> {
 pub fn install_from_registry(
     home: &Path,
     requirement: &str,
-    installer: &Installer,
+    installer: &Installer<'_>,
     say: &dyn Fn(&str),
 ) -> Result<(InstalledPackage, Installed), ToolsError> {
     let (name, requirement) = parse_requirement(requirement).ok_or_else(|| {

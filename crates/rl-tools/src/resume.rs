@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use rl_config::RunSetting;
-use rl_process::{Lineage, LineageKind, RunRecord, RunState, RunStatus};
+use rl_process::{EngineState, Lineage, LineageKind, RunRecord, RunState, RunStatus};
 use rl_settings::{Caps, HeldOut, RunConfig, RunId, Value, run_dir};
 
 use crate::answers::Started;
@@ -196,7 +196,9 @@ impl Tools {
         // ports and the engine folder the child copies: they end first, as `rl runs stop`
         // ends them (and its events say what it found).
         let mut runs = self.runs()?;
-        if runs.status(parent, i64::MAX)?.run.state == RunState::Lost {
+        let parent_run = runs.status(parent, i64::MAX)?.run;
+        self.check_engine_has_state(&parent_run, continuation)?;
+        if parent_run.state == RunState::Lost {
             runs.stop(parent)?;
         }
         let parent_dir = run_dir(self.home(), parent);
@@ -234,6 +236,106 @@ impl Tools {
                 Some(lineage),
             ))
         })
+    }
+}
+
+impl Tools {
+    /// Refuses, before anything starts, a continuation of a run that trained on the local
+    /// engine whose engine database does not record the state it loads as saved: the engine
+    /// would answer `404 Checkpoint not found` only once every component had started. Names
+    /// the database, what it lacks, and a step whose state it has to fork from instead.
+    fn check_engine_has_state(
+        &self,
+        parent: &RunRecord,
+        continuation: &Continuation<'_>,
+    ) -> Result<(), ToolsError> {
+        if self.trained_on(parent)? != crate::hosted::TrainedOn::LocalEngine {
+            return Ok(());
+        }
+        let id = RunId::parse(&parent.id)?;
+        // The database its engine was started with (launch.json), when it is a file in the
+        // engine folder a continuation copies; another place or kind of database rl cannot
+        // read for it (the trainer still checks what it loads).
+        let engine_dir = rl_settings::RunFolder::of(self.home(), &id).engine();
+        let Some(database) = rl_process::LaunchPlan::load(self.home(), &id)
+            .ok()
+            .and_then(|plan| {
+                plan.spec(rl_process::Component::Engine)
+                    .and_then(|spec| rl_process::engine_database_of(&spec.args))
+            })
+            .filter(|database| database.starts_with(&engine_dir))
+        else {
+            return Ok(());
+        };
+        let (step, state) = (continuation.step, continuation.state_path);
+        let problem = match rl_process::engine_state(&database, state) {
+            EngineState::Completed | EngineState::NotAnEngineState => return Ok(()),
+            EngineState::NoDatabase { database } => format!(
+                "its engine database {} is missing, so the local engine would know none of its \
+                 saved states and refuse to load step {step}'s ({state}) once every component \
+                 had started; put the file back in the run's engine folder, or start a new run",
+                database.display()
+            ),
+            EngineState::Unreadable { database, reason } => format!(
+                "its engine database {} cannot be read ({reason}), so the local engine could \
+                 not load step {step}'s state ({state}); put back a good copy of the file, or \
+                 start a new run",
+                database.display()
+            ),
+            EngineState::NotRecorded { database } => format!(
+                "its engine database {} has no saved state {state} (step {step}), so the local \
+                 engine would refuse to load it once every component had started; {}",
+                database.display(),
+                self.states_in_engine(&database, &id, step)
+            ),
+            EngineState::NotCompleted { database, status } => format!(
+                "its engine database {} records the save of {state} (step {step}) as {}, not \
+                 completed, so the local engine would refuse to load it; {}",
+                database.display(),
+                status.to_lowercase(),
+                self.states_in_engine(&database, &id, step)
+            ),
+        };
+        let reason = format!("{problem} (nothing was started)");
+        Err(match continuation.kind {
+            LineageKind::Fork => ToolsError::NotForkable {
+                run_id: parent.id.clone(),
+                reason: problem,
+            },
+            _ => ToolsError::NotResumable {
+                run_id: parent.id.clone(),
+                reason,
+            },
+        })
+    }
+
+    /// The fix when the engine's `database` lacks the state of `missing`: a fork from the
+    /// latest other step of run `id` whose state it has, or, without one, a new run.
+    fn states_in_engine(&self, database: &std::path::Path, id: &RunId, missing: u64) -> String {
+        let loadable: Vec<u64> = crate::resume_point::forkable_states(&run_dir(self.home(), id))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(step, state)| {
+                *step != missing
+                    && rl_process::engine_state(database, state) == EngineState::Completed
+            })
+            .map(|(step, _)| step)
+            .collect();
+        match loadable.last() {
+            Some(latest) => format!(
+                "fork it from a step whose state the database has: `rl runs fork {id} --step \
+                 {latest}` (steps {}; `rl checkpoints list {id}` lists its checkpoints)",
+                loadable
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!(
+                "the database has none of its saved states (`rl checkpoints list {id}` lists \
+                 what it recorded); start a new run"
+            ),
+        }
     }
 }
 

@@ -2,12 +2,12 @@
 //! with atroposlib and rl's trainer's pins, and with `--engine local` a second one with the
 //! local engine's — then `config.toml` pointed at them. Idempotent (what is installed as
 //! pinned is left alone), repairing (a missing package or another version is installed
-//! again), and `uv` is used when it is on the PATH (much faster), else `venv` + `pip`. A
+//! again), and with uv (the one on the PATH, or rl's own), else `venv` + `pip`. A
 //! Python of the operator's own that the settings name is only looked at (`inspect_python`).
 
-use std::io::Write as _;
+use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use rl_python::{ATROPOSLIB, ENGINE_PACKAGE, ENGINE_REQUIREMENTS, Pin, TRAINER_REQUIREMENTS, pins};
 
@@ -100,44 +100,94 @@ pub fn inspect_python(part: Part, python: &Path) -> PartState {
     }
 }
 
-/// How packages are installed.
+/// How packages are installed: chosen at the first install (a setup with nothing to install
+/// installs no uv either) and kept.
+pub struct Installer<'a> {
+    home: PathBuf,
+    /// The uv looked for on the PATH first.
+    path_uv: &'static str,
+    say: &'a dyn Fn(&str),
+    chosen: OnceCell<Kind>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Installer {
+enum Kind {
     Uv(PathBuf),
     Pip,
 }
 
-impl Installer {
-    /// `uv` when it is on the PATH, else Python's own `venv` and `pip`.
-    pub fn find() -> Self {
-        let uv = Command::new("uv")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-        if uv {
-            Self::Uv(PathBuf::from("uv"))
-        } else {
-            Self::Pip
+impl<'a> Installer<'a> {
+    /// The installer of the venvs in `home`; `say` hears when it installs uv, or cannot.
+    pub fn new(home: &Path, say: &'a dyn Fn(&str)) -> Self {
+        Self {
+            home: home.to_owned(),
+            path_uv: "uv",
+            say,
+            chosen: OnceCell::new(),
         }
     }
 
+    /// `uv` when it is on the PATH; else rl's own (`venvs/uv` in the state directory,
+    /// installed with pip the first time); else, when that cannot be installed, Python's own
+    /// `venv` and `pip`, said with the reason.
+    fn kind(&self) -> &Kind {
+        self.chosen.get_or_init(|| {
+            if rl_python::version_of(Path::new(self.path_uv)).is_some() {
+                return Kind::Uv(PathBuf::from(self.path_uv));
+            }
+            let dir = self.home.join(VENVS).join("uv");
+            let log = self.home.join(VENVS).join(LOG);
+            if rl_python::version_of(&dir.join("bin").join("uv")).is_none() {
+                (self.say)(&format!(
+                    "uv: installing {}=={} into {} (it installs in seconds what pip takes \
+                     minutes for)",
+                    rl_python::UV.name,
+                    rl_python::UV.version,
+                    dir.display()
+                ));
+            }
+            let made = std::fs::create_dir_all(self.home.join(VENVS))
+                .map_err(|error| error.to_string())
+                .and_then(|()| rl_python::own_uv(&dir, &log).map_err(|error| error.to_string()));
+            match made {
+                Ok(uv) => Kind::Uv(uv),
+                Err(reason) => {
+                    (self.say)(&format!(
+                        "uv could not be installed ({reason}): using venv + pip"
+                    ));
+                    Kind::Pip
+                }
+            }
+        })
+    }
+
+    /// What installed packages: `None` when nothing has been installed yet.
+    pub fn used(&self) -> Option<&'static str> {
+        self.chosen.get().map(|kind| match kind {
+            Kind::Uv(_) => "uv",
+            Kind::Pip => "venv + pip",
+        })
+    }
+
+    /// What installs, choosing it now if it is not chosen yet: for saying what a step uses.
     pub fn name(&self) -> &'static str {
-        match self {
-            Self::Uv(_) => "uv",
-            Self::Pip => "venv + pip",
+        match self.kind() {
+            Kind::Uv(_) => "uv",
+            Kind::Pip => "venv + pip",
         }
     }
 
     pub(crate) fn create(&self, venv: &Path, log: &Path) -> Result<(), ToolsError> {
-        let mut command = match self {
-            Self::Uv(uv) => {
+        let mut command = match self.kind() {
+            Kind::Uv(uv) => {
                 let mut command = Command::new(uv);
-                command.args(["venv", "--python", "python3"]).arg(venv);
+                // Seeded with pip, as a venv of Python's own is: operators and repairs use it.
+                command
+                    .args(["venv", "--seed", "--python", "python3"])
+                    .arg(venv);
                 command
             }
-            Self::Pip => {
+            Kind::Pip => {
                 let mut command = Command::new("python3");
                 command.args(["-m", "venv"]).arg(venv);
                 command
@@ -153,13 +203,17 @@ impl Installer {
         args: &[&str],
         log: &Path,
     ) -> Result<(), ToolsError> {
-        let mut command = match self {
-            Self::Uv(uv) => {
+        let mut command = match self.kind() {
+            Kind::Uv(uv) => {
                 let mut command = Command::new(uv);
-                command.args(["pip", "install", "--python"]).arg(python);
+                // Compiled as pip compiles them: else a run's first start of each component
+                // compiles its imports, and a slow start loses races with the others.
+                command
+                    .args(["pip", "install", "--compile-bytecode", "--python"])
+                    .arg(python);
                 command
             }
-            Self::Pip => {
+            Kind::Pip => {
                 let mut command = Command::new(python);
                 command.args(["-m", "pip", "--disable-pip-version-check", "install"]);
                 command
@@ -171,35 +225,20 @@ impl Installer {
 
 /// Runs `command`, its output appended to `log`; a failure names the log's end.
 pub(crate) fn run_logged(command: &mut Command, log: &Path) -> Result<(), ToolsError> {
-    let io = |source| ToolsError::Io {
-        action: "write",
-        path: log.to_owned(),
-        source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(io)?;
-    writeln!(file, "$ {command:?}").map_err(io)?;
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| ToolsError::Internal(format!("cannot run {command:?}: {error}")))?;
-    file.write_all(&output.stdout).map_err(io)?;
-    file.write_all(&output.stderr).map_err(io)?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&output.stderr);
-    let tail: Vec<&str> = text.lines().rev().take(5).collect();
-    Err(ToolsError::Internal(format!(
-        "{} failed ({}): {}; the whole output is in {}",
-        command.get_program().to_string_lossy(),
-        output.status,
-        tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
-        log.display()
-    )))
+    rl_python::run_logged(command, log).map_err(|error| match error {
+        rl_python::PythonError::Io {
+            action,
+            path,
+            source,
+        } => ToolsError::Io {
+            action,
+            path,
+            source,
+        },
+        command @ rl_python::PythonError::Command { .. } => {
+            ToolsError::Internal(command.to_string())
+        }
+    })
 }
 
 /// Makes `part`'s venv hold its pins: created when missing, the pins installed when any is
@@ -207,7 +246,7 @@ pub(crate) fn run_logged(command: &mut Command, log: &Path) -> Result<(), ToolsE
 pub fn ensure(
     home: &Path,
     part: Part,
-    installer: &Installer,
+    installer: &Installer<'_>,
     say: &dyn Fn(&str),
 ) -> Result<PartState, ToolsError> {
     let before = inspect(home, part);
@@ -247,7 +286,7 @@ pub fn ensure(
     let first = format!("{}=={}", first.name, first.version);
     let listed = requirements.to_string_lossy().into_owned();
     say(&format!(
-        "{}: installing {} and {} pinned packages (minutes the first time)",
+        "{}: installing {} and {} pinned packages (downloaded the first time, kept in its cache)",
         part.name(),
         first,
         pins(text).len()
@@ -279,4 +318,39 @@ pub fn is_managed(home: &Path, python: &Path) -> bool {
     [Part::Trainer, Part::Engine]
         .into_iter()
         .any(|part| python == part.python(home))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// Where rl's own uv cannot be installed (its folder is a file here), pip installs, and
+    /// the operator is told why; nothing is chosen before the first install.
+    #[test]
+    fn without_a_uv_of_its_own_pip_installs_and_says_why() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(VENVS)).unwrap();
+        std::fs::write(home.path().join(VENVS).join("uv"), "not a folder").unwrap();
+        let heard = RefCell::new(Vec::new());
+        let say = |line: &str| heard.borrow_mut().push(line.to_owned());
+        let mut installer = Installer::new(home.path(), &say);
+        installer.path_uv = "rl-test-no-such-uv";
+        assert_eq!(installer.used(), None);
+        assert!(heard.borrow().is_empty());
+        assert_eq!(installer.name(), "venv + pip");
+        assert_eq!(installer.used(), Some("venv + pip"));
+        let heard = heard.borrow();
+        assert_eq!(heard.len(), 2, "{heard:?}");
+        assert!(
+            heard[0].starts_with("uv: installing uv==0.13.9 into "),
+            "{heard:?}"
+        );
+        assert!(
+            heard[1].starts_with("uv could not be installed (python3 failed")
+                && heard[1].ends_with("): using venv + pip"),
+            "{heard:?}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! A user's first hour, as the README tells it, in a fresh HOME with no `RL_*` variable: `rl`
 //! in a root of its own (the README's `cargo install` is run by `.ci/run`), `rl setup --engine local` from the
-//! package registry (pip's cache is the runner's, so only the first run downloads), a new
+//! package registry with the uv it installs for itself (pip's and uv's caches are the runner's,
+//! so only the first run downloads), a new
 //! environment written, selected and trained to `completed` on the local engine, its results
 //! read; then an older tinker SDK installed behind rl's back, named by `rl setup --check` and
 //! `rl doctor`, and put back by `rl setup`.
@@ -16,7 +17,8 @@ struct User {
     home: PathBuf,
     bin: PathBuf,
     path: String,
-    pip_cache: Option<PathBuf>,
+    /// The runner's own `~/.cache`, whose `pip` and `uv` folders the user's installs share.
+    caches: Option<PathBuf>,
 }
 
 impl User {
@@ -36,8 +38,10 @@ impl User {
             .env("NO_COLOR", "1")
             .current_dir(&self.home)
             .stdin(Stdio::null());
-        if let Some(cache) = &self.pip_cache {
-            command.env("PIP_CACHE_DIR", cache);
+        if let Some(caches) = &self.caches {
+            command
+                .env("PIP_CACHE_DIR", caches.join("pip"))
+                .env("UV_CACHE_DIR", caches.join("uv"));
         }
         command
     }
@@ -110,7 +114,7 @@ fn a_new_user_installs_sets_up_trains_and_repairs() {
             prefix.join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         ),
-        pip_cache: runner_home.map(|runner| runner.join(".cache/pip")),
+        caches: runner_home.map(|runner| runner.join(".cache")),
         home,
     };
 
@@ -149,6 +153,12 @@ fn a_new_user_installs_sets_up_trains_and_repairs() {
         Duration::from_secs(1500),
     );
     assert!(made.status.success(), "{}", text(&made));
+    // uv is not on this user's PATH (unless the runner's has one): rl installs its own.
+    assert!(
+        String::from_utf8_lossy(&made.stdout).contains("(with uv)"),
+        "{}",
+        text(&made)
+    );
     let config = std::fs::read_to_string(user.state().join("config.toml")).unwrap();
     assert!(
         config.starts_with("# mine\nmax_active_runs = 2\n"),
@@ -387,15 +397,12 @@ fn setup_uses_uv_when_it_is_on_the_path() {
             tools.join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         ),
-        pip_cache: None,
+        // uv's cache is the runner's, as in the journey: only the first run downloads.
+        caches: runner_home.map(|runner| runner.join(".cache")),
         home,
     };
     let mut command = user.command(&user.bin.join("rl"));
     command.arg("setup");
-    if let Some(runner) = &runner_home {
-        // uv's cache is the runner's, as pip's is in the journey: only the first run downloads.
-        command.env("UV_CACHE_DIR", runner.join(".cache/uv"));
-    }
     let made = bounded(command, Duration::from_secs(1200));
     assert!(made.status.success(), "{}", text(&made));
     assert!(
@@ -405,6 +412,10 @@ fn setup_uses_uv_when_it_is_on_the_path() {
     );
     let log = std::fs::read_to_string(user.state().join("venvs/setup.log")).unwrap();
     assert!(log.contains("uv"), "{log}");
+    assert!(
+        !user.state().join("venvs/uv").exists(),
+        "rl installed a uv of its own beside the one on the PATH"
+    );
     let checked = user.rl(&["setup", "--check"], Duration::from_secs(120));
     assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
 }

@@ -3,8 +3,9 @@
 //! taskset with a tool) and reverse-text (a v0 environment), each run by verifiers' Python of
 //! its kind (`target/vf1-venv`, `target/vf0-venv` as `[verifiers] python_v1|python_v0`). They
 //! are listed with their kind and fields, configured, pre-flighted against the fixture
-//! server's models and trained together on the local engine; refused before anything starts
-//! without a Python of their kind; and pre-flighted in a network namespace where anything but
+//! server's models and trained on the local engine (unit-convert here; digit-sum and
+//! reverse-text in the loopback-only namespace); refused before anything starts without a
+//! Python of their kind; and pre-flighted and trained in a network namespace where anything but
 //! loopback is seen.
 
 use std::collections::BTreeSet;
@@ -19,8 +20,8 @@ use crate::serve::StartedRuns;
 use crate::training::lines;
 use crate::{rl_in, test_python, workspace_root};
 
-/// Three steps of two groups of four (a batch of 8): short runs that still train.
-const SHORT_RUN: (&str, &str) = ("total_steps = 12", "total_steps = 3");
+/// Two steps of two groups of four (a batch of 8): short runs that still train.
+const SHORT_RUN: (&str, &str) = ("total_steps = 12", "total_steps = 2");
 /// Two groups under way at once, a step's worth: a v1 rollout is a process of its own (the
 /// harness's chat program), and three runs of eight groups of four would start 64 of them on
 /// this machine's two cores.
@@ -97,7 +98,7 @@ const FIXTURES: [Fixture; 3] = [
 /// them), beside its own.
 const RUN_LEVEL: [&str; 2] = ["group_size", "batch_size"];
 
-/// A state directory for the verifiers fixtures on the local engine, runs of three steps.
+/// A state directory for the verifiers fixtures on the local engine, runs of two steps.
 fn verifiers_stack(first: &str) -> Stack {
     let python = test_python();
     let engine = rl_test_support::local_engine();
@@ -250,7 +251,7 @@ fn assert_trained(stack: &Stack, fixture: &Fixture, id: &str) {
         .iter()
         .filter(|row| row.get("step").is_some())
         .collect();
-    assert_eq!(steps.len(), 3, "one row per step: {metrics:#?}");
+    assert_eq!(steps.len(), 2, "one row per step: {metrics:#?}");
     for row in &steps {
         assert!(row["reward/mean"].is_f64(), "{}: {row}", fixture.name);
         for reward in fixture.rewards {
@@ -264,7 +265,7 @@ fn assert_trained(stack: &Stack, fixture: &Fixture, id: &str) {
     let status = stack.json(&["runs", "status", id]);
     let groups = &status["groups"];
     assert!(
-        groups["made"].as_u64().is_some_and(|made| made >= 6),
+        groups["made"].as_u64().is_some_and(|made| made >= 4),
         "{}: {groups:#}",
         fixture.name
     );
@@ -277,8 +278,10 @@ fn assert_trained(stack: &Stack, fixture: &Fixture, id: &str) {
     assert_nothing_left(stack, id);
 }
 
-/// The three fixtures from listing to training: one state directory, one fixture server, the
-/// three runs trained at once.
+/// The three fixtures from listing to pre-flight, and unit-convert (a v1 taskset with a tool
+/// server) trained as configured: one state directory, one fixture server. The other two are
+/// trained in `preflights_and_training_reach_nothing_but_loopback` (one training each is
+/// enough, and the suite's time is dear).
 #[test]
 #[ignore = "needs the test venvs (verifiers v1 and v0, the local engine); run through cargo xtask test"]
 fn the_three_fixtures_are_listed_configured_preflighted_and_trained() {
@@ -307,18 +310,13 @@ fn the_three_fixtures_are_listed_configured_preflighted_and_trained() {
     }
     drop(server);
 
-    // Started together, each as its environment was configured.
-    let mut runs = StartedRuns {
+    let unit_convert = &FIXTURES[1];
+    stack.json(&["select", unit_convert.name]);
+    let runs = StartedRuns {
         home: stack.home.path(),
-        ids: Vec::new(),
+        ids: vec![stack.start()],
     };
-    for fixture in &FIXTURES {
-        stack.json(&["select", fixture.name]);
-        runs.ids.push(stack.start());
-    }
-    for (fixture, id) in FIXTURES.iter().zip(&runs.ids) {
-        assert_trained(&stack, fixture, id);
-    }
+    assert_trained(&stack, unit_convert, &runs.ids[0]);
 }
 
 /// Without a Python of its kind (no `[verifiers]` settings, no venv of its own) a verifiers
@@ -447,9 +445,33 @@ fn require_network_namespaces() {
     );
 }
 
-/// `rl args` with `home` in a loopback-only namespace against the fixture server listening
-/// there (`--base-url` given); its output and the packets that tried to leave.
-fn in_loopback_namespace(home: &Path, args: &[&str]) -> (Output, u64, Vec<Value>) {
+/// The fixture server's address in the loopback-only namespace.
+const BASE_URL_IN_NAMESPACE: &str = "http://127.0.0.1:18080/v1";
+
+/// Run in the namespace as `sh -c TRAIN_EACH sh RL NAME...`: each environment named selected
+/// and a run of it started, then every run of the state directory waited for to its end.
+const TRAIN_EACH: &str = r#"
+rl="$1"
+shift
+for env in "$@"; do
+    "$rl" select "$env" > /dev/null || exit 1
+    "$rl" runs start > /dev/null || exit 1
+done
+status=0
+for run in "$RL_HOME"/runs/*/; do
+    "$rl" runs wait "$(basename "$run")" --until finished --timeout 1800 > /dev/null || status=$?
+done
+exit "$status"
+"#;
+
+/// With `home`, in a loopback-only namespace where the fixture server listens at
+/// [`BASE_URL_IN_NAMESPACE`], `rl ARGS` (`script` None) or `sh -c SCRIPT sh RL ARGS`; its
+/// output, the packets that tried to leave and the requests the fixture server answered.
+fn in_loopback_namespace(
+    home: &Path,
+    script: Option<&str>,
+    args: &[&str],
+) -> (Output, u64, Vec<Value>) {
     let scratch = tempfile::tempdir().unwrap();
     let rl = crate::rl_command(home);
     let mut command = Command::new("unshare");
@@ -457,10 +479,13 @@ fn in_loopback_namespace(home: &Path, args: &[&str]) -> (Output, u64, Vec<Value>
         .args(["-n", "-m", "sh", "-c", LOOPBACK_ONLY, "sh"])
         .arg(test_python())
         .arg(workspace_root().join("fixtures/openai-server/openai_server.py"))
-        .arg(scratch.path())
+        .arg(scratch.path());
+    if let Some(script) = script {
+        command.args(["sh", "-c", script, "sh"]);
+    }
+    command
         .arg(rl.get_program())
         .args(args)
-        .args(["--base-url", "http://127.0.0.1:18080/v1"])
         .current_dir(workspace_root());
     for (name, value) in rl.get_envs() {
         match value {
@@ -480,11 +505,12 @@ fn in_loopback_namespace(home: &Path, args: &[&str]) -> (Output, u64, Vec<Value>
 }
 
 /// A pre-flight of a v1 (digit-sum) and a v0 (reverse-text) environment reaches nothing but
-/// loopback. verifiers' `null` harness prepares its chat program with `uv` from the package
-/// registry once (rl locks it then); one pre-flight outside the namespace does that first.
+/// loopback, and so do their runs on the local engine, trained at once to `completed`.
+/// verifiers' `null` harness prepares its chat program with `uv` from the package registry
+/// once (rl locks it then); one pre-flight outside the namespace does that first.
 #[test]
-#[ignore = "needs the test venvs (verifiers v1 and v0), root and network namespaces; run through cargo xtask test"]
-fn preflights_reach_nothing_but_loopback() {
+#[ignore = "needs the test venvs (verifiers v1 and v0, the local engine), root and network namespaces; run through cargo xtask test"]
+fn preflights_and_training_reach_nothing_but_loopback() {
     require_network_namespaces();
     let stack = verifiers_stack("digit-sum");
     let server = FixtureServer::start(&test_python(), None);
@@ -505,8 +531,10 @@ fn preflights_reach_nothing_but_loopback() {
             "1",
             "--group-size",
             "2",
+            "--base-url",
+            BASE_URL_IN_NAMESPACE,
         ];
-        let (output, sent, requests) = in_loopback_namespace(stack.home.path(), &args);
+        let (output, sent, requests) = in_loopback_namespace(stack.home.path(), None, &args);
         assert!(
             output.status.success(),
             "{name}: {}{}",
@@ -529,6 +557,49 @@ fn preflights_reach_nothing_but_loopback() {
             "{name}: {sent} packets tried to leave loopback: {report:#}"
         );
     }
+
+    let trained = [&FIXTURES[0], &FIXTURES[2]];
+    for fixture in trained {
+        stack.json(&["select", fixture.name]);
+        stack.json(&["config", "set", "batch_size", "8"]);
+        stack.json(&["config", "set", "group_size", "4"]);
+    }
+    let names: Vec<&str> = trained.iter().map(|fixture| fixture.name).collect();
+    let (output, sent, _) = in_loopback_namespace(stack.home.path(), Some(TRAIN_EACH), &names);
+    let listed = stack.json(&["runs", "list"]);
+    let runs = StartedRuns {
+        home: stack.home.path(),
+        ids: listed["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run["run_id"].as_str().unwrap().to_owned())
+            .collect(),
+    };
+    assert!(
+        output.status.success(),
+        "{}{}\n{listed:#}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(runs.ids.len(), 2, "{listed:#}");
+    for fixture in trained {
+        let run = listed["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|run| {
+                run["environment"]
+                    .as_str()
+                    .is_some_and(|name| name.starts_with(&format!("{}@", fixture.name)))
+            })
+            .unwrap_or_else(|| panic!("no run of {}: {listed:#}", fixture.name));
+        assert_trained(&stack, fixture, run["run_id"].as_str().unwrap());
+    }
+    assert_eq!(
+        sent, 0,
+        "{sent} packets of the runs tried to leave loopback"
+    );
 }
 
 /// The selected environment's pre-flight of one group of two against the fixture server's

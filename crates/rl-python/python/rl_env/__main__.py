@@ -52,22 +52,31 @@ GO_POLL_SECONDS = 0.2
 def hold_registration(env_class, go_file: str | None) -> None:
     """With `RL_ENV_GO_FILE`, the environment was started before the run's other components:
     its setup (imports, tokenizer, data: atroposlib's `env_manager` runs `setup` first) goes
-    on at once, and its registration with run-api waits until rl's supervisor writes the file,
-    once the others are ready. An environment that cannot set up fails in seconds."""
-    if not go_file or not hasattr(env_class, "register_env"):
+    on at once, and what follows it waits until rl's supervisor writes the file, once the
+    others are ready: `setup_wandb` (which asks run-api for the WandB project, with no retry
+    when run-api is not up yet) and `register_env`. An environment that cannot set up fails in
+    seconds."""
+    if not go_file:
         return
-    original = env_class.register_env
+    for name in ("setup_wandb", "register_env"):
+        if hasattr(env_class, name):
+            setattr(env_class, name, held(getattr(env_class, name), go_file))
 
-    async def register_env(self, *args, **kwargs):
+
+def held(method, go_file: str):
+    """`method`, run once `go_file` exists."""
+
+    async def after_go(self, *args, **kwargs):
         import asyncio
 
         if not os.path.exists(go_file):
             print("rl_env: set up; waiting for the run's other components before registering", file=sys.stderr, flush=True)
             while not os.path.exists(go_file):
                 await asyncio.sleep(GO_POLL_SECONDS)
-        return await original(self, *args, **kwargs)
+        return await method(self, *args, **kwargs)
 
-    env_class.register_env = register_env
+    after_go.__name__ = method.__name__
+    return after_go
 
 
 MODULE_VARIABLE = "RL_ENV_MODULE"

@@ -80,6 +80,13 @@ class LegacyAdapter:
                 f"{self.module.__name__}.load_environment() returned {type(env).__name__}, not a "
                 "verifiers Environment (verifiers v0: import verifiers as vf)"
             )
+        message_type = getattr(env, "message_type", "chat")
+        if message_type != "chat":
+            raise LoadError(
+                f"{self.module.__name__} is a {message_type!r}-style environment (message_type="
+                f"{message_type!r}): rl samples a policy through chat completions only, so it "
+                "refuses environments that are not chat"
+            )
         sandboxed = sandboxed_part(env)
         if sandboxed is not None:
             raise LoadError(

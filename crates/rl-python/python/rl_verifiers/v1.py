@@ -4,7 +4,9 @@ It loads an environment as `vf.load_environment` would, with an explicit config 
 keeps everything on this machine: every agent seat runs in the `subprocess` runtime,
 with the tool-less `null` harness unless the taskset ships its own, tool servers must
 be local (so no tunnel is ever minted), and no eval run is opened (results are never
-pushed: rl drives `Env.slots`/`Env.run_slot` itself, not the `vf-eval` runner). A group
+pushed: rl drives `Env.slots`/`Env.run_slot` itself, not the `vf-eval` runner). A taskset
+whose prompts hold images is refused (rl trains text models); an endless one (`INFINITE`)
+is drawn lazily like any other. A group
 is `size` episodes of one task; each episode's trainable trace is one `Rollout`, each of
 its root-to-leaf branches with sampled tokens one training `Sequence`.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -52,6 +55,9 @@ PRIME_INFERENCE_BLOCKED = "http://127.0.0.1:9/prime-inference-is-not-used-by-rl/
 RL_OWNED_TASKSET_FIELDS = ("id",)
 # The renderer the training client uses, as JSON (see the module's doc).
 RENDERER_VARIABLE = "RL_VERIFIERS_RENDERER"
+# Tasks looked at as the environment loads for what rl cannot train (an endless taskset's
+# first ones: iterating stops there).
+TASKS_CHECKED = 8
 
 
 def open_adapter(module: ModuleType, environ: Mapping[str, str] = os.environ) -> "V1Adapter":
@@ -140,6 +146,24 @@ def task_key(data: Any) -> str:
     """A task's identity by its content (rl_env's item key of its data, its position `idx`
     left out, so the same task keeps its key when the taskset grows or is reordered)."""
     return item_key(data.model_dump(mode="json", exclude_none=True, exclude={"idx"}))
+
+
+def untrainable(data: Any) -> Optional[str]:
+    """Why rl cannot train on a task (its data), or None: a prompt with an image (verifiers'
+    `ImageUrlContentPart`, the one content part beside text) needs a vision model, and rl's
+    trainer samples and trains text only (its generate route refuses multimodal input)."""
+    prompt = getattr(data, "prompt", None)
+    if not isinstance(prompt, list):
+        return None
+    for message in prompt:
+        content = getattr(message, "content", None)
+        if isinstance(content, list) and any(getattr(part, "type", "text") != "text" for part in content):
+            name = data.name or data.id or f"#{data.idx}"
+            return (
+                f"task {name}'s prompt holds an image: rl trains text models only, so it refuses "
+                "multimodal tasksets"
+            )
+    return None
 
 
 def describe_error(error: Any) -> str:
@@ -243,6 +267,7 @@ class V1Adapter:
         """Loads the environment with the taskset config's own fields `own_args`."""
         self.env = self.vf.load_environment(self.env_config(own_args))
         self.check_local()
+        self.check_trainable()
 
     # --- loading -------------------------------------------------------------------
 
@@ -310,6 +335,15 @@ class V1Adapter:
                     "rl runs tool servers locally only (set its runtime to subprocess)"
                 )
 
+    def check_trainable(self) -> None:
+        """Refuse, before any rollout, a taskset whose first tasks rl cannot train (see
+        `untrainable`); a later task that cannot be trained fails its own rollouts saying why
+        (`run_group`)."""
+        for task in itertools.islice(self.env.taskset, TASKS_CHECKED):
+            reason = untrainable(task.data)
+            if reason is not None:
+                raise LoadError(reason)
+
     # --- the Adapter interface ----------------------------------------------------------
 
     def own_fields(self) -> Dict[str, Any]:
@@ -346,6 +380,9 @@ class V1Adapter:
         )
 
     async def run_group(self, task: Task, size: int, endpoint: Endpoint, sampling: Dict[str, Any]) -> List[Rollout]:
+        reason = untrainable(task.payload.data)
+        if reason is not None:
+            return [Rollout(reward=0.0, error=reason) for _ in range(size)]
         vf = self.vf
         context = vf.ModelContext(
             model=endpoint.model,

@@ -146,6 +146,46 @@ class HoldRegistrationTest(unittest.TestCase):
         asyncio.run(register_with_the_go_file_written_later())
         self.assertTrue(Env.registered)
 
+    def test_wandb_setup_waits_for_the_go_file_too(self):
+        """atroposlib's `env_manager` asks run-api for the WandB project (`setup_wandb`) right
+        after `setup`, before `register_env`, and fails when run-api is not up yet: it waits too."""
+        import asyncio
+        import threading
+
+        from rl_env.__main__ import hold_registration
+
+        class Env:
+            calls = []
+
+            async def setup(self):
+                Env.calls.append("setup")
+
+            async def setup_wandb(self):
+                Env.calls.append("setup_wandb")
+
+            async def register_env(self):
+                Env.calls.append("register_env")
+
+            async def env_manager(self):
+                await self.setup()
+                await self.setup_wandb()
+                await self.register_env()
+
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        go = os.path.join(folder.name, "env-go")
+        hold_registration(Env, go)
+
+        async def manage_with_the_go_file_written_later():
+            threading.Timer(0.5, lambda: open(go, "w").close()).start()
+            task = asyncio.create_task(Env().env_manager())
+            await asyncio.sleep(0.3)
+            self.assertEqual(Env.calls, ["setup"], "went past setup before the go file")
+            await asyncio.wait_for(task, 10)
+
+        asyncio.run(manage_with_the_go_file_written_later())
+        self.assertEqual(Env.calls, ["setup", "setup_wandb", "register_env"])
+
     def test_without_the_variable_nothing_is_held(self):
         from rl_env.__main__ import hold_registration
 

@@ -145,6 +145,24 @@ class AdapterTests(unittest.TestCase):
         self.assertEqual(sandboxed_part(group), "MyEnv")
         self.assertIsNone(sandboxed_part(fixture_adapter(num_examples=2).env))
 
+    def test_a_completion_style_environment_is_refused_naming_why(self):
+        import types
+
+        import verifiers as vf
+        from datasets import Dataset
+
+        from rl_verifiers.environment import LoadError
+        from rl_verifiers.legacy import open_adapter
+
+        module = types.ModuleType("completion_style")
+        rows = Dataset.from_list([{"prompt": "2 + 2 =", "answer": "4"}])
+        module.load_environment = lambda: vf.SingleTurnEnv(dataset=rows, message_type="completion", rubric=vf.Rubric())
+        with self.assertRaises(LoadError) as ctx:
+            open_adapter(module).load({})
+        said = str(ctx.exception)
+        self.assertIn("message_type='completion'", said)
+        self.assertIn("refuses environments that are not chat", said)
+
 
 @unittest.skipUnless(verifiers_v0(), NEEDS)
 class EndToEndTests(unittest.TestCase):

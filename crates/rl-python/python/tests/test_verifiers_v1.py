@@ -401,3 +401,118 @@ class UnitConvertTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# Tasksets written by the tests below (no fixture of their own: each is a few lines).
+ENDLESS_TASKSET = '''
+import itertools
+import verifiers.v1 as vf
+
+class EndlessData(vf.TaskData):
+    number: int
+
+class EndlessTask(vf.Task[EndlessData]):
+    @vf.reward(weight=1.0)
+    async def correct(self, trace: vf.Trace) -> float:
+        return float(str(sum(int(d) for d in str(self.data.number))) in trace.last_reply)
+
+class EndlessTaskset(vf.Taskset[EndlessTask, vf.TasksetConfig]):
+    INFINITE = True
+
+    def load(self):
+        for number in itertools.count(10):
+            yield EndlessTask(EndlessData(prompt=f"Sum the digits of {number}.", number=number), self.config.task)
+
+__all__ = ["EndlessTaskset"]
+'''
+PICTURE_TASKSET = '''
+import verifiers.v1 as vf
+
+PIXEL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+class PictureTask(vf.Task[vf.TaskData]):
+    @vf.reward(weight=1.0)
+    async def answered(self, trace: vf.Trace) -> float:
+        return float(bool(trace.last_reply))
+
+class PictureTaskset(vf.Taskset[PictureTask, vf.TasksetConfig]):
+    def load(self):
+        text = vf.TextContentPart(text="How many dots?")
+        image = vf.ImageUrlContentPart(image_url=vf.ImageUrlSource(url=PIXEL))
+        for n in range(3):
+            data = vf.TaskData(name=f"dots-{n}", prompt=[vf.UserMessage(content=[text, image])])
+            yield PictureTask(data, self.config.task)
+
+__all__ = ["PictureTaskset"]
+'''
+
+
+def written_taskset(test, name, source):
+    """The adapter of taskset package `name` (its `__init__.py` is `source`) in a folder the
+    test removes, loaded with no own settings."""
+    from rl_verifiers.v1 import open_adapter
+
+    folder = tempfile.mkdtemp()
+    test.addCleanup(shutil.rmtree, folder, True)
+    (Path(folder) / name).mkdir()
+    (Path(folder) / name / "__init__.py").write_text(source)
+    sys.path.insert(0, folder)
+    test.addCleanup(sys.path.remove, folder)
+    adapter = open_adapter(importlib.import_module(name), {})
+    adapter.load({})
+    return adapter
+
+
+@unittest.skipIf(SKIP_REASON is not None, SKIP_REASON or "")
+class WhatRlTrainsTest(unittest.TestCase):
+    """Tasksets beyond the fixtures': an endless one (`INFINITE`, a generator `load`) is drawn
+    lazily and trains; one whose prompts hold images is refused as it loads."""
+
+    def test_an_endless_taskset_loads_draws_without_end_and_trains(self):
+        from transformers import AutoTokenizer
+
+        from rl_env import HELD_OUT, TRAINING, Split
+        from rl_verifiers.adapter import Endpoint
+        from rl_verifiers.environment import TaskDraw
+
+        adapter = written_taskset(self, "endless_sum_taskset", ENDLESS_TASKSET)
+        self.assertFalse(adapter.env.taskset.bounded)
+
+        async def draw(split, count):
+            tasks = TaskDraw(adapter, split)
+            return [await tasks.next() for _ in range(count)]
+
+        training = asyncio.run(draw(Split(items=TRAINING, fraction=0.2, seed=0), 300))
+        held_out = asyncio.run(draw(Split(items=HELD_OUT, fraction=0.2, seed=0), 20))
+        numbers = [task.payload.data.number for task in training]
+        self.assertEqual(len(set(numbers)), 300, "each drawn task is a new one")
+        self.assertGreater(max(numbers), 300)
+        self.assertFalse({t.key for t in training} & {t.key for t in held_out})
+        self.assertEqual(len({t.key for t in held_out}), 20)
+
+        tokenizer = AutoTokenizer.from_pretrained(str(TOKENIZER))
+        answer = str(sum(int(d) for d in str(numbers[0])))
+        fake = FakeModelServer(lambda body: answer, tokenizer)
+        self.addCleanup(fake.close)
+        endpoint = Endpoint(fake.base_url, "policy", "sk-fake", True, str(TOKENIZER))
+
+        async def group():
+            async with adapter.serving():
+                return await adapter.run_group(training[0], 2, endpoint, {"max_tokens": 8, "temperature": 1.0})
+
+        rollouts = asyncio.run(asyncio.wait_for(group(), 300))
+        self.assertEqual([r.error for r in rollouts], [None, None])
+        self.assertEqual([r.rewards["correct"] for r in rollouts], [1.0, 1.0])
+        self.assertTrue(all(len(r.sequences) == 1 for r in rollouts))
+
+    def test_a_taskset_whose_prompts_hold_images_is_refused_as_it_loads(self):
+        import verifiers.v1 as vf
+
+        from rl_verifiers.environment import LoadError
+        from rl_verifiers.v1 import untrainable
+
+        with self.assertRaisesRegex(LoadError, "task dots-0's prompt holds an image: rl trains text models only"):
+            written_taskset(self, "picture_taskset", PICTURE_TASKSET)
+        text = vf.TaskData(prompt=[vf.UserMessage(content=[vf.TextContentPart(text="hi")])])
+        self.assertIsNone(untrainable(text))
+        self.assertIsNone(untrainable(vf.TaskData(prompt="hi")))

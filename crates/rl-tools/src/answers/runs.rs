@@ -436,6 +436,73 @@ impl RunEntry {
             sweep_id: run.sweep,
         }
     }
+
+    /// Its error in one line, as a table of runs shows it: never cut before its cause.
+    pub fn error_headline(&self) -> Option<String> {
+        self.error.as_deref().map(error_headline)
+    }
+}
+
+/// A run's error in one line: its first line, without the pointer to the log lines below it
+/// (`; last lines of LOG:`), which one line cannot show. When what precedes names no cause
+/// (no `: ` after what ended, as when rl's trainer refused without a Python exception, its
+/// last words the last line of its log), the log's last line that says something follows
+/// it: the line of a failure is never cut before its cause.
+fn error_headline(error: &str) -> String {
+    let mut lines = error.lines();
+    let first = lines.next().unwrap_or_default().trim_end();
+    let Some((head, _)) = first
+        .strip_suffix(':')
+        .and_then(|line| line.rsplit_once("; last lines of "))
+    else {
+        return first.to_owned();
+    };
+    if head.contains(": ") {
+        return head.to_owned();
+    }
+    match lines
+        .rev()
+        .map(str::trim)
+        .find(|line| line.chars().any(char::is_alphanumeric))
+    {
+        Some(last) => format!("{head}: {last}"),
+        None => head.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod headline_tests {
+    use super::error_headline;
+
+    #[test]
+    fn a_failure_whose_cause_is_only_in_the_log_keeps_it_in_its_line() {
+        // rl's trainer refused (a 404 of the engine) without a Python exception: its last
+        // words are the last line of its log, and the only place the cause is.
+        let error = "trainer exited with code 1 before it was ready; last lines of \
+                     /h/runs/ab/trainer.log:\n[rl-trainer] connecting\n\
+                     rl-trainer: setup failed: Checkpoint not found: model_1/step_4\n\n";
+        assert_eq!(
+            error_headline(error),
+            "trainer exited with code 1 before it was ready: rl-trainer: setup failed: \
+             Checkpoint not found: model_1/step_4"
+        );
+        // A cause already in the first line is kept there, the log pointer left out.
+        let error = "env exited with code 1: LookupError: words not found; last lines of \
+                     /h/env.log:\n  raise LookupError(\n*****\n";
+        assert_eq!(
+            error_headline(error),
+            "env exited with code 1: LookupError: words not found"
+        );
+        // One line with no log after it is the error.
+        assert_eq!(
+            error_headline("its supervisor is gone; `rl runs stop` ended what it found"),
+            "its supervisor is gone; `rl runs stop` ended what it found"
+        );
+        assert_eq!(
+            error_headline("trainer exited with code 1; its log /h/t.log is empty"),
+            "trainer exited with code 1; its log /h/t.log is empty"
+        );
+    }
 }
 
 /// A run's events after a cursor.
