@@ -157,14 +157,22 @@ pub(crate) fn check_same_base_model(
     }
 }
 
-/// Refuses a config the local engine would fail on seconds after its start: a LoRA rank above
-/// the engine's `max_lora_rank` (skyrl-tx's `--backend-config`), said before anything starts.
+/// Refuses a config the local engine would fail on seconds after its start, or would train
+/// otherwise than asked: a LoRA rank above the engine's `max_lora_rank` (skyrl-tx's
+/// `--backend-config`), a loss it does not compute; said before anything starts.
 pub(crate) fn check_engine_fits(
     settings: &Settings,
     config: &RunConfig,
 ) -> Result<(), ConfigError> {
     if !settings.engine.is_local() {
         return Ok(());
+    }
+    let trainer = config.trainer()?;
+    if let Some(reason) = trainer.algorithm.refused_by_the_local_engine() {
+        return Err(ConfigError::InvalidInput {
+            what: format!("loss {}", trainer.algorithm.loss),
+            reason,
+        });
     }
     let most = settings
         .engine
@@ -174,7 +182,7 @@ pub(crate) fn check_engine_fits(
             rl_settings::Value::Int(most) => Some(*most),
             _ => None,
         });
-    let rank = config.trainer()?.lora_rank;
+    let rank = trainer.lora_rank;
     match most {
         Some(most) if i64::from(rank) > most => Err(ConfigError::InvalidInput {
             what: format!("lora_rank {rank}"),
@@ -401,6 +409,26 @@ mod tests {
         );
         // A hosted service's limits are its own to say.
         assert!(check_engine_fits(&Settings::default(), &config("m", 512)).is_ok());
+    }
+
+    #[test]
+    fn a_loss_the_local_engine_lacks_is_refused_before_the_start() {
+        let settings = local_engine("/models/a", 8);
+        let mut asking = config("/models/a", 8);
+        asking.tinker.insert("loss".to_owned(), "ppo".into());
+        assert!(check_engine_fits(&settings, &asking).is_ok());
+        asking.tinker.insert("loss".to_owned(), "cispo".into());
+        let refused = check_engine_fits(&settings, &asking)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("loss cispo")
+                && refused.contains("local engine (skyrl-tx 0.3.0)")
+                && refused.contains("importance_sampling or ppo"),
+            "{refused}"
+        );
+        // The hosted service takes every loss rl offers.
+        assert!(check_engine_fits(&Settings::default(), &asking).is_ok());
     }
 
     #[test]

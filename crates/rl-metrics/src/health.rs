@@ -44,7 +44,7 @@ impl Default for HealthPolicy {
 
 /// What the caller knows about the run's processes (metrics alone cannot tell a finished run
 /// from a stalled one).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Activity {
     pub running: bool,
     /// Unix seconds when the run started running, the floor for "no new step since".
@@ -54,9 +54,21 @@ pub struct Activity {
     /// Where rl's trainer says it is in its step, and since when (Unix seconds); `None` when
     /// it says nothing (another trainer, or before its first step).
     pub phase: Option<(Phase, f64)>,
-    /// Unix seconds when the environment last returned from making a group (`rl_env`'s
-    /// counts); `None` when it has not yet, or is not counted.
-    pub last_group: Option<f64>,
+    /// What the environment's groups file says; `None` when it has none (no group ended
+    /// yet, or not counted).
+    pub groups: Option<GroupsSeen>,
+}
+
+/// The environment's groups as its counts file (`env-groups.json`) tells them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupsSeen {
+    /// Unix seconds when it last made a group the trainer is sent; `None` before the first.
+    pub last_sent: Option<f64>,
+    /// Unix seconds when a group last ended, however it ended (sent, failed, timed out,
+    /// dropped).
+    pub last_ended: Option<f64>,
+    /// How the groups so far ended, in words (`4 of 5 ended without a group to send, …`).
+    pub so_far: String,
 }
 
 /// The part of a step rl's trainer is in (`trainer-phase.json`).
@@ -185,7 +197,7 @@ pub struct HealthDigest {
 }
 
 impl HealthDigest {
-    pub fn assess(trainer: &LoggedRun, activity: Activity, policy: &HealthPolicy) -> Self {
+    pub fn assess(trainer: &LoggedRun, activity: &Activity, policy: &HealthPolicy) -> Self {
         let start = trainer.history.len().saturating_sub(policy.window_rows);
         let rows = &trainer.history[start..];
         let window = window_of(rows);
@@ -259,10 +271,8 @@ fn minutes(secs: f64) -> String {
     }
 }
 
-/// Who the stall is blamed on, and in which words, from where the trainer says it is. A trainer
-/// waiting for its batch waits on the environment when it made no group since the wait began,
-/// or none for as long as a stall (`limit`: a few groups that trickled in, then silence).
-fn blame(activity: Activity, limit: f64) -> (StallComponent, String) {
+/// Who the stall is blamed on, and in which words, from where the trainer says it is.
+fn blame(activity: &Activity, limit: f64) -> (StallComponent, String) {
     let now = activity.now;
     let Some((phase, since)) = activity.phase else {
         return (
@@ -273,24 +283,7 @@ fn blame(activity: Activity, limit: f64) -> (StallComponent, String) {
     let held = minutes(now - since);
     let word = phase.as_str();
     match phase {
-        Phase::Wait => match activity.last_group {
-            Some(last) if last >= since && now - last < limit => (
-                StallComponent::Api,
-                format!(
-                    "the trainer is waiting for a batch from run-api (the environment is making \
-                     groups, the last {} ago; waiting for {held})",
-                    minutes(now - last)
-                ),
-            ),
-            last => (
-                StallComponent::Environment,
-                format!(
-                    "the environment is not sending (no group for {}; the trainer is waiting for a \
-                     batch)",
-                    minutes(now - last.unwrap_or(since))
-                ),
-            ),
-        },
+        Phase::Wait => blame_waiting(activity.groups.as_ref(), now, since, limit),
         Phase::ForwardBackward
         | Phase::Optim
         | Phase::Save
@@ -310,7 +303,57 @@ fn blame(activity: Activity, limit: f64) -> (StallComponent, String) {
     }
 }
 
-fn stalled(rows: &[HistoryRow], activity: Activity, policy: &HealthPolicy) -> Option<HealthFlag> {
+/// A trainer waiting for its batch (since `since`) waits on run-api only while the environment
+/// sends it groups: one sent since the wait began and within a stall (`limit`). Else the
+/// environment is blamed, in the words of what its file shows: groups ending without one sent
+/// (failing, timing out, dropped) since the wait began, or no group at all (a few that trickled
+/// in, then silence). A group that ended is never taken for one sent.
+fn blame_waiting(
+    groups: Option<&GroupsSeen>,
+    now: f64,
+    since: f64,
+    limit: f64,
+) -> (StallComponent, String) {
+    let recent = |time: Option<f64>| time.filter(|last| *last >= since && now - last < limit);
+    let last_sent = groups.and_then(|groups| groups.last_sent);
+    if let Some(last) = recent(last_sent) {
+        return (
+            StallComponent::Api,
+            format!(
+                "the trainer is waiting for a batch from run-api (the environment is sending \
+                 groups, the last {} ago; waiting for {})",
+                minutes(now - last),
+                minutes(now - since)
+            ),
+        );
+    }
+    let none_for = minutes(now - last_sent.unwrap_or(since));
+    let ending_unsent = groups.and_then(|groups| {
+        let ended = recent(groups.last_ended).filter(|ended| Some(*ended) > last_sent)?;
+        Some((ended, groups))
+    });
+    match ending_unsent {
+        Some((ended, groups)) => (
+            StallComponent::Environment,
+            format!(
+                "the environment's groups end without one sent to the trainer (none sent for \
+                 {none_for}, the last ended {} ago; so far: {}; the trainer is waiting for a \
+                 batch)",
+                minutes(now - ended),
+                groups.so_far
+            ),
+        ),
+        None => (
+            StallComponent::Environment,
+            format!(
+                "the environment is not sending (no group for {none_for}; the trainer is waiting \
+                 for a batch)"
+            ),
+        ),
+    }
+}
+
+fn stalled(rows: &[HistoryRow], activity: &Activity, policy: &HealthPolicy) -> Option<HealthFlag> {
     if !activity.running {
         return None;
     }

@@ -27,7 +27,8 @@ pub use accounting::{
 pub use checkpoints::{CheckpointRecord, archive_bytes, engine_archive, read_checkpoints};
 pub use error::MetricsError;
 pub use health::{
-    Activity, FlagKind, HealthDigest, HealthFlag, HealthPolicy, Phase, StallComponent, StepWindow,
+    Activity, FlagKind, GroupsSeen, HealthDigest, HealthFlag, HealthPolicy, Phase, StallComponent,
+    StepWindow,
 };
 pub use jsonl::{MetricsFile, read_metrics_file};
 pub use model::{

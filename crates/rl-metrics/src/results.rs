@@ -47,7 +47,7 @@ impl RunIdentity {
 }
 
 impl Results {
-    pub fn of(metrics: &RunMetrics, activity: Activity, policy: &HealthPolicy) -> Self {
+    pub fn of(metrics: &RunMetrics, activity: &Activity, policy: &HealthPolicy) -> Self {
         let trainer = metrics.trainer.clone().unwrap_or_default();
         Self {
             source: metrics.source,

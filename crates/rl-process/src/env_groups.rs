@@ -93,8 +93,27 @@ pub struct EnvGroups {
     /// Errors by the handler that raised them (`collect_trajectories`, `handle_send_to_api`;
     /// [`ROLLOUT_HANDLER`]), with the first one's message.
     pub errors: BTreeMap<String, HandlerErrors>,
-    /// Unix seconds of the last count.
+    /// Unix seconds of the last count: when the last attempt ended, however it ended.
     pub updated: Option<f64>,
+    /// When the last group the trainer is sent was made (see [`Self::last_sent_at`]).
+    pub last_sent: LastSent,
+}
+
+/// The file's `last_sent`: Unix seconds when the last group the trainer is sent was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum LastSent {
+    /// A file written before rl recorded it.
+    #[default]
+    Unrecorded,
+    /// `null`: none sent yet.
+    Never,
+    At(f64),
+}
+
+impl<'de> Deserialize<'de> for LastSent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Option::<f64>::deserialize(deserializer)?.map_or(Self::Never, Self::At))
+    }
 }
 
 /// The exceptions one of the environment's handlers raised.
@@ -134,6 +153,17 @@ impl EnvGroups {
         let mut text = Vec::new();
         std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_BYTES), &mut text).ok()?;
         serde_json::from_slice(&text).ok()
+    }
+
+    /// Unix seconds when the environment last made a group the trainer is sent; `None` before
+    /// the first. A file from before `last_sent` was written says only when it last counted,
+    /// which is read as before.
+    pub fn last_sent_at(&self) -> Option<f64> {
+        match self.last_sent {
+            LastSent::Unrecorded => self.updated,
+            LastSent::Never => None,
+            LastSent::At(time) => Some(time),
+        }
     }
 
     /// Every attempt at a group, however it ended.
@@ -360,6 +390,21 @@ mod tests {
                 .no_signal_cause()
                 .starts_with("no training signal: 120 of 120 groups scored alike (all 0.0)")
         );
+    }
+
+    /// Groups abandoned after `worker_timeout` refresh `updated` alone; a file from before
+    /// `last_sent` was written is read as before (its last count).
+    #[test]
+    fn the_last_group_sent_is_told_from_the_last_count_and_an_old_file_read_as_before() {
+        let failing = counts(r#"{"failed": 4, "updated": 2000.0, "last_sent": 1500.0}"#);
+        assert_eq!(failing.last_sent_at(), Some(1500.0));
+        assert_eq!(failing.updated, Some(2000.0));
+        let none_yet = counts(r#"{"failed": 4, "updated": 2000.0, "last_sent": null}"#);
+        assert_eq!(none_yet.last_sent, LastSent::Never);
+        assert_eq!(none_yet.last_sent_at(), None);
+        let old = counts(r#"{"failed": 4, "updated": 2000.0}"#);
+        assert_eq!(old.last_sent, LastSent::Unrecorded);
+        assert_eq!(old.last_sent_at(), Some(2000.0));
     }
 
     #[test]

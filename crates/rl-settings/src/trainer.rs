@@ -81,6 +81,8 @@ pub struct Key {
     pub exclusive: bool,
     pub maximum: Option<f64>,
     pub reader: Reader,
+    /// The values a text key may take (empty: any text).
+    pub choices: &'static [&'static str],
     pub doc: &'static str,
 }
 
@@ -94,6 +96,7 @@ const fn key(section: Section, name: &'static str, kind: Kind, default: Fallback
         exclusive: false,
         maximum: None,
         reader: Reader::Trainer,
+        choices: &[],
         doc: "",
     }
 }
@@ -112,6 +115,11 @@ impl Key {
 
     const fn at_most(mut self, maximum: f64) -> Self {
         self.maximum = Some(maximum);
+        self
+    }
+
+    const fn one_of(mut self, choices: &'static [&'static str]) -> Self {
+        self.choices = choices;
         self
     }
 
@@ -348,6 +356,13 @@ pub const KEYS: &[Key] = &[
     MAX_COST,
     MAX_TOKENS,
     MAX_HOURS,
+    LOSS,
+    CLIP_LOW,
+    CLIP_HIGH,
+    DRO_BETA,
+    ADVANTAGE_NORM,
+    TRUNCATED,
+    OVERLONG_BAND,
 ];
 
 /// How much longer than an evaluation's own limit (`eval_timeout_secs`) the trainer waits for
@@ -386,6 +401,8 @@ pub struct Trainer {
     /// `None`: no price was set, the run counts tokens only.
     pub prices: Option<RunPrices>,
     pub caps: Caps,
+    /// The loss, its bounds, the advantages and what becomes of truncated completions.
+    pub algorithm: Algorithm,
 }
 
 impl Trainer {
@@ -427,6 +444,7 @@ impl Trainer {
                     .and_then(|n| u64::try_from(n).ok()),
                 max_hours: sections.number(&MAX_HOURS)?,
             },
+            algorithm: sections.algorithm()?,
         })
     }
 
@@ -603,6 +621,12 @@ impl Sections<'_> {
             None => None,
         };
         if let Some(text) = given.filter(|text| !text.is_empty()) {
+            if !key.choices.is_empty() && !key.choices.contains(&text.as_str()) {
+                return Err(invalid(
+                    key,
+                    format!("must be one of {}, got {text:?}", key.choices.join(", ")),
+                ));
+            }
             return Ok(Some(text));
         }
         Ok(match key.default {
@@ -638,9 +662,14 @@ fn check_bounds(key: &Key, x: f64) -> Result<(), SettingsError> {
     Ok(())
 }
 
+mod algorithm;
 mod document;
 mod per_run;
 mod phase;
+pub use algorithm::{
+    ADVANTAGE_NORM, Algorithm, CLIP_HIGH, CLIP_LOW, DRO_BETA, LOCAL_ENGINE_PPO_CLIP, LOSS,
+    LOSSES_OF_THE_LOCAL_ENGINE, OVERLONG_BAND, TRUNCATED,
+};
 pub use document::contract_document;
 pub use per_run::{OnFork, PER_RUN, PerRun, coerce, per_run};
 pub use phase::{TrainerPhase, stall_limit_secs};

@@ -7,8 +7,8 @@ use std::time::Duration;
 use std::path::Path;
 
 use rl_metrics::{
-    Activity, Collected, HealthPolicy, MetricsFile, MetricsSource, Phase, RunTarget, SourceFailure,
-    SourceKind, WandbApi, WandbApiConfig, WandbFiles, WandbNames,
+    Activity, Collected, GroupsSeen, HealthPolicy, MetricsFile, MetricsSource, Phase, RunTarget,
+    SourceFailure, SourceKind, WandbApi, WandbApiConfig, WandbFiles, WandbNames,
 };
 use rl_process::{Component, EnvGroups, LaunchPlan, RunRecord, RunState};
 use rl_settings::{RunFolder, RunTiming, RunWandb, Secrets};
@@ -187,7 +187,7 @@ fn wandb_api(
 }
 
 /// What the processes say, for the health digest's stall check: the run's state, where its
-/// trainer says it is, and when its environment last made a group.
+/// trainer says it is, and what its environment's groups file says.
 pub(crate) fn activity_of(run: &RunRecord) -> Activity {
     let running = matches!(run.state, RunState::Running);
     let folder = run.config_path.parent().map(RunFolder::at);
@@ -198,11 +198,22 @@ pub(crate) fn activity_of(run: &RunRecord) -> Activity {
         phase: folder
             .as_ref()
             .and_then(|folder| trainer_phase(&folder.trainer_phase())),
-        last_group: folder
+        groups: folder
             .as_ref()
-            .and_then(|folder| EnvGroups::read(&folder.env_groups()))
-            .and_then(|groups| groups.updated),
+            .and_then(|folder| groups_seen(&folder.env_groups())),
     }
+}
+
+/// The environment's groups as its counts file tells them, for the stall check: when it last
+/// sent the trainer a group, apart from when a group last ended (groups that fail or time out
+/// refresh the file, and are no environment at work).
+fn groups_seen(path: &Path) -> Option<GroupsSeen> {
+    let groups = EnvGroups::read(path)?;
+    Some(GroupsSeen {
+        last_sent: groups.last_sent_at(),
+        last_ended: groups.updated,
+        so_far: groups.describe(),
+    })
 }
 
 /// Where rl's trainer says it is (`trainer-phase.json`): the phase and since when; `None` when
@@ -277,6 +288,92 @@ mod tests {
                 not_on_wandb_servers(&logged(true), &mode(offline))
                     .is_some_and(|why| why.contains(offline)),
                 "{offline}"
+            );
+        }
+    }
+
+    /// The stall flag of a trainer waiting since 1010 for the batch after step 1 (at 1005), at
+    /// 1620, the environment's groups file being `fixtures/env-groups/<fixture>`.
+    fn stall_while_waiting(fixture: &str) -> rl_metrics::HealthFlag {
+        let path = rl_test_support::workspace_root()
+            .join("fixtures/env-groups")
+            .join(fixture);
+        let trainer = rl_metrics::LoggedRun {
+            history: vec![rl_metrics::HistoryRow {
+                step: 1,
+                timestamp: Some(1005.0),
+                values: BTreeMap::new(),
+            }],
+            ..rl_metrics::LoggedRun::default()
+        };
+        let activity = Activity {
+            running: true,
+            running_since: Some(900.0),
+            now: 1620.0,
+            phase: Some((Phase::Wait, 1010.0)),
+            groups: groups_seen(&path),
+        };
+        assert!(activity.groups.is_some(), "{} unread", path.display());
+        let policy = HealthPolicy {
+            stall_floor_secs: 60.0,
+            ..HealthPolicy::default()
+        };
+        rl_metrics::HealthDigest::assess(&trainer, &activity, &policy)
+            .flags
+            .into_iter()
+            .find(|flag| flag.kind == rl_metrics::FlagKind::Stalled)
+            .expect("stalled")
+    }
+
+    /// Groups abandoned after `worker_timeout` (counted as failed) refresh the groups file:
+    /// the stall is the environment's, said as what the file shows, never "making groups".
+    #[test]
+    fn groups_timing_out_are_no_environment_at_work() {
+        let flag = stall_while_waiting("timing-out.json");
+        assert_eq!(
+            flag.component,
+            Some(rl_metrics::StallComponent::Environment),
+            "{}",
+            flag.detail
+        );
+        assert!(
+            flag.detail.starts_with(
+                "the environment's groups end without one sent to the trainer (none sent for \
+                 10 min, the last ended 30 s ago; so far: 2 of 4 ended without a group to send, \
+                 2 errors in its rollouts, the first: `the group took longer than worker_timeout \
+                 (300 s)`, 2 with scores that differ; the trainer is waiting for a batch)"
+            ),
+            "{}",
+            flag.detail
+        );
+        for untrue in ["run-api", "making groups", "sending groups"] {
+            assert!(
+                !flag.detail.contains(untrue),
+                "{untrue:?} in {}",
+                flag.detail
+            );
+        }
+    }
+
+    /// Groups sent while the trainer waits are run-api's to batch; a file from before
+    /// `last_sent` was recorded is read as before (its last count is its last group).
+    #[test]
+    fn groups_sent_while_the_trainer_waits_name_run_api_and_old_files_read_as_before() {
+        for fixture in ["sending.json", "before-last-sent.json"] {
+            let flag = stall_while_waiting(fixture);
+            assert_eq!(
+                flag.component,
+                Some(rl_metrics::StallComponent::Api),
+                "{fixture}: {}",
+                flag.detail
+            );
+            assert!(
+                flag.detail.starts_with(
+                    "the trainer is waiting for a batch from run-api (the environment is sending \
+                     groups, the last 30 s ago; waiting for 10 min)"
+                ),
+                "{fixture}: {}",
+                flag.detail
             );
         }
     }

@@ -206,7 +206,7 @@ impl Tools {
         let results = collected
             .metrics
             .as_ref()
-            .map(|found| Results::of(found, metrics::activity_of(&run), &metrics::policy(&run)));
+            .map(|found| Results::of(found, &metrics::activity_of(&run), &metrics::policy(&run)));
         let wandb = wandb.ok();
         let environment_kind = crate::answers::environment_kind_of(&run);
         Ok(ResultsView {
@@ -468,7 +468,7 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
             if let Some(trainer) = found.and_then(|metrics| metrics.trainer.as_ref()) {
                 Some(HealthView::from(&HealthDigest::assess(
                     trainer,
-                    metrics::activity_of(run),
+                    &metrics::activity_of(run),
                     &metrics::policy(run),
                 )))
             } else {
@@ -476,7 +476,7 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
                 // sends): judged on no rows, shown only once it is flagged.
                 let digest = HealthDigest::assess(
                     &LoggedRun::default(),
-                    metrics::activity_of(run),
+                    &metrics::activity_of(run),
                     &metrics::policy(run),
                 );
                 (!digest.flags.is_empty()).then(|| HealthView::from(&digest))

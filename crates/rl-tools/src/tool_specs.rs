@@ -308,7 +308,8 @@ impl ToolName {
                     its value: the fields of the run's environment (checked as rl_edit_config \
                     checks them; the operator's locked ones refused) and the trainer keys a run \
                     chooses (learning_rate, max_token_trainer_length, save_every, keep_rollouts, \
-                    eval_every, eval_prompts, eval_group_size); the base model and lora_rank are \
+                    eval_every, eval_prompts, eval_group_size; the algorithm: loss, clip_low, \
+                    clip_high, dro_beta, advantage_norm, truncated, overlong_band); the base model and lora_rank are \
                     fixed by the saved state and refused. Its steps, metrics and checkpoints \
                     continue from step+1, in the parent's WandB group under its own name. \
                     Returns the new run as rl_start_training does, with `resumed_from` (the \

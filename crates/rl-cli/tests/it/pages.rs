@@ -7,7 +7,10 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use rl_process::{Component, ComponentStatus, NewRun, Phase, ProcessIdentity, RunState, RunStore};
+use rl_process::{
+    Component, ComponentStatus, Lineage, NewRun, Phase, ProcessIdentity, RunState, RunStore,
+    SweepMember,
+};
 use rl_settings::{RunId, run_dir};
 use serde_json::Value;
 
@@ -36,36 +39,16 @@ pub(crate) fn run_home(running: bool) -> tempfile::TempDir {
          price_trained_per_million: 2.0\nslurm: false\ntesting: false\n",
     )
     .unwrap();
-    let components = [Component::Api, Component::Trainer, Component::Env];
     let mut store = RunStore::open(home.path()).unwrap();
-    store
-        .create_run(&NewRun {
-            id: id.clone(),
-            environment: "digits@digits_env.py".to_owned(),
-            config_path: config,
-            api_port: Some(8000),
-            trainer_port: Some(8001),
-            logs: components
-                .iter()
-                .map(|component| (*component, dir.join(format!("{component}.log"))))
-                .collect(),
-            queued: false,
-            max_active: None,
-            resumed_from: None,
-            sweep: None,
-        })
-        .unwrap();
-    for component in components {
-        store
-            .record_component(&id, component, None, ComponentStatus::Running)
-            .unwrap();
-        let next = match component {
-            Component::Api => RunState::Starting(Phase::Trainer),
-            Component::Trainer => RunState::Starting(Phase::Env),
-            _ => RunState::Running,
-        };
-        store.transition(&id, next, "").unwrap();
-    }
+    record_running(
+        &mut store,
+        &id,
+        &dir,
+        config,
+        Some((8000, 8001)),
+        None,
+        None,
+    );
     if running {
         let me = ProcessIdentity::of(std::process::id()).unwrap();
         store.set_supervisor(&id, me).unwrap();
@@ -95,6 +78,48 @@ pub(crate) fn run_home(running: bool) -> tempfile::TempDir {
     .unwrap();
     std::fs::write(dir.join("trainer.log"), format!("step 1\n{HOSTILE_TEXT}\n")).unwrap();
     home
+}
+
+/// Records run `id` (its config at `config`, its logs in its run folder) and walks it to
+/// `running` as its supervisor would: run-api, trainer, environment each started.
+pub(crate) fn record_running(
+    store: &mut RunStore,
+    id: &RunId,
+    dir: &Path,
+    config: std::path::PathBuf,
+    ports: Option<(u16, u16)>,
+    resumed_from: Option<Lineage>,
+    sweep: Option<SweepMember>,
+) {
+    let components = [Component::Api, Component::Trainer, Component::Env];
+    store
+        .create_run(&NewRun {
+            id: id.clone(),
+            environment: "digits@digits_env.py".to_owned(),
+            config_path: config,
+            api_port: ports.map(|(api, _)| api),
+            trainer_port: ports.map(|(_, trainer)| trainer),
+            logs: components
+                .iter()
+                .map(|component| (*component, dir.join(format!("{component}.log"))))
+                .collect(),
+            queued: false,
+            max_active: None,
+            resumed_from,
+            sweep,
+        })
+        .unwrap();
+    for component in components {
+        store
+            .record_component(id, component, None, ComponentStatus::Running)
+            .unwrap();
+        let next = match component {
+            Component::Api => RunState::Starting(Phase::Trainer),
+            Component::Trainer => RunState::Starting(Phase::Env),
+            _ => RunState::Running,
+        };
+        store.transition(id, next, "").unwrap();
+    }
 }
 
 /// Appends step `step`'s row to the run's metrics, as the trainer does.

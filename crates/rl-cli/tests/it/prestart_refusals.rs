@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rl_process::{
-    Component, ComponentStatus, LaunchPlan, LaunchSpec, NewRun, Phase, RunState, RunStore,
-};
+use rl_process::{Component, ComponentStatus, LaunchPlan, LaunchSpec, RunState, RunStore};
 use rl_settings::{RunEndpoints, RunId, Settings, run_dir};
 use serde_json::Value;
 
@@ -137,34 +135,15 @@ fn stopped_parent(home: &Home, in_database: &[u64]) -> PathBuf {
     .unwrap();
     let components = [Component::Api, Component::Trainer, Component::Env];
     let mut store = RunStore::open(home.path()).unwrap();
-    store
-        .create_run(&NewRun {
-            id: id.clone(),
-            environment: "digits@digits_env.py".to_owned(),
-            config_path: written.path,
-            api_port: Some(8000),
-            trainer_port: Some(8001),
-            logs: components
-                .iter()
-                .map(|component| (*component, dir.join(format!("{component}.log"))))
-                .collect(),
-            queued: false,
-            max_active: None,
-            resumed_from: None,
-            sweep: None,
-        })
-        .unwrap();
-    for component in components {
-        store
-            .record_component(&id, component, None, ComponentStatus::Running)
-            .unwrap();
-        let next = match component {
-            Component::Api => RunState::Starting(Phase::Trainer),
-            Component::Trainer => RunState::Starting(Phase::Env),
-            _ => RunState::Running,
-        };
-        store.transition(&id, next, "").unwrap();
-    }
+    crate::pages::record_running(
+        &mut store,
+        &id,
+        &dir,
+        written.path,
+        Some((8000, 8001)),
+        None,
+        None,
+    );
     for component in components {
         store
             .record_component(&id, component, None, ComponentStatus::Exited { code: 143 })

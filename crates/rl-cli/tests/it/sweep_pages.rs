@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rl_process::{
-    Component, ComponentStatus, Lineage, LineageKind, NewRun, NewSweep, Phase, ProcessIdentity,
-    RunState, RunStore, SweepMember,
+    Lineage, LineageKind, NewSweep, ProcessIdentity, RunState, RunStore, SweepMember,
 };
 use rl_settings::{RunId, SweepId, Value, run_dir};
 use serde_json::json;
@@ -202,35 +201,7 @@ fn make_run(
          price_trained_per_million: 2.0\nslurm: false\ntesting: false\n",
     )
     .unwrap();
-    let components = [Component::Api, Component::Trainer, Component::Env];
-    store
-        .create_run(&NewRun {
-            id: id.clone(),
-            environment: "digits@digits_env.py".to_owned(),
-            config_path: config,
-            api_port: None,
-            trainer_port: None,
-            logs: components
-                .iter()
-                .map(|component| (*component, dir.join(format!("{component}.log"))))
-                .collect(),
-            queued: false,
-            max_active: None,
-            resumed_from,
-            sweep,
-        })
-        .unwrap();
-    for component in components {
-        store
-            .record_component(&id, component, None, ComponentStatus::Running)
-            .unwrap();
-        let next = match component {
-            Component::Api => RunState::Starting(Phase::Trainer),
-            Component::Trainer => RunState::Starting(Phase::Env),
-            _ => RunState::Running,
-        };
-        store.transition(&id, next, "").unwrap();
-    }
+    crate::pages::record_running(store, &id, &dir, config, None, resumed_from, sweep);
     if going {
         let me = ProcessIdentity::of(std::process::id()).unwrap();
         store.set_supervisor(&id, me).unwrap();

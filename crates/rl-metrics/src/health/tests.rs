@@ -53,7 +53,7 @@ fn learning_run(steps: i64) -> LoggedRun {
 
 #[test]
 fn a_learning_run_is_healthy() {
-    let digest = HealthDigest::assess(&learning_run(30), finished(), &HealthPolicy::default());
+    let digest = HealthDigest::assess(&learning_run(30), &finished(), &HealthPolicy::default());
     assert!(digest.healthy, "{:?}", digest.flags);
     assert_eq!(
         digest.window,
@@ -75,20 +75,20 @@ fn no_new_step_while_running_is_stalled_and_a_finished_run_is_not() {
         now: last + 16.0 * 60.0,
         ..Activity::default()
     };
-    let digest = HealthDigest::assess(&trainer, running, &HealthPolicy::default());
+    let digest = HealthDigest::assess(&trainer, &running, &HealthPolicy::default());
     assert_eq!(kinds(&digest), vec![FlagKind::Stalled]);
     assert!(
         digest.flags[0].detail.contains("step 10"),
         "{:?}",
         digest.flags
     );
-    let digest = HealthDigest::assess(&trainer, finished(), &HealthPolicy::default());
+    let digest = HealthDigest::assess(&trainer, &finished(), &HealthPolicy::default());
     assert!(digest.healthy);
     let recent = Activity {
         now: last + 60.0,
         ..running
     };
-    assert!(HealthDigest::assess(&trainer, recent, &HealthPolicy::default()).healthy);
+    assert!(HealthDigest::assess(&trainer, &recent, &HealthPolicy::default()).healthy);
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn rows_without_a_time_are_never_judged_stalled() {
         now: 3600.0,
         ..Activity::default()
     };
-    assert!(HealthDigest::assess(&trainer, activity, &HealthPolicy::default()).healthy);
+    assert!(HealthDigest::assess(&trainer, &activity, &HealthPolicy::default()).healthy);
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn a_run_that_never_logged_is_stalled_after_the_limit() {
         now: 20.0 * 60.0,
         ..Activity::default()
     };
-    let digest = HealthDigest::assess(&LoggedRun::default(), activity, &HealthPolicy::default());
+    let digest = HealthDigest::assess(&LoggedRun::default(), &activity, &HealthPolicy::default());
     assert_eq!(kinds(&digest), vec![FlagKind::Stalled]);
     assert_eq!(digest.window, None);
 }
@@ -128,7 +128,7 @@ fn nan_loss_and_infinite_reward_are_flagged_by_metric() {
     trainer.history[8]
         .values
         .insert(REWARD_MEAN.to_owned(), MetricValue::Number(f64::INFINITY));
-    let digest = HealthDigest::assess(&trainer, finished(), &HealthPolicy::default());
+    let digest = HealthDigest::assess(&trainer, &finished(), &HealthPolicy::default());
     assert_eq!(
         kinds(&digest),
         vec![FlagKind::NonFinite, FlagKind::NonFinite]
@@ -149,7 +149,7 @@ fn equal_rewards_in_every_group_are_flagged_whether_the_spread_is_zero_or_missin
             (s, None, values)
         })
         .collect());
-    let digest = HealthDigest::assess(&trainer, finished(), &HealthPolicy::default());
+    let digest = HealthDigest::assess(&trainer, &finished(), &HealthPolicy::default());
     assert_eq!(kinds(&digest), vec![FlagKind::ZeroGroupVariance]);
     assert_eq!(digest.flags[0].window.rows, 8);
 }
@@ -161,9 +161,9 @@ fn a_flat_reward_is_flagged_only_with_enough_rows() {
             .map(|s| (s, None, vec![(REWARD_MEAN, 0.5), (ADVANTAGES_STD, 0.3)]))
             .collect())
     };
-    let digest = HealthDigest::assess(&flat(6), finished(), &HealthPolicy::default());
+    let digest = HealthDigest::assess(&flat(6), &finished(), &HealthPolicy::default());
     assert_eq!(kinds(&digest), vec![FlagKind::RewardFlat]);
-    assert!(HealthDigest::assess(&flat(4), finished(), &HealthPolicy::default()).healthy);
+    assert!(HealthDigest::assess(&flat(4), &finished(), &HealthPolicy::default()).healthy);
 }
 
 #[test]
@@ -178,10 +178,10 @@ fn growing_logprob_drift_is_flagged_and_steady_noise_is_not() {
             (s, None, values)
         })
         .collect());
-    let digest = HealthDigest::assess(&drifting, finished(), &HealthPolicy::default());
+    let digest = HealthDigest::assess(&drifting, &finished(), &HealthPolicy::default());
     assert_eq!(kinds(&digest), vec![FlagKind::LogprobDriftRising]);
     assert_eq!(digest.flags[0].window.first_step, 1);
-    assert!(HealthDigest::assess(&learning_run(10), finished(), &HealthPolicy::default()).healthy);
+    assert!(HealthDigest::assess(&learning_run(10), &finished(), &HealthPolicy::default()).healthy);
 }
 
 /// Ten steps of `secs` each, the last at 1000 + 10 × secs, logged with their time.
@@ -204,7 +204,7 @@ fn timed_run(secs: f64) -> LoggedRun {
 
 fn stalled_flag(
     trainer: &LoggedRun,
-    activity: Activity,
+    activity: &Activity,
     policy: &HealthPolicy,
 ) -> Option<HealthFlag> {
     HealthDigest::assess(trainer, activity, policy)
@@ -229,8 +229,8 @@ fn the_limit_is_the_factor_times_the_median_step_never_below_the_floor() {
         ..Activity::default()
     };
     // 2 × 100 s: 150 s without a step is fine, 250 s is a stall.
-    assert!(stalled_flag(&trainer, at(last + 150.0), &policy).is_none());
-    assert!(stalled_flag(&trainer, at(last + 250.0), &policy).is_some());
+    assert!(stalled_flag(&trainer, &at(last + 150.0), &policy).is_none());
+    assert!(stalled_flag(&trainer, &at(last + 250.0), &policy).is_some());
     // The floor rules when steps are quick: 2 × 1 s, but never before 60 s.
     let quick = timed_run(1.0);
     let floor = HealthPolicy {
@@ -238,33 +238,100 @@ fn the_limit_is_the_factor_times_the_median_step_never_below_the_floor() {
         ..policy.clone()
     };
     let quick_last = 1010.0;
-    assert!(stalled_flag(&quick, at(quick_last + 30.0), &floor).is_none());
-    assert!(stalled_flag(&quick, at(quick_last + 61.0), &floor).is_some());
+    assert!(stalled_flag(&quick, &at(quick_last + 30.0), &floor).is_none());
+    assert!(stalled_flag(&quick, &at(quick_last + 61.0), &floor).is_some());
     // Without `time/total_secs`, the gaps between the rows' times are the step time.
     let mut untimed = timed_run(100.0);
     for row in &mut untimed.history {
         row.values.remove(STEP_SECS);
     }
-    assert!(stalled_flag(&untimed, at(last + 150.0), &policy).is_none());
-    assert!(stalled_flag(&untimed, at(last + 250.0), &policy).is_some());
+    assert!(stalled_flag(&untimed, &at(last + 150.0), &policy).is_none());
+    assert!(stalled_flag(&untimed, &at(last + 250.0), &policy).is_some());
     // The default: five medians, ten minutes at least.
     let defaults = HealthPolicy::default();
-    assert!(stalled_flag(&trainer, at(last + 450.0), &defaults).is_none());
-    assert!(stalled_flag(&trainer, at(last + 601.0), &defaults).is_some());
-    assert!(stalled_flag(&timed_run(300.0), at(4000.0 + 1400.0), &defaults).is_none());
+    assert!(stalled_flag(&trainer, &at(last + 450.0), &defaults).is_none());
+    assert!(stalled_flag(&trainer, &at(last + 601.0), &defaults).is_some());
+    assert!(stalled_flag(&timed_run(300.0), &at(4000.0 + 1400.0), &defaults).is_none());
 }
 
 /// A stall 20 minutes after the last step (at 2000) with the trainer in `phase` since
-/// 2010, and the environment's last group at `last_group`.
+/// 2010, and the environment's last group sent (and ended) at `last_group`.
 fn blamed(phase: Option<&str>, last_group: Option<f64>) -> HealthFlag {
+    blamed_with(
+        phase,
+        last_group.map(|last| GroupsSeen {
+            last_sent: Some(last),
+            last_ended: Some(last),
+            so_far: "9 with scores that differ".to_owned(),
+        }),
+    )
+}
+
+fn blamed_with(phase: Option<&str>, groups: Option<GroupsSeen>) -> HealthFlag {
     let activity = Activity {
         running: true,
         running_since: Some(900.0),
         now: 2000.0 + 1200.0,
         phase: phase.map(|word| (Phase::parse(word), 2010.0)),
-        last_group,
+        groups,
     };
-    stalled_flag(&timed_run(100.0), activity, &HealthPolicy::default()).unwrap()
+    stalled_flag(&timed_run(100.0), &activity, &HealthPolicy::default()).unwrap()
+}
+
+/// Groups that end without one sent (failing, timing out, dropped) while the trainer waits are
+/// the environment's, said as what was seen; groups that ended before the wait, or longer than
+/// a stall ago, are an environment that is not sending.
+#[test]
+fn groups_ending_without_one_sent_are_the_environments_not_run_apis() {
+    let so_far = "4 of 6 ended without a group to send, 4 errors in its rollouts, the first: \
+                  `the group took longer than worker_timeout (300 s)`, 2 with scores that differ";
+    for last_sent in [None, Some(1990.0), Some(2050.0)] {
+        let flag = blamed_with(
+            Some("wait"),
+            Some(GroupsSeen {
+                last_sent,
+                last_ended: Some(3100.0),
+                so_far: so_far.to_owned(),
+            }),
+        );
+        assert_eq!(
+            flag.component,
+            Some(StallComponent::Environment),
+            "{}",
+            flag.detail
+        );
+        assert!(
+            flag.detail.starts_with(
+                "the environment's groups end without one sent to the trainer (none sent for "
+            ),
+            "{}",
+            flag.detail
+        );
+        assert!(
+            flag.detail.contains(&format!(
+                "the last ended 100 s ago; so far: {so_far}; the trainer is waiting for a batch)"
+            )),
+            "{}",
+            flag.detail
+        );
+        assert!(!flag.detail.contains("run-api"), "{}", flag.detail);
+    }
+    for last_ended in [Some(2005.0), Some(2300.0)] {
+        let flag = blamed_with(
+            Some("wait"),
+            Some(GroupsSeen {
+                last_sent: Some(1990.0),
+                last_ended,
+                so_far: so_far.to_owned(),
+            }),
+        );
+        assert!(
+            flag.detail
+                .starts_with("the environment is not sending (no group for 20 min;"),
+            "{}",
+            flag.detail
+        );
+    }
 }
 
 #[test]

@@ -25,7 +25,7 @@ fn finished() -> Activity {
 
 fn results_of(path: &Path) -> Results {
     let metrics = read_metrics_file(path).unwrap();
-    Results::of(&metrics, finished(), &HealthPolicy::default())
+    Results::of(&metrics, &finished(), &HealthPolicy::default())
 }
 
 #[test]

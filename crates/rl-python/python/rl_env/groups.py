@@ -6,7 +6,7 @@ file, replaced whole (temporary file + rename) after each call.
      "too_long": 0, "longest_sequence": 0, "token_limit": 256, "prompt_limit": 256,
      "invalid": 0, "invalid_first": null,
      "failed": 0, "errors": {"collect_trajectories": {"count": 1, "first": "KeyError: 'x'"}},
-     "updated": 1790000000.0}
+     "updated": 1790000000.0, "last_sent": 1789999000.0}
 
 Every call of `collect_trajectories` ends as one of these (what atroposlib 0.4.0's `handle_env`
 and `handle_send_to_api` then do with it, told apart so that rl can name the real cause):
@@ -27,6 +27,11 @@ and `handle_send_to_api` then do with it, told apart so that rl can name the rea
 - `failed`: calls that raised; `errors` counts the exceptions of each handler
   (`collect_trajectories`, and `handle_send_to_api`, which atroposlib only logs) with the
   first one's message.
+
+`updated` is when the last attempt ended, however it ended; `last_sent` when the last group
+the trainer is sent was made (one with signal, or alike where alike groups are sent), `null`
+before the first: groups that keep failing or timing out refresh `updated` alone, and rl's
+health check must not take them for an environment at work.
 
 A run with no group `with_signal` cannot learn: rl's supervisor, its status and its
 pre-flights read these counts (`rl_process`'s `EnvGroups`)."""
@@ -88,6 +93,10 @@ class GroupCounts:
         self.invalid_first: str | None = None
         self.failed = 0
         self.errors: dict[str, dict] = {}
+        # Whether groups scored alike are sent (atroposlib's `ensure_scores_are_not_same` off).
+        self.sends_alike = False
+        # Unix seconds when the last group the trainer is sent was made.
+        self.last_sent: float | None = None
 
     @classmethod
     def from_environment(cls, environ=os.environ) -> "GroupCounts":
@@ -99,6 +108,7 @@ class GroupCounts:
         if self.env is not None:
             self.token_limit = token_limit(self.env) or self.token_limit
             self.prompt_limit = prompt_limit(self.env) or self.prompt_limit
+            self.sends_alike = sends_alike(self.env)
         groups = result[0] if isinstance(result, tuple) and result else result
         if groups is None or (isinstance(groups, list) and not groups):
             self.count_nothing(call)
@@ -127,7 +137,19 @@ class GroupCounts:
 
     def count_group(self, group) -> str:
         """Counts one result as a group; how it ended: "none", "invalid", "too_long",
-        "with_signal" or "alike" (what a runner sending groups itself drops or sends by)."""
+        "with_signal" or "alike" (what a runner sending groups itself drops or sends by:
+        `is_sent`)."""
+        verdict = self.verdict_of(group)
+        if self.is_sent(verdict):
+            self.last_sent = time.time()
+        return verdict
+
+    def is_sent(self, verdict: str) -> bool:
+        """Whether a group that ended as `verdict` goes to the trainer: atroposlib's
+        `handle_send_to_api` sends groups with signal, and alike ones unless told to drop them."""
+        return verdict == "with_signal" or (verdict == "alike" and self.sends_alike)
+
+    def verdict_of(self, group) -> str:
         if group is None:
             self.none += 1
             return "none"
@@ -194,6 +216,7 @@ class GroupCounts:
             "failed": self.failed,
             "errors": {handler: dict(entry) for handler, entry in self.errors.items()},
             "updated": time.time(),
+            "last_sent": self.last_sent,
         }
 
     def save(self) -> None:
@@ -256,6 +279,12 @@ def prompt_limit(env) -> int | None:
     """The environment's own `max_token_length`: what an environment that skips long prompts
     (reasoning_gym) measures them against."""
     return positive(getattr(getattr(env, "config", None), "max_token_length", None))
+
+
+def sends_alike(env) -> bool:
+    """Whether atroposlib's `handle_send_to_api` sends groups scored alike: only with the
+    environment's `ensure_scores_are_not_same` off (it is on by default)."""
+    return getattr(getattr(env, "config", None), "ensure_scores_are_not_same", True) is False
 
 
 def positive(value) -> int | None:

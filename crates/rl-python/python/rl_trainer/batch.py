@@ -11,7 +11,9 @@ A group may also carry `group_overrides` (run-api passes it through) with rl_ver
 several) and `rewards` ({name: [value per rollout]}, each named reward/metric).
 
 Rules:
-* advantage = (score - group mean) / max(group std, 1.0): centred, never amplified; with
+* advantage = (score - group mean) / max(group std, 1.0) (the run's `advantage_norm` may
+  choose another divisor, and its `truncated` another score for a truncated completion or
+  none of its tokens trained: `shaping.py`): centred, never amplified; with
   `rollout_of`, mean and std are over the rollouts (one score each, which all its completions
   carry), so a rollout of three branches does not weigh three times;
   `overrides[i].set_advantage_to_zero` zeroes completion i;
@@ -34,6 +36,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .shaping import LengthStopped, Shaping
+
 PROMPT_MASK = -100
 LOGPROB_FLOOR = -20.0
 ZERO = 1e-12
@@ -41,6 +45,7 @@ ZERO = 1e-12
 SKIP_MALFORMED = "malformed"
 SKIP_EMPTY = "empty"
 SKIP_ZERO_ADVANTAGE = "zero_advantage"
+SKIP_TRUNCATED = "truncated"  # every completion with tokens to learn from was masked as truncated
 
 #: A step's mean reward (of its groups' means); each named reward is `reward/<name>` beside it.
 REWARD_MEAN = "reward/mean"
@@ -56,18 +61,22 @@ def named_reward_key(name: str) -> str:
 
 
 def group_advantages(
-    scores: Sequence[float], overrides: Optional[Sequence[Any]] = None, rollout_of: Optional[Sequence[int]] = None
+    scores: Sequence[float],
+    overrides: Optional[Sequence[Any]] = None,
+    rollout_of: Optional[Sequence[int]] = None,
+    shaping: Shaping = Shaping(),
 ) -> List[float]:
-    """(score - mean) / max(std, 1) per completion, with `set_advantage_to_zero` honoured.
-    With `rollout_of` (completion -> rollout, its completions sharing one score, as
-    `read_group_overrides` checks), mean and std are over the rollouts' scores."""
+    """(score - mean) / max(std, 1) per completion (or the divisor `shaping` chooses), with
+    `set_advantage_to_zero` honoured. With `rollout_of` (completion -> rollout, its completions
+    sharing one score, as `read_group_overrides` checks), mean and std are over the rollouts'
+    scores."""
     if not scores:
         return []
     values = [float(s) for s in scores]
     population = rollout_scores(values, rollout_of) if rollout_of is not None else values
     mean = sum(population) / len(population)
     std = math.sqrt(sum((v - mean) ** 2 for v in population) / len(population))
-    scale = max(std, 1.0)
+    scale = shaping.scale(std)
     advantages = [(v - mean) / scale for v in values]
     for i, override in enumerate(overrides or []):
         if i < len(advantages) and isinstance(override, dict) and override.get("set_advantage_to_zero"):
@@ -165,9 +174,14 @@ class PreparedSequence:
     # The conversation the environment sent with it (ScoredData's `messages`: chat messages,
     # tool calls included), kept for the rollouts file only; None when it sent none.
     messages: Optional[List[Dict[str, Any]]] = None
+    # Not trained: truncated, and the run's `truncated` is `mask`.
+    masked: bool = False
 
     def has_targets(self) -> bool:
         return any(m != PROMPT_MASK for m in self.masks[1:])
+
+    def trains(self) -> bool:
+        return self.has_targets() and not self.masked
 
     def prompt_length(self) -> int:
         """Tokens before the first completion token (all of them when there is none)."""
@@ -207,6 +221,13 @@ class PreparedBatch:
 
     def skipped(self, reason: Optional[str] = None) -> int:
         return sum(1 for g in self.groups if g.skip is not None and (reason is None or g.skip == reason))
+
+    def truncation_stats(self) -> Dict[str, float]:
+        """`train/truncated_share` of the completions, and the share masked for it."""
+        if not self.completions:
+            return {}
+        masked = sum(1 for g in self.groups for s in g.sequences if s.masked)
+        return {"train/truncated_share": self.truncated / self.completions, "train/masked_share": masked / self.completions}
 
     def sequences_missing_logprobs(self) -> List[PreparedSequence]:
         return [s for g in self.trained_groups() for s in g.sequences if s.logprobs is None]
@@ -273,7 +294,20 @@ def _malformed(index: int, scores: List[float], why: str) -> PreparedGroup:
     return PreparedGroup(index=index, scores=scores, advantages=[], sequences=[], skip=SKIP_MALFORMED, problem=why)
 
 
-def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
+def last_completion_run(tokens: Sequence[int], masks: Sequence[int]) -> List[int]:
+    """The tokens of the last run of completion positions (the last turn sampled)."""
+    end = len(masks)
+    while end > 0 and masks[end - 1] == PROMPT_MASK:
+        end -= 1
+    start = end
+    while start > 0 and masks[start - 1] != PROMPT_MASK:
+        start -= 1
+    return list(tokens[start:end])
+
+
+def prepare_group(
+    index: int, group: Any, max_len: int, shaping: Shaping = Shaping(), length_stopped: Optional[LengthStopped] = None
+) -> PreparedGroup:
     if not isinstance(group, dict):
         return _malformed(index, [], f"a group is a {type(group).__name__}, not an object")
     scores = _float_list(group.get("scores"))
@@ -299,7 +333,6 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
         rollout_of, rewards = read_group_overrides(group.get("group_overrides"), scores)
     except BadGroupOverrides as e:
         return _malformed(index, scores, str(e))
-    advantages = group_advantages(scores, overrides, rollout_of)
 
     sequences = []
     for i, (tok, msk, lps, msgs) in enumerate(zip(tokens, masks, logprob_lists, message_lists)):
@@ -310,8 +343,8 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
         lps = _float_list(lps)
         if not _usable_logprobs(lps, msk):
             lps = None
-        truncated = len(tok) > max_len
-        if truncated:
+        truncated = len(tok) > max_len or (length_stopped is not None and length_stopped.holds(last_completion_run(tok, msk)))
+        if len(tok) > max_len:
             tok, msk = tok[:max_len], msk[:max_len]
             lps = lps[:max_len] if lps is not None else None
         sequences.append(
@@ -320,12 +353,19 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
                 index=i,
                 tokens=tok,
                 masks=msk,
-                advantage=advantages[i],
+                advantage=0.0,
                 logprobs=lps,
                 truncated=truncated,
                 messages=msgs,
+                masked=not shaping.trains(truncated),
             )
         )
+    # The scores the advantages come from (the run's `truncated`); the group's own (logged as
+    # its reward) stay as the environment gave them.
+    shaped = [shaping.score(score, len(seq.tokens), seq.truncated, max_len) for score, seq in zip(scores, sequences)]
+    advantages = group_advantages(shaped, overrides, rollout_of, shaping)
+    for seq, advantage in zip(sequences, advantages):
+        seq.advantage = advantage
 
     prepared = PreparedGroup(
         index=index,
@@ -337,14 +377,20 @@ def prepare_group(index: int, group: Any, max_len: int) -> PreparedGroup:
     )
     if not sequences or not any(s.has_targets() for s in sequences):
         prepared.skip = SKIP_EMPTY
-    elif all_zero([s.advantage for s in sequences if s.has_targets()]):
+    elif not any(s.trains() for s in sequences):
+        prepared.skip = SKIP_TRUNCATED
+    elif all_zero([s.advantage for s in sequences if s.trains()]):
         prepared.skip = SKIP_ZERO_ADVANTAGE
     return prepared
 
 
-def prepare_batch(batch: Any, max_len: int) -> PreparedBatch:
+def prepare_batch(
+    batch: Any, max_len: int, shaping: Shaping = Shaping(), length_stopped: Optional[LengthStopped] = None
+) -> PreparedBatch:
     """Advantages and cut sequences for every group of a run-api batch."""
-    groups = [prepare_group(i, g, max_len) for i, g in enumerate(batch if isinstance(batch, list) else [])]
+    groups = [
+        prepare_group(i, g, max_len, shaping, length_stopped) for i, g in enumerate(batch if isinstance(batch, list) else [])
+    ]
     prepared = PreparedBatch(groups=groups)
     prepared.completions = sum(len(g.get("tokens") or []) for g in batch if isinstance(g, dict)) if isinstance(batch, list) else 0
     prepared.truncated = sum(1 for g in groups for s in g.sequences if s.truncated)
@@ -405,14 +451,14 @@ def align(sequence: PreparedSequence) -> AlignedSequence:
 
 def aligned_sequences(prepared: PreparedBatch) -> List[AlignedSequence]:
     """Every completion of the trained groups that has something to learn from."""
-    return [align(s) for g in prepared.trained_groups() for s in g.sequences if s.has_targets()]
+    return [align(s) for g in prepared.trained_groups() for s in g.sequences if s.trains()]
 
 
 def datum_tokens(group: PreparedGroup, sequence: PreparedSequence) -> int:
     """The tokens of `sequence`'s datum (its model input: every token but the last, as
     `align` cuts it), or 0 when it is not trained: the same rule as `aligned_sequences`, per
     completion, so the rollout rows can say it before the datums exist."""
-    return len(sequence.tokens) - 1 if group.skip is None and sequence.has_targets() else 0
+    return len(sequence.tokens) - 1 if group.skip is None and sequence.trains() else 0
 
 
 # --------------------------------------------------------------------------- statistics
@@ -434,7 +480,7 @@ def summary(values: Sequence[float], suffix: str = "") -> Dict[str, float]:
 def advantage_stats(prepared: PreparedBatch) -> Dict[str, float]:
     """advantages/{mean,std,sum} over the completions of trained groups; omitted when their
     spread is nil (every group scored alike: GRPO learns nothing)."""
-    values = [a for g in prepared.trained_groups() for a in g.advantages]
+    values = [s.advantage for g in prepared.trained_groups() for s in g.sequences if s.trains()]
     if not values:
         return {}
     arr = np.asarray(values, dtype=np.float64)
@@ -481,6 +527,7 @@ def batch_counts(prepared: PreparedBatch, datums: int) -> Dict[str, int]:
         "batch/zero_advantage_groups": prepared.skipped(SKIP_ZERO_ADVANTAGE),
         "batch/empty_groups": prepared.skipped(SKIP_EMPTY),
         "batch/malformed_groups": prepared.skipped(SKIP_MALFORMED),
+        "batch/truncated_groups": prepared.skipped(SKIP_TRUNCATED),
         "batch/completions": prepared.completions,
         "batch/truncated_completions": prepared.truncated,
         "batch/datums": datums,

@@ -15,7 +15,7 @@ import os
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, List, Mapping, Optional
 
 import yaml
 
@@ -93,6 +93,15 @@ class TrainerConfig:
     max_cost: Optional[float]
     max_tokens: Optional[int]
     max_hours: Optional[float]
+    # The algorithm (issue 43): Tinker's loss_fn and its bounds, how a group's advantages are
+    # normalised, what becomes of a truncated completion.
+    loss: str
+    clip_low: Optional[float]
+    clip_high: Optional[float]
+    dro_beta: Optional[float]
+    advantage_norm: str
+    truncated: str
+    overlong_band: int
     # What the reader wants the operator to know (defaults that may differ from the env's).
     notes: tuple = field(default=())
 
@@ -113,9 +122,37 @@ class TrainerConfig:
             "save_every": self.save_every,
             "keep_rollouts": self.keep_rollouts,
             "batch_timeout_secs": self.batch_timeout_secs,
+            "loss": self.loss,
+            **({"loss_fn_config": self.loss_fn_config()} if self.loss_fn_config() else {}),
+            "advantage_norm": self.advantage_norm,
+            "truncated": self.truncated,
+            **({"overlong_band": self.overlong_band} if self.truncated == "penalty" else {}),
             **({"eval_every": self.eval_every} if self.eval_every else {}),
             **({"resume_state": self.resume_state, "starting_step": self.starting_step} if self.resume_state else {}),
         }
+
+
+    def loss_fn_config(self) -> Optional[dict]:
+        """Tinker's `loss_fn_config` for the loss: the clip thresholds of ppo/cispo, dro's
+        beta; only what the run set (the engine's own defaults otherwise), None when nothing."""
+        given = {}
+        if self.loss in ("ppo", "cispo"):
+            given = {"clip_low_threshold": self.clip_low, "clip_high_threshold": self.clip_high}
+        elif self.loss == "dro":
+            given = {"beta": self.dro_beta}
+        config = {key: value for key, value in given.items() if value is not None}
+        return config or None
+
+    def unused_algorithm_settings(self) -> List[str]:
+        """The settings this run's loss or truncation ignores, to say at start."""
+        unused = []
+        if self.loss not in ("ppo", "cispo"):
+            unused += [f"tinker.{k}" for k in ("clip_low", "clip_high") if getattr(self, k) is not None]
+        if self.loss != "dro" and self.dro_beta is not None:
+            unused.append("tinker.dro_beta")
+        if self.truncated != "penalty" and self.overlong_band:
+            unused.append("tinker.overlong_band")
+        return unused
 
 
 # --------------------------------------------------------------------------- value readers
@@ -170,6 +207,9 @@ class _Section:
             if default is not None:
                 return default
             raise ConfigError(self.key(key), "must not be empty")
+        choices = (self.specs.get(key) or {}).get("choices") or []
+        if choices and text not in choices:
+            raise ConfigError(self.key(key), f"must be one of {', '.join(choices)}, got {_show(text)}")
         return text
 
     def integer(self, key: str, resolved: Optional[int] = None) -> int:
@@ -440,6 +480,13 @@ def parse_config(doc: Any) -> TrainerConfig:
         currency=tinker.string("currency"),
         max_tokens=max_tokens,
         **costs,
+        loss=tinker.string("loss"),
+        clip_low=tinker.number("clip_low"),
+        clip_high=tinker.number("clip_high"),
+        dro_beta=tinker.number("dro_beta"),
+        advantage_norm=tinker.string("advantage_norm"),
+        truncated=tinker.string("truncated"),
+        overlong_band=tinker.integer("overlong_band"),
         notes=tuple(notes),
     )
 

@@ -40,6 +40,7 @@ from . import reach
 from .batch import AlignedSequence, full_logprobs_from_prompt_logprobs
 from .errors import RequestError
 from .sampling import Sample, SamplingSpec, tinker_stop
+from .shaping import LengthStopped
 from .server import Policy
 from .tools import ToolSupport
 
@@ -307,13 +308,13 @@ class Tinker:
         )
 
     async def train(self, datums: List[ttypes.Datum], learning_rate: float) -> Tuple[Any, Any, Dict[str, float]]:
-        """forward_backward(importance_sampling) then optim_step(Adam); both submitted before
+        """forward_backward(the run's loss, its loss_fn_config) then optim_step(Adam); both submitted before
         either result is awaited, so they queue back to back. Also the seconds the caller
         waited for each result: `forward_backward` from the submission to its result,
         `optim` from then to the optimizer step's (the engine runs them in turn, so each is
         the time its own work held the step up)."""
         started = time.monotonic()
-        fb_future = self.training.forward_backward(datums, "importance_sampling")
+        fb_future = self.training.forward_backward(datums, self.config.loss, loss_fn_config=self.config.loss_fn_config())
         adam = ttypes.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
         optim_future = self.training.optim_step(adam)
         fb = await bounded(fb_future, "forward_backward", self.timeout)
@@ -363,6 +364,8 @@ class TinkerPolicy(Policy):
         self.base_model = base_model
         self.max_token_length = max_token_length
         self.eos_ids: List[int] = []
+        # The samples stopped at their max tokens: how the batch tells a completion cut there.
+        self.length_stopped = LengthStopped()
         self.client = None
         self.sampler_path: Optional[str] = None
         self.registered = False
@@ -450,4 +453,6 @@ class TinkerPolicy(Policy):
                 full = await self.tinker.compute_logprobs(client, list(prompt) + tokens)
                 logprobs = full[len(prompt):]
             samples.append(Sample(tokens=tokens, logprobs=[float(x) for x in logprobs], stop_reason=seq.stop_reason))
+            if seq.stop_reason == "length":
+                self.length_stopped.add(tokens)
         return samples

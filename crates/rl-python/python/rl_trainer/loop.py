@@ -28,6 +28,7 @@ from .batch import (
 from .config import CONTRACT, EVALUATE_MARGIN_SECS, TrainerConfig
 from . import evaluation
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
+from .shaping import Shaping
 from .records import (
     COST_ESTIMATE,
     COST_STEP,
@@ -245,6 +246,8 @@ class Trainer:
         c = self.config
         for note in c.notes:
             say(f"note: {note}")
+        for unused in c.unused_algorithm_settings():
+            say(f"note: {unused} is set but not used by loss {c.loss}, truncated {c.truncated}")
         if c.eval_every and self.evaluate_command is None:
             say(
                 f"note: tinker.eval_every is {c.eval_every}, but rl gave no evaluation command "
@@ -334,7 +337,9 @@ class Trainer:
         if os.environ.get(FAULT_VARIABLE) == str(n):
             # The tests' way to make a step fail for real, with the engine and everything up.
             raise RuntimeError(f"failure injected at step {n} by {FAULT_VARIABLE}")
-        prepared = prepare_batch(batch, c.max_token_trainer_length)
+        prepared = prepare_batch(
+            batch, c.max_token_trainer_length, Shaping.of(c), getattr(self.policy, "length_stopped", None)
+        )
         for group in prepared.groups:
             if group.skip == SKIP_MALFORMED:
                 say(f"step {n}: group {group.index} skipped, malformed: {group.problem}")
@@ -361,6 +366,7 @@ class Trainer:
         # A verifiers environment's named rewards and metrics (group_overrides.rewards).
         metrics.update(prepared.named_reward_means())
         metrics.update(batch_counts(prepared, len(sequences)))
+        metrics.update(prepared.truncation_stats())
         metrics["logprobs/recomputed"] = len(missing)
 
         loss = None

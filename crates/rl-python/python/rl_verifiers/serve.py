@@ -71,6 +71,7 @@ async def serve(
 ) -> int:
     api = api or EnvironmentApi(run.rollout_server_url, say)
     counts.prompt_limit = run.max_token_length
+    counts.sends_alike = not run.ensure_scores_are_not_same
     try:
         await wait_for_go(go_file, say)
         registration = await api.register_env(
@@ -152,8 +153,7 @@ async def one_group(adapter, run, endpoint, counts, api, env_id, task, token_lim
     rollouts = await scored.rollouts_of(adapter, task, run.group_size, endpoint, sampling(run))
     outcome = uneven_refused(scored.run_group(rollouts, token_limit), run.group_size)
     verdict = scored.count(counts, outcome)
-    send = verdict == "with_signal" or (verdict == "alike" and not run.ensure_scores_are_not_same)
-    if send and outcome.group is not None:
+    if counts.is_sent(verdict) and outcome.group is not None:
         await api.send_group(dict(outcome.group, env_id=env_id))
     return verdict
 

@@ -56,6 +56,31 @@ class GroupCountsTest(unittest.TestCase):
         self.assertEqual(written["failed"], 1)
         self.assertFalse(os.path.exists(self.path + ".partial"))
 
+    def test_only_a_group_the_trainer_is_sent_is_the_last_sent_and_any_ending_updates(self):
+        """A stall's health check blames from `last_sent`: groups failing, dropped alike or
+        returning nothing refresh `updated` alone."""
+        written = self.collect([({"scores": [0.0, 0.0]}, []), (None, []), ValueError("timed out")])
+        self.assertIsNone(written["last_sent"])
+        self.assertGreater(written["updated"], 0)
+        before = written["updated"]
+        written = self.collect([({"scores": [0.0, 1.0]}, []), ValueError("timed out"), ({"scores": [1.0, 1.0]}, [])])
+        self.assertIsNotNone(written["last_sent"])
+        self.assertGreaterEqual(written["last_sent"], before)
+        self.assertGreaterEqual(written["updated"], written["last_sent"])
+
+    def test_alike_groups_are_sent_only_where_atroposlib_is_told_not_to_drop_them(self):
+        counts = GroupCounts(None)
+        self.assertTrue(counts.is_sent("with_signal"))
+        for verdict in ("alike", "too_long", "invalid", "none", "failed"):
+            self.assertFalse(counts.is_sent(verdict), verdict)
+        counts.env = AtroposLikeEnv(None)
+        counts.count_result(({"scores": [1, 1]}, []))
+        self.assertIsNone(counts.last_sent)
+        counts.env.config.ensure_scores_are_not_same = False
+        counts.count_result(({"scores": [1, 1]}, []))
+        self.assertTrue(counts.is_sent("alike"))
+        self.assertIsNotNone(counts.last_sent)
+
     def test_no_file_is_written_unless_named(self):
         counts = GroupCounts(None)
         counts.count_result(({"scores": [1, 1]}, []))

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import httpx
@@ -81,6 +82,20 @@ class FakeAdapter:
                 )
             )
         return rollouts
+
+
+class HangingAdapter(FakeAdapter):
+    """A FakeAdapter whose groups after the first `sent_first` never end (a scoring that hangs)."""
+
+    def __init__(self, sent_first=0):
+        super().__init__(count=5)
+        self.sent_first = sent_first
+
+    async def run_group(self, task, size, endpoint, sampling):
+        if len(self.groups) >= self.sent_first:
+            self.groups.append((task.key, size, endpoint.training, dict(sampling)))
+            await asyncio.sleep(3600)
+        return await super().run_group(task, size, endpoint, sampling)
 
 
 class _null:
@@ -307,6 +322,38 @@ class LoopTests(unittest.TestCase):
         self.assertFalse(registered_early)
         self.assertTrue(registered)
         self.assertEqual(code, 0)
+
+    def test_groups_abandoned_after_worker_timeout_refresh_updated_not_last_sent(self):
+        """The stalling-sum case: a group is sent, then groups hang and are abandoned as failed;
+        the file says when the last was sent, apart from when the last ended."""
+        adapter = HangingAdapter(sent_first=1)
+        with FakeRunApi(total_steps=2, waits=0) as run_api, tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "groups.json")
+            run = config.RunSettings(group_size=2, total_steps=2, batch_size=2, max_num_workers=1, worker_timeout=0.2, rollout_server_url=run_api.url)
+            counts = GroupCounts(path)
+            endpoint = Endpoint("http://127.0.0.1:9/v1", "m", "k", training=True)
+
+            async def go():
+                serving = asyncio.ensure_future(serve(adapter, run, endpoint, TaskDraw(adapter, split()), counts, lambda line: None))
+                deadline = time.monotonic() + 30
+                while counts.failed < 2:
+                    self.assertFalse(serving.done(), "serve ended before two groups timed out")
+                    self.assertLess(time.monotonic(), deadline, "no group timed out")
+                    await asyncio.sleep(0.05)
+                with open(path) as f:
+                    written = json.load(f)
+                run_api.groups.append({})  # the trainer moves on by itself
+                return written, await asyncio.wait_for(serving, 30)
+
+            written, code = asyncio.run(go())
+            sent = [group for group in run_api.groups if group]
+        self.assertEqual(code, 0)
+        self.assertEqual(len(sent), 1)
+        self.assertEqual((written["made"], written["with_signal"]), (1, 1))
+        self.assertGreaterEqual(written["failed"], 2)
+        self.assertIn("longer than worker_timeout (0.2 s)", written["errors"]["rollout"]["first"])
+        self.assertIsNotNone(written["last_sent"])
+        self.assertGreater(written["updated"], written["last_sent"])
 
     def test_process_writes_one_line_per_group_text_only(self):
         adapter = FakeAdapter(count=5)

@@ -42,6 +42,7 @@ pub fn contract_document() -> serde_json::Value {
             "exclusive": key.exclusive,
             "maximum": key.maximum,
             "reader": key.reader,
+            "choices": key.choices,
             "doc": key.doc,
         });
         let section = sections

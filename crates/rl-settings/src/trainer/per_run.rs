@@ -5,8 +5,9 @@
 use crate::{SettingsError, Value};
 
 use super::{
-    EVAL_EVERY, EVAL_GROUP_SIZE, EVAL_PROMPTS, KEEP_ROLLOUTS, Key, Kind, LEARNING_RATE, LORA_RANK,
-    MAX_TOKEN_TRAINER_LENGTH, SAVE_EVERY, Sections,
+    ADVANTAGE_NORM, CLIP_HIGH, CLIP_LOW, DRO_BETA, EVAL_EVERY, EVAL_GROUP_SIZE, EVAL_PROMPTS,
+    KEEP_ROLLOUTS, Key, Kind, LEARNING_RATE, LORA_RANK, LOSS, MAX_TOKEN_TRAINER_LENGTH,
+    OVERLONG_BAND, SAVE_EVERY, Sections, TRUNCATED,
 };
 
 /// Whether a fork (a run continuing another's saved state) may change a key.
@@ -59,6 +60,36 @@ pub const PER_RUN: &[PerRun] = &[
     },
     PerRun {
         key: EVAL_GROUP_SIZE,
+        on_fork: OnFork::Changes,
+    },
+    // The algorithm (issue 43): each step's loss and batch are its own, so a fork may change
+    // any of it.
+    PerRun {
+        key: LOSS,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: CLIP_LOW,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: CLIP_HIGH,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: DRO_BETA,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: ADVANTAGE_NORM,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: TRUNCATED,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: OVERLONG_BAND,
         on_fork: OnFork::Changes,
     },
 ];

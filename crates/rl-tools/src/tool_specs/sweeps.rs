@@ -19,7 +19,8 @@ pub(super) fn start_sweep(name: &'static str, caps: &serde_json::Value) -> ToolS
             survives rl exiting). `settings` maps a field to its values: the environment's \
             fields (checked as rl_edit_config checks them) and the trainer keys a run chooses \
             (learning_rate, lora_rank, max_token_trainer_length, save_every, keep_rollouts, \
-            eval_every, eval_prompts, eval_group_size). Every point is checked before anything \
+            eval_every, eval_prompts, eval_group_size; the algorithm: loss, clip_low, clip_high, \
+            dro_beta, advantage_norm, truncated, overlong_band). Every point is checked before anything \
             starts: a locked field, an unknown one or a bad value is refused with the reason \
             and nothing starts. Returns `sweep_id`, `message` and the sweep's table. Answers in \
             seconds; the runs take hours: next, rl_check_sweep now and then.",

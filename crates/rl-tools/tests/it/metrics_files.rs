@@ -15,7 +15,7 @@ fn results_of(path: &Path) -> ResultsPart {
         now: 0.0,
         ..Activity::default()
     };
-    ResultsPart::from(&Results::of(&metrics, finished, &HealthPolicy::default()))
+    ResultsPart::from(&Results::of(&metrics, &finished, &HealthPolicy::default()))
 }
 
 /// One snapshot per fixture file: the results an agent would be handed for it.

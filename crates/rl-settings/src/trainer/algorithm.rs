@@ -1,0 +1,201 @@
+//! The RL algorithm a run chooses (issue 43): the loss passed to the engine as Tinker's
+//! `loss_fn` with its `loss_fn_config`, how advantages are normalised in a group, and what
+//! becomes of a truncated completion. And what each engine takes of it.
+
+use super::Kind::{Integer, Number, Text};
+use super::Section::Tinker;
+use super::{D, Key, Sections, key};
+use crate::SettingsError;
+
+pub const LOSS: Key = key(Tinker, "loss", Text, D::Text("importance_sampling"))
+    .one_of(&["importance_sampling", "ppo", "cispo", "dro"])
+    .doc("Tinker's loss_fn: importance_sampling (REINFORCE with importance weights), ppo or cispo (clipped ratio, clip_low/clip_high), dro (dro_beta)");
+pub const CLIP_LOW: Key = key(Tinker, "clip_low", Number, D::Absent)
+    .at_least(0.0)
+    .at_most(1.0)
+    .doc("ppo/cispo: the lowest importance ratio (Tinker's loss_fn_config clip_low_threshold); absent: the engine's own");
+pub const CLIP_HIGH: Key = key(Tinker, "clip_high", Number, D::Absent)
+    .at_least(1.0)
+    .doc("ppo/cispo: the highest importance ratio (clip_high_threshold; DAPO raises it alone); absent: the engine's own");
+pub const DRO_BETA: Key = key(Tinker, "dro_beta", Number, D::Absent)
+    .above(0.0)
+    .doc("dro: its beta (Tinker's loss_fn_config beta); absent: the engine's own");
+pub const ADVANTAGE_NORM: Key = key(Tinker, "advantage_norm", Text, D::Text("std_floor"))
+    .one_of(&["std_floor", "std", "mean_only"])
+    .doc("a group's advantages: std_floor (score - mean) / max(std, 1); std (score - mean) / std, GRPO; mean_only score - mean, Dr. GRPO and the cookbook");
+pub const TRUNCATED: Key = key(Tinker, "truncated", Text, D::Text("train"))
+    .one_of(&["train", "mask", "zero_reward", "penalty"])
+    .doc("a completion cut by the sampler's max tokens or the trainer's length: train it as it is; mask (not trained); zero_reward (its score 0); penalty (DAPO's overlong punishment, see overlong_band)");
+pub const OVERLONG_BAND: Key = key(Tinker, "overlong_band", Integer, D::Integer(0))
+    .at_least(0.0)
+    .doc("truncated = penalty: the tokens before the trainer's length where the penalty ramps from 0 to -1 (a cut completion gets -1); 0: only cut ones are penalised");
+
+/// The losses of `LOSS` the local engine (skyrl-tx 0.3.0, its JAX backend) computes: its
+/// `tx/tinker/loss_fns.py` has `cross_entropy`, `importance_sampling` and `ppo` only.
+pub const LOSSES_OF_THE_LOCAL_ENGINE: &[&str] = &["importance_sampling", "ppo"];
+
+/// The ratio bounds skyrl-tx 0.3.0's `ppo` clips at, whatever `loss_fn_config` says (its JAX
+/// backend never reads that config).
+pub const LOCAL_ENGINE_PPO_CLIP: (f64, f64) = (0.8, 1.2);
+
+/// A run's algorithm, read through the contract.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Algorithm {
+    pub loss: String,
+    pub clip_low: Option<f64>,
+    pub clip_high: Option<f64>,
+    pub dro_beta: Option<f64>,
+    pub advantage_norm: String,
+    pub truncated: String,
+    pub overlong_band: u32,
+}
+
+impl Algorithm {
+    /// Why the local engine cannot train this, if it cannot: a loss it lacks, or clip bounds
+    /// other than the fixed ones it clips at (it would ignore them and train another loss than
+    /// the one asked for).
+    pub fn refused_by_the_local_engine(&self) -> Option<String> {
+        let takes = format!(
+            "the local engine (skyrl-tx 0.3.0) takes loss = {}",
+            LOSSES_OF_THE_LOCAL_ENGINE.join(" or ")
+        );
+        if !LOSSES_OF_THE_LOCAL_ENGINE.contains(&self.loss.as_str()) {
+            return Some(format!(
+                "{takes}; use one of those, or the hosted Tinker service for {}",
+                self.loss
+            ));
+        }
+        let (low, high) = LOCAL_ENGINE_PPO_CLIP;
+        let differs = |given: Option<f64>, fixed: f64| given.is_some_and(|x| x != fixed);
+        if self.loss == "ppo" && (differs(self.clip_low, low) || differs(self.clip_high, high)) {
+            return Some(format!(
+                "{takes}, and its ppo clips the ratio at {low}..{high} whatever clip_low and \
+                 clip_high say: leave them out, or use the hosted Tinker service"
+            ));
+        }
+        None
+    }
+}
+
+impl Sections<'_> {
+    pub(super) fn algorithm(&self) -> Result<Algorithm, SettingsError> {
+        let band = self.integer(&OVERLONG_BAND)?.unwrap_or(0);
+        Ok(Algorithm {
+            loss: self.text(&LOSS)?.unwrap_or_default(),
+            clip_low: self.number(&CLIP_LOW)?,
+            clip_high: self.number(&CLIP_HIGH)?,
+            dro_beta: self.number(&DRO_BETA)?,
+            advantage_norm: self.text(&ADVANTAGE_NORM)?.unwrap_or_default(),
+            truncated: self.text(&TRUNCATED)?.unwrap_or_default(),
+            overlong_band: u32::try_from(band).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::{Trainer, coerce};
+    use super::*;
+    use crate::Value;
+
+    fn read(entries: &[(&str, Value)]) -> Result<Algorithm, SettingsError> {
+        let tinker = entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        Trainer::read(&BTreeMap::new(), &tinker).map(|trainer| trainer.algorithm)
+    }
+
+    #[test]
+    fn the_defaults_are_todays_algorithm() {
+        let algorithm = read(&[]).unwrap();
+        assert_eq!(algorithm.loss, "importance_sampling");
+        assert_eq!(algorithm.advantage_norm, "std_floor");
+        assert_eq!(algorithm.truncated, "train");
+        assert_eq!(
+            (algorithm.clip_low, algorithm.clip_high, algorithm.dro_beta),
+            (None, None, None)
+        );
+        assert_eq!(algorithm.overlong_band, 0);
+    }
+
+    #[test]
+    fn a_choice_outside_its_list_is_refused_naming_the_list() {
+        let error = read(&[("loss", "grpo".into())]).unwrap_err().to_string();
+        assert!(
+            error.contains("tinker.loss")
+                && error.contains("importance_sampling, ppo, cispo, dro")
+                && error.contains("\"grpo\""),
+            "{error}"
+        );
+        assert!(read(&[("advantage_norm", "none".into())]).is_err());
+        assert!(read(&[("truncated", "drop".into())]).is_err());
+        let algorithm = read(&[
+            ("loss", " cispo ".into()),
+            ("advantage_norm", "mean_only".into()),
+            ("truncated", "penalty".into()),
+            ("overlong_band", 64.into()),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                algorithm.loss.as_str(),
+                algorithm.advantage_norm.as_str(),
+                algorithm.truncated.as_str(),
+                algorithm.overlong_band
+            ),
+            ("cispo", "mean_only", "penalty", 64)
+        );
+        // A sweep's or a fork's value is checked by the same rule.
+        assert!(coerce(&LOSS, &"ppo".into()).is_ok());
+        assert!(coerce(&LOSS, &"sgd".into()).is_err());
+    }
+
+    #[test]
+    fn clip_bounds_and_beta_are_checked() {
+        assert!(read(&[("clip_low", Value::Float(1.2))]).is_err());
+        assert!(read(&[("clip_low", Value::Float(-0.1))]).is_err());
+        assert!(read(&[("clip_high", Value::Float(0.9))]).is_err());
+        assert!(read(&[("dro_beta", 0.into())]).is_err());
+        assert!(read(&[("overlong_band", (-1).into())]).is_err());
+        let algorithm = read(&[
+            ("clip_low", Value::Float(0.8)),
+            ("clip_high", "1.28".into()),
+            ("dro_beta", Value::Float(0.05)),
+        ])
+        .unwrap();
+        assert_eq!(
+            (algorithm.clip_low, algorithm.clip_high, algorithm.dro_beta),
+            (Some(0.8), Some(1.28), Some(0.05))
+        );
+    }
+
+    #[test]
+    fn the_local_engine_refuses_what_it_cannot_compute() {
+        let refused =
+            |entries: &[(&str, Value)]| read(entries).unwrap().refused_by_the_local_engine();
+        assert_eq!(refused(&[]), None);
+        assert_eq!(refused(&[("loss", "ppo".into())]), None);
+        assert_eq!(
+            refused(&[
+                ("loss", "ppo".into()),
+                ("clip_low", Value::Float(0.8)),
+                ("clip_high", Value::Float(1.2))
+            ]),
+            None
+        );
+        for loss in ["cispo", "dro"] {
+            let reason = refused(&[("loss", loss.into())]).unwrap();
+            assert!(
+                reason.contains("skyrl-tx 0.3.0")
+                    && reason.contains("importance_sampling or ppo")
+                    && reason.contains(loss),
+                "{reason}"
+            );
+        }
+        let reason = refused(&[("loss", "ppo".into()), ("clip_high", Value::Float(1.28))]).unwrap();
+        assert!(reason.contains("0.8..1.2"), "{reason}");
+    }
+}
