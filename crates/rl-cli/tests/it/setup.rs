@@ -391,7 +391,9 @@ fn setup_uses_uv_when_it_is_on_the_path() {
     let runner_home = std::env::var_os("HOME").map(PathBuf::from);
     let user = User {
         // uv's folder first, then rl's build (not installed: `rl setup` is what is tested).
-        bin: workspace_root().join("target/debug"),
+        bin: Path::new(env!("CARGO_BIN_EXE_rl"))
+            .parent()
+            .map_or_else(|| workspace_root().join("target/debug"), Path::to_owned),
         path: format!(
             "{}:{}",
             tools.join("bin").display(),
