@@ -189,6 +189,7 @@
         page.eta_secs !== null && !FINISHED.includes(run.state) ? el("span", { text: "ETA " + clock(page.eta_secs) }) : null,
       ]),
       lineageLine(run),
+      algorithmLine(page.algorithm),
     ];
     if (run.error) parts.push(el("p", { class: "error", text: run.error }));
     return el("header", { id: "header" }, parts);
@@ -213,6 +214,12 @@
     }
     if (run.sweep_id) parts.push(el("span", { id: "sweep" }, ["part of ", el("a", { href: "/sweeps/" + run.sweep_id, text: "sweep " + run.sweep_id })]));
     return el("p", { class: "meta lineage" }, parts);
+  }
+
+  // The loss, advantages and truncation the run's config sets (issue 43), as rl words them.
+  function algorithmLine(algorithm) {
+    if (!algorithm) return null;
+    return el("p", { class: "meta", id: "algorithm", "data-loss": algorithm.loss, text: "Algorithm: " + algorithm.summary });
   }
 
   // The environment's groups (rl_env's counts): made, with signal, how the rest scored.

@@ -173,6 +173,7 @@ fn print_current(current: &ConfigView) -> anyhow::Result<()> {
         ]);
     }
     output::line(table)?;
+    output::loss_table(&current.losses)?;
     notes(&current.notes)?;
     first_run_advice(&current.first_run_advice)
 }

@@ -140,6 +140,9 @@ fn doctor(context: &context::Context, as_json: bool) -> anyhow::Result<()> {
             ]);
         }
         output::line(table)?;
+        if let Some(losses) = &report.losses {
+            output::loss_table(losses)?;
+        }
     }
     if report.healthy {
         Ok(())

@@ -106,6 +106,32 @@ pub(crate) fn environment_label(name: &str, kind: Option<rl_settings::Environmen
     }
 }
 
+/// The losses the configured engine takes, under a heading saying where that is known from
+/// (`rl doctor`, `rl config show`).
+pub(crate) fn loss_table(losses: &rl_tools::LossTable) -> anyhow::Result<()> {
+    line(losses.heading())?;
+    let mut table = table(&["loss", "", "settings", "note"]);
+    for row in &losses.losses {
+        let (mark, tone) = if row.taken {
+            ("taken", Tone::Good)
+        } else {
+            ("refused", Tone::Quiet)
+        };
+        let settings = if row.settings.is_empty() {
+            "-".to_owned()
+        } else {
+            row.settings.join(", ")
+        };
+        table.add_row([
+            cell(row.loss),
+            toned(mark, tone),
+            cell(settings),
+            cell(row.note.as_deref().unwrap_or_default()),
+        ]);
+    }
+    line(table)
+}
+
 pub(crate) fn line(text: impl std::fmt::Display) -> anyhow::Result<()> {
     ignore_broken_pipe(writeln!(std::io::stdout().lock(), "{text}"))
 }

@@ -107,6 +107,9 @@ pub(crate) fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 9] 
 }
 
 pub(crate) fn print_metrics(view: &StatusView) -> anyhow::Result<()> {
+    if let Some(algorithm) = &view.algorithm {
+        output::line(format!("algorithm: {}", algorithm.summary))?;
+    }
     match view.metrics_source {
         None => output::line("metrics: none logged yet")?,
         Some(source) => {

@@ -7,6 +7,7 @@ use rl_settings::{RunConfig, Value, trainer};
 
 use crate::ConfigError;
 use crate::run_setting::{RunSetting, apply_env, with_settings};
+use crate::schema::DefaultValue;
 use crate::service::ConfigService;
 use crate::store::{Section, Selection};
 
@@ -48,6 +49,36 @@ impl ConfigService {
         apply_env(&mut env, &settings);
         crate::rules::check_together(|name| env.get(name))?;
         Ok(settings)
+    }
+
+    /// What a new run of `selection` gets for the per-run trainer key `name`: its edit, else
+    /// [`Self::trainer_default`].
+    pub(crate) fn trainer_value(&self, selection: &Selection, name: &str) -> DefaultValue {
+        selection
+            .edits
+            .iter()
+            .find(|e| e.section == Section::Tinker && e.field == name)
+            .map_or_else(
+                || self.trainer_default(name),
+                |edit| DefaultValue::Value {
+                    value: edit.value.clone(),
+                },
+            )
+    }
+
+    /// What a run gets for the per-run trainer key `name` without an edit of its own: the
+    /// operator's value, else the contract's default (absent: the engine's own).
+    pub(crate) fn trainer_default(&self, name: &str) -> DefaultValue {
+        if let Some(value) = self.settings().locked.tinker.get(name) {
+            return DefaultValue::Value {
+                value: value.clone(),
+            };
+        }
+        // Null: the key is absent from the run's config, and the engine uses its own.
+        DefaultValue::Value {
+            value: rl_settings::trainer::per_run(name)
+                .map_or(Value::Null, |entry| entry.key.default_value()),
+        }
     }
 
     fn checked(

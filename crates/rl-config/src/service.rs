@@ -311,11 +311,37 @@ impl ConfigService {
                 value: self.wandb_project(&selection).into(),
             };
             (Section::Tinker, checked, previous)
+        } else if schema.field(field).is_none()
+            && let Some(entry) = rl_settings::trainer::per_run(field)
+        {
+            // A trainer key a run chooses (the algorithm, the learning rate, ...): checked as a
+            // sweep's point is (`check_run_settings`: the key's kind and bounds, the operator's
+            // locks), kept in the selection's `tinker` edits that each new run takes.
+            let previous = self.trainer_value(&selection, entry.key.name);
+            let setting = self
+                .check_run_settings(&selection, &[(field.to_owned(), value.clone())])?
+                .remove(0);
+            let coerced_from = (setting.value != *value).then(|| value.clone());
+            (
+                Section::Tinker,
+                crate::validate::Checked {
+                    value: setting.value,
+                    coerced_from,
+                    checked: true,
+                },
+                previous,
+            )
         } else {
             let Some(spec) = schema.field(field) else {
+                let mut extra = vec![WANDB_PROJECT_FIELD];
+                extra.extend(
+                    rl_settings::trainer::PER_RUN
+                        .iter()
+                        .map(|entry| entry.key.name),
+                );
                 return Err(ConfigError::UnknownField {
                     field: field.to_owned(),
-                    closest: closest_fields(field, &schema, &[WANDB_PROJECT_FIELD]),
+                    closest: closest_fields(field, &schema, &extra),
                 });
             };
             if let Some(locked) = self.settings.locked_env_value(field) {
@@ -333,6 +359,9 @@ impl ConfigService {
             )
         };
         let key = selection.environment.key;
+        let field = rl_settings::trainer::per_run(field)
+            .filter(|_| section == Section::Tinker)
+            .map_or(field, |entry| entry.key.name);
         let edit = Edit {
             field: field.to_owned(),
             section,
@@ -383,9 +412,10 @@ impl ConfigService {
                 field: edit.field.clone(),
                 section: edit.section,
                 default: match edit.section {
-                    Section::Tinker => DefaultValue::Value {
+                    Section::Tinker if edit.field == WANDB_PROJECT_FIELD => DefaultValue::Value {
                         value: self.settings.wandb_project.as_str().into(),
                     },
+                    Section::Tinker => self.trainer_default(&edit.field),
                     Section::Env => schema
                         .field(&edit.field)
                         .map_or(DefaultValue::Required, |spec| {

@@ -6,6 +6,10 @@ use crate::view::{ADVANTAGES_STD, LOGPROBS_DIFF, LOSS, REWARD_MEAN};
 
 /// The metric a step's time is logged under by rl's trainer.
 const STEP_SECS: &str = "time/total_secs";
+/// The share of a step's trained tokens whose importance ratio the loss clipped (ppo, cispo).
+const CLIP_FRACTION: &str = "train/clip_fraction";
+/// The step's estimate of the KL from the policy to the base model (per token).
+const KL_BASE: &str = "train/kl_base";
 
 /// The thresholds; the defaults suit a Tinker GRPO run.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +30,15 @@ pub struct HealthPolicy {
     pub zero_spread: f64,
     /// `|logprobs/diff|` below this is noise, whatever its trend.
     pub drift_floor: f64,
+    /// A mean `train/clip_fraction` over the window at or above this: nearly every token is
+    /// clipped, so hardly any gradient is left.
+    pub clip_fraction_high: f64,
+    /// `train/kl_base` (nats per token) at or above this in the later half of the window is
+    /// exploding, whatever its trend...
+    pub kl_high: f64,
+    /// ... and so is one whose later half is at least twice its earlier half and above this
+    /// floor, over at least `min_points` rows (a KL starting from 0 grows at first).
+    pub kl_floor: f64,
 }
 
 impl Default for HealthPolicy {
@@ -38,6 +51,9 @@ impl Default for HealthPolicy {
             flat_tolerance: 1e-6,
             zero_spread: 1e-6,
             drift_floor: 0.05,
+            clip_fraction_high: 0.9,
+            kl_high: 1.0,
+            kl_floor: 0.1,
         }
     }
 }
@@ -156,6 +172,10 @@ pub enum FlagKind {
     ZeroGroupVariance,
     /// The gap between the sampler's and the trainer's logprobs keeps growing (off-policy drift).
     LogprobDriftRising,
+    /// Nearly every trained token's importance ratio is clipped (ppo, cispo).
+    ClipFractionHigh,
+    /// The KL from the policy to the base model rises steeply or is large.
+    KlBaseExploding,
 }
 
 impl FlagKind {
@@ -167,6 +187,8 @@ impl FlagKind {
             Self::RewardFlat => "reward_flat",
             Self::ZeroGroupVariance => "zero_group_variance",
             Self::LogprobDriftRising => "logprob_drift_rising",
+            Self::ClipFractionHigh => "clip_fraction_high",
+            Self::KlBaseExploding => "kl_base_exploding",
         }
     }
 }
@@ -210,6 +232,8 @@ impl HealthDigest {
             flags.extend(reward_flat(rows, policy));
             flags.extend(zero_group_variance(rows, policy));
             flags.extend(logprob_drift_rising(rows, policy));
+            flags.extend(clip_fraction_high(rows, policy));
+            flags.extend(kl_base_exploding(rows, policy));
         }
         Self {
             healthy: flags.is_empty(),
@@ -496,6 +520,59 @@ fn zero_group_variance(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<Hea
             "{ADVANTAGES_STD} absent or <= {} in all {} rows: every group's rewards are equal, so GRPO has nothing to learn from (make the task harder or easier, or raise group_size)",
             policy.zero_spread,
             judged.len()
+        ),
+        component: None,
+    })
+}
+
+/// The rows that logged `metric` (finite), however few: a short run is judged on what it has,
+/// at least two rows.
+fn recent(rows: &[HistoryRow], metric: &str) -> Option<Vec<(i64, f64)>> {
+    let points: Vec<(i64, f64)> = rows
+        .iter()
+        .filter_map(|row| Some((row.step, row.number(metric)?)))
+        .filter(|(_, value)| value.is_finite())
+        .collect();
+    (points.len() >= 2).then_some(points)
+}
+
+fn mean_of(points: &[(i64, f64)]) -> f64 {
+    points.iter().map(|(_, value)| value).sum::<f64>() / points.len() as f64
+}
+
+/// The window's mean clip fraction near 1: the loss clips nearly every token's ratio, so the
+/// update is made of almost nothing but the clip.
+fn clip_fraction_high(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<HealthFlag> {
+    let points = recent(rows, CLIP_FRACTION)?;
+    let mean = mean_of(&points);
+    (mean >= policy.clip_fraction_high).then(|| HealthFlag {
+        kind: FlagKind::ClipFractionHigh,
+        metric: CLIP_FRACTION.to_owned(),
+        window: window_of_points(&points),
+        detail: format!(
+            "{CLIP_FRACTION} averaged {mean:.2} over {} rows (>= {}): the policy moves so far from              the sampler's within a step that nearly every token's ratio is clipped and little              gradient is left (lower the learning rate, or widen clip_low/clip_high)",
+            points.len(),
+            policy.clip_fraction_high
+        ),
+        component: None,
+    })
+}
+
+/// The KL to the base model above its bound in the later half of the window, or (with enough
+/// rows for a trend) at least doubling from the earlier half above its floor.
+fn kl_base_exploding(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<HealthFlag> {
+    let points = recent(rows, KL_BASE)?;
+    let (earlier, later) = points.split_at(points.len() / 2);
+    let (before, after) = (mean_of(earlier), mean_of(later));
+    let steep = points.len() >= policy.min_points
+        && after > policy.kl_floor
+        && after >= 2.0 * before.max(0.0);
+    (after >= policy.kl_high || steep).then(|| HealthFlag {
+        kind: FlagKind::KlBaseExploding,
+        metric: KL_BASE.to_owned(),
+        window: window_of_points(&points),
+        detail: format!(
+            "{KL_BASE} went from {before:.4} to {after:.4} nats per token (mean of each half of              the window): the policy runs away from the base model (raise kl_coef, or lower the              learning rate)"
         ),
         component: None,
     })

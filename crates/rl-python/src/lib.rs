@@ -88,6 +88,10 @@ pub const ITEMS_REPORT_VARIABLE: &str = "RL_ITEMS_REPORT";
 /// command line of `rl runs evaluate RUN_ID` to which it adds `--step`, `--base-url` and
 /// `--model`.
 pub const EVALUATE_COMMAND_VARIABLE: &str = "RL_EVALUATE_COMMAND";
+/// Set to `1` for a trainer that trains on rl's local engine (skyrl-tx 0.3.0): what the engine
+/// computes that the run config does not say (its ppo's fixed clip bounds, for the clip
+/// fraction the trainer logs).
+pub const LOCAL_ENGINE_VARIABLE: &str = "RL_LOCAL_ENGINE";
 const ITEMS_VARIABLE: &str = "RL_ITEMS";
 const FRACTION_VARIABLE: &str = "RL_HELD_OUT_FRACTION";
 const SEED_VARIABLE: &str = "RL_HELD_OUT_SEED";

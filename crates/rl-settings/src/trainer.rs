@@ -363,6 +363,8 @@ pub const KEYS: &[Key] = &[
     ADVANTAGE_NORM,
     TRUNCATED,
     OVERLONG_BAND,
+    KL_COEF,
+    LOG_KL_BASE,
 ];
 
 /// How much longer than an evaluation's own limit (`eval_timeout_secs`) the trainer waits for
@@ -667,8 +669,8 @@ mod document;
 mod per_run;
 mod phase;
 pub use algorithm::{
-    ADVANTAGE_NORM, Algorithm, CLIP_HIGH, CLIP_LOW, DRO_BETA, LOCAL_ENGINE_PPO_CLIP, LOSS,
-    LOSSES_OF_THE_LOCAL_ENGINE, OVERLONG_BAND, TRUNCATED,
+    ADVANTAGE_NORM, Algorithm, CLIP_HIGH, CLIP_LOW, DRO_BETA, KL_COEF, LOCAL_ENGINE_PPO_CLIP,
+    LOG_KL_BASE, LOSS, LOSSES_OF_THE_LOCAL_ENGINE, OVERLONG_BAND, TRUNCATED,
 };
 pub use document::contract_document;
 pub use per_run::{OnFork, PER_RUN, PerRun, coerce, per_run};

@@ -7,7 +7,7 @@ use rl_settings::Value;
 use crate::answers::{
     ConfigView, DisagreementView, DuplicateNameView, EditEntry, Edited, EnvironmentDetail,
     EnvironmentEntry, EnvironmentList, FieldSpecView, FieldView, FileWarningView,
-    IntrospectedConfig, Selected, SkippedFileView,
+    IntrospectedConfig, LossTable, Selected, SkippedFileView,
 };
 use crate::env_dependencies::{self, Dependencies};
 use crate::{Tools, ToolsError};
@@ -214,7 +214,8 @@ impl Tools {
 
     pub fn current_config(&self) -> Result<ConfigView, ToolsError> {
         let current = self.service()?.current()?;
-        let first_run_advice = crate::first_run::advise(self.settings()?, &current);
+        let settings = self.settings()?;
+        let first_run_advice = crate::first_run::advise(settings, &current);
         let (locked, configurable): (Vec<&CurrentField>, Vec<&CurrentField>) =
             current.fields.iter().partition(|field| field.locked);
         Ok(ConfigView {
@@ -231,6 +232,7 @@ impl Tools {
                   checked against the field's type, so \"16\" becomes 16 for an integer field"
                 .to_owned(),
             first_run_advice,
+            losses: LossTable::of(settings),
         })
     }
 

@@ -93,6 +93,7 @@ pub fn check(
     HealthReport {
         healthy: checks.iter().all(|check| check.ok || !check.required),
         checks,
+        losses: settings.ok().map(crate::answers::LossTable::of),
     }
 }
 

@@ -46,6 +46,7 @@ pub use answers::{
     AccountingView, Anatomy, CostLine, CostReport, CostView, NO_PRICE_NOTE, ResultsAnswer,
     ShareView, StatusAnswer, StepAnatomy, ThroughputView, TokensView, UsageView,
 };
+pub use answers::{AlgorithmView, LossRow, LossTable};
 pub use answers::{
     Check, CheckpointEntry, CheckpointList, CheckpointView, ComparedModel, ComparisonAnswer,
     ComponentLog, ComponentView, ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView,

@@ -109,6 +109,7 @@ impl Tools {
             history: status.history,
             health: status.health,
             groups: status.groups,
+            algorithm: status.algorithm,
             checkpoints,
             logs,
             rollout_steps: rollout_steps(&run_dir(self.home(), id)),

@@ -13,9 +13,9 @@ use rl_process::{
 use rl_settings::{Caps, RunConfig, RunEndpoints, RunId, RunWandb, Settings};
 
 use crate::answers::{
-    ComponentLog, EventView, EventsView, GroupsView, HealthView, MetricsView, ResultsPart,
-    ResultsView, RunEntry, RunList, RunView, SourceFailureView, Started, StatusAnswer, StatusView,
-    Stopped, process_label,
+    AlgorithmView, ComponentLog, EventView, EventsView, GroupsView, HealthView, MetricsView,
+    ResultsPart, ResultsView, RunEntry, RunList, RunView, SourceFailureView, Started, StatusAnswer,
+    StatusView, Stopped, process_label,
 };
 use crate::metrics::{self, Patience, SourceChoice};
 use crate::{Tools, ToolsError};
@@ -434,10 +434,11 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
     let found = collected.metrics.as_ref();
     let run = &status.run;
     let trainer = found.and_then(|metrics| metrics.trainer.as_ref());
-    let total_steps = RunConfig::read(&run.config_path)
-        .ok()
-        .as_ref()
-        .and_then(crate::resume_point::total_steps);
+    let config = RunConfig::read(&run.config_path).ok();
+    let total_steps = config.as_ref().and_then(crate::resume_point::total_steps);
+    let algorithm = config
+        .and_then(|config| config.trainer().ok())
+        .map(|trainer| AlgorithmView::from(&trainer.algorithm));
     let groups = run
         .config_path
         .parent()
@@ -484,6 +485,7 @@ fn status_view(status: &RunStatus, collected: &Collected, wandb: Option<RunWandb
             groups.as_ref(),
         ),
         groups: groups.as_ref().map(GroupsView::from),
+        algorithm,
         metrics_source: found.map(|metrics| metrics.source.as_str()),
         metrics_warnings: found.map(|m| m.warnings.clone()).unwrap_or_default(),
         metrics_errors: failures_of(collected),

@@ -188,7 +188,8 @@ impl ToolName {
                 description: "Set one configuration field of the selected environment for the next \
                     run. The value is checked against the field's type, range and allowed values \
                     (\"16\" is read as 16 for an integer field); locked fields are refused. Also \
-                    accepts `wandb_project`. Returns the new and previous value and the whole \
+                    accepts `wandb_project` and the trainer keys a run chooses (`learning_rate`, \
+                    `loss`, `clip_low`, `clip_high`, `advantage_norm`, `truncated`, ...). Returns the new and previous value and the whole \
                     configuration; a refused edit changes nothing and says what is allowed. Takes a \
                     second or two. Next: more edits, rl_test_inference, or rl_start_training.",
                 parameters: json!({
@@ -309,7 +310,8 @@ impl ToolName {
                     checks them; the operator's locked ones refused) and the trainer keys a run \
                     chooses (learning_rate, max_token_trainer_length, save_every, keep_rollouts, \
                     eval_every, eval_prompts, eval_group_size; the algorithm: loss, clip_low, \
-                    clip_high, dro_beta, advantage_norm, truncated, overlong_band); the base model and lora_rank are \
+                    clip_high, dro_beta, advantage_norm, truncated, overlong_band, kl_coef, \
+                    log_kl_base); the base model and lora_rank are \
                     fixed by the saved state and refused. Its steps, metrics and checkpoints \
                     continue from step+1, in the parent's WandB group under its own name. \
                     Returns the new run as rl_start_training does, with `resumed_from` (the \

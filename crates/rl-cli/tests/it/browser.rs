@@ -279,6 +279,12 @@ fn the_run_page_shows_a_run_as_it_trains() {
             .unwrap()
             .contains("EUR")
     );
+    // The algorithm the run's config sets (issue 43), in its header.
+    let algorithm = browser.eval("document.querySelector('#algorithm')?.textContent ?? ''");
+    assert_eq!(
+        algorithm,
+        "Algorithm: loss cispo (clip 0.75..1.28), advantages std_floor, truncated penalty (band 64 tokens)"
+    );
     let drawn = browser.eval("document.querySelectorAll('canvas').length");
     assert!(
         drawn.as_u64().unwrap() >= 4,

@@ -107,6 +107,13 @@ fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported
         &service.url,
         &format!("[inference]\ntinker_openai_url = \"{}\"", endpoint.base_url),
     );
+    // Issue 43: a loss the local engine lacks, with DAPO's raised upper bound, which the
+    // service takes (the stand-in's engine computes ppo in its stead).
+    ask_for_a_loss(
+        &stack,
+        "cispo",
+        &[("clip_low", "0.75"), ("clip_high", "1.28")],
+    );
 
     let (id, _) = stack.start_running();
     assert!(
@@ -139,6 +146,17 @@ fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported
         .count();
     assert!(trained >= 5, "{trained} forward_backward calls");
     assert_every_request_carries_the_key(&requests);
+    assert_the_service_received_the_loss(
+        &requests,
+        "cispo",
+        &serde_json::json!({"clip_low_threshold": 0.75, "clip_high_threshold": 1.28}),
+    );
+    let status = stack.json(&["runs", "status", &id, "--source", "file"]);
+    assert_eq!(
+        status["algorithm"]["summary"],
+        "loss cispo (clip 0.75..1.28), advantages std_floor, truncated train",
+        "{status:#}"
+    );
     let metrics = lines(&dir.join("metrics.jsonl"));
     let losses: Vec<f64> = metrics
         .iter()
@@ -292,6 +310,7 @@ fn a_hosted_run_of_a_verifiers_environment_trains_through_the_service() {
     std::fs::write(&config, text.replace("total_steps = 5", "total_steps = 3")).unwrap();
     stack.json(&["config", "set", "group_size", "4"]);
     stack.json(&["config", "set", "batch_size", "8"]);
+    ask_for_a_loss(&stack, "ppo", &[("clip_low", "0.7"), ("clip_high", "1.3")]);
 
     let (id, _) = stack.start_running();
     let finished = stack.wait(&id, "finished", 900);
@@ -304,6 +323,11 @@ fn a_hosted_run_of_a_verifiers_environment_trains_through_the_service() {
         .count();
     assert!(trained >= 3, "{trained} forward_backward calls");
     assert_every_request_carries_the_key(&requests);
+    assert_the_service_received_the_loss(
+        &requests,
+        "ppo",
+        &serde_json::json!({"clip_low_threshold": 0.7, "clip_high_threshold": 1.3}),
+    );
     // The verifiers environment's named rewards were logged at each step.
     let dir = stack.run_dir(&id);
     let steps: Vec<Value> = lines(&dir.join("metrics.jsonl"))
@@ -316,6 +340,31 @@ fn a_hosted_run_of_a_verifiers_environment_trains_through_the_service() {
     }
     assert_nothing_left(&stack, &id);
     assert_no_file_holds(stack.home.path(), KEY);
+}
+
+/// The selection's runs ask for `loss` with `settings` (`rl config set`, as a user does).
+fn ask_for_a_loss(stack: &Stack, loss: &str, settings: &[(&str, &str)]) {
+    stack.json(&["config", "set", "loss", loss]);
+    for (key, value) in settings {
+        stack.json(&["config", "set", key, value]);
+    }
+}
+
+/// Every `forward_backward` the service received asked for `loss` with `config` (Tinker's
+/// `loss_fn` and `loss_fn_config`, read from the SDK's protobuf by the stand-in); a `forward`
+/// (the same route, `forward_only`: the trainer's fingerprint of the weights) trains nothing.
+fn assert_the_service_received_the_loss(requests: &[Value], loss: &str, config: &Value) {
+    let trained: Vec<&Value> = requests
+        .iter()
+        .filter(|request| request["path"] == "/api/v1/forward_backward")
+        .filter(|request| request["forward_only"] == false)
+        .collect();
+    assert!(!trained.is_empty(), "{requests:#?}");
+    for request in trained {
+        assert_eq!(request["loss_fn"], loss, "{request}");
+        assert_eq!(&request["loss_fn_config"], config, "{request}");
+        assert_eq!(request["status"], 200, "{request}");
+    }
 }
 
 /// A hosted run at `service` that must fail: its stack, id and error.

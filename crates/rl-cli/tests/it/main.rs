@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod algorithm_runs;
 mod browser;
 mod compare;
 mod costs;

@@ -36,7 +36,8 @@ pub(crate) fn run_home(running: bool) -> tempfile::TempDir {
     std::fs::write(
         &config,
         "env:\n  total_steps: 12\n  use_wandb: false\nopenai: []\ntinker:\n  currency: EUR\n  \
-         price_trained_per_million: 2.0\nslurm: false\ntesting: false\n",
+         price_trained_per_million: 2.0\n  loss: cispo\n  clip_low: 0.75\n  clip_high: 1.28\n  \
+         truncated: penalty\n  overlong_band: 64\nslurm: false\ntesting: false\n",
     )
     .unwrap();
     let mut store = RunStore::open(home.path()).unwrap();
@@ -224,6 +225,9 @@ fn a_browser_gets_pages_and_every_other_client_the_api() {
     assert_eq!(page["anatomy"]["parts"][0], "wait");
     assert_eq!(page["accounting"]["tokens"]["trained"], 15_000 * STEPS);
     assert_eq!(page["accounting"]["cost"]["currency"], "EUR", "{page}");
+    // The algorithm its config sets (issue 43).
+    assert_eq!(page["algorithm"]["loss"], "cispo", "{page}");
+    assert_eq!(page["algorithm"]["clip_high"], 1.28, "{page}");
     assert_eq!(
         rows["runs"][0]["usage"]["tokens"]["trained"],
         15_000 * STEPS
@@ -498,6 +502,7 @@ fn the_terminal_shows_where_time_and_money_go() {
         "time: forward_backward 38% · wait 28%",
         "bottleneck: forward_backward (38% of the time)",
         "cost: 0.18 EUR so far, 0.36 EUR estimated at completion",
+        "algorithm: loss cispo (clip 0.75..1.28), advantages std_floor, truncated penalty (band 64 tokens)",
     ] {
         assert!(status.contains(shown), "{shown}\n{status}");
     }
@@ -506,6 +511,28 @@ fn the_terminal_shows_where_time_and_money_go() {
     assert_eq!(json["accounting"]["tokens"]["sampled"], 24_000, "{json}");
     assert_eq!(json["accounting"]["bottleneck"]["part"], "forward_backward");
     assert_eq!(json["accounting"]["cost"]["currency"], "EUR");
+    let algorithm = &json["algorithm"];
+    assert_eq!(
+        (
+            &algorithm["loss"],
+            &algorithm["clip_low"],
+            &algorithm["clip_high"],
+            &algorithm["dro_beta"],
+            &algorithm["advantage_norm"],
+            &algorithm["truncated"],
+            &algorithm["overlong_band"]
+        ),
+        (
+            &"cispo".into(),
+            &0.75.into(),
+            &1.28.into(),
+            &serde_json::Value::Null,
+            &"std_floor".into(),
+            &"penalty".into(),
+            &64.into()
+        ),
+        "{json}"
+    );
     let results: serde_json::Value =
         serde_json::from_str(&rl(&["--json", "runs", "results", RUN, "--source", "file"])).unwrap();
     assert_eq!(results["accounting"]["tokens"]["trained"], 90_000);

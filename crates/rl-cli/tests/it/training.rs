@@ -59,7 +59,12 @@ fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
     // A completion grace shorter than a CPU step (issue 40): a trainer still in its last steps
     // when the environment finishes is waited for while its phase file shows work, and the run
     // completes with its final state saved, never cut short and called completed.
-    let (stack, engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO, SHORT_GRACE]);
+    let (stack, engine) = stack(&[
+        SHORT_RUN,
+        SAVE_EVERY_TWO,
+        SHORT_GRACE,
+        crate::algorithm_runs::PPO_WITH_KL,
+    ]);
     let id = stack.start();
     // Followed from its start by `rl runs watch`, its output piped: plain lines.
     let watcher = crate::rl_command(stack.home.path())
@@ -108,6 +113,7 @@ fn a_run_on_the_local_engine_trains_and_keeps_what_it_saved() {
         assert!(row["reward/mean"].as_f64().is_some(), "{row}");
     }
     assert_counted_and_timed(&dir, &steps);
+    crate::algorithm_runs::assert_clipped_and_measured_against_the_base(&steps);
 
     // Every checkpoint row is a save the engine made, and results report exactly those.
     let checkpoints = lines(&dir.join("checkpoints.jsonl"));

@@ -10,6 +10,7 @@ mod hostile_verifiers;
 mod locked;
 mod python;
 mod service;
+mod trainer_edits;
 
 use std::path::PathBuf;
 

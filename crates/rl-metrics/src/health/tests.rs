@@ -184,6 +184,78 @@ fn growing_logprob_drift_is_flagged_and_steady_noise_is_not() {
     assert!(HealthDigest::assess(&learning_run(10), &finished(), &HealthPolicy::default()).healthy);
 }
 
+/// A learning run's rows with `metric` at `values[i]` in row i + 1.
+fn learning_with(metric: &'static str, values: &[f64]) -> LoggedRun {
+    let mut logged = learning_run(values.len() as i64);
+    for (row, value) in logged.history.iter_mut().zip(values) {
+        row.values
+            .insert(metric.to_owned(), MetricValue::Number(*value));
+    }
+    logged
+}
+
+#[test]
+fn a_clip_fraction_near_one_is_flagged_with_what_to_try() {
+    let clipped = learning_with(CLIP_FRACTION, &[0.85, 0.95, 0.97, 0.99]);
+    let digest = HealthDigest::assess(&clipped, &finished(), &HealthPolicy::default());
+    assert_eq!(kinds(&digest), vec![FlagKind::ClipFractionHigh]);
+    let flag = &digest.flags[0];
+    assert_eq!((flag.window.first_step, flag.window.last_step), (1, 4));
+    assert!(
+        flag.detail.contains("0.94")
+            && flag.detail.contains("lower the learning rate")
+            && flag.detail.contains("clip_low/clip_high"),
+        "{}",
+        flag.detail
+    );
+    // A short run is judged on the rows it has; a moderate fraction, or a single row, is not.
+    let short = learning_with(CLIP_FRACTION, &[0.92, 0.96]);
+    assert_eq!(
+        kinds(&HealthDigest::assess(
+            &short,
+            &finished(),
+            &HealthPolicy::default()
+        )),
+        vec![FlagKind::ClipFractionHigh]
+    );
+    for fine in [vec![0.2, 0.4, 0.3, 0.5], vec![1.0]] {
+        let run = learning_with(CLIP_FRACTION, &fine);
+        assert!(HealthDigest::assess(&run, &finished(), &HealthPolicy::default()).healthy);
+    }
+}
+
+#[test]
+fn an_exploding_kl_to_the_base_is_flagged_a_slowly_growing_one_is_not() {
+    let policy = HealthPolicy::default();
+    let steep = learning_with(KL_BASE, &[0.02, 0.05, 0.08, 0.2, 0.35, 0.6]);
+    let digest = HealthDigest::assess(&steep, &finished(), &policy);
+    assert_eq!(kinds(&digest), vec![FlagKind::KlBaseExploding]);
+    assert!(
+        digest.flags[0].detail.contains("0.0500 to 0.3833")
+            && digest.flags[0].detail.contains("raise kl_coef"),
+        "{}",
+        digest.flags[0].detail
+    );
+    // Above the bound: flagged even over two rows and without a trend.
+    let large = learning_with(KL_BASE, &[1.4, 1.3]);
+    assert_eq!(
+        kinds(&HealthDigest::assess(&large, &finished(), &policy)),
+        vec![FlagKind::KlBaseExploding]
+    );
+    // A KL growing from nothing, or doubling while tiny, is what RL does at first.
+    for fine in [
+        vec![0.001, 0.002, 0.004, 0.008, 0.016, 0.03],
+        vec![0.02, 0.03, 0.03, 0.04, 0.05, 0.05],
+        vec![0.01, 0.5],
+    ] {
+        let run = learning_with(KL_BASE, &fine);
+        assert!(
+            HealthDigest::assess(&run, &finished(), &policy).healthy,
+            "{fine:?}"
+        );
+    }
+}
+
 /// Ten steps of `secs` each, the last at 1000 + 10 × secs, logged with their time.
 fn timed_run(secs: f64) -> LoggedRun {
     run((1..=10)

@@ -63,6 +63,9 @@ pub(super) fn of_component(
                 rl_python::EVALUATE_COMMAND_VARIABLE.to_owned(),
                 run.evaluate.for_run(run.run_id)?,
             ));
+            if run.local_engine {
+                env.push((rl_python::LOCAL_ENGINE_VARIABLE.to_owned(), "1".to_owned()));
+            }
         }
         // Through `rl_env` (the default command), the environment keeps the held-out slice out
         // of training; `rl compare` asks it.

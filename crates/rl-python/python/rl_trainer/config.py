@@ -102,6 +102,9 @@ class TrainerConfig:
     advantage_norm: str
     truncated: str
     overlong_band: int
+    # The KL penalty to the base model, and whether its estimate is logged when there is none.
+    kl_coef: float
+    log_kl_base: bool
     # What the reader wants the operator to know (defaults that may differ from the env's).
     notes: tuple = field(default=())
 
@@ -127,6 +130,8 @@ class TrainerConfig:
             "advantage_norm": self.advantage_norm,
             "truncated": self.truncated,
             **({"overlong_band": self.overlong_band} if self.truncated == "penalty" else {}),
+            **({"kl_coef": self.kl_coef} if self.kl_coef > 0 else {}),
+            **({"log_kl_base": True} if self.log_kl_base else {}),
             **({"eval_every": self.eval_every} if self.eval_every else {}),
             **({"resume_state": self.resume_state, "starting_step": self.starting_step} if self.resume_state else {}),
         }
@@ -142,6 +147,11 @@ class TrainerConfig:
             given = {"beta": self.dro_beta}
         config = {key: value for key, value in given.items() if value is not None}
         return config or None
+
+    def measures_kl_base(self) -> bool:
+        """Each step asks the base weights' logprobs of its completions (the KL penalty, or
+        its estimate logged alone)."""
+        return self.kl_coef > 0 or self.log_kl_base
 
     def unused_algorithm_settings(self) -> List[str]:
         """The settings this run's loss or truncation ignores, to say at start."""
@@ -487,6 +497,8 @@ def parse_config(doc: Any) -> TrainerConfig:
         advantage_norm=tinker.string("advantage_norm"),
         truncated=tinker.string("truncated"),
         overlong_band=tinker.integer("overlong_band"),
+        kl_coef=tinker.number("kl_coef"),
+        log_kl_base=tinker.boolean("log_kl_base"),
         notes=tuple(notes),
     )
 

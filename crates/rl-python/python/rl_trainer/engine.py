@@ -307,6 +307,17 @@ class Tinker:
             self.say,
         )
 
+    async def base_sampling_client(self):
+        """A sampler of the base weights (no adapter): what the KL to the base model is read
+        against."""
+        return await with_retries(
+            lambda: self.service.create_sampling_client(base_model=self.config.base_model),
+            f"creating a sampling client of the base model {self.config.base_model}",
+            self.retries,
+            self.timeout,
+            self.say,
+        )
+
     async def train(self, datums: List[ttypes.Datum], learning_rate: float) -> Tuple[Any, Any, Dict[str, float]]:
         """forward_backward(the run's loss, its loss_fn_config) then optim_step(Adam); both submitted before
         either result is awaited, so they queue back to back. Also the seconds the caller
@@ -333,6 +344,10 @@ class Tinker:
             self.say,
         )
         return full_logprobs_from_prompt_logprobs(values, len(tokens))
+
+    async def compute_all_logprobs(self, client, sequences: Sequence[Sequence[int]]) -> List[List[float]]:
+        """`compute_logprobs` of each sequence, asked together (the engine batches them)."""
+        return list(await asyncio.gather(*(self.compute_logprobs(client, tokens) for tokens in sequences)))
 
 
 def _eos_ids(tokenizer, model_dir: str) -> List[int]:

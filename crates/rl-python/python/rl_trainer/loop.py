@@ -27,6 +27,7 @@ from .batch import (
 )
 from .config import CONTRACT, EVALUATE_MARGIN_SECS, TrainerConfig
 from . import evaluation
+from .divergence import LOCAL_ENGINE_VARIABLE, clip_bounds, kl_penalty, ratio_stats
 from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
 from .shaping import Shaping
 from .records import (
@@ -204,6 +205,16 @@ class Trainer:
         # The tokens the weights' fingerprint is taken on: the probe text in the run's tokenizer
         # (set once the tokenizer is loaded, in setup).
         self.probe: list = []
+        # The ratio bounds the engine clips at (for train/clip_fraction), when known; the
+        # sampler of the base weights, when the KL to the base model is measured.
+        self.clip_bounds, self.no_clip_fraction = clip_bounds(
+            config.loss,
+            config.clip_low,
+            config.clip_high,
+            os.environ.get(LOCAL_ENGINE_VARIABLE) == "1",
+            tuple(CONTRACT["constants"]["local_engine_ppo_clip"]),
+        )
+        self.base_sampler = None
 
     # ------------------------------------------------------------------ phases
 
@@ -248,6 +259,8 @@ class Trainer:
             say(f"note: {note}")
         for unused in c.unused_algorithm_settings():
             say(f"note: {unused} is set but not used by loss {c.loss}, truncated {c.truncated}")
+        if self.no_clip_fraction:
+            say(f"note: {self.no_clip_fraction}")
         if c.eval_every and self.evaluate_command is None:
             say(
                 f"note: tinker.eval_every is {c.eval_every}, but rl gave no evaluation command "
@@ -291,6 +304,9 @@ class Trainer:
         await self.tinker.connect()
         say(f"LoRA training client {self.tinker.model_id} on {c.base_model} (rank {c.lora_rank})")
         self.probe = probe_tokens(tokenizer)
+        if c.measures_kl_base():
+            self.base_sampler = await self.tinker.base_sampling_client()
+            say(f"the KL to the base model {c.base_model} is measured each step (kl_coef {c.kl_coef:g})")
         if c.resume_state:
             # The parent's rows up to this step are already in checkpoints.jsonl (rl copies
             # them); this run's sampler copy of the state is only for sampling.
@@ -368,6 +384,15 @@ class Trainer:
         metrics.update(batch_counts(prepared, len(sequences)))
         metrics.update(prepared.truncation_stats())
         metrics["logprobs/recomputed"] = len(missing)
+        if sequences and self.base_sampler is not None:
+            # The base weights' logprobs of each completion: the KL estimate, and with kl_coef
+            # its penalty taken from the advantages before they are sent.
+            self.phases.enter("logprobs", n)
+            with clock.part("logprobs"):
+                base = await self.tinker.compute_all_logprobs(
+                    self.base_sampler, [s.input_tokens + s.target_tokens[-1:] for s in sequences]
+                )
+            metrics.update(kl_penalty(sequences, base, c.kl_coef))
 
         loss = None
         if sequences:
@@ -379,7 +404,9 @@ class Trainer:
             for part in ("forward_backward", "optim"):
                 clock.add(part, secs[part])
             outputs = list(fb.loss_fn_outputs)
-            trained = training_logprobs(sequences, [tensor_list(o.get("logprobs")) for o in outputs])
+            per_sequence = [tensor_list(o.get("logprobs")) for o in outputs]
+            trained = training_logprobs(sequences, per_sequence)
+            metrics.update(ratio_stats(sequences, per_sequence, self.clip_bounds))
             metrics.update(summary(trained, "_training"))
             if sampler and trained:
                 metrics["logprobs/diff"] = metrics["logprobs/mean"] - metrics["logprobs/mean_training"]

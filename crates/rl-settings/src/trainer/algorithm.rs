@@ -1,11 +1,12 @@
 //! The RL algorithm a run chooses (issue 43): the loss passed to the engine as Tinker's
 //! `loss_fn` with its `loss_fn_config`, how advantages are normalised in a group, and what
-//! becomes of a truncated completion. And what each engine takes of it.
+//! becomes of a truncated completion, the KL penalty to the base model. And what each engine
+//! takes of it.
 
-use super::Kind::{Integer, Number, Text};
+use super::Kind::{Boolean, Integer, Number, Text};
 use super::Section::Tinker;
 use super::{D, Key, Sections, key};
-use crate::SettingsError;
+use crate::{SettingsError, Value};
 
 pub const LOSS: Key = key(Tinker, "loss", Text, D::Text("importance_sampling"))
     .one_of(&["importance_sampling", "ppo", "cispo", "dro"])
@@ -30,6 +31,12 @@ pub const OVERLONG_BAND: Key = key(Tinker, "overlong_band", Integer, D::Integer(
     .at_least(0.0)
     .doc("truncated = penalty: the tokens before the trainer's length where the penalty ramps from 0 to -1 (a cut completion gets -1); 0: only cut ones are penalised");
 
+pub const KL_COEF: Key = key(Tinker, "kl_coef", Number, D::Number(0.0))
+    .at_least(0.0)
+    .doc("the KL penalty to the base model (the cookbook's kl_penalty_coef): each completion token's advantage loses kl_coef * (logp - logp_base), centred on the batch's mean; one logprob request of the base weights per completion and step; 0: none");
+pub const LOG_KL_BASE: Key = key(Tinker, "log_kl_base", Boolean, D::Boolean(false))
+    .doc("log train/kl_base (the mean per completion token of logp - logp_base) every step also when kl_coef is 0 (the same extra logprob request)");
+
 /// The losses of `LOSS` the local engine (skyrl-tx 0.3.0, its JAX backend) computes: its
 /// `tx/tinker/loss_fns.py` has `cross_entropy`, `importance_sampling` and `ppo` only.
 pub const LOSSES_OF_THE_LOCAL_ENGINE: &[&str] = &["importance_sampling", "ppo"];
@@ -48,6 +55,8 @@ pub struct Algorithm {
     pub advantage_norm: String,
     pub truncated: String,
     pub overlong_band: u32,
+    pub kl_coef: f64,
+    pub log_kl_base: bool,
 }
 
 impl Algorithm {
@@ -88,6 +97,34 @@ impl Sections<'_> {
             advantage_norm: self.text(&ADVANTAGE_NORM)?.unwrap_or_default(),
             truncated: self.text(&TRUNCATED)?.unwrap_or_default(),
             overlong_band: u32::try_from(band).unwrap_or(u32::MAX),
+            kl_coef: self.number(&KL_COEF)?.unwrap_or(0.0),
+            log_kl_base: self.boolean(&LOG_KL_BASE)?.unwrap_or(false),
+        })
+    }
+
+    /// A Boolean key: true or false, as the trainer's `config.py` reads one (also yes/no,
+    /// on/off, 1/0).
+    pub(super) fn boolean(&self, key: &Key) -> Result<Option<bool>, SettingsError> {
+        let Some(value) = self.given(key) else {
+            return Ok(match key.default {
+                D::Boolean(b) => Some(b),
+                _ => None,
+            });
+        };
+        let read = match value {
+            Value::Bool(b) => Some(*b),
+            Value::Int(1) => Some(true),
+            Value::Int(0) => Some(false),
+            Value::Str(text) => match text.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "on" | "1" => Some(true),
+                "false" | "no" | "off" | "0" => Some(false),
+                _ => None,
+            },
+            _ => None,
+        };
+        read.map(Some).ok_or_else(|| SettingsError::InvalidInput {
+            what: key.dotted(),
+            reason: format!("must be true or false, got {}", value.kind()),
         })
     }
 }
@@ -98,7 +135,6 @@ mod tests {
 
     use super::super::{Trainer, coerce};
     use super::*;
-    use crate::Value;
 
     fn read(entries: &[(&str, Value)]) -> Result<Algorithm, SettingsError> {
         let tinker = entries
@@ -119,6 +155,39 @@ mod tests {
             (None, None, None)
         );
         assert_eq!(algorithm.overlong_band, 0);
+        assert_eq!((algorithm.kl_coef, algorithm.log_kl_base), (0.0, false));
+    }
+
+    #[test]
+    fn the_kl_penalty_is_checked_and_read() {
+        assert!(read(&[("kl_coef", Value::Float(-0.01))]).is_err());
+        assert!(read(&[("kl_coef", "much".into())]).is_err());
+        let error = read(&[("log_kl_base", "maybe".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("tinker.log_kl_base") && error.contains("true or false"),
+            "{error}"
+        );
+        let algorithm = read(&[
+            ("kl_coef", Value::Float(0.05)),
+            ("log_kl_base", "yes".into()),
+        ])
+        .unwrap();
+        assert_eq!((algorithm.kl_coef, algorithm.log_kl_base), (0.05, true));
+        assert!(
+            !read(&[("log_kl_base", Value::Bool(false))])
+                .unwrap()
+                .log_kl_base
+        );
+        // A sweep's or a fork's value is checked by the same rules.
+        assert_eq!(
+            coerce(&LOG_KL_BASE, &"true".into()).unwrap(),
+            Value::Bool(true)
+        );
+        assert!(coerce(&LOG_KL_BASE, &Value::Float(0.5)).is_err());
+        assert!(coerce(&KL_COEF, &"-1".into()).is_err());
+        assert_eq!(coerce(&KL_COEF, &"0.1".into()).unwrap(), Value::Float(0.1));
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub fn contract_document() -> serde_json::Value {
             "evaluate_margin_secs": EVALUATE_MARGIN.as_secs(),
             "exit_capped": EXIT_CAPPED,
             "hosted_tinker_url": crate::HOSTED_TINKER_URL,
+            "local_engine_ppo_clip": [super::LOCAL_ENGINE_PPO_CLIP.0, super::LOCAL_ENGINE_PPO_CLIP.1],
         },
         "run_folder": crate::run_folder::names_for_python(),
         "rules": RULES

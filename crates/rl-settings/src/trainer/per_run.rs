@@ -6,8 +6,8 @@ use crate::{SettingsError, Value};
 
 use super::{
     ADVANTAGE_NORM, CLIP_HIGH, CLIP_LOW, DRO_BETA, EVAL_EVERY, EVAL_GROUP_SIZE, EVAL_PROMPTS,
-    KEEP_ROLLOUTS, Key, Kind, LEARNING_RATE, LORA_RANK, LOSS, MAX_TOKEN_TRAINER_LENGTH,
-    OVERLONG_BAND, SAVE_EVERY, Sections, TRUNCATED,
+    KEEP_ROLLOUTS, KL_COEF, Key, Kind, LEARNING_RATE, LOG_KL_BASE, LORA_RANK, LOSS,
+    MAX_TOKEN_TRAINER_LENGTH, OVERLONG_BAND, SAVE_EVERY, Sections, TRUNCATED,
 };
 
 /// Whether a fork (a run continuing another's saved state) may change a key.
@@ -92,6 +92,14 @@ pub const PER_RUN: &[PerRun] = &[
         key: OVERLONG_BAND,
         on_fork: OnFork::Changes,
     },
+    PerRun {
+        key: KL_COEF,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: LOG_KL_BASE,
+        on_fork: OnFork::Changes,
+    },
 ];
 
 /// The per-run trainer key `name` (bare, or as `tinker.name`).
@@ -114,12 +122,7 @@ pub fn coerce(key: &Key, value: &Value) -> Result<Value, SettingsError> {
         Kind::Integer => sections.integer(key)?.map(Value::Int),
         Kind::Number => sections.number(key)?.map(Value::Float),
         Kind::Text => sections.text(key)?.map(Value::Str),
-        Kind::Boolean => match value {
-            Value::Bool(b) => Some(Value::Bool(*b)),
-            Value::Str(text) if text.trim() == "true" => Some(Value::Bool(true)),
-            Value::Str(text) if text.trim() == "false" => Some(Value::Bool(false)),
-            _ => None,
-        },
+        Kind::Boolean => sections.boolean(key)?.map(Value::Bool),
     };
     read.ok_or_else(|| SettingsError::InvalidInput {
         what: key.dotted(),

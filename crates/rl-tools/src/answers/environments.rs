@@ -7,6 +7,7 @@ use rl_discovery::{ConfigClassSource, Environment, EnvironmentKind, NameSource};
 use rl_settings::Value;
 use serde::{Serialize, Serializer};
 
+use super::algorithm::LossTable;
 use super::fields::{FieldSpecView, origin_name};
 use super::scan::{DuplicateNameView, FileWarningView, SkippedFileView};
 use crate::FirstRunAdvice;
@@ -230,6 +231,8 @@ pub struct ConfigView {
     /// group, with the values to try.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub first_run_advice: Vec<FirstRunAdvice>,
+    /// The losses the configured engine takes (the `loss` key's choices).
+    pub losses: LossTable,
 }
 
 #[derive(Debug, Clone, Serialize)]

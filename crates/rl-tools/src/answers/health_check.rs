@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::algorithm::LossTable;
+
 /// One thing checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
@@ -23,4 +25,6 @@ pub struct HealthReport {
     /// Every required check is ok.
     pub healthy: bool,
     pub checks: Vec<Check>,
+    /// The losses the configured engine takes; `null` when the settings cannot be read.
+    pub losses: Option<LossTable>,
 }

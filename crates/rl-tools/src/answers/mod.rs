@@ -2,6 +2,7 @@
 //! named here and built from the typed results of the lower crates, whose serde attributes
 //! only shape the files they write. The snapshots in `tests/it/answers.rs` show them all.
 
+mod algorithm;
 mod checkpoints;
 mod compare;
 mod config;
@@ -19,6 +20,7 @@ mod runs;
 mod scan;
 mod sweeps;
 
+pub use algorithm::{AlgorithmView, LossRow, LossTable};
 pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Kept, Pruned, RunCheckpoints};
 pub use compare::{ComparedModel, ComparisonAnswer, EstimateView, TrainedCheckpoint};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};

@@ -6,6 +6,7 @@
 use rl_metrics::{RolloutMessage, RolloutRow, StepRollouts, ToolCall};
 use serde::Serialize;
 
+use super::algorithm::AlgorithmView;
 use super::checkpoints::CheckpointEntry;
 use super::metrics::{AccountingView, GroupsView, HealthView, MetricsView, UsageView};
 use super::runs::{ComponentLog, RunView};
@@ -48,6 +49,8 @@ pub struct RunPage {
     /// The groups the environment made (`rl_env`'s counts); absent before the first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<GroupsView>,
+    /// The loss, advantages and truncation its config sets; `null` when unreadable.
+    pub algorithm: Option<AlgorithmView>,
     pub checkpoints: Vec<CheckpointEntry>,
     pub logs: Vec<ComponentLog>,
     /// Steps whose rollouts the run kept, oldest first.

@@ -14,6 +14,7 @@ use rl_process::{
 use rl_settings::{EnvironmentKind, Value};
 use serde::Serialize;
 
+use super::algorithm::AlgorithmView;
 use super::metrics::{
     AccountingView, GroupsView, HealthView, MetricsView, ResultsPart, SourceFailureView, UsageView,
 };
@@ -310,6 +311,9 @@ pub struct StatusView {
     /// The groups the environment made (`rl_env`'s counts); absent before the first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<GroupsView>,
+    /// The loss, advantages and truncation its config sets (issue 43); `null` when its config
+    /// cannot be read.
+    pub algorithm: Option<AlgorithmView>,
     /// `metrics_file`, `wandb_files`, `wandb_api`, `trainer_log` or `checkpoints_file`.
     pub metrics_source: Option<&'static str>,
     pub metrics_warnings: Vec<String>,

@@ -1,0 +1,137 @@
+//! `rl config set` / `rl_edit_config` of a trainer key a run chooses (issue 43: the algorithm,
+//! the learning rate, ...): checked as a sweep's point is, kept in the selection's `tinker`
+//! edits, listed by the diff beside its default, and taken by the next run's config.
+
+use rl_config::{ConfigError, ConfigService, DefaultValue, Section};
+use rl_settings::{Caps, RunConfig, RunId, Value};
+
+use crate::service;
+
+#[test]
+fn a_trainer_key_is_edited_checked_listed_and_taken_by_the_next_run() {
+    let (home, service) = service();
+    service.select("word_ladder").unwrap();
+
+    let edit = service.edit("loss", &Value::from("ppo")).unwrap();
+    assert_eq!(
+        (edit.section, edit.value.clone(), edit.previous.value()),
+        (
+            Section::Tinker,
+            Value::from("ppo"),
+            Some(&Value::from("importance_sampling"))
+        )
+    );
+    let edit = service
+        .edit("tinker.learning_rate", &Value::from("1e-5"))
+        .unwrap();
+    assert_eq!(edit.field, "learning_rate");
+    assert_eq!(edit.value, Value::Float(1e-5));
+    assert_eq!(edit.coerced_from, Some(Value::from("1e-5")));
+    service.edit("clip_high", &Value::Float(1.28)).unwrap();
+
+    // Refused as a sweep's point would be, and nothing stored.
+    for (field, value, expected) in [
+        ("loss", "nosuch", "importance_sampling"),
+        ("clip_low", "5", "clip_low"),
+        ("advantage_norm", "STD", "std_floor"),
+        ("overlong_band", "-3", "overlong_band"),
+    ] {
+        let error = service
+            .edit(field, &Value::from(value))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{field}={value}: {error}");
+    }
+
+    let diff = service.diff().unwrap();
+    let listed: Vec<(&str, Section, String, String)> = diff
+        .iter()
+        .map(|entry| {
+            (
+                entry.field.as_str(),
+                entry.section,
+                entry.default.to_string(),
+                entry.value.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                "loss",
+                Section::Tinker,
+                "\"importance_sampling\"".to_owned(),
+                "\"ppo\"".to_owned()
+            ),
+            (
+                "learning_rate",
+                Section::Tinker,
+                "0.00004".to_owned(),
+                "0.00001".to_owned()
+            ),
+            (
+                "clip_high",
+                Section::Tinker,
+                "null".to_owned(),
+                "1.28".to_owned()
+            ),
+        ],
+        "{diff:#?}"
+    );
+    assert!(matches!(
+        &diff[2].default,
+        DefaultValue::Value { value: Value::Null }
+    ));
+
+    let run = RunId::parse("0a1b2c3d").unwrap();
+    service
+        .write_run_config(&run, None, &Caps::default(), &[])
+        .unwrap();
+    let config = RunConfig::read(&home.path().join("runs/0a1b2c3d/config.yaml")).unwrap();
+    assert_eq!(config.tinker["loss"], Value::from("ppo"));
+    assert_eq!(config.tinker["learning_rate"], Value::Float(1e-5));
+    assert_eq!(config.tinker["clip_high"], Value::Float(1.28));
+}
+
+#[test]
+fn a_trainer_key_the_operator_locked_is_refused_naming_its_table() {
+    let (home, service) = service();
+    let mut settings = service.settings().clone();
+    settings
+        .locked
+        .tinker
+        .insert("learning_rate".to_owned(), Value::Float(4e-5));
+    settings
+        .operator_tinker_locks
+        .insert("learning_rate".to_owned());
+    let service = ConfigService::open(home.path(), settings).unwrap();
+    service.select("word_ladder").unwrap();
+    let error = service
+        .edit("learning_rate", &Value::from("1e-3"))
+        .unwrap_err();
+    assert!(
+        matches!(&error, ConfigError::LockedField { field, .. } if field == "learning_rate"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("[locked.tinker]"), "{error}");
+    assert!(service.diff().unwrap().is_empty());
+}
+
+#[test]
+fn an_unknown_field_is_offered_the_trainer_keys_too() {
+    let (_home, service) = service();
+    service.select("word_ladder").unwrap();
+    let error = service
+        .edit("learning_rat", &Value::Float(1e-5))
+        .unwrap_err();
+    match error {
+        ConfigError::UnknownField { closest, .. } => {
+            assert!(
+                closest.iter().any(|name| name == "learning_rate"),
+                "{closest:?}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -1,0 +1,293 @@
+//! The RL algorithm (issue 43) as rl shows it: a run's own (`rl_check_status`, `rl runs
+//! status`, the run page) and the losses the configured engine takes (`rl doctor`,
+//! `rl_health_check`, `rl config show`, `rl_get_current_config`).
+
+use rl_settings::Settings;
+use rl_settings::trainer::{Algorithm, LOCAL_ENGINE_PPO_CLIP, LOSS, LOSSES_OF_THE_LOCAL_ENGINE};
+use serde::Serialize;
+
+/// A run's algorithm as its recorded config sets it (the trainer reads the same keys).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlgorithmView {
+    /// Tinker's `loss_fn`: `importance_sampling`, `ppo`, `cispo` or `dro`.
+    pub loss: String,
+    /// The ratio bounds sent as `clip_low_threshold`/`clip_high_threshold` (ppo, cispo);
+    /// `null`: none set, the engine's own hold.
+    pub clip_low: Option<f64>,
+    pub clip_high: Option<f64>,
+    /// dro's `beta`; `null`: none set, the engine's own holds.
+    pub dro_beta: Option<f64>,
+    /// `std_floor`, `std` or `mean_only`.
+    pub advantage_norm: String,
+    /// `train`, `mask`, `zero_reward` or `penalty`.
+    pub truncated: String,
+    /// `penalty`'s band in tokens.
+    pub overlong_band: u32,
+    /// The KL penalty to the base model; 0: none.
+    pub kl_coef: f64,
+    /// `train/kl_base` logged also when `kl_coef` is 0.
+    pub log_kl_base: bool,
+    /// The same in one line, only what the chosen loss and `truncated` use.
+    pub summary: String,
+}
+
+impl From<&Algorithm> for AlgorithmView {
+    fn from(algorithm: &Algorithm) -> Self {
+        Self {
+            loss: algorithm.loss.clone(),
+            clip_low: algorithm.clip_low,
+            clip_high: algorithm.clip_high,
+            dro_beta: algorithm.dro_beta,
+            advantage_norm: algorithm.advantage_norm.clone(),
+            truncated: algorithm.truncated.clone(),
+            overlong_band: algorithm.overlong_band,
+            kl_coef: algorithm.kl_coef,
+            log_kl_base: algorithm.log_kl_base,
+            summary: summary(algorithm),
+        }
+    }
+}
+
+/// "loss cispo (clip 0.75..1.28), advantages std_floor, truncated penalty (band 64 tokens)",
+/// then the KL penalty when there is one: a setting the loss does not send is left out (the
+/// trainer names those at its start).
+fn summary(algorithm: &Algorithm) -> String {
+    let own = "the engine's";
+    let bound = |value: Option<f64>| value.map_or_else(|| own.to_owned(), |x| x.to_string());
+    let loss = match algorithm.loss.as_str() {
+        "ppo" | "cispo" if algorithm.clip_low.is_none() && algorithm.clip_high.is_none() => {
+            format!("{} (clip: {own})", algorithm.loss)
+        }
+        "ppo" | "cispo" => format!(
+            "{} (clip {}..{})",
+            algorithm.loss,
+            bound(algorithm.clip_low),
+            bound(algorithm.clip_high)
+        ),
+        "dro" => format!("dro (beta {})", bound(algorithm.dro_beta)),
+        other => other.to_owned(),
+    };
+    let truncated = if algorithm.truncated == "penalty" {
+        format!("penalty (band {} tokens)", algorithm.overlong_band)
+    } else {
+        algorithm.truncated.clone()
+    };
+    let kl = if algorithm.kl_coef > 0.0 {
+        format!(", KL to the base model x {}", algorithm.kl_coef)
+    } else if algorithm.log_kl_base {
+        ", KL to the base model logged (no penalty)".to_owned()
+    } else {
+        String::new()
+    };
+    format!(
+        "loss {loss}, advantages {}, truncated {truncated}{kl}",
+        algorithm.advantage_norm
+    )
+}
+
+/// The losses the configured engine takes: one row per loss rl offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LossTable {
+    /// `local` (skyrl-tx on this machine) or `hosted` (the Tinker service).
+    pub engine: &'static str,
+    /// Where the table comes from.
+    pub source: String,
+    /// Whether rl knows it from the engine's own code (`false`: declared by the SDK's types,
+    /// not checked against the service).
+    pub verified: bool,
+    pub losses: Vec<LossRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LossRow {
+    pub loss: &'static str,
+    /// A run asking for it trains with it; `false`: refused before it starts.
+    pub taken: bool,
+    /// The run's settings passed on in its `loss_fn_config`.
+    pub settings: Vec<&'static str>,
+    /// What else holds (a fixed clip, why it is refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl LossTable {
+    /// The table for `settings`' engine: the one rule `rl doctor` and `rl config show` show.
+    pub fn of(settings: &Settings) -> Self {
+        if settings.engine.is_local() {
+            Self::local()
+        } else {
+            Self::hosted()
+        }
+    }
+
+    fn local() -> Self {
+        let (low, high) = LOCAL_ENGINE_PPO_CLIP;
+        let losses = LOSS
+            .choices
+            .iter()
+            .map(|&loss| {
+                let taken = LOSSES_OF_THE_LOCAL_ENGINE.contains(&loss);
+                let note = match loss {
+                    _ if !taken => Some(format!(
+                        "not computed by {} {}: a run asking for it is refused before it starts",
+                        rl_python::ENGINE_PACKAGE.name,
+                        rl_python::ENGINE_PACKAGE.version
+                    )),
+                    "ppo" => Some(format!(
+                        "clips at {low}..{high} whatever the config says: other clip_low or \
+                         clip_high refused"
+                    )),
+                    _ => None,
+                };
+                LossRow {
+                    loss,
+                    taken,
+                    settings: Vec::new(),
+                    note,
+                }
+            })
+            .collect();
+        Self {
+            engine: "local",
+            source: format!(
+                "{} {}'s loss functions (tx/tinker/loss_fns.py)",
+                rl_python::ENGINE_PACKAGE.name,
+                rl_python::ENGINE_PACKAGE.version
+            ),
+            verified: true,
+            losses,
+        }
+    }
+
+    fn hosted() -> Self {
+        let losses = LOSS
+            .choices
+            .iter()
+            .map(|&loss| LossRow {
+                loss,
+                taken: true,
+                settings: match loss {
+                    "ppo" | "cispo" => vec!["clip_low", "clip_high"],
+                    "dro" => vec!["dro_beta"],
+                    _ => Vec::new(),
+                },
+                note: None,
+            })
+            .collect();
+        Self {
+            engine: "hosted",
+            source: format!(
+                "declared by the {} SDK {}'s LossFnType; not verified against the service",
+                rl_python::SDK.name,
+                rl_python::SDK.version
+            ),
+            verified: false,
+            losses,
+        }
+    }
+
+    /// The heading people read above the rows.
+    pub fn heading(&self) -> String {
+        let engine = if self.engine == "local" {
+            "the local engine"
+        } else {
+            "the hosted Tinker service"
+        };
+        format!("losses {engine} takes ({})", self.source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rl_settings::EngineKind;
+
+    use super::*;
+
+    /// The defaults' algorithm with `loss` and `truncated` (and a band of 64 tokens).
+    fn algorithm(loss: &str, truncated: &str) -> Algorithm {
+        let mut algorithm = rl_settings::Trainer::read(&BTreeMap::new(), &BTreeMap::new())
+            .unwrap()
+            .algorithm;
+        algorithm.loss = loss.to_owned();
+        algorithm.truncated = truncated.to_owned();
+        algorithm.overlong_band = 64;
+        algorithm
+    }
+
+    #[test]
+    fn the_summary_names_only_what_the_loss_sends() {
+        let mut cispo = algorithm("cispo", "penalty");
+        cispo.clip_low = Some(0.75);
+        cispo.clip_high = Some(1.28);
+        cispo.dro_beta = Some(0.5);
+        assert_eq!(
+            AlgorithmView::from(&cispo).summary,
+            "loss cispo (clip 0.75..1.28), advantages std_floor, truncated penalty (band 64 tokens)"
+        );
+        let mut ppo = algorithm("ppo", "mask");
+        ppo.clip_high = Some(1.3);
+        assert_eq!(
+            AlgorithmView::from(&ppo).summary,
+            "loss ppo (clip the engine's..1.3), advantages std_floor, truncated mask"
+        );
+        ppo.kl_coef = 0.05;
+        assert!(
+            AlgorithmView::from(&ppo)
+                .summary
+                .ends_with("truncated mask, KL to the base model x 0.05")
+        );
+        ppo.kl_coef = 0.0;
+        ppo.log_kl_base = true;
+        assert!(
+            AlgorithmView::from(&ppo)
+                .summary
+                .ends_with(", KL to the base model logged (no penalty)")
+        );
+        assert_eq!(
+            AlgorithmView::from(&algorithm("ppo", "train")).summary,
+            "loss ppo (clip: the engine's), advantages std_floor, truncated train"
+        );
+        let mut plain = algorithm("importance_sampling", "train");
+        plain.clip_low = Some(0.5);
+        assert_eq!(
+            AlgorithmView::from(&plain).summary,
+            "loss importance_sampling, advantages std_floor, truncated train"
+        );
+        assert_eq!(
+            AlgorithmView::from(&algorithm("dro", "zero_reward")).summary,
+            "loss dro (beta the engine's), advantages std_floor, truncated zero_reward"
+        );
+    }
+
+    #[test]
+    fn each_engine_has_its_table() {
+        let mut settings = Settings::default();
+        settings.engine.kind = EngineKind::Local;
+        let local = LossTable::of(&settings);
+        let taken: Vec<&str> = local
+            .losses
+            .iter()
+            .filter(|row| row.taken)
+            .map(|row| row.loss)
+            .collect();
+        assert_eq!(taken, LOSSES_OF_THE_LOCAL_ENGINE);
+        assert!(local.verified && local.source.contains("skyrl-tx 0.3.0"));
+        let ppo = local.losses.iter().find(|row| row.loss == "ppo").unwrap();
+        let note = ppo.note.as_deref().unwrap_or_default();
+        assert!(note.contains("0.8..1.2"), "{note}");
+
+        settings.engine.kind = EngineKind::Tinker;
+        let hosted = LossTable::of(&settings);
+        assert_eq!(hosted.losses.len(), LOSS.choices.len());
+        assert!(hosted.losses.iter().all(|row| row.taken));
+        assert!(!hosted.verified);
+        assert!(
+            hosted.heading().contains("declared by the tinker SDK")
+                && hosted.heading().contains("not verified"),
+            "{}",
+            hosted.heading()
+        );
+    }
+}
