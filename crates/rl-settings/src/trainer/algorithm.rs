@@ -45,8 +45,9 @@ pub const LOSSES_OF_THE_LOCAL_ENGINE: &[&str] = &["importance_sampling", "ppo"];
 /// backend never reads that config).
 pub const LOCAL_ENGINE_PPO_CLIP: (f64, f64) = (0.8, 1.2);
 
-/// A run's algorithm, read through the contract.
-#[derive(Debug, Clone, PartialEq)]
+/// A run's algorithm, read through the contract (shown as the keys' names: `rl runs status`).
+/// `None`: the key is absent, and the engine's own value holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Algorithm {
     pub loss: String,
     pub clip_low: Option<f64>,

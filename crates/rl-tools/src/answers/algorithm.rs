@@ -6,43 +6,20 @@ use rl_settings::Settings;
 use rl_settings::trainer::{Algorithm, LOCAL_ENGINE_PPO_CLIP, LOSS, LOSSES_OF_THE_LOCAL_ENGINE};
 use serde::Serialize;
 
-/// A run's algorithm as its recorded config sets it (the trainer reads the same keys).
+/// A run's algorithm as its recorded config sets it (the trainer reads the same keys; each
+/// key's meaning is its contract entry's), and the same in one line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AlgorithmView {
-    /// Tinker's `loss_fn`: `importance_sampling`, `ppo`, `cispo` or `dro`.
-    pub loss: String,
-    /// The ratio bounds sent as `clip_low_threshold`/`clip_high_threshold` (ppo, cispo);
-    /// `null`: none set, the engine's own hold.
-    pub clip_low: Option<f64>,
-    pub clip_high: Option<f64>,
-    /// dro's `beta`; `null`: none set, the engine's own holds.
-    pub dro_beta: Option<f64>,
-    /// `std_floor`, `std` or `mean_only`.
-    pub advantage_norm: String,
-    /// `train`, `mask`, `zero_reward` or `penalty`.
-    pub truncated: String,
-    /// `penalty`'s band in tokens.
-    pub overlong_band: u32,
-    /// The KL penalty to the base model; 0: none.
-    pub kl_coef: f64,
-    /// `train/kl_base` logged also when `kl_coef` is 0.
-    pub log_kl_base: bool,
-    /// The same in one line, only what the chosen loss and `truncated` use.
+    #[serde(flatten)]
+    pub algorithm: Algorithm,
+    /// Only what the chosen loss and `truncated` use.
     pub summary: String,
 }
 
 impl From<&Algorithm> for AlgorithmView {
     fn from(algorithm: &Algorithm) -> Self {
         Self {
-            loss: algorithm.loss.clone(),
-            clip_low: algorithm.clip_low,
-            clip_high: algorithm.clip_high,
-            dro_beta: algorithm.dro_beta,
-            advantage_norm: algorithm.advantage_norm.clone(),
-            truncated: algorithm.truncated.clone(),
-            overlong_band: algorithm.overlong_band,
-            kl_coef: algorithm.kl_coef,
-            log_kl_base: algorithm.log_kl_base,
+            algorithm: algorithm.clone(),
             summary: summary(algorithm),
         }
     }
