@@ -240,9 +240,14 @@ fn ensure_venv(
     }
     let uv = venv.parent().and_then(|target| {
         let log = target.join("uv-install.log");
-        rl_python::own_uv(&target.join("uv-venv"), &log)
-            .inspect_err(|error| eprintln!("xtask: uv could not be installed ({error}): using pip"))
-            .ok()
+        rl_python::own_uv(&target.join("uv-venv"), &log, &|| {
+            eprintln!(
+                "xtask: installing uv {} into target/uv-venv",
+                rl_python::UV.version
+            );
+        })
+        .inspect_err(|error| eprintln!("xtask: uv could not be installed ({error}): using pip"))
+        .ok()
     });
     match &uv {
         Some(uv) => run_command(

@@ -27,6 +27,15 @@ pub enum EngineState {
     NotAnEngineState,
 }
 
+/// skyrl-tx 0.3.0's `checkpoints` table as SQLAlchemy creates it: what tests make an engine
+/// database of (the one schema rl reads, restated once).
+#[doc(hidden)]
+pub const CHECKPOINTS_TABLE: &str = "CREATE TABLE checkpoints (
+    model_id VARCHAR NOT NULL, checkpoint_id VARCHAR NOT NULL,
+    checkpoint_type VARCHAR(8) NOT NULL, status VARCHAR(9) NOT NULL,
+    created_at DATETIME NOT NULL, completed_at DATETIME, error_message VARCHAR,
+    PRIMARY KEY (model_id, checkpoint_id, checkpoint_type));";
+
 /// The model and checkpoint ids a state path `tinker://<model>/weights/<name>` names, as
 /// skyrl-tx's `TinkerPath.parse` and `load_weights` read it.
 fn ids_of(state_path: &str) -> Option<(&str, &str)> {
@@ -117,15 +126,7 @@ mod tests {
     fn database(dir: &Path, rows: &[(&str, &str, &str, &str)]) -> PathBuf {
         let path = dir.join("tinker.db");
         let connection = rusqlite::Connection::open(&path).unwrap();
-        connection
-            .execute_batch(
-                "CREATE TABLE checkpoints (
-                    model_id VARCHAR NOT NULL, checkpoint_id VARCHAR NOT NULL,
-                    checkpoint_type VARCHAR(8) NOT NULL, status VARCHAR(9) NOT NULL,
-                    created_at DATETIME NOT NULL, completed_at DATETIME, error_message VARCHAR,
-                    PRIMARY KEY (model_id, checkpoint_id, checkpoint_type));",
-            )
-            .unwrap();
+        connection.execute_batch(CHECKPOINTS_TABLE).unwrap();
         for (model, checkpoint, kind, status) in rows {
             connection
                 .execute(

@@ -31,7 +31,7 @@ mod supervisor;
 mod template;
 
 pub use capped_log::{DEFAULT_LOG_LIMIT, LogLimit, is_capped, log_end, log_files, tail_path};
-pub use engine_database::{EngineState, engine_database_of, engine_state};
+pub use engine_database::{CHECKPOINTS_TABLE, EngineState, engine_database_of, engine_state};
 pub use env_groups::{EnvGroups, GROUPS_FILE_VARIABLE, HandlerErrors, LastSent, RunGroups};
 pub use error::ProcessError;
 pub use groups::{StopOutcome, describe_stops, group_is_ours, stop_group, stop_recorded_group};

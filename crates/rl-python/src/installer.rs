@@ -15,13 +15,14 @@ pub const UV: Pin = Pin {
     version: "0.13.9",
 };
 
-/// The uv in `dir` (a venv of its own), installed there unless it answers at [`UV`]'s version;
-/// each command and what it printed appended to `log`.
-pub fn own_uv(dir: &Path, log: &Path) -> Result<PathBuf, PythonError> {
+/// The uv in `dir` (a venv of its own), installed there unless it answers at [`UV`]'s version
+/// (`installing` hears it first); each command and what it printed appended to `log`.
+pub fn own_uv(dir: &Path, log: &Path, installing: &dyn Fn()) -> Result<PathBuf, PythonError> {
     let uv = dir.join("bin").join("uv");
     if version_of(&uv).is_some_and(|version| version == UV.version) {
         return Ok(uv);
     }
+    installing();
     run_logged(Command::new("python3").args(["-m", "venv"]).arg(dir), log)?;
     run_logged(
         Command::new(dir.join("bin").join("python"))

@@ -137,7 +137,7 @@ impl<'a> Installer<'a> {
             }
             let dir = self.home.join(VENVS).join("uv");
             let log = self.home.join(VENVS).join(LOG);
-            if rl_python::version_of(&dir.join("bin").join("uv")).is_none() {
+            let installing = || {
                 (self.say)(&format!(
                     "uv: installing {}=={} into {} (it installs in seconds what pip takes \
                      minutes for)",
@@ -145,10 +145,12 @@ impl<'a> Installer<'a> {
                     rl_python::UV.version,
                     dir.display()
                 ));
-            }
+            };
             let made = std::fs::create_dir_all(self.home.join(VENVS))
                 .map_err(|error| error.to_string())
-                .and_then(|()| rl_python::own_uv(&dir, &log).map_err(|error| error.to_string()));
+                .and_then(|()| {
+                    rl_python::own_uv(&dir, &log, &installing).map_err(|error| error.to_string())
+                });
             match made {
                 Ok(uv) => Kind::Uv(uv),
                 Err(reason) => {

@@ -175,13 +175,7 @@ fn stopped_parent(home: &Home, in_database: &[u64]) -> PathBuf {
 fn engine_database(path: &Path, steps: &[u64]) {
     let connection = rusqlite::Connection::open(path).unwrap();
     connection
-        .execute_batch(
-            "CREATE TABLE checkpoints (
-                model_id VARCHAR NOT NULL, checkpoint_id VARCHAR NOT NULL,
-                checkpoint_type VARCHAR(8) NOT NULL, status VARCHAR(9) NOT NULL,
-                created_at DATETIME NOT NULL, completed_at DATETIME, error_message VARCHAR,
-                PRIMARY KEY (model_id, checkpoint_id, checkpoint_type));",
-        )
+        .execute_batch(rl_process::CHECKPOINTS_TABLE)
         .unwrap();
     for step in steps {
         for kind in ["TRAINING", "SAMPLER"] {
