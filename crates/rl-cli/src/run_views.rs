@@ -106,6 +106,21 @@ pub(crate) fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 9] 
     ]
 }
 
+/// What the run's `max_steps_off_policy` did at the latest step (nothing without the bound).
+fn print_off_policy(metrics: &MetricsView) -> anyhow::Result<()> {
+    let Some(stale) = metrics.stale_groups else {
+        return Ok(());
+    };
+    let oldest = metrics.max_age_steps.map_or_else(
+        || "no trained completion of a known age".to_owned(),
+        |age| format!("trained completions at most {age} optimizer step(s) old"),
+    );
+    output::line(format!(
+        "off-policy (latest step): {stale} group(s) dropped as stale, {} completion(s) of unknown age kept, {oldest}",
+        metrics.unknown_age_completions.unwrap_or(0)
+    ))
+}
+
 pub(crate) fn print_metrics(view: &StatusView) -> anyhow::Result<()> {
     if let Some(algorithm) = &view.algorithm {
         output::line(format!("algorithm: {}", algorithm.summary))?;
@@ -119,6 +134,7 @@ pub(crate) fn print_metrics(view: &StatusView) -> anyhow::Result<()> {
                 .map(|(name, value)| format!("{name} {value}"))
                 .collect();
             output::line(format!("metrics ({source}): {}", numbers.join(", ")))?;
+            print_off_policy(&view.metrics)?;
             print_curves(&view.history)?;
         }
     }

@@ -157,9 +157,9 @@ pub(crate) fn check_same_base_model(
     }
 }
 
-/// Refuses a config the local engine would fail on seconds after its start, or would train
-/// otherwise than asked: a LoRA rank above the engine's `max_lora_rank` (skyrl-tx's
-/// `--backend-config`), a loss it does not compute; said before anything starts.
+/// Refuses a config the local engine would fail on seconds after its start: a LoRA rank above
+/// the engine's `max_lora_rank` (skyrl-tx's `--backend-config`); said before anything starts.
+/// Every loss rl offers trains there (what skyrl-tx lacks, through the trainer's loss adapter).
 pub(crate) fn check_engine_fits(
     settings: &Settings,
     config: &RunConfig,
@@ -168,12 +168,6 @@ pub(crate) fn check_engine_fits(
         return Ok(());
     }
     let trainer = config.trainer()?;
-    if let Some(reason) = trainer.algorithm.refused_by_the_local_engine() {
-        return Err(ConfigError::InvalidInput {
-            what: format!("loss {}", trainer.algorithm.loss),
-            reason,
-        });
-    }
     let most = settings
         .engine
         .backend_config
@@ -412,23 +406,26 @@ mod tests {
     }
 
     #[test]
-    fn a_loss_the_local_engine_lacks_is_refused_before_the_start() {
+    fn every_loss_and_clip_bound_trains_on_the_local_engine() {
         let settings = local_engine("/models/a", 8);
-        let mut asking = config("/models/a", 8);
-        asking.tinker.insert("loss".to_owned(), "ppo".into());
-        assert!(check_engine_fits(&settings, &asking).is_ok());
-        asking.tinker.insert("loss".to_owned(), "cispo".into());
-        let refused = check_engine_fits(&settings, &asking)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            refused.contains("loss cispo")
-                && refused.contains("local engine (skyrl-tx 0.3.0)")
-                && refused.contains("importance_sampling or ppo"),
-            "{refused}"
-        );
-        // The hosted service takes every loss rl offers.
-        assert!(check_engine_fits(&Settings::default(), &asking).is_ok());
+        for (loss, bounds) in [
+            ("ppo", None),
+            ("ppo", Some(("clip_high", 1.28))),
+            ("cispo", None),
+            ("cispo", Some(("clip_low", 0.5))),
+            ("dro", None),
+        ] {
+            let mut asking = config("/models/a", 8);
+            asking.tinker.insert("loss".to_owned(), loss.into());
+            if let Some((key, value)) = bounds {
+                asking.tinker.insert(key.to_owned(), Value::Float(value));
+            }
+            assert!(
+                check_engine_fits(&settings, &asking).is_ok(),
+                "{loss} {bounds:?}"
+            );
+            assert!(check_engine_fits(&Settings::default(), &asking).is_ok());
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! for first. Every flag names its metric and the steps it looked at.
 
 use crate::model::{HistoryRow, LoggedRun, MetricValue};
-use crate::view::{ADVANTAGES_STD, LOGPROBS_DIFF, LOSS, REWARD_MEAN};
+use crate::view::{ADVANTAGES_STD, LOGPROBS_DIFF, LOSS, REWARD_MEAN, STALE_GROUPS};
 
 /// The metric a step's time is logged under by rl's trainer.
 const STEP_SECS: &str = "time/total_secs";
@@ -10,6 +10,8 @@ const STEP_SECS: &str = "time/total_secs";
 const CLIP_FRACTION: &str = "train/clip_fraction";
 /// The step's estimate of the KL from the policy to the base model (per token).
 const KL_BASE: &str = "train/kl_base";
+/// The groups of a step's batch (of which `STALE_GROUPS` were dropped as stale).
+const GROUPS: &str = "batch/groups";
 
 /// The thresholds; the defaults suit a Tinker GRPO run.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +41,9 @@ pub struct HealthPolicy {
     /// ... and so is one whose later half is at least twice its earlier half and above this
     /// floor, over at least `min_points` rows (a KL starting from 0 grows at first).
     pub kl_floor: f64,
+    /// The share of the window's groups dropped as stale at or above which the run mostly
+    /// samples for nothing.
+    pub stale_share_high: f64,
 }
 
 impl Default for HealthPolicy {
@@ -54,6 +59,7 @@ impl Default for HealthPolicy {
             clip_fraction_high: 0.9,
             kl_high: 1.0,
             kl_floor: 0.1,
+            stale_share_high: 0.5,
         }
     }
 }
@@ -176,6 +182,8 @@ pub enum FlagKind {
     ClipFractionHigh,
     /// The KL from the policy to the base model rises steeply or is large.
     KlBaseExploding,
+    /// Most groups are dropped as older than the run's `max_steps_off_policy`.
+    StaleGroupsHigh,
 }
 
 impl FlagKind {
@@ -189,6 +197,7 @@ impl FlagKind {
             Self::LogprobDriftRising => "logprob_drift_rising",
             Self::ClipFractionHigh => "clip_fraction_high",
             Self::KlBaseExploding => "kl_base_exploding",
+            Self::StaleGroupsHigh => "stale_groups_high",
         }
     }
 }
@@ -234,6 +243,7 @@ impl HealthDigest {
             flags.extend(logprob_drift_rising(rows, policy));
             flags.extend(clip_fraction_high(rows, policy));
             flags.extend(kl_base_exploding(rows, policy));
+            flags.extend(stale_groups_high(rows, policy));
         }
         Self {
             healthy: flags.is_empty(),
@@ -573,6 +583,37 @@ fn kl_base_exploding(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<Healt
         window: window_of_points(&points),
         detail: format!(
             "{KL_BASE} went from {before:.4} to {after:.4} nats per token (mean of each half of              the window): the policy runs away from the base model (raise kl_coef, or lower the              learning rate)"
+        ),
+        component: None,
+    })
+}
+
+/// Half the window's groups or more dropped as stale (over the rows that count them).
+fn stale_groups_high(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<HealthFlag> {
+    let counted: Vec<(i64, f64, f64)> = rows
+        .iter()
+        .filter_map(|row| Some((row.step, row.number(STALE_GROUPS)?, row.number(GROUPS)?)))
+        .filter(|(_, stale, groups)| stale.is_finite() && groups.is_finite())
+        .collect();
+    let stale: f64 = counted.iter().map(|(_, stale, _)| stale).sum();
+    let groups: f64 = counted.iter().map(|(_, _, groups)| groups).sum();
+    if groups <= 0.0 || stale / groups < policy.stale_share_high {
+        return None;
+    }
+    let points: Vec<(i64, f64)> = counted
+        .iter()
+        .map(|(step, stale, _)| (*step, *stale))
+        .collect();
+    Some(HealthFlag {
+        kind: FlagKind::StaleGroupsHigh,
+        metric: STALE_GROUPS.to_owned(),
+        window: window_of_points(&points),
+        detail: format!(
+            "{stale:.0} of {groups:.0} groups over {} rows were dropped as older than \
+             max_steps_off_policy: the environment samples further ahead of the trainer than the \
+             bound allows (raise max_steps_off_policy, or lower the environment's \
+             max_batches_offpolicy)",
+            points.len()
         ),
         component: None,
     })

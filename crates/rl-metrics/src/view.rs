@@ -14,6 +14,10 @@ pub(crate) const PERCENT_CORRECT: &str = "train/percent_correct";
 pub const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
 /// rl's evaluation during training (`eval_every`) logs these two in the trainer's rows.
 pub const EVAL_MEAN_SCORE: &str = "eval/mean_score";
+/// What the run's `max_steps_off_policy` did at a step (logged only with the bound).
+pub(crate) const STALE_GROUPS: &str = "batch/stale_groups";
+pub(crate) const UNKNOWN_AGE_COMPLETIONS: &str = "batch/unknown_age_completions";
+pub(crate) const MAX_AGE_STEPS: &str = "batch/max_age_steps";
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StatusMetrics {
@@ -28,6 +32,12 @@ pub struct StatusMetrics {
     pub eval_mean_score: Option<f64>,
     pub logprobs_diff: Option<f64>,
     pub advantages_std: Option<f64>,
+    /// The latest step's groups dropped as stale, completions of unknown age, and the oldest
+    /// trained completion's proven age (optimizer steps): rows of a run with
+    /// `max_steps_off_policy` only.
+    pub stale_groups: Option<f64>,
+    pub unknown_age_completions: Option<f64>,
+    pub max_age_steps: Option<f64>,
 }
 
 impl StatusMetrics {
@@ -86,6 +96,9 @@ impl StatusMetrics {
             learning_rate: row.number(LEARNING_RATE),
             logprobs_diff: row.number(LOGPROBS_DIFF),
             advantages_std: row.number(ADVANTAGES_STD),
+            stale_groups: row.number(STALE_GROUPS),
+            unknown_age_completions: row.number(UNKNOWN_AGE_COMPLETIONS),
+            max_age_steps: row.number(MAX_AGE_STEPS),
             ..Self::default()
         }
     }
@@ -131,6 +144,29 @@ mod tests {
         assert_eq!(view.advantages_std, None);
         assert_eq!(view.eval_percent_correct, None);
         assert_eq!(view.eval_mean_score, None);
+    }
+
+    #[test]
+    fn the_off_policy_counts_are_the_latest_steps_when_it_logs_them() {
+        let counted = row(
+            3,
+            &[
+                (STALE_GROUPS, 1.0),
+                (UNKNOWN_AGE_COMPLETIONS, 2.0),
+                (MAX_AGE_STEPS, 1.0),
+            ],
+        );
+        let view = StatusMetrics::of_row(&counted);
+        assert_eq!(
+            (
+                view.stale_groups,
+                view.unknown_age_completions,
+                view.max_age_steps
+            ),
+            (Some(1.0), Some(2.0), Some(1.0))
+        );
+        let unbounded = StatusMetrics::of_row(&row(4, &[(REWARD_MEAN, 0.5)]));
+        assert_eq!(unbounded.stale_groups, None);
     }
 
     #[test]

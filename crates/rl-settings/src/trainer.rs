@@ -365,6 +365,7 @@ pub const KEYS: &[Key] = &[
     OVERLONG_BAND,
     KL_COEF,
     LOG_KL_BASE,
+    MAX_STEPS_OFF_POLICY,
 ];
 
 /// How much longer than an evaluation's own limit (`eval_timeout_secs`) the trainer waits for
@@ -669,8 +670,9 @@ mod document;
 mod per_run;
 mod phase;
 pub use algorithm::{
-    ADVANTAGE_NORM, Algorithm, CLIP_HIGH, CLIP_LOW, DRO_BETA, KL_COEF, LOCAL_ENGINE_PPO_CLIP,
-    LOG_KL_BASE, LOSS, LOSSES_OF_THE_LOCAL_ENGINE, OVERLONG_BAND, TRUNCATED,
+    ADVANTAGE_NORM, Algorithm, CLIP_HIGH, CLIP_LOW, DRO_BETA, KL_COEF, LOCAL_ADAPTER_CISPO_CLIP,
+    LOCAL_ADAPTER_DRO_BETA, LOCAL_ENGINE_PPO_CLIP, LOG_KL_BASE, LOSS, LOSSES_OF_THE_LOCAL_ENGINE,
+    LOSSES_THROUGH_THE_ADAPTER, MAX_STEPS_OFF_POLICY, OVERLONG_BAND, TRUNCATED,
 };
 pub use document::contract_document;
 pub use per_run::{OnFork, PER_RUN, PerRun, coerce, per_run};

@@ -18,8 +18,9 @@ use crate::{Tools, ToolsError};
 /// Lines of each component's log on a run page.
 const LOG_LINES: usize = 60;
 
-/// The charts' series: a `history` row's field and its label (the key the trainer logs).
-const SERIES: [(&str, &str); 8] = [
+/// The charts' series: a `history` row's field and its label (the key the trainer logs). A
+/// series no row holds is not drawn (the off-policy counts: runs with `max_steps_off_policy`).
+const SERIES: [(&str, &str); 10] = [
     ("reward_mean", "reward/mean"),
     ("loss", "train/loss"),
     ("percent_correct", "train/percent_correct"),
@@ -28,6 +29,8 @@ const SERIES: [(&str, &str); 8] = [
     ("learning_rate", "train/learning_rate"),
     ("logprobs_diff", "logprobs/diff"),
     ("advantages_std", "advantages/std"),
+    ("stale_groups", "batch/stale_groups"),
+    ("max_age_steps", "batch/max_age_steps"),
 ];
 
 impl Tools {

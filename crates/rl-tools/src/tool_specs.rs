@@ -311,7 +311,7 @@ impl ToolName {
                     chooses (learning_rate, max_token_trainer_length, save_every, keep_rollouts, \
                     eval_every, eval_prompts, eval_group_size; the algorithm: loss, clip_low, \
                     clip_high, dro_beta, advantage_norm, truncated, overlong_band, kl_coef, \
-                    log_kl_base); the base model and lora_rank are \
+                    log_kl_base, max_steps_off_policy); the base model and lora_rank are \
                     fixed by the saved state and refused. Its steps, metrics and checkpoints \
                     continue from step+1, in the parent's WandB group under its own name. \
                     Returns the new run as rl_start_training does, with `resumed_from` (the \

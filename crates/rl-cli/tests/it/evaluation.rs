@@ -8,10 +8,12 @@ use crate::runs::assert_nothing_left;
 use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, lines, stack};
 
 /// Evaluate every two steps on 3 prompts of 2 completions, a quarter of the items kept out
-/// (seed 7: 4 of the 12 digits prompts).
+/// (seed 7: 4 of the 12 digits prompts). And the loss `dro` (issue 43), which skyrl-tx lacks:
+/// the local engine trains it through rl's loss adapter (a full run of it, without a run of
+/// its own).
 const EVALUATED_EVERY_TWO: (&str, &str) = (
     "keep_rollouts = 20",
-    "keep_rollouts = 20\neval_every = 2\neval_prompts = 3\neval_group_size = 2\n\n\
+    "keep_rollouts = 20\nloss = \"dro\"\neval_every = 2\neval_prompts = 3\neval_group_size = 2\n\n\
      [held_out]\nfraction = 0.25\nseed = 7",
 );
 
@@ -86,6 +88,11 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
         trainer_log.contains("which the run never trained on"),
         "{trainer_log}"
     );
+    assert_trained_dro_through_the_adapter(
+        &stack.json(&["runs", "status", &id]),
+        &metrics,
+        &trainer_log,
+    );
 
     // The series in the status, and the best checkpoint chosen by it.
     let status = stack.json(&["runs", "status", &id]);
@@ -148,4 +155,41 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
         "no run with id '00000000'",
     );
     assert_nothing_left(&stack, &id);
+}
+
+/// The run asked for `dro` (beta unset): its status says so, its trainer said the adapter
+/// trains it at rl's default beta, and every step that trained logs a finite loss the adapter
+/// computed.
+fn assert_trained_dro_through_the_adapter(
+    status: &serde_json::Value,
+    metrics: &[serde_json::Value],
+    trainer_log: &str,
+) {
+    assert_eq!(status["algorithm"]["loss"], "dro", "{status:#}");
+    assert!(
+        status["algorithm"]["summary"]
+            .as_str()
+            .is_some_and(|summary| summary.starts_with("loss dro")),
+        "{status:#}"
+    );
+    assert!(
+        trainer_log.contains("loss dro (beta 0.05) is trained through rl's loss adapter"),
+        "{trainer_log}"
+    );
+    let trained: Vec<&serde_json::Value> = metrics
+        .iter()
+        .filter(|row| row["tokens/trained"].as_u64() > Some(0))
+        .collect();
+    assert!(!trained.is_empty(), "{metrics:#?}");
+    for row in trained {
+        assert!(
+            row["train/loss"].as_f64().is_some_and(f64::is_finite),
+            "{row}"
+        );
+        assert_eq!(row["train/loss_from_adapter"], 1, "{row}");
+        assert!(
+            row.get("train/clip_fraction").is_none(),
+            "dro clips nothing: {row}"
+        );
+    }
 }

@@ -35,8 +35,8 @@ fn stack(environment: &str, edits: &[(&str, &str)]) -> (Stack, LocalEngine) {
 
 /// Trains the selected environment to its end; checks it completed, learnt on every step and
 /// ran as `module` from `root`, and that its evaluations (pre-flights of the checkpoint, at
-/// steps 0 and 5) scored.
-fn trains_to_completed(stack: &Stack, root: &Path, module: &str) {
+/// steps 0 and 5) scored. Its step rows.
+fn trains_to_completed(stack: &Stack, root: &Path, module: &str) -> Vec<Value> {
     let id = stack.start();
     let finished = stack.wait(&id, "finished", 1200);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));
@@ -73,6 +73,49 @@ fn trains_to_completed(stack: &Stack, root: &Path, module: &str) {
         assert!(row.get("eval/failed").is_none(), "{row:#}");
     }
     assert_nothing_left(stack, &id);
+    steps.into_iter().cloned().collect()
+}
+
+/// The trainer's off-policy bound (issue 43, `max_steps_off_policy`), in the run that trains
+/// the vowels environment rather than a run of its own.
+const OFF_POLICY_BOUND: (&str, &str) = (
+    "learning_rate = 0.01\n",
+    "learning_rate = 0.01\nmax_steps_off_policy = 1\n",
+);
+
+/// Every step counts what the bound did, consistently: each skipped group has one reason
+/// (stale among them), and the groups it trained are proven no older than the bound. Its
+/// environment samples through ManagedServer (the exact tokens), so every completion is
+/// matched to a sample the trainer served.
+fn assert_off_policy_counted(steps: &[Value]) {
+    let count = |row: &Value, key: &str| {
+        row[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key} is not a count in {row:#}"))
+    };
+    for row in steps {
+        let (groups, skipped) = (
+            count(row, "batch/groups"),
+            count(row, "batch/skipped_groups"),
+        );
+        let reasons: u64 = ["stale", "zero_advantage", "empty", "malformed", "truncated"]
+            .iter()
+            .map(|reason| count(row, &format!("batch/{reason}_groups")))
+            .sum();
+        assert_eq!(reasons, skipped, "{row:#}");
+        assert!(skipped <= groups, "{row:#}");
+        assert_eq!(count(row, "batch/unknown_age_completions"), 0, "{row:#}");
+        if skipped < groups {
+            assert!(count(row, "batch/max_age_steps") <= 1, "{row:#}");
+        } else {
+            assert!(row.get("batch/max_age_steps").is_none(), "{row:#}");
+        }
+    }
+    let dropped: u64 = steps
+        .iter()
+        .map(|row| count(row, "batch/stale_groups"))
+        .sum();
+    eprintln!("groups dropped as stale over the run: {dropped}");
 }
 
 /// `vowels/vowels_env.py`: `from .scoring import vowel_share` in a package whose parent
@@ -85,9 +128,10 @@ fn a_package_importing_its_siblings_relatively_trains_to_completed() {
         "keep_rollouts = 20",
         "keep_rollouts = 20\neval_every = 5\neval_prompts = 2\neval_group_size = 2",
     );
-    let (stack, _engine) = stack("vowels", &[SHORT_RUN, EVALUATED]);
+    let (stack, _engine) = stack("vowels", &[SHORT_RUN, EVALUATED, OFF_POLICY_BOUND]);
     let environments = checkout().join("environments");
-    trains_to_completed(&stack, &environments, "vowels.vowels_env");
+    let steps = trains_to_completed(&stack, &environments, "vowels.vowels_env");
+    assert_off_policy_counted(&steps);
 }
 
 /// `community/letter_share/letter_share_env.py`: `from environments.community.letter_share…`

@@ -488,3 +488,37 @@ fn an_evaluation_a_busy_trainer_and_a_silent_one_are_named() {
         silent.detail
     );
 }
+
+#[test]
+fn most_groups_dropped_as_stale_is_flagged_with_what_to_try() {
+    let mut dropped = learning_run(4);
+    for (row, stale) in dropped.history.iter_mut().zip([3.0, 4.0, 2.0, 4.0]) {
+        row.values
+            .insert(STALE_GROUPS.to_owned(), MetricValue::Number(stale));
+        row.values
+            .insert(GROUPS.to_owned(), MetricValue::Number(4.0));
+    }
+    let digest = HealthDigest::assess(&dropped, &finished(), &HealthPolicy::default());
+    assert_eq!(kinds(&digest), vec![FlagKind::StaleGroupsHigh]);
+    let flag = &digest.flags[0];
+    assert_eq!((flag.window.first_step, flag.window.last_step), (1, 4));
+    assert!(
+        flag.detail.contains("13 of 16 groups over 4 rows")
+            && flag.detail.contains("raise max_steps_off_policy")
+            && flag.detail.contains("max_batches_offpolicy"),
+        "{}",
+        flag.detail
+    );
+    // A few dropped, or none counted (no bound), is no sign.
+    for stale in [1.0, 0.0] {
+        let mut some = learning_run(4);
+        for row in &mut some.history {
+            row.values
+                .insert(STALE_GROUPS.to_owned(), MetricValue::Number(stale));
+            row.values
+                .insert(GROUPS.to_owned(), MetricValue::Number(4.0));
+        }
+        assert!(HealthDigest::assess(&some, &finished(), &HealthPolicy::default()).healthy);
+    }
+    assert!(HealthDigest::assess(&learning_run(4), &finished(), &HealthPolicy::default()).healthy);
+}

@@ -18,7 +18,8 @@ Rules:
   carry), so a rollout of three branches does not weigh three times;
   `overrides[i].set_advantage_to_zero` zeroes completion i;
 * a group is skipped when it is malformed (lengths disagree, `rollout_of`/`rewards` do not fit
-  the completions), empty (no completion token to
+  the completions), stale (one completion proven sampled more than the run's
+  `max_steps_off_policy` optimizer steps ago: `samples.py`), empty (no completion token to
   learn from) or when all its advantages are 0 (nothing to learn); each reason is counted;
 * per completion, targets are tokens[1:] for inputs tokens[:-1]; a target is trained on when
   its mask is not -100; the sampler logprob and the advantage are 0.0 at other positions;
@@ -36,7 +37,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .shaping import LengthStopped, Shaping
+from .samples import Provenance
+from .shaping import Shaping
 
 PROMPT_MASK = -100
 LOGPROB_FLOOR = -20.0
@@ -46,6 +48,7 @@ SKIP_MALFORMED = "malformed"
 SKIP_EMPTY = "empty"
 SKIP_ZERO_ADVANTAGE = "zero_advantage"
 SKIP_TRUNCATED = "truncated"  # every completion with tokens to learn from was masked as truncated
+SKIP_STALE = "stale"  # a completion was sampled more than `max_steps_off_policy` steps ago
 
 #: A step's mean reward (of its groups' means); each named reward is `reward/<name>` beside it.
 REWARD_MEAN = "reward/mean"
@@ -176,6 +179,9 @@ class PreparedSequence:
     messages: Optional[List[Dict[str, Any]]] = None
     # Not trained: truncated, and the run's `truncated` is `mask`.
     masked: bool = False
+    # Optimizer steps at least between its sampler's weights and the trained ones (`samples.py`);
+    # None: unknown (or not measured).
+    age: Optional[int] = None
 
     def has_targets(self) -> bool:
         return any(m != PROMPT_MASK for m in self.masks[1:])
@@ -306,7 +312,7 @@ def last_completion_run(tokens: Sequence[int], masks: Sequence[int]) -> List[int
 
 
 def prepare_group(
-    index: int, group: Any, max_len: int, shaping: Shaping = Shaping(), length_stopped: Optional[LengthStopped] = None
+    index: int, group: Any, max_len: int, shaping: Shaping = Shaping(), provenance: Optional[Provenance] = None
 ) -> PreparedGroup:
     if not isinstance(group, dict):
         return _malformed(index, [], f"a group is a {type(group).__name__}, not an object")
@@ -343,7 +349,10 @@ def prepare_group(
         lps = _float_list(lps)
         if not _usable_logprobs(lps, msk):
             lps = None
-        truncated = len(tok) > max_len or (length_stopped is not None and length_stopped.holds(last_completion_run(tok, msk)))
+        # One look-up in the sampler's memory: whether it stopped this sample at its max
+        # tokens, and how many steps ago it was drawn.
+        drawn = provenance.memory.find(last_completion_run(tok, msk)) if provenance is not None else None
+        truncated = len(tok) > max_len or (drawn is not None and drawn.length_stopped)
         if len(tok) > max_len:
             tok, msk = tok[:max_len], msk[:max_len]
             lps = lps[:max_len] if lps is not None else None
@@ -358,6 +367,7 @@ def prepare_group(
                 truncated=truncated,
                 messages=msgs,
                 masked=not shaping.trains(truncated),
+                age=provenance.age(drawn) if provenance is not None else None,
             )
         )
     # The scores the advantages come from (the run's `truncated`); the group's own (logged as
@@ -375,7 +385,9 @@ def prepare_group(
         rollout_of=rollout_of,
         named=named_means(rewards),
     )
-    if not sequences or not any(s.has_targets() for s in sequences):
+    if provenance is not None and provenance.stale(s.age for s in sequences):
+        prepared.skip = SKIP_STALE
+    elif not sequences or not any(s.has_targets() for s in sequences):
         prepared.skip = SKIP_EMPTY
     elif not any(s.trains() for s in sequences):
         prepared.skip = SKIP_TRUNCATED
@@ -385,11 +397,12 @@ def prepare_group(
 
 
 def prepare_batch(
-    batch: Any, max_len: int, shaping: Shaping = Shaping(), length_stopped: Optional[LengthStopped] = None
+    batch: Any, max_len: int, shaping: Shaping = Shaping(), provenance: Optional[Provenance] = None
 ) -> PreparedBatch:
-    """Advantages and cut sequences for every group of a run-api batch."""
+    """Advantages and cut sequences for every group of a run-api batch; with `provenance`,
+    length stops and ages read from the trainer's sampler memory, stale groups dropped."""
     groups = [
-        prepare_group(i, g, max_len, shaping, length_stopped) for i, g in enumerate(batch if isinstance(batch, list) else [])
+        prepare_group(i, g, max_len, shaping, provenance) for i, g in enumerate(batch if isinstance(batch, list) else [])
     ]
     prepared = PreparedBatch(groups=groups)
     prepared.completions = sum(len(g.get("tokens") or []) for g in batch if isinstance(g, dict)) if isinstance(batch, list) else 0
@@ -532,3 +545,17 @@ def batch_counts(prepared: PreparedBatch, datums: int) -> Dict[str, int]:
         "batch/truncated_completions": prepared.truncated,
         "batch/datums": datums,
     }
+
+
+def off_policy_counts(prepared: PreparedBatch) -> Dict[str, int]:
+    """The run's off-policy bound at work: groups dropped as stale, completions whose age is
+    unknown (kept), and the largest proven age of a trained group's completion (left out when
+    none is known). Malformed groups have no completions to count."""
+    counts = {
+        "batch/stale_groups": prepared.skipped(SKIP_STALE),
+        "batch/unknown_age_completions": sum(1 for g in prepared.groups for s in g.sequences if s.age is None),
+    }
+    ages = [s.age for g in prepared.trained_groups() for s in g.sequences if s.age is not None]
+    if ages:
+        counts["batch/max_age_steps"] = max(ages)
+    return counts

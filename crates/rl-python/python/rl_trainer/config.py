@@ -105,6 +105,9 @@ class TrainerConfig:
     # The KL penalty to the base model, and whether its estimate is logged when there is none.
     kl_coef: float
     log_kl_base: bool
+    # A group one of whose completions was sampled more than this many optimizer steps before
+    # the weights it would train is dropped (None: no bound; `samples.py`).
+    max_steps_off_policy: Optional[int]
     # What the reader wants the operator to know (defaults that may differ from the env's).
     notes: tuple = field(default=())
 
@@ -132,6 +135,7 @@ class TrainerConfig:
             **({"overlong_band": self.overlong_band} if self.truncated == "penalty" else {}),
             **({"kl_coef": self.kl_coef} if self.kl_coef > 0 else {}),
             **({"log_kl_base": True} if self.log_kl_base else {}),
+            **({"max_steps_off_policy": self.max_steps_off_policy} if self.max_steps_off_policy is not None else {}),
             **({"eval_every": self.eval_every} if self.eval_every else {}),
             **({"resume_state": self.resume_state, "starting_step": self.starting_step} if self.resume_state else {}),
         }
@@ -499,6 +503,7 @@ def parse_config(doc: Any) -> TrainerConfig:
         overlong_band=tinker.integer("overlong_band"),
         kl_coef=tinker.number("kl_coef"),
         log_kl_base=tinker.boolean("log_kl_base"),
+        max_steps_off_policy=tinker.integer("max_steps_off_policy"),
         notes=tuple(notes),
     )
 

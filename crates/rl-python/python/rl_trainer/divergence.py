@@ -6,10 +6,12 @@ the KL penalty to the base model (issue 43). Pure: no SDK, no I/O.
   optimizer step), the sampler's the one the datum carries (clipped to [-20, 0], as the engine
   reads it). `train/ratio_mean` is its mean over the step's trained tokens.
 * `train/clip_fraction` (ppo, cispo): the share of those tokens whose ratio lies outside the
-  clip bounds in effect. They are known when the engine is rl's local one (skyrl-tx 0.3.0's ppo
-  clips at its fixed 0.8..1.2 whatever `loss_fn_config` says) or when the run sets both
-  `clip_low` and `clip_high`; the hosted service's own defaults are not documented in its SDK
-  (tinker 0.38.0), so without both bounds there the fraction is not logged (said at start).
+  clip bounds in effect. They are known when the engine is rl's local one (skyrl-tx 0.3.0's own
+  ppo clips at its fixed 0.8..1.2; ppo with the run's bounds and cispo go through rl's adapter,
+  `losses.py`, at the run's bounds, else its defaults) or when the run sets both `clip_low` and
+  `clip_high`; the hosted service's own defaults are not documented in its SDK (tinker
+  0.38.0), so without both bounds there the fraction is not logged (said at start). With the
+  adapter the trainer logprobs are its forward pass's (the weights the step trained).
 * The KL penalty (`kl_coef`, as the Tinker cookbook's `incorporate_kl_penalty`): with
   d = logp - logp_base per trained token (logp the sampler's, logp_base the base weights'),
   each token's advantage gains kl_coef * (mean(d) - d), the mean over the step's trained
@@ -20,7 +22,7 @@ the KL penalty to the base model (issue 43). Pure: no SDK, no I/O.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .batch import LOGPROB_FLOOR, AlignedSequence
 
@@ -36,14 +38,16 @@ Bounds = Tuple[float, float]
 
 
 def clip_bounds(
-    loss: str, clip_low: Optional[float], clip_high: Optional[float], local_engine: bool, local_ppo_clip: Bounds
+    loss: str, clip_low: Optional[float], clip_high: Optional[float], local_engine: bool, local_clips: Mapping[str, Bounds]
 ) -> Tuple[Optional[Bounds], Optional[str]]:
-    """The ratio bounds the engine clips at, else None and why they are not known (None too
-    for a loss that clips nothing)."""
+    """The ratio bounds the loss is clipped at, else None and why they are not known (None
+    too for a loss that clips nothing). On the local engine (`local_clips`: ppo's the engine's
+    own, cispo's rl's adapter's) a bound the run sets replaces that loss's default there."""
     if loss not in CLIPPED_LOSSES:
         return None, None
-    if local_engine and loss == "ppo":
-        return (float(local_ppo_clip[0]), float(local_ppo_clip[1])), None
+    if local_engine:
+        low, high = local_clips[loss]
+        return (float(low if clip_low is None else clip_low), float(high if clip_high is None else clip_high)), None
     if clip_low is not None and clip_high is not None:
         return (float(clip_low), float(clip_high)), None
     return None, (

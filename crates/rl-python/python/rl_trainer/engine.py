@@ -39,8 +39,8 @@ from tinker import types as ttypes
 from . import reach
 from .batch import AlignedSequence, full_logprobs_from_prompt_logprobs
 from .errors import RequestError
+from .losses import SURROGATE_LOSS, Adapter, Linearised, linearise
 from .sampling import Sample, SamplingSpec, tinker_stop
-from .shaping import LengthStopped
 from .server import Policy
 from .tools import ToolSupport
 
@@ -187,16 +187,54 @@ def load_state(training, path: str, optimizer: bool):
         return training.load_state_with_optimizer(path) if optimizer else training.load_state(path)
 
 
-def to_datum(seq: AlignedSequence) -> ttypes.Datum:
-    """One Datum per completion: numpy arrays, no torch."""
+def to_datum(seq: AlignedSequence, advantages: Optional[Sequence[float]] = None) -> ttypes.Datum:
+    """One Datum per completion: numpy arrays, no torch. `advantages` replace the sequence's
+    (rl's loss adapter sends its own)."""
     return ttypes.Datum(
         model_input=ttypes.ModelInput.from_ints(list(seq.input_tokens)),
         loss_fn_inputs={
             "target_tokens": np.asarray(seq.target_tokens, dtype=np.int64),
             "logprobs": np.asarray(seq.logprobs, dtype=np.float32),
-            "advantages": np.asarray(seq.advantages, dtype=np.float32),
+            "advantages": np.asarray(seq.advantages if advantages is None else advantages, dtype=np.float32),
         },
     )
+
+
+async def train_step(
+    training,
+    sequences: Sequence[AlignedSequence],
+    learning_rate: float,
+    loss: str,
+    loss_fn_config: Optional[dict],
+    adapter: Optional[Adapter],
+    timeout: float,
+) -> Tuple[Any, Any, Dict[str, float], Optional[Linearised]]:
+    """forward_backward(`loss`, its `loss_fn_config`) then optim_step(Adam); both submitted
+    before either result is awaited, so they queue back to back. With `adapter` (rl's loss
+    adapter, `losses.py`), a `forward` pass first, whose logprobs make the importance_sampling
+    advantages that train the asked loss; its result comes back too. Also the seconds the
+    caller waited for each result: `forward_backward` from the start to its result (the
+    adapter's forward pass included), `optim` from then to the optimizer step's (the engine
+    runs them in turn, so each is the time its own work held the step up)."""
+    started = time.monotonic()
+    linearised = None
+    if adapter is None:
+        fb_future = training.forward_backward([to_datum(s) for s in sequences], loss, loss_fn_config=loss_fn_config)
+    else:
+        forward = await bounded(
+            training.forward([to_datum(s) for s in sequences], SURROGATE_LOSS), "forward (rl's loss adapter)", timeout
+        )
+        logprobs = [tensor_list(o.get("logprobs")) for o in forward.loss_fn_outputs]
+        linearised = linearise(adapter, sequences, logprobs)
+        datums = [to_datum(s, a) for s, a in zip(sequences, linearised.advantages)]
+        fb_future = training.forward_backward(datums, SURROGATE_LOSS)
+    adam = ttypes.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
+    optim_future = training.optim_step(adam)
+    fb = await bounded(fb_future, "forward_backward", timeout)
+    fb_done = time.monotonic()
+    optim = await bounded(optim_future, "optim_step", timeout)
+    secs = {"forward_backward": fb_done - started, "optim": time.monotonic() - fb_done}
+    return fb, optim, secs, linearised
 
 
 def tensor_list(value: Any) -> List[float]:
@@ -318,21 +356,14 @@ class Tinker:
             self.say,
         )
 
-    async def train(self, datums: List[ttypes.Datum], learning_rate: float) -> Tuple[Any, Any, Dict[str, float]]:
-        """forward_backward(the run's loss, its loss_fn_config) then optim_step(Adam); both submitted before
-        either result is awaited, so they queue back to back. Also the seconds the caller
-        waited for each result: `forward_backward` from the submission to its result,
-        `optim` from then to the optimizer step's (the engine runs them in turn, so each is
-        the time its own work held the step up)."""
-        started = time.monotonic()
-        fb_future = self.training.forward_backward(datums, self.config.loss, loss_fn_config=self.config.loss_fn_config())
-        adam = ttypes.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
-        optim_future = self.training.optim_step(adam)
-        fb = await bounded(fb_future, "forward_backward", self.timeout)
-        fb_done = time.monotonic()
-        optim = await bounded(optim_future, "optim_step", self.timeout)
-        secs = {"forward_backward": fb_done - started, "optim": time.monotonic() - fb_done}
-        return fb, optim, secs
+    async def train(
+        self, sequences: Sequence[AlignedSequence], learning_rate: float, adapter: Optional[Adapter] = None
+    ) -> Tuple[Any, Any, Dict[str, float], Optional[Linearised]]:
+        """One step of the run's loss (with its loss_fn_config), or through `adapter`:
+        `train_step`."""
+        return await train_step(
+            self.training, sequences, learning_rate, self.config.loss, self.config.loss_fn_config(), adapter, self.timeout
+        )
 
     async def compute_logprobs(self, client, tokens: Sequence[int]) -> List[float]:
         """The sampler's logprob of every token given the ones before it (0.0 for the first)."""
@@ -379,8 +410,6 @@ class TinkerPolicy(Policy):
         self.base_model = base_model
         self.max_token_length = max_token_length
         self.eos_ids: List[int] = []
-        # The samples stopped at their max tokens: how the batch tells a completion cut there.
-        self.length_stopped = LengthStopped()
         self.client = None
         self.sampler_path: Optional[str] = None
         self.registered = False
@@ -468,6 +497,4 @@ class TinkerPolicy(Policy):
                 full = await self.tinker.compute_logprobs(client, list(prompt) + tokens)
                 logprobs = full[len(prompt):]
             samples.append(Sample(tokens=tokens, logprobs=[float(x) for x in logprobs], stop_reason=seq.stop_reason))
-            if seq.stop_reason == "length":
-                self.length_stopped.add(tokens)
         return samples

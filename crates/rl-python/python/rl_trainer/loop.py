@@ -17,9 +17,11 @@ from typing import Any, Dict, Iterator, List, Optional
 from .batch import (
     REWARD_MEAN,
     SKIP_MALFORMED,
+    SKIP_STALE,
     advantage_stats,
     aligned_sequences,
     batch_counts,
+    off_policy_counts,
     prepare_batch,
     summary,
     token_counts,
@@ -28,7 +30,9 @@ from .batch import (
 from .config import CONTRACT, EVALUATE_MARGIN_SECS, TrainerConfig
 from . import evaluation
 from .divergence import LOCAL_ENGINE_VARIABLE, clip_bounds, kl_penalty, ratio_stats
-from .engine import Tinker, TinkerPolicy, tensor_list, to_datum
+from .engine import Tinker, TinkerPolicy, tensor_list
+from .losses import LocalDefaults, local_adapter
+from .samples import Provenance, SampleMemory, turn_end_tokens
 from .shaping import Shaping
 from .records import (
     COST_ESTIMATE,
@@ -207,14 +211,17 @@ class Trainer:
         self.probe: list = []
         # The ratio bounds the engine clips at (for train/clip_fraction), when known; the
         # sampler of the base weights, when the KL to the base model is measured.
-        self.clip_bounds, self.no_clip_fraction = clip_bounds(
-            config.loss,
-            config.clip_low,
-            config.clip_high,
-            os.environ.get(LOCAL_ENGINE_VARIABLE) == "1",
-            tuple(CONTRACT["constants"]["local_engine_ppo_clip"]),
+        # On the local engine, a loss skyrl-tx cannot compute as asked goes through rl's loss
+        # adapter (losses.py), at the bounds clip_bounds says.
+        local, defaults = os.environ.get(LOCAL_ENGINE_VARIABLE) == "1", LocalDefaults.of(CONTRACT["constants"])
+        self.clip_bounds, self.no_clip_fraction = clip_bounds(config.loss, config.clip_low, config.clip_high, local, defaults.clips)
+        self.adapter = (
+            local_adapter(config.loss, config.clip_low, config.clip_high, config.dro_beta, self.clip_bounds, defaults) if local else None
         )
         self.base_sampler = None
+        # Optimizer steps this trainer has applied: the version of the weights, which the
+        # samples the server records carry (`samples.py`, the run's max_steps_off_policy).
+        self.trained_steps = 0
 
     # ------------------------------------------------------------------ phases
 
@@ -261,6 +268,8 @@ class Trainer:
             say(f"note: {unused} is set but not used by loss {c.loss}, truncated {c.truncated}")
         if self.no_clip_fraction:
             say(f"note: {self.no_clip_fraction}")
+        if self.adapter is not None:
+            say(f"note: {self.adapter.describe()}")
         if c.eval_every and self.evaluate_command is None:
             say(
                 f"note: tinker.eval_every is {c.eval_every}, but rl gave no evaluation command "
@@ -299,7 +308,13 @@ class Trainer:
 
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, c.tokenizer_name)
         self.policy.load(tokenizer)
+        self.policy.samples = SampleMemory(turn_end=turn_end_tokens(tokenizer))
         say(f"tokenizer loaded from {c.tokenizer_name}")
+        if c.max_steps_off_policy is not None:
+            say(
+                f"a group with a completion sampled more than {c.max_steps_off_policy} optimizer step(s) "
+                "before the weights it would train is dropped (max_steps_off_policy)"
+            )
 
         await self.tinker.connect()
         say(f"LoRA training client {self.tinker.model_id} on {c.base_model} (rank {c.lora_rank})")
@@ -314,14 +329,14 @@ class Trainer:
             await self.check_loaded(c.resume_state)
             say(f"training state (weights + optimizer) loaded from {c.resume_state}; continuing after step {c.starting_step}")
             path = await self.tinker.save_for_sampler(f"resumed_step_{c.starting_step}")
-            self.policy.swap(await self.tinker.sampling_client(path), path)
+            self.use_sampler(await self.tinker.sampling_client(path), path)
         else:
             path = await self.tinker.save_for_sampler("step_0")
             # The starting state too: what a comparison with the trained weights, or a restart
             # from scratch with the same initialisation, loads (a few hundred KB on a LoRA).
             state_path = await self.tinker.save_state("step_0")
             fingerprint = await self.tinker.fingerprint(self.probe)
-            self.policy.swap(await self.tinker.sampling_client(path), path)
+            self.use_sampler(await self.tinker.sampling_client(path), path)
             self.checkpoints.record(0, "step_0", path, state_path, fingerprint)
         announce(f"Sampling client updated: {path}")
 
@@ -353,12 +368,18 @@ class Trainer:
         if os.environ.get(FAULT_VARIABLE) == str(n):
             # The tests' way to make a step fail for real, with the engine and everything up.
             raise RuntimeError(f"failure injected at step {n} by {FAULT_VARIABLE}")
-        prepared = prepare_batch(
-            batch, c.max_token_trainer_length, Shaping.of(c), getattr(self.policy, "length_stopped", None)
-        )
+        samples = self.policy.samples
+        provenance = Provenance(samples, self.trained_steps, c.max_steps_off_policy) if samples is not None else None
+        prepared = prepare_batch(batch, c.max_token_trainer_length, Shaping.of(c), provenance)
         for group in prepared.groups:
             if group.skip == SKIP_MALFORMED:
                 say(f"step {n}: group {group.index} skipped, malformed: {group.problem}")
+        stale = prepared.skipped(SKIP_STALE)
+        if stale:
+            say(
+                f"step {n}: {stale} group(s) dropped as stale: sampled more than {c.max_steps_off_policy} "
+                f"optimizer step(s) before the weights now (version {self.trained_steps})"
+            )
 
         # Sampler logprobs the batch lacks (atroposlib's ManagedServer sends them; a plain
         # chat env does not) are computed with the current sampling client.
@@ -384,6 +405,8 @@ class Trainer:
         metrics.update(batch_counts(prepared, len(sequences)))
         metrics.update(prepared.truncation_stats())
         metrics["logprobs/recomputed"] = len(missing)
+        if c.max_steps_off_policy is not None:
+            metrics.update(off_policy_counts(prepared))
         if sequences and self.base_sampler is not None:
             # The base weights' logprobs of each completion: the KL estimate, and with kl_coef
             # its penalty taken from the advantages before they are sent.
@@ -400,18 +423,24 @@ class Trainer:
             metrics.update(summary(sampler))
             # forward_backward and the optimizer step are one call here: both count as the first.
             self.phases.enter("forward_backward", n)
-            fb, optim, secs = await self.tinker.train([to_datum(s) for s in sequences], c.learning_rate)
+            fb, optim, secs, adapted = await self.tinker.train(sequences, c.learning_rate, self.adapter)
+            self.trained_steps += 1
             for part in ("forward_backward", "optim"):
                 clock.add(part, secs[part])
             outputs = list(fb.loss_fn_outputs)
-            per_sequence = [tensor_list(o.get("logprobs")) for o in outputs]
+            # With the adapter, its forward pass's logprobs (the same weights, before the step).
+            per_sequence = adapted.logprobs if adapted else [tensor_list(o.get("logprobs")) for o in outputs]
             trained = training_logprobs(sequences, per_sequence)
             metrics.update(ratio_stats(sequences, per_sequence, self.clip_bounds))
             metrics.update(summary(trained, "_training"))
             if sampler and trained:
                 metrics["logprobs/diff"] = metrics["logprobs/mean"] - metrics["logprobs/mean_training"]
             engine_metrics = dict(fb.metrics or {})
-            if "loss:sum" in engine_metrics:
+            if adapted is not None:
+                # The asked loss's, not the importance_sampling surrogate's (losses.py).
+                loss = adapted.loss
+                metrics.update(adapted.metrics())
+            elif "loss:sum" in engine_metrics:
                 loss = float(engine_metrics["loss:sum"])
             else:
                 # An engine that reports no loss:sum (skyrl-tx 0.3.0's JAX backend): the sum of
@@ -479,10 +508,16 @@ class Trainer:
                 self.state_saved_at = n
         self.phases.enter("sampler_update", n)
         with clock.part("sampler_update"):
-            self.policy.swap(await self.tinker.sampling_client(sampler_path), sampler_path)
+            self.use_sampler(await self.tinker.sampling_client(sampler_path), sampler_path)
         announce(f"Sampling client updated: {sampler_path}")
         if state_path:
             say(f"training state (weights + optimizer) saved: {state_path}")
+
+    def use_sampler(self, client, path: str) -> None:
+        """Samples from `client` from now on; they carry the weights' version (no await
+        between the two, so no request sees one without the other)."""
+        self.policy.swap(client, path)
+        self.policy.weights_version = self.trained_steps
 
     async def check_caps(self, n: int) -> None:
         """Before step `n`: when this run's spend and the next step as its last steps predict

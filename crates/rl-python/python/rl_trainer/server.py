@@ -13,6 +13,10 @@ until the trainer is initialized (a sampling client exists and run-api knows the
 answer `stream: true` with Server-Sent Events (`streaming.py`) once the whole answer is
 sampled, so every failure is still an HTTP status before the stream starts.
 
+Every sample served by a policy that keeps a memory (the training one) is recorded there with
+the version of the weights that drew it (`draw`, `samples.py`): what the run's
+`max_steps_off_policy` and its length stops read.
+
 The app is served by uvicorn inside the trainer's own event loop (`serve`), with uvicorn's
 signal handling disabled: the trainer decides how signals end the process.
 """
@@ -44,6 +48,7 @@ from .sampling import (
     parse_tokenize,
     token_generate_response,
 )
+from .samples import SampleMemory
 from .streaming import chat_chunks, completion_chunks, sse_body
 from .tools import ToolSupport
 
@@ -54,6 +59,10 @@ class Policy:
     model_name: str = "policy"
     sampler_path: Optional[str] = None
     max_token_length: int = 0  # the run's token limit (0: unknown)
+    # The training policy's: every sample served is recorded here with the version of the
+    # weights sampled from (the optimizer steps they had; the trainer sets both).
+    samples: Optional[SampleMemory] = None
+    weights_version: Optional[int] = None
 
     @property
     def initialized(self) -> bool:  # pragma: no cover - interface
@@ -97,6 +106,16 @@ def _event_stream(chunks: List[dict]) -> StreamingResponse:
             yield event
 
     return StreamingResponse(send(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def draw(policy: Policy, prompt: List[int], n: int, spec: SamplingSpec) -> List[Sample]:
+    """`policy.sample`, each sample recorded in its memory. The weights' version is read once
+    the samples are back, with no await between: a swap during the request makes it newer than
+    the sampler's, never older, so an age read from it is never more than the true one."""
+    samples = await policy.sample(prompt, n, spec)
+    if policy.samples is not None:
+        policy.samples.record_all(samples, policy.weights_version)
+    return samples
 
 
 def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
@@ -163,7 +182,7 @@ def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
     async def generate(policy, body):
         req = parse_generate(body, policy.vocab_size)
         prompt = req.input_ids if req.input_ids is not None else policy.encode(req.text)
-        samples = await policy.sample(prompt, req.n, req.spec)
+        samples = await draw(policy, prompt, req.n, req.spec)
         return generate_response(req, len(prompt), samples, policy.decode, policy.token_text, policy.stop_ids(req.spec))
 
     def call_format_of(policy, tools) -> Optional[str]:
@@ -184,7 +203,7 @@ def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
         req = parse_chat(body, policy.vocab_size, with_tokens)
         call_format = call_format_of(policy, req.tools)
         prompt = req.prompt_ids if with_tokens else policy.chat_tokens(req.messages, req.tools)
-        samples = await policy.sample(prompt, req.n, req.spec)
+        samples = await draw(policy, prompt, req.n, req.spec)
         answer = chat_response(req, policy.model_name, prompt, samples, policy.decode, policy.token_text, call_format)
         return _event_stream(chat_chunks(answer, req.include_usage)) if req.stream else answer
 
@@ -202,13 +221,13 @@ def create_app(served: Union[Policy, Mapping[str, Policy]]) -> FastAPI:
 
     async def token_generate(policy, body):
         req = parse_token_generate(body, policy.vocab_size)
-        samples = await policy.sample(req.token_ids, req.n, req.spec)
+        samples = await draw(policy, req.token_ids, req.n, req.spec)
         return token_generate_response(req, samples)
 
     async def completions(policy, body):
         req = parse_completions(body, policy.vocab_size)
         prompts = [p if isinstance(p, list) else policy.encode(p) for p in req.prompts]
-        results = await asyncio.gather(*(policy.sample(p, req.n, req.spec) for p in prompts))
+        results = await asyncio.gather(*(draw(policy, p, req.n, req.spec) for p in prompts))
         answer = completions_response(
             req, policy.model_name, [len(p) for p in prompts], results, policy.decode, policy.token_text
         )

@@ -6,7 +6,7 @@ of a truncated completion. Pure: no SDK, no I/O.
   Tinker cookbook).
 * `truncated`: a completion is truncated when the trainer cut it to its length
   (`max_token_trainer_length`) or when the trainer's sampler stopped it at its max tokens
-  (`finish_reason` "length"; recognised by its tokens, `LengthStopped`). `train` trains it as
+  (`finish_reason` "length"; recognised by its tokens, `samples.SampleMemory`). `train` trains it as
   any other; `mask` trains nothing of it (its score still counts in its group's mean and std,
   as TRL's `mask_truncated_completions`); `zero_reward` gives it score 0 before the advantages;
   `penalty` adds DAPO's soft overlong punishment to every completion's score: 0 up to
@@ -15,9 +15,7 @@ of a truncated completion. Pure: no SDK, no I/O.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
 
 ADVANTAGE_NORMS = ("std_floor", "std", "mean_only")
 TRUNCATION_CHOICES = ("train", "mask", "zero_reward", "penalty")
@@ -70,29 +68,3 @@ def overlong_penalty(length: int, truncated: bool, max_len: int, band: int) -> f
     if band <= 0 or length <= start:
         return 0.0
     return (start - length) / band
-
-
-class LengthStopped:
-    """The completions the trainer's sampler stopped at their max tokens (the last ones, at
-    most `capacity`), so the batch can tell which completions were cut there: a completion is
-    one when its last run of completion tokens is exactly such a sample. An environment that
-    re-tokenises the text, or appends a token after it, is not recognised (its completion is
-    then truncated only when the trainer cuts it); a near match would also take a completion
-    that ended on its own one token after the same start."""
-
-    def __init__(self, capacity: int = 65536):
-        self.capacity = capacity
-        self._seen: "OrderedDict[tuple, None]" = OrderedDict()
-
-    def add(self, tokens: Sequence[int]) -> None:
-        key = tuple(int(t) for t in tokens)
-        if not key:
-            return
-        self._seen[key] = None
-        self._seen.move_to_end(key)
-        while len(self._seen) > self.capacity:
-            self._seen.popitem(last=False)
-
-    def holds(self, completion: Sequence[int]) -> bool:
-        key = tuple(completion)
-        return bool(key) and key in self._seen

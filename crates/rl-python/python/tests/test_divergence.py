@@ -8,9 +8,12 @@ from rl_trainer.batch import AlignedSequence
 from rl_trainer.config import CONTRACT, ConfigError, parse_config
 from rl_trainer.divergence import CLIP_FRACTION, KL_BASE, RATIO_MEAN, clip_bounds, kl_penalty, ratio_stats
 
+from rl_trainer.losses import LocalDefaults
+
 from .test_config import doc
 
-LOCAL_PPO = tuple(CONTRACT["constants"]["local_engine_ppo_clip"])
+LOCAL = LocalDefaults.of(CONTRACT["constants"]).clips
+LOCAL_PPO = LOCAL["ppo"]
 
 
 def sequence(sampler, advantage=1.0, prompt=1):
@@ -28,23 +31,28 @@ def sequence(sampler, advantage=1.0, prompt=1):
 
 
 class ClipBoundsTests(unittest.TestCase):
-    def test_the_local_engines_ppo_clips_at_its_fixed_bounds_whatever_the_run_says(self):
+    def test_the_local_engine_clips_at_the_runs_bounds_else_its_own_or_the_adapters(self):
         self.assertEqual(LOCAL_PPO, (0.8, 1.2))
-        self.assertEqual(clip_bounds("ppo", None, None, True, LOCAL_PPO), ((0.8, 1.2), None))
-        self.assertEqual(clip_bounds("ppo", 0.5, 2.0, True, LOCAL_PPO), ((0.8, 1.2), None))
+        self.assertEqual(LOCAL["cispo"], (0.0, 4.0))
+        # ppo without bounds: skyrl-tx's own fixed clip; with them, rl's adapter at them.
+        self.assertEqual(clip_bounds("ppo", None, None, True, LOCAL), ((0.8, 1.2), None))
+        self.assertEqual(clip_bounds("ppo", 0.5, 2.0, True, LOCAL), ((0.5, 2.0), None))
+        self.assertEqual(clip_bounds("ppo", None, 1.28, True, LOCAL), ((0.8, 1.28), None))
+        self.assertEqual(clip_bounds("cispo", None, None, True, LOCAL), ((0.0, 4.0), None))
+        self.assertEqual(clip_bounds("cispo", 0.5, None, True, LOCAL), ((0.5, 4.0), None))
 
     def test_elsewhere_only_bounds_the_run_set_are_known(self):
-        self.assertEqual(clip_bounds("cispo", 0.0, 1.28, False, LOCAL_PPO), ((0.0, 1.28), None))
-        self.assertEqual(clip_bounds("ppo", 0.7, 1.3, False, LOCAL_PPO), ((0.7, 1.3), None))
+        self.assertEqual(clip_bounds("cispo", 0.0, 1.28, False, LOCAL), ((0.0, 1.28), None))
+        self.assertEqual(clip_bounds("ppo", 0.7, 1.3, False, LOCAL), ((0.7, 1.3), None))
         for low, high in ((None, None), (0.8, None), (None, 1.2)):
-            bounds, why = clip_bounds("ppo", low, high, False, LOCAL_PPO)
+            bounds, why = clip_bounds("ppo", low, high, False, LOCAL)
             self.assertIsNone(bounds)
             self.assertIn("clip_low", why)
             self.assertIn("not document", why)
 
     def test_a_loss_that_clips_nothing_has_no_bounds_and_nothing_to_say(self):
         for loss in ("importance_sampling", "dro"):
-            self.assertEqual(clip_bounds(loss, 0.8, 1.2, True, LOCAL_PPO), (None, None))
+            self.assertEqual(clip_bounds(loss, 0.8, 1.2, True, LOCAL), (None, None))
 
 
 class RatioTests(unittest.TestCase):

@@ -13,6 +13,7 @@ from unittest import mock
 from types import SimpleNamespace
 
 from rl_trainer.config import parse_config
+from rl_trainer.engine import to_datum
 from rl_trainer.loop import PROBE_TEXT, STEP_PARTS, Capped, PhaseFile, StateNotLoaded, Trainer, fingerprints_match, max_difference, probe_tokens
 
 from tests.test_server import FakeSamplingClient, FakeTokenizer
@@ -110,7 +111,8 @@ class FakeTinker:
         self.logprob_calls += 1
         return [0.0] + [-0.5] * (len(tokens) - 1)
 
-    async def train(self, datums, lr):
+    async def train(self, sequences, lr, adapter=None):
+        datums = [to_datum(s) for s in sequences]
         began = time.monotonic()
         await asyncio.sleep(self.fb_secs)
         fb_done = time.monotonic()
@@ -122,7 +124,7 @@ class FakeTinker:
             for d in datums
         ]
         metrics = {"loss:sum": 1.5, "tokens:sum": 12.0} if self.loss_sum else {}
-        return SimpleNamespace(loss_fn_outputs=outputs, metrics=metrics), SimpleNamespace(metrics=None), secs
+        return SimpleNamespace(loss_fn_outputs=outputs, metrics=metrics), SimpleNamespace(metrics=None), secs, None
 
 
 class LoopTests(unittest.TestCase):
@@ -514,6 +516,49 @@ class LoopTests(unittest.TestCase):
             self.resumed([self.PARENT], {})
         self.assertIn("tinker://p/weights/step_3 did not load", str(refused.exception))
         self.assertIn("-43.5", str(refused.exception))  # the saved state's, summed
+
+    def test_the_off_policy_bound_drops_a_group_its_sampler_drew_before_the_last_step(self):
+        """Weights version = optimizer steps: step 1 trains from version 0, step 2 from 1. The
+        memory says completions [10, 20, 30] were last drawn by version 0, [11, 21, 30] by 1."""
+        from rl_trainer.samples import SampleMemory
+
+        def of(*completions, scores=(0.0, 1.0)):
+            return {
+                "tokens": [[5, 6] + c for c in completions],
+                "masks": [[P, P] + c for c in completions],
+                "scores": list(scores),
+                "inference_logprobs": [[1.0, 1.0, -1.0, -2.0, -3.0] for _ in completions],
+            }
+
+        old, new, unknown = [10, 20, 30], [11, 21, 30], [12, 22, 30]
+        batches = [[of(old, new)], [of(old, new), of(new, unknown)]]
+        trainer = self.trainer(batches, steps=2, costs={"max_steps_off_policy": 0})
+        memory = trainer.policy.samples = SampleMemory()
+        memory.record(old, 0, False)
+        memory.record(new, 1, False)
+        out = self.run_steps(trainer, 2)
+        first, second = self.rows("metrics.jsonl")[:2]
+        self.assertEqual(trainer.trained_steps, 2)
+        self.assertEqual(trainer.policy.weights_version, 2)  # the final weights' sampler
+        # Step 1: both drawn at or after version 0: trained.
+        self.assertEqual(
+            {k: first[k] for k in ("batch/stale_groups", "batch/unknown_age_completions", "batch/max_age_steps", "batch/skipped_groups")},
+            {"batch/stale_groups": 0, "batch/unknown_age_completions": 0, "batch/max_age_steps": 0, "batch/skipped_groups": 0},
+        )
+        # Step 2: `old` is one optimizer step behind (> 0): its group dropped; the other kept,
+        # its unknown completion counted.
+        self.assertEqual(
+            {k: second[k] for k in ("batch/stale_groups", "batch/unknown_age_completions", "batch/max_age_steps", "batch/skipped_groups")},
+            {"batch/stale_groups": 1, "batch/unknown_age_completions": 1, "batch/max_age_steps": 0, "batch/skipped_groups": 1},
+        )
+        self.assertIn("step 2: 1 group(s) dropped as stale", out)
+        rollouts = self.rows(os.path.join("rollouts", "step_000002.jsonl"))
+        self.assertEqual([r["skip_reason"] for r in rollouts], ["stale", "stale", None, None])
+
+    def test_without_the_bound_no_off_policy_count_is_logged(self):
+        trainer = self.trainer([[group([0.0, 1.0])]], steps=1)
+        self.run_steps(trainer, 1)
+        self.assertFalse(any(k in self.rows("metrics.jsonl")[0] for k in ("batch/stale_groups", "batch/max_age_steps")))
 
     def test_a_state_saved_without_a_fingerprint_is_loaded_unverified(self):
         parent = dict(self.PARENT)

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 from rl_trainer.batch import SKIP_TRUNCATED, aligned_sequences, batch_counts, prepare_batch
 from rl_trainer.config import ConfigError, parse_config
 from rl_trainer.engine import Tinker
-from rl_trainer.shaping import LengthStopped, Shaping, overlong_penalty
+from rl_trainer.samples import Provenance, SampleMemory
+from rl_trainer.shaping import Shaping, overlong_penalty
 
 from .test_config import doc
 
@@ -100,18 +101,23 @@ class TruncatedTests(unittest.TestCase):
         self.assertEqual(advantages(prepared), [0.5, 0.0, -0.5])
 
     def test_a_completion_the_sampler_stopped_at_max_tokens_is_truncated(self):
-        stopped = LengthStopped(capacity=2)
+        memory = SampleMemory(capacity=2)
         # Completion 0's sampled tokens (after its 2 prompt tokens) stopped for length.
-        stopped.add([3, 4, 5, 6])
-        prepared = prepare_batch([group([1.0, 0.0], [6, 7])], 64, Shaping(truncated="mask"), stopped)
+        memory.record([3, 4, 5, 6], 0, True)
+        provenance = Provenance(memory, 0)
+        prepared = prepare_batch([group([1.0, 0.0], [6, 7])], 64, Shaping(truncated="mask"), provenance)
         self.assertEqual([s.truncated for s in prepared.groups[0].sequences], [True, False])
         self.assertEqual([s.index for s in aligned_sequences(prepared)], [1])
         # The oldest samples are forgotten past the capacity.
-        stopped.add([9])
-        stopped.add([10])
-        self.assertFalse(stopped.holds([3, 4, 5, 6]))
-        self.assertTrue(stopped.holds([10]))
-        self.assertFalse(stopped.holds([10, 11]))  # one token more ended on its own
+        memory.record([9], 0, True)
+        memory.record([10], 0, True)
+        self.assertFalse(memory.holds_length_stop([3, 4, 5, 6]))
+        self.assertTrue(memory.holds_length_stop([10]))
+        self.assertFalse(memory.holds_length_stop([10, 11]))  # one token more ended on its own
+        # A sample that stopped on its own is remembered, not taken for a length stop.
+        memory.record([12, 13], 0, False)
+        self.assertIsNotNone(memory.find([12, 13]))
+        self.assertFalse(memory.holds_length_stop([12, 13]))
 
 
 class LossTests(unittest.TestCase):

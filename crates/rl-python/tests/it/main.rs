@@ -1,4 +1,5 @@
 //! The installed programs as a run's Python sees them, and their own unit tests.
 
+mod adapter;
 mod install;
 mod unittests;

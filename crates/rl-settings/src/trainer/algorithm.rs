@@ -14,13 +14,13 @@ pub const LOSS: Key = key(Tinker, "loss", Text, D::Text("importance_sampling"))
 pub const CLIP_LOW: Key = key(Tinker, "clip_low", Number, D::Absent)
     .at_least(0.0)
     .at_most(1.0)
-    .doc("ppo/cispo: the lowest importance ratio (Tinker's loss_fn_config clip_low_threshold); absent: the engine's own");
+    .doc("ppo/cispo: the lowest importance ratio (Tinker's loss_fn_config clip_low_threshold); absent: the engine's own (on the local engine: ppo 0.8, skyrl-tx's; cispo 0.0, rl's adapter's)");
 pub const CLIP_HIGH: Key = key(Tinker, "clip_high", Number, D::Absent)
     .at_least(1.0)
-    .doc("ppo/cispo: the highest importance ratio (clip_high_threshold; DAPO raises it alone); absent: the engine's own");
+    .doc("ppo/cispo: the highest importance ratio (clip_high_threshold; DAPO raises it alone); absent: the engine's own (on the local engine: ppo 1.2, skyrl-tx's; cispo 4.0, rl's adapter's)");
 pub const DRO_BETA: Key = key(Tinker, "dro_beta", Number, D::Absent)
     .above(0.0)
-    .doc("dro: its beta (Tinker's loss_fn_config beta); absent: the engine's own");
+    .doc("dro: its beta (Tinker's loss_fn_config beta); absent: the engine's own (on the local engine: 0.05, rl's adapter's)");
 pub const ADVANTAGE_NORM: Key = key(Tinker, "advantage_norm", Text, D::Text("std_floor"))
     .one_of(&["std_floor", "std", "mean_only"])
     .doc("a group's advantages: std_floor (score - mean) / max(std, 1); std (score - mean) / std, GRPO; mean_only score - mean, Dr. GRPO and the cookbook");
@@ -36,14 +36,31 @@ pub const KL_COEF: Key = key(Tinker, "kl_coef", Number, D::Number(0.0))
     .doc("the KL penalty to the base model (the cookbook's kl_penalty_coef): each completion token's advantage loses kl_coef * (logp - logp_base), centred on the batch's mean; one logprob request of the base weights per completion and step; 0: none");
 pub const LOG_KL_BASE: Key = key(Tinker, "log_kl_base", Boolean, D::Boolean(false))
     .doc("log train/kl_base (the mean per completion token of logp - logp_base) every step also when kl_coef is 0 (the same extra logprob request)");
+pub const MAX_STEPS_OFF_POLICY: Key = key(Tinker, "max_steps_off_policy", Integer, D::Absent)
+    .at_least(0.0)
+    .doc("drop a group one of whose completions the trainer's sampler is known to have drawn more than this many optimizer steps before the weights it would train (matched by its tokens; a completion not matched is kept and counted); absent: no bound");
 
-/// The losses of `LOSS` the local engine (skyrl-tx 0.3.0, its JAX backend) computes: its
-/// `tx/tinker/loss_fns.py` has `cross_entropy`, `importance_sampling` and `ppo` only.
+/// The losses of `LOSS` the local engine (skyrl-tx 0.3.0, its JAX backend) computes itself:
+/// its `tx/tinker/loss_fns.py` has `cross_entropy`, `importance_sampling` and `ppo` only.
 pub const LOSSES_OF_THE_LOCAL_ENGINE: &[&str] = &["importance_sampling", "ppo"];
 
+/// The losses of `LOSS` rl's loss adapter (the trainer's `rl_trainer/losses.py`) trains on the
+/// local engine, exactly, through skyrl-tx's `importance_sampling` with one extra forward pass
+/// per step: `cispo` and `dro` always, `ppo` when the run sets `clip_low` or `clip_high`.
+pub const LOSSES_THROUGH_THE_ADAPTER: &[&str] = &["ppo", "cispo", "dro"];
+
 /// The ratio bounds skyrl-tx 0.3.0's `ppo` clips at, whatever `loss_fn_config` says (its JAX
-/// backend never reads that config).
+/// backend never reads that config); on the local engine also rl's adapter's bound for ppo
+/// where the run sets only the other.
 pub const LOCAL_ENGINE_PPO_CLIP: (f64, f64) = (0.8, 1.2);
+
+/// rl's adapter's cispo bounds where the run sets none (Tinker's CISPO page states these as
+/// the service's default; not verified against the service).
+pub const LOCAL_ADAPTER_CISPO_CLIP: (f64, f64) = (0.0, 4.0);
+
+/// rl's adapter's dro beta where the run sets none (the value of Tinker's DRO page's example;
+/// the service's default is not documented, nor verified).
+pub const LOCAL_ADAPTER_DRO_BETA: f64 = 0.05;
 
 /// A run's algorithm, read through the contract (shown as the keys' names: `rl runs status`).
 /// `None`: the key is absent, and the engine's own value holds.
@@ -58,38 +75,14 @@ pub struct Algorithm {
     pub overlong_band: u32,
     pub kl_coef: f64,
     pub log_kl_base: bool,
-}
-
-impl Algorithm {
-    /// Why the local engine cannot train this, if it cannot: a loss it lacks, or clip bounds
-    /// other than the fixed ones it clips at (it would ignore them and train another loss than
-    /// the one asked for).
-    pub fn refused_by_the_local_engine(&self) -> Option<String> {
-        let takes = format!(
-            "the local engine (skyrl-tx 0.3.0) takes loss = {}",
-            LOSSES_OF_THE_LOCAL_ENGINE.join(" or ")
-        );
-        if !LOSSES_OF_THE_LOCAL_ENGINE.contains(&self.loss.as_str()) {
-            return Some(format!(
-                "{takes}; use one of those, or the hosted Tinker service for {}",
-                self.loss
-            ));
-        }
-        let (low, high) = LOCAL_ENGINE_PPO_CLIP;
-        let differs = |given: Option<f64>, fixed: f64| given.is_some_and(|x| x != fixed);
-        if self.loss == "ppo" && (differs(self.clip_low, low) || differs(self.clip_high, high)) {
-            return Some(format!(
-                "{takes}, and its ppo clips the ratio at {low}..{high} whatever clip_low and \
-                 clip_high say: leave them out, or use the hosted Tinker service"
-            ));
-        }
-        None
-    }
+    /// `None`: no bound (the environment's `max_batches_offpolicy` alone limits the queue).
+    pub max_steps_off_policy: Option<u32>,
 }
 
 impl Sections<'_> {
     pub(super) fn algorithm(&self) -> Result<Algorithm, SettingsError> {
         let band = self.integer(&OVERLONG_BAND)?.unwrap_or(0);
+        let off_policy = self.integer(&MAX_STEPS_OFF_POLICY)?;
         Ok(Algorithm {
             loss: self.text(&LOSS)?.unwrap_or_default(),
             clip_low: self.number(&CLIP_LOW)?,
@@ -100,6 +93,7 @@ impl Sections<'_> {
             overlong_band: u32::try_from(band).unwrap_or(u32::MAX),
             kl_coef: self.number(&KL_COEF)?.unwrap_or(0.0),
             log_kl_base: self.boolean(&LOG_KL_BASE)?.unwrap_or(false),
+            max_steps_off_policy: off_policy.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
         })
     }
 
@@ -157,6 +151,27 @@ mod tests {
         );
         assert_eq!(algorithm.overlong_band, 0);
         assert_eq!((algorithm.kl_coef, algorithm.log_kl_base), (0.0, false));
+        assert_eq!(algorithm.max_steps_off_policy, None);
+    }
+
+    #[test]
+    fn the_off_policy_bound_is_checked_and_read() {
+        assert!(read(&[("max_steps_off_policy", (-1).into())]).is_err());
+        assert!(read(&[("max_steps_off_policy", Value::Float(1.5))]).is_err());
+        let error = read(&[("max_steps_off_policy", "many".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("tinker.max_steps_off_policy"), "{error}");
+        for (given, read_as) in [(Value::Int(0), 0), ("2".into(), 2)] {
+            let algorithm = read(&[("max_steps_off_policy", given)]).unwrap();
+            assert_eq!(algorithm.max_steps_off_policy, Some(read_as));
+        }
+        // A sweep's or a fork's value is checked by the same rules.
+        assert_eq!(
+            coerce(&MAX_STEPS_OFF_POLICY, &"1".into()).unwrap(),
+            Value::Int(1)
+        );
+        assert!(coerce(&MAX_STEPS_OFF_POLICY, &"-2".into()).is_err());
     }
 
     #[test]
@@ -240,32 +255,5 @@ mod tests {
             (algorithm.clip_low, algorithm.clip_high, algorithm.dro_beta),
             (Some(0.8), Some(1.28), Some(0.05))
         );
-    }
-
-    #[test]
-    fn the_local_engine_refuses_what_it_cannot_compute() {
-        let refused =
-            |entries: &[(&str, Value)]| read(entries).unwrap().refused_by_the_local_engine();
-        assert_eq!(refused(&[]), None);
-        assert_eq!(refused(&[("loss", "ppo".into())]), None);
-        assert_eq!(
-            refused(&[
-                ("loss", "ppo".into()),
-                ("clip_low", Value::Float(0.8)),
-                ("clip_high", Value::Float(1.2))
-            ]),
-            None
-        );
-        for loss in ["cispo", "dro"] {
-            let reason = refused(&[("loss", loss.into())]).unwrap();
-            assert!(
-                reason.contains("skyrl-tx 0.3.0")
-                    && reason.contains("importance_sampling or ppo")
-                    && reason.contains(loss),
-                "{reason}"
-            );
-        }
-        let reason = refused(&[("loss", "ppo".into()), ("clip_high", Value::Float(1.28))]).unwrap();
-        assert!(reason.contains("0.8..1.2"), "{reason}");
     }
 }

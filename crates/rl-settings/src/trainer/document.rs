@@ -60,6 +60,8 @@ pub fn contract_document() -> serde_json::Value {
             "exit_capped": EXIT_CAPPED,
             "hosted_tinker_url": crate::HOSTED_TINKER_URL,
             "local_engine_ppo_clip": [super::LOCAL_ENGINE_PPO_CLIP.0, super::LOCAL_ENGINE_PPO_CLIP.1],
+            "local_adapter_cispo_clip": [super::LOCAL_ADAPTER_CISPO_CLIP.0, super::LOCAL_ADAPTER_CISPO_CLIP.1],
+            "local_adapter_dro_beta": super::LOCAL_ADAPTER_DRO_BETA,
         },
         "run_folder": crate::run_folder::names_for_python(),
         "rules": RULES

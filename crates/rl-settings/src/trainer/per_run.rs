@@ -7,7 +7,7 @@ use crate::{SettingsError, Value};
 use super::{
     ADVANTAGE_NORM, CLIP_HIGH, CLIP_LOW, DRO_BETA, EVAL_EVERY, EVAL_GROUP_SIZE, EVAL_PROMPTS,
     KEEP_ROLLOUTS, KL_COEF, Key, Kind, LEARNING_RATE, LOG_KL_BASE, LORA_RANK, LOSS,
-    MAX_TOKEN_TRAINER_LENGTH, OVERLONG_BAND, SAVE_EVERY, Sections, TRUNCATED,
+    MAX_STEPS_OFF_POLICY, MAX_TOKEN_TRAINER_LENGTH, OVERLONG_BAND, SAVE_EVERY, Sections, TRUNCATED,
 };
 
 /// Whether a fork (a run continuing another's saved state) may change a key.
@@ -98,6 +98,10 @@ pub const PER_RUN: &[PerRun] = &[
     },
     PerRun {
         key: LOG_KL_BASE,
+        on_fork: OnFork::Changes,
+    },
+    PerRun {
+        key: MAX_STEPS_OFF_POLICY,
         on_fork: OnFork::Changes,
     },
 ];

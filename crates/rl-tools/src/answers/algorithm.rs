@@ -3,7 +3,10 @@
 //! `rl_health_check`, `rl config show`, `rl_get_current_config`).
 
 use rl_settings::Settings;
-use rl_settings::trainer::{Algorithm, LOCAL_ENGINE_PPO_CLIP, LOSS, LOSSES_OF_THE_LOCAL_ENGINE};
+use rl_settings::trainer::{
+    Algorithm, LOCAL_ADAPTER_CISPO_CLIP, LOCAL_ADAPTER_DRO_BETA, LOCAL_ENGINE_PPO_CLIP, LOSS,
+    LOSSES_THROUGH_THE_ADAPTER,
+};
 use serde::Serialize;
 
 /// A run's algorithm as its recorded config sets it (the trainer reads the same keys; each
@@ -26,8 +29,8 @@ impl From<&Algorithm> for AlgorithmView {
 }
 
 /// "loss cispo (clip 0.75..1.28), advantages std_floor, truncated penalty (band 64 tokens)",
-/// then the KL penalty when there is one: a setting the loss does not send is left out (the
-/// trainer names those at its start).
+/// then the KL penalty and the off-policy bound when there are: a setting the loss does not
+/// send is left out (the trainer names those at its start).
 fn summary(algorithm: &Algorithm) -> String {
     let own = "the engine's";
     let bound = |value: Option<f64>| value.map_or_else(|| own.to_owned(), |x| x.to_string());
@@ -56,10 +59,24 @@ fn summary(algorithm: &Algorithm) -> String {
     } else {
         String::new()
     };
+    let off_policy = algorithm
+        .max_steps_off_policy
+        .map_or_else(String::new, |steps| {
+            format!(", stale groups dropped (max_steps_off_policy {steps})")
+        });
     format!(
-        "loss {loss}, advantages {}, truncated {truncated}{kl}",
+        "loss {loss}, advantages {}, truncated {truncated}{kl}{off_policy}",
         algorithm.advantage_norm
     )
+}
+
+/// The run's settings `loss` reads.
+fn loss_settings(loss: &str) -> Vec<&'static str> {
+    match loss {
+        "ppo" | "cispo" => vec!["clip_low", "clip_high"],
+        "dro" => vec!["dro_beta"],
+        _ => Vec::new(),
+    }
 }
 
 /// The losses the configured engine takes: one row per loss rl offers.
@@ -80,7 +97,12 @@ pub struct LossRow {
     pub loss: &'static str,
     /// A run asking for it trains with it; `false`: refused before it starts.
     pub taken: bool,
-    /// The run's settings passed on in its `loss_fn_config`.
+    /// rl's loss adapter computes it (on the local engine, through skyrl-tx's
+    /// `importance_sampling`, one extra forward pass per step; the note says when).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adapter: bool,
+    /// The run's settings the loss reads: sent in its `loss_fn_config` to the hosted service,
+    /// applied by rl's adapter on the local engine.
     pub settings: Vec<&'static str>,
     /// What else holds (a fixed clip, why it is refused).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,28 +120,35 @@ impl LossTable {
     }
 
     fn local() -> Self {
-        let (low, high) = LOCAL_ENGINE_PPO_CLIP;
+        let (ppo_low, ppo_high) = LOCAL_ENGINE_PPO_CLIP;
+        let (cispo_low, cispo_high) = LOCAL_ADAPTER_CISPO_CLIP;
+        let engine = format!(
+            "{} {}",
+            rl_python::ENGINE_PACKAGE.name,
+            rl_python::ENGINE_PACKAGE.version
+        );
+        let adapter = "rl's loss adapter (one extra forward pass per step)";
         let losses = LOSS
             .choices
             .iter()
             .map(|&loss| {
-                let taken = LOSSES_OF_THE_LOCAL_ENGINE.contains(&loss);
                 let note = match loss {
-                    _ if !taken => Some(format!(
-                        "not computed by {} {}: a run asking for it is refused before it starts",
-                        rl_python::ENGINE_PACKAGE.name,
-                        rl_python::ENGINE_PACKAGE.version
-                    )),
                     "ppo" => Some(format!(
-                        "clips at {low}..{high} whatever the config says: other clip_low or \
-                         clip_high refused"
+                        "without clip_low and clip_high: {engine}'s own, clipped at                          {ppo_low}..{ppo_high}; with either: {adapter}, the other bound                          {ppo_low} or {ppo_high}"
+                    )),
+                    "cispo" => Some(format!(
+                        "{adapter}; bounds not set: {cispo_low}..{cispo_high} (rl's adapter's)"
+                    )),
+                    "dro" => Some(format!(
+                        "{adapter}; dro_beta not set: {LOCAL_ADAPTER_DRO_BETA} (rl's adapter's)"
                     )),
                     _ => None,
                 };
                 LossRow {
                     loss,
-                    taken,
-                    settings: Vec::new(),
+                    taken: true,
+                    adapter: LOSSES_THROUGH_THE_ADAPTER.contains(&loss),
+                    settings: loss_settings(loss),
                     note,
                 }
             })
@@ -127,9 +156,7 @@ impl LossTable {
         Self {
             engine: "local",
             source: format!(
-                "{} {}'s loss functions (tx/tinker/loss_fns.py)",
-                rl_python::ENGINE_PACKAGE.name,
-                rl_python::ENGINE_PACKAGE.version
+                "{engine}'s loss functions (tx/tinker/loss_fns.py) and rl's loss adapter                  (rl_trainer/losses.py)"
             ),
             verified: true,
             losses,
@@ -143,11 +170,8 @@ impl LossTable {
             .map(|&loss| LossRow {
                 loss,
                 taken: true,
-                settings: match loss {
-                    "ppo" | "cispo" => vec!["clip_low", "clip_high"],
-                    "dro" => vec!["dro_beta"],
-                    _ => Vec::new(),
-                },
+                adapter: false,
+                settings: loss_settings(loss),
                 note: None,
             })
             .collect();
@@ -222,6 +246,12 @@ mod tests {
                 .summary
                 .ends_with(", KL to the base model logged (no penalty)")
         );
+        ppo.max_steps_off_policy = Some(2);
+        assert!(
+            AlgorithmView::from(&ppo).summary.ends_with(
+                ", KL to the base model logged (no penalty), stale groups dropped (max_steps_off_policy 2)"
+            )
+        );
         assert_eq!(
             AlgorithmView::from(&algorithm("ppo", "train")).summary,
             "loss ppo (clip: the engine's), advantages std_floor, truncated train"
@@ -243,22 +273,42 @@ mod tests {
         let mut settings = Settings::default();
         settings.engine.kind = EngineKind::Local;
         let local = LossTable::of(&settings);
-        let taken: Vec<&str> = local
+        assert!(local.losses.iter().all(|row| row.taken));
+        assert_eq!(local.losses.len(), LOSS.choices.len());
+        let adapted: Vec<&str> = local
             .losses
             .iter()
-            .filter(|row| row.taken)
+            .filter(|row| row.adapter)
             .map(|row| row.loss)
             .collect();
-        assert_eq!(taken, LOSSES_OF_THE_LOCAL_ENGINE);
+        assert_eq!(adapted, ["ppo", "cispo", "dro"]);
         assert!(local.verified && local.source.contains("skyrl-tx 0.3.0"));
-        let ppo = local.losses.iter().find(|row| row.loss == "ppo").unwrap();
-        let note = ppo.note.as_deref().unwrap_or_default();
-        assert!(note.contains("0.8..1.2"), "{note}");
+        assert!(
+            local.source.contains("rl's loss adapter"),
+            "{}",
+            local.source
+        );
+        let note = |loss: &str| {
+            let row = local.losses.iter().find(|row| row.loss == loss).unwrap();
+            row.note.clone().unwrap_or_default()
+        };
+        assert!(
+            note("ppo").contains("0.8..1.2")
+                && note("ppo").contains("with either: rl's loss adapter"),
+            "{}",
+            note("ppo")
+        );
+        assert!(note("cispo").contains("0..4"), "{}", note("cispo"));
+        assert!(note("dro").contains("0.05"), "{}", note("dro"));
+        assert!(note("importance_sampling").is_empty());
+        let json = serde_json::to_value(&local).unwrap();
+        assert_eq!(json["losses"][0].get("adapter"), None);
+        assert_eq!(json["losses"][2]["adapter"], true);
 
         settings.engine.kind = EngineKind::Tinker;
         let hosted = LossTable::of(&settings);
         assert_eq!(hosted.losses.len(), LOSS.choices.len());
-        assert!(hosted.losses.iter().all(|row| row.taken));
+        assert!(hosted.losses.iter().all(|row| row.taken && !row.adapter));
         assert!(!hosted.verified);
         assert!(
             hosted.heading().contains("declared by the tinker SDK")

@@ -37,6 +37,15 @@ pub struct MetricsView {
     pub logprobs_diff: Option<f64>,
     #[serde(serialize_with = "number")]
     pub advantages_std: Option<f64>,
+    /// The run's `max_steps_off_policy` at the latest step: groups dropped as stale,
+    /// completions of unknown age (kept), the oldest trained completion's proven age in
+    /// optimizer steps. Left out of a run without the bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_groups: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_age_completions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_steps: Option<u64>,
 }
 
 impl From<&StatusMetrics> for MetricsView {
@@ -51,8 +60,18 @@ impl From<&StatusMetrics> for MetricsView {
             eval_mean_score: metrics.eval_mean_score,
             logprobs_diff: metrics.logprobs_diff,
             advantages_std: metrics.advantages_std,
+            stale_groups: count(metrics.stale_groups),
+            unknown_age_completions: count(metrics.unknown_age_completions),
+            max_age_steps: count(metrics.max_age_steps),
         }
     }
+}
+
+/// A logged count as a whole number (`None` when absent or not one).
+fn count(value: Option<f64>) -> Option<u64> {
+    value
+        .filter(|n| n.is_finite() && *n >= 0.0 && n.fract() == 0.0)
+        .map(|n| n as u64)
 }
 
 /// `None` → null; a number as [`LoggedValue`] answers it.

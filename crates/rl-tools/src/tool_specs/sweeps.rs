@@ -20,7 +20,8 @@ pub(super) fn start_sweep(name: &'static str, caps: &serde_json::Value) -> ToolS
             fields (checked as rl_edit_config checks them) and the trainer keys a run chooses \
             (learning_rate, lora_rank, max_token_trainer_length, save_every, keep_rollouts, \
             eval_every, eval_prompts, eval_group_size; the algorithm: loss, clip_low, clip_high, \
-            dro_beta, advantage_norm, truncated, overlong_band, kl_coef, log_kl_base). Every point \
+            dro_beta, advantage_norm, truncated, overlong_band, kl_coef, log_kl_base, \
+            max_steps_off_policy). Every point \
             is checked before anything \
             starts: a locked field, an unknown one or a bad value is refused with the reason \
             and nothing starts. Returns `sweep_id`, `message` and the sweep's table. Answers in \
