@@ -6,7 +6,7 @@ model's tokenizer through transformers, and numpy. It starts no server; point it
 
     ENGINE_PYTHON xtask/python/bare_sdk_loop.py --base-url http://127.0.0.1:PORT \
         --base-model MODEL_DIR --steps 20 --group-size 8 --groups 8 --max-tokens 16 \
-        --lr 1e-2 --rank 8 [--json-out FILE] [--probe]
+        --lr 1e-2 --rank 8 [--kl-coef C] [--json-out FILE] [--probe]
 
 The task is learnable by a tiny random model: reward = the share of a completion's decoded
 characters that are ASCII digits. Each step, for each of B chat prompts, it samples G
@@ -28,6 +28,12 @@ Each step's JSON record holds its whole time (`step_seconds`, from sampling to t
 sampling client; `seconds` has its parts) and its `tokens`, counted as rl's trainer counts its
 tokens/*: `prompt` and `sampled` over every completion (skipped groups included), `trained`
 the model-input tokens of the datums sent to forward_backward.
+
+--kl-coef C (> 0) adds the Tinker cookbook's KL penalty to the base model: a sampler of the
+base weights, made once, gives each trained sequence's log-probabilities (one compute_logprobs
+request per sequence, all in flight at once); with d = sampler logprob - base logprob per
+completion token, each token's advantage gains C * (mean(d) - d), the mean over the step's
+completion tokens. The extra requests are timed as `kl`, inside the step.
 
 --probe afterwards exercises, once each, what a trainer may need beyond the loop:
 save_state/load_state, create_training_client_from_state, compute_logprobs, sampling from
@@ -72,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--seed", type=int, default=0, help="LoRA initialisation seed")
+    p.add_argument("--kl-coef", type=float, default=0.0, help="the KL penalty to the base model (0: none)")
     p.add_argument("--json-out", help="write every step's figures (and probes) here")
     p.add_argument("--probe", action="store_true", help="also try save/load state, compute_logprobs, base sampling")
     return p.parse_args(argv)
@@ -121,7 +128,9 @@ def loss_of(result) -> tuple[float, str]:
     return total, "sum(elementwise_loss)"
 
 
-def build_datum(prompt: list[int], completion: list[int], sampler_logprobs: list[float], advantage: float):
+def build_datum(prompt: list[int], completion: list[int], sampler_logprobs: list[float], advantage):
+    """`advantage`: one for the whole completion, or one per completion token."""
+    per_token = advantage if isinstance(advantage, list) else [float(advantage)] * len(completion)
     tokens = prompt + completion
     n_prompt = len(prompt) - 1  # positions predicting a prompt token carry no signal
     return types.Datum(
@@ -129,12 +138,31 @@ def build_datum(prompt: list[int], completion: list[int], sampler_logprobs: list
         loss_fn_inputs={
             "target_tokens": tokens[1:],
             "logprobs": [0.0] * n_prompt + [float(x) for x in sampler_logprobs],
-            "advantages": [0.0] * n_prompt + [float(advantage)] * len(completion),
+            "advantages": [0.0] * n_prompt + per_token,
         },
     )
 
 
-def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
+def kl_penalised(pending, base, kl_coef: float, timer) -> tuple[list, float]:
+    """Each pending completion's per-token advantages with the cookbook's penalty; the step's
+    mean d (sampler logprob - base logprob over the completion tokens)."""
+    with timer("kl"):
+        futures = [base.compute_logprobs(types.ModelInput.from_ints(tokens=prompt + completion)) for prompt, completion, _, _ in pending]
+        base_logprobs = [f.result() for f in futures]
+    diffs = []
+    for (prompt, completion, sampled, _), logprobs in zip(pending, base_logprobs):
+        base_completion = [min(0.0, max(-20.0, float(x))) for x in logprobs[len(prompt):]]
+        diffs.append([min(0.0, max(-20.0, float(s))) - b for s, b in zip(sampled, base_completion)])
+    flat = [d for per in diffs for d in per]
+    mean = sum(flat) / len(flat) if flat else 0.0
+    shaped = [
+        (prompt, completion, sampled, [advantage + kl_coef * (mean - d) for d in per])
+        for (prompt, completion, sampled, advantage), per in zip(pending, diffs)
+    ]
+    return shaped, mean
+
+
+def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log, base=None):
     began = time.perf_counter()
     timer = Timer()
     params = types.SamplingParams(max_tokens=args.max_tokens, temperature=1.0, stop=stop_ids)
@@ -146,6 +174,7 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
         responses = [f.result() for f in futures]
 
     data, group_means, lengths, kept, example = [], [], [], 0, None
+    pending: list = []  # (prompt, completion, sampler logprobs, advantage) of each trained completion
     # Counted as rl's trainer counts them (its tokens/*): prompt and sampled over every
     # completion, skipped groups included; trained, the model-input tokens of the datums.
     tokens = {"prompt": 0, "sampled": 0, "trained": 0}
@@ -167,8 +196,12 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
         for seq, a in zip(response.sequences, adv):
             if seq.logprobs is None or len(seq.logprobs) != len(seq.tokens):
                 raise RuntimeError("the sampler returned no per-token logprobs")
-            data.append(build_datum(prompt, list(seq.tokens), list(seq.logprobs), a))
+            pending.append((prompt, list(seq.tokens), list(seq.logprobs), a))
 
+    kl_base = None
+    if pending and base is not None:
+        pending, kl_base = kl_penalised(pending, base, args.kl_coef, timer)
+    data = [build_datum(*item) for item in pending]
     tokens["trained"] = sum(d.model_input.length for d in data)
     loss, loss_source, metric_keys = None, None, None
     if data:
@@ -195,6 +228,7 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
         # The whole step, from sampling to the new sampling client (as rl's time/total_secs).
         "step_seconds": round(time.perf_counter() - began, 4),
         "tokens": tokens,
+        "kl_base": kl_base,
         "sampler_path": path,
         "example": example,
     }
@@ -202,7 +236,7 @@ def run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log):
     log(f"step {step:3d}  reward {record['reward_mean']:.3f}  loss {record['loss']}  kept {kept}/{len(prompts)}  "
         f"len {record['mean_completion_tokens']:5.1f}  tokens {tokens['sampled']} sampled {tokens['trained']} trained  "
         f"step {record['step_seconds']:6.2f}s  sample {s.get('sample', 0):6.2f}s  "
-        f"fwd_bwd {s.get('fwd_bwd', 0):6.2f}s  optim {s.get('optim', 0):5.2f}s  save {s.get('save', 0):5.2f}s  "
+        f"kl {s.get('kl', 0):5.2f}s  fwd_bwd {s.get('fwd_bwd', 0):6.2f}s  optim {s.get('optim', 0):5.2f}s  save {s.get('save', 0):5.2f}s  "
         f"e.g. {example!r}")
     return sampler, record
 
@@ -268,9 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         sampler = training.create_sampling_client(path0).result()
     log(f"tinker {tinker.__version__}; step_0 weights at {path0}; setup {setup.seconds}")
 
+    base = service.create_sampling_client(base_model=args.base_model).result() if args.kl_coef > 0.0 else None
     records = []
     for step in range(1, args.steps + 1):
-        sampler, record = run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log)
+        sampler, record = run_step(step, args, training, sampler, prompts, tokenizer, stop_ids, log, base)
         records.append(record)
 
     probes = run_probes(args, service, training, sampler, prompts, log) if args.probe else None

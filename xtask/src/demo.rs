@@ -25,7 +25,11 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&home)?;
     }
     std::fs::create_dir_all(&home)?;
-    let settings = crate::venv::local_engine_settings(root, &python, &engine)?;
+    // The tests' JAX cache: programs compiled here are not compiled again by the tests that
+    // follow (CI runs the demo first).
+    let settings = rl_test_support::with_jax_cache(&crate::venv::local_engine_settings(
+        root, &python, &engine,
+    )?);
     // The run is also evaluated as it trains: every 4 steps, on a quarter of the prompts that
     // training never sees.
     let anchor = "keep_rollouts = 20";

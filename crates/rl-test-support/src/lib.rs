@@ -173,15 +173,21 @@ pub fn verifiers_engine_settings(
 /// # Panics
 /// When the template is missing.
 pub fn local_engine_settings(python: &Path, engine: &LocalEngine) -> String {
-    filled(
+    with_jax_cache(&filled(
         "fixtures/local-engine.toml",
         python,
         &[
             ("@ENGINE_PYTHON@", &engine.python),
             ("@BASE_MODEL@", &engine.base_model),
         ],
-    )
-    .replacen(
+    ))
+}
+
+/// Settings whose `[child_environment]` gives every local engine the shared JAX cache
+/// ([`jax_cache_dir`]): the tests' and `cargo xtask demo`'s (which runs first in CI, so the
+/// tests start with its programs compiled).
+pub fn with_jax_cache(settings: &str) -> String {
+    settings.replacen(
         "[child_environment]\n",
         &format!(
             "[child_environment]\n{JAX_CACHE_VARIABLE} = \"{}\"\n",

@@ -3,7 +3,8 @@
 //! same Tinker calls made by a bare SDK script (`xtask/python/bare_sdk_loop.py`) on the same
 //! engine and model, start → first step, and the engine's peak memory. Issue 34: both sides'
 //! tokens per second, counted alike, and what rl's per-step accounting costs
-//! (`xtask/python/accounting_cost.py` on a batch of the run's shape).
+//! (`xtask/python/accounting_cost.py` on a batch of the run's shape). Issue 43: both sides again
+//! with the KL penalty to the base model, and what its extra logprob requests cost a step.
 
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
@@ -77,8 +78,8 @@ fn measure_path(
     engine: &LocalEngine,
     through: Through,
 ) -> anyhow::Result<Figures> {
-    let bare = bare_steps(root, engine, through)?;
-    let driven = rl_steps(root, rl, python, engine, through)?;
+    let bare = bare_steps(root, engine, through, 0.0)?;
+    let driven = rl_steps(root, rl, python, engine, through, 0.0)?;
     let seconds = |steps: &[Step]| steps.iter().map(|s| s.seconds).collect::<Vec<_>>();
     // Row n's tokens over the time since row n - 1 (its steps[n - 1]), from the second row on.
     let between_rows: Vec<Step> = driven.rows[1..]
@@ -109,6 +110,7 @@ pub(super) fn measure(
     let local = measure_path(root, rl, python, engine, Through::Engine)?;
     let hosted = measure_path(root, rl, python, engine, Through::StandIn)?;
     let accounting = tokens::accounting_cost(root, python, local.shape)?;
+    let kl = kl_cost(root, rl, python, engine)?;
     let mut text = format!("{TITLE}\n\n");
     let _ = writeln!(
         text,
@@ -228,6 +230,7 @@ pub(super) fn measure(
          engine: {:+.1} %.",
         (hosted.bare_step / local.bare_step - 1.0) * 100.0
     );
+    text.push_str(&kl.note(&local));
     text.push_str(&tokens::accounting_note(
         &accounting,
         local.rl_step,
@@ -235,6 +238,50 @@ pub(super) fn measure(
         local.rl_step_spread,
     ));
     Ok(text)
+}
+
+/// The KL penalty's coefficient of the benchmark's KL runs (issue 43).
+const KL_COEF: f64 = 0.05;
+
+/// Both sides again with the KL penalty to the base model on the engine: each step's extra
+/// logprob requests of the base weights (issue 43).
+struct KlCost {
+    bare_step: f64,
+    rl_step: f64,
+}
+
+fn kl_cost(root: &Path, rl: &Path, python: &Path, engine: &LocalEngine) -> anyhow::Result<KlCost> {
+    let bare = bare_steps(root, engine, Through::Engine, KL_COEF)?;
+    let driven = rl_steps(root, rl, python, engine, Through::Engine, KL_COEF)?;
+    let bare_seconds: Vec<f64> = bare.iter().map(|step| step.seconds).collect();
+    Ok(KlCost {
+        bare_step: median(&bare_seconds[WARM_UP_STEPS..]),
+        rl_step: median(&driven.steps[WARM_UP_STEPS..]),
+    })
+}
+
+impl KlCost {
+    fn note(&self, without: &Figures) -> String {
+        let cost = |with: f64, without: f64| format!("{:+.1} %", (with / without - 1.0) * 100.0);
+        format!(
+            "\n### The KL penalty to the base model (issue 43)\n\nThe same runs on the engine with \
+             `kl_coef = {KL_COEF}`: each step one more logprob request per trained completion, \
+             to a sampler of the base weights made once (rl: `kl_coef` in the run's settings; \
+             the bare script: `--kl-coef`, the cookbook's penalty computed the same way).\n\n\
+             | measure | bare SDK script | rl run |\n|---|---|---|\n\
+             | seconds per step, no KL term | {:.2} | {:.2} |\n\
+             | seconds per step, `kl_coef = {KL_COEF}` | {:.2} | {:.2} |\n\
+             | the KL term's cost per step | {} | {} |\n\
+             | **rl ÷ bare, seconds per step with the KL term** | | **{:.2}** |\n",
+            without.bare_step,
+            without.rl_step,
+            self.bare_step,
+            self.rl_step,
+            cost(self.bare_step, without.bare_step),
+            cost(self.rl_step, without.rl_step),
+            self.rl_step / self.bare_step,
+        )
+    }
 }
 
 /// A server the benchmark started, ended with its process group when dropped.
@@ -314,7 +361,12 @@ fn tinker_at(
 }
 
 /// The bare script's step times against an engine of its own.
-fn bare_steps(root: &Path, engine: &LocalEngine, through: Through) -> anyhow::Result<Vec<Step>> {
+fn bare_steps(
+    root: &Path,
+    engine: &LocalEngine,
+    through: Through,
+    kl_coef: f64,
+) -> anyhow::Result<Vec<Step>> {
     let scratch = tempfile::tempdir()?;
     let (_servers, url) = tinker_at(root, engine, scratch.path(), through)?;
     let out = scratch.path().join("bare.json");
@@ -326,7 +378,8 @@ fn bare_steps(root: &Path, engine: &LocalEngine, through: Through) -> anyhow::Re
             .arg(&engine.base_model)
             .args(["--steps", &STEPS.to_string()])
             .args(["--group-size", "8", "--groups", "8", "--max-tokens", "16"])
-            .args(["--lr", "0.01", "--rank", "8", "--json-out"])
+            .args(["--lr", "0.01", "--rank", "8"])
+            .args(["--kl-coef", &kl_coef.to_string(), "--json-out"])
             .arg(&out)
             .env("TINKER_API_KEY", BENCH_KEY),
     )?;
@@ -359,13 +412,18 @@ fn rl_steps(
     python: &Path,
     engine: &LocalEngine,
     through: Through,
+    kl_coef: f64,
 ) -> anyhow::Result<Driven> {
     let home = tempfile::tempdir()?;
     let scratch = tempfile::tempdir()?;
     // The same Tinker calls as the bare script: no optimizer-state saves between steps.
     let mut settings = crate::venv::local_engine_settings(root, python, engine)?
         .replace("total_steps = 12", &format!("total_steps = {STEPS}"))
-        .replace("save_every = 4", "save_every = 0");
+        .replace("save_every = 4", "save_every = 0")
+        .replace(
+            "learning_rate = 0.01\n",
+            &format!("learning_rate = 0.01\nkl_coef = {kl_coef:?}\n"),
+        );
     let _servers = if through == Through::StandIn {
         let (servers, url) = tinker_at(root, engine, scratch.path(), through)?;
         let model = engine.base_model.display().to_string();

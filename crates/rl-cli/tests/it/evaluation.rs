@@ -9,11 +9,11 @@ use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, lines, stack};
 
 /// Evaluate every two steps on 3 prompts of 2 completions, a quarter of the items kept out
 /// (seed 7: 4 of the 12 digits prompts). And the loss `dro` (issue 43), which skyrl-tx lacks:
-/// the local engine trains it through rl's loss adapter (a full run of it, without a run of
-/// its own).
+/// the local engine trains it through rl's loss adapter, with truncated completions masked
+/// (a full run of each, without a run of its own).
 const EVALUATED_EVERY_TWO: (&str, &str) = (
     "keep_rollouts = 20",
-    "keep_rollouts = 20\nloss = \"dro\"\neval_every = 2\neval_prompts = 3\neval_group_size = 2\n\n\
+    "keep_rollouts = 20\nloss = \"dro\"\ntruncated = \"mask\"\neval_every = 2\neval_prompts = 3\neval_group_size = 2\n\n\
      [held_out]\nfraction = 0.25\nseed = 7",
 );
 
@@ -159,7 +159,8 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
 
 /// The run asked for `dro` (beta unset): its status says so, its trainer said the adapter
 /// trains it at rl's default beta, and every step that trained logs a finite loss the adapter
-/// computed.
+/// computed. It asked for truncated completions masked: every step masks exactly the ones
+/// truncated (the tiny model rarely ends a completion before its max tokens: some are).
 fn assert_trained_dro_through_the_adapter(
     status: &serde_json::Value,
     metrics: &[serde_json::Value],
@@ -181,6 +182,19 @@ fn assert_trained_dro_through_the_adapter(
         .filter(|row| row["tokens/trained"].as_u64() > Some(0))
         .collect();
     assert!(!trained.is_empty(), "{metrics:#?}");
+    assert_eq!(status["algorithm"]["truncated"], "mask", "{status:#}");
+    let mut masked_any = false;
+    for row in metrics
+        .iter()
+        .filter(|row| row.get("train/truncated_share").is_some())
+    {
+        assert_eq!(
+            row["train/masked_share"], row["train/truncated_share"],
+            "{row}"
+        );
+        masked_any |= row["train/masked_share"].as_f64() > Some(0.0);
+    }
+    assert!(masked_any, "no completion was ever truncated: {metrics:#?}");
     for row in trained {
         assert!(
             row["train/loss"].as_f64().is_some_and(f64::is_finite),

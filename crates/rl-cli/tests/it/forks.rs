@@ -14,7 +14,7 @@ use crate::training::{SAVE_EVERY_TWO, lines, saved_file, stack};
 const FORK_LEARNING_RATE: f64 = 0.01;
 
 /// The rows of a run's `metrics.jsonl` by step (event rows left out).
-fn steps_of(stack: &Stack, id: &str) -> BTreeMap<u64, Value> {
+pub(crate) fn steps_of(stack: &Stack, id: &str) -> BTreeMap<u64, Value> {
     lines(&stack.run_dir(id).join("metrics.jsonl"))
         .into_iter()
         .filter(|row| row.get("event").is_none())

@@ -13,7 +13,7 @@ use rl_test_support::{FixtureServer, processes_mentioning};
 use serde_json::{Value, json};
 
 use crate::runs::assert_nothing_left;
-use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, stack};
+use crate::training::{SAVE_EVERY_TWO, stack};
 use crate::{test_python, workspace_root};
 
 /// The variable `cargo xtask test` sets to the `node_modules` folder holding the SDK.
@@ -247,7 +247,9 @@ fn the_typescript_client_at_its_default_timeout_gets_a_comparison_by_polling() {
         "keep_rollouts = 20",
         "keep_rollouts = 20\n\n[held_out]\nfraction = 0.25\nseed = 7",
     );
-    let (stack, _engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO, FOUR_HELD_OUT]);
+    // Two steps: what is compared is a checkpoint and the base, not how far training went.
+    const TWO_STEPS: (&str, &str) = ("total_steps = 12", "total_steps = 2");
+    let (stack, _engine) = stack(&[TWO_STEPS, SAVE_EVERY_TWO, FOUR_HELD_OUT]);
     let id = stack.start();
     let finished = stack.wait(&id, "finished", 900);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));

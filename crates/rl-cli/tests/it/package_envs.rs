@@ -76,12 +76,38 @@ fn trains_to_completed(stack: &Stack, root: &Path, module: &str) -> Vec<Value> {
     steps.into_iter().cloned().collect()
 }
 
-/// The trainer's off-policy bound (issue 43, `max_steps_off_policy`), in the run that trains
-/// the vowels environment rather than a run of its own.
+/// The trainer's off-policy bound (issue 43, `max_steps_off_policy`), and truncated
+/// completions scored 0, in the run that trains the vowels environment rather than runs of
+/// their own.
 const OFF_POLICY_BOUND: (&str, &str) = (
     "learning_rate = 0.01\n",
-    "learning_rate = 0.01\nmax_steps_off_policy = 1\n",
+    "learning_rate = 0.01\nmax_steps_off_policy = 1\ntruncated = \"zero_reward\"\n",
 );
+
+/// DAPO's overlong penalty (issue 43), in the run that trains `letter_share`.
+const OVERLONG_PENALTY: (&str, &str) = (
+    "learning_rate = 0.01\n",
+    "learning_rate = 0.01\ntruncated = \"penalty\"\noverlong_band = 4\n",
+);
+
+/// A truncation choice other than `mask` masks nothing, and every step says how many
+/// completions were truncated.
+fn assert_nothing_masked(steps: &[Value]) {
+    let trained: Vec<&Value> = steps
+        .iter()
+        .filter(|row| row["tokens/trained"].as_u64() > Some(0))
+        .collect();
+    assert!(!trained.is_empty(), "{steps:#?}");
+    for row in trained {
+        assert!(
+            row["train/truncated_share"]
+                .as_f64()
+                .is_some_and(|share| (0.0..=1.0).contains(&share)),
+            "{row:#}"
+        );
+        assert_eq!(row["train/masked_share"].as_f64(), Some(0.0), "{row:#}");
+    }
+}
 
 /// Every step counts what the bound did, consistently: each skipped group has one reason
 /// (stale among them), and the groups it trained are proven no older than the bound. Its
@@ -132,6 +158,7 @@ fn a_package_importing_its_siblings_relatively_trains_to_completed() {
     let environments = checkout().join("environments");
     let steps = trains_to_completed(&stack, &environments, "vowels.vowels_env");
     assert_off_policy_counted(&steps);
+    assert_nothing_masked(&steps);
 }
 
 /// `community/letter_share/letter_share_env.py`: `from environments.community.letter_share…`
@@ -146,10 +173,14 @@ fn a_package_importing_through_its_top_package_trains_to_completed() {
         "keep_rollouts = 20\neval_every = 5\neval_prompts = 2\neval_group_size = 2\n\n\
          [held_out]\nfraction = 0.25\nseed = 9",
     );
-    let (stack, _engine) = stack("letter_share", &[SHORT_RUN, EVALUATED_HELD_OUT]);
-    trains_to_completed(
+    let (stack, _engine) = stack(
+        "letter_share",
+        &[SHORT_RUN, EVALUATED_HELD_OUT, OVERLONG_PENALTY],
+    );
+    let steps = trains_to_completed(
         &stack,
         &checkout(),
         "environments.community.letter_share.letter_share_env",
     );
+    assert_nothing_masked(&steps);
 }

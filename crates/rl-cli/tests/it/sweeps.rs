@@ -1,5 +1,6 @@
-//! Sweeps as a user runs them: a 2×2 grid trained on the local engine two runs at a time,
-//! one run's supervisor killed mid-way while the others go on and the queue starts; a sweep
+//! Sweeps as a user runs them: a 2×2 grid of the RL algorithm (`loss` × `kl_coef`, issue 43)
+//! trained on the local engine two runs at a time, one run's supervisor killed mid-way while
+//! the others go on and the queue starts; a sweep
 //! whose driver is killed driven again by the next `rl` command; the sweep over HTTP.
 
 use std::time::{Duration, Instant};
@@ -10,6 +11,9 @@ use crate::runs::{Stack, assert_nothing_left};
 use crate::serve::{Server, expect, stack_home};
 use crate::test_python;
 use crate::training::stack;
+
+/// The losses the sweep's grid tries, each against `kl_coef` 0 and 0.1.
+const SWEPT_LOSSES: [&str; 2] = ["ppo", "cispo"];
 
 fn rows(view: &Value) -> &Vec<Value> {
     view["rows"].as_array().unwrap()
@@ -82,19 +86,14 @@ fn never_more_than(stack: &Stack, run_ids: &[String], bound: usize) {
 #[test]
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
 fn a_sweep_trains_its_grid_two_at_a_time_through_a_killed_supervisor_and_ranks_it() {
-    let (stack, _engine) = stack(&[
-        ("total_steps = 12", "total_steps = 3"),
-        // The operator's locks would refuse a sweep of them.
-        ("learning_rate = 0.01\n", ""),
-        ("lora_rank = 8\n", ""),
-    ]);
+    let (stack, _engine) = stack(&[("total_steps = 12", "total_steps = 3")]);
     let started = stack.json(&[
         "sweep",
         "start",
         "--set",
-        "learning_rate=0.01,0.02",
+        &format!("loss={}", SWEPT_LOSSES.join(",")),
         "--set",
-        "lora_rank=4,8",
+        "kl_coef=0,0.1",
         "--max-parallel",
         "2",
     ]);
@@ -102,18 +101,20 @@ fn a_sweep_trains_its_grid_two_at_a_time_through_a_killed_supervisor_and_ranks_i
     assert_eq!(started["sweep"]["started"], 2, "{started:#}");
     assert_eq!(started["sweep"]["waiting"], 2, "{started:#}");
 
-    // Once the first two train, the supervisor of one is killed: its run is lost, the other
-    // goes on, and the queue's two start as places free.
+    // Once the first two train, the supervisor of one that has a step's reward is killed: its
+    // run is lost (ranked by the reward it reached), the other goes on, and the queue's two
+    // start as places free.
     let mut killed: Option<String> = None;
     let ended = follow(&stack, &sweep, 2, Duration::from_secs(1500), |view| {
         if killed.is_some() {
             return;
         }
-        let running: Vec<&Value> = rows(view)
+        let mut running: Vec<&Value> = rows(view)
             .iter()
             .filter(|row| row["state"] == "running")
             .collect();
-        if running.len() == 2 {
+        running.sort_by_key(|row| row["reward"].is_null());
+        if running.len() == 2 && running[0]["reward"].is_number() {
             let victim = running[0]["run_id"].as_str().unwrap().to_owned();
             let status = stack.json(&["runs", "status", &victim]);
             kill(status["supervisor"]["pid"].as_u64().unwrap());
@@ -141,15 +142,25 @@ fn a_sweep_trains_its_grid_two_at_a_time_through_a_killed_supervisor_and_ranks_i
         );
     }
     never_more_than(&stack, &run_ids, 2);
-    // Each run trained with its point's settings.
+    // Each run trained with its point's settings, and its status says so.
     for row in rows(&ended) {
         let id = row["run_id"].as_str().unwrap();
         let config = std::fs::read_to_string(stack.run_dir(id).join("config.yaml")).unwrap();
+        let algorithm = &stack.json(&["runs", "status", id])["algorithm"];
         for (field, value) in row["settings"].as_object().unwrap() {
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
             assert!(
-                config.contains(&format!("{field}: {value}")),
-                "{id} lacks {field}: {value}\n{config}"
+                config.contains(&format!("{field}: {text}")),
+                "{id} lacks {field}: {text}\n{config}"
             );
+            let shown = &algorithm[field.as_str()];
+            if value.is_number() {
+                assert_eq!(shown.as_f64(), value.as_f64(), "{id}: {algorithm:#}");
+            } else {
+                assert_eq!(shown, value, "{id}: {algorithm:#}");
+            }
         }
     }
 
@@ -159,7 +170,7 @@ fn a_sweep_trains_its_grid_two_at_a_time_through_a_killed_supervisor_and_ranks_i
         .iter()
         .filter(|row| row["rank"].is_u64())
         .collect();
-    assert!(ranked.len() >= 3, "{results:#}");
+    assert_eq!(ranked.len(), 4, "every run reached a reward: {results:#}");
     for (place, row) in ranked.iter().enumerate() {
         assert_eq!(row["rank"], place + 1, "{results:#}");
     }
