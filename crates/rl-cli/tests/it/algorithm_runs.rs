@@ -71,16 +71,7 @@ fn a_large_kl_coef_keeps_a_fork_closer_to_the_base_than_none() {
     // The parent is stopped once its step 2 is saved (when step 3 is written): the forks are
     // what is measured.
     let parent = stack.start();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
-    while crate::forks::steps_of(&stack, &parent).len() < 3 {
-        let status = stack.json(&["runs", "status", &parent]);
-        assert!(
-            !crate::runs::is_finished(&status) && std::time::Instant::now() < deadline,
-            "the parent ended or took too long before its third step: {}",
-            stack.explain(&parent)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    crate::forks::wait_for_steps(&stack, &parent, 3);
     stack.json(&["runs", "stop", &parent]);
     stack.wait(&parent, "finished", 300);
 

@@ -192,6 +192,7 @@ fn assert_trained_dro_through_the_adapter(
             row["train/masked_share"], row["train/truncated_share"],
             "{row}"
         );
+        assert_eq!(row["train/penalised_share"].as_f64(), Some(0.0), "{row}");
         masked_any |= row["train/masked_share"].as_f64() > Some(0.0);
     }
     assert!(masked_any, "no completion was ever truncated: {metrics:#?}");

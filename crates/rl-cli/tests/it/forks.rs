@@ -22,6 +22,20 @@ pub(crate) fn steps_of(stack: &Stack, id: &str) -> BTreeMap<u64, Value> {
         .collect()
 }
 
+/// Waits until going run `id` has written `steps` steps (within 10 minutes).
+pub(crate) fn wait_for_steps(stack: &Stack, id: &str, steps: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    while steps_of(stack, id).len() < steps {
+        let status = stack.json(&["runs", "status", id]);
+        assert!(
+            !crate::runs::is_finished(&status) && std::time::Instant::now() < deadline,
+            "the run ended or took too long before its step {steps}: {}",
+            stack.explain(id)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 /// How many runs the state directory holds.
 fn run_count(stack: &Stack) -> usize {
     stack.json(&["runs", "list"])["runs"]
@@ -308,23 +322,8 @@ fn a_completed_run_forked_at_step_4_and_extended_by_3_steps_goes_on_from_its_sta
 fn a_going_run_forked_from_a_saved_step_completes_beside_it() {
     let (stack, _engine) = stack(&[("total_steps = 12", "total_steps = 6"), SAVE_EVERY_TWO]);
     let parent = stack.start();
-    let parent_dir = stack.run_dir(&parent);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     // Step 2's state is saved once step 3 is written.
-    while lines(&parent_dir.join("metrics.jsonl"))
-        .iter()
-        .filter(|row| row.get("step").is_some())
-        .count()
-        < 3
-    {
-        let status = stack.json(&["runs", "status", &parent]);
-        assert!(
-            !crate::runs::is_finished(&status) && std::time::Instant::now() < deadline,
-            "the run ended or took too long before its third step: {}",
-            stack.explain(&parent)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    wait_for_steps(&stack, &parent, 3);
     let forked = stack.json(&["runs", "fork", &parent, "--step", "2"]);
     let fork_id = forked["run_id"].as_str().unwrap().to_owned();
     assert_eq!(

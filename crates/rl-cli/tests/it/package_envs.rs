@@ -91,7 +91,7 @@ const OVERLONG_PENALTY: (&str, &str) = (
 );
 
 /// A truncation choice other than `mask` masks nothing, and every step says how many
-/// completions were truncated.
+/// completions were truncated and how many scores it lowered.
 fn assert_nothing_masked(steps: &[Value]) {
     let trained: Vec<&Value> = steps
         .iter()
@@ -106,6 +106,12 @@ fn assert_nothing_masked(steps: &[Value]) {
             "{row:#}"
         );
         assert_eq!(row["train/masked_share"].as_f64(), Some(0.0), "{row:#}");
+        assert!(
+            row["train/penalised_share"]
+                .as_f64()
+                .is_some_and(|share| (0.0..=1.0).contains(&share)),
+            "{row:#}"
+        );
     }
 }
 

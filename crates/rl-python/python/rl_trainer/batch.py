@@ -179,6 +179,9 @@ class PreparedSequence:
     messages: Optional[List[Dict[str, Any]]] = None
     # Not trained: truncated, and the run's `truncated` is `mask`.
     masked: bool = False
+    # Its advantage came from another score than the environment's: the run's `truncated`
+    # (`zero_reward`, `penalty`) lowered it.
+    penalised: bool = False
     # Optimizer steps at least between its sampler's weights and the trained ones (`samples.py`);
     # None: unknown (or not measured).
     age: Optional[int] = None
@@ -229,11 +232,18 @@ class PreparedBatch:
         return sum(1 for g in self.groups if g.skip is not None and (reason is None or g.skip == reason))
 
     def truncation_stats(self) -> Dict[str, float]:
-        """`train/truncated_share` of the completions, and the share masked for it."""
+        """`train/truncated_share` of the completions, the share masked for it, and the share
+        whose score the run's `truncated` lowered (`train/penalised_share`)."""
         if not self.completions:
             return {}
-        masked = sum(1 for g in self.groups for s in g.sequences if s.masked)
-        return {"train/truncated_share": self.truncated / self.completions, "train/masked_share": masked / self.completions}
+        sequences = [s for g in self.groups for s in g.sequences]
+        masked = sum(1 for s in sequences if s.masked)
+        penalised = sum(1 for s in sequences if s.penalised)
+        return {
+            "train/truncated_share": self.truncated / self.completions,
+            "train/masked_share": masked / self.completions,
+            "train/penalised_share": penalised / self.completions,
+        }
 
     def sequences_missing_logprobs(self) -> List[PreparedSequence]:
         return [s for g in self.trained_groups() for s in g.sequences if s.logprobs is None]
@@ -374,8 +384,9 @@ def prepare_group(
     # its reward) stay as the environment gave them.
     shaped = [shaping.score(score, len(seq.tokens), seq.truncated, max_len) for score, seq in zip(scores, sequences)]
     advantages = group_advantages(shaped, overrides, rollout_of, shaping)
-    for seq, advantage in zip(sequences, advantages):
+    for seq, advantage, score, used in zip(sequences, advantages, scores, shaped):
         seq.advantage = advantage
+        seq.penalised = used < score
 
     prepared = PreparedGroup(
         index=index,

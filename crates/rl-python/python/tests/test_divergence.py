@@ -17,15 +17,17 @@ LOCAL_PPO = LOCAL["ppo"]
 
 
 def sequence(sampler, advantage=1.0, prompt=1):
-    """`prompt` prompt targets (not trained) then one trained target per sampler logprob."""
+    """`prompt` prompt targets (sampler logprob 0.0, advantage 0, not trained) then one trained
+    target per sampler logprob; `advantage` one for all of them, or one each."""
     n = prompt + len(sampler)
+    advantages = list(advantage) if isinstance(advantage, (list, tuple)) else [advantage] * len(sampler)
     return AlignedSequence(
         group=0,
         index=0,
         input_tokens=list(range(1, n + 1)),
         target_tokens=list(range(2, n + 2)),
         logprobs=[0.0] * prompt + list(sampler),
-        advantages=[0.0] * prompt + [advantage] * len(sampler),
+        advantages=[0.0] * prompt + advantages,
         trained=[False] * prompt + [True] * len(sampler),
     )
 

@@ -7,7 +7,6 @@ import math
 import unittest
 from types import SimpleNamespace
 
-from rl_trainer.batch import AlignedSequence
 from rl_trainer.config import CONTRACT
 from rl_trainer.divergence import clip_bounds
 from rl_trainer.engine import train_step
@@ -23,22 +22,9 @@ from rl_trainer.losses import (
     token_terms,
 )
 
+from .test_divergence import sequence
+
 DEFAULTS = LocalDefaults.of(CONTRACT["constants"])
-
-
-def sequence(sampler, advantages, prompt=1):
-    """`prompt` prompt targets (sampler logprob 0.0, advantage 0, not trained) then one
-    trained target per sampler logprob."""
-    n = prompt + len(sampler)
-    return AlignedSequence(
-        group=0,
-        index=0,
-        input_tokens=list(range(1, n + 1)),
-        target_tokens=list(range(2, n + 2)),
-        logprobs=[0.0] * prompt + list(sampler),
-        advantages=[0.0] * prompt + list(advantages),
-        trained=[False] * prompt + [True] * len(sampler),
-    )
 
 
 def coefficients(adapter, q, a, log_ratios):

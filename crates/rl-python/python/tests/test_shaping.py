@@ -70,7 +70,10 @@ class TruncatedTests(unittest.TestCase):
         self.assertEqual(prepared.truncated, 1)
         self.assertEqual(advantages(prepared), [0.333333, 0.333333, -0.666667])
         self.assertEqual([s.index for s in aligned_sequences(prepared)], [0, 1, 2])
-        self.assertEqual(prepared.truncation_stats(), {"train/truncated_share": 1 / 3, "train/masked_share": 0.0})
+        self.assertEqual(
+            prepared.truncation_stats(),
+            {"train/truncated_share": 1 / 3, "train/masked_share": 0.0, "train/penalised_share": 0.0},
+        )
 
     def test_mask_trains_nothing_of_it_but_keeps_its_score_in_the_group(self):
         prepared = self.prepared("mask")
@@ -88,6 +91,8 @@ class TruncatedTests(unittest.TestCase):
         self.assertEqual(advantages(prepared), [0.666667, -0.333333, -0.333333])
         # The group's reward stays the environment's.
         self.assertAlmostEqual(prepared.reward_mean(), 2 / 3)
+        # One completion of three had its score lowered (the cut one's 1 became 0).
+        self.assertEqual(prepared.truncation_stats()["train/penalised_share"], 1 / 3)
 
     def test_penalty_ramps_over_the_band_and_gives_minus_one_when_cut(self):
         self.assertEqual(overlong_penalty(4, False, 8, 4), 0.0)
@@ -99,6 +104,9 @@ class TruncatedTests(unittest.TestCase):
         prepared = self.prepared("penalty", band=4)
         # Scores read as 0.5, 0, -0.5: mean 0, std 0.408 (floored at 1).
         self.assertEqual(advantages(prepared), [0.5, 0.0, -0.5])
+        # Every completion was in the band or cut: all three lowered.
+        self.assertEqual(prepared.truncation_stats()["train/penalised_share"], 1.0)
+        self.assertEqual(prepared.truncation_stats()["train/masked_share"], 0.0)
 
     def test_a_completion_the_sampler_stopped_at_max_tokens_is_truncated(self):
         memory = SampleMemory(capacity=2)
