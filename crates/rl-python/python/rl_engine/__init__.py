@@ -159,3 +159,35 @@ def install_peft_standin() -> bool:
     _LoraConfig.__module__ = "peft"
     sys.modules["peft"] = module
     return True
+
+
+#: How long an engine's SQLite connection waits for another writer before "database is locked".
+SQLITE_BUSY_MS = 120_000
+
+
+def lengthen_sqlite_busy_timeout(db_models=None, busy_ms: int = SQLITE_BUSY_MS) -> None:
+    """skyrl-tx 0.3.0 sets SQLite's busy timeout to 5 s (`db_models.enable_sqlite_wal`), and its
+    background engine exits on the first "database is locked" (the server then shuts down). On a
+    loaded 2-core machine a burst of requests (a step's logprob requests of the base model, one
+    per completion) kept the writer past 5 s and took a run's engine down. Wraps
+    `enable_sqlite_wal` so that each SQLite connection then waits `busy_ms`; to be called before
+    `tx.tinker.api` or `tx.tinker.engine` runs (they import the function by name)."""
+    if db_models is None:
+        from tx.tinker import db_models
+    from sqlalchemy import event
+
+    upstream = getattr(db_models.enable_sqlite_wal, "__wrapped__", db_models.enable_sqlite_wal)
+
+    def enable_sqlite_wal(engine) -> None:
+        upstream(engine)
+        if engine.dialect.name != "sqlite":
+            return
+
+        @event.listens_for(engine, "connect")
+        def _wait_longer(dbapi_connection, _record):
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+            cursor.close()
+
+    enable_sqlite_wal.__wrapped__ = upstream
+    db_models.enable_sqlite_wal = enable_sqlite_wal

@@ -24,7 +24,7 @@ import os
 import runpy
 import sys
 
-from rl_engine import API_PID_ENV, install_peft_standin, package_parent
+from rl_engine import API_PID_ENV, install_peft_standin, lengthen_sqlite_busy_timeout, package_parent
 
 ENGINE_MODULE = "rl_engine.engine"
 UPSTREAM_ENGINE_MODULE = "tx.tinker.engine"
@@ -87,6 +87,7 @@ def _serve_current_protocol() -> None:
 
 def main() -> None:
     install_peft_standin()
+    lengthen_sqlite_busy_timeout()
     _redirect_engine_spawn()
     _serve_current_protocol()
     runpy.run_module("tx.tinker.api", run_name="__main__", alter_sys=True)

@@ -18,7 +18,7 @@ import runpy
 import signal
 import sys
 
-from rl_engine import API_PID_ENV, install_peft_standin
+from rl_engine import API_PID_ENV, install_peft_standin, lengthen_sqlite_busy_timeout
 
 _PR_SET_PDEATHSIG = 1
 
@@ -42,6 +42,7 @@ def _follow_parent() -> None:
 def main() -> None:
     _follow_parent()
     install_peft_standin()
+    lengthen_sqlite_busy_timeout()
     runpy.run_module("tx.tinker.engine", run_name="__main__", alter_sys=True)
 
 
