@@ -143,6 +143,11 @@ def build_datum(prompt: list[int], completion: list[int], sampler_logprobs: list
     )
 
 
+def floored(logprob) -> float:
+    """A logprob as the engine reads it (and rl's trainer): within [-20, 0]."""
+    return min(0.0, max(-20.0, float(logprob)))
+
+
 def kl_penalised(pending, base, kl_coef: float, timer) -> tuple[list, float]:
     """Each pending completion's per-token advantages with the cookbook's penalty; the step's
     mean d (sampler logprob - base logprob over the completion tokens)."""
@@ -151,8 +156,7 @@ def kl_penalised(pending, base, kl_coef: float, timer) -> tuple[list, float]:
         base_logprobs = [f.result() for f in futures]
     diffs = []
     for (prompt, completion, sampled, _), logprobs in zip(pending, base_logprobs):
-        base_completion = [min(0.0, max(-20.0, float(x))) for x in logprobs[len(prompt):]]
-        diffs.append([min(0.0, max(-20.0, float(s))) - b for s, b in zip(sampled, base_completion)])
+        diffs.append([floored(s) - floored(b) for s, b in zip(sampled, logprobs[len(prompt):])])
     flat = [d for per in diffs for d in per]
     mean = sum(flat) / len(flat) if flat else 0.0
     shaped = [

@@ -22,6 +22,14 @@ pub(crate) fn assert_clipped_and_measured_against_the_base(steps: &[&Value]) {
         .filter(|row| row["tokens/trained"].as_u64() > Some(0))
         .collect();
     assert!(!trained.is_empty(), "{steps:#?}");
+    let spread = trained
+        .iter()
+        .filter(|row| row["advantages/std"].is_number())
+        .count();
+    assert!(
+        spread > 0,
+        "no trained step logged its advantages: {trained:#?}"
+    );
     for row in &trained {
         if let Some(std) = row["advantages/std"].as_f64() {
             assert!((std - 1.0).abs() < 1e-6, "{row}");
