@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use clap::Args;
-use rl_preflight::{Progress, ProgressSink};
+use rl_preflight::{Measure, Progress, ProgressSink};
 use rl_settings::RunId;
 use rl_tools::{
     CompareOptions, ComparePlan, ComparedModel, DEFAULT_COMPARE_GROUP_SIZE,
@@ -31,6 +31,10 @@ pub(crate) struct CompareArgs {
     /// Completions per prompt.
     #[arg(long, default_value_t = DEFAULT_COMPARE_GROUP_SIZE)]
     group_size: u32,
+    /// What the verdict rests on: mean_score, pass@1, pass@n or best_of_n (n: the group
+    /// size); every one is shown either way.
+    #[arg(long, default_value_t = Measure::MeanScore)]
+    measure: Measure,
     /// Seconds each model may sample for, from its start.
     #[arg(long, default_value_t = 1800.0)]
     timeout: f64,
@@ -62,6 +66,7 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
             step: args.step,
             num_steps: Some(args.prompts),
             group_size: Some(args.group_size),
+            measure: Some(args.measure),
         })?;
         return crate::preflight::say_started(&started, as_json);
     }
@@ -70,10 +75,12 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
         prompts: args.prompts,
         group_size: args.group_size,
         timeout: wait_limit(args.timeout)?,
+        measure: args.measure,
     };
     let ComparePlan {
         test: plan,
         trained,
+        measure,
     } = tools.compare_plan(&id, &options)?;
     let progress = if as_json {
         Arc::new(|_: Progress| {}) as ProgressSink
@@ -95,7 +102,7 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
             tools.preflight_dir().display()
         );
     };
-    let answer = tools.comparison(&id, trained, &report?)?;
+    let answer = tools.comparison(&id, trained, &report?, measure)?;
     // Without a verdict the comparison did not do its work (a model failed or produced no
     // scored completion): the answer says why, and the exit code says it failed.
     let failed = || Err(output::AlreadyReported(1).into());
@@ -107,6 +114,12 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
             Ok(())
         };
     }
+    // pass@1 is % correct over 100: the table shows it once.
+    let n = answer.trained.n.or(answer.base.n).unwrap_or(0);
+    let (pass_n, best_n) = (
+        format!("pass@{n} (95% CI)"),
+        format!("best-of-{n} (95% CI)"),
+    );
     let mut table = output::table(&[
         "model",
         "status",
@@ -114,6 +127,8 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
         "completions",
         "mean score (95% CI)",
         "% correct (95% CI)",
+        &pass_n,
+        &best_n,
     ]);
     for model in [&answer.base, &answer.trained] {
         table.add_row(row(model));
@@ -121,7 +136,8 @@ pub(crate) fn run(context: &Context, args: CompareArgs, as_json: bool) -> anyhow
     output::line(table)?;
     if let Some(difference) = &answer.difference {
         output::line(format!(
-            "difference (trained - base): {}",
+            "difference in {} (trained - base): {}",
+            answer.measure,
             interval(difference)
         ))?;
     }
@@ -148,20 +164,19 @@ fn describe(trained: TrainedCheckpoint) -> String {
     }
 }
 
-fn row(model: &ComparedModel) -> [String; 6] {
+fn row(model: &ComparedModel) -> [String; 8] {
+    let shown = |estimate: &Option<EstimateView>| {
+        estimate.as_ref().map_or_else(|| "-".to_owned(), interval)
+    };
     [
         model.model.clone(),
         model.status.to_owned(),
         model.prompts.to_string(),
         model.completions.to_string(),
-        model
-            .mean_score
-            .as_ref()
-            .map_or_else(|| "-".to_owned(), interval),
-        model
-            .percent_correct
-            .as_ref()
-            .map_or_else(|| "-".to_owned(), interval),
+        shown(&model.mean_score),
+        shown(&model.percent_correct),
+        shown(&model.pass_at_n),
+        shown(&model.best_of_n),
     ]
 }
 

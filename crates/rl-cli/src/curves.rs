@@ -14,13 +14,15 @@ const GAP: char = ' ';
 type Reader = fn(&MetricsView) -> Option<f64>;
 
 /// The series people judge a run by, in the order shown: the reward, the loss, the share
-/// correct (in training and held out), the held-out mean score, and the two the health digest watches (`logprobs/diff`, `advantages/std`).
-const SERIES: [(&str, Reader); 7] = [
+/// correct (in training and held out), the held-out mean score and pass@n, and the two the
+/// health digest watches (`logprobs/diff`, `advantages/std`).
+const SERIES: [(&str, Reader); 8] = [
     ("reward_mean", |m| m.reward_mean),
     ("loss", |m| m.loss),
     ("percent_correct", |m| m.percent_correct),
     ("eval_percent_correct", |m| m.eval_percent_correct),
     ("eval_mean_score", |m| m.eval_mean_score),
+    ("eval_pass_at_n", |m| m.eval_pass_at_n),
     ("logprobs_diff", |m| m.logprobs_diff),
     ("advantages_std", |m| m.advantages_std),
 ];

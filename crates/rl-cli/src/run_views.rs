@@ -86,7 +86,7 @@ pub(crate) fn print_status(run: &RunView) -> anyhow::Result<()> {
     ))
 }
 
-pub(crate) fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 9] {
+pub(crate) fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 13] {
     let number = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), curves::significant);
     [
         (
@@ -101,6 +101,15 @@ pub(crate) fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 9] 
         ("percent_correct", number(metrics.percent_correct)),
         ("eval_percent_correct", number(metrics.eval_percent_correct)),
         ("eval_mean_score", number(metrics.eval_mean_score)),
+        ("eval_pass_at_1", number(metrics.eval_pass_at_1)),
+        ("eval_pass_at_n", number(metrics.eval_pass_at_n)),
+        ("eval_best_of_n", number(metrics.eval_best_of_n)),
+        (
+            "eval_n",
+            metrics
+                .eval_n
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+        ),
         ("logprobs_diff", number(metrics.logprobs_diff)),
         ("advantages_std", number(metrics.advantages_std)),
     ]

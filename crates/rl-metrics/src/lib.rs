@@ -42,6 +42,9 @@ pub use rollouts::{
 };
 pub use source::{Collected, MetricsSource, RunTarget, SourceFailure, WandbNames, collect};
 pub use trainer_log::{WeightsReport, scan as scan_trainer_log};
-pub use view::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, REWARD_MEAN, StatusMetrics};
+pub use view::{
+    EVAL_BEST_OF_N, EVAL_MEAN_SCORE, EVAL_N, EVAL_PASS_AT_1, EVAL_PASS_AT_N, EVAL_PERCENT_CORRECT,
+    REWARD_MEAN, StatusMetrics,
+};
 pub use wandb_api::{WandbApi, WandbApiConfig};
 pub use wandb_file::{WandbFiles, WandbRunFile, read_wandb_file};

@@ -12,8 +12,13 @@ pub(crate) const ADVANTAGES_STD: &str = "advantages/std";
 /// Env keys; WandB prefixes them with the env's registered name (`gsm8k_0_train/…`).
 pub(crate) const PERCENT_CORRECT: &str = "train/percent_correct";
 pub const EVAL_PERCENT_CORRECT: &str = "eval/percent_correct";
-/// rl's evaluation during training (`eval_every`) logs these two in the trainer's rows.
+/// rl's evaluation during training (`eval_every`) logs these in the trainer's rows: the mean
+/// score, and pass@1, pass@n and best-of-n for its `n` completions per prompt.
 pub const EVAL_MEAN_SCORE: &str = "eval/mean_score";
+pub const EVAL_PASS_AT_1: &str = "eval/pass_at_1";
+pub const EVAL_PASS_AT_N: &str = "eval/pass_at_n";
+pub const EVAL_BEST_OF_N: &str = "eval/best_of_n";
+pub const EVAL_N: &str = "eval/n";
 /// What the run's `max_steps_off_policy` did at a step (logged only with the bound).
 pub(crate) const STALE_GROUPS: &str = "batch/stale_groups";
 pub(crate) const UNKNOWN_AGE_COMPLETIONS: &str = "batch/unknown_age_completions";
@@ -30,6 +35,11 @@ pub struct StatusMetrics {
     pub eval_percent_correct: Option<f64>,
     /// The held-out evaluation's mean score (rl's trainer with `eval_every`).
     pub eval_mean_score: Option<f64>,
+    /// The held-out evaluation's pass@1, pass@n and best-of-n, and its `n`.
+    pub eval_pass_at_1: Option<f64>,
+    pub eval_pass_at_n: Option<f64>,
+    pub eval_best_of_n: Option<f64>,
+    pub eval_n: Option<f64>,
     pub logprobs_diff: Option<f64>,
     pub advantages_std: Option<f64>,
     /// The latest step's groups dropped as stale, completions of unknown age, and the oldest
@@ -58,8 +68,13 @@ impl StatusMetrics {
                 .rev()
                 .find(|row| row.number(EVAL_MEAN_SCORE).is_some())
         }) {
-            view.eval_mean_score = evaluated.number(EVAL_MEAN_SCORE);
-            view.eval_percent_correct = evaluated.number(EVAL_PERCENT_CORRECT);
+            let latest = Self::of_row(evaluated);
+            view.eval_mean_score = latest.eval_mean_score;
+            view.eval_percent_correct = latest.eval_percent_correct;
+            view.eval_pass_at_1 = latest.eval_pass_at_1;
+            view.eval_pass_at_n = latest.eval_pass_at_n;
+            view.eval_best_of_n = latest.eval_best_of_n;
+            view.eval_n = latest.eval_n;
         }
         if let Some(env) = &metrics.env {
             view.percent_correct = env.summary_number(PERCENT_CORRECT);
@@ -91,6 +106,10 @@ impl StatusMetrics {
             step: Some(row.step),
             eval_mean_score: row.number(EVAL_MEAN_SCORE),
             eval_percent_correct: row.number(EVAL_PERCENT_CORRECT),
+            eval_pass_at_1: row.number(EVAL_PASS_AT_1),
+            eval_pass_at_n: row.number(EVAL_PASS_AT_N),
+            eval_best_of_n: row.number(EVAL_BEST_OF_N),
+            eval_n: row.number(EVAL_N),
             reward_mean: row.number(REWARD_MEAN),
             loss: row.number(LOSS),
             learning_rate: row.number(LEARNING_RATE),

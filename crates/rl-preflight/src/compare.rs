@@ -1,12 +1,16 @@
 //! "Is the trained model better than the base?" from the scores both got on the same prompts:
-//! each model's mean score and percent correct with 95% confidence intervals, the difference
-//! of the means with its own, and a verdict that is directional only when that interval
-//! excludes zero.
+//! each model's mean score, percent correct, pass@1, pass@n and best-of-n with 95% confidence
+//! intervals, the difference of one measure (the mean score unless asked) with its own, and a
+//! verdict that is directional only when that interval excludes zero.
 //!
 //! The unit is the prompt, not the completion: the completions of one group answer the same
 //! prompt and rise and fall together, so treating them as independent would make every
-//! interval too narrow. Each model's figure is the mean of its per-prompt means, its interval
-//! Student's t over those; the difference is Welch's (unequal variances).
+//! interval too narrow. Each model's figure is the mean of its per-prompt values, its interval
+//! Student's t over those; the difference is Welch's (unequal variances). `n` is one number for
+//! both models (the fewest completions any prompt of either got), so that their pass@n and
+//! best-of-n are measured alike.
+
+use crate::measures::{Measure, best_of, pass_at};
 
 /// Below this many prompts per model, no direction is claimed, whatever the numbers.
 pub const MIN_PROMPTS: usize = 2;
@@ -27,6 +31,27 @@ pub struct ModelEstimate {
     pub mean_score: Estimate,
     /// Percent of completions scoring at least the test's threshold of "correct".
     pub percent_correct: Estimate,
+    /// The `n` of pass@n and best-of-n: the fewest completions a prompt got (the group size
+    /// when none was lost).
+    pub n: usize,
+    /// The chance that a completion is correct (0 to 1).
+    pub pass_at_1: Estimate,
+    /// The chance that at least one of `n` completions is correct (0 to 1).
+    pub pass_at_n: Estimate,
+    /// The expected best score of `n` completions.
+    pub best_of_n: Estimate,
+}
+
+impl ModelEstimate {
+    /// The figure of `measure`.
+    pub fn of(&self, measure: Measure) -> Estimate {
+        match measure {
+            Measure::MeanScore => self.mean_score,
+            Measure::PassAt1 => self.pass_at_1,
+            Measure::PassAtN => self.pass_at_n,
+            Measure::BestOfN => self.best_of_n,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,20 +75,29 @@ impl Direction {
 pub struct Comparison {
     pub base: ModelEstimate,
     pub trained: ModelEstimate,
-    /// Trained minus base, mean score.
+    /// What the verdict rests on.
+    pub measure: Measure,
+    /// Trained minus base, in `measure`.
     pub difference: Estimate,
     pub verdict: Direction,
-    /// The verdict in a sentence, with the samples it rests on.
+    /// The verdict in a sentence, with the measure and the samples it rests on.
     pub explanation: String,
 }
 
-/// Compares `trained`'s groups of scores with `base`'s; a completion is correct from
-/// `correct_from` on. `None` when either model has no scored completion.
-pub fn compare(base: &[Vec<f64>], trained: &[Vec<f64>], correct_from: f64) -> Option<Comparison> {
-    let (base_means, base_figures) = estimate(base, correct_from)?;
-    let (trained_means, trained_figures) = estimate(trained, correct_from)?;
-    let difference = welch(&trained_means, &base_means);
-    let enough = base_means.len() >= MIN_PROMPTS && trained_means.len() >= MIN_PROMPTS;
+/// Compares `trained`'s groups of scores with `base`'s on `measure`; a completion is correct
+/// from `correct_from` on. `None` when either model has no scored completion.
+pub fn compare(
+    base: &[Vec<f64>],
+    trained: &[Vec<f64>],
+    correct_from: f64,
+    measure: Measure,
+) -> Option<Comparison> {
+    let n = fewest(base).min(fewest(trained));
+    let (base_values, base_figures) = estimate(base, correct_from, n)?;
+    let (trained_values, trained_figures) = estimate(trained, correct_from, n)?;
+    let (base_values, trained_values) = (base_values.of(measure), trained_values.of(measure));
+    let difference = welch(trained_values, base_values);
+    let enough = base_values.len() >= MIN_PROMPTS && trained_values.len() >= MIN_PROMPTS;
     let verdict = if !enough {
         Direction::NoDetectableDifference
     } else if difference.low > 0.0 {
@@ -81,8 +115,11 @@ pub fn compare(base: &[Vec<f64>], trained: &[Vec<f64>], correct_from: f64) -> Op
         trained_figures.completions
     );
     let change = format!(
-        "mean score {:+.4} (95% CI {:+.4} to {:+.4})",
-        difference.value, difference.low, difference.high
+        "{} {:+.4} (95% CI {:+.4} to {:+.4})",
+        measure.label(n),
+        difference.value,
+        difference.low,
+        difference.high
     );
     let explanation = match verdict {
         _ if !enough => format!(
@@ -97,6 +134,7 @@ pub fn compare(base: &[Vec<f64>], trained: &[Vec<f64>], correct_from: f64) -> Op
     Some(Comparison {
         base: base_figures,
         trained: trained_figures,
+        measure,
         difference,
         verdict,
         explanation,
@@ -106,35 +144,88 @@ pub fn compare(base: &[Vec<f64>], trained: &[Vec<f64>], correct_from: f64) -> Op
 /// One model's figures on its groups of scores, as a comparison reports each side: what an
 /// evaluation during training logs. `None` when no completion was scored.
 pub fn evaluate(groups: &[Vec<f64>], correct_from: f64) -> Option<ModelEstimate> {
-    estimate(groups, correct_from).map(|(_, figures)| figures)
+    estimate(groups, correct_from, fewest(groups)).map(|(_, figures)| figures)
 }
 
-/// Per-prompt mean scores, and the model's figures. Empty groups are left out.
-fn estimate(groups: &[Vec<f64>], correct_from: f64) -> Option<(Vec<f64>, ModelEstimate)> {
+/// The fewest completions a prompt got, empty groups left out (0 when none has any).
+fn fewest(groups: &[Vec<f64>]) -> usize {
+    groups
+        .iter()
+        .map(Vec::len)
+        .filter(|len| *len > 0)
+        .min()
+        .unwrap_or(0)
+}
+
+/// Each measure's per-prompt values, in the order of the prompts.
+struct PerPrompt {
+    mean: Vec<f64>,
+    pass_at_1: Vec<f64>,
+    pass_at_n: Vec<f64>,
+    best_of_n: Vec<f64>,
+}
+
+impl PerPrompt {
+    fn of(&self, measure: Measure) -> &[f64] {
+        match measure {
+            Measure::MeanScore => &self.mean,
+            Measure::PassAt1 => &self.pass_at_1,
+            Measure::PassAtN => &self.pass_at_n,
+            Measure::BestOfN => &self.best_of_n,
+        }
+    }
+}
+
+/// Per-prompt values, and the model's figures, with pass@n and best-of-n at `n`. Empty groups
+/// are left out.
+fn estimate(
+    groups: &[Vec<f64>],
+    correct_from: f64,
+    n: usize,
+) -> Option<(PerPrompt, ModelEstimate)> {
     let groups: Vec<&Vec<f64>> = groups.iter().filter(|group| !group.is_empty()).collect();
     if groups.is_empty() {
         return None;
     }
-    let means: Vec<f64> = groups.iter().map(|group| mean(group)).collect();
-    let correct: Vec<f64> = groups
-        .iter()
-        .map(|group| {
-            let hits = group.iter().filter(|score| **score >= correct_from).count();
-            100.0 * count(hits) / count(group.len())
-        })
-        .collect();
-    let mut percent_correct = interval(&correct);
-    percent_correct.low = percent_correct.low.max(0.0);
-    percent_correct.high = percent_correct.high.min(100.0);
-    Some((
-        means.clone(),
-        ModelEstimate {
-            prompts: groups.len(),
-            completions: groups.iter().map(|group| group.len()).sum(),
-            mean_score: interval(&means),
-            percent_correct,
-        },
-    ))
+    let n = n.max(1);
+    let mut values = PerPrompt {
+        mean: Vec::new(),
+        pass_at_1: Vec::new(),
+        pass_at_n: Vec::new(),
+        best_of_n: Vec::new(),
+    };
+    for group in &groups {
+        let hits = group.iter().filter(|score| **score >= correct_from).count();
+        values.mean.push(mean(group));
+        values
+            .pass_at_1
+            .push(pass_at(group.len(), hits, 1).unwrap_or(0.0));
+        values
+            .pass_at_n
+            .push(pass_at(group.len(), hits, n).unwrap_or(0.0));
+        values.best_of_n.push(best_of(group, n).unwrap_or(f64::NAN));
+    }
+    let percents: Vec<f64> = values.pass_at_1.iter().map(|share| 100.0 * share).collect();
+    let figures = ModelEstimate {
+        prompts: groups.len(),
+        completions: groups.iter().map(|group| group.len()).sum(),
+        mean_score: interval(&values.mean),
+        percent_correct: within(interval(&percents), 100.0),
+        n,
+        pass_at_1: within(interval(&values.pass_at_1), 1.0),
+        pass_at_n: within(interval(&values.pass_at_n), 1.0),
+        best_of_n: interval(&values.best_of_n),
+    };
+    Some((values, figures))
+}
+
+/// `estimate`'s interval cut to what a share can be: 0 to `top`.
+fn within(estimate: Estimate, top: f64) -> Estimate {
+    Estimate {
+        low: estimate.low.max(0.0),
+        high: estimate.high.min(top),
+        ..estimate
+    }
 }
 
 /// The mean of `values` with Student's t interval (infinite for a single value).
@@ -268,7 +359,7 @@ mod tests {
             &[1.0, 0.0, 1.0, 1.0],
             &[1.0; 4],
         ]);
-        let comparison = compare(&base, &trained, 1.0).unwrap();
+        let comparison = compare(&base, &trained, 1.0, Measure::MeanScore).unwrap();
         assert_eq!(comparison.verdict, Direction::Better, "{comparison:?}");
         assert!(comparison.difference.low > 0.0);
         assert_eq!(
@@ -295,14 +386,19 @@ mod tests {
     fn a_clear_loss_is_worse() {
         let good = groups(&[&[1.0, 0.8], &[0.9, 1.0], &[1.0, 1.0]]);
         let bad = groups(&[&[0.1, 0.0], &[0.2, 0.1], &[0.0, 0.0]]);
-        assert_eq!(compare(&good, &bad, 1.0).unwrap().verdict, Direction::Worse);
+        assert_eq!(
+            compare(&good, &bad, 1.0, Measure::MeanScore)
+                .unwrap()
+                .verdict,
+            Direction::Worse
+        );
     }
 
     #[test]
     fn overlapping_scores_are_no_detectable_difference() {
         let base = groups(&[&[1.0, -1.0], &[-1.0, -1.0], &[1.0, 1.0], &[-1.0, 1.0]]);
         let trained = groups(&[&[1.0, 1.0], &[-1.0, -1.0], &[1.0, -1.0], &[-1.0, 1.0]]);
-        let comparison = compare(&base, &trained, 1.0).unwrap();
+        let comparison = compare(&base, &trained, 1.0, Measure::MeanScore).unwrap();
         assert_eq!(comparison.verdict, Direction::NoDetectableDifference);
         assert!(comparison.difference.low < 0.0 && comparison.difference.high > 0.0);
         assert!(comparison.explanation.contains("includes 0"));
@@ -310,7 +406,13 @@ mod tests {
 
     #[test]
     fn one_prompt_claims_nothing_however_large_the_gap() {
-        let comparison = compare(&groups(&[&[-1.0; 8]]), &groups(&[&[1.0; 8]]), 1.0).unwrap();
+        let comparison = compare(
+            &groups(&[&[-1.0; 8]]),
+            &groups(&[&[1.0; 8]]),
+            1.0,
+            Measure::MeanScore,
+        )
+        .unwrap();
         assert_eq!(comparison.verdict, Direction::NoDetectableDifference);
         assert!(
             comparison.explanation.contains("too few prompts"),
@@ -323,7 +425,7 @@ mod tests {
     #[test]
     fn identical_constant_scores_are_no_difference_and_constant_gaps_are_exact() {
         let same = groups(&[&[0.5, 0.5], &[0.5, 0.5]]);
-        let comparison = compare(&same, &same, 1.0).unwrap();
+        let comparison = compare(&same, &same, 1.0, Measure::MeanScore).unwrap();
         assert_eq!(comparison.verdict, Direction::NoDetectableDifference);
         assert_eq!(
             comparison.difference,
@@ -335,18 +437,23 @@ mod tests {
         );
         let higher = groups(&[&[0.75, 0.75], &[0.75, 0.75]]);
         assert_eq!(
-            compare(&same, &higher, 1.0).unwrap().verdict,
+            compare(&same, &higher, 1.0, Measure::MeanScore)
+                .unwrap()
+                .verdict,
             Direction::Better
         );
     }
 
     #[test]
     fn no_scores_is_no_comparison_and_empty_groups_are_left_out() {
-        assert!(compare(&[], &groups(&[&[1.0]]), 1.0).is_none());
-        assert!(compare(&groups(&[&[]]), &groups(&[&[1.0]]), 1.0).is_none());
+        assert!(compare(&[], &groups(&[&[1.0]]), 1.0, Measure::MeanScore).is_none());
+        assert!(compare(&groups(&[&[]]), &groups(&[&[1.0]]), 1.0, Measure::MeanScore).is_none());
         let with_empty = groups(&[&[1.0, 0.0], &[], &[0.0, 1.0]]);
         assert_eq!(
-            compare(&with_empty, &with_empty, 1.0).unwrap().base.prompts,
+            compare(&with_empty, &with_empty, 1.0, Measure::MeanScore)
+                .unwrap()
+                .base
+                .prompts,
             2
         );
     }
@@ -369,7 +476,7 @@ mod tests {
     fn an_evaluation_is_one_side_of_a_comparison() {
         let scores = groups(&[&[1.0, 0.0], &[1.0, 1.0], &[0.0, 0.5]]);
         let alone = evaluate(&scores, 1.0).unwrap();
-        let compared = compare(&scores, &scores, 1.0).unwrap();
+        let compared = compare(&scores, &scores, 1.0, Measure::MeanScore).unwrap();
         assert_eq!(alone, compared.trained);
         assert_eq!(alone.prompts, 3);
         assert_eq!(alone.completions, 6);
@@ -384,9 +491,56 @@ mod tests {
             &groups(&[&[1.0, 1.0], &[1.0, 0.0]]),
             &groups(&[&[0.0], &[0.0]]),
             1.0,
+            Measure::MeanScore,
         )
         .unwrap();
         assert!(comparison.base.percent_correct.high <= 100.0);
         assert!(comparison.trained.percent_correct.low >= 0.0);
+    }
+
+    #[test]
+    fn pass_at_n_can_tell_what_the_mean_cannot_and_says_so() {
+        // The trained model gets one completion of four right on every prompt; the base gets
+        // all four right on one prompt in four and none elsewhere: the same mean, but the
+        // trained model solves every prompt within four tries.
+        let base = groups(&[&[1.0; 4], &[0.0; 4], &[0.0; 4], &[0.0; 4]]);
+        let one_of_four: &[f64] = &[1.0, 0.0, 0.0, 0.0];
+        let trained = groups(&[one_of_four; 4]);
+        let by_mean = compare(&base, &trained, 1.0, Measure::MeanScore).unwrap();
+        assert_eq!(by_mean.verdict, Direction::NoDetectableDifference);
+        let by_pass = compare(&base, &trained, 1.0, Measure::PassAtN).unwrap();
+        assert_eq!(by_pass.measure, Measure::PassAtN);
+        assert_eq!(by_pass.trained.n, 4);
+        assert!((by_pass.trained.pass_at_n.value - 1.0).abs() < 1e-12);
+        assert!((by_pass.base.pass_at_n.value - 0.25).abs() < 1e-12);
+        assert!((by_pass.trained.pass_at_1.value - 0.25).abs() < 1e-12);
+        assert!((by_pass.trained.best_of_n.value - 1.0).abs() < 1e-12);
+        assert!(
+            by_pass.explanation.contains("pass@4 +0.7500"),
+            "{}",
+            by_pass.explanation
+        );
+        // The base's prompts scored alike within each of two kinds: a wide interval, still
+        // clear of zero at four prompts? Not claimed here: only the measure and its numbers.
+        assert_eq!(
+            by_pass.trained.of(Measure::PassAt1),
+            by_pass.trained.pass_at_1
+        );
+    }
+
+    #[test]
+    fn n_is_the_fewest_completions_of_either_model_and_shares_stay_within_0_and_1() {
+        let base = groups(&[&[1.0, 0.0, 0.0], &[0.0, 0.0, 1.0]]);
+        let trained = groups(&[&[1.0, 0.0], &[0.0, 1.0, 1.0, 0.0]]);
+        let comparison = compare(&base, &trained, 1.0, Measure::BestOfN).unwrap();
+        assert_eq!((comparison.base.n, comparison.trained.n), (2, 2));
+        // Base: 1 correct of 3 at k = 2 on both prompts: 1 − C(2,2)/C(3,2) = 2/3.
+        assert!((comparison.base.pass_at_n.value - 2.0 / 3.0).abs() < 1e-12);
+        for figure in [comparison.base.pass_at_1, comparison.trained.pass_at_n] {
+            assert!(figure.low >= 0.0 && figure.high <= 1.0, "{figure:?}");
+        }
+        // Alone, a model's n is its own fewest.
+        assert_eq!(evaluate(&trained, 1.0).map(|e| e.n), Some(2));
+        assert_eq!(evaluate(&base, 1.0).map(|e| e.n), Some(3));
     }
 }

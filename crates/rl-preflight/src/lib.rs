@@ -16,6 +16,7 @@ mod error;
 mod files;
 mod folder;
 mod marks;
+mod measures;
 mod model;
 mod plan;
 mod preflight;
@@ -34,6 +35,7 @@ pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, c
 pub use error::PreflightError;
 pub use folder::{ModelFiles, PreflightFolder, file_stem};
 pub use marks::{ModelMarks, TEST_DIR_VARIABLE, TEST_MODEL_VARIABLE};
+pub use measures::{Measure, best_of, pass_at};
 pub use model::{DrawnItems, ModelOutcome, ModelReport};
 pub use plan::{
     DEFAULT_CONCURRENCY, DEFAULT_GROUP_SIZE, DEFAULT_MODELS, DEFAULT_STEPS, DEFAULT_TIMEOUT,
@@ -44,7 +46,7 @@ pub use plan::{
 pub use preflight::run_test;
 pub use report::PreflightReport;
 pub use runner::{LocalModelRunner, ModelRun, ModelRunner, Progress, ProgressSink};
-pub use server::ModelServer;
+pub use server::{ModelServer, ServedProcess};
 pub use store::{
     ModelProgress, PreflightListing, PreflightProgress, PreflightStore, PreflightView,
 };

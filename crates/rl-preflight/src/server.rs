@@ -178,6 +178,38 @@ impl Running {
     }
 }
 
+/// A model server started on its own, outside a test (`rl checkpoints serve`): the same start,
+/// readiness and end as a test's, in a folder of its own.
+pub struct ServedProcess(Running);
+
+impl ServedProcess {
+    /// Starts `server` in `dir` and waits until every model can be sampled; on any failure it
+    /// is ended and the reason (with the end of its log) given back.
+    pub async fn start(
+        server: &ModelServer,
+        dir: &Path,
+        secrets: &Secrets,
+        log_limit: rl_process::LogLimit,
+    ) -> Result<Self, String> {
+        start(server, dir, secrets, log_limit).await.map(Self)
+    }
+
+    /// The server's process (its group's leader).
+    pub fn leader(&self) -> ProcessIdentity {
+        self.0.leader
+    }
+
+    /// Waits until the server exits by itself (its engine died, its parent watch fired).
+    pub async fn exited(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.child.wait().await
+    }
+
+    /// Ends its group and whatever it left, and removes the engine copy.
+    pub async fn end(self) {
+        self.0.end().await;
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if !self.ended {

@@ -1,11 +1,12 @@
 //! `rl compare ID`: did training help? The same pre-flight of the run's environment against
 //! the base model and a trained checkpoint, both sampled through the run's engine started
-//! again, then each model's mean score and percent correct with 95% confidence intervals and a
-//! verdict resting on the difference of the means (`rl_preflight::compare`).
+//! again, then each model's mean score, percent correct, pass@1, pass@n and best-of-n with 95%
+//! confidence intervals and a verdict resting on the difference of one of them, the mean score
+//! unless asked (`rl_preflight::compare`).
 
 use std::time::Duration;
 
-use rl_preflight::{HeldOutItems, PreflightPlan, PreflightReport, read_groups};
+use rl_preflight::{HeldOutItems, Measure, PreflightPlan, PreflightReport, read_groups};
 use rl_settings::RunId;
 
 use crate::answers::{ComparisonAnswer, TrainedCheckpoint};
@@ -24,6 +25,8 @@ pub struct CompareOptions {
     pub group_size: u32,
     /// Per model, from its start.
     pub timeout: Duration,
+    /// What the verdict rests on.
+    pub measure: Measure,
 }
 
 impl Default for CompareOptions {
@@ -33,6 +36,7 @@ impl Default for CompareOptions {
             prompts: DEFAULT_COMPARE_PROMPTS,
             group_size: DEFAULT_COMPARE_GROUP_SIZE,
             timeout: Duration::from_secs(1800),
+            measure: Measure::default(),
         }
     }
 }
@@ -42,6 +46,7 @@ impl Default for CompareOptions {
 pub struct ComparePlan {
     pub test: PreflightPlan,
     pub trained: TrainedCheckpoint,
+    pub measure: Measure,
 }
 
 impl Tools {
@@ -103,15 +108,18 @@ impl Tools {
         Ok(ComparePlan {
             test: plan,
             trained: TrainedCheckpoint { step, best_by },
+            measure: options.measure,
         })
     }
 
-    /// The comparison a finished compare test of `checkpoint` supports.
+    /// The comparison a finished compare test of `checkpoint` supports, its verdict resting on
+    /// `measure`.
     pub fn comparison(
         &self,
         id: &RunId,
         checkpoint: TrainedCheckpoint,
         report: &PreflightReport,
+        measure: Measure,
     ) -> Result<ComparisonAnswer, ToolsError> {
         let [base, trained] = report.models.as_slice() else {
             return Err(ToolsError::Internal(format!(
@@ -125,13 +133,15 @@ impl Tools {
         };
         let (base_scores, trained_scores) = (scores(base)?, scores(trained)?);
         let correct_from = report.correct_from.unwrap_or(f64::INFINITY);
-        let comparison = rl_preflight::compare(&base_scores, &trained_scores, correct_from);
+        let comparison =
+            rl_preflight::compare(&base_scores, &trained_scores, correct_from, measure);
         let prompts = Prompts::of(base.drawn_items()?, self.held_out_of(id));
         Ok(ComparisonAnswer::new(
             id,
             checkpoint,
             report,
             comparison.as_ref(),
+            measure,
             &prompts,
         ))
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rl_preflight::{
-    PreflightFolder, PreflightPlan, PreflightReport, PreflightView, Progress, ProgressSink,
+    Measure, PreflightFolder, PreflightPlan, PreflightReport, PreflightView, Progress, ProgressSink,
 };
 use rl_settings::RunId;
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,10 @@ pub enum LongCall {
         step: Option<String>,
         num_steps: Option<u32>,
         group_size: Option<u32>,
+        /// What the verdict rests on (the mean score when absent, as in calls recorded before
+        /// there was a choice).
+        #[serde(default)]
+        measure: Option<Measure>,
     },
 }
 
@@ -154,6 +158,7 @@ impl Tools {
                 step,
                 num_steps,
                 group_size,
+                measure,
             } => {
                 let id = self.run_id(run_id)?;
                 let defaults = CompareOptions::default();
@@ -163,6 +168,7 @@ impl Tools {
                         step: step.clone(),
                         prompts: num_steps.unwrap_or(defaults.prompts),
                         group_size: group_size.unwrap_or(defaults.group_size),
+                        measure: measure.unwrap_or_default(),
                         ..defaults
                     },
                 )?;
@@ -328,7 +334,9 @@ impl Tools {
     ) -> Result<serde_json::Value, ToolsError> {
         match &record.call {
             LongCall::Inference { .. } => report_json(report),
-            LongCall::Compare { run_id, .. } => {
+            LongCall::Compare {
+                run_id, measure, ..
+            } => {
                 let id = self.run_id(run_id)?;
                 let step = record.trained_step.ok_or_else(|| {
                     ToolsError::Internal(format!(
@@ -343,7 +351,7 @@ impl Tools {
                         .as_deref()
                         .and_then(crate::saved_states::best_by_named),
                 };
-                to_json(&self.comparison(&id, checkpoint, report)?)
+                to_json(&self.comparison(&id, checkpoint, report, measure.unwrap_or_default())?)
             }
         }
     }

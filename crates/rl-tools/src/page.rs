@@ -20,12 +20,14 @@ const LOG_LINES: usize = 60;
 
 /// The charts' series: a `history` row's field and its label (the key the trainer logs). A
 /// series no row holds is not drawn (the off-policy counts: runs with `max_steps_off_policy`).
-const SERIES: [(&str, &str); 10] = [
+const SERIES: [(&str, &str); 12] = [
     ("reward_mean", "reward/mean"),
     ("loss", "train/loss"),
     ("percent_correct", "train/percent_correct"),
     ("eval_percent_correct", "eval/percent_correct"),
     ("eval_mean_score", "eval/mean_score"),
+    ("eval_pass_at_n", "eval/pass_at_n"),
+    ("eval_best_of_n", "eval/best_of_n"),
     ("learning_rate", "train/learning_rate"),
     ("logprobs_diff", "logprobs/diff"),
     ("advantages_std", "advantages/std"),

@@ -170,6 +170,7 @@ struct CompareArgs {
     step: Option<String>,
     num_steps: Option<u32>,
     group_size: Option<u32>,
+    measure: Option<rl_preflight::Measure>,
     wait: Option<bool>,
     test_id: Option<String>,
 }
@@ -396,7 +397,8 @@ impl Registry {
                 let given = args.run_id.is_some()
                     || args.step.is_some()
                     || args.num_steps.is_some()
-                    || args.group_size.is_some();
+                    || args.group_size.is_some()
+                    || args.measure.is_some();
                 if let Some(test_id) = args.test_id {
                     return self
                         .follow_alone(tool, given, test_id, args.wait, progress)
@@ -416,6 +418,7 @@ impl Registry {
                     step: args.step,
                     num_steps: args.num_steps,
                     group_size: args.group_size,
+                    measure: args.measure,
                 };
                 self.long_call(call, args.wait, progress).await
             }

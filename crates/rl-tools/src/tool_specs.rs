@@ -436,12 +436,14 @@ impl ToolName {
                     `test_id`. Next: call rl_compare_training with {\"test_id\": ID} every \
                     poll_after_seconds: while it runs it answers its progress; once it has \
                     ended, `prompt_source` and `kept_out_of_training` (a gain on trained prompts \
-                    may be memory, not skill), each model's `mean_score` and `percent_correct` \
+                    may be memory, not skill), each model's `mean_score`, `percent_correct`, \
+                    `pass_at_1`, `pass_at_n` and `best_of_n` (`n`: the completions per prompt) \
                     with 95% confidence intervals (`low`, `high`; null when too few prompts bound \
-                    them), the `difference` (trained minus base), a `verdict` (better, no \
-                    detectable difference, worse), an `explanation` saying how many prompts and \
-                    completions it rests on, the `step` compared and, for step best, `best_by`. \
-                    `wait`: true blocks until then instead.",
+                    them), the `measure` the verdict rests on (`mean_score` unless asked), its \
+                    `difference` (trained minus base), a `verdict` (better, no detectable \
+                    difference, worse), an `explanation` saying how many prompts and completions \
+                    it rests on, the `step` compared and, for step best, `best_by`. `wait`: true \
+                    blocks until then instead.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -449,6 +451,7 @@ impl ToolName {
                         "step": {"type": "string", "pattern": "^([0-9]+|best)$", "description": "The trained checkpoint: a step with a saved state, or best (the one rl_list_checkpoints marks best; default: the last saved state)"},
                         "num_steps": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_COMPARE_PROMPTS, "description": "Prompts (groups) per model"},
                         "group_size": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SIZE, "default": DEFAULT_COMPARE_GROUP_SIZE, "description": "Completions per prompt"},
+                        "measure": {"type": "string", "enum": rl_preflight::Measure::names(), "default": "mean_score", "description": "What the verdict rests on: the mean score, pass@1 (the chance one completion is correct), pass@n (that one of the group's n is) or best_of_n (the expected best score of n); every one is reported either way"},
                         "wait": {"type": "boolean", "description": "Block until the test has ended and answer in full (for a client that waits minutes); default false over MCP, true over HTTP and `rl tool call`"},
                         "test_id": {"type": "string", "pattern": "^[0-9a-f]{8}$", "description": "Follow a test started earlier: its progress while it runs, its full answer once it has ended (give it alone)"}
                     },

@@ -54,20 +54,19 @@ pub(crate) fn assert_clipped_and_measured_against_the_base(steps: &[&Value]) {
     assert!(clipped > 0.0, "no token was ever clipped: {trained:#?}");
 }
 
-/// The KL penalty measured (issue 43): two forks of one saved step train the same six steps
-/// at a learning rate of 0.001, one with `kl_coef` 0 (its KL to the base logged by
-/// `log_kl_base`), one with `kl_coef` 10. The parent's two steps at 0.01 move the tiny model
-/// ~0.9 nats off its base, so the forks start where the penalty has something to pull back.
-/// What holds here, measured in four runs: the free fork's KL stays near where it started (this
-/// environment's reward moves the tiny model little at this rate), the penalised fork's falls
-/// by 0.2 nats or more within a few steps and stays below the free one's on average; it does
-/// not end clearly below it, because Adam's steps (the same size whatever the gradient) make a
-/// noise floor of ~0.7–0.9 nats the penalty cannot pull under (decisions.md).
+/// The KL penalty measured (issue 43): a run trains two steps at a learning rate of 0.002
+/// (the tiny model still close to its base), then two forks of its step 2 train the same eight
+/// steps, one with `kl_coef` 0 (its KL to the base logged by `log_kl_base`), one with
+/// `kl_coef` 10. At this rate the free fork's reward climbs and drags its KL up; the penalised
+/// one's is pulled back towards it. Measured (decisions.md "Issue 43, measured"): from ~0.38
+/// nats at the fork, the free fork ended at 0.62 and the penalised at 0.16; at 0.005 and 0.01
+/// both drift alike (Adam's steps, the same size whatever the gradient, then swamp the penalty with
+/// sampling noise), so the test keeps the rate where the penalty is what a user would see.
 #[test]
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
 fn a_large_kl_coef_keeps_a_fork_closer_to_the_base_than_none() {
     let (stack, _engine) = crate::training::stack(&[
-        ("total_steps = 12", "total_steps = 8"),
+        ("total_steps = 12", "total_steps = 10"),
         crate::training::SAVE_EVERY_TWO,
         // Not the operator's: the forks choose their own. Advantages centred only (Dr. GRPO's;
         // with this environment's scores in [0, 1] the same as rl's default).
@@ -76,7 +75,7 @@ fn a_large_kl_coef_keeps_a_fork_closer_to_the_base_than_none() {
             "log_kl_base = true\nadvantage_norm = \"mean_only\"\n",
         ),
     ]);
-    stack.json(&["config", "set", "learning_rate", "0.01"]);
+    stack.json(&["config", "set", "learning_rate", "0.002"]);
     // The parent is stopped once its step 2 is saved (when step 3 is written): the forks are
     // what is measured.
     let parent = stack.start();
@@ -95,8 +94,8 @@ fn a_large_kl_coef_keeps_a_fork_closer_to_the_base_than_none() {
             .unwrap_or_else(|| panic!("{forked:#}"))
             .to_owned()
     };
-    let free = fork(&[FORK_LEARNING_RATE]);
-    let penalised = fork(&[FORK_LEARNING_RATE, LARGE_KL_COEF]);
+    let free = fork(&[]);
+    let penalised = fork(&[LARGE_KL_COEF]);
     let mut kl = Vec::new();
     for id in [&free, &penalised] {
         let end = stack.wait(id, "finished", 900);
@@ -104,7 +103,7 @@ fn a_large_kl_coef_keeps_a_fork_closer_to_the_base_than_none() {
         let algorithm = &stack.json(&["runs", "status", id])["algorithm"];
         assert_eq!(algorithm["advantage_norm"], "mean_only", "{algorithm:#}");
         let steps = crate::forks::steps_of(&stack, id);
-        let own: Vec<f64> = (3..=8)
+        let own: Vec<f64> = (3..=10)
             .map(|step| {
                 steps[&step]["train/kl_base"]
                     .as_f64()
@@ -114,19 +113,18 @@ fn a_large_kl_coef_keeps_a_fork_closer_to_the_base_than_none() {
         kl.push(own);
     }
     let (free_kl, penalised_kl) = (&kl[0], &kl[1]);
-    eprintln!("kl_base by step 3..8: kl_coef 0 {free_kl:?}, {LARGE_KL_COEF} {penalised_kl:?}");
-    let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64;
-    let lowest = penalised_kl.iter().copied().fold(f64::INFINITY, f64::min);
+    eprintln!("kl_base by step 3..10: kl_coef 0 {free_kl:?}, {LARGE_KL_COEF} {penalised_kl:?}");
+    // Each fork's end: its last two steps, so that one noisy batch decides nothing.
+    let end = |values: &[f64]| values[values.len() - 2..].iter().sum::<f64>() / 2.0;
     assert!(
-        lowest < penalised_kl[0] - 0.1,
-        "the penalised fork's KL to the base never fell: {penalised_kl:?}"
+        end(free_kl) > 0.15,
+        "the free fork never moved off its base: {free_kl:?}"
     );
     assert!(
-        mean(penalised_kl) < mean(free_kl),
-        "KL to the base over the forks' steps: {penalised_kl:?} with {LARGE_KL_COEF}, \
-         {free_kl:?} without"
+        end(penalised_kl) < 0.5 * end(free_kl),
+        "KL to the base at the forks' ends: {penalised_kl:?} with {LARGE_KL_COEF}, {free_kl:?} \
+         without"
     );
 }
 
-const FORK_LEARNING_RATE: &str = "learning_rate=0.001";
 const LARGE_KL_COEF: &str = "kl_coef=10";

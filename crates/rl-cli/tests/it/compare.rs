@@ -192,7 +192,20 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
             mean["low"].as_f64().unwrap() <= mean["value"].as_f64().unwrap(),
             "{compared:#}"
         );
+        // pass@k and best-of-n of the 4 completions each prompt got (issue 44).
+        assert_eq!(compared[side]["n"], 4, "{compared:#}");
+        let best = compared[side]["best_of_n"]["value"].as_f64().unwrap();
+        assert!(
+            best >= mean["value"].as_f64().unwrap() - 1e-9,
+            "{compared:#}"
+        );
+        if compared["correct_from"].is_number() {
+            let pass = |key: &str| compared[side][key]["value"].as_f64().unwrap();
+            assert!(pass("pass_at_n") >= pass("pass_at_1"), "{compared:#}");
+            assert!((0.0..=1.0).contains(&pass("pass_at_n")), "{compared:#}");
+        }
     }
+    assert_eq!(compared["measure"], "mean_score", "{compared:#}");
     assert!(
         ["better", "no detectable difference", "worse"]
             .contains(&compared["verdict"].as_str().unwrap()),
@@ -219,7 +232,15 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         "2",
         "--step",
         "best",
+        "--measure",
+        "best_of_n",
     ]);
+    // The verdict rests on the measure asked, and says so.
+    assert_eq!(all["measure"], "best_of_n", "{all:#}");
+    assert!(
+        all["explanation"].as_str().unwrap().contains("best-of-2"),
+        "{all:#}"
+    );
     assert_eq!(
         all["step"], listed["runs"][0]["best_step"],
         "{all:#}\n{listed:#}"

@@ -63,6 +63,27 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
         let percent = row["eval/percent_correct"].as_f64().unwrap();
         assert!((0.0..=100.0).contains(&percent), "{row:#}");
         assert!(row.get("eval/failed").is_none(), "{row:#}");
+        // pass@k for the 2 completions each prompt got (issue 44): pass@1 is the share
+        // correct, pass@2 at least that, and the best of 2 at least the mean.
+        assert_eq!(row["eval/n"], 2.0, "{row:#}");
+        let number = |key: &str| {
+            row[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{key}: {row:#}"))
+        };
+        assert!(
+            (number("eval/pass_at_1") - percent / 100.0).abs() < 1e-9,
+            "{row:#}"
+        );
+        assert!(
+            number("eval/pass_at_n") >= number("eval/pass_at_1"),
+            "{row:#}"
+        );
+        assert!(number("eval/pass_at_n") <= 1.0, "{row:#}");
+        assert!(
+            number("eval/best_of_n") >= number("eval/mean_score") - 1e-9,
+            "{row:#}"
+        );
     }
 
     // Each evaluation is a test in the run's folder that asked only held-out prompts.
@@ -102,6 +123,23 @@ fn every_two_steps_the_checkpoint_is_evaluated_on_held_out_prompts() {
         Some(last_score),
         "{status:#}"
     );
+    let last_evaluated = metrics
+        .iter()
+        .rev()
+        .find(|row| row["eval/mean_score"].is_number())
+        .unwrap();
+    for (shown, logged) in [
+        ("eval_pass_at_1", "eval/pass_at_1"),
+        ("eval_pass_at_n", "eval/pass_at_n"),
+        ("eval_best_of_n", "eval/best_of_n"),
+        ("eval_n", "eval/n"),
+    ] {
+        assert_eq!(
+            status["metrics"][shown].as_f64(),
+            last_evaluated[logged].as_f64(),
+            "{shown}: {status:#}"
+        );
+    }
     let listed = stack.json(&["checkpoints", "list", &id]);
     let run = &listed["runs"][0];
     assert_eq!(run["best_by"], "eval/mean_score", "{listed:#}");

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use rl_preflight::{Comparison, Estimate, ModelEstimate, PreflightReport};
+use rl_preflight::{Comparison, Estimate, Measure, ModelEstimate, PreflightReport};
 use rl_settings::RunId;
 
 use crate::prompts::Prompts;
@@ -44,6 +44,15 @@ pub struct ComparedModel {
     pub completions: usize,
     pub mean_score: Option<EstimateView>,
     pub percent_correct: Option<EstimateView>,
+    /// The `n` of `pass_at_n` and `best_of_n`: the fewest completions a prompt of either model
+    /// got (the group size when none was lost).
+    pub n: Option<usize>,
+    /// The chance that one completion is correct (0 to 1; unbiased, per prompt, then averaged).
+    pub pass_at_1: Option<EstimateView>,
+    /// The chance that at least one of `n` completions is correct (0 to 1).
+    pub pass_at_n: Option<EstimateView>,
+    /// The expected best score of `n` completions.
+    pub best_of_n: Option<EstimateView>,
 }
 
 #[derive(Debug, Serialize)]
@@ -61,7 +70,9 @@ pub struct ComparisonAnswer {
     /// evaluated during training, else `reward/mean`), among the checkpoints with a saved
     /// state not pruned, the one `rl checkpoints list` marks; `null` otherwise.
     pub best_by: Option<&'static str>,
-    /// Trained minus base, mean score.
+    /// What the verdict rests on: `mean_score`, `pass@1`, `pass@n` or `best_of_n`.
+    pub measure: &'static str,
+    /// Trained minus base, in `measure`.
     pub difference: Option<EstimateView>,
     /// `better`, `no detectable difference`, `worse`; `null` when a model produced no score.
     pub verdict: Option<&'static str>,
@@ -82,31 +93,40 @@ impl ComparisonAnswer {
         trained: TrainedCheckpoint,
         report: &PreflightReport,
         comparison: Option<&Comparison>,
+        measure: Measure,
         prompts: &Prompts,
     ) -> Self {
         let model = |index: usize, estimate: Option<&ModelEstimate>| {
             let tested = &report.models[index.min(report.models.len().saturating_sub(1))];
+            // No threshold (one score everywhere, which may or may not be full marks): what
+            // share was correct is unknown, not 0 % or 100 %.
+            let correct = estimate.filter(|_| report.correct_from.is_some());
             ComparedModel {
                 model: tested.model.clone(),
                 status: super::ModelAnswer::from(tested).status,
                 prompts: estimate.map_or(0, |e| e.prompts),
                 completions: estimate.map_or(0, |e| e.completions),
                 mean_score: estimate.map(|e| e.mean_score.into()),
-                // No threshold (one score everywhere, which may or may not be full marks):
-                // what share was correct is unknown, not 0 % or 100 %.
-                percent_correct: estimate
-                    .filter(|_| report.correct_from.is_some())
-                    .map(|e| e.percent_correct.into()),
+                percent_correct: correct.map(|e| e.percent_correct.into()),
+                n: estimate.map(|e| e.n),
+                pass_at_1: correct.map(|e| e.pass_at_1.into()),
+                pass_at_n: correct.map(|e| e.pass_at_n.into()),
+                best_of_n: estimate.map(|e| e.best_of_n.into()),
             }
         };
-        let explanation = comparison.map_or_else(
-            || {
-                "no verdict: a model produced no scored completion (see the test's logs: \
-                 `rl preflight show TEST_ID`)"
-                    .to_owned()
-            },
-            |c| c.explanation.clone(),
-        );
+        // A chance of being correct needs a notion of correct: without one, no verdict by it.
+        let unjudged = measure.is_chance() && report.correct_from.is_none();
+        let judged = comparison.filter(|_| !unjudged);
+        let explanation = match judged {
+            Some(c) => c.explanation.clone(),
+            None if unjudged => format!(
+                "no verdict by {measure}: every completion scored alike, so which are correct is \
+                 unknown; ask for mean_score or best_of_n"
+            ),
+            None => "no verdict: a model produced no scored completion (see the test's logs: \
+                     `rl preflight show TEST_ID`)"
+                .to_owned(),
+        };
         Self {
             run_id: id.to_string(),
             environment: report.environment.clone(),
@@ -115,8 +135,9 @@ impl ComparisonAnswer {
             trained: model(1, comparison.map(|c| &c.trained)),
             step: trained.step,
             best_by: trained.best_by,
-            difference: comparison.map(|c| c.difference.into()),
-            verdict: comparison.map(|c| c.verdict.label()),
+            measure: measure.name(),
+            difference: judged.map(|c| c.difference.into()),
+            verdict: judged.map(|c| c.verdict.label()),
             explanation,
             prompts: format!(
                 "{}; up to {} per model, the same environment and settings for both (the same \

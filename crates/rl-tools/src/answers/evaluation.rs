@@ -11,6 +11,7 @@ use rl_settings::RunId;
 use super::EstimateView;
 use crate::prompts::Prompts;
 
+use rl_metrics::{EVAL_BEST_OF_N, EVAL_N, EVAL_PASS_AT_1, EVAL_PASS_AT_N};
 pub use rl_metrics::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT};
 
 #[derive(Debug, Serialize)]
@@ -23,6 +24,13 @@ pub struct Evaluated {
     pub completions: usize,
     pub mean_score: EstimateView,
     pub percent_correct: EstimateView,
+    /// The `n` of `pass_at_n` and `best_of_n`: the fewest completions a prompt got.
+    pub n: usize,
+    /// The chance that one completion is correct, and that one of `n` is (0 to 1).
+    pub pass_at_1: EstimateView,
+    pub pass_at_n: EstimateView,
+    /// The expected best score of `n` completions.
+    pub best_of_n: EstimateView,
     /// A completion counts as correct from this score on (`eval_correct_from`).
     pub correct_from: f64,
     /// `held-out slice`, `eval split` (the environment's own) or `training items`.
@@ -49,6 +57,14 @@ impl Evaluated {
             ("eval/mean_score_low", figures.mean_score.low),
             ("eval/mean_score_high", figures.mean_score.high),
             (EVAL_PERCENT_CORRECT, figures.percent_correct.value),
+            (EVAL_PASS_AT_1, figures.pass_at_1.value),
+            (EVAL_PASS_AT_N, figures.pass_at_n.value),
+            ("eval/pass_at_n_low", figures.pass_at_n.low),
+            ("eval/pass_at_n_high", figures.pass_at_n.high),
+            (EVAL_BEST_OF_N, figures.best_of_n.value),
+            ("eval/best_of_n_low", figures.best_of_n.low),
+            ("eval/best_of_n_high", figures.best_of_n.high),
+            (EVAL_N, count(figures.n)),
             ("eval/prompts", count(figures.prompts)),
             ("eval/completions", count(figures.completions)),
         ] {
@@ -64,15 +80,23 @@ impl Evaluated {
             completions: figures.completions,
             mean_score: figures.mean_score.into(),
             percent_correct: figures.percent_correct.into(),
+            n: figures.n,
+            pass_at_1: figures.pass_at_1.into(),
+            pass_at_n: figures.pass_at_n.into(),
+            best_of_n: figures.best_of_n.into(),
             correct_from,
             prompt_source: prompts.source.clone(),
             kept_out_of_training: prompts.kept_out_of_training,
             message: format!(
-                "step {step}: mean score {:.4}, {:.1}% correct on {} ({} completions)",
+                "step {step}: mean score {:.4}, {:.1}% correct, pass@{n} {:.3}, best-of-{n} {:.4} \
+                 on {} ({} completions)",
                 figures.mean_score.value,
                 figures.percent_correct.value,
+                figures.pass_at_n.value,
+                figures.best_of_n.value,
                 prompts.description,
-                figures.completions
+                figures.completions,
+                n = figures.n,
             ),
             metrics,
         }

@@ -33,6 +33,15 @@ pub struct MetricsView {
     /// The held-out evaluation's mean score (`eval_every`), the best checkpoint's measure.
     #[serde(serialize_with = "number")]
     pub eval_mean_score: Option<f64>,
+    /// The held-out evaluation's chance that one of its completions is correct, that one of
+    /// its `eval_n` completions per prompt is, and the expected best score of `eval_n`.
+    #[serde(serialize_with = "number")]
+    pub eval_pass_at_1: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub eval_pass_at_n: Option<f64>,
+    #[serde(serialize_with = "number")]
+    pub eval_best_of_n: Option<f64>,
+    pub eval_n: Option<u64>,
     #[serde(serialize_with = "number")]
     pub logprobs_diff: Option<f64>,
     #[serde(serialize_with = "number")]
@@ -58,6 +67,10 @@ impl From<&StatusMetrics> for MetricsView {
             percent_correct: metrics.percent_correct,
             eval_percent_correct: metrics.eval_percent_correct,
             eval_mean_score: metrics.eval_mean_score,
+            eval_pass_at_1: metrics.eval_pass_at_1,
+            eval_pass_at_n: metrics.eval_pass_at_n,
+            eval_best_of_n: metrics.eval_best_of_n,
+            eval_n: count(metrics.eval_n),
             logprobs_diff: metrics.logprobs_diff,
             advantages_std: metrics.advantages_std,
             stale_groups: count(metrics.stale_groups),

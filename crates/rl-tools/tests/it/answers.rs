@@ -802,6 +802,20 @@ fn health_and_preflight_answers() {
             json!({"run_id": "0badc0de", "model": "x"})
         )
     );
+    for wrong in [json!("pass@3"), json!(1), json!({"measure": "mean_score"})] {
+        let answer = call(
+            "rl_compare_training",
+            json!({"run_id": "0badc0de", "measure": wrong}),
+        );
+        assert_eq!(answer["failure"], "bad_request", "{answer}");
+    }
+    assert_answer!(
+        "compare_training_unknown_measure",
+        call(
+            "rl_compare_training",
+            json!({"run_id": "0badc0de", "measure": "pass@3"})
+        )
+    );
 }
 
 /// A broken `config.toml` fails the tools that need the settings, saying what to fix; the
