@@ -1,6 +1,6 @@
-//! `rl checkpoints list|export|keep|prune`: what runs saved, a checkpoint as a PEFT adapter
-//! folder, a hosted checkpoint kept past its expiry, and the operator's policy applied to an
-//! ended run.
+//! `rl checkpoints list|export|keep|prune` (and `serve|served|stop`, in `serving.rs`): what
+//! runs saved, a checkpoint as a PEFT adapter folder, a hosted checkpoint kept past its expiry,
+//! and the operator's policy applied to an ended run.
 
 use std::path::PathBuf;
 
@@ -35,6 +35,14 @@ pub(crate) enum CheckpointsCommand {
         #[arg(long)]
         forever: bool,
     },
+    /// Serve checkpoints of a finished run as an OpenAI-compatible endpoint on loopback
+    /// (`/v1/models`, `/v1/chat/completions`, `/v1/completions`) until Ctrl-C, or detached; a
+    /// hosted run's are served by Tinker: this prints where.
+    Serve(crate::serving::ServeArgs),
+    /// The checkpoints served now, by `rl checkpoints serve`.
+    Served,
+    /// End a served endpoint (`rl checkpoints served` lists their ids).
+    Stop { serve_id: String },
     /// Delete the files of an ended run's checkpoints that `[checkpoints] keep_last` does not
     /// keep; never the last ones, the best, the final weights or the state a resume loads.
     Prune { run_id: String },
@@ -81,6 +89,9 @@ pub(crate) fn run(
             }
             output::say(&kept.message)
         }
+        CheckpointsCommand::Serve(args) => crate::serving::serve(context, &args, as_json),
+        CheckpointsCommand::Served => crate::serving::served(context, as_json),
+        CheckpointsCommand::Stop { serve_id } => crate::serving::stop(context, &serve_id, as_json),
         CheckpointsCommand::Prune { run_id } => {
             let pruned = tools.prune_checkpoints(&tools.run_id(&run_id)?)?;
             if as_json {

@@ -15,6 +15,7 @@ mod preflight;
 mod run_views;
 mod runs;
 mod serve;
+mod serving;
 mod setup;
 mod sweep;
 mod tool;

@@ -27,6 +27,20 @@ impl ProcessIdentity {
         };
         parse_stat(&stat).is_some_and(|s| s.start_ticks == self.start_ticks && s.state != 'Z')
     }
+
+    /// Sends SIGTERM to this very process (not to a process that took its pid since); whether
+    /// it was sent.
+    pub fn terminate(&self) -> bool {
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return false;
+        };
+        self.is_alive()
+            && nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .is_ok()
+    }
 }
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`): pids and start times mean nothing across

@@ -16,7 +16,7 @@ use crate::hosted::TrainedOn;
 use crate::{Tools, ToolsError};
 
 /// How a model names a run's checkpoint.
-pub(crate) const RUN_PREFIX: &str = "run:";
+pub const RUN_PREFIX: &str = "run:";
 /// Loading the engine and each checkpoint compiles JAX functions: minutes on a small CPU.
 const READY_TIMEOUT: Duration = Duration::from_secs(900);
 const PYTHON_MODULE: &str = "rl_trainer.checkpoints";
@@ -212,6 +212,9 @@ impl Tools {
                 args.extend(["--model".to_owned(), format!("{model}={state}")]);
             }
         }
+        // Its parent is the rl process that owns it: if that one dies, even by SIGKILL, the
+        // server and its engine end by themselves instead of serving on, unowned.
+        args.push("--exit-with-parent".to_owned());
         // The Python that runs atroposlib, with the operator's packages after rl's (the
         // engine's own Python is started by the server itself, alone).
         let launch = rl_python::PythonLauncher::new(&programs, &settings.child_environment).module(

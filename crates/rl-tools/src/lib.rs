@@ -37,6 +37,7 @@ mod resume;
 mod resume_point;
 mod runs;
 mod saved_states;
+mod serving;
 pub mod setup;
 mod sweeps;
 mod tool_specs;
@@ -67,6 +68,7 @@ pub use answers::{
     GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,
     SweepRateLimited, SweepRow, SweepStarted, SweepStopped, SweepView,
 };
+pub use checkpoint_models::RUN_PREFIX;
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use compare::{CompareOptions, ComparePlan};
 pub use error::{FailureKind, ToolsError};
@@ -83,6 +85,10 @@ pub use python_probe::{Probes, SdkVersions};
 pub use registry::{CallProgress, Caller, Registry, ToolReply};
 /// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
 pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
+pub use serving::{
+    HostedEndpoint, HostedModel, LocalServe, SERVED_DIR, ServeEnd, ServePlan, Served, ServedState,
+    ServingStarted, StoppedServer,
+};
 pub use sweeps::{SweepMetric, SweepRequest};
 pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
 pub use tools::{ToolContext, Tools, TreeOverride};

@@ -377,15 +377,7 @@ impl Tools {
             serde_json::to_vec(&order).map_err(|error| ToolsError::Internal(error.to_string()))?;
         let supervisor = &self.context().supervisor;
         let log_path = self.preflight_dir().join("workers.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|source| ToolsError::Io {
-                action: "cannot open",
-                path: log_path.clone(),
-                source,
-            })?;
+        let log = crate::tools::append_log(&log_path)?;
         let mut child = Command::new(&supervisor.program)
             .arg("work")
             .envs(supervisor.env.iter().map(|(name, value)| (name, value)))

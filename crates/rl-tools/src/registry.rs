@@ -15,6 +15,7 @@ use crate::error::FailureKind;
 use crate::long_calls::{LongCall, LongCallState};
 use crate::metrics::SourceChoice;
 use crate::rate_limit::StatusChecks;
+use crate::serving::ServingAnswer;
 use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
 
@@ -86,6 +87,22 @@ struct EditArgs {
 #[serde(deny_unknown_fields)]
 struct RunArgs {
     run_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeArgs {
+    run_id: String,
+    step: Option<String>,
+    #[serde(default)]
+    with_base: bool,
+    port: Option<u16>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StopServingArgs {
+    serve_id: String,
 }
 
 #[derive(Deserialize)]
@@ -421,6 +438,42 @@ impl Registry {
                     measure: args.measure,
                 };
                 self.long_call(call, args.wait, progress).await
+            }
+            ToolName::ServeCheckpoint => {
+                let ServeArgs {
+                    run_id,
+                    step,
+                    with_base,
+                    port,
+                } = parse(name, arguments)?;
+                self.tools
+                    .blocking(move |tools| {
+                        let id = tools.run_id(&run_id)?;
+                        let mut models = vec![match step {
+                            Some(step) => format!("{}{id}@{step}", crate::RUN_PREFIX),
+                            None => format!("{}{id}", crate::RUN_PREFIX),
+                        }];
+                        if with_base {
+                            models.push(format!("{}{id}@base", crate::RUN_PREFIX));
+                        }
+                        to_json(&ServingAnswer::from(tools.start_serving(&models, port)?))
+                    })
+                    .await
+            }
+            ToolName::ListServed => {
+                let NoArgs {} = parse(name, arguments)?;
+                self.tools
+                    .blocking(|tools| {
+                        let served = tools.served()?;
+                        to_json(&serde_json::json!({"count": served.len(), "served": served}))
+                    })
+                    .await
+            }
+            ToolName::StopServing => {
+                let StopServingArgs { serve_id } = parse(name, arguments)?;
+                self.tools
+                    .blocking(move |tools| to_json(&tools.stop_serving(&serve_id)?))
+                    .await
             }
             ToolName::HealthCheck => {
                 let NoArgs {} = parse(name, arguments)?;

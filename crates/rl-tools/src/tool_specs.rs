@@ -39,12 +39,15 @@ pub(crate) enum ToolName {
     ListCheckpoints,
     TestInference,
     CompareTraining,
+    ServeCheckpoint,
+    ListServed,
+    StopServing,
     HealthCheck,
 }
 
 impl ToolName {
     /// In the order an agent meets them.
-    const ALL: [Self; 18] = [
+    const ALL: [Self; 21] = [
         Self::ListEnvironments,
         Self::SelectEnvironment,
         Self::GetCurrentConfig,
@@ -62,6 +65,9 @@ impl ToolName {
         Self::ListCheckpoints,
         Self::TestInference,
         Self::CompareTraining,
+        Self::ServeCheckpoint,
+        Self::ListServed,
+        Self::StopServing,
         Self::HealthCheck,
     ];
 
@@ -84,6 +90,9 @@ impl ToolName {
             Self::ListCheckpoints => "rl_list_checkpoints",
             Self::TestInference => "rl_test_inference",
             Self::CompareTraining => "rl_compare_training",
+            Self::ServeCheckpoint => "rl_serve_checkpoint",
+            Self::ListServed => "rl_list_served",
+            Self::StopServing => "rl_stop_serving",
             Self::HealthCheck => "rl_health_check",
         }
     }
@@ -456,6 +465,53 @@ impl ToolName {
                         "test_id": {"type": "string", "pattern": "^[0-9a-f]{8}$", "description": "Follow a test started earlier: its progress while it runs, its full answer once it has ended (give it alone)"}
                     },
                     "required": [],
+                    "additionalProperties": false
+                }),
+            },
+            Self::ServeCheckpoint => ToolSpec {
+                name: self.name(),
+                description: "Serve a finished run's checkpoint as an OpenAI-compatible endpoint \
+                    on this machine's loopback (`/v1/models`, `/v1/chat/completions` with \
+                    streaming, n, temperature, max_tokens, stop and logprobs, \
+                    `/v1/completions`), to point an agent or an eval harness at. A local-engine \
+                    run's is served by rl from a process of its own, started again on the run's \
+                    engine: this call answers within seconds with `serve_id`, `state` \
+                    (`starting`; loading takes tens of seconds on a CPU), `base_url`, the \
+                    `models` a request names (`run:ID@STEP`, and `run:ID@base` with `with_base`) \
+                    and `poll_after_seconds`; call rl_list_served until its state is `ready`. \
+                    Any API key is accepted. It serves until rl_stop_serving. A hosted run's \
+                    checkpoints are served by Tinker itself: the answer is its `base_url`, each \
+                    model's sampler path and the `key_variable` to send (never the key).",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "run_id": run_id_parameter("The run whose checkpoint is served"),
+                        "step": {"type": "string", "pattern": "^([0-9]+|best|base)$", "description": "A step with a saved state, best (the one rl_list_checkpoints marks), or base (the base model alone); default: the last saved state"},
+                        "with_base": {"type": "boolean", "description": "Also serve the base model, as run:ID@base, from the same server (default false)"},
+                        "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "description": "The loopback port (default: a free one)"}
+                    },
+                    "required": ["run_id"],
+                    "additionalProperties": false
+                }),
+            },
+            Self::ListServed => ToolSpec {
+                name: self.name(),
+                description: "List the checkpoints served now (rl_serve_checkpoint): each \
+                    server's `serve_id`, `state` (`starting` or `ready`), `base_url`, `models`, \
+                    `run_id`, `started_at`. Returns `served` and `count`. Takes a second. Next: \
+                    point a client at a ready one, or rl_stop_serving.",
+                parameters: no_parameters(),
+            },
+            Self::StopServing => ToolSpec {
+                name: self.name(),
+                description: "Stop a served checkpoint (rl_list_served lists their ids): its \
+                    server and engine end, its port closes. Returns `serve_id`, `models` and \
+                    `ended_by` (`owner`, or `forced` when its rl process did not answer). \
+                    Takes up to 20 s.",
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"serve_id": {"type": "string", "pattern": "^[0-9a-f]{8}$", "description": "The server to stop"}},
+                    "required": ["serve_id"],
                     "additionalProperties": false
                 }),
             },

@@ -168,3 +168,17 @@ impl Tools {
             .map_err(|error| ToolsError::Internal(format!("a tool's worker failed: {error}")))?
     }
 }
+
+/// A detached process's log, opened for appending (created if missing): what it says on its
+/// standard error while nobody waits for it.
+pub(crate) fn append_log(path: &std::path::Path) -> Result<std::fs::File, ToolsError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| ToolsError::Io {
+            action: "cannot open",
+            path: path.to_owned(),
+            source,
+        })
+}

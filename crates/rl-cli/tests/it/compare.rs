@@ -267,6 +267,9 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         "never expire",
     );
 
+    // Served for use: detached and stopped, and in the foreground with its owner killed.
+    crate::serving::a_finished_runs_checkpoints_are_served(&stack, &id);
+
     // The run's own engine folder was only read.
     assert_eq!(std::fs::read(&engine_db).unwrap(), db_before);
     assert_nothing_left(&stack, &id);

@@ -210,6 +210,46 @@ fn a_hosted_run_trains_through_the_service_and_its_checkpoints_are_kept_exported
             .all(|request| request["auth_sha256"] == sha256_hex(KEY).as_str())
     );
 
+    // Served (issue 44): by Tinker itself; rl names its endpoint, the step's sampler path and
+    // the key's variable, starts nothing and sends no request.
+    let requests_before = (service.requests().len(), endpoint.requests().len());
+    let served = stack.json(&[
+        "checkpoints",
+        "serve",
+        &format!("{id}@4"),
+        &format!("{id}@base"),
+    ]);
+    assert_eq!(served["base_url"], endpoint.base_url.as_str(), "{served:#}");
+    assert_eq!(served["key_variable"], "TINKER_API_KEY", "{served:#}");
+    let models = served["models"].as_array().unwrap();
+    assert_eq!(models[0]["name"], format!("run:{id}@4"), "{served:#}");
+    assert!(
+        models[0]["model"]
+            .as_str()
+            .unwrap()
+            .starts_with("tinker://"),
+        "{served:#}"
+    );
+    assert!(!served.to_string().contains(KEY), "{served:#}");
+    let printed = stack.rl(&[
+        "checkpoints",
+        "serve",
+        &id,
+        "--print-config",
+        "openai-python",
+    ]);
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        printed.contains("os.environ[\"TINKER_API_KEY\"]"),
+        "{printed}"
+    );
+    assert!(!printed.contains(KEY), "{printed}");
+    assert_eq!(
+        (service.requests().len(), endpoint.requests().len()),
+        requests_before
+    );
+    assert!(!stack.home.path().join("served").exists());
+
     assert_nothing_left(&stack, &id);
     assert_no_file_holds(stack.home.path(), KEY);
 }

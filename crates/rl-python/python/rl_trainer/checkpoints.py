@@ -12,6 +12,10 @@ serves the base model itself, through the same engine and the same code, so that
 differs only in the weights. Requests choose a model by their `model` field (server.py), and
 `GET /health` answers `trainer_initialized: true` once every model can be sampled.
 
+`--exit-with-parent` ends it (engine included) when the process that started it is gone: what
+`rl checkpoints serve` asks, so that killing rl, even with SIGKILL, leaves nothing serving. An
+engine that dies while its models are served ends it too (exit 1): nothing answers for it.
+
 Exit codes: 0 after SIGTERM/SIGINT, 1 when the engine or a checkpoint fails, 2 for bad arguments.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -35,7 +40,12 @@ LOCAL_KEY = "tml-local"
 
 
 def say(message: str) -> None:
-    print(f"rl_trainer.checkpoints: {message}", file=sys.stderr, flush=True)
+    # Its output is a pipe its owner reads: with the owner killed, nobody does, and a write
+    # fails. What it had to say is lost; stopping must not be.
+    try:
+        print(f"rl_trainer.checkpoints: {message}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def model_pairs(values: List[str]) -> List[Tuple[str, str]]:
@@ -92,6 +102,25 @@ async def wait_engine(process: subprocess.Popen, port: int, limit: float, stoppi
         except OSError:
             await asyncio.sleep(0.3)
     raise RuntimeError(f"the engine did not answer within {limit:.0f} s")
+
+
+#: How often the parent and the engine are looked at.
+WATCH_SECS = 1.0
+
+
+async def watch(parent: int, engine: subprocess.Popen, stopping: asyncio.Event, lost: list) -> None:
+    """Sets `stopping` once the parent (a pid, 0: none watched) is gone or the engine has
+    exited, saying which in `lost`."""
+    while not stopping.is_set():
+        if parent and os.getppid() != parent:
+            stopping.set()
+            say(f"its parent {parent} is gone: stopping")
+            return
+        if engine.poll() is not None:
+            lost.append(f"the engine exited with {engine.returncode}")
+            stopping.set()
+            return
+        await asyncio.sleep(WATCH_SECS)
 
 
 async def serve(args, engine: subprocess.Popen, engine_port: int, stopping: asyncio.Event) -> None:
@@ -154,6 +183,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-token-length", type=int, default=2048)
     parser.add_argument("--engine-ready-timeout", type=float, default=300)
     parser.add_argument("--request-timeout", type=float, default=600)
+    parser.add_argument("--exit-with-parent", action="store_true", help="stop when the process that started this one is gone")
     try:
         args = parser.parse_args(argv)
         pairs = model_pairs(args.model)
@@ -168,6 +198,7 @@ def main(argv=None) -> int:
 
     from .server import bind_socket
 
+    parent = os.getppid() if args.exit_with_parent else 0
     with bind_socket("127.0.0.1", 0) as probe:
         engine_port = probe.getsockname()[1]
     engine = start_engine(args, engine_port, config)
@@ -175,15 +206,26 @@ def main(argv=None) -> int:
     stopping = asyncio.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stopping.set)
+    lost: List[str] = []
+    watcher = loop.create_task(watch(parent, engine, stopping, lost))
     try:
         loop.run_until_complete(serve(args, engine, engine_port, stopping))
+        if lost:
+            say(f"failed: {lost[0]}")
+            return EXIT_FAILED
         return 0
     except Stopped:
+        if lost:
+            say(f"failed: {lost[0]}")
+            return EXIT_FAILED
         return 0
     except Exception as e:  # the engine or a checkpoint: said once, plainly
         say(f"failed: {type(e).__name__}: {e}")
         return EXIT_FAILED
     finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+            loop.run_until_complete(watcher)
         if engine.poll() is None:
             engine.terminate()
             try:

@@ -340,3 +340,58 @@ class CheckpointArgumentTests(unittest.TestCase):
                          {"max_lora_adapters": 9, "max_lora_rank": 32})
         with self.assertRaises(ValueError):
             backend_config("[1]", 1, 8)
+
+
+class CheckpointWatchTests(unittest.TestCase):
+    """`--exit-with-parent`: the server stops when its parent is gone, and fails when its
+    engine exits while serving."""
+
+    def _watch(self, parent: int, engine_code, limit: float = 5):
+        import asyncio
+
+        from rl_trainer import checkpoints
+
+        class Engine:
+            returncode = engine_code
+
+            def poll(self):
+                return engine_code
+
+        async def run():
+            stopping = asyncio.Event()
+            lost = []
+            await asyncio.wait_for(checkpoints.watch(parent, Engine(), stopping, lost), limit)
+            return stopping.is_set(), lost
+
+        return asyncio.run(run())
+
+    def test_a_parent_gone_stops_it_without_a_failure(self):
+        import os
+
+        # A pid that is not this process's parent: as if the parent had died and this process
+        # been adopted.
+        self.assertEqual(self._watch(os.getppid() + 1, None), (True, []))
+
+    def test_an_engine_that_exits_stops_it_and_says_so(self):
+        import os
+
+        self.assertEqual(self._watch(os.getppid(), 3), (True, ["the engine exited with 3"]))
+
+    def test_no_parent_watched_and_a_live_engine_keep_it_serving(self):
+        import asyncio
+
+        with self.assertRaises(asyncio.TimeoutError):
+            self._watch(0, None, limit=1.5)
+
+    def test_a_parent_gone_stops_it_even_when_its_log_pipe_is_broken(self):
+        import io
+        import os
+        from unittest import mock
+
+        class Broken(io.StringIO):
+            def write(self, text):
+                raise BrokenPipeError(32, "Broken pipe")
+
+        # With its owner killed, nobody reads its output: saying so must not keep it serving.
+        with mock.patch("sys.stderr", Broken()):
+            self.assertEqual(self._watch(os.getppid() + 1, None), (True, []))

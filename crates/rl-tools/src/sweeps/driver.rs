@@ -155,18 +155,10 @@ impl Tools {
         let dir = self.home().join(SWEEPS_DIR);
         rl_settings::create_private_dir(&dir)?;
         let log_path = dir.join(format!("{id}.log"));
-        let open = || {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(|source| ToolsError::Io {
-                    action: "cannot open",
-                    path: log_path.clone(),
-                    source,
-                })
-        };
-        let (log, log_err) = (open()?, open()?);
+        let (log, log_err) = (
+            crate::tools::append_log(&log_path)?,
+            crate::tools::append_log(&log_path)?,
+        );
         let supervisor = &self.context().supervisor;
         let mut command = Command::new(&supervisor.program);
         if let Some(root) = &spec.tinker_atropos_root {

@@ -809,6 +809,28 @@ fn health_and_preflight_answers() {
         );
         assert_eq!(answer["failure"], "bad_request", "{answer}");
     }
+    // Serving: refused before anything starts, nothing served.
+    assert_answer!(
+        "serve_checkpoint_unknown_run",
+        call("rl_serve_checkpoint", json!({"run_id": "0badc0de"}))
+    );
+    for wrong in [
+        json!({}),
+        json!({"run_id": "0badc0de", "step": "latest"}),
+        json!({"run_id": "0badc0de", "port": "80"}),
+        json!({"run_id": "0badc0de", "with_base": "yes"}),
+        json!({"run_id": ["0badc0de"]}),
+    ] {
+        let answer = call("rl_serve_checkpoint", wrong.clone());
+        assert_eq!(answer["failure"], "bad_request", "{wrong}: {answer}");
+    }
+    assert_answer!("list_served_none", call("rl_list_served", json!({})));
+    assert_answer!(
+        "stop_serving_none_up",
+        call("rl_stop_serving", json!({"serve_id": "0badc0de"}))
+    );
+    let answer = call("rl_stop_serving", json!({"serve_id": "../../etc"}));
+    assert_eq!(answer["failure"], "bad_request", "{answer}");
     assert_answer!(
         "compare_training_unknown_measure",
         call(

@@ -1,0 +1,246 @@
+//! A finished local-engine run's checkpoints served (issue 44): detached, used through the
+//! official `openai` Python client, listed and stopped; in the foreground, its owner killed by
+//! SIGKILL, after which nothing serves. Called from the comparison test, on its run (a run of
+//! its own would cost the suite another training).
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::runs::Stack;
+
+/// Lists the models, then asks each for a chat completion, a streamed one, `n = 4` with
+/// logprobs and a stop string, and a text completion; prints what it got as one JSON object.
+const CLIENT: &str = r#"
+import json, sys
+from openai import OpenAI
+base_url, models = sys.argv[1], sys.argv[2:]
+client = OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
+listed = [m.id for m in client.models.list().data]
+out = {"listed": listed, "models": {}}
+messages = [{"role": "user", "content": "Write some digits."}]
+for model in models:
+    chat = client.chat.completions.create(model=model, messages=messages, max_tokens=8, temperature=1.0)
+    chunks = list(client.chat.completions.create(model=model, messages=messages, max_tokens=8, stream=True))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    many = client.chat.completions.create(model=model, messages=messages, max_tokens=6, n=4, logprobs=True, stop=["\n\n"])
+    text = client.completions.create(model=model, prompt="1 2 3", max_tokens=4)
+    out["models"][model] = {
+        "chat": chat.choices[0].message.content,
+        "chat_model": chat.model,
+        "chunks": len(chunks),
+        "streamed": streamed,
+        "n": len(many.choices),
+        "logprobs": [len(c.logprobs.content or []) for c in many.choices],
+        "finite": all(t.logprob <= 0.0 for c in many.choices for t in (c.logprobs.content or [])),
+        "text": text.choices[0].text,
+    }
+print(json.dumps(out))
+"#;
+
+/// Serves the run's last saved checkpoint and its base model at once, detached; checks them
+/// through the official client, the list, the stop; then a foreground server whose owner is
+/// killed.
+pub(crate) fn a_finished_runs_checkpoints_are_served(stack: &Stack, id: &str) {
+    let last = format!("run:{id}");
+    let base = format!("{id}@base");
+    let output = stack.rl(&["--json", "checkpoints", "serve", id, &base, "--detach"]);
+    let detached_log = stack.home.path().join("served").join("detached.log");
+    assert!(
+        output.status.success(),
+        "{}\n{}: {}",
+        String::from_utf8_lossy(&output.stdout),
+        detached_log.display(),
+        std::fs::read_to_string(&detached_log).unwrap_or_default()
+    );
+    let served: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let serve_id = served["serve_id"].as_str().unwrap().to_owned();
+    let models: Vec<String> = served["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(models, [last.clone(), format!("run:{base}")], "{served:#}");
+    let base_url = served["base_url"].as_str().unwrap().to_owned();
+    assert!(base_url.starts_with("http://127.0.0.1:"), "{served:#}");
+    assert_eq!(served["state"], "ready", "{served:#}");
+    let listed = stack.json(&["checkpoints", "served"]);
+    assert_eq!(listed["count"], 1, "{listed:#}");
+    assert_eq!(listed["served"][0]["serve_id"], serve_id.as_str());
+    // The agents' list says the same.
+    let by_tool = stack.json(&["tool", "call", "rl_list_served"]);
+    assert_eq!(by_tool["served"][0]["state"], "ready", "{by_tool:#}");
+
+    let mut client = std::process::Command::new(crate::test_python());
+    client.args(["-c", CLIENT, &base_url]).args(&models);
+    let output = client.output().unwrap();
+    assert!(
+        output.status.success(),
+        "the openai client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut listed_models: Vec<&str> = got["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    listed_models.sort_unstable();
+    let mut expected: Vec<&str> = models.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(listed_models, expected, "{got:#}");
+    for model in &models {
+        let answers = &got["models"][model.as_str()];
+        assert_eq!(answers["chat_model"], model.as_str(), "{got:#}");
+        assert!(answers["chunks"].as_u64().unwrap() >= 2, "{got:#}");
+        assert_eq!(answers["n"], 4, "{got:#}");
+        let logprobs = answers["logprobs"].as_array().unwrap();
+        assert!(logprobs.iter().all(|n| n.as_u64() > Some(0)), "{got:#}");
+        assert_eq!(answers["finite"], true, "{got:#}");
+    }
+
+    // Stopped: its owner ends it, every process of it goes, its port closes.
+    let dir = stack.home.path().join("served").join(&serve_id);
+    assert!(
+        !marked_processes(&dir).is_empty(),
+        "nothing marked with {}",
+        dir.display()
+    );
+    let arguments = serde_json::json!({ "serve_id": serve_id }).to_string();
+    let stopped = stack.json(&["tool", "call", "rl_stop_serving", &arguments]);
+    assert_eq!(stopped["ended_by"], "owner", "{stopped:#}");
+    wait_for_nothing_serving(&dir, &base_url);
+    assert_eq!(stack.json(&["checkpoints", "served"])["count"], 0);
+    stack.refused(&["checkpoints", "stop", &serve_id, "--json"], "is up");
+
+    // In the foreground: the rl process killed by SIGKILL, nothing serves on.
+    let mut command = crate::rl_command(stack.home.path());
+    command
+        .args(["--json", "checkpoints", "serve", &format!("{id}@base")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut owner = command.spawn().unwrap();
+    let record = read_record(owner.stdout.take().unwrap());
+    let dir = stack
+        .home
+        .path()
+        .join("served")
+        .join(record["serve_id"].as_str().unwrap());
+    let url = record["base_url"].as_str().unwrap().to_owned();
+    assert!(!marked_processes(&dir).is_empty());
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    wait_for_nothing_serving(&dir, &url);
+    // Its record, left behind by the killed owner, is cleared by the next listing.
+    assert_eq!(stack.json(&["checkpoints", "served"])["count"], 0);
+    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+/// The record a foreground `rl --json checkpoints serve` prints once ready.
+fn read_record(stdout: std::process::ChildStdout) -> Value {
+    let mut text = String::new();
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap() > 0 {
+        text.push_str(&line);
+        if line.starts_with('}') {
+            break;
+        }
+        line.clear();
+    }
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Waits (bounded) until no process carries `dir`'s mark and `base_url`'s port is closed.
+fn wait_for_nothing_serving(dir: &Path, base_url: &str) {
+    let port: u16 = base_url
+        .trim_end_matches("/v1")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (!marked_processes(dir).is_empty() || rl_process::is_listening(port))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(marked_processes(dir), Vec::<u32>::new(), "processes left");
+    assert!(!rl_process::is_listening(port), "port {port} still listens");
+}
+
+/// The processes whose environment marks them as the server's in `dir` (and its engine's).
+fn marked_processes(dir: &Path) -> Vec<u32> {
+    let mark = format!("{}={}", rl_preflight::TEST_DIR_VARIABLE, dir.display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse().ok())
+        else {
+            continue;
+        };
+        if !crate::runs::is_alive(pid) {
+            continue;
+        }
+        let environ: PathBuf = entry.path().join("environ");
+        if std::fs::read(&environ)
+            .is_ok_and(|bytes| bytes.split(|b| *b == 0).any(|var| var == mark.as_bytes()))
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Bad input is refused before anything starts, with an exit code and the tools' JSON error;
+/// nothing is served and nothing is left.
+#[test]
+fn serving_refuses_what_it_cannot_serve_before_anything_starts() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let output = crate::rl_command(home.path()).args(args).output().unwrap();
+        let answer: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output.status.code(), answer)
+    };
+    for (args, expected) in [
+        (
+            &["--json", "checkpoints", "serve", "0badc0de"][..],
+            "no run with id",
+        ),
+        (
+            &["--json", "checkpoints", "serve", "0badc0de@latest"],
+            "latest",
+        ),
+        (
+            &["--json", "checkpoints", "serve", "../../etc"],
+            "is not valid",
+        ),
+        (
+            &["--json", "checkpoints", "stop", "0badc0de"],
+            "no server 0badc0de is up",
+        ),
+        (
+            &["--json", "checkpoints", "stop", "../x"],
+            "is no server's id",
+        ),
+    ] {
+        let (code, answer) = run(args);
+        assert_eq!(code, Some(1), "{args:?}: {answer:#}");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{args:?}: {answer:#}");
+    }
+    let (code, answer) = run(&["--json", "checkpoints", "serve"]);
+    assert_ne!(code, Some(0), "{answer:#}");
+    let (code, listed) = run(&["--json", "checkpoints", "served"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(listed["count"], 0, "{listed:#}");
+    assert!(!home.path().join("served").join("0badc0de").exists());
+}
