@@ -22,6 +22,14 @@ pub(crate) enum CheckpointsCommand {
         run_id: String,
         step: i64,
         dir: PathBuf,
+        /// Fold the adapter into the base model's weights: a Hugging Face model folder
+        /// (config, safetensors, tokenizer, a model card) that transformers loads alone.
+        #[arg(long)]
+        merged: bool,
+        /// The base model's folder to merge into (default: the run's base model, when it is a
+        /// folder here; a hosted run's base is a name, so name its folder).
+        #[arg(long, requires = "merged", value_name = "DIR")]
+        base_dir: Option<PathBuf>,
     },
     /// Keep a hosted run's checkpoint (its sampler weights and state) at the Tinker service
     /// for DAYS from now, or for ever: hosted checkpoints expire unless kept.
@@ -63,7 +71,29 @@ pub(crate) fn run(
             }
             print_list(&list)
         }
-        CheckpointsCommand::Export { run_id, step, dir } => {
+        CheckpointsCommand::Export {
+            run_id,
+            step,
+            dir,
+            merged: true,
+            base_dir,
+        } => {
+            let merged =
+                tools.export_merged(&tools.run_id(&run_id)?, step, &dir, base_dir.as_deref())?;
+            if as_json {
+                return output::json(&merged);
+            }
+            output::line(format!(
+                "wrote {} ({}), merged into {}",
+                merged.dir.display(),
+                merged.files.join(", "),
+                merged.base_dir.display()
+            ))?;
+            output::line(format!("load it with:\n{}", merged.load_with))
+        }
+        CheckpointsCommand::Export {
+            run_id, step, dir, ..
+        } => {
             let exported = tools.export_checkpoint(&tools.run_id(&run_id)?, step, &dir)?;
             if as_json {
                 return output::json(&exported);

@@ -267,8 +267,22 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         "never expire",
     );
 
-    // Served for use: detached and stopped, and in the foreground with its owner killed.
-    crate::serving::a_finished_runs_checkpoints_are_served(&stack, &id);
+    // Served for use: detached and stopped, and in the foreground with its owner killed; and
+    // merged into its base weights.
+    let last_state = checkpoints
+        .iter()
+        .find(|checkpoint| checkpoint["step"] == last_saved && checkpoint["state_path"].is_string())
+        .and_then(|checkpoint| checkpoint["state_path"].as_str())
+        .unwrap();
+    crate::serving::a_finished_runs_checkpoints_are_served(&stack, &id, |url, model| {
+        crate::serving::a_merged_export_computes_what_its_checkpoint_computes(
+            &stack,
+            &id,
+            last_saved,
+            last_state,
+            (url, model),
+        );
+    });
 
     // The run's own engine folder was only read.
     assert_eq!(std::fs::read(&engine_db).unwrap(), db_before);

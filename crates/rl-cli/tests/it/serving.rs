@@ -44,7 +44,11 @@ print(json.dumps(out))
 /// Serves the run's last saved checkpoint and its base model at once, detached; checks them
 /// through the official client, the list, the stop; then a foreground server whose owner is
 /// killed.
-pub(crate) fn a_finished_runs_checkpoints_are_served(stack: &Stack, id: &str) {
+pub(crate) fn a_finished_runs_checkpoints_are_served(
+    stack: &Stack,
+    id: &str,
+    while_served: impl FnOnce(&str, &str),
+) {
     let last = format!("run:{id}");
     let base = format!("{id}@base");
     let output = stack.rl(&["--json", "checkpoints", "serve", id, &base, "--detach"]);
@@ -104,6 +108,8 @@ pub(crate) fn a_finished_runs_checkpoints_are_served(stack: &Stack, id: &str) {
         assert_eq!(answers["finite"], true, "{got:#}");
     }
 
+    while_served(&base_url, &last);
+
     // Stopped: its owner ends it, every process of it goes, its port closes.
     let dir = stack.home.path().join("served").join(&serve_id);
     assert!(
@@ -139,6 +145,129 @@ pub(crate) fn a_finished_runs_checkpoints_are_served(stack: &Stack, id: &str) {
     // Its record, left behind by the killed owner, is cleared by the next listing.
     assert_eq!(stack.json(&["checkpoints", "served"])["count"], 0);
     assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+/// The step's checkpoint merged into its base weights (issue 44): a Hugging Face folder whose
+/// config and tokenizer transformers reads with no network, and whose log-probabilities on a
+/// fixed prompt and completion equal the checkpoint's as the engine computes them (within
+/// 1e-3 per token, float32 on a CPU), while the unmerged base's differ (the control); and the
+/// tokens the running server samples from the checkpoint score the same on the merged model.
+pub(crate) fn a_merged_export_computes_what_its_checkpoint_computes(
+    stack: &Stack,
+    id: &str,
+    step: i64,
+    state_path: &str,
+    (served_url, served_model): (&str, &str),
+) {
+    let out = stack.home.path().join("merged");
+    let out_text = out.display().to_string();
+    let step_text = step.to_string();
+    let merged = stack.json(&[
+        "checkpoints",
+        "export",
+        id,
+        &step_text,
+        &out_text,
+        "--merged",
+    ]);
+    let files: Vec<&str> = merged["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file.as_str().unwrap())
+        .collect();
+    for expected in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "README.md",
+    ] {
+        assert!(files.contains(&expected), "{merged:#}");
+    }
+    let card = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        card.contains(id) && card.contains(&format!("step {step}")),
+        "{card}"
+    );
+    // Refused: over an existing folder, and a step without saved weights.
+    stack.refused(
+        &[
+            "checkpoints",
+            "export",
+            id,
+            &step_text,
+            &out_text,
+            "--merged",
+            "--json",
+        ],
+        "exists",
+    );
+    let elsewhere = stack.home.path().join("merged-1").display().to_string();
+    stack.refused(
+        &[
+            "checkpoints",
+            "export",
+            id,
+            "1",
+            &elsewhere,
+            "--merged",
+            "--json",
+        ],
+        "step",
+    );
+    assert!(!Path::new(&elsewhere).exists());
+
+    let loaded = std::process::Command::new(crate::test_python())
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .args([
+            "-c",
+            concat!(
+                "import sys\n",
+                "from transformers import AutoConfig, AutoTokenizer\n",
+                "config = AutoConfig.from_pretrained(sys.argv[1])\n",
+                "tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])\n",
+                "print(config.model_type, len(tokenizer('1 2 3')['input_ids']))",
+            ),
+            &out_text,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+    assert!(String::from_utf8_lossy(&loaded.stdout).starts_with("qwen3 "));
+
+    let engine = rl_test_support::local_engine();
+    let root = crate::workspace_root();
+    let mut command = std::process::Command::new(&engine.python);
+    command
+        .arg(root.join("fixtures/local-engine/merged_logprobs.py"))
+        .arg("--run-dir")
+        .arg(stack.run_dir(id))
+        .arg("--programs")
+        .arg(root.join("crates/rl-python/python"))
+        .args(["--state", state_path, "--merged", &out_text])
+        .args(["--served", served_url, "--served-model", served_model]);
+    let compared = crate::script_json(&mut command);
+    let (merged_diff, base_diff) = (
+        compared["max_diff_merged"].as_f64().unwrap(),
+        compared["max_diff_base"].as_f64().unwrap(),
+    );
+    assert!(compared["tokens"].as_u64() > Some(5), "{compared:#}");
+    assert!(merged_diff < 1e-3, "the merged model differs: {compared:#}");
+    // What the server sampled from the checkpoint, scored on the merged model: one model.
+    assert!(compared["served_tokens"].as_u64() > Some(0), "{compared:#}");
+    assert!(
+        compared["max_diff_served"].as_f64().unwrap() < 1e-3,
+        "the served checkpoint differs from the merged one: {compared:#}"
+    );
+    assert!(
+        base_diff > 10.0 * merged_diff.max(1e-4),
+        "the control does not differ: {compared:#}"
+    );
 }
 
 /// The record a foreground `rl --json checkpoints serve` prints once ready.
