@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use rl_tools::{HostedEndpoint, ServeEnd, ServePlan, Served, ServedState, ServingStarted};
+use rl_tools::{HostedEndpoint, ServeEnd, ServePlan, ServedView, ServingStarted};
 
 use crate::context::{Context, interrupted, runtime};
 use crate::output;
@@ -86,20 +86,28 @@ pub(crate) fn serve(context: &Context, args: &ServeArgs, as_json: bool) -> anyho
 pub(crate) fn served(context: &Context, as_json: bool) -> anyhow::Result<()> {
     let up = context.tools()?.served()?;
     if as_json {
-        return output::json(&serde_json::json!({ "served": up, "count": up.len() }));
+        return output::json(&up);
     }
-    if up.is_empty() {
+    if up.served.is_empty() {
         return output::line(
             "nothing is served; `rl checkpoints serve RUN@STEP` serves a checkpoint",
         );
     }
-    let mut table = output::table(&["serve id", "models", "base url", "owner pid", "since"]);
-    for served in &up {
+    let mut table = output::table(&[
+        "serve id",
+        "state",
+        "models",
+        "base url",
+        "owner pid",
+        "since",
+    ]);
+    for served in &up.served {
         table.add_row([
             output::cell(&served.serve_id),
+            output::cell(served.state),
             output::cell(served.models.join(", ")),
             output::cell(&served.base_url),
-            output::cell(served.owner.pid.to_string()),
+            output::cell(served.owner_pid.to_string()),
             output::cell(&served.started_at),
         ]);
     }
@@ -145,7 +153,7 @@ fn detach(
     let deadline = Instant::now() + DETACHED_READY_LIMIT;
     loop {
         match tools.served_one(&served.serve_id)? {
-            Some(now) if now.state == ServedState::Ready => return Ok(ServingStarted::Local(now)),
+            Some(now) if now.is_ready() => return Ok(ServingStarted::Local(now)),
             Some(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(500)),
             Some(_) => anyhow::bail!(
                 "server {} is not ready after {} s; it goes on loading (`rl checkpoints served`), \
@@ -164,7 +172,7 @@ fn detach(
 }
 
 fn print_served(
-    served: &Served,
+    served: &ServedView,
     client: Option<Client>,
     as_json: bool,
     detached: bool,

@@ -69,6 +69,10 @@ pub use answers::{
     GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,
     SweepRateLimited, SweepRow, SweepStarted, SweepStopped, SweepView,
 };
+pub use answers::{
+    HostedEndpoint, HostedModel, MergedExport, ServedList, ServedView, ServingStarted,
+    StoppedServer,
+};
 pub use checkpoint_models::RUN_PREFIX;
 pub use checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 pub use compare::{CompareOptions, ComparePlan};
@@ -79,7 +83,6 @@ pub use health_check::{MIN_PYTHON, check as health_check};
 pub use hosted::{KeepFor, MAX_KEEP_DAYS};
 pub use limits::MAX_SWEEP_POINTS;
 pub use long_calls::{LONG_TOOLS, LongCall, LongCallState, Planned, WorkOrder};
-pub use merged_export::MergedExport;
 pub use metrics::SourceChoice;
 pub use new_env::{NewEnvironment, new_environment};
 pub use preflight::InferenceOptions;
@@ -87,10 +90,7 @@ pub use python_probe::{Probes, SdkVersions};
 pub use registry::{CallProgress, Caller, Registry, ToolReply};
 /// The largest pre-flight anyone may ask for; rl-preflight owns the limits and the check.
 pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
-pub use serving::{
-    HostedEndpoint, HostedModel, LocalServe, SERVED_DIR, ServeEnd, ServePlan, Served, ServedState,
-    ServingStarted, StoppedServer,
-};
+pub use serving::{LocalServe, SERVED_DIR, ServeEnd, ServePlan};
 pub use sweeps::{SweepMetric, SweepRequest};
 pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
 pub use tools::{ToolContext, Tools, TreeOverride};

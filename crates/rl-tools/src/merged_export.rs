@@ -8,28 +8,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use crate::answers::MergedExport;
+use crate::{Tools, ToolsError};
 use rl_metrics::{EVAL_MEAN_SCORE, EVAL_PASS_AT_N, REWARD_MEAN, read_metrics_file};
 use rl_settings::{RunFolder, RunId, run_dir};
-use serde::Serialize;
-
-use crate::{Tools, ToolsError};
 
 const MERGE_MODULE: &str = "rl_trainer.merge";
 /// The end of the merge's error output quoted in a refusal.
 const QUOTED_LINES: usize = 8;
-
-/// What `--merged` wrote.
-#[derive(Debug, Clone, Serialize)]
-pub struct MergedExport {
-    pub run_id: String,
-    pub step: i64,
-    pub dir: PathBuf,
-    pub files: Vec<String>,
-    /// The folder whose weights the adapter was folded into.
-    pub base_dir: PathBuf,
-    /// Python that loads it with transformers.
-    pub load_with: String,
-}
 
 impl Tools {
     /// Writes run `id`'s checkpoint at `step`, merged into its base weights, as the new folder

@@ -10,12 +10,12 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
 
+use crate::answers::ServingAnswer;
 use crate::answers::{RateLimited, error_answer, to_json};
 use crate::error::FailureKind;
 use crate::long_calls::{LongCall, LongCallState};
 use crate::metrics::SourceChoice;
 use crate::rate_limit::StatusChecks;
-use crate::serving::ServingAnswer;
 use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
 
@@ -462,12 +462,7 @@ impl Registry {
             }
             ToolName::ListServed => {
                 let NoArgs {} = parse(name, arguments)?;
-                self.tools
-                    .blocking(|tools| {
-                        let served = tools.served()?;
-                        to_json(&serde_json::json!({"count": served.len(), "served": served}))
-                    })
-                    .await
+                self.tools.blocking(|tools| to_json(&tools.served()?)).await
             }
             ToolName::StopServing => {
                 let StopServingArgs { serve_id } = parse(name, arguments)?;

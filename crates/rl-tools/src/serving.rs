@@ -21,6 +21,9 @@ use rl_process::ProcessIdentity;
 use rl_settings::RunId;
 use serde::{Deserialize, Serialize};
 
+use crate::answers::{
+    HostedEndpoint, HostedModel, ServedList, ServedView, ServingStarted, StoppedServer,
+};
 use crate::hosted::{TINKER_KEY_VARIABLE, TrainedOn};
 use crate::{Tools, ToolsError};
 
@@ -33,14 +36,14 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 /// Where a server is: loading its checkpoints, or answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ServedState {
+pub(crate) enum ServedState {
     Starting,
     Ready,
 }
 
-/// What a server is, as its record keeps it and `rl checkpoints served` lists it.
+/// What a server is, as its record (`served.json`) keeps it; answered as `ServedView`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Served {
+pub(crate) struct Served {
     pub serve_id: String,
     pub state: ServedState,
     pub run_id: String,
@@ -57,22 +60,23 @@ pub struct Served {
     pub log: PathBuf,
 }
 
-/// A hosted run's checkpoints, served by the Tinker service itself.
-#[derive(Debug, Clone, Serialize)]
-pub struct HostedEndpoint {
-    pub run_id: String,
-    pub base_url: String,
-    /// rl's name for each, and the model a request to `base_url` gives (its sampler path, or
-    /// the base model's name).
-    pub models: Vec<HostedModel>,
-    /// The variable holding the key the endpoint takes (never its value).
-    pub key_variable: &'static str,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct HostedModel {
-    pub name: String,
-    pub model: String,
+impl From<&Served> for ServedView {
+    fn from(served: &Served) -> Self {
+        Self {
+            serve_id: served.serve_id.clone(),
+            state: match served.state {
+                ServedState::Starting => "starting",
+                ServedState::Ready => "ready",
+            },
+            run_id: served.run_id.clone(),
+            models: served.models.clone(),
+            base_url: served.base_url.clone(),
+            port: served.port,
+            owner_pid: served.owner.pid,
+            started_at: served.started_at.clone(),
+            log: served.log.clone(),
+        }
+    }
 }
 
 /// What serving asked checkpoints takes: a server of rl's own, or the service's endpoint.
@@ -91,54 +95,6 @@ pub struct LocalServe {
     pub dir: PathBuf,
 }
 
-/// What starting to serve answers: a server of rl's own, starting in a process of its own, or
-/// the service's endpoint of a hosted run.
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
-pub enum ServingStarted {
-    Local(Served),
-    Hosted(HostedEndpoint),
-}
-
-/// What `rl_serve_checkpoint` answers: what started, and what to do next.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct ServingAnswer {
-    #[serde(flatten)]
-    started: ServingStarted,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    poll_after_seconds: Option<u64>,
-    next: String,
-}
-
-impl From<ServingStarted> for ServingAnswer {
-    fn from(started: ServingStarted) -> Self {
-        let (poll_after_seconds, next) = match &started {
-            ServingStarted::Local(served) => (
-                Some(10),
-                format!(
-                    "call rl_list_served every poll_after_seconds until server {} is ready, then \
-                     point an OpenAI-compatible client at its base_url with one of its models; \
-                     rl_stop_serving ends it",
-                    served.serve_id
-                ),
-            ),
-            ServingStarted::Hosted(endpoint) => (
-                None,
-                format!(
-                    "point an OpenAI-compatible client at base_url with a model's `model` and \
-                     the key in {}",
-                    endpoint.key_variable
-                ),
-            ),
-        };
-        Self {
-            started,
-            poll_after_seconds,
-            next,
-        }
-    }
-}
-
 /// How long a detached server's process has to record itself.
 const DETACHED_RECORD_LIMIT: Duration = Duration::from_secs(30);
 
@@ -150,15 +106,6 @@ pub enum ServeEnd {
     /// The server exited by itself (its engine died): the end of its log, which goes with its
     /// folder.
     ServerExited { log_tail: String },
-}
-
-/// A server ended by `rl checkpoints stop`.
-#[derive(Debug, Clone, Serialize)]
-pub struct StoppedServer {
-    pub serve_id: String,
-    pub models: Vec<String>,
-    /// `owner` when its rl process ended it, `forced` when rl ended its group itself.
-    pub ended_by: &'static str,
 }
 
 impl Tools {
@@ -241,7 +188,7 @@ impl Tools {
     pub async fn serve(
         &self,
         plan: LocalServe,
-        ready: impl FnOnce(&Served),
+        ready: impl FnOnce(&ServedView),
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<ServeEnd, ToolsError> {
         rl_settings::create_private_dir(&self.served_dir())?;
@@ -291,7 +238,7 @@ impl Tools {
             remove_folder(&plan.dir);
             return Err(error);
         }
-        ready(&served);
+        ready(&ServedView::from(&served));
         let end = tokio::select! {
             () = stop => ServeEnd::Stopped,
             _ = process.exited() => ServeEnd::ServerExited {
@@ -347,7 +294,7 @@ impl Tools {
         // It outlives this call: reaped here, so a long-lived caller collects no zombie.
         std::thread::spawn(move || child.wait());
         match record {
-            Some(served) if recorded => Ok(ServingStarted::Local(served)),
+            Some(served) if recorded => Ok(ServingStarted::Local(ServedView::from(&served))),
             _ => Err(ToolsError::Internal(format!(
                 "the server's process did not start (its messages: {})",
                 log_path.display()
@@ -357,21 +304,27 @@ impl Tools {
 
     /// The server `serve_id`, while it is up (starting or ready); its owner gone, it is
     /// cleared and `None`.
-    pub fn served_one(&self, serve_id: &str) -> Result<Option<Served>, ToolsError> {
+    pub fn served_one(&self, serve_id: &str) -> Result<Option<ServedView>, ToolsError> {
         let id = parse_serve_id(serve_id)?;
         Ok(self
             .served()?
+            .served
             .into_iter()
             .find(|served| served.serve_id == id))
     }
 
     /// Every server up, oldest first. Records whose owner is gone are cleared (their server
     /// ended, if it is still there).
-    pub fn served(&self) -> Result<Vec<Served>, ToolsError> {
+    pub fn served(&self) -> Result<ServedList, ToolsError> {
         let dir = self.served_dir();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(ServedList {
+                    served: Vec::new(),
+                    count: 0,
+                });
+            }
             Err(source) => {
                 return Err(ToolsError::Io {
                     action: "cannot read",
@@ -389,14 +342,17 @@ impl Tools {
                 continue;
             };
             if served.owner.is_alive() {
-                up.push(served);
+                up.push(ServedView::from(&served));
             } else {
                 end_server(&served);
                 remove_folder(&folder);
             }
         }
         up.sort_by(|a, b| a.started_at.cmp(&b.started_at));
-        Ok(up)
+        Ok(ServedList {
+            count: up.len(),
+            served: up,
+        })
     }
 
     /// Ends the server `serve_id`: its owner is asked to (SIGTERM); if it has not ended it

@@ -103,3 +103,16 @@ pub struct Kept {
     pub ttl_seconds: Option<u64>,
     pub message: String,
 }
+
+/// What `--merged` wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergedExport {
+    pub run_id: String,
+    pub step: i64,
+    pub dir: PathBuf,
+    pub files: Vec<String>,
+    /// The folder whose weights the adapter was folded into.
+    pub base_dir: PathBuf,
+    /// Python that loads it with transformers.
+    pub load_with: String,
+}

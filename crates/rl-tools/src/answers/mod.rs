@@ -18,10 +18,13 @@ mod preflight;
 mod preflight_store;
 mod runs;
 mod scan;
+mod serving;
 mod sweeps;
 
 pub use algorithm::{AlgorithmView, LossRow, LossTable};
-pub use checkpoints::{CheckpointEntry, CheckpointList, Exported, Kept, Pruned, RunCheckpoints};
+pub use checkpoints::{
+    CheckpointEntry, CheckpointList, Exported, Kept, MergedExport, Pruned, RunCheckpoints,
+};
 pub use compare::{ComparedModel, ComparisonAnswer, EstimateView, TrainedCheckpoint};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub(crate) use environments::unlisted_note;
@@ -56,6 +59,10 @@ pub use runs::{
 };
 pub(crate) use runs::{environment_kind_of, process_label};
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};
+pub(crate) use serving::ServingAnswer;
+pub use serving::{
+    HostedEndpoint, HostedModel, ServedList, ServedView, ServingStarted, StoppedServer,
+};
 pub use sweeps::{
     GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,
     SweepRateLimited, SweepRow, SweepStarted, SweepStopped, SweepView,
