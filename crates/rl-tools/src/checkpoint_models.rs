@@ -32,6 +32,15 @@ pub(crate) enum At {
     Base,
 }
 
+/// The model name of run `run_id`'s checkpoint `at` (a step, `best` or `base`; `None`: the
+/// last saved state): what `parse_checkpoint_model` reads back.
+pub(crate) fn checkpoint_model(run_id: &impl std::fmt::Display, at: Option<&str>) -> String {
+    match at {
+        Some(at) => format!("{RUN_PREFIX}{run_id}@{at}"),
+        None => format!("{RUN_PREFIX}{run_id}"),
+    }
+}
+
 /// Whether `model` names a run's checkpoint.
 pub(crate) fn is_checkpoint_model(model: &str) -> bool {
     model.starts_with(RUN_PREFIX)

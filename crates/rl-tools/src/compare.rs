@@ -11,7 +11,7 @@ use rl_settings::RunId;
 
 use crate::answers::{ComparisonAnswer, TrainedCheckpoint};
 use crate::as_trained::AsTrained;
-use crate::checkpoint_models::{At, RUN_PREFIX, parse_checkpoint_model};
+use crate::checkpoint_models::{At, checkpoint_model, parse_checkpoint_model};
 use crate::checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 use crate::prompts::Prompts;
 use crate::{InferenceOptions, Tools, ToolsError};
@@ -63,10 +63,7 @@ impl Tools {
             settings,
             ..
         } = self.as_trained(id)?;
-        let asked = match &options.step {
-            None => format!("{RUN_PREFIX}{id}"),
-            Some(step) => format!("{RUN_PREFIX}{id}@{step}"),
-        };
+        let asked = checkpoint_model(id, options.step.as_deref());
         let at = match parse_checkpoint_model(&asked)?.1 {
             At::Base => {
                 return Err(ToolsError::invalid(
@@ -81,8 +78,8 @@ impl Tools {
         let mut plan = self.checkpoint_plan(
             &InferenceOptions {
                 models: vec![
-                    format!("{RUN_PREFIX}{id}@base"),
-                    format!("{RUN_PREFIX}{id}@{step}"),
+                    checkpoint_model(id, Some("base")),
+                    checkpoint_model(id, Some(&step.to_string())),
                 ],
                 num_steps: Some(options.prompts),
                 group_size: Some(options.group_size),

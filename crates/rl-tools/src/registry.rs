@@ -10,7 +10,6 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
 
-use crate::answers::ServingAnswer;
 use crate::answers::{RateLimited, error_answer, to_json};
 use crate::error::FailureKind;
 use crate::long_calls::{LongCall, LongCallState};
@@ -19,6 +18,7 @@ use crate::rate_limit::StatusChecks;
 use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
 
+mod serving;
 mod sweeps;
 
 /// Who is calling: the status limit applies to agents only.
@@ -87,22 +87,6 @@ struct EditArgs {
 #[serde(deny_unknown_fields)]
 struct RunArgs {
     run_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServeArgs {
-    run_id: String,
-    step: Option<String>,
-    #[serde(default)]
-    with_base: bool,
-    port: Option<u16>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StopServingArgs {
-    serve_id: String,
 }
 
 #[derive(Deserialize)]
@@ -439,37 +423,12 @@ impl Registry {
                 };
                 self.long_call(call, args.wait, progress).await
             }
-            ToolName::ServeCheckpoint => {
-                let ServeArgs {
-                    run_id,
-                    step,
-                    with_base,
-                    port,
-                } = parse(name, arguments)?;
-                self.tools
-                    .blocking(move |tools| {
-                        let id = tools.run_id(&run_id)?;
-                        let mut models = vec![match step {
-                            Some(step) => format!("{}{id}@{step}", crate::RUN_PREFIX),
-                            None => format!("{}{id}", crate::RUN_PREFIX),
-                        }];
-                        if with_base {
-                            models.push(format!("{}{id}@base", crate::RUN_PREFIX));
-                        }
-                        to_json(&ServingAnswer::from(tools.start_serving(&models, port)?))
-                    })
-                    .await
-            }
+            ToolName::ServeCheckpoint => self.serve_checkpoint(name, arguments).await,
             ToolName::ListServed => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools.blocking(|tools| to_json(&tools.served()?)).await
             }
-            ToolName::StopServing => {
-                let StopServingArgs { serve_id } = parse(name, arguments)?;
-                self.tools
-                    .blocking(move |tools| to_json(&tools.stop_serving(&serve_id)?))
-                    .await
-            }
+            ToolName::StopServing => self.stop_serving(name, arguments).await,
             ToolName::HealthCheck => {
                 let NoArgs {} = parse(name, arguments)?;
                 self.tools
