@@ -92,7 +92,7 @@ pub use registry::{CallProgress, Caller, Registry, ToolReply};
 pub use rl_preflight::{MAX_GROUP_SIZE, MAX_STEPS};
 pub use serving::{LocalServe, SERVED_DIR, ServeEnd, ServePlan};
 pub use sweeps::{SweepMetric, SweepRequest};
-pub use tool_specs::{TOOL_NAMES, ToolSpec, specs};
+pub use tool_specs::{TOOL_NAMES, ToolSpec, spec, specs};
 pub use tools::{ToolContext, Tools, TreeOverride};
 // What a face names when it opens the tools or runs a supervisor; the lower crates own them.
 pub use rl_process::{DEFAULT_EVENT_LIMIT, EvaluateCommand, SupervisorCommand, has_store};

@@ -148,6 +148,11 @@ pub fn specs() -> Vec<ToolSpec> {
     ToolName::ALL.into_iter().map(ToolName::spec).collect()
 }
 
+/// The tool named `name`, if there is one.
+pub fn spec(name: &str) -> Option<ToolSpec> {
+    ToolName::named(name).map(ToolName::spec)
+}
+
 impl ToolName {
     fn spec(self) -> ToolSpec {
         match self {

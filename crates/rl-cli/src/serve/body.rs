@@ -15,8 +15,8 @@ use super::responses::{is_json_type, rejected, with_hint};
 enum Body {
     /// A JSON object (`POST /config`, `/runs`, `/test/inference`).
     Json,
-    /// Nothing: the arguments are in the path (`select`, `stop`).
-    Nothing,
+    /// A JSON object or nothing: the path names what the route acts on (`stop`, `resume`).
+    Optional,
 }
 
 /// The body as JSON, `None` when there is none (empty or blank), after its content type.
@@ -26,11 +26,11 @@ enum Body {
 /// browser ask first (a preflight), which this server never grants. So:
 /// - a route that reads a JSON body needs `Content-Type: application/json`, even for an empty
 ///   body: the original client always sent it (`json=data`, `{}` included);
-/// - a route whose arguments are in the path takes an empty body whatever its content type: an
-///   empty body is no arguments. The original client sends `json=None`, which aiohttp turns
-///   into `Content-Type: application/octet-stream` and no body. A body that is not empty must be
-///   JSON. These routes rely on [`browser_guard`] alone against browsers (every browser sends
-///   `Origin` with a cross-site POST).
+/// - a route whose path names what it acts on takes an empty body whatever its content type: an
+///   empty body is no more arguments. The original client sends `json=None`, which aiohttp
+///   turns into `Content-Type: application/octet-stream` and no body. A body that is not empty
+///   must be JSON. These routes rely on [`browser_guard`] alone against browsers (every
+///   browser sends `Origin` with a cross-site POST).
 ///
 /// The refusal is 415 Unsupported Media Type, HTTP's status for content in a type the route
 /// does not read (the request itself may be well formed, so not 400).
@@ -60,12 +60,12 @@ fn read_body(
             "Send the body as JSON with `Content-Type: application/json`, `{}` when there is \
              nothing to say"
         }
-        Body::Nothing => {
-            "This route's arguments are in the path: send no body, or `{}` with `Content-Type: \
-             application/json`"
+        Body::Optional => {
+            "This route's path names what it acts on: send no body, or its other arguments as \
+             JSON with `Content-Type: application/json`"
         }
     };
-    if expected == Body::Nothing && blank {
+    if expected == Body::Optional && blank {
         return Ok(None);
     }
     match headers.get(header::CONTENT_TYPE) {
@@ -113,22 +113,14 @@ pub(super) fn json_body(
     read_body(Body::Json, headers, body)
 }
 
-/// A route that takes its arguments from the path: no body, or an empty object.
+/// A route whose path names what it acts on: its other arguments as a JSON body, or none.
 #[expect(
     clippy::result_large_err,
     reason = "the refusal is the response itself, built once per request"
 )]
-pub(super) fn no_body(
+pub(super) fn optional_json_body(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(), Response> {
-    match read_body(Body::Nothing, headers, body)? {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Object(object)) if object.is_empty() => Ok(()),
-        Some(_) => Err(with_hint(
-            StatusCode::BAD_REQUEST,
-            "this route takes no body",
-            "Its arguments are in the path; send no body or {}",
-        )),
-    }
+) -> Result<Option<Value>, Response> {
+    read_body(Body::Optional, headers, body)
 }

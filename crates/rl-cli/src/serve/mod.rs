@@ -13,6 +13,7 @@
 //! Reads of run files (pages, metrics, rollouts) are bounded in number, a step's rollouts in
 //! bytes too: `heavy.rs`.
 
+mod arguments;
 mod auth;
 mod body;
 mod guard;

@@ -1,5 +1,8 @@
-//! The route table of `rl serve` (the original client's paths and methods) and its handlers:
-//! each a thin adapter of one `rl_*` tool, whose failure kind becomes the HTTP status.
+//! The route table of `rl serve` (the original client's paths and methods, and one route for
+//! each tool that came later) and its one handler: a route names its tool, the path's id is
+//! one of its arguments, the query (GET) or the JSON body (POST) holds the others, and the
+//! tool's failure kind becomes the HTTP status. The tool checks the arguments against its own
+//! schema (`arguments.rs`), so no route keeps a list of keys of its own.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -7,12 +10,13 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodFilter, MethodRouter, on};
+use axum::routing::{MethodFilter, on};
 use rl_tools::{Caller, FailureKind, ToolReply};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::body::{json_body, no_body};
+use super::arguments::{from_query, with_path};
+use super::body::{json_body, optional_json_body};
 use super::responses::{failure, ok, rejected, with_hint, worker_failed};
 use super::seed::inference_arguments;
 
@@ -21,7 +25,19 @@ pub(super) fn router() -> Router<AppState> {
     ROUTES
         .iter()
         .fold(Router::new(), |router, route| {
-            router.route(route.path, (route.handler)(route.method.filter()))
+            router.route(
+                route.path,
+                on(
+                    route.method.filter(),
+                    move |state: State<AppState>,
+                          id: Result<Path<String>, PathRejection>,
+                          query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+                          headers: HeaderMap,
+                          body: Result<Bytes, BytesRejection>| {
+                        handle(route, state, id, query, headers, body)
+                    },
+                ),
+            )
         })
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -30,11 +46,28 @@ pub(super) fn router() -> Router<AppState> {
 /// One route: [`router`] is built from [`ROUTES`], and the 404 and 405 answers list them.
 struct Route {
     method: Method,
-    /// The path as axum matches it (`{x}` a parameter).
+    /// The path as axum matches it (`{x}` its one parameter, if any).
     path: &'static str,
+    /// The tool it calls.
+    tool: &'static str,
+    /// The tool's argument the path's parameter is.
+    path_argument: Option<&'static str>,
     /// What the 404's list shows after the path: a query, a body.
     usage: &'static str,
-    handler: fn(MethodFilter) -> MethodRouter<AppState>,
+    answer: Answer,
+}
+
+/// How a route answers with its tool's reply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// The reply as it is; the tool runs on a task of its own.
+    Reply,
+    /// A tool that reads a run's files whole: within the heavy reads' bound (`heavy.rs`).
+    FileRead,
+    /// The environments alone, as a list: the original server's answer.
+    EnvironmentList,
+    /// The pre-flight, which also reads the original client's body (`seed.rs`).
+    Inference,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -64,115 +97,148 @@ impl Route {
     fn describe(&self) -> String {
         format!("{} {}{}", self.method.name(), self.path, self.usage)
     }
+
+    const fn get(path: &'static str, tool: &'static str) -> Self {
+        Self {
+            method: Method::Get,
+            path,
+            tool,
+            path_argument: None,
+            usage: "",
+            answer: Answer::Reply,
+        }
+    }
+
+    const fn post(path: &'static str, tool: &'static str) -> Self {
+        Self {
+            method: Method::Post,
+            ..Self::get(path, tool)
+        }
+    }
+
+    const fn naming(self, argument: &'static str) -> Self {
+        Self {
+            path_argument: Some(argument),
+            ..self
+        }
+    }
+
+    const fn usage(self, usage: &'static str) -> Self {
+        Self { usage, ..self }
+    }
+
+    const fn answer(self, answer: Answer) -> Self {
+        Self { answer, ..self }
+    }
 }
 
-/// Every route.
-const ROUTES: [Route; 16] = [
-    Route {
-        method: Method::Get,
-        path: "/health",
-        usage: "",
-        handler: |method| on(method, health),
-    },
-    Route {
-        method: Method::Get,
-        path: "/environments",
-        usage: "",
-        handler: |method| on(method, list_environments),
-    },
-    Route {
-        method: Method::Post,
-        path: "/environments/{name}/select",
-        usage: "",
-        handler: |method| on(method, select_environment),
-    },
-    Route {
-        method: Method::Get,
-        path: "/config",
-        usage: "",
-        handler: |method| on(method, current_config),
-    },
-    Route {
-        method: Method::Post,
-        path: "/config",
-        usage: "  {\"field\": ..., \"value\": ...}",
-        handler: |method| on(method, edit_config),
-    },
-    Route {
-        method: Method::Post,
-        path: "/runs",
-        usage: "  {}",
-        handler: |method| on(method, start_training),
-    },
-    Route {
-        method: Method::Get,
-        path: "/runs",
-        usage: "",
-        handler: |method| on(method, list_runs),
-    },
-    Route {
-        method: Method::Get,
-        path: "/runs/{id}",
-        usage: "?since=N",
-        handler: |method| on(method, check_status),
-    },
-    Route {
-        method: Method::Post,
-        path: "/runs/{id}/stop",
-        usage: "",
-        handler: |method| on(method, stop_training),
-    },
-    Route {
-        method: Method::Post,
-        path: "/runs/{id}/resume",
-        usage: "  {\"allow_changes\": false} (optional)",
-        handler: |method| on(method, resume_training),
-    },
-    Route {
-        method: Method::Post,
-        path: "/runs/{id}/fork",
-        usage: "  {\"step\": S, \"settings\": {\"field\": value}}",
-        handler: |method| on(method, fork_training),
-    },
-    Route {
-        method: Method::Post,
-        path: "/sweeps",
-        usage: "  {\"settings\": {\"field\": [values]}, \"max_parallel\": N}",
-        handler: |method| on(method, start_sweep),
-    },
-    Route {
-        method: Method::Get,
-        path: "/sweeps/{id}",
-        usage: "",
-        handler: |method| on(method, check_sweep),
-    },
-    Route {
-        method: Method::Post,
-        path: "/sweeps/{id}/stop",
-        usage: "",
-        handler: |method| on(method, stop_sweep),
-    },
-    Route {
-        method: Method::Get,
-        path: "/runs/{id}/metrics",
-        usage: "",
-        handler: |method| on(method, results),
-    },
-    Route {
-        method: Method::Post,
-        path: "/test/inference",
-        usage: "  {\"num_steps\": ..., \"group_size\": ..., \"models\": [...]}",
-        handler: |method| on(method, test_inference),
-    },
+/// Every route: each tool has one (`every_tool_has_a_route`).
+static ROUTES: [Route; 21] = [
+    Route::get("/health", "rl_health_check"),
+    Route::get("/environments", "rl_list_environments")
+        .usage("?recursive=true")
+        .answer(Answer::EnvironmentList),
+    Route::post("/environments/{name}/select", "rl_select_environment").naming("name"),
+    Route::get("/config", "rl_get_current_config"),
+    Route::post("/config", "rl_edit_config").usage("  {\"field\": ..., \"value\": ...}"),
+    Route::post("/runs", "rl_start_training").usage("  {} or {\"max_cost\": X, ...}"),
+    Route::get("/runs", "rl_list_runs"),
+    Route::get("/runs/{id}", "rl_check_status")
+        .naming("run_id")
+        .usage("?since=N")
+        .answer(Answer::FileRead),
+    Route::post("/runs/{id}/stop", "rl_stop_training").naming("run_id"),
+    Route::post("/runs/{id}/resume", "rl_resume_training")
+        .naming("run_id")
+        .usage("  {\"allow_changes\": false, \"steps\": N} (optional)"),
+    Route::post("/runs/{id}/fork", "rl_fork_training")
+        .naming("run_id")
+        .usage("  {\"step\": S, \"settings\": {\"field\": value}}"),
+    Route::post("/sweeps", "rl_start_sweep")
+        .usage("  {\"settings\": {\"field\": [values]}, \"max_parallel\": N}"),
+    Route::get("/sweeps/{id}", "rl_check_sweep")
+        .naming("sweep_id")
+        .answer(Answer::FileRead),
+    Route::post("/sweeps/{id}/stop", "rl_stop_sweep").naming("sweep_id"),
+    Route::get("/runs/{id}/metrics", "rl_get_results")
+        .naming("run_id")
+        .answer(Answer::FileRead),
+    Route::get("/checkpoints", "rl_list_checkpoints").usage("?run_id=ID"),
+    Route::post("/test/inference", "rl_test_inference")
+        .usage("  {\"num_steps\": ..., \"group_size\": ..., \"models\": [...], \"wait\": false}")
+        .answer(Answer::Inference),
+    Route::post("/compare", "rl_compare_training")
+        .usage("  {\"run_id\": ..., \"step\": ..., \"wait\": false}"),
+    Route::post("/served", "rl_serve_checkpoint")
+        .usage("  {\"run_id\": ..., \"step\": ..., \"port\": P}"),
+    Route::get("/served", "rl_list_served"),
+    Route::post("/served/{id}/stop", "rl_stop_serving").naming("serve_id"),
 ];
 
-async fn health(State(state): State<AppState>) -> Response {
-    call(&state, "rl_health_check", json!({})).await
+/// Every route's handler: the tool's arguments from the request, then its answer.
+async fn handle(
+    route: &'static Route,
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let arguments = match arguments(route, id, query, &headers, body) {
+        Ok(arguments) => arguments,
+        Err(response) => return response,
+    };
+    match route.answer {
+        Answer::Reply => call(&state, route.tool, arguments).await,
+        Answer::FileRead => read_run_files(&state, route.tool, arguments).await,
+        Answer::EnvironmentList => list_environments(&state, arguments).await,
+        Answer::Inference => test_inference(&state, arguments).await,
+    }
+}
+
+/// The tool's arguments: a GET's from its query, a POST's from its JSON body (a route whose
+/// path names what it acts on takes no body as no arguments), and the path's id under its
+/// argument's name.
+#[expect(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per request"
+)]
+fn arguments(
+    route: &Route,
+    id: Result<Path<String>, PathRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, Response> {
+    let arguments = match route.method {
+        Method::Get => {
+            let Query(pairs) = query.map_err(|rejection| {
+                with_hint(
+                    StatusCode::BAD_REQUEST,
+                    &rejection.body_text(),
+                    "The query holds the tool's arguments as `key=value` pairs",
+                )
+            })?;
+            Value::Object(from_query(route.tool, pairs)?)
+        }
+        Method::Post if route.path_argument.is_some() => {
+            optional_json_body(headers, body)?.unwrap_or_else(|| json!({}))
+        }
+        // No body at all is `null`: the tool says which keys are missing, with its schema.
+        Method::Post => json_body(headers, body)?.unwrap_or(Value::Null),
+    };
+    let Some(key) = route.path_argument else {
+        return Ok(arguments);
+    };
+    match id {
+        Ok(Path(id)) => with_path(arguments, key, id),
+        Err(rejection) => Err(rejected(rejection.status(), &rejection.body_text())),
+    }
 }
 
 /// A list, as the original server answered (its client took `len(result)`).
-async fn list_environments(State(state): State<AppState>) -> Response {
-    let reply = run_tool(&state, "rl_list_environments", json!({})).await;
+async fn list_environments(state: &AppState, arguments: Value) -> Response {
+    let reply = run_tool(state, "rl_list_environments", arguments).await;
     match reply {
         Ok(ToolReply {
             value,
@@ -189,231 +255,15 @@ async fn list_environments(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn select_environment(
-    State(state): State<AppState>,
-    name: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    path_only(
-        &state,
-        "rl_select_environment",
-        "name",
-        name,
-        &headers,
-        body,
-    )
-    .await
-}
-
-async fn current_config(State(state): State<AppState>) -> Response {
-    call(&state, "rl_get_current_config", json!({})).await
-}
-
-async fn edit_config(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    body_only(&state, "rl_edit_config", &headers, body).await
-}
-
-/// `POST /runs` with `{}` (the original client's) or an empty body, as JSON; nothing else.
-async fn start_training(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    body_only(&state, "rl_start_training", &headers, body).await
-}
-
-async fn list_runs(State(state): State<AppState>) -> Response {
-    call(&state, "rl_list_runs", json!({})).await
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusQuery {
-    #[serde(default)]
-    since: u32,
-}
-
-async fn check_status(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    query: Result<Query<StatusQuery>, QueryRejection>,
-) -> Response {
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(rejection) => return rejected(rejection.status(), &rejection.body_text()),
-    };
-    let since = match query {
-        Ok(Query(query)) => query.since,
-        Err(rejection) => {
-            return with_hint(
-                StatusCode::BAD_REQUEST,
-                &rejection.body_text(),
-                "The only query parameter is `since`, a non-negative integer (an earlier \
-                 answer's `next_since`)",
-            );
-        }
-    };
-    read_run_files(
-        &state,
-        "rl_check_status",
-        json!({ "run_id": id, "since": since }),
-    )
-    .await
-}
-
-async fn stop_training(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    path_only(&state, "rl_stop_training", "run_id", id, &headers, body).await
-}
-
-/// `POST /runs/{id}/resume` with no body, or `{"allow_changes": true}`.
-async fn resume_training(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match path_and_body(id, "run_id", &headers, body) {
-        Ok(arguments) => call(&state, "rl_resume_training", arguments).await,
-        Err(response) => response,
-    }
-}
-
-/// `POST /runs/{id}/fork` with `{"step": S, "settings": {...}}`.
-async fn fork_training(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match path_and_body(id, "run_id", &headers, body) {
-        Ok(arguments) => call(&state, "rl_fork_training", arguments).await,
-        Err(response) => response,
-    }
-}
-
-/// The tool's arguments: the JSON body's object with the path's id under `key` (the path names
-/// it; an id in the body could only contradict it), or the id alone without a body. A body
-/// that is no object goes to the tool as it is, which refuses it with its schema.
-#[expect(
-    clippy::result_large_err,
-    reason = "the refusal is the response itself, built once per request"
-)]
-fn path_and_body(
-    id: Result<Path<String>, PathRejection>,
-    key: &str,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Value, Response> {
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(rejection) => return Err(rejected(rejection.status(), &rejection.body_text())),
-    };
-    Ok(match json_body(headers, body)? {
-        None => json!({ key: id }),
-        Some(Value::Object(mut body)) => {
-            body.insert(key.to_owned(), Value::String(id));
-            Value::Object(body)
-        }
-        Some(other) => other,
-    })
-}
-
-async fn start_sweep(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    body_only(&state, "rl_start_sweep", &headers, body).await
-}
-
-async fn check_sweep(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-) -> Response {
-    match id {
-        Ok(Path(id)) => read_run_files(&state, "rl_check_sweep", json!({ "sweep_id": id })).await,
-        Err(rejection) => rejected(rejection.status(), &rejection.body_text()),
-    }
-}
-
-async fn stop_sweep(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    path_only(&state, "rl_stop_sweep", "sweep_id", id, &headers, body).await
-}
-
-/// A `POST` whose JSON body is the tool's arguments. No body at all is `null`: the tool says
-/// which keys are missing, with its schema.
-async fn body_only(
-    state: &AppState,
-    tool: &'static str,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match json_body(headers, body) {
-        Ok(body) => call(state, tool, body.unwrap_or(Value::Null)).await,
-        Err(response) => response,
-    }
-}
-
-/// A `POST` whose path names the tool's one argument (`key`) and which takes no body.
-async fn path_only(
-    state: &AppState,
-    tool: &'static str,
-    key: &str,
-    value: Result<Path<String>, PathRejection>,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let value = match value {
-        Ok(Path(value)) => value,
-        Err(rejection) => return rejected(rejection.status(), &rejection.body_text()),
-    };
-    if let Err(response) = no_body(headers, body) {
-        return response;
-    }
-    call(state, tool, json!({ key: value })).await
-}
-
-async fn results(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-) -> Response {
-    match id {
-        Ok(Path(id)) => read_run_files(&state, "rl_get_results", json!({ "run_id": id })).await,
-        Err(rejection) => rejected(rejection.status(), &rejection.body_text()),
-    }
-}
-
-/// Today's body `{num_steps, group_size, models}`, or the original client's
-/// `{prompts, max_tokens, temperature}`, translated.
-async fn test_inference(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let body = match json_body(&headers, body) {
-        Ok(body) => body.unwrap_or_else(|| json!({})),
-        Err(response) => return response,
-    };
+/// Today's body (the tool's arguments), or the original client's `{prompts, max_tokens,
+/// temperature}`, translated.
+async fn test_inference(state: &AppState, body: Value) -> Response {
+    let body = if body.is_null() { json!({}) } else { body };
     let (arguments, translation) = match inference_arguments(body) {
         Ok(pair) => pair,
         Err(response) => return response,
     };
-    let reply = run_tool(&state, "rl_test_inference", arguments).await;
+    let reply = run_tool(state, "rl_test_inference", arguments).await;
     match (reply, translation) {
         (Ok(mut reply), Some(translation)) => {
             if let Some(object) = reply.value.as_object_mut() {
@@ -537,13 +387,37 @@ mod tests {
     }
 
     /// The router is built from [`ROUTES`], so each is answered; the table must not hold one
-    /// twice (axum would panic at start) and the 405's lists come from it.
+    /// twice (axum would panic at start) and the 405's lists come from it. Every tool has a
+    /// route, and a path's id is one of its tool's arguments.
     #[test]
     fn the_route_table_is_the_router() {
         let mut seen = std::collections::HashSet::new();
         for route in &ROUTES {
             assert!(seen.insert(route.describe()), "{} twice", route.describe());
             assert!(route_matches(route.path, route.path), "{}", route.path);
+        }
+        for name in rl_tools::TOOL_NAMES {
+            assert!(
+                ROUTES.iter().any(|route| route.tool == name),
+                "{name} has no route"
+            );
+        }
+        for route in &ROUTES {
+            let spec = rl_tools::spec(route.tool).expect("a route calls a tool");
+            assert_eq!(
+                route.path.contains('{'),
+                route.path_argument.is_some(),
+                "{}",
+                route.path
+            );
+            if let Some(argument) = route.path_argument {
+                assert!(
+                    spec.parameters["properties"].get(argument).is_some(),
+                    "{}: {argument} is not an argument of {}",
+                    route.path,
+                    route.tool
+                );
+            }
         }
         let described: Vec<String> = ROUTES.iter().map(Route::describe).collect();
         assert!(described.contains(&"GET /runs/{id}?since=N".to_owned()));

@@ -8,9 +8,7 @@ use serde_json::{Value, json};
 
 use super::responses::with_hint;
 
-/// The body keys of `POST /test/inference` today, and those of the original client.
-const INFERENCE_KEYS: [&str; 3] = ["num_steps", "group_size", "models"];
-
+/// The body keys of the original client; today's are the tool's arguments (its schema).
 const OLD_INFERENCE_KEYS: [&str; 3] = ["prompts", "max_tokens", "temperature"];
 
 /// The tool's arguments, and with the old body, what was made of it.
@@ -23,22 +21,31 @@ pub(super) fn inference_arguments(body: Value) -> Result<(Value, Option<Value>),
         // The tool refuses it with its schema.
         return Ok((body, None));
     };
-    let unknown: Vec<&str> = object
-        .keys()
-        .map(String::as_str)
-        .filter(|key| !INFERENCE_KEYS.contains(key) && !OLD_INFERENCE_KEYS.contains(key))
-        .collect();
-    let new: Vec<&str> = INFERENCE_KEYS
-        .into_iter()
-        .filter(|key| object.contains_key(*key))
-        .collect();
     let old: Vec<&str> = OLD_INFERENCE_KEYS
         .into_iter()
         .filter(|key| object.contains_key(*key))
         .collect();
-    let shapes = "Send {\"num_steps\": N, \"group_size\": N, \"models\": [...]} (every key \
-                  optional), or the original {\"prompts\": [...], \"max_tokens\": N, \
-                  \"temperature\": X}, not both";
+    if old.is_empty() {
+        // Today's body: the tool's arguments, which it checks against its schema.
+        return Ok((Value::Object(object), None));
+    }
+    let current = rl_tools::spec("rl_test_inference")
+        .and_then(|spec| spec.parameters.get("properties").cloned())
+        .unwrap_or(Value::Null);
+    let new: Vec<&str> = object
+        .keys()
+        .map(String::as_str)
+        .filter(|key| current.get(*key).is_some())
+        .collect();
+    let unknown: Vec<&str> = object
+        .keys()
+        .map(String::as_str)
+        .filter(|key| current.get(*key).is_none() && !OLD_INFERENCE_KEYS.contains(key))
+        .collect();
+    let shapes = "Send the tool's arguments ({\"num_steps\": N, \"group_size\": N, \
+                  \"models\": [...], \"wait\": false}, every key optional, or {\"test_id\": ID}), \
+                  or the original {\"prompts\": [...], \"max_tokens\": N, \"temperature\": X}, \
+                  not both";
     if !unknown.is_empty() {
         return Err(with_hint(
             StatusCode::BAD_REQUEST,
@@ -56,9 +63,6 @@ pub(super) fn inference_arguments(body: Value) -> Result<(Value, Option<Value>),
             ),
             shapes,
         ));
-    }
-    if old.is_empty() {
-        return Ok((Value::Object(object), None));
     }
     let prompts = match object.get("prompts") {
         None | Some(Value::Null) => 0,
@@ -126,14 +130,24 @@ mod tests {
         assert_eq!(arguments, json!({"num_steps": 100}));
         let (arguments, _) = inference_arguments(json!({"prompts": [], "temperature": 1})).unwrap();
         assert_eq!(arguments, json!({"num_steps": 1}));
-        let (arguments, translation) = inference_arguments(json!({"num_steps": 2})).unwrap();
-        assert_eq!((arguments, translation), (json!({"num_steps": 2}), None));
+        // Today's body goes to the tool as it is, `wait` and `test_id` included: the tool
+        // checks it against its schema.
+        for current in [
+            json!({"num_steps": 2}),
+            json!({"num_steps": 1, "wait": false}),
+            json!({"test_id": "x"}),
+            json!({"steps": 2}),
+        ] {
+            let (arguments, translation) = inference_arguments(current.clone()).unwrap();
+            assert_eq!((arguments, translation), (current, None));
+        }
         for bad in [
             json!({"prompts": ["a"], "num_steps": 2}),
+            json!({"prompts": ["a"], "wait": false}),
             json!({"prompts": "a"}),
             json!({"prompts": ["a"], "max_tokens": 0}),
             json!({"prompts": ["a"], "temperature": "hot"}),
-            json!({"steps": 2}),
+            json!({"prompts": ["a"], "steps": 2}),
         ] {
             let refused = inference_arguments(bad.clone()).unwrap_err();
             assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{bad}");

@@ -31,6 +31,7 @@ mod read_only;
 mod run_logs;
 mod runs;
 mod serve;
+mod serve_arguments;
 mod serving;
 mod setup;
 mod setup_env_lock;

@@ -31,10 +31,10 @@ pub(crate) struct Server {
 /// One HTTP answer.
 #[derive(Debug)]
 pub(crate) struct Answer {
-    status: u16,
+    pub(crate) status: u16,
     /// The header block, lower-cased.
     headers: String,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 /// `rl` with the state directory `home` (`RL_HOME`), no tree and no key from this process.
@@ -153,7 +153,13 @@ impl Server {
 
     /// A request exactly as given (no token added; `Host` the address listened on unless
     /// `headers` has one); the answer must be JSON.
-    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    pub(crate) fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
         let (status, headers, body) = self.exchange(method, path, headers, body);
         assert!(
             headers.contains("content-type: application/json"),
@@ -295,7 +301,7 @@ pub(crate) fn expect(answer: Answer, status: u16) -> Value {
     answer.body
 }
 
-fn error_of(body: &Value) -> &str {
+pub(crate) fn error_of(body: &Value) -> &str {
     body["error"].as_str().unwrap()
 }
 
@@ -1174,6 +1180,31 @@ fn the_inference_test_takes_the_new_body_and_translates_the_old_one() {
             .unwrap()
             .contains("process mode has no per-request prompt input")
     );
+
+    // `"wait": false` answers at once with the test's id; polling it gives the full answer.
+    let started = expect(
+        server.post(
+            "/test/inference",
+            &json!({"num_steps": 1, "group_size": 2, "models": ["always-right"], "wait": false}),
+        ),
+        200,
+    );
+    let test_id = started["test_id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    let polled = loop {
+        let polled = expect(
+            server.post("/test/inference", &json!({ "test_id": test_id })),
+            200,
+        );
+        if polled["status"] != "running" {
+            break polled;
+        }
+        assert!(Instant::now() < deadline, "still running: {polled}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(polled["models_succeeded"], 1, "{polled}");
+    assert_eq!(polled["models"][0]["model"], "always-right", "{polled}");
+    assert_eq!(polled["steps"], 1, "{polled}");
 }
 
 /// Started with `nohup`, a server outlives its terminal: a SIGHUP leaves it serving, and
