@@ -474,7 +474,7 @@ fn run_settings(
     context: &Context,
     run_python: &std::path::Path,
 ) -> anyhow::Result<rl_settings::Settings> {
-    let mut settings = context.tools()?.settings()?.clone();
+    let mut settings = rl_settings::Settings::clone(&*context.tools()?.settings()?);
     run_python.clone_into(&mut settings.python);
     Ok(settings)
 }

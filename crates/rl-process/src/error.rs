@@ -47,6 +47,11 @@ pub enum ProcessError {
     )]
     TooManyRuns { active: u32, max: u32 },
     #[error(
+        "{going} sweeps are going and max_active_sweeps is {max}: stop one (rl sweep stop, \
+         rl_stop_sweep) or raise max_active_sweeps in config.toml"
+    )]
+    TooManySweeps { going: u32, max: u32 },
+    #[error(
         "run {parent} is being resumed already, as run {child}: follow that one, or stop it \
          first"
     )]

@@ -52,7 +52,8 @@ pub use runs::{
 pub use state::{Component, ComponentStatus, Phase, RunState, outcome_of_exit};
 pub use store::{
     ComponentRecord, Event, Lineage, LineageKind, NewRun, NewSweep, PointOutcome, RunRecord,
-    RunStore, SweepMember, SweepPoint, SweepPointState, SweepRecord, SweepState, has_store,
+    RunStore, SweepCreated, SweepMember, SweepPoint, SweepPointState, SweepRecord, SweepState,
+    has_store,
 };
 pub use strays::{
     RUN_DIR_VARIABLE, Stray, StrayOutcome, carrying_dir, carrying_run_dir, descendants_of,

@@ -28,7 +28,8 @@ mod sweeps;
 use lineage::lineage_from;
 pub use lineage::{Lineage, LineageKind};
 pub use sweeps::{
-    NewSweep, PointOutcome, SweepMember, SweepPoint, SweepPointState, SweepRecord, SweepState,
+    NewSweep, PointOutcome, SweepCreated, SweepMember, SweepPoint, SweepPointState, SweepRecord,
+    SweepState,
 };
 
 /// Whether `home` holds a store already (opening one creates it).

@@ -31,6 +31,8 @@ pub const SETTINGS_FILE: &str = "config.toml";
 pub const DEFAULT_STATUS_CHECK_INTERVAL_SECS: f64 = 1800.0;
 /// Unfinished runs at once, unless the operator says otherwise.
 pub(crate) const DEFAULT_MAX_ACTIVE_RUNS: u32 = 8;
+/// Sweeps going at once, unless the operator says otherwise: each has a driver process.
+pub(crate) const DEFAULT_MAX_ACTIVE_SWEEPS: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -74,6 +76,9 @@ pub struct Settings {
     /// Runs that may be unfinished at once; a start beyond is refused (each run is several
     /// processes, and its engine or environment may use a machine's every core).
     pub max_active_runs: u32,
+    /// Sweeps that may be going at once; a new one beyond is refused (an identical request
+    /// answers the sweep already going instead).
+    pub max_active_sweeps: u32,
     /// Where a pre-flight sends its requests when the caller does not say.
     pub inference: InferenceSettings,
     /// Where a run's components run: on this machine, or as steps of a SLURM job.
@@ -110,6 +115,7 @@ impl Default for Settings {
             trainer_port: None,
             status_check_interval_secs: DEFAULT_STATUS_CHECK_INTERVAL_SECS,
             max_active_runs: DEFAULT_MAX_ACTIVE_RUNS,
+            max_active_sweeps: DEFAULT_MAX_ACTIVE_SWEEPS,
             inference: InferenceSettings::default(),
             backend: Backend::Local,
             slurm: SlurmSettings::default(),

@@ -22,7 +22,7 @@ impl Tools {
     pub(crate) fn as_trained(&self, id: &RunId) -> Result<AsTrained, ToolsError> {
         let config = RunConfig::read(&RunFolder::of(self.home(), id).config())?;
         let selection = rl_config::run_selection(self.home(), id)?;
-        let mut settings = self.settings()?.clone();
+        let mut settings = rl_settings::Settings::clone(&*self.settings()?);
         settings.locked.env.clone_from(&config.env);
         Ok(AsTrained {
             config,

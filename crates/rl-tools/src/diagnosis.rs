@@ -126,7 +126,8 @@ fn process(error: &ProcessError) -> Diagnosis<'_> {
         }
         ProcessError::NoRoot
         | ProcessError::FixedPortInUse { .. }
-        | ProcessError::TooManyRuns { .. } => (K::Precondition, A::RetryWhenReady),
+        | ProcessError::TooManyRuns { .. }
+        | ProcessError::TooManySweeps { .. } => (K::Precondition, A::RetryWhenReady),
         ProcessError::Store(_)
         | ProcessError::DuplicateRun(_)
         | ProcessError::Io { .. }

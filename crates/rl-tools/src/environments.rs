@@ -22,7 +22,7 @@ pub(crate) const LIST_TIPS: [&str; 4] = [
 
 impl Tools {
     pub(crate) fn scan(&self, recursive: bool) -> Result<Scan, ToolsError> {
-        Ok(rl_config::scan_environments(self.settings()?, recursive)?)
+        Ok(rl_config::scan_environments(&*self.settings()?, recursive)?)
     }
 
     /// One environment in full, by name or key (`rl envs show`).
@@ -31,7 +31,7 @@ impl Tools {
         name: &str,
         recursive: bool,
     ) -> Result<EnvironmentDetail, ToolsError> {
-        let found = rl_config::find_environment(self.home(), self.settings()?, name, recursive)?;
+        let found = rl_config::find_environment(self.home(), &*self.settings()?, name, recursive)?;
         let (scan, env) = (&found.scan, found.environment());
         let mut detail = EnvironmentDetail::new(env, &scan.root);
         detail.dependencies = self
@@ -48,7 +48,7 @@ impl Tools {
         name: &str,
         kind: rl_settings::EnvironmentKind,
     ) -> Option<Dependencies> {
-        env_dependencies::examine(self.home(), self.settings().ok()?, file, name, kind)
+        env_dependencies::examine(self.home(), &*self.settings().ok()?, file, name, kind)
     }
 
     /// The Python `selected` runs in (a verifiers environment's own), or the refusal naming
@@ -59,7 +59,7 @@ impl Tools {
     ) -> Result<std::path::PathBuf, ToolsError> {
         rl_settings::environment_python(
             self.home(),
-            self.settings()?,
+            &*self.settings()?,
             selected.kind,
             &selected.name,
             &selected.environments_dir.join(&selected.file),
@@ -105,7 +105,7 @@ impl Tools {
 
     pub fn list_environments(&self, recursive: bool) -> Result<EnvironmentList, ToolsError> {
         let scan = self.scan(recursive)?;
-        let unlisted = rl_config::unlisted_in_subfolders(self.settings()?, &scan).unwrap_or(0);
+        let unlisted = rl_config::unlisted_in_subfolders(&*self.settings()?, &scan).unwrap_or(0);
         // The folder's environments, then those of the packages installed from the registry.
         let installed = rl_config::installed_scans(self.home());
         let environments: Vec<EnvironmentEntry> = std::iter::once(&scan)
@@ -152,7 +152,7 @@ impl Tools {
             .dependencies(&file_path, &selected.name, selected.kind)
             .and_then(|deps| deps.view());
         let first_run_advice =
-            crate::first_run::advise(self.settings()?, &self.service()?.current()?);
+            crate::first_run::advise(&*self.settings()?, &self.service()?.current()?);
         Ok(Selected {
             message: format!("Selected environment: {}", selected.name),
             environment: selected.name.clone(),
@@ -215,7 +215,7 @@ impl Tools {
     pub fn current_config(&self) -> Result<ConfigView, ToolsError> {
         let current = self.service()?.current()?;
         let settings = self.settings()?;
-        let first_run_advice = crate::first_run::advise(settings, &current);
+        let first_run_advice = crate::first_run::advise(&settings, &current);
         let (locked, configurable): (Vec<&CurrentField>, Vec<&CurrentField>) =
             current.fields.iter().partition(|field| field.locked);
         Ok(ConfigView {
@@ -232,7 +232,7 @@ impl Tools {
                   checked against the field's type, so \"16\" becomes 16 for an integer field"
                 .to_owned(),
             first_run_advice,
-            losses: LossTable::of(settings),
+            losses: LossTable::of(&settings),
         })
     }
 

@@ -24,9 +24,10 @@ pub const MIN_PYTHON: (u32, u32) = (3, 11);
 impl Tools {
     /// What `rl_health_check` / `rl doctor` report.
     pub fn health_check(&self) -> crate::HealthReport {
+        let settings = self.current_settings();
         crate::health_check(
             &self.context.home,
-            self.context.settings.as_ref().map_err(String::as_str),
+            settings.as_deref().map_err(String::as_str),
             &self.context.secrets,
             &self.probes,
         )

@@ -49,7 +49,7 @@ impl Tools {
 
     /// The environment `name` (sub-folders too, and those installed from the registry).
     pub fn environment_to_set_up(&self, name: &str) -> Result<EnvironmentToSetUp, ToolsError> {
-        let found = rl_config::find_environment(self.home(), self.settings()?, name, true)?;
+        let found = rl_config::find_environment(self.home(), &*self.settings()?, name, true)?;
         let (scan, env) = (&found.scan, found.environment());
         Ok(EnvironmentToSetUp {
             name: name.to_owned(),

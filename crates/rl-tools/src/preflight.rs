@@ -66,7 +66,7 @@ impl Tools {
             .iter()
             .any(|model| is_checkpoint_model(model))
         {
-            return self.checkpoint_plan(options, &selection, settings);
+            return self.checkpoint_plan(options, &selection, &settings);
         }
         let configured = &settings.inference;
         let base_url = options
@@ -98,7 +98,7 @@ impl Tools {
             key_variable: key_variable.unwrap_or_else(|| "(none)".to_owned()),
             key,
         };
-        self.finish_plan(request, options, &selection, settings)
+        self.finish_plan(request, options, &selection, &settings)
     }
 
     /// A test of a run's checkpoints (`run:ID[@STEP]`) on `selection`'s environment: a

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rl_config::{RunSetting, Selection};
-use rl_process::{NewSweep, RunStore, SweepRecord};
+use rl_process::{NewSweep, RunStore, SweepCreated, SweepRecord};
 use rl_settings::{Caps, SweepId, Value};
 use serde::{Deserialize, Serialize};
 
@@ -127,13 +127,20 @@ impl Tools {
         };
         let text = serde_json::to_string(&spec)
             .map_err(|error| ToolsError::Internal(error.to_string()))?;
-        RunStore::open(self.home())?.create_sweep(&NewSweep {
-            id: id.clone(),
-            environment: selection.environment.key.clone(),
-            max_parallel,
-            spec: text,
-            points: points.iter().map(|point| settings_map(point)).collect(),
-        })?;
+        let created = RunStore::open(self.home())?.create_sweep(
+            &NewSweep {
+                id: id.clone(),
+                environment: selection.environment.key.clone(),
+                max_parallel,
+                spec: text,
+                points: points.iter().map(|point| settings_map(point)).collect(),
+            },
+            Some(settings.max_active_sweeps),
+        )?;
+        if let SweepCreated::Same(going) = created {
+            // A caller that retries does not start the grid twice.
+            return Ok(SweepStarted::again(self.sweep_view(&going)?));
+        }
         // The first places are taken here, so the answer names their runs; the driver takes
         // the rest as they free up.
         let advanced = self.advance_sweep(&id);

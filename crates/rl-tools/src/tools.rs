@@ -4,8 +4,10 @@
 //! can stop.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use rl_config::ConfigService;
 use rl_preflight::LocalModelRunner;
@@ -30,6 +32,10 @@ pub struct ToolContext {
     /// How a run's trainer asks for an evaluation (normally `rl --home H --json runs
     /// evaluate`): the face's own command line, which the process layer never spells.
     pub evaluate: EvaluateCommand,
+    /// The command line's tree over the settings, when they were read from `config.toml`:
+    /// they are read again when that file changes, so a face that runs for days (`rl serve`,
+    /// `rl mcp`) follows the operator's edits. `None` for settings given as they are.
+    pub reread: Option<TreeOverride>,
 }
 
 /// The command line's choice of environments tree, over the operator's settings.
@@ -54,24 +60,7 @@ impl ToolContext {
         supervisor: SupervisorCommand,
         evaluate: EvaluateCommand,
     ) -> Self {
-        let settings = rl_config::load_settings(&home, environment.clone())
-            .map(|mut settings| {
-                if let Some(root) = &tree.root {
-                    settings.tinker_atropos_root = Some(root.clone());
-                    settings.environments_dir = None;
-                }
-                if let Some(dir) = &tree.envs_dir {
-                    settings.environments_dir = Some(dir.clone());
-                }
-                if settings.tinker_atropos_root.is_none() && settings.environments_dir.is_none() {
-                    settings.tinker_atropos_root = Some(PathBuf::from("."));
-                }
-                settings
-            })
-            .map_err(|error| match error {
-                rl_config::ConfigError::Settings(SettingsError::Invalid(reason)) => reason,
-                other => other.to_string(),
-            });
+        let settings = read_settings(&home, tree, &environment);
         let secrets = Secrets::load(&home, &environment);
         Self {
             home,
@@ -80,8 +69,51 @@ impl ToolContext {
             environment,
             supervisor,
             evaluate,
+            reread: Some(tree.clone()),
         }
     }
+}
+
+/// The operator's settings in `home` under the command line's tree, or why they cannot be read.
+fn read_settings(
+    home: &Path,
+    tree: &TreeOverride,
+    environment: &BTreeMap<String, String>,
+) -> Result<Settings, String> {
+    rl_config::load_settings(home, environment.clone())
+        .map(|mut settings| {
+            if let Some(root) = &tree.root {
+                settings.tinker_atropos_root = Some(root.clone());
+                settings.environments_dir = None;
+            }
+            if let Some(dir) = &tree.envs_dir {
+                settings.environments_dir = Some(dir.clone());
+            }
+            if settings.tinker_atropos_root.is_none() && settings.environments_dir.is_none() {
+                settings.tinker_atropos_root = Some(PathBuf::from("."));
+            }
+            settings
+        })
+        .map_err(|error| match error {
+            rl_config::ConfigError::Settings(SettingsError::Invalid(reason)) => reason,
+            other => other.to_string(),
+        })
+}
+
+/// What tells one version of `config.toml` from another without reading it: its modification
+/// time, size and inode (an editor that writes a new file and renames it changes the inode).
+type FileStamp = Option<(Option<SystemTime>, u64, u64)>;
+
+fn settings_stamp(home: &Path) -> FileStamp {
+    std::fs::metadata(home.join(rl_settings::SETTINGS_FILE))
+        .ok()
+        .map(|metadata| (metadata.modified().ok(), metadata.len(), metadata.ino()))
+}
+
+/// The settings as last read, and the file's stamp then.
+struct CurrentSettings {
+    stamp: FileStamp,
+    settings: Result<Arc<Settings>, String>,
 }
 
 /// The operations. Cheap to clone; clones share the pre-flight models they started, so a face
@@ -89,13 +121,19 @@ impl ToolContext {
 #[derive(Clone)]
 pub struct Tools {
     pub(crate) context: Arc<ToolContext>,
+    current: Arc<Mutex<CurrentSettings>>,
     models: LocalModelRunner,
     pub(crate) probes: crate::python_probe::Probes,
 }
 
 impl Tools {
     pub fn new(context: ToolContext) -> Self {
+        let current = CurrentSettings {
+            stamp: settings_stamp(&context.home),
+            settings: context.settings.clone().map(Arc::new),
+        };
         Self {
+            current: Arc::new(Mutex::new(current)),
             context: Arc::new(context),
             models: LocalModelRunner::default(),
             probes: crate::python_probe::Probes::default(),
@@ -110,11 +148,25 @@ impl Tools {
         &self.context.home
     }
 
-    pub fn settings(&self) -> Result<&Settings, ToolsError> {
-        self.context
-            .settings
-            .as_ref()
-            .map_err(|reason| SettingsError::Invalid(reason.clone()).into())
+    /// The operator's settings as `config.toml` holds them now (read again when it changed,
+    /// for a context that reads them: [`ToolContext::reread`]), or why they cannot be read.
+    pub fn settings(&self) -> Result<Arc<Settings>, ToolsError> {
+        self.current_settings()
+            .map_err(|reason| SettingsError::Invalid(reason).into())
+    }
+
+    pub(crate) fn current_settings(&self) -> Result<Arc<Settings>, String> {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tree) = &self.context.reread {
+            let stamp = settings_stamp(&self.context.home);
+            if stamp != current.stamp {
+                current.settings =
+                    read_settings(&self.context.home, tree, &self.context.environment)
+                        .map(Arc::new);
+                current.stamp = stamp;
+            }
+        }
+        current.settings.clone()
     }
 
     /// The environment the operator's settings give a run's components (none when the
@@ -137,7 +189,7 @@ impl Tools {
     pub(crate) fn service(&self) -> Result<ConfigService, ToolsError> {
         Ok(ConfigService::open(
             &self.context.home,
-            self.settings()?.clone(),
+            Settings::clone(&*self.settings()?),
         )?)
     }
 

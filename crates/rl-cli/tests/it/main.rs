@@ -32,6 +32,7 @@ mod run_logs;
 mod runs;
 mod serve;
 mod serve_arguments;
+mod serve_settings;
 mod serving;
 mod setup;
 mod setup_env_lock;

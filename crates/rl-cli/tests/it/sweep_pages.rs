@@ -131,13 +131,16 @@ fn add_sweep(
         "environments_dir": null
     });
     store
-        .create_sweep(&NewSweep {
-            id: sweep.clone(),
-            environment: "digits@digits_env.py".to_owned(),
-            max_parallel: u32::try_from(runs.len()).unwrap(),
-            spec: spec.to_string(),
-            points,
-        })
+        .create_sweep(
+            &NewSweep {
+                id: sweep.clone(),
+                environment: "digits@digits_env.py".to_owned(),
+                max_parallel: u32::try_from(runs.len()).unwrap(),
+                spec: spec.to_string(),
+                points,
+            },
+            None,
+        )
         .unwrap();
     // A live driver: `rl serve` gives a running sweep without one a new driver as it starts.
     assert!(store.claim_sweep_driver(&sweep, me).unwrap());

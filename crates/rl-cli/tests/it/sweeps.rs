@@ -258,7 +258,11 @@ fn a_sweep_whose_driver_is_killed_is_driven_again_by_the_next_command() {
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn a_sweep_is_started_checked_and_stopped_over_http() {
     let python = test_python();
-    let server = Server::start(stack_home(&python, ""), &[], &[]);
+    let home = stack_home(&python, "");
+    let config = home.path().join("config.toml");
+    let settings = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("max_active_sweeps = 1\n{settings}")).unwrap();
+    let server = Server::start(home, &[], &[]);
     expect(
         server.request("POST", "/environments/arithmetic/select", None),
         200,
@@ -271,14 +275,47 @@ fn a_sweep_is_started_checked_and_stopped_over_http() {
         refused["error"].as_str().unwrap().contains("locked"),
         "{refused}"
     );
-    let started = expect(
-        server.post(
-            "/sweeps",
-            &json!({"settings": {"group_size": [2, 4, 8]}, "max_parallel": 1}),
-        ),
-        200,
-    );
+    // 20 identical requests at once (a client retrying, agents racing) make one sweep.
+    let request = json!({"settings": {"group_size": [2, 4, 8]}, "max_parallel": 1});
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..20)
+            .map(|_| scope.spawn(|| expect(server.post("/sweeps", &request), 200)))
+            .collect();
+        calls.into_iter().map(|call| call.join().unwrap()).collect()
+    });
+    let started = answers
+        .iter()
+        .find(|answer| answer["started"] == true)
+        .unwrap_or_else(|| panic!("none started: {answers:?}"))
+        .clone();
     let sweep = started["sweep_id"].as_str().unwrap().to_owned();
+    for answer in &answers {
+        assert_eq!(answer["sweep_id"], sweep.as_str(), "{answer}");
+    }
+    assert_eq!(
+        answers
+            .iter()
+            .filter(|answer| answer["started"] == true)
+            .count(),
+        1,
+        "{answers:?}"
+    );
+    let listed = crate::rl_in(server.home(), &["sweep", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["sweeps"].as_array().unwrap().len(), 1, "{listed}");
+    assert!(drivers_of(&sweep).len() <= 1, "{:?}", drivers_of(&sweep));
+    // Another sweep is beyond the operator's bound while this one goes.
+    let bounded = expect(
+        server.post("/sweeps", &json!({"settings": {"group_size": [2, 4]}})),
+        409,
+    );
+    assert!(
+        bounded["error"]
+            .as_str()
+            .unwrap()
+            .contains("max_active_sweeps is 1"),
+        "{bounded}"
+    );
     let checked = expect(server.get(&format!("/sweeps/{sweep}")), 200);
     assert_eq!(checked["points"], 3, "{checked}");
     expect(server.get("/sweeps/sw-0badc0de"), 404);

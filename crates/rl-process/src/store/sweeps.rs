@@ -76,6 +76,15 @@ pub struct NewSweep {
     pub points: Vec<BTreeMap<String, Value>>,
 }
 
+/// What [`RunStore::create_sweep`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SweepCreated {
+    /// The sweep is recorded.
+    New,
+    /// A sweep going already is this very request: nothing was recorded.
+    Same(SweepId),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SweepState {
     /// Points are queued or their runs go.
@@ -171,11 +180,42 @@ pub struct SweepRecord {
 }
 
 impl RunStore {
-    pub fn create_sweep(&mut self, sweep: &NewSweep) -> Result<(), ProcessError> {
+    /// Records `sweep` and its queue, unless a sweep going already has its very spec and
+    /// parallelism (the same request again: that one is answered), or `max_going` sweeps are
+    /// going already. Checked and written in one transaction: two identical requests at once
+    /// make one sweep.
+    pub fn create_sweep(
+        &mut self,
+        sweep: &NewSweep,
+        max_going: Option<u32>,
+    ) -> Result<SweepCreated, ProcessError> {
         let at = now();
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let same: Option<String> = transaction
+            .query_row(
+                "SELECT id FROM sweeps WHERE state = 'running' AND spec = ?1 AND max_parallel = ?2
+                 ORDER BY created_at LIMIT 1",
+                params![sweep.spec, sweep.max_parallel],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if let Some(id) = same {
+            return Ok(SweepCreated::Same(SweepId::parse(&id).map_err(
+                |error| ProcessError::Store(format!("sweep id {id:?} in the store: {error}")),
+            )?));
+        }
+        if let Some(max) = max_going {
+            let going: u32 = transaction.query_row(
+                "SELECT COUNT(*) FROM sweeps WHERE state = 'running'",
+                [],
+                |row| row.get(0),
+            )?;
+            if going >= max {
+                return Err(ProcessError::TooManySweeps { going, max });
+            }
+        }
         transaction.execute(
             "INSERT INTO sweeps (id, environment, state, created_at, updated_at, max_parallel, spec)
              VALUES (?1, ?2, 'running', ?3, ?3, ?4, ?5)",
@@ -196,7 +236,7 @@ impl RunStore {
             )?;
         }
         transaction.commit()?;
-        Ok(())
+        Ok(SweepCreated::New)
     }
 
     pub fn sweep(&self, id: &SweepId) -> Result<Option<SweepRecord>, ProcessError> {

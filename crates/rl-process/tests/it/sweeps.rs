@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rl_process::{
-    Component, NewRun, NewSweep, PointOutcome, ProcessIdentity, RunState, RunStore, SweepMember,
-    SweepPointState, SweepState,
+    Component, NewRun, NewSweep, PointOutcome, ProcessError, ProcessIdentity, RunState, RunStore,
+    SweepCreated, SweepMember, SweepPointState, SweepState,
 };
 use rl_settings::{RunId, SweepId, Value};
 
@@ -49,12 +49,49 @@ fn run_of(id: &str, sweep: &SweepId, point: u32) -> NewRun {
     }
 }
 
+/// The same request while its sweep goes is that sweep; another beyond the operator's bound is
+/// refused, and is taken once a sweep has ended.
+#[test]
+fn an_identical_sweep_is_the_one_going_and_sweeps_going_are_bounded() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = RunStore::open(home.path()).unwrap();
+    let first = SweepId::parse("sw-0000abcd").unwrap();
+    let again = SweepId::parse("sw-0000abce").unwrap();
+    assert_eq!(
+        store.create_sweep(&sweep(&first, 2, 1), Some(1)).unwrap(),
+        SweepCreated::New
+    );
+    assert_eq!(
+        store.create_sweep(&sweep(&again, 2, 1), Some(1)).unwrap(),
+        SweepCreated::Same(first.clone())
+    );
+    assert!(store.sweep(&again).unwrap().is_none());
+    // Another parallelism is another request: beyond the bound.
+    let other = SweepId::parse("sw-0000abcf").unwrap();
+    let refused = store
+        .create_sweep(&sweep(&other, 2, 2), Some(1))
+        .unwrap_err();
+    assert!(
+        matches!(refused, ProcessError::TooManySweeps { going: 1, max: 1 }),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("max_active_sweeps"),
+        "{refused}"
+    );
+    store.stop_sweep(&first).unwrap();
+    assert_eq!(
+        store.create_sweep(&sweep(&other, 2, 2), Some(1)).unwrap(),
+        SweepCreated::New
+    );
+}
+
 #[test]
 fn points_start_within_the_bound_and_the_sweep_ends_with_its_runs() {
     let home = tempfile::tempdir().unwrap();
     let mut store = RunStore::open(home.path()).unwrap();
     let id = SweepId::parse("sw-0000abcd").unwrap();
-    store.create_sweep(&sweep(&id, 4, 2)).unwrap();
+    store.create_sweep(&sweep(&id, 4, 2), None).unwrap();
 
     let first = store.take_sweep_point(&id).unwrap().unwrap();
     let second = store.take_sweep_point(&id).unwrap().unwrap();
@@ -123,7 +160,7 @@ fn a_stop_drops_the_queue_and_names_the_going_runs() {
     let home = tempfile::tempdir().unwrap();
     let mut store = RunStore::open(home.path()).unwrap();
     let id = SweepId::parse("sw-0000abce").unwrap();
-    store.create_sweep(&sweep(&id, 3, 1)).unwrap();
+    store.create_sweep(&sweep(&id, 3, 1), None).unwrap();
     store.take_sweep_point(&id).unwrap().unwrap();
     store.create_run(&run_of("00000011", &id, 0)).unwrap();
     let going = store.stop_sweep(&id).unwrap().unwrap();
@@ -154,7 +191,7 @@ fn a_killed_drivers_point_is_queued_again_and_one_driver_drives() {
     let home = tempfile::tempdir().unwrap();
     let mut store = RunStore::open(home.path()).unwrap();
     let id = SweepId::parse("sw-0000abcf").unwrap();
-    store.create_sweep(&sweep(&id, 2, 2)).unwrap();
+    store.create_sweep(&sweep(&id, 2, 2), None).unwrap();
     let taken = store.take_sweep_point(&id).unwrap().unwrap();
     store.requeue_orphaned_points(&id).unwrap();
     assert_eq!(

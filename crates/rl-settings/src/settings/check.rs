@@ -100,6 +100,11 @@ impl Settings {
                 "max_active_runs is 0: no run could start; set at least 1".to_owned(),
             ));
         }
+        if self.max_active_sweeps == 0 {
+            return Err(SettingsError::Invalid(
+                "max_active_sweeps is 0: no sweep could start; set at least 1".to_owned(),
+            ));
+        }
         let timing = &self.run;
         let log_limit = timing.log_limit_bytes;
         if !(MIN_LOG_LIMIT_BYTES..=MAX_LOG_LIMIT_BYTES).contains(&log_limit) {

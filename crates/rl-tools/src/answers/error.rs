@@ -89,8 +89,9 @@ impl ErrorAnswer {
                 .to_owned(),
             Advice::FixSettings => "The operator's configuration (config.toml in the state \
                                     directory, or RL_* variables) needs fixing; `rl doctor` shows \
-                                    what is missing. Settings are read when `rl serve` or `rl \
-                                    mcp` starts: restart a running one after the fix"
+                                    what is missing. A running `rl serve` or `rl mcp` reads \
+                                    config.toml again when it changes (RL_* variables only as \
+                                    it starts)"
                 .to_owned(),
             Advice::KnownTools => {
                 answer.available = Some(TOOL_NAMES.map(str::to_owned).to_vec());

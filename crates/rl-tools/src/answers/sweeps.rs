@@ -148,6 +148,8 @@ pub struct HeldOutScore {
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepStarted {
     pub sweep_id: String,
+    /// False when the same request's sweep was going already: this is that one.
+    pub started: bool,
     pub message: String,
     /// What went wrong after the sweep was recorded (it goes on regardless).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -159,12 +161,28 @@ impl SweepStarted {
     pub(crate) fn new(sweep: SweepView, notes: Vec<String>) -> Self {
         Self {
             sweep_id: sweep.sweep_id.clone(),
+            started: true,
             message: format!(
                 "Sweep {} has {} points, each a run: {} started, {} queued, at most {} at once. \
                  Follow it with rl_check_sweep(sweep_id).",
                 sweep.sweep_id, sweep.points, sweep.started, sweep.waiting, sweep.max_parallel,
             ),
             notes,
+            sweep,
+        }
+    }
+
+    /// The sweep an identical request started, still going.
+    pub(crate) fn again(sweep: SweepView) -> Self {
+        Self {
+            sweep_id: sweep.sweep_id.clone(),
+            started: false,
+            message: format!(
+                "The same sweep is going already: {} ({} points, {} started, {} queued). \
+                 Nothing new was started; follow it with rl_check_sweep(sweep_id).",
+                sweep.sweep_id, sweep.points, sweep.started, sweep.waiting,
+            ),
+            notes: Vec::new(),
             sweep,
         }
     }

@@ -102,6 +102,7 @@ fn fixture_with(settings: Result<Settings, String>, keys: &[(&str, &str)]) -> Fi
             program: PathBuf::from("/bin/false"),
             args: Vec::new(),
         },
+        reread: None,
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -215,7 +216,7 @@ pub(crate) fn ended_run_with(fixture: &Fixture, end: RunState, engine_port: Opti
     let home = fixture.home();
     fixture.select("word_ladder");
     let id = RunId::parse(FIXTURE_RUN).unwrap();
-    let settings = fixture.registry.tools().settings().unwrap().clone();
+    let settings = Settings::clone(&fixture.registry.tools().settings().unwrap());
     let service = rl_config::ConfigService::open(home, settings).unwrap();
     let written = service
         .write_run_config(

@@ -29,6 +29,7 @@ fn tools_with(home: &Path, settings: Settings) -> Tools {
             program: PathBuf::from("/bin/false"),
             args: Vec::new(),
         },
+        reread: None,
     })
 }
 
