@@ -7,6 +7,7 @@ mod environment_python;
 mod error;
 mod files;
 mod kind;
+mod quoted;
 mod run_config;
 mod run_folder;
 mod run_id;
@@ -26,6 +27,7 @@ pub use files::{
     refuse_special_file, write_atomically,
 };
 pub use kind::{EnvironmentKind, KIND_VARIABLE};
+pub use quoted::{QUOTED_CHARS, quoted, with_quotes_bounded};
 pub use run_config::{RunConfig, RunEndpoints, RunWandb};
 pub use run_folder::RunFolder;
 pub use run_id::{RunId, SweepId, run_dir};

@@ -41,7 +41,7 @@ impl RunId {
             Ok(Self(text.to_owned()))
         } else {
             Err(SettingsError::InvalidInput {
-                what: format!("run id '{}'", text.chars().take(40).collect::<String>()),
+                what: format!("run id '{}'", crate::quoted(text)),
                 reason: "run ids are 8 lowercase hexadecimal characters, e.g. 3f9a1c2e".to_owned(),
             })
         }
@@ -74,7 +74,7 @@ impl SweepId {
         match text.strip_prefix(SWEEP_PREFIX).map(RunId::parse) {
             Some(Ok(_)) => Ok(Self(text.to_owned())),
             _ => Err(SettingsError::InvalidInput {
-                what: format!("sweep id '{}'", text.chars().take(40).collect::<String>()),
+                what: format!("sweep id '{}'", crate::quoted(text)),
                 reason: "sweep ids are sw- and 8 lowercase hexadecimal characters, e.g. \
                          sw-3f9a1c2e"
                     .to_owned(),

@@ -21,7 +21,7 @@ pub enum ToolsError {
         #[source]
         source: std::io::Error,
     },
-    #[error("no tool named '{name}'")]
+    #[error("no tool named '{}'", rl_settings::quoted(name))]
     UnknownTool { name: String },
     #[error("{tool}: {reason}")]
     BadArguments { tool: String, reason: String },

@@ -261,8 +261,9 @@ impl Tools {
             return Err(ToolsError::invalid(
                 "test_id",
                 format!(
-                    "'{test_id}' is no test's id: ids are 8 lowercase hexadecimal characters, as \
-                     the call that started the test answered"
+                    "'{}' is no test's id: ids are 8 lowercase hexadecimal characters, as the \
+                     call that started the test answered",
+                    rl_settings::quoted(test_id)
                 ),
             ));
         }

@@ -629,7 +629,7 @@ fn parse<T: DeserializeOwned>(tool: &str, arguments: serde_json::Value) -> Resul
     };
     serde_json::from_value(arguments).map_err(|error| ToolsError::BadArguments {
         tool: tool.to_owned(),
-        reason: error.to_string(),
+        reason: rl_settings::with_quotes_bounded(&error.to_string()),
     })
 }
 

@@ -158,3 +158,27 @@ fn a_bodiless_resume_is_the_runs_answer() {
     );
     assert!(error_of(&contradicted).contains("path"), "{contradicted}");
 }
+
+/// A caller's long text (an id, a key, a value) comes back cut, never whole.
+#[test]
+fn a_long_text_is_never_echoed_whole() {
+    let server = Server::start(tempfile::tempdir().unwrap(), &[], &[]);
+    let long = "y".repeat(10_000);
+    for answer in [
+        server.post("/test/inference", &json!({ "test_id": long })),
+        server.post("/config", &json!({ long.clone(): 1 })),
+        server.get(&format!("/runs/0badc0de?since={long}")),
+        server.get(&format!("/runs/{long}")),
+        server.post("/compare", &json!({ "run_id": long })),
+    ] {
+        let text = answer.body.to_string();
+        assert!(answer.status >= 400, "{text}");
+        assert!(
+            !text.contains(&"y".repeat(100)),
+            "{}: {}",
+            answer.status,
+            &text[..300.min(text.len())]
+        );
+        assert!(error_of(&answer.body).contains("characters"), "{text}");
+    }
+}
