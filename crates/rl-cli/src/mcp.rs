@@ -7,6 +7,10 @@
 //! messages only. When the client closes standard input, or on SIGINT / SIGTERM / SIGHUP, the server
 //! ends; training runs and the tests of long calls run detached (a supervisor, a worker) and go
 //! on, followed by id from the next session.
+//!
+//! Every line from the client passes `wire`'s filter before rmcp: malformed JSON-RPC gets its
+//! error answer there (issue 45); what the MCP face repeats of a client's strings is bounded by
+//! `wire::echoed`.
 
 use std::time::Duration;
 
@@ -14,9 +18,9 @@ use anyhow::Context as _;
 use rl_tools::{CallProgress, Caller, Registry, ToolReply, ToolSpec};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, Tool, UpdateTaskParams,
+    CustomRequest, CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{QuitReason, RequestContext};
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
@@ -24,6 +28,8 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::context::{Context, end_what_killed_tests_left, interrupted};
+
+mod wire;
 
 /// What an agent reads first: the order the tools are meant to be used in.
 const INSTRUCTIONS: &str = "rl trains language models with reinforcement learning on Atropos \
@@ -47,6 +53,9 @@ extension gets them as tasks instead). Every answer is a JSON object; a failed c
 
 /// How long pending tool calls may take to wind down once the session is over.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How long rmcp's last lines may take to reach stdout once the session is over.
+const WIRE_GRACE: Duration = Duration::from_secs(2);
 
 pub(crate) fn run(context: &Context) -> anyhow::Result<()> {
     let registry = context.registry()?.answering_at_once();
@@ -72,10 +81,21 @@ async fn serve(server: RlServer) -> anyhow::Result<()> {
     // One future for the whole session, so no signal falls between the two waits.
     let stop = interrupted();
     tokio::pin!(stop);
-    let transport = rmcp::transport::stdio_pipes();
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let (transport, wire) = wire::filter(stdin, stdout);
     let running = tokio::select! {
-        started = server.serve(transport) => started.context("the MCP session did not start")?,
-        () = &mut stop => return Ok(()),
+        started = server.serve(transport) => started,
+        () = &mut stop => {
+            wire.finish(WIRE_GRACE).await;
+            return Ok(());
+        }
+    };
+    let running = match running {
+        Ok(running) => running,
+        Err(error) => {
+            wire.finish(WIRE_GRACE).await;
+            return Err(error).context("the MCP session did not start");
+        }
     };
     let token = running.cancellation_token();
     let waiting = running.waiting();
@@ -87,6 +107,8 @@ async fn serve(server: RlServer) -> anyhow::Result<()> {
             waiting.await
         }
     };
+    // rmcp's last answers may still be in the pipe to stdout.
+    wire.finish(WIRE_GRACE).await;
     match quit {
         Ok(QuitReason::JoinError(error)) | Err(error) => {
             Err(anyhow::anyhow!("the MCP session failed: {error}"))
@@ -176,7 +198,11 @@ impl ServerHandler for RlServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+        let task = self
+            .tasks
+            .get_task(&request.task_id)
+            .map_err(|error| echo_bounded(error, &request.task_id))?;
+        Ok(GetTaskResult::new(task))
     }
 
     async fn update_task(
@@ -186,6 +212,7 @@ impl ServerHandler for RlServer {
     ) -> Result<(), ErrorData> {
         self.tasks
             .update_task(&request.task_id, request.input_responses)
+            .map_err(|error| echo_bounded(error, &request.task_id))
     }
 
     async fn cancel_task(
@@ -193,8 +220,33 @@ impl ServerHandler for RlServer {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.cancel_task(&request.task_id)
+        self.tasks
+            .cancel_task(&request.task_id)
+            .map_err(|error| echo_bounded(error, &request.task_id))
     }
+
+    /// A method rmcp does not know: its answer names the method, bounded (rmcp's would repeat
+    /// all of it).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {}", wire::echoed(&request.method)),
+            None,
+        ))
+    }
+}
+
+/// `error` with `given` (a client's string it repeats) bounded by `wire::echoed`.
+fn echo_bounded(mut error: ErrorData, given: &str) -> ErrorData {
+    let bounded = wire::echoed(given);
+    if bounded != given && error.message.contains(given) {
+        error.message = error.message.replace(given, &bounded).into();
+    }
+    error
 }
 
 impl RlServer {

@@ -70,7 +70,10 @@ pub fn introspect(
         .map_err(|error| ConfigError::Introspection(format!("cannot write helper: {error}")))?;
     std::fs::write(script.path(), SCRIPT)
         .map_err(|error| ConfigError::Introspection(format!("cannot write helper: {error}")))?;
-    let mut child = Command::new(python)
+    let mut command = Command::new(python);
+    // It imports the environment's own code: no key, nor rl's own secrets.
+    rl_settings::withhold(&mut command, &[]);
+    let mut child = command
         .arg(script.path())
         .arg(env_file)
         .arg(class_name)

@@ -31,7 +31,8 @@ pub struct ModelJob {
     /// Set in the child's environment (besides what it inherits minus `env_remove`, and the
     /// marks).
     pub env: Vec<(String, String)>,
-    /// Inherited variables the child must not see (every key rl knows).
+    /// Inherited variables the child must not see (every key rl knows and rl's own secrets:
+    /// those it needs are set in `env`).
     pub env_remove: Vec<String>,
     pub log_path: PathBuf,
     pub output_path: PathBuf,
@@ -143,6 +144,14 @@ pub fn model_job(plan: &PreflightPlan, index: usize, model: &str, test_dir: &Pat
         .key
         .clone()
         .unwrap_or_else(|| NO_KEY_PLACEHOLDER.to_owned());
+    // The keys the operator allows environments, as a run's environment gets them; the
+    // endpoint's key, which the test's client reads, wins its variable.
+    env.extend(
+        plan.environment_keys
+            .iter()
+            .filter(|(name, _)| name != CHILD_KEY_VARIABLE)
+            .map(|(name, key)| (name.clone(), key.0.clone())),
+    );
     env.push((CHILD_KEY_VARIABLE.to_owned(), key));
     if let Some(programs) = &runner {
         env.push(
@@ -200,12 +209,12 @@ pub fn model_job(plan: &PreflightPlan, index: usize, model: &str, test_dir: &Pat
             env.push((WANDB_KEY_VARIABLE.to_owned(), key.0.clone()));
         }
     }
-    let env_remove = rl_settings::SECRET_NAMES
-        .iter()
-        .map(|name| (*name).to_owned())
+    // Every key it is handed is set in `env`: of what it inherits, it keeps no key rl knows,
+    // none of rl's own secrets, and not the endpoint's key under its own name.
+    let env_remove = rl_settings::withheld_from_child(&[])
+        .into_iter()
         .chain(std::iter::once(plan.endpoint.key_variable.clone()))
-        .filter(|name| name != CHILD_KEY_VARIABLE)
-        .filter(|name| !(plan.use_wandb && name == WANDB_KEY_VARIABLE))
+        .filter(|name| !env.iter().any(|(set, _)| set == name))
         // Never a package another process's environment named.
         .chain(
             [MODULE_VARIABLE, ROOT_VARIABLE]
@@ -257,6 +266,7 @@ mod tests {
             group_size: 16,
             use_wandb,
             wandb_key: Some(crate::plan::Key("wandb-key-value".to_owned())),
+            environment_keys: Vec::new(),
             env_args: vec![("tokenizer_name".to_owned(), "/tok".to_owned())],
             child_environment: std::collections::BTreeMap::new(),
             concurrency: 4,
@@ -300,6 +310,40 @@ mod tests {
             assert!(job.env_remove.iter().any(|n| n == name), "{name}");
         }
         assert!(!format!("{job:?}").contains("sk-endpoint-key"));
+    }
+
+    /// As a run's environment: the keys the operator allows environments, and no other; the
+    /// endpoint's key keeps the variable the test's client reads.
+    #[test]
+    fn the_environment_gets_the_keys_allowed_environments_and_no_other() {
+        let mut plan = plan(false);
+        plan.environment_keys = vec![
+            (
+                "OPENROUTER_API_KEY".to_owned(),
+                crate::plan::Key("sk-or-allowed".to_owned()),
+            ),
+            (
+                "OPENAI_API_KEY".to_owned(),
+                crate::plan::Key("sk-openai-allowed".to_owned()),
+            ),
+        ];
+        let job = model_job(&plan, 0, "a/b", Path::new("/t"));
+        let env: std::collections::BTreeMap<_, _> = job.env.iter().cloned().collect();
+        assert_eq!(env["OPENROUTER_API_KEY"], "sk-or-allowed");
+        assert_eq!(env["OPENAI_API_KEY"], "sk-endpoint-key");
+        assert_eq!(
+            job.env
+                .iter()
+                .filter(|(name, _)| name == "OPENAI_API_KEY")
+                .count(),
+            1
+        );
+        for name in ["WANDB_API_KEY", "TINKER_API_KEY", "MY_KEY"] {
+            assert!(job.env_remove.iter().any(|n| n == name), "{name}");
+        }
+        for name in ["OPENROUTER_API_KEY", "OPENAI_API_KEY"] {
+            assert!(!job.env_remove.iter().any(|n| n == name), "{name}");
+        }
     }
 
     #[test]

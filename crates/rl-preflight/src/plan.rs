@@ -102,6 +102,9 @@ pub struct PreflightPlan {
     pub use_wandb: bool,
     /// Handed to the children as `WANDB_API_KEY` when they log to WandB.
     pub wandb_key: Option<Key>,
+    /// The keys the operator allows environments (`environment_keys`), by name, handed to each
+    /// model's environment process as a run's environment gets them.
+    pub environment_keys: Vec<(String, Key)>,
     /// `--env.<field> <value>` pairs: the locked fields, then the selection's scalar edits.
     pub env_args: Vec<(String, String)>,
     /// The operator's extra variables for child processes (never keys).
@@ -143,6 +146,8 @@ pub struct PreflightRequest {
     pub group_size: u32,
     pub use_wandb: bool,
     pub wandb_key: Option<Key>,
+    /// The keys the operator allows environments, with their values (never serialised).
+    pub environment_keys: Vec<(String, Key)>,
     pub concurrency: usize,
     pub timeout: Duration,
     pub correct_rule: CorrectRule,
@@ -171,6 +176,7 @@ impl PreflightRequest {
             group_size: DEFAULT_GROUP_SIZE,
             use_wandb: false,
             wandb_key: None,
+            environment_keys: Vec::new(),
             concurrency: DEFAULT_CONCURRENCY,
             timeout: DEFAULT_TIMEOUT,
             correct_rule: CorrectRule::default(),
@@ -238,6 +244,7 @@ impl PreflightPlan {
             group_size: request.group_size,
             use_wandb: request.use_wandb,
             wandb_key: request.wandb_key,
+            environment_keys: request.environment_keys,
             env_args,
             child_environment: settings.child_environment.clone(),
             concurrency: request.concurrency,

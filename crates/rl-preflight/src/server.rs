@@ -86,9 +86,7 @@ pub(crate) async fn start(
         .process_group(0)
         .envs(server.env.iter().map(|(k, v)| (k, v)))
         .envs(marks.environment());
-    for name in rl_settings::SECRET_NAMES {
-        command.env_remove(name);
-    }
+    rl_settings::withhold(command.as_std_mut(), &[]);
     let spawned = command.spawn();
     drop(command);
     let mut child =

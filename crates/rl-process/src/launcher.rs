@@ -242,6 +242,9 @@ impl Launcher for LocalLauncher {
             .process_group(0)
             // The supervisor owns the group's end explicitly; dropping a handle must not kill.
             .kill_on_drop(false);
+        // The plan names the keys this component must not get; rl's own secrets, known to
+        // this process alone, no component gets either.
+        rl_settings::withhold(command.as_std_mut(), &rl_settings::SECRET_NAMES);
         for name in &spec.env_remove {
             command.env_remove(name);
         }

@@ -423,9 +423,9 @@ impl Runs {
             .stderr(log_err)
             // Its own process group: a Ctrl-C or SIGKILL aimed at the caller's group misses it.
             .process_group(0);
-        for name in SECRET_NAMES {
-            command.env_remove(name);
-        }
+        // Every key rl holds (the `.env` file's too), handed explicitly: the supervisor hands
+        // each component the ones it needs. rl's own secrets (`rl serve`'s token) stay here.
+        rl_settings::withhold(&mut command, &[]);
         command.envs(secrets.for_child(&SECRET_NAMES));
         let mut child = command
             .spawn()

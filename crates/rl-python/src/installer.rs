@@ -46,7 +46,9 @@ pub fn own_uv(dir: &Path, log: &Path, installing: &dyn Fn()) -> Result<PathBuf, 
 
 /// The version `uv --version` says (`uv 0.13.9 (…)` → `0.13.9`); `None` when it cannot run.
 pub fn version_of(uv: &Path) -> Option<String> {
-    let output = Command::new(uv)
+    let mut command = Command::new(uv);
+    rl_settings::withhold(&mut command, &[]);
+    let output = command
         .arg("--version")
         .stdin(Stdio::null())
         .stderr(Stdio::null())
@@ -73,6 +75,8 @@ pub fn run_logged(command: &mut Command, log: &Path) -> Result<(), PythonError> 
         .open(log)
         .map_err(io)?;
     writeln!(file, "$ {command:?}").map_err(io)?;
+    // An installer needs no key (and the log line above stays the command as given).
+    rl_settings::withhold(command, &[]);
     let program = command.get_program().to_string_lossy().into_owned();
     let output = command
         .stdin(Stdio::null())

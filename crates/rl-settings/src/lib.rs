@@ -16,6 +16,7 @@ mod settings;
 mod settings_file;
 pub mod trainer;
 mod value;
+mod withheld;
 
 pub use environment_python::{
     ENVIRONMENTS_DIR, INSTALLED_SUFFIX, InstalledPackage, VENVS_DIR, environment_file_name,
@@ -41,3 +42,4 @@ pub use settings::{
 pub use settings_file::{SettingEdit, read_setting, write_settings};
 pub use trainer::Trainer;
 pub use value::Value;
+pub use withheld::{register_own_secret, withheld_from_child, withhold};

@@ -63,6 +63,11 @@ pub struct Settings {
     /// Extra environment variables for the run's processes (e.g. `HF_HUB_OFFLINE = "1"`).
     /// API keys are refused here: they belong in the environment or `<home>/.env`.
     pub child_environment: BTreeMap<String, String>,
+    /// The keys (of those rl knows) a run's environment process, and a pre-flight's, is
+    /// handed: it runs the environment's own code, so by default none (WandB's key aside, as
+    /// its logging needs it). An environment that calls a provider itself (a judge model)
+    /// needs its key named here: `environment_keys = ["OPENAI_API_KEY"]`.
+    pub environment_keys: Vec<String>,
     /// Readiness timeouts and grace periods of a run.
     pub run: RunTiming,
     /// The port the trainer serves inference on, for a trainer that cannot be told: the
@@ -111,6 +116,7 @@ impl Default for Settings {
             trainer_needs_tinker_key: true,
             engine: EngineSettings::default(),
             child_environment: BTreeMap::new(),
+            environment_keys: Vec::new(),
             run: RunTiming::default(),
             trainer_port: None,
             status_check_interval_secs: DEFAULT_STATUS_CHECK_INTERVAL_SECS,

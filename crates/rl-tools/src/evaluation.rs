@@ -61,6 +61,7 @@ impl Tools {
             .map_err(|error| ToolsError::Internal(error.to_string()))?;
         test.runner = Some(programs.clone());
         test.python = self.own_python(&selection.environment)?;
+        test.environment_keys = self.environment_keys(&settings);
         if let Some(slice) = self.held_out_of(id) {
             test.held_out = Some(HeldOutItems { programs, slice });
         }

@@ -79,6 +79,7 @@ pub fn check(
             checks.extend(tree_checks(settings));
             checks.extend(dependencies_check(home, settings));
             checks.extend(key_checks(settings, secrets));
+            checks.push(environment_keys_check(settings, secrets));
         }
         Err(reason) => {
             let fix = format!(
@@ -399,6 +400,44 @@ fn key_checks(settings: &Settings, secrets: &Secrets) -> Vec<Check> {
             )
         })
         .collect()
+}
+
+/// Which keys an environment's own code is handed (`environment_keys`), and whether rl has
+/// them: an environment that calls a provider itself fails without its key.
+fn environment_keys_check(settings: &Settings, secrets: &Secrets) -> Check {
+    let allowed = &settings.environment_keys;
+    if allowed.is_empty() {
+        return finding(
+            "environment keys",
+            false,
+            Ok(
+                "none: environments are handed no provider key (`environment_keys` in \
+                config.toml names those they may have)"
+                    .to_owned(),
+            ),
+        );
+    }
+    let missing: Vec<&str> = allowed
+        .iter()
+        .map(String::as_str)
+        .filter(|name| secrets.get(name).is_none())
+        .collect();
+    let outcome = if missing.is_empty() {
+        Ok(format!(
+            "{}: handed to each run's environment and a pre-flight's",
+            allowed.join(", ")
+        ))
+    } else {
+        Err((
+            format!(
+                "{} allowed environments (`environment_keys`) but not set",
+                missing.join(", ")
+            ),
+            "export it or add it to RL_HOME/.env (mode 600), or drop it from environment_keys"
+                .to_owned(),
+        ))
+    };
+    finding("environment keys", false, outcome)
 }
 
 fn state_dir_check(home: &Path) -> Check {

@@ -240,11 +240,7 @@ impl Tools {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for name in rl_settings::SECRET_NAMES {
-            if name != TINKER_KEY_VARIABLE {
-                command.env_remove(name);
-            }
-        }
+        rl_settings::withhold(&mut command, &[TINKER_KEY_VARIABLE]);
         if let Some(url) = service.base_url() {
             command.env("TINKER_BASE_URL", url);
         }

@@ -379,7 +379,10 @@ impl Tools {
         let supervisor = &self.context().supervisor;
         let log_path = self.preflight_dir().join("workers.log");
         let log = crate::tools::append_log(&log_path)?;
-        let mut child = Command::new(&supervisor.program)
+        let mut command = Command::new(&supervisor.program);
+        // rl itself, reading the keys it needs on its own; rl's own secrets stay here.
+        rl_settings::withhold(&mut command, &rl_settings::SECRET_NAMES);
+        let mut child = command
             .arg("work")
             .envs(supervisor.env.iter().map(|(name, value)| (name, value)))
             .env("RL_HOME", self.home())

@@ -108,9 +108,7 @@ impl Tools {
             .args(&launch.args)
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
-        for name in rl_settings::SECRET_NAMES {
-            command.env_remove(name);
-        }
+        rl_settings::withhold(&mut command, &[]);
         let output = command.output().map_err(|source| ToolsError::Io {
             action: "cannot start",
             path: launch.program.clone(),

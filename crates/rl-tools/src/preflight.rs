@@ -184,6 +184,7 @@ impl Tools {
         if options.use_wandb {
             request.wandb_key = self.key("WANDB_API_KEY").map(Key);
         }
+        request.environment_keys = self.environment_keys(settings);
         if let Some(threshold) = options.threshold {
             request.correct_rule = CorrectRule::AtLeast { threshold };
         }

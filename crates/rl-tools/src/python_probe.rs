@@ -128,6 +128,7 @@ pub(crate) fn last_line_of(
     dir: Option<&Path>,
 ) -> Result<String, String> {
     let mut command = Command::new(python);
+    rl_settings::withhold(&mut command, &[]);
     command
         .args(args)
         .stdin(Stdio::null())

@@ -268,7 +268,10 @@ impl Tools {
         let log_path = self.served_dir().join("detached.log");
         let log = crate::tools::append_log(&log_path)?;
         let program = &self.context().supervisor.program;
-        let mut child = std::process::Command::new(program)
+        let mut command = std::process::Command::new(program);
+        // rl itself, reading the keys it needs on its own; rl's own secrets stay here.
+        rl_settings::withhold(&mut command, &rl_settings::SECRET_NAMES);
+        let mut child = command
             .args(["--json", "checkpoints", "serve", "--port"])
             .arg(local.server.port.to_string())
             .args(["--serve-id", &local.serve_id])

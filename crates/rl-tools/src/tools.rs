@@ -208,6 +208,19 @@ impl Tools {
             .filter(|value| !value.is_empty())
     }
 
+    /// The keys the operator allows environments (`environment_keys`) that rl holds, with
+    /// their values: what a pre-flight's environment is handed, as a run's is.
+    pub(crate) fn environment_keys(
+        &self,
+        settings: &rl_settings::Settings,
+    ) -> Vec<(String, rl_preflight::Key)> {
+        settings
+            .environment_keys
+            .iter()
+            .filter_map(|name| Some((name.clone(), rl_preflight::Key(self.key(name)?))))
+            .collect()
+    }
+
     /// Runs blocking work (SQLite, process checks, file scans) off the async runtime.
     pub(crate) async fn blocking<T, F>(&self, work: F) -> Result<T, ToolsError>
     where

@@ -88,6 +88,11 @@ pub(crate) fn run(context: &Context, args: ServeArgs) -> anyhow::Result<()> {
     } = args;
     let addresses = resolve(&addr)?;
     let token = read_token(token_env.as_deref())?;
+    if let Some(variable) = &token_env {
+        // The token is the server's alone: no process it starts (a run's supervisor, a
+        // test's worker, an installer) inherits it, and none of theirs then can.
+        rl_settings::register_own_secret(variable);
+    }
     let remote: Vec<SocketAddr> = addresses
         .iter()
         .copied()

@@ -21,6 +21,7 @@ mod long_calls;
 mod mcp;
 mod mcp_clients;
 mod mcp_tasks;
+mod mcp_wire;
 mod new_env;
 mod no_signal;
 mod package_envs;

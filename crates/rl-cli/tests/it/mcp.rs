@@ -99,8 +99,13 @@ impl RawServer {
     }
 
     fn send(&mut self, message: &Value) {
+        self.send_line(&message.to_string());
+    }
+
+    /// Writes `line` and a newline as the client's next message, whatever it holds.
+    pub(crate) fn send_line(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{message}").unwrap();
+        writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
     }
 
@@ -109,35 +114,45 @@ impl RawServer {
     }
 
     /// Sends a request and waits (30 s at most) for the message answering it.
-    fn request(&mut self, id: u64, method: &str, params: &Value) -> Value {
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: &Value) -> Value {
         self.request_within(id, method, params, Duration::from_secs(30))
     }
 
     fn request_within(&mut self, id: u64, method: &str, params: &Value, limit: Duration) -> Value {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.answer_to(&json!(id), limit)
+    }
+
+    /// Waits (`limit` at most) for the message whose id is `id` (`null` included).
+    pub(crate) fn answer_to(&mut self, id: &Value, limit: Duration) -> Value {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = match self.lines.recv_timeout(left) {
                 Ok(line) => line,
-                Err(error) => panic!("no answer to {method} ({error}): {}", self.stderr()),
+                Err(error) => panic!("no answer to id {id} ({error}): {}", self.stderr()),
             };
             self.seen.push(line.clone());
             let message: Value = serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("stdout holds a line that is not JSON ({e}): {line}"));
-            if message["id"] == id {
+            if message.get("id") == Some(id) {
                 return message;
             }
         }
     }
 
     pub(crate) fn initialize(&mut self) -> Value {
+        self.initialize_with(&json!({}))
+    }
+
+    /// `initialize` as id 1, the client declaring `capabilities`.
+    pub(crate) fn initialize_with(&mut self, capabilities: &Value) -> Value {
         let answer = self.request(
             1,
             "initialize",
             &json!({
                 "protocolVersion": "2025-11-25",
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "rl-it", "version": "0"}
             }),
         );
@@ -154,11 +169,11 @@ impl RawServer {
         answer["result"].clone()
     }
 
-    fn close_stdin(&mut self) {
+    pub(crate) fn close_stdin(&mut self) {
         self.stdin = None;
     }
 
-    fn wait(&mut self, limit: Duration) -> ExitStatus {
+    pub(crate) fn wait(&mut self, limit: Duration) -> ExitStatus {
         let mut status = None;
         let ended = eventually(limit, || {
             status = self.child.try_wait().unwrap();
@@ -173,7 +188,7 @@ impl RawServer {
     }
 
     /// The stdout lines not read yet, once the server has ended.
-    fn rest(&mut self) -> Vec<String> {
+    pub(crate) fn rest(&mut self) -> Vec<String> {
         let mut rest = Vec::new();
         loop {
             match self.lines.recv_timeout(Duration::from_secs(5)) {
@@ -184,7 +199,7 @@ impl RawServer {
         }
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 }

@@ -3,6 +3,7 @@
 //! each `rl` call a separate process.
 
 use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -14,6 +15,8 @@ use crate::{test_python, workspace_root};
 
 /// A made-up key: it must reach the trainer through its environment and nowhere else.
 pub(crate) const FAKE_TINKER_KEY: &str = "tml-fake-0123456789abcdef";
+/// A made-up provider key: it reaches an environment only where the operator allows it.
+pub(crate) const FAKE_OPENROUTER_KEY: &str = "sk-or-fake-0123456789abcdef";
 
 /// `sh -c` wrapper that sleeps before starting the real command: a component that is slow to
 /// become ready, so a stop can be made in its phase.
@@ -262,6 +265,29 @@ pub(crate) fn run_processes(status: &Value) -> Vec<u32> {
         .collect()
 }
 
+/// The variables of process `pid` (`NAME=value` each), read from /proc; none once it is gone.
+pub(crate) fn environ_of(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|bytes| {
+            bytes
+                .split(|byte| *byte == 0)
+                .map(|entry| String::from_utf8_lossy(entry).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every live process whose environment holds run `id`'s `RL_RUN_ID`: its components and
+/// whatever they started, wherever it went.
+pub(crate) fn processes_of_run(id: &str) -> Vec<u32> {
+    let mark = format!("RL_RUN_ID={id}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| environ_of(*pid).contains(&mark))
+        .collect()
+}
+
 fn ports(status: &Value) -> [u16; 2] {
     ["api_port", "trainer_port"].map(|k| u16::try_from(status[k].as_u64().unwrap()).unwrap())
 }
@@ -326,6 +352,14 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
         ],
     );
     stack.tinker_key = Some(FAKE_TINKER_KEY);
+    // A provider key rl holds (from `.env`) that no setting allows environments.
+    let dotenv = stack.home.path().join(".env");
+    std::fs::write(
+        &dotenv,
+        format!("OPENROUTER_API_KEY={FAKE_OPENROUTER_KEY}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&dotenv, std::fs::Permissions::from_mode(0o600)).unwrap();
     let (id, running) = stack.start_running();
 
     // While it runs: the key is in the trainer's environment, in no command line of the run,
@@ -348,6 +382,23 @@ fn a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_enviro
     assert!(environ("trainer").contains(&format!("TINKER_API_KEY={FAKE_TINKER_KEY}")));
     assert!(!environ("api").contains("TINKER_API_KEY"));
     assert!(!environ("env").contains("TINKER_API_KEY"));
+    // The provider key reaches the supervisor, and no component: none is allowed environments.
+    let supervisor_pid = u32::try_from(supervisor).unwrap();
+    assert!(
+        environ_of(supervisor_pid).contains(&format!("OPENROUTER_API_KEY={FAKE_OPENROUTER_KEY}"))
+    );
+    let of_run = processes_of_run(&id);
+    for name in ["api", "trainer", "env"] {
+        assert!(of_run.contains(&pid_of(&running, name).unwrap()), "{name}");
+    }
+    for pid in of_run {
+        assert!(
+            !environ_of(pid)
+                .iter()
+                .any(|variable| variable.starts_with("OPENROUTER_API_KEY=")),
+            "the provider key reached {pid}"
+        );
+    }
     // The supervisor, alive for the whole run, keeps its allocator lean (benchmarks.md).
     let supervisor_environ = std::fs::read(format!("/proc/{supervisor}/environ")).unwrap();
     assert!(

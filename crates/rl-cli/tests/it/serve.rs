@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::runs::{FAKE_OPENROUTER_KEY, environ_of, pid_of, processes_of_run};
 use crate::{rl_command, test_python, workspace_root};
 
 /// Longest wait for one answer: a pre-flight test against the fixture server takes seconds.
@@ -67,8 +68,10 @@ impl Server {
     }
 
     /// With `--home DIR` and no `RL_HOME`.
-    fn start_with_home_flag(home: tempfile::TempDir) -> Self {
-        let mut command = serve_command(home.path(), &["--addr", "127.0.0.1:0"], &[]);
+    fn start_with_home_flag(home: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut args = vec!["--addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut command = serve_command(home.path(), &args, env);
         command.env_remove("RL_HOME").arg("--home").arg(home.path());
         Self::spawn(command, home)
     }
@@ -1017,12 +1020,36 @@ fn a_token_guards_every_route_and_is_never_shown() {
 /// Runs of the local stack started over HTTP by a server given `--home DIR` (no `RL_HOME`):
 /// the first followed to its end and read, the second stopped over HTTP, the third stopped by
 /// `rl runs stop` in a process of its own, which the server then reports. `rl --home DIR`
-/// sees the server's selection and runs.
+/// sees the server's selection and runs. While the first runs, no process of it holds the
+/// server's token, and the provider keys only where the operator allows them (issue 45).
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn runs_are_started_followed_read_and_stopped_over_http() {
+    const TOKEN: &str = "rl-api-token-0123456789";
+    const OPENAI_KEY: &str = "sk-openai-fake-0123456789";
     let python = test_python();
-    let server = Server::start_with_home_flag(stack_home(&python, ""));
+    let home = stack_home(&python, "");
+    let config = home.path().join("config.toml");
+    // Steps of 1.5 s: the first run is `running` long enough for its processes to be read.
+    let settings = std::fs::read_to_string(&config).unwrap().replace(
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"1.5\"",
+    );
+    std::fs::write(
+        &config,
+        format!("environment_keys = [\"OPENROUTER_API_KEY\"]\n{settings}"),
+    )
+    .unwrap();
+    let mut server = Server::start_with_home_flag(
+        home,
+        &["--token-env", "RL_API_TOKEN"],
+        &[
+            ("RL_API_TOKEN", TOKEN),
+            ("OPENROUTER_API_KEY", FAKE_OPENROUTER_KEY),
+            ("OPENAI_API_KEY", OPENAI_KEY),
+        ],
+    );
+    server.token = Some(TOKEN.to_owned());
     let home = server.home.path().to_owned();
     let mut runs = StartedRuns {
         home: &home,
@@ -1041,7 +1068,11 @@ fn runs_are_started_followed_read_and_stopped_over_http() {
     let first_id = first["run_id"].as_str().unwrap().to_owned();
     runs.ids.push(first_id.clone());
     assert_eq!(first["status"], "starting", "{first}");
-    let json_type = [("Content-Type", "application/json")];
+    let authorization = format!("Bearer {TOKEN}");
+    let json_type = [
+        ("Content-Type", "application/json"),
+        ("Authorization", authorization.as_str()),
+    ];
     let second = expect(server.raw("POST", "/runs", &json_type, ""), 200);
     let second_id = second["run_id"].as_str().unwrap().to_owned();
     runs.ids.push(second_id.clone());
@@ -1093,7 +1124,50 @@ fn runs_are_started_followed_read_and_stopped_over_http() {
     let reported = expect(server.get(&format!("/runs/{third_id}")), 200);
     assert_eq!(reported["status"], "stopped", "{reported}");
 
-    // The first runs to its end (6 steps of 0.2 s once the stack is up).
+    // While the first runs: its processes hold no token, its environment the allowed key
+    // alone, its trainer and run-api none.
+    let started = Instant::now();
+    while expect(server.get(&format!("/runs/{first_id}")), 200)["status"] != "running" {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "run {first_id} never ran"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let running = rl_by_home_flag(&home, &["runs", "status", &first_id]);
+    let supervisor = u32::try_from(running["supervisor"]["pid"].as_u64().unwrap()).unwrap();
+    let of_run = processes_of_run(&first_id);
+    let has = |pid: u32, name: &str| {
+        environ_of(pid)
+            .iter()
+            .any(|variable| variable.starts_with(&format!("{name}=")))
+    };
+    for pid in of_run.iter().copied().chain([supervisor]) {
+        assert!(!has(pid, "RL_API_TOKEN"), "the token reached {pid}");
+        assert!(
+            !environ_of(pid)
+                .iter()
+                .any(|variable| variable.contains(TOKEN)),
+            "the token's value reached {pid}"
+        );
+    }
+    let env = pid_of(&running, "env").unwrap();
+    assert!(of_run.contains(&env), "{of_run:?}");
+    assert!(environ_of(env).contains(&format!("OPENROUTER_API_KEY={FAKE_OPENROUTER_KEY}")));
+    assert!(
+        !has(env, "OPENAI_API_KEY"),
+        "a key not allowed environments"
+    );
+    for name in ["api", "trainer"] {
+        let pid = pid_of(&running, name).unwrap();
+        assert!(of_run.contains(&pid), "{name}: {of_run:?}");
+        assert!(
+            !has(pid, "OPENROUTER_API_KEY") && !has(pid, "OPENAI_API_KEY"),
+            "{name}"
+        );
+    }
+
+    // The first runs to its end (6 steps of 1.5 s once the stack is up).
     let started = Instant::now();
     let finished = loop {
         let status = expect(server.get(&format!("/runs/{first_id}")), 200);

@@ -83,6 +83,7 @@ pub(crate) fn request_at(base_url: &str, models: &[&str]) -> PreflightRequest {
         group_size: 4,
         use_wandb: false,
         wandb_key: None,
+        environment_keys: Vec::new(),
         concurrency: 4,
         timeout: Duration::from_secs(120),
         correct_rule: CorrectRule::TopScore,

@@ -352,6 +352,7 @@ pub(crate) fn shell_plan(working_dir: &Path, models: &[&str], concurrency: usize
         group_size: 1,
         use_wandb: false,
         wandb_key: None,
+        environment_keys: Vec::new(),
         env_args: Vec::new(),
         child_environment: std::collections::BTreeMap::new(),
         concurrency,

@@ -5,7 +5,7 @@
 //! supervisor's environment, never here.
 
 use rl_python::{Imports, PythonLauncher};
-use rl_settings::{RunFolder, RunId, SECRET_NAMES, Secrets, Settings};
+use rl_settings::{RunFolder, RunId, Secrets, Settings};
 
 use super::EvaluateCommand;
 use crate::ProcessError;
@@ -93,23 +93,27 @@ pub(super) fn of_component(
         }
         Component::Api => {}
     }
-    let kept = secrets_for(component, run.local_engine);
-    let env_remove = SECRET_NAMES
-        .iter()
-        .filter(|name| !kept.contains(name))
-        .map(|name| (*name).to_owned())
-        .collect();
+    let kept = secrets_for(component, run.local_engine, &run.settings.environment_keys);
+    let env_remove = rl_settings::withheld_from_child(&kept);
     Ok(ComponentVariables { env, env_remove })
 }
 
 /// Which secrets each component receives; the others are removed from its environment. With a
 /// local engine the trainer's Tinker is that engine: the hosted one's key has nowhere to go.
-pub(super) fn secrets_for(component: Component, local_engine: bool) -> &'static [&'static str] {
+/// The environment runs the environment's own code: WandB's key (its logging) and the keys the
+/// operator allows environments (`environment_keys`), nothing more.
+pub(super) fn secrets_for(
+    component: Component,
+    local_engine: bool,
+    environment_keys: &[String],
+) -> Vec<&str> {
     match component {
-        Component::Engine | Component::Api => &[],
-        Component::Trainer if local_engine => &["WANDB_API_KEY"],
-        Component::Trainer => &["TINKER_API_KEY", "WANDB_API_KEY"],
-        Component::Env => &["WANDB_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
+        Component::Engine | Component::Api => Vec::new(),
+        Component::Trainer if local_engine => vec!["WANDB_API_KEY"],
+        Component::Trainer => vec!["TINKER_API_KEY", "WANDB_API_KEY"],
+        Component::Env => std::iter::once("WANDB_API_KEY")
+            .chain(environment_keys.iter().map(String::as_str))
+            .collect(),
     }
 }
 

@@ -5,7 +5,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rl_settings::SECRET_NAMES;
 
 use super::{JobInfo, SlurmCommands, parse_job};
 use crate::ProcessError;
@@ -35,9 +34,7 @@ impl SlurmCli {
         }
         // SLURM keeps a batch job's environment on disk: no key goes into it (and `sbatch`
         // exports none of the caller's environment, see `submit`).
-        for name in SECRET_NAMES {
-            command.env_remove(name);
-        }
+        rl_settings::withhold(command.as_std_mut(), &[]);
         // A user's `SBATCH_*` (`SQUEUE_*`, `SCANCEL_*`…) variables would change what the
         // command does behind the operator's settings: each command gets none of its own.
         let own = format!("{}_", program.to_ascii_uppercase());

@@ -26,6 +26,16 @@ impl Settings {
                  environment or in <home>/.env"
             )));
         }
+        if let Some(name) = self
+            .environment_keys
+            .iter()
+            .find(|name| !crate::SECRET_NAMES.contains(&name.as_str()))
+        {
+            return Err(SettingsError::Invalid(format!(
+                "environment_keys names {name:?}, which is no key rl knows; name some of {}",
+                crate::SECRET_NAMES.join(", ")
+            )));
+        }
         // Each goes into a line of a batch script: one line, no control characters.
         let slurm = &self.slurm;
         let one_liners = [

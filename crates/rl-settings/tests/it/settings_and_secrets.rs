@@ -190,6 +190,35 @@ fn keys_in_child_environment_and_impossible_timings_are_refused() {
     assert!((settings.run.env_settle_secs - 5.0).abs() < f64::EPSILON);
 }
 
+/// An environment runs untrusted code: it is handed no provider key unless the operator names
+/// it, and only a key rl knows can be named.
+#[test]
+fn the_keys_an_environment_gets_are_named_by_the_operator_among_rls_keys() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = Settings::load(home.path(), variables(&[])).unwrap();
+    assert!(settings.environment_keys.is_empty(), "none by default");
+    std::fs::write(
+        home.path().join("config.toml"),
+        "environment_keys = [\"OPENROUTER_API_KEY\"]\n",
+    )
+    .unwrap();
+    let settings = Settings::load(home.path(), variables(&[])).unwrap();
+    assert_eq!(settings.environment_keys, ["OPENROUTER_API_KEY"]);
+    std::fs::write(
+        home.path().join("config.toml"),
+        "environment_keys = [\"OPENAI_API_KEY\", \"RL_API_TOKEN\"]\n",
+    )
+    .unwrap();
+    let error = Settings::load(home.path(), variables(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("environment_keys names \"RL_API_TOKEN\", which is no key rl knows")
+            && error.contains("OPENROUTER_API_KEY, OPENAI_API_KEY"),
+        "{error}"
+    );
+}
+
 #[test]
 fn each_log_is_capped_by_default_and_the_operator_sets_the_cap() {
     let home = tempfile::tempdir().unwrap();

@@ -161,6 +161,8 @@ impl Tools {
         );
         let supervisor = &self.context().supervisor;
         let mut command = Command::new(&supervisor.program);
+        // rl itself, reading the keys its runs need on its own; rl's own secrets stay here.
+        rl_settings::withhold(&mut command, &rl_settings::SECRET_NAMES);
         if let Some(root) = &spec.tinker_atropos_root {
             command.arg("--root").arg(root);
         }
