@@ -10,7 +10,7 @@
 //!
 //! Every line from the client passes `wire`'s filter before rmcp: malformed JSON-RPC gets its
 //! error answer there (issue 45); what the MCP face repeats of a client's strings is bounded by
-//! `wire::echoed`.
+//! `rl_settings::quoted`.
 
 use std::time::Duration;
 
@@ -234,15 +234,15 @@ impl ServerHandler for RlServer {
     ) -> Result<CustomResult, ErrorData> {
         Err(ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
-            format!("Method not found: {}", wire::echoed(&request.method)),
+            format!("Method not found: {}", rl_settings::quoted(&request.method)),
             None,
         ))
     }
 }
 
-/// `error` with `given` (a client's string it repeats) bounded by `wire::echoed`.
+/// `error` with `given` (a client's string it repeats) bounded by `rl_settings::quoted`.
 fn echo_bounded(mut error: ErrorData, given: &str) -> ErrorData {
-    let bounded = wire::echoed(given);
+    let bounded = rl_settings::quoted(given);
     if bounded != given && error.message.contains(given) {
         error.message = error.message.replace(given, &bounded).into();
     }

@@ -12,7 +12,6 @@
 //! another pipe; it and the filter's own answers reach stdout through one lock, one whole line
 //! at a time, so lines never interleave. A notification (no id) is never answered.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,24 +32,8 @@ use tokio::task::JoinHandle;
 /// from making the server buffer without end (rmcp's own cap, 16 MiB, stays behind it).
 pub(super) const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
-/// How many characters of a client-supplied string an error message repeats.
-pub(super) const ECHO_CHARS: usize = 80;
-
 /// The buffer of each in-memory pipe to and from rmcp.
 const PIPE_BYTES: usize = 64 * 1024;
-
-/// `text` as an error message may repeat it: whole if short, else its first [`ECHO_CHARS`]
-/// characters, an ellipsis and its length, so a client cannot make an answer as long as it likes.
-pub(super) fn echoed(text: &str) -> Cow<'_, str> {
-    match text.char_indices().nth(ECHO_CHARS) {
-        None => Cow::Borrowed(text),
-        Some((cut, _)) => Cow::Owned(format!(
-            "{}… ({} characters)",
-            &text[..cut],
-            text.chars().count()
-        )),
-    }
-}
 
 /// What becomes of one line from the client.
 #[derive(Debug, PartialEq)]
@@ -177,7 +160,7 @@ fn params_problem(method: &str, message: &Value) -> Option<String> {
 fn fits<T: DeserializeOwned>(message: &Value) -> Option<String> {
     T::deserialize(message)
         .err()
-        .map(|error| echoed(&error.to_string()).into_owned())
+        .map(|error| rl_settings::with_quotes_bounded(&error.to_string()))
 }
 
 /// One line read with a bound on its length.

@@ -158,18 +158,6 @@ fn what_serde_repeats_of_a_long_value_is_bounded() {
     }
 }
 
-#[test]
-fn an_echo_is_whole_when_short_and_cut_with_its_length_when_long() {
-    assert_eq!(echoed("abc"), "abc");
-    let exact = "é".repeat(ECHO_CHARS);
-    assert_eq!(echoed(&exact), exact.as_str());
-    let long = "é".repeat(10_000);
-    let cut = echoed(&long);
-    assert!(cut.starts_with(&"é".repeat(ECHO_CHARS)), "{cut}");
-    assert!(cut.ends_with("… (10000 characters)"), "{cut}");
-    assert!(cut.chars().count() <= ECHO_CHARS + 24, "{cut}");
-}
-
 #[tokio::test]
 async fn lines_are_read_whole_and_an_oversized_one_is_skipped_unkept() {
     let input = format!("one\r\n{}\ntwo\n\nthree", "x".repeat(100));
