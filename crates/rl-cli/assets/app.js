@@ -64,6 +64,14 @@
   // Evaluations come every few steps: their points are joined across the steps between.
   const sparse = (field) => field.startsWith("eval_");
 
+  // A chart's title: its series' label, and the n a pass@n or best-of-n is of.
+  const captioned = (field, label, n) => {
+    if (n === null) return label;
+    if (field === "eval_pass_at_n") return label + " (pass@" + n + ")";
+    if (field === "eval_best_of_n") return label + " (best of " + n + ")";
+    return label;
+  };
+
   // A chart per series: uPlot, steps on x, this run (and the compared one) on y.
   class Charts {
     constructor(container, series) {
@@ -74,6 +82,9 @@
     }
 
     update(history, other) {
+      // pass@n and best-of-n are of the evaluation's n completions per prompt: their titles say it.
+      const ns = history.map((row) => num(row.eval_n)).filter((v) => v !== null);
+      const n = ns.length ? ns[ns.length - 1] : null;
       for (const { field, label } of this.series) {
         const mine = history.map((row) => num(row[field]));
         const theirs = other ? other.history.map((row) => num(row[field])) : null;
@@ -85,6 +96,7 @@
           this.charts.set(field, chart);
         }
         chart.box.setAttribute("data-points", String(mine.filter((v) => v !== null).length));
+        chart.box.querySelector("figcaption").textContent = captioned(field, label, n);
         chart.plot.setData(data);
       }
       this.updateTogether(history);

@@ -78,7 +78,10 @@ impl Tools {
                 text.parse::<jiff::civil::Date>().map_err(|error| {
                     ToolsError::invalid(
                         "since",
-                        format!("'{text}' is not a day YYYY-MM-DD: {error}"),
+                        format!(
+                            "'{}' is not a day YYYY-MM-DD: {error}",
+                            rl_settings::quoted(text)
+                        ),
                     )
                 })
             })

@@ -394,7 +394,7 @@ fn parse_serve_id(text: &str) -> Result<String, ToolsError> {
             format!(
                 "'{}' is no server's id: ids are 8 lowercase hexadecimal characters, as \
                  `rl checkpoints served` lists them",
-                text.chars().take(40).collect::<String>()
+                rl_settings::quoted(text)
             ),
         )
     })

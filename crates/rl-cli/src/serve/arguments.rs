@@ -58,8 +58,8 @@ fn typed(kind: Option<&str>, text: &str) -> Value {
             .and_then(serde_json::Number::from_f64)
             .map(Value::Number),
         Some("boolean") => match text {
-            "true" => Some(Value::Bool(true)),
-            "false" => Some(Value::Bool(false)),
+            "true" | "1" => Some(Value::Bool(true)),
+            "false" | "0" => Some(Value::Bool(false)),
             _ => None,
         },
         Some("array" | "object") => serde_json::from_str(text).ok(),
@@ -117,6 +117,8 @@ mod tests {
         assert_eq!(odd["since"], "-x");
         assert_eq!(odd["zz"], "1");
         assert_eq!(typed(Some("number"), "0.5"), 0.5);
+        assert_eq!(typed(Some("boolean"), "1"), true);
+        assert_eq!(typed(Some("boolean"), "yes"), "yes");
         assert_eq!(typed(Some("array"), "[\"a\"]"), serde_json::json!(["a"]));
         assert_eq!(typed(Some("integer"), "18446744073709551615"), u64::MAX);
         let twice = from_query("rl_check_status", pairs(&[("since", "1"), ("since", "2")]));

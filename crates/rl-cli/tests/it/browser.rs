@@ -259,6 +259,24 @@ fn the_run_page_shows_a_run_as_it_trains() {
             "{series}: {charts:?}"
         );
     }
+    // The evaluations (every 2 steps): pass@n and best-of-n drawn, their titles naming n.
+    let evaluated = (STEPS / 2).to_string();
+    for series in ["eval_mean_score", "eval_pass_at_n", "eval_best_of_n"] {
+        assert!(
+            charts
+                .iter()
+                .any(|(name, points)| name == series && points.as_deref() == Some(&evaluated)),
+            "{series}: {charts:?}"
+        );
+    }
+    let titles = browser.eval(
+        "JSON.stringify(['eval_pass_at_n', 'eval_best_of_n'].map(s => \
+         document.querySelector(`figure.chart[data-series=${s}] figcaption`).textContent))",
+    );
+    assert_eq!(
+        titles,
+        "[\"eval/pass_at_n (pass@4)\",\"eval/best_of_n (best of 4)\"]"
+    );
     // Each step's anatomy as a stacked bar, a colour per part with its legend, and the pace.
     let bars = browser.eval(
         "JSON.stringify([document.querySelectorAll('figure[data-series=anatomy] rect').length, \
