@@ -63,6 +63,8 @@
 
   // Evaluations come every few steps: their points are joined across the steps between.
   const sparse = (field) => field.startsWith("eval_");
+  // The estimates whose 95% interval the evaluation logs: drawn as a band around this run's line.
+  const INTERVALS = new Set(["eval_mean_score", "eval_pass_at_n", "eval_best_of_n"]);
 
   // A chart's title: its series' label, and the n a pass@n or best-of-n is of.
   const captioned = (field, label, n) => {
@@ -90,6 +92,12 @@
         const theirs = other ? other.history.map((row) => num(row[field])) : null;
         if (!mine.some((v) => v !== null) && !(theirs && theirs.some((v) => v !== null))) continue;
         const data = aligned(history, mine, other ? other.history : null, theirs);
+        if (INTERVALS.has(field)) {
+          for (const bound of ["_low", "_high"]) {
+            const values = new Map(history.map((row) => [row.step, num(row[field + bound])]));
+            data.push(data[0].map((step) => (values.has(step) ? values.get(step) : null)));
+          }
+        }
         let chart = this.charts.get(field);
         if (!chart) {
           chart = this.create(field, label, other);
@@ -155,6 +163,13 @@
       const gaps = sparse(field);
       const series = [{ label: "step" }, { label: "this run", stroke: "#2563eb", width: 2, spanGaps: gaps, points: { show: true, size: 4 } }];
       if (other) series.push({ label: "run " + other.run.id, stroke: "#d97706", width: 2, dash: [6, 4], spanGaps: gaps });
+      const bands = [];
+      if (INTERVALS.has(field)) {
+        series.push({ label: "95% low", stroke: "#93c5fd", width: 1, dash: [2, 3], spanGaps: gaps });
+        series.push({ label: "95% high", stroke: "#93c5fd", width: 1, dash: [2, 3], spanGaps: gaps });
+        bands.push({ series: [series.length - 1, series.length - 2], fill: "rgba(37, 99, 235, 0.12)" });
+      }
+      box.setAttribute("data-bands", String(bands.length));
       const width = Math.max(260, box.clientWidth - 16);
       const plot = new uPlot(
         {
@@ -163,10 +178,11 @@
           scales: { x: { time: false } },
           axes: [STEP_AXIS, {}],
           series: series,
+          bands: bands,
           legend: { live: true },
           cursor: { sync: { key: "rl" } },
         },
-        [[], [], ...(other ? [[]] : [])],
+        series.map(() => []),
         box
       );
       return { box: box, plot: plot };

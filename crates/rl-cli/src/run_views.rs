@@ -88,6 +88,16 @@ pub(crate) fn print_status(run: &RunView) -> anyhow::Result<()> {
 
 pub(crate) fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 13] {
     let number = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), curves::significant);
+    // An estimate with its 95% interval, when the evaluation logged one.
+    let estimate = |value: Option<f64>, low: Option<f64>, high: Option<f64>| match (low, high) {
+        (Some(low), Some(high)) if value.is_some() => format!(
+            "{} [{}, {}]",
+            number(value),
+            curves::significant(low),
+            curves::significant(high)
+        ),
+        _ => number(value),
+    };
     [
         (
             "step",
@@ -100,10 +110,31 @@ pub(crate) fn metric_rows(metrics: &MetricsView) -> [(&'static str, String); 13]
         ("learning_rate", number(metrics.learning_rate)),
         ("percent_correct", number(metrics.percent_correct)),
         ("eval_percent_correct", number(metrics.eval_percent_correct)),
-        ("eval_mean_score", number(metrics.eval_mean_score)),
+        (
+            "eval_mean_score",
+            estimate(
+                metrics.eval_mean_score,
+                metrics.eval_mean_score_low,
+                metrics.eval_mean_score_high,
+            ),
+        ),
         ("eval_pass_at_1", number(metrics.eval_pass_at_1)),
-        ("eval_pass_at_n", number(metrics.eval_pass_at_n)),
-        ("eval_best_of_n", number(metrics.eval_best_of_n)),
+        (
+            "eval_pass_at_n",
+            estimate(
+                metrics.eval_pass_at_n,
+                metrics.eval_pass_at_n_low,
+                metrics.eval_pass_at_n_high,
+            ),
+        ),
+        (
+            "eval_best_of_n",
+            estimate(
+                metrics.eval_best_of_n,
+                metrics.eval_best_of_n_low,
+                metrics.eval_best_of_n_high,
+            ),
+        ),
         (
             "eval_n",
             metrics

@@ -43,8 +43,9 @@ pub use rollouts::{
 pub use source::{Collected, MetricsSource, RunTarget, SourceFailure, WandbNames, collect};
 pub use trainer_log::{WeightsReport, scan as scan_trainer_log};
 pub use view::{
-    EVAL_BEST_OF_N, EVAL_MEAN_SCORE, EVAL_N, EVAL_PASS_AT_1, EVAL_PASS_AT_N, EVAL_PERCENT_CORRECT,
-    REWARD_MEAN, StatusMetrics,
+    EVAL_BEST_OF_N, EVAL_BEST_OF_N_HIGH, EVAL_BEST_OF_N_LOW, EVAL_MEAN_SCORE, EVAL_MEAN_SCORE_HIGH,
+    EVAL_MEAN_SCORE_LOW, EVAL_N, EVAL_PASS_AT_1, EVAL_PASS_AT_N, EVAL_PASS_AT_N_HIGH,
+    EVAL_PASS_AT_N_LOW, EVAL_PERCENT_CORRECT, REWARD_MEAN, StatusMetrics,
 };
 pub use wandb_api::{WandbApi, WandbApiConfig};
 pub use wandb_file::{WandbFiles, WandbRunFile, read_wandb_file};

@@ -19,6 +19,13 @@ pub const EVAL_PASS_AT_1: &str = "eval/pass_at_1";
 pub const EVAL_PASS_AT_N: &str = "eval/pass_at_n";
 pub const EVAL_BEST_OF_N: &str = "eval/best_of_n";
 pub const EVAL_N: &str = "eval/n";
+/// The 95% intervals of the mean score, pass@n and best-of-n, logged beside them.
+pub const EVAL_MEAN_SCORE_LOW: &str = "eval/mean_score_low";
+pub const EVAL_MEAN_SCORE_HIGH: &str = "eval/mean_score_high";
+pub const EVAL_PASS_AT_N_LOW: &str = "eval/pass_at_n_low";
+pub const EVAL_PASS_AT_N_HIGH: &str = "eval/pass_at_n_high";
+pub const EVAL_BEST_OF_N_LOW: &str = "eval/best_of_n_low";
+pub const EVAL_BEST_OF_N_HIGH: &str = "eval/best_of_n_high";
 /// What the run's `max_steps_off_policy` did at a step (logged only with the bound).
 pub(crate) const STALE_GROUPS: &str = "batch/stale_groups";
 pub(crate) const UNKNOWN_AGE_COMPLETIONS: &str = "batch/unknown_age_completions";
@@ -40,6 +47,10 @@ pub struct StatusMetrics {
     pub eval_pass_at_n: Option<f64>,
     pub eval_best_of_n: Option<f64>,
     pub eval_n: Option<f64>,
+    /// Their 95% intervals, as logged (a `(low, high)` pair when both are).
+    pub eval_mean_score_interval: Option<(f64, f64)>,
+    pub eval_pass_at_n_interval: Option<(f64, f64)>,
+    pub eval_best_of_n_interval: Option<(f64, f64)>,
     pub logprobs_diff: Option<f64>,
     pub advantages_std: Option<f64>,
     /// The latest step's groups dropped as stale, completions of unknown age, and the oldest
@@ -75,6 +86,9 @@ impl StatusMetrics {
             view.eval_pass_at_n = latest.eval_pass_at_n;
             view.eval_best_of_n = latest.eval_best_of_n;
             view.eval_n = latest.eval_n;
+            view.eval_mean_score_interval = latest.eval_mean_score_interval;
+            view.eval_pass_at_n_interval = latest.eval_pass_at_n_interval;
+            view.eval_best_of_n_interval = latest.eval_best_of_n_interval;
         }
         if let Some(env) = &metrics.env {
             view.percent_correct = env.summary_number(PERCENT_CORRECT);
@@ -110,6 +124,9 @@ impl StatusMetrics {
             eval_pass_at_n: row.number(EVAL_PASS_AT_N),
             eval_best_of_n: row.number(EVAL_BEST_OF_N),
             eval_n: row.number(EVAL_N),
+            eval_mean_score_interval: interval(row, EVAL_MEAN_SCORE_LOW, EVAL_MEAN_SCORE_HIGH),
+            eval_pass_at_n_interval: interval(row, EVAL_PASS_AT_N_LOW, EVAL_PASS_AT_N_HIGH),
+            eval_best_of_n_interval: interval(row, EVAL_BEST_OF_N_LOW, EVAL_BEST_OF_N_HIGH),
             reward_mean: row.number(REWARD_MEAN),
             loss: row.number(LOSS),
             learning_rate: row.number(LEARNING_RATE),
@@ -121,6 +138,11 @@ impl StatusMetrics {
             ..Self::default()
         }
     }
+}
+
+/// A row's interval under `low` and `high`, when it logged both.
+fn interval(row: &HistoryRow, low: &str, high: &str) -> Option<(f64, f64)> {
+    Some((row.number(low)?, row.number(high)?))
 }
 
 #[cfg(test)]

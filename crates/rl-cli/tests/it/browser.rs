@@ -277,6 +277,14 @@ fn the_run_page_shows_a_run_as_it_trains() {
         titles,
         "[\"eval/pass_at_n (pass@4)\",\"eval/best_of_n (best of 4)\"]"
     );
+    // Each with its 95% interval as a band: two bounds' series in its legend.
+    let bands = browser.eval(
+        "JSON.stringify(['eval_mean_score', 'eval_pass_at_n', 'eval_best_of_n'].map(s => { \
+         const f = document.querySelector(`figure.chart[data-series=${s}]`); \
+         return [f.dataset.bands, [...f.querySelectorAll('.u-legend .u-series')] \
+         .filter(e => e.textContent.includes('95%')).length]; }))",
+    );
+    assert_eq!(bands, "[[\"1\",2],[\"1\",2],[\"1\",2]]");
     // Each step's anatomy as a stacked bar, a colour per part with its legend, and the pace.
     let bars = browser.eval(
         "JSON.stringify([document.querySelectorAll('figure[data-series=anatomy] rect').length, \

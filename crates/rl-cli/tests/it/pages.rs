@@ -153,6 +153,9 @@ pub(crate) fn write_step(home: &Path, step: usize) {
             "eval/mean_score": 0.3 + 0.02 * at, "eval/percent_correct": 30.0 + 2.0 * at,
             "eval/pass_at_1": 0.3 + 0.02 * at, "eval/pass_at_n": 0.6 + 0.03 * at,
             "eval/best_of_n": 0.6 + 0.03 * at, "eval/n": 4,
+            "eval/mean_score_low": 0.2 + 0.02 * at, "eval/mean_score_high": 0.4 + 0.02 * at,
+            "eval/pass_at_n_low": 0.5 + 0.03 * at, "eval/pass_at_n_high": 0.7 + 0.03 * at,
+            "eval/best_of_n_low": 0.5 + 0.03 * at, "eval/best_of_n_high": 0.7 + 0.03 * at,
         });
         row.as_object_mut()
             .unwrap()
@@ -520,6 +523,23 @@ fn the_terminal_shows_where_time_and_money_go() {
     let json: serde_json::Value =
         serde_json::from_str(&rl(&["--json", "runs", "status", RUN, "--source", "file"])).unwrap();
     assert_eq!(json["accounting"]["tokens"]["sampled"], 24_000, "{json}");
+    // The latest evaluation (step 6) with its 95% intervals, in the table and the answer.
+    let metrics = &json["metrics"];
+    for (key, value) in [
+        ("eval_pass_at_n", 0.78),
+        ("eval_pass_at_n_low", 0.68),
+        ("eval_pass_at_n_high", 0.88),
+        ("eval_best_of_n_low", 0.68),
+        ("eval_mean_score_high", 0.52),
+        ("eval_n", 4.0),
+    ] {
+        let got = metrics[key].as_f64().unwrap_or(f64::NAN);
+        assert!((got - value).abs() < 1e-9, "{key}: {metrics}");
+    }
+    assert!(
+        status.contains("0.78 [0.68, 0.88]"),
+        "the interval is not shown:\n{status}"
+    );
     assert_eq!(json["accounting"]["bottleneck"]["part"], "forward_backward");
     assert_eq!(json["accounting"]["cost"]["currency"], "EUR");
     let algorithm = &json["algorithm"];

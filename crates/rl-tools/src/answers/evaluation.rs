@@ -11,7 +11,11 @@ use rl_settings::RunId;
 use super::EstimateView;
 use crate::prompts::Prompts;
 
-use rl_metrics::{EVAL_BEST_OF_N, EVAL_N, EVAL_PASS_AT_1, EVAL_PASS_AT_N};
+use rl_metrics::{
+    EVAL_BEST_OF_N, EVAL_BEST_OF_N_HIGH, EVAL_BEST_OF_N_LOW, EVAL_MEAN_SCORE_HIGH,
+    EVAL_MEAN_SCORE_LOW, EVAL_N, EVAL_PASS_AT_1, EVAL_PASS_AT_N, EVAL_PASS_AT_N_HIGH,
+    EVAL_PASS_AT_N_LOW,
+};
 pub use rl_metrics::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT};
 
 #[derive(Debug, Serialize)]
@@ -54,16 +58,16 @@ impl Evaluated {
         let count = |n: usize| f64::from(u32::try_from(n).unwrap_or(u32::MAX));
         for (name, value) in [
             (EVAL_MEAN_SCORE, figures.mean_score.value),
-            ("eval/mean_score_low", figures.mean_score.low),
-            ("eval/mean_score_high", figures.mean_score.high),
+            (EVAL_MEAN_SCORE_LOW, figures.mean_score.low),
+            (EVAL_MEAN_SCORE_HIGH, figures.mean_score.high),
             (EVAL_PERCENT_CORRECT, figures.percent_correct.value),
             (EVAL_PASS_AT_1, figures.pass_at_1.value),
             (EVAL_PASS_AT_N, figures.pass_at_n.value),
-            ("eval/pass_at_n_low", figures.pass_at_n.low),
-            ("eval/pass_at_n_high", figures.pass_at_n.high),
+            (EVAL_PASS_AT_N_LOW, figures.pass_at_n.low),
+            (EVAL_PASS_AT_N_HIGH, figures.pass_at_n.high),
             (EVAL_BEST_OF_N, figures.best_of_n.value),
-            ("eval/best_of_n_low", figures.best_of_n.low),
-            ("eval/best_of_n_high", figures.best_of_n.high),
+            (EVAL_BEST_OF_N_LOW, figures.best_of_n.low),
+            (EVAL_BEST_OF_N_HIGH, figures.best_of_n.high),
             (EVAL_N, count(figures.n)),
             ("eval/prompts", count(figures.prompts)),
             ("eval/completions", count(figures.completions)),

@@ -42,6 +42,20 @@ pub struct MetricsView {
     #[serde(serialize_with = "number")]
     pub eval_best_of_n: Option<f64>,
     pub eval_n: Option<u64>,
+    /// The 95% intervals of the mean score, pass@n and best-of-n, when the evaluation logged
+    /// them (left out otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_mean_score_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_mean_score_high: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_pass_at_n_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_pass_at_n_high: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_best_of_n_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_best_of_n_high: Option<f64>,
     #[serde(serialize_with = "number")]
     pub logprobs_diff: Option<f64>,
     #[serde(serialize_with = "number")]
@@ -71,6 +85,12 @@ impl From<&StatusMetrics> for MetricsView {
             eval_pass_at_n: metrics.eval_pass_at_n,
             eval_best_of_n: metrics.eval_best_of_n,
             eval_n: count(metrics.eval_n),
+            eval_mean_score_low: finite(metrics.eval_mean_score_interval.map(|(low, _)| low)),
+            eval_mean_score_high: finite(metrics.eval_mean_score_interval.map(|(_, high)| high)),
+            eval_pass_at_n_low: finite(metrics.eval_pass_at_n_interval.map(|(low, _)| low)),
+            eval_pass_at_n_high: finite(metrics.eval_pass_at_n_interval.map(|(_, high)| high)),
+            eval_best_of_n_low: finite(metrics.eval_best_of_n_interval.map(|(low, _)| low)),
+            eval_best_of_n_high: finite(metrics.eval_best_of_n_interval.map(|(_, high)| high)),
             logprobs_diff: metrics.logprobs_diff,
             advantages_std: metrics.advantages_std,
             stale_groups: count(metrics.stale_groups),
@@ -85,6 +105,11 @@ fn count(value: Option<f64>) -> Option<u64> {
     value
         .filter(|n| n.is_finite() && *n >= 0.0 && n.fract() == 0.0)
         .map(|n| n as u64)
+}
+
+/// A finite number; an interval bound that is not one (NaN, ±inf) is left out.
+fn finite(value: Option<f64>) -> Option<f64> {
+    value.filter(|number| number.is_finite())
 }
 
 /// `None` → null; a number as [`LoggedValue`] answers it.
