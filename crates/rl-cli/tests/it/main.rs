@@ -33,6 +33,7 @@ mod run_logs;
 mod runs;
 mod serve;
 mod serve_arguments;
+mod serve_runs;
 mod serve_settings;
 mod serving;
 mod setup;
