@@ -20,8 +20,9 @@ use crate::ToolsError;
 #[derive(Clone)]
 pub struct ToolContext {
     pub home: PathBuf,
-    /// The operator's settings, or why they could not be read. Only the operations that need
-    /// them (environments, configuration, start, pre-flight) fail for it: a broken
+    /// The operator's settings as read when the face opened the tools, or why they could not
+    /// be read; [`Tools::settings`] is what they are now (see `reread`). Only the operations
+    /// that need them (environments, configuration, start, pre-flight) fail for it: a broken
     /// `config.toml` must never keep anyone from watching, stopping or collecting a run.
     pub settings: Result<Settings, String>,
     pub secrets: Secrets,

@@ -20,6 +20,9 @@ pub(super) fn from_query(
     tool: &str,
     pairs: Vec<(String, String)>,
 ) -> Result<Map<String, Value>, Response> {
+    if pairs.is_empty() {
+        return Ok(Map::new());
+    }
     let properties = rl_tools::spec(tool)
         .and_then(|spec| spec.parameters.get("properties").cloned())
         .unwrap_or(Value::Null);

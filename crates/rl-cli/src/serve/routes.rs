@@ -191,8 +191,8 @@ async fn handle(
     match route.answer {
         Answer::Reply => call(&state, route.tool, arguments).await,
         Answer::FileRead => read_run_files(&state, route.tool, arguments).await,
-        Answer::EnvironmentList => list_environments(&state, arguments).await,
-        Answer::Inference => test_inference(&state, arguments).await,
+        Answer::EnvironmentList => list_environments(&state, route.tool, arguments).await,
+        Answer::Inference => test_inference(&state, route.tool, arguments).await,
     }
 }
 
@@ -237,8 +237,8 @@ fn arguments(
 }
 
 /// A list, as the original server answered (its client took `len(result)`).
-async fn list_environments(state: &AppState, arguments: Value) -> Response {
-    let reply = run_tool(state, "rl_list_environments", arguments).await;
+async fn list_environments(state: &AppState, tool: &'static str, arguments: Value) -> Response {
+    let reply = run_tool(state, tool, arguments).await;
     match reply {
         Ok(ToolReply {
             value,
@@ -248,7 +248,7 @@ async fn list_environments(state: &AppState, arguments: Value) -> Response {
             Some(list @ Value::Array(_)) => ok(list.clone()),
             _ => failure(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "rl_list_environments answered without an `environments` list",
+                &format!("{tool} answered without an `environments` list"),
             ),
         },
         other => reply_response(other),
@@ -257,13 +257,13 @@ async fn list_environments(state: &AppState, arguments: Value) -> Response {
 
 /// Today's body (the tool's arguments), or the original client's `{prompts, max_tokens,
 /// temperature}`, translated.
-async fn test_inference(state: &AppState, body: Value) -> Response {
+async fn test_inference(state: &AppState, tool: &'static str, body: Value) -> Response {
     let body = if body.is_null() { json!({}) } else { body };
-    let (arguments, translation) = match inference_arguments(body) {
+    let (arguments, translation) = match inference_arguments(tool, body) {
         Ok(pair) => pair,
         Err(response) => return response,
     };
-    let reply = run_tool(state, "rl_test_inference", arguments).await;
+    let reply = run_tool(state, tool, arguments).await;
     match (reply, translation) {
         (Ok(mut reply), Some(translation)) => {
             if let Some(object) = reply.value.as_object_mut() {

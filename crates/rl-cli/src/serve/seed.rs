@@ -16,7 +16,10 @@ const OLD_INFERENCE_KEYS: [&str; 3] = ["prompts", "max_tokens", "temperature"];
     clippy::result_large_err,
     reason = "the refusal is the response itself, built once per request"
 )]
-pub(super) fn inference_arguments(body: Value) -> Result<(Value, Option<Value>), Response> {
+pub(super) fn inference_arguments(
+    tool: &str,
+    body: Value,
+) -> Result<(Value, Option<Value>), Response> {
     let Value::Object(object) = body else {
         // The tool refuses it with its schema.
         return Ok((body, None));
@@ -29,7 +32,7 @@ pub(super) fn inference_arguments(body: Value) -> Result<(Value, Option<Value>),
         // Today's body: the tool's arguments, which it checks against its schema.
         return Ok((Value::Object(object), None));
     }
-    let current = rl_tools::spec("rl_test_inference")
+    let current = rl_tools::spec(tool)
         .and_then(|spec| spec.parameters.get("properties").cloned())
         .unwrap_or(Value::Null);
     let new: Vec<&str> = object
@@ -116,19 +119,22 @@ pub(super) fn inference_arguments(body: Value) -> Result<(Value, Option<Value>),
 mod tests {
     use super::*;
 
+    const TOOL: &str = "rl_test_inference";
+
     #[test]
     fn old_inference_bodies_become_num_steps() {
         let (arguments, translation) =
-            inference_arguments(json!({"prompts": ["a", "b"], "max_tokens": 9})).unwrap();
+            inference_arguments(TOOL, json!({"prompts": ["a", "b"], "max_tokens": 9})).unwrap();
         assert_eq!(arguments, json!({"num_steps": 2}));
         assert_eq!(
             translation.unwrap()["not_sent"],
             json!(["prompts", "max_tokens"])
         );
         let many: Vec<String> = (0..500).map(|n| n.to_string()).collect();
-        let (arguments, _) = inference_arguments(json!({ "prompts": many })).unwrap();
+        let (arguments, _) = inference_arguments(TOOL, json!({ "prompts": many })).unwrap();
         assert_eq!(arguments, json!({"num_steps": 100}));
-        let (arguments, _) = inference_arguments(json!({"prompts": [], "temperature": 1})).unwrap();
+        let (arguments, _) =
+            inference_arguments(TOOL, json!({"prompts": [], "temperature": 1})).unwrap();
         assert_eq!(arguments, json!({"num_steps": 1}));
         // Today's body goes to the tool as it is, `wait` and `test_id` included: the tool
         // checks it against its schema.
@@ -138,7 +144,7 @@ mod tests {
             json!({"test_id": "x"}),
             json!({"steps": 2}),
         ] {
-            let (arguments, translation) = inference_arguments(current.clone()).unwrap();
+            let (arguments, translation) = inference_arguments(TOOL, current.clone()).unwrap();
             assert_eq!((arguments, translation), (current, None));
         }
         for bad in [
@@ -149,7 +155,7 @@ mod tests {
             json!({"prompts": ["a"], "temperature": "hot"}),
             json!({"prompts": ["a"], "steps": 2}),
         ] {
-            let refused = inference_arguments(bad.clone()).unwrap_err();
+            let refused = inference_arguments(TOOL, bad.clone()).unwrap_err();
             assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{bad}");
         }
     }
