@@ -14,12 +14,25 @@ use anyhow::{Context, bail};
 use crate::{local_stack_rl, run_command};
 
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
+    // The venvs download while rl compiles: on a fresh machine each takes minutes, mostly
+    // waiting on the registry, which the build's CPU-bound minutes can hide.
+    let pythons = std::thread::spawn({
+        let root = root.to_owned();
+        move || -> anyhow::Result<_> {
+            Ok((
+                crate::venv::ensure_test_venv(&root)?,
+                crate::venv::ensure_local_engine(&root)?,
+            ))
+        }
+    });
     // The dev profile shares its build with `cargo xtask test`, so CI pays for one build.
-    run_command(Command::new("cargo").args(["build", "--quiet", "-p", "rl-cli"]))?;
+    let built = run_command(Command::new("cargo").args(["build", "--quiet", "-p", "rl-cli"]));
+    let (python, engine) = pythons
+        .join()
+        .map_err(|_| anyhow::anyhow!("provisioning the venvs panicked"))??;
+    built?;
     let rl = root.join("target/debug/rl");
     let tree = root.join("fixtures/tinker-atropos");
-    let python = crate::venv::ensure_test_venv(root)?;
-    let engine = crate::venv::ensure_local_engine(root)?;
     let home = root.join("target/demo-home");
     if home.exists() {
         std::fs::remove_dir_all(&home)?;

@@ -32,6 +32,9 @@ enum Task {
     Test(test::TestArgs),
     /// The main job: the whole workflow on the bundled fixtures, no keys, no network.
     Demo,
+    /// Make (or find current) every Python the tests run against, as `test` does first; CI runs
+    /// it beside the demo so the downloads overlap the build.
+    Venvs,
     /// Run every benchmark and write docs/benchmarks.md.
     Bench(bench::BenchArgs),
     /// Fetch the run pages' chart library (uPlot) into the binary's assets, or check them.
@@ -50,6 +53,7 @@ fn main() -> std::process::ExitCode {
         .and_then(|()| match task {
             Task::Test(args) => test::run(&root, &args),
             Task::Demo => demo::run(&root),
+            Task::Venvs => venv::TestPythons::ensure(&root).map(drop),
             Task::Bench(args) => bench::run(&root, &args),
             Task::Vendor(args) => vendor::run(&root, &args),
             Task::Graph => graph::run(&root),
@@ -73,12 +77,18 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_owned)
 }
 
-/// Runs a command, echoing it, and fails when it fails.
+/// Runs a command, echoing it, and fails when it fails; one that took long says how long, so a
+/// slow CI log says where its time went.
 pub(crate) fn run_command(command: &mut Command) -> anyhow::Result<()> {
     eprintln!("$ {}", display(command));
+    let started = std::time::Instant::now();
     let status = command
         .status()
         .with_context(|| format!("cannot start {}", display(command)))?;
+    let took = started.elapsed();
+    if took.as_secs() >= 20 {
+        eprintln!("xtask: took {:.0?}: {}", took, display(command));
+    }
     if !status.success() {
         bail!("`{}` failed ({status})", display(command));
     }

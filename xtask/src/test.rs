@@ -83,11 +83,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
     let python = if args.no_python {
         None
     } else {
-        Some((
-            venv::ensure_test_venv(root)?,
-            venv::ensure_local_engine(root)?,
-            venv::ensure_verifiers(root)?,
-        ))
+        Some(venv::TestPythons::ensure(root)?)
     };
     // The MCP TypeScript client's tests need the venv too (the stack, the fixture endpoint).
     let mcp_ts = if python.is_some() {
@@ -103,20 +99,9 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
             None => command.env_remove(node::MCP_TS_ENV),
         };
         match &python {
-            Some((python, engine, verifiers)) => command
-                .env(venv::PYTHON_ENV, python)
-                .env(venv::ENGINE_PYTHON_ENV, &engine.python)
-                .env(venv::BASE_MODEL_ENV, &engine.base_model)
-                .env(venv::VERIFIERS_V1_ENV, &verifiers.v1)
-                .env(venv::VERIFIERS_V0_ENV, &verifiers.v0),
-            // An inherited value would bring the Python parts back despite `--no-python`.
-            None => command
-                .env_remove(venv::PYTHON_ENV)
-                .env_remove(venv::ENGINE_PYTHON_ENV)
-                .env_remove(venv::BASE_MODEL_ENV)
-                .env_remove(venv::VERIFIERS_V1_ENV)
-                .env_remove(venv::VERIFIERS_V0_ENV),
-        };
+            Some(pythons) => pythons.name_to(&mut command),
+            None => venv::unname(&mut command),
+        }
         command
     };
     // insta: `no` fails on a difference and writes nothing, `always` overwrites, `new` leaves a

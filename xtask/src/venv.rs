@@ -20,14 +20,72 @@ pub(crate) const BASE_MODEL_ENV: &str = "RL_TEST_BASE_MODEL";
 /// python_v1|python_v0` in their settings).
 pub(crate) const VERIFIERS_V1_ENV: &str = "RL_TEST_VERIFIERS_V1_PYTHON";
 pub(crate) const VERIFIERS_V0_ENV: &str = "RL_TEST_VERIFIERS_V0_PYTHON";
+/// Tells the tests the interpreter that has torch and transformers (the merged export's check).
+pub(crate) const TORCH_PYTHON_ENV: &str = "RL_TEST_TORCH_PYTHON";
+/// Every variable above: what `--no-python` takes out of an inherited environment.
+const VARIABLES: [&str; 6] = [
+    PYTHON_ENV,
+    ENGINE_PYTHON_ENV,
+    BASE_MODEL_ENV,
+    VERIFIERS_V1_ENV,
+    VERIFIERS_V0_ENV,
+    TORCH_PYTHON_ENV,
+];
 const TINY_MODEL_SCRIPT: &str = "fixtures/tiny-model/make_tiny_model.py";
 const TOKENIZER_DIR: &str = "fixtures/tokenizer";
 
 const REQUIREMENTS: &str = "xtask/python/test-requirements.txt";
 const TRAINER_REQUIREMENTS: &str = "crates/rl-python/requirements/trainer.txt";
+const TORCH_REQUIREMENTS: &str = "xtask/python/transformers-requirements.txt";
 /// Inside the venv, so deleting the venv (or `cargo clean`) also forgets what it holds.
 const STAMP: &str = ".rl-requirements";
 const MIN_PYTHON: (u32, u32) = (3, 11);
+
+/// Every Python the tests run against, provisioned.
+pub(crate) struct TestPythons {
+    test: PathBuf,
+    engine: LocalEngine,
+    verifiers: VerifiersPythons,
+    torch: PathBuf,
+}
+
+impl TestPythons {
+    /// Makes (or finds current) each of them, the largest download first: `cargo xtask venvs`
+    /// runs this beside the demo in CI, which makes the test venv and the engine's itself.
+    pub(crate) fn ensure(root: &Path) -> anyhow::Result<Self> {
+        let torch = ensure_torch(root)?;
+        let verifiers = ensure_verifiers(root)?;
+        Ok(Self {
+            test: ensure_test_venv(root)?,
+            engine: ensure_local_engine(root)?,
+            verifiers,
+            torch,
+        })
+    }
+
+    /// Names each of them to `command` (the test runner) in its variable.
+    pub(crate) fn name_to(&self, command: &mut Command) {
+        let values: [&Path; 6] = [
+            &self.test,
+            &self.engine.python,
+            &self.engine.base_model,
+            &self.verifiers.v1,
+            &self.verifiers.v0,
+            &self.torch,
+        ];
+        for (variable, value) in VARIABLES.into_iter().zip(values) {
+            command.env(variable, value);
+        }
+    }
+}
+
+/// Takes every test Python's variable out of `command`'s environment: an inherited one would
+/// bring the Python tests back despite `--no-python`.
+pub(crate) fn unname(command: &mut Command) {
+    for variable in VARIABLES {
+        command.env_remove(variable);
+    }
+}
 
 /// `fixtures/local-stack.toml` filled in for this checkout and `python`: the operator settings
 /// of the local stack, as the demo and the bench write them into their state directory.
@@ -113,6 +171,11 @@ pub(crate) fn ensure_local_engine(root: &Path) -> anyhow::Result<LocalEngine> {
 /// `target/tiny-model`, remade whenever its script or the tokenizer it copies changes.
 fn ensure_tiny_model(root: &Path, python: &Path) -> anyhow::Result<PathBuf> {
     let model = root.join("target").join("tiny-model");
+    locked(&model, || make_tiny_model(root, python, &model))?;
+    Ok(model)
+}
+
+fn make_tiny_model(root: &Path, python: &Path, model: &Path) -> anyhow::Result<()> {
     let mut inputs = vec![root.join(TINY_MODEL_SCRIPT)];
     for entry in std::fs::read_dir(root.join(TOKENIZER_DIR))? {
         inputs.push(entry?.path());
@@ -130,17 +193,35 @@ fn ensure_tiny_model(root: &Path, python: &Path) -> anyhow::Result<PathBuf> {
     }
     let stamp_path = model.join(".rl-inputs");
     if std::fs::read_to_string(&stamp_path).is_ok_and(|made| made == stamp) {
-        return Ok(model);
+        return Ok(());
     }
     run_command(
         Command::new(python)
             .arg(root.join(TINY_MODEL_SCRIPT))
-            .arg(&model),
+            .arg(model),
     )
     .context("making the tiny model failed")?;
     std::fs::write(&stamp_path, stamp)
-        .with_context(|| format!("cannot write {}", stamp_path.display()))?;
-    Ok(model)
+        .with_context(|| format!("cannot write {}", stamp_path.display()))
+}
+
+/// Runs `make` holding `folder`'s lock (`FOLDER.lock` beside it, exclusive, released when
+/// `make` returns): CI runs `cargo xtask venvs` beside the demo, and both may make one folder.
+fn locked<T>(folder: &Path, make: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let lock_path = folder.with_extension("lock");
+    if let Some(parent) = lock_path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    make()
 }
 
 /// The Pythons of verifiers environments: `target/vf1-venv` (verifiers 0.4.0, its v1 API) and
@@ -173,6 +254,25 @@ pub(crate) fn ensure_verifiers(root: &Path) -> anyhow::Result<VerifiersPythons> 
         v1: one(VERIFIERS_V1_ENV, "vf1-venv", "verifiers-v1.txt")?,
         v0: one(VERIFIERS_V0_ENV, "vf0-venv", "verifiers-v0.txt")?,
     })
+}
+
+/// `target/torch-venv`: torch and transformers (`xtask/python/transformers-requirements.txt`),
+/// for the one test that loads a merged export as a user of it would.
+fn ensure_torch(root: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(python) = std::env::var_os(TORCH_PYTHON_ENV).map(PathBuf::from)
+        && python.is_file()
+    {
+        return Ok(python);
+    }
+    let requirements = root.join(TORCH_REQUIREMENTS);
+    let stamp = std::fs::read_to_string(&requirements)
+        .with_context(|| format!("cannot read {}", requirements.display()))?;
+    ensure_venv(
+        &root.join("target").join("torch-venv"),
+        &stamp,
+        "torch and transformers for the merged export's check (about 2.9 GB to download)",
+        &[&["install", "-r", &requirements.to_string_lossy()]],
+    )
 }
 
 /// Returns the python executable of a venv holding the test requirements (the test tools and
@@ -223,6 +323,15 @@ fn ensure_venv(
     what: &str,
     installs: &[&[&str]],
 ) -> anyhow::Result<PathBuf> {
+    locked(venv, || make_venv(venv, stamp, what, installs))
+}
+
+fn make_venv(
+    venv: &Path,
+    stamp: &str,
+    what: &str,
+    installs: &[&[&str]],
+) -> anyhow::Result<PathBuf> {
     let python = venv_python(venv);
     let stamp_path = venv.join(STAMP);
     let up_to_date = python.is_file()
@@ -240,13 +349,17 @@ fn ensure_venv(
     }
     let uv = venv.parent().and_then(|target| {
         let log = target.join("uv-install.log");
-        rl_python::own_uv(&target.join("uv-venv"), &log, &|| {
-            eprintln!(
-                "xtask: installing uv {} into target/uv-venv",
-                rl_python::UV.version
-            );
+        let uv_venv = target.join("uv-venv");
+        locked(&uv_venv, || {
+            rl_python::own_uv(&uv_venv, &log, &|| {
+                eprintln!(
+                    "xtask: installing uv {} into target/uv-venv",
+                    rl_python::UV.version
+                );
+            })
+            .map_err(anyhow::Error::from)
         })
-        .inspect_err(|error| eprintln!("xtask: uv could not be installed ({error}): using pip"))
+        .inspect_err(|error| eprintln!("xtask: uv could not be installed ({error:#}): using pip"))
         .ok()
     });
     match &uv {

@@ -41,11 +41,31 @@ pub fn workspace_root() -> PathBuf {
 /// # Panics
 /// When `RL_TEST_PYTHON` is not set: a test that asked for it cannot check anything without it.
 pub fn test_python() -> PathBuf {
-    match std::env::var_os(PYTHON_ENV).map(PathBuf::from) {
+    provided(PYTHON_ENV, "the test venv")
+}
+
+/// The environment variable `cargo xtask test` sets to `target/torch-venv`'s Python.
+pub const TORCH_PYTHON_ENV: &str = "RL_TEST_TORCH_PYTHON";
+
+/// The Python that has torch and transformers (`target/torch-venv`), for loading a merged
+/// export as its user would; provided by `cargo xtask test` as `RL_TEST_TORCH_PYTHON`.
+///
+/// # Panics
+/// When `RL_TEST_TORCH_PYTHON` is not set, like [`test_python`].
+pub fn torch_python() -> PathBuf {
+    provided(
+        TORCH_PYTHON_ENV,
+        "torch and transformers (target/torch-venv)",
+    )
+}
+
+/// The interpreter `variable` names, which `cargo xtask test` provides.
+fn provided(variable: &str, what: &str) -> PathBuf {
+    match std::env::var_os(variable).map(PathBuf::from) {
         Some(python) if python.exists() => python,
         _ => panic!(
-            "{PYTHON_ENV} is not set (or names nothing): this test needs the test venv; run it \
-             through `cargo xtask test`"
+            "{variable} is not set (or names nothing): this test needs {what}; run it through \
+             `cargo xtask test`"
         ),
     }
 }

@@ -14,7 +14,7 @@ use crate::training::{SAVE_EVERY_TWO, SHORT_RUN, stack};
 /// a quarter of the items out of training: with seed 7, 4 of the 12 digits prompts.
 const PRUNED_AS_IT_ENDS_FOUR_HELD_OUT: (&str, &str) = (
     "keep_rollouts = 20",
-    "keep_rollouts = 20\n\n[checkpoints]\nkeep_last = 1\nprune_when_ended = true\n\n\
+    "keep_rollouts = 20\n\n[checkpoints]\nkeep_last = 2\nprune_when_ended = true\n\n\
      [held_out]\nfraction = 0.25\nseed = 7",
 );
 const HELD_OUT_PROMPTS: usize = 4;
@@ -274,15 +274,27 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
         .find(|checkpoint| checkpoint["step"] == last_saved && checkpoint["state_path"].is_string())
         .and_then(|checkpoint| checkpoint["state_path"].as_str())
         .unwrap();
-    crate::serving::a_finished_runs_checkpoints_are_served(&stack, &id, |url, model| {
-        crate::serving::a_merged_export_computes_what_its_checkpoint_computes(
-            &stack,
-            &id,
-            last_saved,
-            last_state,
-            (url, model),
-        );
-    });
+    // Two trained steps at once: the last and another the policy kept.
+    let other_step = checkpoints
+        .iter()
+        .filter(|checkpoint| checkpoint["state_path"].is_string() && checkpoint["pruned"] != true)
+        .filter_map(|checkpoint| checkpoint["step"].as_i64())
+        .find(|step| *step != last_saved)
+        .unwrap_or_else(|| panic!("one kept step only: {listed:#}"));
+    crate::serving::a_finished_runs_checkpoints_are_served(
+        &stack,
+        &id,
+        other_step,
+        |url, model| {
+            crate::serving::a_merged_export_computes_what_its_checkpoint_computes(
+                &stack,
+                &id,
+                last_saved,
+                last_state,
+                (url, model),
+            );
+        },
+    );
 
     // The run's own engine folder was only read.
     assert_eq!(std::fs::read(&engine_db).unwrap(), db_before);

@@ -41,17 +41,27 @@ for model in models:
 print(json.dumps(out))
 "#;
 
-/// Serves the run's last saved checkpoint and its base model at once, detached; checks them
-/// through the official client, the list, the stop; then a foreground server whose owner is
-/// killed.
+/// Serves the run's last saved checkpoint, another of its steps (`other_step`) and its base
+/// model at once, detached, each under its own name; checks them through the official client,
+/// the list, the stop; then a foreground server whose owner is killed.
 pub(crate) fn a_finished_runs_checkpoints_are_served(
     stack: &Stack,
     id: &str,
+    other_step: i64,
     while_served: impl FnOnce(&str, &str),
 ) {
     let last = format!("run:{id}");
+    let other = format!("{id}@{other_step}");
     let base = format!("{id}@base");
-    let output = stack.rl(&["--json", "checkpoints", "serve", id, &base, "--detach"]);
+    let output = stack.rl(&[
+        "--json",
+        "checkpoints",
+        "serve",
+        id,
+        &other,
+        &base,
+        "--detach",
+    ]);
     let detached_log = stack.home.path().join("served").join("detached.log");
     assert!(
         output.status.success(),
@@ -68,7 +78,11 @@ pub(crate) fn a_finished_runs_checkpoints_are_served(
         .iter()
         .map(|model| model.as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(models, [last.clone(), format!("run:{base}")], "{served:#}");
+    assert_eq!(
+        models,
+        [last.clone(), format!("run:{other}"), format!("run:{base}")],
+        "{served:#}"
+    );
     let base_url = served["base_url"].as_str().unwrap().to_owned();
     assert!(base_url.starts_with("http://127.0.0.1:"), "{served:#}");
     assert_eq!(served["state"], "ready", "{served:#}");
@@ -150,8 +164,10 @@ pub(crate) fn a_finished_runs_checkpoints_are_served(
 /// The step's checkpoint merged into its base weights (issue 44): a Hugging Face folder whose
 /// config and tokenizer transformers reads with no network, and whose log-probabilities on a
 /// fixed prompt and completion equal the checkpoint's as the engine computes them (within
-/// 1e-3 per token, float32 on a CPU), while the unmerged base's differ (the control); and the
-/// tokens the running server samples from the checkpoint score the same on the merged model.
+/// 1e-3 per token, float32 on a CPU), while the unmerged base's differ (the control); the
+/// tokens the running server samples from the checkpoint score the same on the merged model;
+/// and transformers, loading the folder's weights with torch, scores the fixed tokens as the
+/// checkpoint does.
 pub(crate) fn a_merged_export_computes_what_its_checkpoint_computes(
     stack: &Stack,
     id: &str,
@@ -184,6 +200,15 @@ pub(crate) fn a_merged_export_computes_what_its_checkpoint_computes(
     ] {
         assert!(files.contains(&expected), "{merged:#}");
     }
+    // What an upload of the folder publishes: the files the answer names, nothing of rl's own.
+    let mut on_disk: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort_unstable();
+    let mut named: Vec<String> = files.iter().map(|file| (*file).to_owned()).collect();
+    named.sort_unstable();
+    assert_eq!(on_disk, named, "{merged:#}");
     let card = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(
         card.contains(id) && card.contains(&format!("step {step}")),
@@ -267,6 +292,36 @@ pub(crate) fn a_merged_export_computes_what_its_checkpoint_computes(
     assert!(
         base_diff > 10.0 * merged_diff.max(1e-4),
         "the control does not differ: {compared:#}"
+    );
+
+    // As its user loads it: transformers' AutoModelForCausalLM (torch, float32, no network)
+    // scores the same tokens as the checkpoint does on the engine.
+    let token_ids = compared["token_ids"].to_string();
+    let mut command = std::process::Command::new(rl_test_support::torch_python());
+    command
+        .env("HF_HUB_OFFLINE", "1")
+        .arg(root.join("fixtures/local-engine/transformers_logprobs.py"))
+        .args([&out_text, &token_ids]);
+    let loaded = crate::script_json(&mut command);
+    assert_eq!(loaded["class"], "Qwen3ForCausalLM", "{loaded:#}");
+    // The card's metadata as the Hub's own client parses it.
+    assert_eq!(loaded["card"]["library_name"], "transformers", "{loaded:#}");
+    let checkpoint = compared["checkpoint_logprobs"].as_array().unwrap();
+    let by_transformers = loaded["logprobs"].as_array().unwrap();
+    assert_eq!(
+        by_transformers.len(),
+        checkpoint.len(),
+        "{loaded:#}\n{compared:#}"
+    );
+    let largest = checkpoint
+        .iter()
+        .zip(by_transformers)
+        .map(|(a, b)| (a.as_f64().unwrap() - b.as_f64().unwrap()).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        largest < 1e-3,
+        "transformers scores the merged model {largest} away from the checkpoint: \
+         {loaded:#}\n{compared:#}"
     );
 }
 
