@@ -26,7 +26,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         }
     });
     // The dev profile shares its build with `cargo xtask test`, so CI pays for one build.
-    let built = run_command(Command::new("cargo").args(["build", "--quiet", "-p", "rl-cli"]));
+    let built = run_command(crate::cargo().args(["build", "--quiet", "-p", "rl-cli"]));
     let (python, engine) = pythons
         .join()
         .map_err(|_| anyhow::anyhow!("provisioning the venvs panicked"))??;

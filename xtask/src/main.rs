@@ -77,6 +77,31 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_owned)
 }
 
+/// `cargo`, without the variables `cargo run` gave this process (`CARGO_PKG_NAME=xtask`,
+/// `CARGO_MANIFEST_DIR`, …): build scripts that watch them (ring's, through `cc`) would see
+/// them change between a build started here and one started from a shell, and rebuild ring,
+/// rustls, reqwest and every crate of rl above them each time (80 s in CI).
+pub(crate) fn cargo() -> Command {
+    let mut command = Command::new("cargo");
+    for (name, _) in std::env::vars_os() {
+        let text = name.to_string_lossy();
+        if text.starts_with("CARGO_PKG_")
+            || matches!(
+                text.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            command.env_remove(&name);
+        }
+    }
+    command
+}
+
 /// Runs a command, echoing it, and fails when it fails; one that took long says how long, so a
 /// slow CI log says where its time went.
 pub(crate) fn run_command(command: &mut Command) -> anyhow::Result<()> {

@@ -68,8 +68,8 @@ fn slurm_answers() -> bool {
 pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
     if args.check {
         crate::vendor::check(root)?;
-        run_command(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
-        run_command(Command::new("cargo").args([
+        run_command(crate::cargo().args(["fmt", "--all", "--", "--check"]))?;
+        run_command(crate::cargo().args([
             "clippy",
             "--workspace",
             "--all-targets",
@@ -92,7 +92,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         None
     };
     let test_command = |cargo_args: &[&str]| {
-        let mut command = Command::new("cargo");
+        let mut command = crate::cargo();
         command.args(cargo_args);
         match &mcp_ts {
             Some(modules) => command.env(node::MCP_TS_ENV, modules),
@@ -111,7 +111,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         (_, true) => "always",
         _ => "new",
     };
-    let nextest_available = Command::new("cargo")
+    let nextest_available = crate::cargo()
         .args(["nextest", "--version"])
         .output()
         .is_ok_and(|output| output.status.success());

@@ -53,7 +53,7 @@ struct Measured {
 pub(super) fn measure(root: &Path, python: &Path, runs: usize) -> anyhow::Result<String> {
     let runs = runs.max(MIN_RUNS);
     // The xtask itself is a debug build: rl's reader is timed in a release binary of its own.
-    run_command(Command::new("cargo").args([
+    run_command(crate::cargo().args([
         "build",
         "--quiet",
         "--release",

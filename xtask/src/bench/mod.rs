@@ -107,7 +107,7 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    run_command(Command::new("cargo").args(["build", "--quiet", "--release", "-p", "rl-cli"]))?;
+    run_command(crate::cargo().args(["build", "--quiet", "--release", "-p", "rl-cli"]))?;
     let rl = root.join("target/release/rl");
 
     // Sections measured now; with `--only`, the others are kept from the written report.

@@ -72,6 +72,10 @@ pub(crate) fn a_finished_runs_checkpoints_are_served(
     );
     let served: Value = serde_json::from_slice(&output.stdout).unwrap();
     let serve_id = served["serve_id"].as_str().unwrap().to_owned();
+    let _stops = StopsServing {
+        stack,
+        serve_id: &serve_id,
+    };
     let models: Vec<String> = served["models"]
         .as_array()
         .unwrap()
@@ -323,6 +327,23 @@ pub(crate) fn a_merged_export_computes_what_its_checkpoint_computes(
         "transformers scores the merged model {largest} away from the checkpoint: \
          {loaded:#}\n{compared:#}"
     );
+}
+
+/// Stops a detached server when the test ends, as it should have if it failed first: nothing
+/// else would end it, its home being gone.
+struct StopsServing<'a> {
+    stack: &'a Stack,
+    serve_id: &'a str,
+}
+
+impl Drop for StopsServing<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self
+                .stack
+                .rl(&["checkpoints", "stop", self.serve_id, "--json"]);
+        }
+    }
 }
 
 /// The record a foreground `rl --json checkpoints serve` prints once ready.
