@@ -234,20 +234,13 @@ pub(crate) struct VerifiersPythons {
 }
 
 pub(crate) fn ensure_verifiers(root: &Path) -> anyhow::Result<VerifiersPythons> {
-    let one = |variable: &str, venv: &str, pins: &str| -> anyhow::Result<PathBuf> {
-        if let Some(python) = std::env::var_os(variable).map(PathBuf::from)
-            && python.is_file()
-        {
-            return Ok(python);
-        }
-        let requirements = root.join("crates/rl-python/requirements").join(pins);
-        let stamp = std::fs::read_to_string(&requirements)
-            .with_context(|| format!("cannot read {}", requirements.display()))?;
-        ensure_venv(
-            &root.join("target").join(venv),
-            &stamp,
+    let one = |variable: &str, venv: &str, pins: &str| {
+        pinned_venv(
+            root,
+            variable,
+            venv,
+            &root.join("crates/rl-python/requirements").join(pins),
             &format!("a verifiers environment's Python ({pins}), a minute or two"),
-            &[&["install", "-r", &requirements.to_string_lossy()]],
         )
     };
     Ok(VerifiersPythons {
@@ -259,18 +252,35 @@ pub(crate) fn ensure_verifiers(root: &Path) -> anyhow::Result<VerifiersPythons> 
 /// `target/torch-venv`: torch and transformers (`xtask/python/transformers-requirements.txt`),
 /// for the one test that loads a merged export as a user of it would.
 fn ensure_torch(root: &Path) -> anyhow::Result<PathBuf> {
-    if let Some(python) = std::env::var_os(TORCH_PYTHON_ENV).map(PathBuf::from)
+    pinned_venv(
+        root,
+        TORCH_PYTHON_ENV,
+        "torch-venv",
+        &root.join(TORCH_REQUIREMENTS),
+        "torch and transformers for the merged export's check (about 2.9 GB to download)",
+    )
+}
+
+/// The Python `variable` names when it is a file, else `target/VENV` made from one pinned
+/// requirements file (its text the stamp).
+fn pinned_venv(
+    root: &Path,
+    variable: &str,
+    venv: &str,
+    requirements: &Path,
+    what: &str,
+) -> anyhow::Result<PathBuf> {
+    if let Some(python) = std::env::var_os(variable).map(PathBuf::from)
         && python.is_file()
     {
         return Ok(python);
     }
-    let requirements = root.join(TORCH_REQUIREMENTS);
-    let stamp = std::fs::read_to_string(&requirements)
+    let stamp = std::fs::read_to_string(requirements)
         .with_context(|| format!("cannot read {}", requirements.display()))?;
     ensure_venv(
-        &root.join("target").join("torch-venv"),
+        &root.join("target").join(venv),
         &stamp,
-        "torch and transformers for the merged export's check (about 2.9 GB to download)",
+        what,
         &[&["install", "-r", &requirements.to_string_lossy()]],
     )
 }
