@@ -10,18 +10,12 @@ use anyhow::{Context, bail};
 
 use crate::{display, run_command};
 
-/// Tells the tests which interpreter to use; when already set, nothing is provisioned.
-pub(crate) const PYTHON_ENV: &str = "RL_TEST_PYTHON";
-/// Tells the tests the local engine's interpreter.
-pub(crate) const ENGINE_PYTHON_ENV: &str = "RL_TEST_ENGINE_PYTHON";
-/// Tells the tests the tiny model's folder.
-pub(crate) const BASE_MODEL_ENV: &str = "RL_TEST_BASE_MODEL";
-/// Tell the tests the Pythons of verifiers environments, one per API (`[verifiers]
-/// python_v1|python_v0` in their settings).
-pub(crate) const VERIFIERS_V1_ENV: &str = "RL_TEST_VERIFIERS_V1_PYTHON";
-pub(crate) const VERIFIERS_V0_ENV: &str = "RL_TEST_VERIFIERS_V0_PYTHON";
-/// Tells the tests the interpreter that has torch and transformers (the merged export's check).
-pub(crate) const TORCH_PYTHON_ENV: &str = "RL_TEST_TORCH_PYTHON";
+// The variables that name each test Python to the tests (when one is already set, xtask
+// provisions nothing for it): rl-test-support reads them, so it names them.
+pub(crate) use rl_test_support::{
+    BASE_MODEL_ENV, ENGINE_PYTHON_ENV, PYTHON_ENV, TORCH_PYTHON_ENV, VERIFIERS_V0_ENV,
+    VERIFIERS_V1_ENV,
+};
 /// Every variable above: what `--no-python` takes out of an inherited environment.
 const VARIABLES: [&str; 6] = [
     PYTHON_ENV,

@@ -59,7 +59,7 @@ pub fn torch_python() -> PathBuf {
     )
 }
 
-/// The interpreter `variable` names, which `cargo xtask test` provides.
+/// The interpreter (or folder) `variable` names, which `cargo xtask test` provides.
 fn provided(variable: &str, what: &str) -> PathBuf {
     match std::env::var_os(variable).map(PathBuf::from) {
         Some(python) if python.exists() => python,
@@ -114,22 +114,23 @@ pub struct LocalEngine {
     pub base_model: PathBuf,
 }
 
+/// The environment variables `cargo xtask test` sets to the local engine's Python and the
+/// tiny model's folder.
+pub const ENGINE_PYTHON_ENV: &str = "RL_TEST_ENGINE_PYTHON";
+pub const BASE_MODEL_ENV: &str = "RL_TEST_BASE_MODEL";
+/// The environment variables `cargo xtask test` sets to the verifiers environments' Pythons.
+pub const VERIFIERS_V1_ENV: &str = "RL_TEST_VERIFIERS_V1_PYTHON";
+pub const VERIFIERS_V0_ENV: &str = "RL_TEST_VERIFIERS_V0_PYTHON";
+
 /// The local engine from `RL_TEST_ENGINE_PYTHON` and `RL_TEST_BASE_MODEL`, like
 /// [`test_python`].
 ///
 /// # Panics
 /// When either is missing.
 pub fn local_engine() -> LocalEngine {
-    let python = std::env::var_os("RL_TEST_ENGINE_PYTHON").map(PathBuf::from);
-    let base_model = std::env::var_os("RL_TEST_BASE_MODEL").map(PathBuf::from);
-    match (python, base_model) {
-        (Some(python), Some(base_model)) if python.exists() && base_model.is_dir() => {
-            LocalEngine { python, base_model }
-        }
-        _ => panic!(
-            "RL_TEST_ENGINE_PYTHON / RL_TEST_BASE_MODEL are not set: this test needs the local \
-             engine; run it through `cargo xtask test`"
-        ),
+    LocalEngine {
+        python: provided(ENGINE_PYTHON_ENV, "the local engine's Python"),
+        base_model: provided(BASE_MODEL_ENV, "the tiny model's folder"),
     }
 }
 
@@ -140,20 +141,10 @@ pub fn local_engine() -> LocalEngine {
 /// # Panics
 /// When either is missing.
 pub fn verifiers_pythons() -> VerifiersPythons {
-    let python = |variable: &str| {
-        std::env::var_os(variable)
-            .map(PathBuf::from)
-            .filter(|python| python.exists())
-            .unwrap_or_else(|| {
-                panic!(
-                    "{variable} is not set (or names nothing): this test needs a verifiers \
-                     environment's Python; run it through `cargo xtask test`"
-                )
-            })
-    };
+    let what = "a verifiers environment's Python";
     VerifiersPythons {
-        v1: python("RL_TEST_VERIFIERS_V1_PYTHON"),
-        v0: python("RL_TEST_VERIFIERS_V0_PYTHON"),
+        v1: provided(VERIFIERS_V1_ENV, what),
+        v0: provided(VERIFIERS_V0_ENV, what),
     }
 }
 
