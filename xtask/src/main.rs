@@ -9,6 +9,7 @@ mod graph;
 mod node;
 mod pins;
 mod sample;
+mod slowest;
 mod test;
 mod vendor;
 mod venv;

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::bail;
 
-use crate::{node, run_command, venv};
+use crate::{node, run_command, slowest, venv};
 
 #[derive(clap::Args)]
 pub(crate) struct TestArgs {
@@ -116,14 +116,9 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         .output()
         .is_ok_and(|output| output.status.success());
     if nextest_available {
-        // nextest does not run doc tests. They go first so the run closes on nextest's summary
-        // of every test, not on a doc-test crate's "0 passed".
-        run_command(&mut test_command(&[
-            "test",
-            "--workspace",
-            "--doc",
-            "--quiet",
-        ]))?;
+        // No doc tests: nextest does not run them, and the one the workspace had cost a
+        // build of its own (155 s in CI). Examples are `examples/` programs, which the test
+        // build and clippy compile, shown in the docs with `include_str!`.
         // The tests that need the venv (or SLURM) are `#[ignore]`d: asked for when what they
         // need is here, else left out and counted as skipped in nextest's summary — never
         // passed unrun. Under `--check` (CI) SLURM must answer: its tests run and fail if not.
@@ -182,7 +177,10 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         if let Some(browser) = &browser {
             command.env(CHROMIUM_ENV, browser);
         }
-        run_command(&mut command)?;
+        let ran = run_command(&mut command);
+        // Where the time went, whether the run passed or not.
+        slowest::report(&root.join("target/nextest/default/junit.xml"));
+        ran?;
     } else {
         let mut test = vec!["test", "--workspace", "--no-fail-fast"];
         if python.is_some() {
@@ -253,5 +251,65 @@ mod tests {
             users > 0,
             "no test file beside browser.rs drives the browser: is the marker still needed?"
         );
+    }
+
+    /// No documentation comment opens a Rust code block that rustdoc would run: `cargo xtask
+    /// test` runs no doc tests (nextest cannot), so an example is an `examples/` program shown
+    /// with `include_str!` in a block marked `ignore`, or a block of another language.
+    #[test]
+    fn no_doc_comment_holds_a_doc_test() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut sources = Vec::new();
+        for top in ["crates", "xtask"] {
+            collect_rust(&root.join(top), &mut sources);
+        }
+        assert!(sources.len() > 50, "{} sources found", sources.len());
+        let mut doc_tests = Vec::new();
+        for path in sources {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let mut inside = false;
+            for (number, line) in text.lines().enumerate() {
+                let line = line.trim_start();
+                let Some(doc) = line
+                    .strip_prefix("//!")
+                    .or_else(|| line.strip_prefix("///"))
+                else {
+                    continue;
+                };
+                let Some(info) = doc.trim_start().strip_prefix("```") else {
+                    continue;
+                };
+                if inside {
+                    inside = false;
+                    continue;
+                }
+                inside = true;
+                let runs = info.split(',').map(str::trim).all(|word| {
+                    word.is_empty()
+                        || matches!(word, "rust" | "no_run" | "should_panic" | "compile_fail")
+                        || word.starts_with("edition")
+                });
+                if runs {
+                    doc_tests.push(format!("{}:{}", path.display(), number + 1));
+                }
+            }
+        }
+        assert!(
+            doc_tests.is_empty(),
+            "doc tests that `cargo xtask test` would never run: {doc_tests:#?}"
+        );
+    }
+
+    fn collect_rust(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|name| name != "target") {
+                    collect_rust(&path, found);
+                }
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                found.push(path);
+            }
+        }
     }
 }

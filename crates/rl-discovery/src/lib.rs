@@ -1,13 +1,8 @@
 //! Finds Atropos RL environments — Python classes deriving, directly or not, from atroposlib's
 //! `BaseEnv` — in a folder of `.py` files, by parsing them. No environment code is ever run.
 //!
-//! ```no_run
-//! let scan = rl_discovery::scan("tinker_atropos/environments".as_ref(), &Default::default())?;
-//! for env in &scan.environments {
-//!     println!("{} ({}:{})", env.name, env.file, env.line);
-//! }
-//! let gsm8k = scan.find("gsm8k")?;
-//! # Ok::<(), rl_discovery::DiscoveryError>(())
+//! ```ignore
+#![doc = include_str!("../examples/scan.rs")]
 //! ```
 
 mod dependencies;
