@@ -199,6 +199,14 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
 }
 
 fn pending_snapshots(dir: &Path) -> Vec<String> {
+    files_under(dir, &|path| path.to_string_lossy().ends_with(".snap.new"))
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect()
+}
+
+/// Every file under `dir` that `keep` takes, `target` folders left out.
+fn files_under(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return found;
@@ -207,10 +215,10 @@ fn pending_snapshots(dir: &Path) -> Vec<String> {
         let path = entry.path();
         if path.is_dir() {
             if path.file_name().is_some_and(|name| name != "target") {
-                found.extend(pending_snapshots(&path));
+                found.extend(files_under(&path, keep));
             }
-        } else if path.to_string_lossy().ends_with(".snap.new") {
-            found.push(path.display().to_string());
+        } else if keep(&path) {
+            found.push(path);
         }
     }
     found
@@ -259,10 +267,11 @@ mod tests {
     #[test]
     fn no_doc_comment_holds_a_doc_test() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let mut sources = Vec::new();
-        for top in ["crates", "xtask"] {
-            collect_rust(&root.join(top), &mut sources);
-        }
+        let is_rust = |path: &Path| path.extension().is_some_and(|extension| extension == "rs");
+        let sources: Vec<_> = ["crates", "xtask"]
+            .into_iter()
+            .flat_map(|top| super::files_under(&root.join(top), &is_rust))
+            .collect();
         assert!(sources.len() > 50, "{} sources found", sources.len());
         let mut doc_tests = Vec::new();
         for path in sources {
@@ -298,18 +307,5 @@ mod tests {
             doc_tests.is_empty(),
             "doc tests that `cargo xtask test` would never run: {doc_tests:#?}"
         );
-    }
-
-    fn collect_rust(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                if path.file_name().is_some_and(|name| name != "target") {
-                    collect_rust(&path, found);
-                }
-            } else if path.extension().is_some_and(|extension| extension == "rs") {
-                found.push(path);
-            }
-        }
     }
 }
