@@ -8,6 +8,7 @@ mod fixture_server;
 mod graph;
 mod node;
 mod pins;
+mod quick;
 mod sample;
 mod slowest;
 mod test;

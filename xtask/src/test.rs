@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::bail;
 
-use crate::{node, run_command, slowest, venv};
+use crate::{node, quick, run_command, slowest, venv};
 
 #[derive(clap::Args)]
 pub(crate) struct TestArgs {
@@ -16,10 +16,31 @@ pub(crate) struct TestArgs {
     /// Accept every changed snapshot (review the diff before committing).
     #[arg(long)]
     accept: bool,
+    #[command(flatten)]
+    tier: Tier,
+}
+
+/// Which tests run: every one unless one of these narrows them.
+#[derive(clap::Args)]
+struct Tier {
     /// Do not provision the Python test venv; the tests that need it are then reported as
     /// skipped.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "quick")]
     no_python: bool,
+    /// The contributor's tier, a few minutes: the tests that need nothing and the local stack's
+    /// runs (rl-cli's `runs`, the test venv alone). The others are reported as skipped.
+    #[arg(long, conflicts_with = "check")]
+    quick: bool,
+}
+
+/// The Pythons a tier of the tests runs against.
+enum Pythons {
+    /// Every one: the full suite.
+    All(venv::TestPythons),
+    /// The test venv alone (`--quick`).
+    TestVenv(std::path::PathBuf),
+    /// None (`--no-python`).
+    None,
 }
 
 /// The tests that need a SLURM cluster: rl-cli's `slurm` module.
@@ -80,13 +101,15 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         ]))?;
     }
     // After the quick checks, so a formatting slip does not wait on pip.
-    let python = if args.no_python {
-        None
+    let python = if args.tier.no_python {
+        Pythons::None
+    } else if args.tier.quick {
+        Pythons::TestVenv(venv::ensure_test_venv(root)?)
     } else {
-        Some(venv::TestPythons::ensure(root)?)
+        Pythons::All(venv::TestPythons::ensure(root)?)
     };
     // The MCP TypeScript client's tests need the venv too (the stack, the fixture endpoint).
-    let mcp_ts = if python.is_some() {
+    let mcp_ts = if matches!(python, Pythons::All(_)) {
         node::ensure_mcp_ts_client(root)?
     } else {
         None
@@ -94,13 +117,18 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
     let test_command = |cargo_args: &[&str]| {
         let mut command = crate::cargo();
         command.args(cargo_args);
+        venv::let_python_cache_bytecode(&mut command);
         match &mcp_ts {
             Some(modules) => command.env(node::MCP_TS_ENV, modules),
             None => command.env_remove(node::MCP_TS_ENV),
         };
+        venv::unname(&mut command);
         match &python {
-            Some(pythons) => pythons.name_to(&mut command),
-            None => venv::unname(&mut command),
+            Pythons::All(pythons) => pythons.name_to(&mut command),
+            Pythons::TestVenv(test) => {
+                command.env(venv::PYTHON_ENV, test);
+            }
+            Pythons::None => {}
         }
         command
     };
@@ -135,8 +163,13 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         // namespaces allowed: their tests run and fail if not. Elsewhere what is missing is
         // left out and said so.
         let mut left_out = Vec::new();
+        let quick_left_out = quick::left_out_filter(&root.join("crates"));
         let browser = chromium();
-        if python.is_some() {
+        if matches!(python, Pythons::TestVenv(_)) {
+            nextest.extend(["--run-ignored", "all"]);
+            left_out.push(quick_left_out.as_str());
+        }
+        if matches!(python, Pythons::All(_)) {
             nextest.extend(["--run-ignored", "all"]);
             if !args.check && !slurm_answers() {
                 eprintln!(
@@ -183,7 +216,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         ran?;
     } else {
         let mut test = vec!["test", "--workspace", "--no-fail-fast"];
-        if python.is_some() {
+        if matches!(python, Pythons::All(_)) {
             test.extend(["--", "--include-ignored"]);
         }
         run_command(test_command(&test).env("INSTA_UPDATE", insta_update))?;
@@ -206,7 +239,7 @@ fn pending_snapshots(dir: &Path) -> Vec<String> {
 }
 
 /// Every file under `dir` that `keep` takes, `target` folders left out.
-fn files_under(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<std::path::PathBuf> {
+pub(crate) fn files_under(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return found;

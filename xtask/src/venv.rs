@@ -73,6 +73,20 @@ impl TestPythons {
     }
 }
 
+/// Lets the Pythons started under `command` write their bytecode caches, whatever this machine
+/// says (CI's image sets `PYTHONDONTWRITEBYTECODE=1`). verifiers v1 runs each rollout's harness
+/// in a uv script environment that uv installs without bytecode: with the variable set, every
+/// rollout compiled openai, mcp and httpx anew, a third of a verifiers test's CPU (measured in
+/// `docs/decisions.md`). Caching bytecode changes what Python runs in nothing.
+/// And `rl setup --env` installs without compiling (`UV_COMPILE_BYTECODE=0`): a test's home is
+/// used once, so compiling every installed module (25 s of both cores an install) would only
+/// move the cost of the few it imports ahead, and pay for the rest. The test venvs are made
+/// here with `--compile-bytecode` all the same.
+pub(crate) fn let_python_cache_bytecode(command: &mut Command) {
+    command.env_remove("PYTHONDONTWRITEBYTECODE");
+    command.env(rl_python::UV_COMPILE_BYTECODE, "0");
+}
+
 /// Takes every test Python's variable out of `command`'s environment: an inherited one would
 /// bring the Python tests back despite `--no-python`.
 pub(crate) fn unname(command: &mut Command) {

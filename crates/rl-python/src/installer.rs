@@ -15,6 +15,10 @@ pub const UV: Pin = Pin {
     version: "0.13.9",
 };
 
+/// uv's variable for compiling what it installs to bytecode (`--compile-bytecode`): rl sets it
+/// unless the operator has.
+pub const UV_COMPILE_BYTECODE: &str = "UV_COMPILE_BYTECODE";
+
 /// The uv in `dir` (a venv of its own), installed there unless it answers at [`UV`]'s version
 /// (`installing` hears it first); each command and what it printed appended to `log`.
 pub fn own_uv(dir: &Path, log: &Path, installing: &dyn Fn()) -> Result<PathBuf, PythonError> {

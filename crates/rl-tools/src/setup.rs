@@ -209,10 +209,12 @@ impl<'a> Installer<'a> {
             Kind::Uv(uv) => {
                 let mut command = Command::new(uv);
                 // Compiled as pip compiles them: else a run's first start of each component
-                // compiles its imports, and a slow start loses races with the others.
-                command
-                    .args(["pip", "install", "--compile-bytecode", "--python"])
-                    .arg(python);
+                // compiles its imports. The operator's own `UV_COMPILE_BYTECODE` decides when
+                // set (the test suite turns it off: its homes are used once).
+                if std::env::var_os(rl_python::UV_COMPILE_BYTECODE).is_none() {
+                    command.env(rl_python::UV_COMPILE_BYTECODE, "1");
+                }
+                command.args(["pip", "install", "--python"]).arg(python);
                 command
             }
             Kind::Pip => {
