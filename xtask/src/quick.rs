@@ -37,7 +37,10 @@ fn ignored_tests(source: &str) -> Vec<(String, String)> {
         let Some(pending) = &reason else {
             continue;
         };
-        if let Some(after) = line.split_once("fn ").map(|(_, after)| after) {
+        let function = ["fn ", "pub fn ", "async fn ", "pub(crate) fn "]
+            .iter()
+            .find_map(|start| line.strip_prefix(start));
+        if let Some(after) = function {
             let name: String = after
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
@@ -54,7 +57,7 @@ const LOCAL_STACK_RUNS: &str = "rl-cli/tests/it/runs.rs";
 
 /// The nextest filter set of the tests `--quick` leaves out: every ignored test of the
 /// workspace's crates but the local stack's runs that need only the test venv.
-pub(crate) fn left_out_filter(crates: &Path) -> String {
+pub(crate) fn left_out_filter(crates: &Path) -> anyhow::Result<String> {
     let sources = crate::test::files_under(crates, &|path| {
         path.extension().is_some_and(|extension| extension == "rs")
     });
@@ -71,7 +74,10 @@ pub(crate) fn left_out_filter(crates: &Path) -> String {
         .collect();
     names.sort();
     names.dedup();
-    names.join(" | ")
+    if names.is_empty() {
+        anyhow::bail!("no `#[ignore]`d test found under {}", crates.display());
+    }
+    Ok(names.join(" | "))
 }
 
 #[cfg(test)]
@@ -112,15 +118,39 @@ mod tests {
     fn the_workspace_s_engine_tests_are_left_out_and_the_local_stack_s_runs_kept() {
         let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
         assert!(crates.join(LOCAL_STACK_RUNS).is_file());
-        let filter = left_out_filter(&crates);
+        let filter = left_out_filter(&crates).unwrap();
         for left_out in [
             "checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples",
             "the_trainers_python_unit_tests_pass",
         ] {
-            assert!(filter.contains(left_out), "{left_out}");
+            assert!(filter.contains(&format!("::){left_out}$/")), "{left_out}");
         }
         assert!(!filter.contains(
             "a_run_goes_from_starting_to_running_to_completed_with_keys_only_in_the_environment"
         ));
+    }
+
+    /// Every `#[ignore` of the sources is read with its test, and no two ignored tests share a
+    /// name: the filter names tests by their function's name alone.
+    #[test]
+    fn every_ignored_test_is_read_and_named_once() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
+        let mut marks = 0;
+        let mut names = Vec::new();
+        for path in crate::test::files_under(&crates, &|path| {
+            path.extension().is_some_and(|extension| extension == "rs")
+        }) {
+            let source = std::fs::read_to_string(&path).unwrap();
+            marks += source
+                .lines()
+                .filter(|line| line.trim_start().starts_with("#[ignore"))
+                .count();
+            names.extend(ignored_tests(&source).into_iter().map(|(name, _)| name));
+        }
+        assert_eq!(names.len(), marks, "an `#[ignore` the reader does not take");
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "two ignored tests share a name");
     }
 }

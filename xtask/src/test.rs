@@ -117,7 +117,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
     let test_command = |cargo_args: &[&str]| {
         let mut command = crate::cargo();
         command.args(cargo_args);
-        venv::let_python_cache_bytecode(&mut command);
+        venv::let_python_cache_bytecode(root, &mut command);
         match &mcp_ts {
             Some(modules) => command.env(node::MCP_TS_ENV, modules),
             None => command.env_remove(node::MCP_TS_ENV),
@@ -163,7 +163,10 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         // namespaces allowed: their tests run and fail if not. Elsewhere what is missing is
         // left out and said so.
         let mut left_out = Vec::new();
-        let quick_left_out = quick::left_out_filter(&root.join("crates"));
+        let quick_left_out = match python {
+            Pythons::TestVenv(_) => quick::left_out_filter(&root.join("crates"))?,
+            _ => String::new(),
+        };
         let browser = chromium();
         if matches!(python, Pythons::TestVenv(_)) {
             nextest.extend(["--run-ignored", "all"]);
@@ -215,6 +218,11 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
         slowest::report(&root.join("target/nextest/default/junit.xml"));
         ran?;
     } else {
+        if matches!(python, Pythons::TestVenv(_)) {
+            bail!(
+                "`--quick` picks its tests with cargo-nextest: install it (`cargo install cargo-nextest`)"
+            );
+        }
         let mut test = vec!["test", "--workspace", "--no-fail-fast"];
         if matches!(python, Pythons::All(_)) {
             test.extend(["--", "--include-ignored"]);

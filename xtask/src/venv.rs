@@ -73,18 +73,23 @@ impl TestPythons {
     }
 }
 
-/// Lets the Pythons started under `command` write their bytecode caches, whatever this machine
-/// says (CI's image sets `PYTHONDONTWRITEBYTECODE=1`). verifiers v1 runs each rollout's harness
-/// in a uv script environment that uv installs without bytecode: with the variable set, every
-/// rollout compiled openai, mcp and httpx anew, a third of a verifiers test's CPU (measured in
-/// `docs/decisions.md`). Caching bytecode changes what Python runs in nothing.
-/// And `rl setup --env` installs without compiling (`UV_COMPILE_BYTECODE=0`): a test's home is
-/// used once, so compiling every installed module (25 s of both cores an install) would only
-/// move the cost of the few it imports ahead, and pay for the rest. The test venvs are made
-/// here with `--compile-bytecode` all the same.
-pub(crate) fn let_python_cache_bytecode(command: &mut Command) {
-    command.env_remove("PYTHONDONTWRITEBYTECODE");
-    command.env(rl_python::UV_COMPILE_BYTECODE, "0");
+/// Lets the Pythons started under `command` cache their bytecode, whatever this machine says
+/// (CI's image sets `PYTHONDONTWRITEBYTECODE=1`), in `target/pycache` (`PYTHONPYCACHEPREFIX`)
+/// rather than beside the sources: cargo watches `crates/rl-python/python`, and the fixtures
+/// stay as committed. verifiers v1 runs each rollout's harness in a uv script environment that
+/// uv installs without bytecode: with the variable set, every rollout compiled openai, mcp and
+/// httpx anew, a third of a verifiers test's CPU (measured in `docs/decisions.md`). Caching
+/// bytecode changes what Python runs in nothing.
+///
+/// And rl's installs (`rl setup`) do not compile (`UV_COMPILE_BYTECODE=0`): a test's home is
+/// used once, so compiling every installed module (about 27 CPU-seconds a venv) would pay for
+/// the many it never imports. The test venvs are made here with `--compile-bytecode` all the
+/// same.
+pub(crate) fn let_python_cache_bytecode(root: &Path, command: &mut Command) {
+    command
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env("PYTHONPYCACHEPREFIX", root.join("target").join("pycache"))
+        .env(rl_python::UV_COMPILE_BYTECODE, "0");
 }
 
 /// Takes every test Python's variable out of `command`'s environment: an inherited one would

@@ -15,9 +15,20 @@ pub const UV: Pin = Pin {
     version: "0.13.9",
 };
 
-/// uv's variable for compiling what it installs to bytecode (`--compile-bytecode`): rl sets it
-/// unless the operator has.
+/// uv's variable for compiling what it installs to bytecode (`--compile-bytecode`).
 pub const UV_COMPILE_BYTECODE: &str = "UV_COMPILE_BYTECODE";
+
+/// The `UV_COMPILE_BYTECODE` rl installs with, given the operator's: `0` when theirs says no
+/// (`0`, `false`, `no`, `off`, any case), else `1`, so a value uv could not read never fails an
+/// install and compiling stays the default.
+pub fn compile_bytecode_value(operators: Option<&str>) -> &'static str {
+    let says_no = operators.is_some_and(|value| {
+        ["0", "false", "no", "off"]
+            .iter()
+            .any(|no| value.trim().eq_ignore_ascii_case(no))
+    });
+    if says_no { "0" } else { "1" }
+}
 
 /// The uv in `dir` (a venv of its own), installed there unless it answers at [`UV`]'s version
 /// (`installing` hears it first); each command and what it printed appended to `log`.
@@ -110,6 +121,23 @@ pub fn run_logged(command: &mut Command, log: &Path) -> Result<(), PythonError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn installs_compile_unless_the_operator_says_no() {
+        for (operators, sent) in [
+            (None, "1"),
+            (Some("1"), "1"),
+            (Some("true"), "1"),
+            (Some("maybe"), "1"),
+            (Some(""), "1"),
+            (Some("0"), "0"),
+            (Some("False"), "0"),
+            (Some(" off "), "0"),
+            (Some("no"), "0"),
+        ] {
+            assert_eq!(compile_bytecode_value(operators), sent, "{operators:?}");
+        }
+    }
 
     #[test]
     fn verifiers_v1_environments_get_the_uv_rl_installs() {

@@ -16,7 +16,9 @@ use rl_settings::HeldOut;
 mod installer;
 mod launch;
 
-pub use installer::{UV, UV_COMPILE_BYTECODE, own_uv, run_logged, version_of};
+pub use installer::{
+    UV, UV_COMPILE_BYTECODE, compile_bytecode_value, own_uv, run_logged, version_of,
+};
 pub use launch::{Imports, ProgramCommand, PythonLauncher, python_path_of};
 
 static PROGRAMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/python");

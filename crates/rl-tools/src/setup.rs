@@ -208,12 +208,17 @@ impl<'a> Installer<'a> {
         let mut command = match self.kind() {
             Kind::Uv(uv) => {
                 let mut command = Command::new(uv);
-                // Compiled as pip compiles them: else a run's first start of each component
-                // compiles its imports. The operator's own `UV_COMPILE_BYTECODE` decides when
-                // set (the test suite turns it off: its homes are used once).
-                if std::env::var_os(rl_python::UV_COMPILE_BYTECODE).is_none() {
-                    command.env(rl_python::UV_COMPILE_BYTECODE, "1");
-                }
+                // Compiled as pip compiles them (else a run's first start of each component
+                // compiles its imports), unless the operator's `UV_COMPILE_BYTECODE` says no:
+                // the test suite does, its homes being used once.
+                command.env(
+                    rl_python::UV_COMPILE_BYTECODE,
+                    rl_python::compile_bytecode_value(
+                        std::env::var(rl_python::UV_COMPILE_BYTECODE)
+                            .ok()
+                            .as_deref(),
+                    ),
+                );
                 command.args(["pip", "install", "--python"]).arg(python);
                 command
             }
