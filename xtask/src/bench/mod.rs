@@ -57,16 +57,21 @@ enum Section {
     Tools,
     /// Real training on the local engine against a bare SDK script (issue 15).
     Training,
+    /// The stage times of `bash .ci/run` on a fresh clone (issue 54): measured by whoever runs
+    /// it (its stage headings print them) and written by hand, so always kept as written.
+    #[value(skip)]
+    Suite,
 }
 
 impl Section {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::Discovery,
         Self::Runs,
         Self::Metrics,
         Self::Preflight,
         Self::Tools,
         Self::Training,
+        Self::Suite,
     ];
 
     fn title(self) -> &'static str {
@@ -77,11 +82,13 @@ impl Section {
             Self::Preflight => preflight::TITLE,
             Self::Tools => tools::TITLE,
             Self::Training => training::TITLE,
+            Self::Suite => SUITE_TITLE,
         }
     }
 }
 
 const DISCOVERY_TITLE: &str = "## Environment discovery (issue 2)";
+const SUITE_TITLE: &str = "## The test suite's time on a fresh clone (issue 54)";
 
 /// The discovery goal of issue 2: rl's scan at least this many times faster than CPython's.
 const DISCOVERY_GOAL: f64 = 20.0;
@@ -111,21 +118,20 @@ pub(crate) fn run(root: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     let rl = root.join("target/release/rl");
 
     // Sections measured now; with `--only`, the others are kept from the written report.
-    let previous = if args.only.is_some() && !args.dry_run {
-        std::fs::read_to_string(root.join(REPORT)).unwrap_or_default()
-    } else {
-        String::new()
+    // And the suite's times, which no benchmark measures, are always kept.
+    let previous = std::fs::read_to_string(root.join(REPORT)).unwrap_or_default();
+    let kept = |section: Section| {
+        let kept = section_of(&previous, section.title()).map(str::to_owned);
+        if kept.is_none() && !args.dry_run {
+            eprintln!("{REPORT} has no `{}` section to keep", section.title());
+        }
+        kept
     };
     let mut sections = Vec::new();
     for section in Section::ALL {
         let text = match section {
-            _ if !wanted(section) => {
-                let kept = section_of(&previous, section.title()).map(str::to_owned);
-                if kept.is_none() && !args.dry_run {
-                    eprintln!("{REPORT} has no `{}` section to keep", section.title());
-                }
-                kept
-            }
+            _ if !wanted(section) => kept(section),
+            Section::Suite => kept(section),
             Section::Discovery => {
                 let load = load_note();
                 Some(discovery(root, &rl, args)? + &load)
