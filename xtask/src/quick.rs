@@ -58,10 +58,7 @@ const LOCAL_STACK_RUNS: &str = "rl-cli/tests/it/runs.rs";
 /// The nextest filter set of the tests `--quick` leaves out: every ignored test of the
 /// workspace's crates but the local stack's runs that need only the test venv.
 pub(crate) fn left_out_filter(crates: &Path) -> anyhow::Result<String> {
-    let sources = crate::test::files_under(crates, &|path| {
-        path.extension().is_some_and(|extension| extension == "rs")
-    });
-    let mut names: Vec<String> = sources
+    let mut names: Vec<String> = rust_sources(crates)
         .iter()
         .filter_map(|path| Some((path, std::fs::read_to_string(path).ok()?)))
         .flat_map(|(path, source)| {
@@ -78,6 +75,13 @@ pub(crate) fn left_out_filter(crates: &Path) -> anyhow::Result<String> {
         anyhow::bail!("no `#[ignore]`d test found under {}", crates.display());
     }
     Ok(names.join(" | "))
+}
+
+/// Every Rust file under `crates`.
+fn rust_sources(crates: &Path) -> Vec<std::path::PathBuf> {
+    crate::test::files_under(crates, &|path| {
+        path.extension().is_some_and(|extension| extension == "rs")
+    })
 }
 
 #[cfg(test)]
@@ -137,9 +141,7 @@ mod tests {
         let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
         let mut marks = 0;
         let mut names = Vec::new();
-        for path in crate::test::files_under(&crates, &|path| {
-            path.extension().is_some_and(|extension| extension == "rs")
-        }) {
+        for path in rust_sources(&crates) {
             let source = std::fs::read_to_string(&path).unwrap();
             marks += source
                 .lines()
