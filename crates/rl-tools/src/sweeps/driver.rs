@@ -184,6 +184,16 @@ impl Tools {
                 path: supervisor.program.clone(),
                 source,
             })?;
+        // The driver is claimed for the child here, before this call returns: until the child
+        // claimed it itself, the next command would find no driver and start a second one.
+        // A store that fails here is no loss: the child claims it itself as it starts.
+        let claimed = ProcessIdentity::of(child.id()).map(|identity| {
+            RunStore::open(self.home()).and_then(|mut store| store.claim_sweep_driver(id, identity))
+        });
+        if matches!(claimed, Some(Ok(false))) {
+            // Another caller's driver has the sweep: this one would only find that out and end.
+            let _ = child.kill();
+        }
         // A long-lived caller (the MCP server) must not collect zombies.
         std::thread::spawn(move || child.wait());
         Ok(())
