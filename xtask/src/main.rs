@@ -10,6 +10,7 @@ mod node;
 mod pins;
 mod quick;
 mod sample;
+mod schedule;
 mod slowest;
 mod test;
 mod vendor;

@@ -6,7 +6,7 @@
 //! the other modules. The reason each test gives is the one definition of what it needs; this
 //! module reads it from the sources.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The reasons that need only the test venv: `needs the test venv: …`, optionally with what
 /// of it in parentheses (`needs the test venv (atroposlib): …`).
@@ -58,16 +58,12 @@ const LOCAL_STACK_RUNS: &str = "rl-cli/tests/it/runs.rs";
 /// The nextest filter set of the tests `--quick` leaves out: every ignored test of the
 /// workspace's crates but the local stack's runs that need only the test venv.
 pub(crate) fn left_out_filter(crates: &Path) -> anyhow::Result<String> {
-    let mut names: Vec<String> = rust_sources(crates)
-        .iter()
-        .filter_map(|path| Some((path, std::fs::read_to_string(path).ok()?)))
-        .flat_map(|(path, source)| {
-            let kept_file = path.ends_with(LOCAL_STACK_RUNS);
-            ignored_tests(&source)
-                .into_iter()
-                .filter(move |(_, reason)| !(kept_file && needs_only_the_test_venv(reason)))
+    let mut names: Vec<String> = ignored_tests_under(crates)
+        .into_iter()
+        .filter(|test| {
+            !(test.path.ends_with(LOCAL_STACK_RUNS) && needs_only_the_test_venv(&test.reason))
         })
-        .map(|(name, _)| format!("test(/(^|::){name}$/)"))
+        .map(|test| test_filter(&test.name))
         .collect();
     names.sort();
     names.dedup();
@@ -77,8 +73,38 @@ pub(crate) fn left_out_filter(crates: &Path) -> anyhow::Result<String> {
     Ok(names.join(" | "))
 }
 
+/// An `#[ignore]`d test: its file, its function's name and the reason it gives.
+pub(crate) struct IgnoredTest {
+    pub(crate) path: PathBuf,
+    pub(crate) name: String,
+    pub(crate) reason: String,
+}
+
+/// Every `#[ignore]`d test of the Rust sources under `crates`.
+pub(crate) fn ignored_tests_under(crates: &Path) -> Vec<IgnoredTest> {
+    rust_sources(crates)
+        .into_iter()
+        .filter_map(|path| Some((std::fs::read_to_string(&path).ok()?, path)))
+        .flat_map(|(source, path)| {
+            ignored_tests(&source)
+                .into_iter()
+                .map(move |(name, reason)| IgnoredTest {
+                    path: path.clone(),
+                    name,
+                    reason,
+                })
+        })
+        .collect()
+}
+
+/// The nextest filter of one test by its function's name (unique among ignored tests: the
+/// guard test below).
+pub(crate) fn test_filter(name: &str) -> String {
+    format!("test(/(^|::){name}$/)")
+}
+
 /// Every Rust file under `crates`.
-fn rust_sources(crates: &Path) -> Vec<std::path::PathBuf> {
+fn rust_sources(crates: &Path) -> Vec<PathBuf> {
     crate::test::files_under(crates, &|path| {
         path.extension().is_some_and(|extension| extension == "rs")
     })

@@ -200,6 +200,9 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> anyhow::Result<()> {
                 left_out.push(node::MCP_TS_TESTS);
             }
         }
+        // Two tests a core, an engine test taking both: the waits of the others are filled.
+        let schedule = crate::schedule::nextest_arguments(root)?;
+        nextest.extend(schedule.iter().map(String::as_str));
         let filter = left_out
             .iter()
             .map(|tests| format!("not ({tests})"))
