@@ -309,26 +309,25 @@ fn a_wrong_key_fails_the_run_naming_authentication() {
 
 #[test]
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
-fn a_service_that_never_answers_fails_the_run_naming_it_within_30_s() {
+fn a_service_that_never_answers_fails_the_run_naming_it_at_the_probes_bound() {
     // It accepts connections (the kernel completes them) and never answers: the check before
     // the start (a TCP connection) passes, and the trainer's own request finds no answer.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let stack = hosted_stack(&format!("http://{address}"), "");
-    let started = std::time::Instant::now();
     let id = stack.start();
     let ended = stack.wait(&id, "finished", 300);
-    let took = started.elapsed();
     assert_eq!(ended["state"], "failed", "{}", stack.explain(&id));
     let error = ended["error"].as_str().unwrap_or_default();
-    assert!(error.contains(&format!("{address}, timeout")), "{error}");
     assert!(error.contains("[locked.tinker] base_url"), "{error}");
-    // The issue's bound: named within 30 s of the start, not after the SDK's minutes of retries.
+    // The issue's bound: named by the trainer's own probe as it gives up (10 s), not after the
+    // SDK's minutes of retries, which say only "Connection error." (issue 54: no test asserts
+    // a time; the probe's bound itself is `test_reach.py`'s).
     assert!(
-        took < std::time::Duration::from_secs(30),
-        "{took:?}: {}",
-        stack.explain(&id)
+        error.contains(&format!("{address}, timeout (no answer within 10 s)")),
+        "{error}"
     );
+    assert!(!error.contains("Connection error"), "{error}");
     assert_nothing_left(&stack, &id);
     drop(listener);
 }
