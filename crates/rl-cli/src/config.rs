@@ -173,6 +173,25 @@ fn print_current(current: &ConfigView) -> anyhow::Result<()> {
         ]);
     }
     output::line(table)?;
+    let mut trainer = output::table(&["trainer setting", "value", "from"]);
+    for setting in &current.trainer_settings {
+        let tone = match setting.origin {
+            "edited" => output::Tone::Busy,
+            "locked" => output::Tone::Quiet,
+            _ => output::Tone::Good,
+        };
+        let value = if setting.current_value == rl_settings::Value::Null {
+            "the engine's".to_owned()
+        } else {
+            setting.current_value.to_string()
+        };
+        trainer.add_row([
+            output::cell(&setting.name),
+            output::toned(value, tone),
+            output::cell(setting.origin),
+        ]);
+    }
+    output::line(trainer)?;
     output::loss_table(&current.losses)?;
     notes(&current.notes)?;
     first_run_advice(&current.first_run_advice)

@@ -39,7 +39,7 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("RL_COMMIT")
 #[command(
     name = "rl",
     version = VERSION,
-    about = "Reinforcement-learning runs on Atropos environments"
+    about = "Reinforcement-learning runs on Atropos and verifiers environments"
 )]
 struct Cli {
     /// State directory: selection, runs, settings (`config.toml`) and `.env`.

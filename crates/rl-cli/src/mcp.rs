@@ -32,24 +32,29 @@ use crate::context::{Context, end_what_killed_tests_left, interrupted};
 mod wire;
 
 /// What an agent reads first: the order the tools are meant to be used in.
-const INSTRUCTIONS: &str = "rl trains language models with reinforcement learning on Atropos \
-environments. Workflow: rl_list_environments to see the environments, rl_select_environment to \
-pick one (read its file_path to see how it loads data and scores answers), \
-rl_get_current_config and rl_edit_config to review and change its configuration, \
+const INSTRUCTIONS: &str = "rl trains language models with reinforcement learning on Atropos and \
+verifiers environments, on the trainer the operator configured (a local engine on this machine, \
+or the hosted Tinker service). Workflow: rl_list_environments to see the environments, \
+rl_select_environment to pick one (read its file_path to see how it loads data and scores \
+answers), rl_get_current_config and rl_edit_config to review and change its configuration, \
 rl_test_inference to check that models can learn from it, rl_start_training to start a run (it \
-goes on in the background and takes hours), rl_check_status now and then (agents may check a run \
-once per interval, 30 minutes unless the operator changed it), rl_stop_training to stop a run \
-that looks wrong, rl_get_results for the metrics and final weights, rl_compare_training to see \
-whether training helped, rl_resume_training to continue a stopped or failed run from its last \
-saved state (or a completed one by more steps), rl_fork_training to branch a run from a step it \
-saved with other settings, rl_start_sweep to train a grid of settings a few runs at a time \
-(rl_check_sweep ranks them, rl_stop_sweep ends it), rl_list_checkpoints for what a run saved. rl_list_runs lists the runs; \
-rl_health_check says what the machine lacks. Every call answers within seconds: the tests that \
-take minutes (rl_test_inference, rl_compare_training) answer with a test_id and \
-poll_after_seconds, go on by themselves, and are followed by calling the same tool with \
-{\"test_id\": ID} until their status is no longer running (a client that declared the MCP tasks \
-extension gets them as tasks instead). Every answer is a JSON object; a failed call answers \
-{\"error\": ..., \"hint\": ...} and says how to correct it.";
+goes on in the background: minutes for a small model on the local engine, hours for a large one), \
+rl_wait_training to follow it (it blocks until the run logs a step or ends; rl_check_status is a \
+single look, limited to once per interval for a run still going, 30 minutes unless the operator \
+changed it), rl_stop_training to stop a run that looks wrong, rl_get_results for the metrics and \
+final weights, rl_compare_training to see whether training helped, rl_export_checkpoint to hand \
+the trained model over as a folder, rl_resume_training to continue a stopped or failed run from \
+its last saved state (or a completed one by more steps), rl_fork_training to branch a run from a \
+step it saved with other settings, rl_start_sweep to train a grid of settings a few runs at a \
+time (rl_check_sweep ranks them, rl_stop_sweep ends it), rl_list_checkpoints for what a run \
+saved, rl_serve_checkpoint to serve one as an OpenAI-compatible endpoint. rl_list_runs lists the \
+runs; rl_health_check says what the machine lacks. Every call answers within seconds but \
+rl_wait_training (as long as it is told to wait) and rl_export_checkpoint with merged: the tests \
+that take minutes (rl_test_inference, rl_compare_training) answer with a test_id and \
+poll_after_seconds, go on by themselves, are followed by calling the same tool with \
+{\"test_id\": ID} until their status is no longer running, and are stopped with rl_stop_test \
+(a client that declared the MCP tasks extension gets them as tasks instead). Every answer is a \
+JSON object; a failed call answers {\"error\": ..., \"hint\": ...} and says how to correct it.";
 
 /// How long pending tool calls may take to wind down once the session is over.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -150,8 +155,9 @@ impl ServerHandler for RlServer {
                 .build(),
         )
         .with_server_info(
-            Implementation::new("rl", env!("CARGO_PKG_VERSION"))
-                .with_title("rl: RL training of language models on Atropos environments"),
+            Implementation::new("rl", env!("CARGO_PKG_VERSION")).with_title(
+                "rl: RL training of language models on Atropos and verifiers environments",
+            ),
         )
         .with_instructions(INSTRUCTIONS)
     }

@@ -14,6 +14,7 @@ mod run_setting;
 mod schema;
 mod service;
 mod store;
+mod trainer_settings;
 mod validate;
 
 pub use error::ConfigError;
@@ -33,4 +34,5 @@ pub use service::{
     RunConfigFile, SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD, scan_environments,
 };
 pub use store::{Edit, Section, SelectedEnvironment, Selection};
+pub use trainer_settings::{TrainerOrigin, TrainerSetting};
 pub use validate::{Checked, MAX_STRING_CHARS, check_value};

@@ -44,11 +44,13 @@ pub(crate) fn build(
     config.set(&trainer::WANDB_PROJECT, wandb_project.into());
     // A run's own trainer settings (a sweep's point): checked against the contract's per-run
     // keys and the operator's locks before they reach here.
-    for edit in selection
-        .edits
-        .iter()
-        .filter(|e| e.section == Section::Tinker && trainer::per_run(&e.field).is_some())
-    {
+    // An operator's lock set after an edit wins, as it does for the environment's fields
+    // (rl's own defaults in `locked.tinker` are what an edit replaces).
+    for edit in selection.edits.iter().filter(|e| {
+        e.section == Section::Tinker
+            && trainer::per_run(&e.field).is_some()
+            && !settings.operator_tinker_locks.contains(&e.field)
+    }) {
         config.tinker.insert(edit.field.clone(), edit.value.clone());
     }
     // The trainer hands its group to run-api, and the env logs into the same group: one

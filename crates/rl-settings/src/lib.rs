@@ -34,10 +34,10 @@ pub use run_folder::RunFolder;
 pub use run_id::{RunId, SweepId, run_dir};
 pub use secrets::{SECRET_NAMES, Secrets, tinker_key_problem};
 pub use settings::{
-    Backend, Caps, CheckpointPolicy, Commands, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES,
-    DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings, HOSTED_TINKER_URL, HeldOut,
-    InferenceSettings, Locked, Prices, RunPrices, RunTiming, SETTINGS_FILE, Settings,
-    SlurmSettings, TokenPrices, VerifiersSettings, default_home,
+    AgentInstalls, AgentSettings, Backend, Caps, CheckpointPolicy, Commands, ComponentGpus,
+    DEFAULT_LOG_LIMIT_BYTES, DEFAULT_STATUS_CHECK_INTERVAL_SECS, EngineKind, EngineSettings,
+    HOSTED_TINKER_URL, HeldOut, InferenceSettings, Locked, Prices, RunPrices, RunTiming,
+    SETTINGS_FILE, Settings, SlurmSettings, TokenPrices, VerifiersSettings, default_home,
 };
 pub use settings_file::{SettingEdit, read_setting, write_settings};
 pub use trainer::Trainer;

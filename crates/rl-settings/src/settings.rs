@@ -21,8 +21,9 @@ mod tables;
 pub use costs::{Caps, Prices, RunPrices, TokenPrices};
 pub use defaults::{Commands, Locked};
 pub use tables::{
-    Backend, CheckpointPolicy, ComponentGpus, DEFAULT_LOG_LIMIT_BYTES, EngineKind, EngineSettings,
-    HOSTED_TINKER_URL, HeldOut, InferenceSettings, RunTiming, SlurmSettings, VerifiersSettings,
+    AgentInstalls, AgentSettings, Backend, CheckpointPolicy, ComponentGpus,
+    DEFAULT_LOG_LIMIT_BYTES, EngineKind, EngineSettings, HOSTED_TINKER_URL, HeldOut,
+    InferenceSettings, RunTiming, SlurmSettings, VerifiersSettings,
 };
 
 /// The file in the state directory that holds the operator's settings.
@@ -100,6 +101,8 @@ pub struct Settings {
     pub caps: Caps,
     /// Shared Pythons for verifiers environments without one of their own.
     pub verifiers: VerifiersSettings,
+    /// What agents may install (`[agents] install`).
+    pub agents: AgentSettings,
 }
 
 impl Default for Settings {
@@ -130,6 +133,7 @@ impl Default for Settings {
             prices: Prices::default(),
             caps: Caps::default(),
             verifiers: VerifiersSettings::default(),
+            agents: AgentSettings::default(),
         }
     }
 }

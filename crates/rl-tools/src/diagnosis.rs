@@ -96,7 +96,9 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
         ToolsError::NotResumable { .. }
         | ToolsError::NotForkable { .. }
         | ToolsError::NotStartable { .. } => (K::Precondition, A::CorrectRequest),
-        ToolsError::MissingDependencies { .. } => (K::Precondition, A::CorrectRequest),
+        ToolsError::MissingDependencies { .. } | ToolsError::OperatorForbids { .. } => {
+            (K::Precondition, A::CorrectRequest)
+        }
         ToolsError::RunFilesMissing { .. } => (K::Precondition, A::CheckStateDirectory),
         ToolsError::Io { .. } | ToolsError::Internal(_) => (K::Internal, A::RetryWhenReady),
         ToolsError::Settings(error) => return settings(error),

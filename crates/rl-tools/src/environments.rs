@@ -7,7 +7,7 @@ use rl_settings::Value;
 use crate::answers::{
     ConfigView, DisagreementView, DuplicateNameView, EditEntry, Edited, EnvironmentDetail,
     EnvironmentEntry, EnvironmentList, FieldSpecView, FieldView, FileWarningView,
-    IntrospectedConfig, LossTable, Selected, SkippedFileView,
+    IntrospectedConfig, LossTable, Selected, SkippedFileView, TrainerSettingView,
 };
 use crate::env_dependencies::{self, Dependencies};
 use crate::{Tools, ToolsError};
@@ -108,20 +108,42 @@ impl Tools {
         let unlisted = rl_config::unlisted_in_subfolders(&*self.settings()?, &scan).unwrap_or(0);
         // The folder's environments, then those of the packages installed from the registry.
         let installed = rl_config::installed_scans(self.home());
+        let settings = self.settings()?;
         let environments: Vec<EnvironmentEntry> = std::iter::once(&scan)
             .chain(&installed)
             .flat_map(|scan| scan.environments.iter().map(move |env| (scan, env)))
-            .map(|(scan, env)| EnvironmentEntry {
-                name: selectable_name(scan, env),
-                class_name: env.class_name.clone(),
-                file_path: env.path_in(&scan.root),
-                description: env.description.clone(),
-                key: env.key.clone(),
-                line: env.line,
-                config_class: env.config_class.clone(),
-                runnable: env.runnable,
-                kind: env.kind,
+            .map(|(scan, env)| {
+                let name = selectable_name(scan, env);
+                let python = rl_settings::environment_python(
+                    self.home(),
+                    &settings,
+                    env.kind,
+                    &name,
+                    &env.path_in(&scan.root),
+                );
+                let install_first = python.is_none().then(|| {
+                    format!(
+                        "it has no Python of its own yet: rl_install_environment (name {name}), \
+                         or `rl setup --env {name}` in a shell"
+                    )
+                });
+                (scan, env, name, python, install_first)
             })
+            .map(
+                |(scan, env, name, python, install_first)| EnvironmentEntry {
+                    name,
+                    python,
+                    install_first,
+                    class_name: env.class_name.clone(),
+                    file_path: env.path_in(&scan.root),
+                    description: env.description.clone(),
+                    key: env.key.clone(),
+                    line: env.line,
+                    config_class: env.config_class.clone(),
+                    runnable: env.runnable,
+                    kind: env.kind,
+                },
+            )
             .collect();
         let mut tips: Vec<String> = LIST_TIPS.iter().map(|tip| (*tip).to_owned()).collect();
         if unlisted > 0 {
@@ -213,7 +235,8 @@ impl Tools {
     }
 
     pub fn current_config(&self) -> Result<ConfigView, ToolsError> {
-        let current = self.service()?.current()?;
+        let service = self.service()?;
+        let current = service.current()?;
         let settings = self.settings()?;
         let first_run_advice = crate::first_run::advise(&settings, &current);
         let (locked, configurable): (Vec<&CurrentField>, Vec<&CurrentField>) =
@@ -233,6 +256,11 @@ impl Tools {
                 .to_owned(),
             first_run_advice,
             losses: LossTable::of(&settings),
+            trainer_settings: service
+                .next_run_trainer()?
+                .into_iter()
+                .map(TrainerSettingView::from)
+                .collect(),
         })
     }
 

@@ -38,7 +38,7 @@ pub enum ToolsError {
     RunFilesMissing { run_id: String, reason: String },
     /// The selected environment imports what the run's Python cannot (issue 32).
     #[error(
-        "environment {environment} cannot import: {missing}; install it with `{fix}` (nothing was started)"
+        "environment {environment} cannot import: {missing}; install it with rl_install_environment (name {environment}) or `{fix}` (nothing was started)"
     )]
     MissingDependencies {
         environment: String,
@@ -56,6 +56,9 @@ pub enum ToolsError {
     /// A fork asked of a step, or with settings, the run's saved states cannot give.
     #[error("the run cannot start: {reason} (nothing was started)")]
     NotStartable { reason: String },
+    /// The operator's settings forbid what an agent asked (`[agents]`).
+    #[error("{what} is not allowed: {reason}")]
+    OperatorForbids { what: String, reason: String },
     #[error("run {run_id} cannot be forked so: {reason} (nothing was started)")]
     NotForkable { run_id: String, reason: String },
     #[error(transparent)]

@@ -3,6 +3,7 @@
 //! schemas and JSON answers (the MCP server, the HTTP API and `rl tool call` adapt it).
 
 mod accounting;
+mod agent_install;
 mod answers;
 mod as_trained;
 mod checkpoint_models;
@@ -17,6 +18,7 @@ mod error;
 mod evaluation;
 mod first_run;
 mod fork;
+mod handover;
 mod health_check;
 mod hosted;
 mod hosted_checks;
@@ -53,24 +55,25 @@ pub use answers::{
     Check, CheckpointEntry, CheckpointList, CheckpointView, ComparedModel, ComparisonAnswer,
     ComponentLog, ComponentView, ConfigClassSourceView, ConfigView, ConstraintsView, DefaultView,
     DependenciesView, DisagreementView, DuplicateNameView, EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT,
-    EditEntry, Edited, EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentList,
-    ErrorAnswer, Estimate, EstimateView, Evaluated, EventView, EventsView, Exported, FieldSpecView,
-    FieldTypeView, FieldView, FileWarningView, FlagView, GroupsView, HealthReport, HealthView,
-    InterruptionView, IntrospectedConfig, Kept, LoggedRunView, LoggedValue, LongCallProgress,
-    LongCallStarted, MessageView, MetricsView, ModelAnswer, ModelProgressView, ModelTested,
-    NameSourceView, OriginalSummary, PreflightAnswer, PreflightConfig, PreflightListingView,
-    PreflightProgressView, PreflightShown, PreflightStopView, PreflightWaited, ProcessView, Pruned,
-    RateLimited, ResultsPart, ResultsView, ResumedFrom, RolloutView, RolloutsView, RunCheckpoints,
-    RunEntry, RunList, RunPage, RunRow, RunRows, RunView, Selected, SeriesLabel, SkipReasonView,
-    SkippedFileView, SourceFailureView, Started, StatusView, Stopped, ToolCallView,
-    TrainedCheckpoint, WaitView, WarningView, WindowView, error_answer, report_json,
+    EditEntry, Edited, EnumMemberView, EnvironmentDetail, EnvironmentEntry, EnvironmentInstalled,
+    EnvironmentList, ErrorAnswer, Estimate, EstimateView, Evaluated, EventView, EventsView,
+    Exported, FieldSpecView, FieldTypeView, FieldView, FileWarningView, FlagView, GroupsView,
+    HealthReport, HealthView, InterruptionView, IntrospectedConfig, Kept, LoggedRunView,
+    LoggedValue, LongCallProgress, LongCallStarted, MessageView, MetricsView, ModelAnswer,
+    ModelProgressView, ModelTested, NameSourceView, OriginalSummary, PreflightAnswer,
+    PreflightConfig, PreflightListingView, PreflightProgressView, PreflightShown,
+    PreflightStopView, PreflightWaited, ProcessView, Pruned, RateLimited, ResultsPart, ResultsView,
+    ResumedFrom, RolloutView, RolloutsView, RunCheckpoints, RunEntry, RunList, RunPage, RunRow,
+    RunRows, RunView, Selected, SeriesLabel, SkipReasonView, SkippedFileView, SourceFailureView,
+    Started, StatusView, Stopped, ToolCallView, TrainedCheckpoint, TrainerSettingView, WaitAnswer,
+    WaitView, WaitedView, WarningView, WindowView, error_answer, report_json,
 };
 pub use answers::{
     GridAxis, HeldOutScore, MetricView, SweepCurve, SweepEntry, SweepList, SweepPage,
     SweepRateLimited, SweepRow, SweepStarted, SweepStopped, SweepView,
 };
 pub use answers::{
-    HostedEndpoint, HostedModel, MergedExport, ServedList, ServedView, ServingStarted,
+    Handover, HostedEndpoint, HostedModel, MergedExport, ServedList, ServedView, ServingStarted,
     StoppedServer,
 };
 pub use checkpoint_models::RUN_PREFIX;

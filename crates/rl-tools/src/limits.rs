@@ -14,3 +14,9 @@ pub const MAX_SWEEP_POINTS: usize = 64;
 pub(crate) const MAX_SWEEP_VALUES: usize = 32;
 /// The most settings one sweep may vary.
 pub(crate) const MAX_SWEEP_SETTINGS: usize = 8;
+
+/// The shortest wait `rl_wait_training` takes: below it, a wait is a poll, and polling is what
+/// `rl_check_status`'s interval limits.
+pub(crate) const MIN_WAIT_SECONDS: f64 = 10.0;
+/// The longest: one call should not outlive what any client keeps a request open for.
+pub(crate) const MAX_WAIT_SECONDS: f64 = 600.0;

@@ -40,7 +40,7 @@ impl Prompts {
         };
         let exhausted = if drawn.exhausted {
             format!(
-                "; all {} there are (ask fewer --prompts, or keep a larger fraction out)",
+                "; all {} there are (ask for fewer prompts, or keep a larger fraction of the items out: [held_out] fraction)",
                 drawn.drawn
             )
         } else {

@@ -18,8 +18,11 @@ use crate::rate_limit::StatusChecks;
 use crate::tool_specs::ToolName;
 use crate::{Tools, ToolsError};
 
+mod export;
+mod install;
 mod serving;
 mod sweeps;
+mod waiting;
 
 /// Who is calling: the status limit applies to agents only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +260,9 @@ impl Registry {
                     .blocking(move |tools| to_json(&tools.list_environments(recursive)?))
                     .await
             }
+            ToolName::InstallEnvironment => {
+                self.install_environment(name, arguments, progress).await
+            }
             ToolName::SelectEnvironment => {
                 let SelectArgs { name } = parse(name, arguments)?;
                 self.tools
@@ -294,6 +300,7 @@ impl Registry {
                 let StatusArgs { run_id, since } = parse(name, arguments)?;
                 self.check_status(&run_id, i64::from(since), caller).await
             }
+            ToolName::WaitTraining => self.wait_training(name, arguments, progress).await,
             ToolName::StopTraining => {
                 let RunArgs { run_id } = parse(name, arguments)?;
                 self.tools
@@ -423,6 +430,8 @@ impl Registry {
                 };
                 self.long_call(call, args.wait, progress).await
             }
+            ToolName::StopTest => self.stop_test(name, arguments).await,
+            ToolName::ExportCheckpoint => self.export_checkpoint(name, arguments).await,
             ToolName::ServeCheckpoint => self.serve_checkpoint(name, arguments).await,
             ToolName::ListServed => {
                 let NoArgs {} = parse(name, arguments)?;
@@ -455,9 +464,10 @@ impl Registry {
         let read = self
             .tools
             .blocking(move |tools| {
-                // Read first: only a run that exists counts, so a mistyped id uses up no check.
+                // Read first: only a run that exists counts, so a mistyped id uses up no check;
+                // a run that has ended changes no more, so reading it is never limited.
                 let status = tools.run_status(&owned, since)?;
-                if limited {
+                if limited && !status.run.state.is_finished() {
                     let checks = StatusChecks::new(tools.home());
                     if let Some(left) = checks.admit(owned.as_str(), interval, now_seconds())? {
                         return Ok(Err(rate_limited(&owned, left)));
@@ -657,12 +667,13 @@ fn rate_limited(run_id: &rl_settings::RunId, left: f64) -> serde_json::Value {
         run_id: run_id.to_string(),
         message: format!(
             "Run {run_id} was checked less than the allowed interval ago; the next check is allowed in {minutes:.0} minute(s). \
-             Training changes slowly. With a shell, follow it without polling: block until it changes with \
-             `rl runs wait {run_id} --until change`, or read only new events with `rl runs events {run_id} --since N`; \
-             otherwise call rl_check_status again after next_check_in_seconds."
+             Follow it without polling: rl_wait_training {{\"run_id\": \"{run_id}\"}} blocks until it logs its next \
+             step or ends and answers what rl_check_status does (until: finished waits for its end); with a shell, \
+             `rl runs wait {run_id} --until change` does the same. Or call rl_check_status again after \
+             next_check_in_seconds."
         ),
         next_check_in_seconds: left.ceil(),
-        hint: "Call again after next_check_in_seconds, or follow the run with `rl runs wait` / `rl runs events`",
+        hint: "Follow the run with rl_wait_training (not limited), or call rl_check_status again after next_check_in_seconds",
     };
     to_json(&answer).unwrap_or_else(|error| json!({"error": error.to_string()}))
 }

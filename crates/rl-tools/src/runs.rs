@@ -97,8 +97,8 @@ impl Tools {
         Ok(started(
             &status,
             format!(
-                "Training run {} is starting. Follow it with rl_check_status(run_id), or block \
-                 until it changes with `rl runs wait {}`; training takes hours.",
+                "Training run {} is starting. Follow it with rl_wait_training(run_id), which \
+                 answers at each step and at its end (with a shell: `rl runs wait {}`).",
                 status.run.id, status.run.id
             ),
         ))

@@ -7,7 +7,10 @@ use rl_preflight::{DEFAULT_GROUP_SIZE, DEFAULT_STEPS, MAX_GROUP_SIZE, MAX_MODELS
 
 use crate::checkpoint_test_size::{DEFAULT_COMPARE_GROUP_SIZE, DEFAULT_COMPARE_PROMPTS};
 
+mod handover;
 mod sweeps;
+
+pub(crate) use handover::DEFAULT_WAIT_SECONDS;
 
 /// One tool as agents see it.
 #[derive(Debug, Clone)]
@@ -23,11 +26,13 @@ pub struct ToolSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ToolName {
     ListEnvironments,
+    InstallEnvironment,
     SelectEnvironment,
     GetCurrentConfig,
     EditConfig,
     StartTraining,
     CheckStatus,
+    WaitTraining,
     StopTraining,
     ResumeTraining,
     ForkTraining,
@@ -39,6 +44,8 @@ pub(crate) enum ToolName {
     ListCheckpoints,
     TestInference,
     CompareTraining,
+    StopTest,
+    ExportCheckpoint,
     ServeCheckpoint,
     ListServed,
     StopServing,
@@ -47,13 +54,15 @@ pub(crate) enum ToolName {
 
 impl ToolName {
     /// In the order an agent meets them.
-    const ALL: [Self; 21] = [
+    const ALL: [Self; 25] = [
         Self::ListEnvironments,
+        Self::InstallEnvironment,
         Self::SelectEnvironment,
         Self::GetCurrentConfig,
         Self::EditConfig,
         Self::StartTraining,
         Self::CheckStatus,
+        Self::WaitTraining,
         Self::StopTraining,
         Self::ResumeTraining,
         Self::ForkTraining,
@@ -65,6 +74,8 @@ impl ToolName {
         Self::ListCheckpoints,
         Self::TestInference,
         Self::CompareTraining,
+        Self::StopTest,
+        Self::ExportCheckpoint,
         Self::ServeCheckpoint,
         Self::ListServed,
         Self::StopServing,
@@ -74,11 +85,13 @@ impl ToolName {
     pub(crate) const fn name(self) -> &'static str {
         match self {
             Self::ListEnvironments => "rl_list_environments",
+            Self::InstallEnvironment => "rl_install_environment",
             Self::SelectEnvironment => "rl_select_environment",
             Self::GetCurrentConfig => "rl_get_current_config",
             Self::EditConfig => "rl_edit_config",
             Self::StartTraining => "rl_start_training",
             Self::CheckStatus => "rl_check_status",
+            Self::WaitTraining => "rl_wait_training",
             Self::StopTraining => "rl_stop_training",
             Self::ResumeTraining => "rl_resume_training",
             Self::ForkTraining => "rl_fork_training",
@@ -90,6 +103,8 @@ impl ToolName {
             Self::ListCheckpoints => "rl_list_checkpoints",
             Self::TestInference => "rl_test_inference",
             Self::CompareTraining => "rl_compare_training",
+            Self::StopTest => "rl_stop_test",
+            Self::ExportCheckpoint => "rl_export_checkpoint",
             Self::ServeCheckpoint => "rl_serve_checkpoint",
             Self::ListServed => "rl_list_served",
             Self::StopServing => "rl_stop_serving",
@@ -158,14 +173,17 @@ impl ToolName {
         match self {
             Self::ListEnvironments => ToolSpec {
                 name: self.name(),
-                description: "List the RL environments found in the environments folder (Python classes \
-                    derived from atroposlib's BaseEnv, read without running them). Use it first, to \
-                    pick an environment. Returns `environments` (each with `name` to pass to \
+                description: "List the RL environments found in the environments folder, read \
+                    without running them: Atropos environments (classes derived from \
+                    atroposlib's BaseEnv) and verifiers environments (v1 tasksets, v0 modules \
+                    with load_environment). Use it first, to pick an environment. Returns `environments` (each with `name` to pass to \
                     rl_select_environment, `class_name`, `file_path`, `description`, `config_class`, \
-                    `runnable`), `count`, `tips`, and the files that could not be read; \
+                    `runnable`, `kind`, `python`: the Python it runs in, null with \
+                    `install_first` when it has none yet), `count`, `tips`, and the files that could not be read; \
                     `unlisted_in_subfolders` counts those only `recursive` lists (selecting one by \
                     name works either way). Takes a second or two (files are parsed, not run). \
-                    Next: rl_select_environment.",
+                    Next: rl_select_environment (rl_install_environment first when a run would \
+                    be refused for what its Python lacks).",
                 parameters: json!({
                     "type": "object",
                     "properties": {"recursive": {"type": "boolean", "description": "Also list the environments in the folder's sub-folders (default false: its top level, as the original tool did)"}},
@@ -190,10 +208,13 @@ impl ToolName {
             },
             Self::GetCurrentConfig => ToolSpec {
                 name: self.name(),
-                description: "Show every field of the selected environment's configuration with the \
-                    value a run would use now. Returns `configurable_fields` (name, type, default, \
-                    current_value, description, allowed values) and `locked_fields` (set by the \
-                    operator, with `locked_value`). Takes a second or two. Next: rl_edit_config for \
+                description: "Show the next run's whole configuration: every field of the selected \
+                    environment's configuration and every trainer setting, with the value a run \
+                    would use now and where it comes from. Returns `configurable_fields` (name, \
+                    type, default, current_value, `origin`, description, allowed values), \
+                    `locked_fields` (set by the operator, with `locked_value`) and \
+                    `trainer_settings` (name, current_value, `origin`: locked, edited, \
+                    trainer_default or engine_default, `editable`). Takes a second or two. Next: rl_edit_config for \
                     what to change, then rl_test_inference.",
                 parameters: no_parameters(),
             },
@@ -219,16 +240,16 @@ impl ToolName {
             Self::StartTraining => ToolSpec {
                 name: self.name(),
                 description: "Start a training run of the selected environment with its current \
-                    configuration: the Atropos API, the Tinker trainer and the environment, on free \
-                    local ports. Returns at once with `run_id`, `status` (starting), the run's \
-                    config file, WandB names and log paths; the run goes on in the background and \
-                    survives this call. Needs TINKER_API_KEY unless the operator's trainer needs \
-                    none. Optional caps end the run `capped` (its state saved; rl_resume_training \
+                    configuration: the run API, rl's Tinker trainer on the engine the operator \
+                    configured (the local engine needs no key; the hosted Tinker service needs \
+                    TINKER_API_KEY) and the environment, on free local ports. Returns at once \
+                    with `run_id`, `status` (starting), the run's config file, WandB names and \
+                    log paths; the run goes on in the background and survives this call. Optional caps end the run `capped` (its state saved; rl_resume_training \
                     continues it) before a step that would pass them: `max_cost` (needs a price in \
                     the operator's [prices]), `max_tokens`, `max_hours`; the operator's own caps \
                     ([caps]) apply too and may not be raised. The answer shows the run's `caps` and \
-                    `prices`. Answers in seconds; training takes hours: next, rl_check_status now and \
-                    then (not more often than the interval it allows).",
+                    `prices`. Answers in seconds; the run takes minutes (a small model on the local \
+                    engine) to hours: next, rl_wait_training to follow it to its end.",
                 parameters: json!({
                     "type": "object",
                     "properties": caps_parameters(),
@@ -248,9 +269,11 @@ impl ToolName {
                     `stalled` flag names the `component` busy or waiting: environment, api, \
                     engine, evaluation, trainer), and the run's events. Agents may check one run \
                     once per interval set by \
-                    the operator (30 minutes unless changed); an earlier call answers \
-                    `rate_limited` with the time left. Takes seconds. Next: wait, rl_stop_training \
-                    if it looks wrong, rl_get_results once it has ended.",
+                    the operator (30 minutes unless changed) while it goes on; an earlier call \
+                    answers `rate_limited` with the time left; a run that has ended answers \
+                    without limit. Takes seconds. Next: rl_wait_training to follow it without \
+                    polling, rl_stop_training if it looks wrong, rl_get_results once it has \
+                    ended.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -289,8 +312,8 @@ impl ToolName {
                     no state, or its environment file changed since (pass `allow_changes` to \
                     continue anyway). The new run has the operator's prices as they are now and \
                     the caps given here (with the operator's): a capped parent's caps are not \
-                    carried over. Answers in seconds; the new run takes hours: next, \
-                    rl_check_status now and then.",
+                    carried over. Answers in seconds: next, rl_wait_training to follow the new \
+                    run.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -333,8 +356,8 @@ impl ToolName {
                     nothing started, for a step without a saved state (the answer lists the \
                     steps that have one: rl_list_checkpoints shows them too), a setting that \
                     cannot change, or an environment file changed since (pass `allow_changes`). \
-                    Caps as rl_start_training's. Answers in seconds; next, rl_check_status now \
-                    and then.",
+                    Caps as rl_start_training's. Answers in seconds; next, rl_wait_training to \
+                    follow the new run.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -363,6 +386,10 @@ impl ToolName {
                     "additionalProperties": false
                 }),
             },
+            Self::InstallEnvironment => handover::install_environment(self.name()),
+            Self::WaitTraining => handover::wait_training(self.name()),
+            Self::StopTest => handover::stop_test(self.name()),
+            Self::ExportCheckpoint => handover::export_checkpoint(self.name()),
             Self::StartSweep => sweeps::start_sweep(self.name(), &caps_parameters()),
             Self::CheckSweep => sweeps::check_sweep(self.name()),
             Self::StopSweep => sweeps::stop_sweep(self.name()),
@@ -373,7 +400,8 @@ impl ToolName {
                     (every step), `final_weights` (the tinker:// path, once the trainer reports \
                     it), checkpoints, a health digest and WandB links. Read from the run's folder \
                     first, WandB's API only when needed. Takes seconds (longer when WandB must be \
-                    asked). Next: rl_compare_training to see whether training helped.",
+                    asked). Next: rl_compare_training to see whether training helped, \
+                    rl_export_checkpoint to hand the model over.",
                 parameters: json!({
                     "type": "object",
                     "properties": {"run_id": run_id_parameter("The run to read")},
@@ -410,8 +438,9 @@ impl ToolName {
             },
             Self::TestInference => ToolSpec {
                 name: self.name(),
-                description: "Pre-flight the selected environment before training: run it in \
-                    atroposlib's process mode against several models (num_steps groups of \
+                description: "Pre-flight the selected environment before training: run it (an \
+                    Atropos environment in atroposlib's process mode, a verifiers one through \
+                    its own rollouts) against several models (num_steps groups of \
                     group_size completions each, models at once) on the operator's inference \
                     endpoint (OpenRouter unless configured; needs its key). The test takes \
                     minutes, so this call answers within seconds with `test_id`, `status` \
@@ -423,7 +452,7 @@ impl ToolName {
                     accuracy, steps with a correct answer, zero-variance groups and errors with \
                     their log, and a `summary` with a verdict (ready, too easy, too hard, no \
                     signal, broken) explaining whether training can learn from it. `wait`: true \
-                    blocks until then instead.",
+                    blocks until then instead; rl_stop_test stops it.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -456,8 +485,8 @@ impl ToolName {
                     them), the `measure` the verdict rests on (`mean_score` unless asked), its \
                     `difference` (trained minus base), a `verdict` (better, no detectable \
                     difference, worse), an `explanation` saying how many prompts and completions \
-                    it rests on, the `step` compared and, for step best, `best_by`. `wait`: true \
-                    blocks until then instead.",
+                    it rests on, the `step` compared and, for step best, `best_by`; a failed side carries its `error` and its log's last lines. \
+                    `wait`: true blocks until then instead; rl_stop_test stops it.",
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -524,8 +553,8 @@ impl ToolName {
                 name: self.name(),
                 description: "Check what training needs on this machine: the operator's settings \
                     readable, Python 3.11 or newer, atroposlib importable (and its version), the \
-                    tinker-atropos tree and its environments, TINKER_API_KEY / WANDB_API_KEY / \
-                    OPENROUTER_API_KEY present (never their values), a writable state directory. \
+                    environments folder and its environments, the keys the configured engine and \
+                    endpoints need present (never their values), a writable state directory. \
                     Returns `healthy` and each check with what was found and the fix when it is \
                     missing. Takes a few seconds. Next: fix what it names, then \
                     rl_list_environments.",

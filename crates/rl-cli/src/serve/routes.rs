@@ -68,6 +68,9 @@ enum Answer {
     EnvironmentList,
     /// The pre-flight, which also reads the original client's body (`seed.rs`).
     Inference,
+    /// A wait: it changes nothing, so it runs in the request itself and ends with it when the
+    /// client hangs up, rather than holding a task for minutes nobody reads.
+    Wait,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -133,11 +136,12 @@ impl Route {
 }
 
 /// Every route: each tool has one (`every_tool_has_a_route`).
-static ROUTES: [Route; 21] = [
+static ROUTES: [Route; 25] = [
     Route::get("/health", "rl_health_check"),
     Route::get("/environments", "rl_list_environments")
         .usage("?recursive=true")
         .answer(Answer::EnvironmentList),
+    Route::post("/environments/{name}/install", "rl_install_environment").naming("name"),
     Route::post("/environments/{name}/select", "rl_select_environment").naming("name"),
     Route::get("/config", "rl_get_current_config"),
     Route::post("/config", "rl_edit_config").usage("  {\"field\": ..., \"value\": ...}"),
@@ -147,6 +151,10 @@ static ROUTES: [Route; 21] = [
         .naming("run_id")
         .usage("?since=N")
         .answer(Answer::FileRead),
+    Route::get("/runs/{id}/wait", "rl_wait_training")
+        .naming("run_id")
+        .usage("?until=step|change|finished&timeout_seconds=S&since=N")
+        .answer(Answer::Wait),
     Route::post("/runs/{id}/stop", "rl_stop_training").naming("run_id"),
     Route::post("/runs/{id}/resume", "rl_resume_training")
         .naming("run_id")
@@ -169,6 +177,10 @@ static ROUTES: [Route; 21] = [
         .answer(Answer::Inference),
     Route::post("/compare", "rl_compare_training")
         .usage("  {\"run_id\": ..., \"step\": ..., \"wait\": false}"),
+    Route::post("/test/{id}/stop", "rl_stop_test").naming("test_id"),
+    Route::post("/runs/{id}/export", "rl_export_checkpoint")
+        .naming("run_id")
+        .usage("  {\"step\": ..., \"merged\": true, \"name\": ...} (optional)"),
     Route::post("/served", "rl_serve_checkpoint")
         .usage("  {\"run_id\": ..., \"step\": ..., \"port\": P}"),
     Route::get("/served", "rl_list_served"),
@@ -193,6 +205,10 @@ async fn handle(
         Answer::FileRead => read_run_files(&state, route.tool, arguments).await,
         Answer::EnvironmentList => list_environments(&state, route.tool, arguments).await,
         Answer::Inference => test_inference(&state, route.tool, arguments).await,
+        Answer::Wait => reply_response(Ok(state
+            .registry
+            .call(route.tool, arguments, Caller::Person)
+            .await)),
     }
 }
 

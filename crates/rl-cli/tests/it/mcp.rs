@@ -358,7 +358,7 @@ fn a_real_mcp_client_walks_the_workflow() {
         let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
         text
     });
-    let ended = eventually(Duration::from_secs(150), || {
+    let ended = eventually(Duration::from_secs(240), || {
         child.try_wait().unwrap().is_some()
     });
     if !ended {
@@ -433,6 +433,19 @@ fn a_real_mcp_client_walks_the_workflow() {
     let environments = ok("list_environments");
     assert!(names(&environments["environments"]).contains(&"arithmetic".to_owned()));
     assert_eq!(ok("list_environments_without_arguments"), environments);
+    // Issue 55: the environment's Python holds what it imports: installing installs nothing;
+    // a published package is the operator's to allow, and the refusal says so.
+    let installed = ok("install");
+    assert_eq!(installed["nothing_to_do"], true, "{installed}");
+    let published = refused("install_published");
+    assert_eq!(published["kind"], "precondition", "{published}");
+    assert!(
+        published["error"]
+            .as_str()
+            .unwrap()
+            .contains("[agents] install"),
+        "{published}"
+    );
     let unknown = refused("select_unknown");
     assert!(
         names(&unknown["available"]).contains(&"arithmetic".to_owned()),
@@ -448,6 +461,32 @@ fn a_real_mcp_client_walks_the_workflow() {
     assert_eq!(edited["value"], 3, "{edited}");
     assert_eq!(edited["coerced_from"], "3", "{edited}");
     refused("edit_bad_value");
+    // A trainer setting the agent set is read back with where it comes from (issue 55).
+    let trainer = ok("current_config_edited")["trainer_settings"].clone();
+    let learning_rate = trainer
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|setting| setting["name"] == "learning_rate")
+        .unwrap_or_else(|| panic!("no learning_rate: {trainer}"));
+    assert_eq!(
+        (
+            learning_rate["current_value"].clone(),
+            learning_rate["origin"].clone()
+        ),
+        (json!(0.0002), json!("edited")),
+        "{trainer}"
+    );
+    assert_eq!(
+        refused("stop_unknown_test")["kind"],
+        "not_found",
+        "{context}"
+    );
+    assert_eq!(
+        refused("wait_too_short")["kind"],
+        "bad_request",
+        "{context}"
+    );
     let malformed = refused("malformed_arguments");
     assert_eq!(malformed["kind"], "bad_request", "{malformed}");
     refused("unexpected_argument");
@@ -465,12 +504,42 @@ fn a_real_mcp_client_walks_the_workflow() {
         second["next_check_in_seconds"].as_f64().unwrap() > 0.0,
         "{second}"
     );
+    // The limit points to a tool an agent with MCP alone can call.
+    assert!(
+        second["message"]
+            .as_str()
+            .unwrap()
+            .contains("rl_wait_training"),
+        "{second}"
+    );
+    let waited = ok("wait_step");
+    assert_eq!(waited["run_id"], summary["run_id"], "{waited}");
+    assert_eq!(waited["waited"]["until"], "step", "{waited}");
+    assert_eq!(
+        waited["waited"]["reached"],
+        !waited["waited"]["timed_out"].as_bool().unwrap(),
+        "{waited}"
+    );
+    assert!(waited["metrics"].is_object(), "{waited}");
     assert_eq!(ok("list_runs")["count"], 1);
     let stopped = ok("stop");
     assert!(
         matches!(stopped["status"].as_str(), Some("stopped" | "completed")),
         "{stopped}"
     );
+    let ended = ok("status_ended");
+    assert!(ended["rate_limited"].is_null(), "{ended}");
+    assert_eq!(ended["status"], stopped["status"], "{ended}");
+    let waited_ended = ok("wait_ended");
+    assert_eq!(
+        (
+            waited_ended["waited"]["reached"].clone(),
+            waited_ended["status"].clone()
+        ),
+        (json!(true), stopped["status"].clone()),
+        "{waited_ended}"
+    );
+    assert_eq!(waited_ended["waited"]["timed_out"], false, "{waited_ended}");
 
     let mut show = Command::new(env!("CARGO_BIN_EXE_rl"));
     isolate(&mut show, home.path());

@@ -17,7 +17,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 # Whole session, and each request: far above what the local stack needs.
-SESSION_SECONDS = 90
+SESSION_SECONDS = 180
 CALL_SECONDS = 45
 
 
@@ -85,11 +85,17 @@ async def scenario(rl_binary, summary):
 
             await call("list_environments", "rl_list_environments", {})
             await call("list_environments_without_arguments", "rl_list_environments", None)
+            await call("install", "rl_install_environment", {"name": "arithmetic"})
+            await call("install_published", "rl_install_environment", {"name": "some-package==1.0.0"})
             await call("select_unknown", "rl_select_environment", {"name": "no_such_environment"})
             await call("select", "rl_select_environment", {"name": "arithmetic"})
             await call("current_config", "rl_get_current_config", {})
             await call("edit", "rl_edit_config", {"field": "eval_items", "value": "3"})
             await call("edit_bad_value", "rl_edit_config", {"field": "eval_items", "value": "lots"})
+            await call("edit_trainer", "rl_edit_config", {"field": "learning_rate", "value": "0.0002"})
+            await call("current_config_edited", "rl_get_current_config", {})
+            await call("stop_unknown_test", "rl_stop_test", {"test_id": "deadbeef"})
+            await call("wait_too_short", "rl_wait_training", {"run_id": "deadbeef", "timeout_seconds": 1})
             await call("malformed_arguments", "rl_check_status", {"run_id": 5})
             await call("unexpected_argument", "rl_list_runs", {"verbose": True})
             await call("unknown_tool", "rl_no_such_tool", {})
@@ -103,10 +109,15 @@ async def scenario(rl_binary, summary):
                 try:
                     await call("status_first", "rl_check_status", {"run_id": run_id})
                     await call("status_second", "rl_check_status", {"run_id": run_id})
+                    # The way on the limit names: a wait, not a shell.
+                    await call("wait_step", "rl_wait_training", {"run_id": run_id, "timeout_seconds": 30})
                     await call("list_runs", "rl_list_runs", {})
                 finally:
                     # Whatever failed above, the run must not outlive the test.
                     await call("stop", "rl_stop_training", {"run_id": run_id})
+                # An ended run is read without limit, and waited on without waiting.
+                await call("status_ended", "rl_check_status", {"run_id": run_id})
+                await call("wait_ended", "rl_wait_training", {"run_id": run_id, "until": "finished"})
 
 
 async def main(rl_binary):

@@ -536,10 +536,16 @@ fn every_route_answers_json_and_errors_have_their_status() {
     expect(server.raw("POST", "/runs", &json_type, ""), 409);
     expect(server.post("/runs", &json!({"environment": "x"})), 400);
 
+    // The agent's job's routes (issue 55): a wait of an unknown run, an export of one, a
+    // stop of an unknown test; a wait shorter than a wait is a bad request.
+    expect(server.get("/runs/0badc0de/wait?timeout_seconds=1"), 400);
+    expect(server.request("POST", "/test/0badc0de/stop", None), 404);
     for (method, path) in [
         ("GET", "/runs/0badc0de"),
         ("POST", "/runs/0badc0de/stop"),
         ("GET", "/runs/0badc0de/metrics"),
+        ("GET", "/runs/0badc0de/wait?timeout_seconds=10"),
+        ("POST", "/runs/0badc0de/export"),
     ] {
         let unknown = expect(server.request(method, path, None), 404);
         assert_eq!(unknown["active_runs"], json!([]), "{path}: {unknown}");

@@ -9,9 +9,15 @@ use super::serve::{Server, error_of, expect};
 
 /// Each tool's route, as a client of the API spells it: method, path with an id in it (if
 /// any), and the argument the path's id is.
-const ROUTES: [(&str, &str, &str, Option<&str>); 21] = [
+const ROUTES: [(&str, &str, &str, Option<&str>); 25] = [
     ("rl_health_check", "GET", "/health", None),
     ("rl_list_environments", "GET", "/environments", None),
+    (
+        "rl_install_environment",
+        "POST",
+        "/environments/nowhere/install",
+        Some("name"),
+    ),
     (
         "rl_select_environment",
         "POST",
@@ -23,6 +29,12 @@ const ROUTES: [(&str, &str, &str, Option<&str>); 21] = [
     ("rl_start_training", "POST", "/runs", None),
     ("rl_list_runs", "GET", "/runs", None),
     ("rl_check_status", "GET", "/runs/0badc0de", Some("run_id")),
+    (
+        "rl_wait_training",
+        "GET",
+        "/runs/0badc0de/wait",
+        Some("run_id"),
+    ),
     (
         "rl_stop_training",
         "POST",
@@ -63,6 +75,18 @@ const ROUTES: [(&str, &str, &str, Option<&str>); 21] = [
     ("rl_list_checkpoints", "GET", "/checkpoints", None),
     ("rl_test_inference", "POST", "/test/inference", None),
     ("rl_compare_training", "POST", "/compare", None),
+    (
+        "rl_stop_test",
+        "POST",
+        "/test/0badc0de/stop",
+        Some("test_id"),
+    ),
+    (
+        "rl_export_checkpoint",
+        "POST",
+        "/runs/0badc0de/export",
+        Some("run_id"),
+    ),
     ("rl_serve_checkpoint", "POST", "/served", None),
     ("rl_list_served", "GET", "/served", None),
     (

@@ -165,6 +165,105 @@ pub(crate) fn a_finished_runs_checkpoints_are_served(
     assert!(!dir.exists(), "{} is left", dir.display());
 }
 
+/// Issue 55: the same checkpoint handed over through the agents' tool (`rl_export_checkpoint`,
+/// which MCP and HTTP call as `rl tool call` does): new folders of the exports folder, the
+/// merged one byte for byte what `rl checkpoints export --merged` wrote into `cli_out`, the
+/// adapter one the files PEFT loads, each answer saying how to load and serve it; a second
+/// export to the same folder and a folder name that climbs out are refused.
+fn the_agents_export_hands_over_the_same_model(
+    stack: &Stack,
+    id: &str,
+    step: i64,
+    cli_out: &Path,
+    cli_files: &[String],
+) {
+    let call = |arguments: Value| {
+        stack.json(&[
+            "tool",
+            "call",
+            "rl_export_checkpoint",
+            &arguments.to_string(),
+        ])
+    };
+    let exports = stack.home.path().join("exports");
+    let merged = call(serde_json::json!({"run_id": id, "step": step.to_string(), "merged": true}));
+    let dir = PathBuf::from(merged["dir"].as_str().unwrap());
+    assert_eq!(
+        dir,
+        exports.join(format!("{id}-step-{step}-merged")),
+        "{merged:#}"
+    );
+    assert_eq!(
+        (merged["merged"].clone(), merged["step"].clone()),
+        (Value::Bool(true), step.into())
+    );
+    let mut files: Vec<String> = merged["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file.as_str().unwrap().to_owned())
+        .collect();
+    files.sort_unstable();
+    assert_eq!(files, cli_files, "{merged:#}");
+    for file in cli_files {
+        assert!(
+            std::fs::read(dir.join(file)).unwrap() == std::fs::read(cli_out.join(file)).unwrap(),
+            "{file} differs from the CLI's export"
+        );
+    }
+    let shown = dir.display().to_string();
+    for how in ["load_with", "serve_with"] {
+        assert!(merged[how].as_str().unwrap().contains(&shown), "{merged:#}");
+    }
+
+    let adapter = call(serde_json::json!({"run_id": id, "step": step.to_string()}));
+    let adapter_dir = PathBuf::from(adapter["dir"].as_str().unwrap());
+    assert_eq!(
+        adapter_dir,
+        exports.join(format!("{id}-step-{step}")),
+        "{adapter:#}"
+    );
+    for file in ["adapter_model.safetensors", "adapter_config.json"] {
+        assert!(
+            adapter["files"].as_array().unwrap().contains(&file.into()),
+            "{adapter:#}"
+        );
+        assert!(adapter_dir.join(file).is_file(), "{file}");
+    }
+    assert!(adapter["base_model"].is_string(), "{adapter:#}");
+    assert!(
+        adapter["serve_with"]
+            .as_str()
+            .unwrap()
+            .contains("--enable-lora"),
+        "{adapter:#}"
+    );
+
+    let again = serde_json::json!({"run_id": id, "step": step.to_string(), "merged": true});
+    stack.refused(
+        &[
+            "tool",
+            "call",
+            "rl_export_checkpoint",
+            &again.to_string(),
+            "--json",
+        ],
+        "exists",
+    );
+    let climbing = serde_json::json!({"run_id": id, "name": "../outside"});
+    stack.refused(
+        &[
+            "tool",
+            "call",
+            "rl_export_checkpoint",
+            &climbing.to_string(),
+            "--json",
+        ],
+        "not a folder name",
+    );
+    assert!(!stack.home.path().join("outside").exists());
+}
+
 /// The step's checkpoint merged into its base weights (issue 44): a Hugging Face folder whose
 /// config and tokenizer transformers reads with no network, and whose log-probabilities on a
 /// fixed prompt and completion equal the checkpoint's as the engine computes them (within
@@ -218,6 +317,7 @@ pub(crate) fn a_merged_export_computes_what_its_checkpoint_computes(
         card.contains(id) && card.contains(&format!("step {step}")),
         "{card}"
     );
+    the_agents_export_hands_over_the_same_model(stack, id, step, &out, &named);
     // Refused: over an existing folder, and a step without saved weights.
     stack.refused(
         &[

@@ -49,7 +49,12 @@ fn the_schema_is_every_tool_in_function_calling_form() {
         })
         .collect();
     assert_eq!(names, rl_tools::TOOL_NAMES);
-    let edit = &functions[3]["function"]["parameters"];
+    let edit = &functions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"]["name"] == "rl_edit_config")
+        .unwrap()["function"]["parameters"];
     assert_eq!(edit["required"], serde_json::json!(["field", "value"]));
 
     let listed = rl_in(home.path(), &["tool", "list"]);
@@ -256,8 +261,9 @@ fn malformed_calls_are_errors_with_their_exit_codes() {
     );
 }
 
-/// Agents may check a run once per interval; people may always; an unknown id uses up nothing;
-/// 0 turns the limit off.
+/// Agents may check a going run once per interval, and the limit's answer points to
+/// `rl_wait_training`; a run that has ended is read without limit; people may always; an
+/// unknown id uses up nothing; 0 turns the limit off.
 #[test]
 #[ignore = "needs the test venv: `cargo xtask test` runs it"]
 fn the_status_limit_applies_to_agents_and_known_runs_only() {
@@ -329,21 +335,10 @@ fn the_status_limit_applies_to_agents_and_known_runs_only() {
     assert_eq!(first["processes"]["trainer"], "exited (0)");
     assert!(first["metrics"]["step"].is_number(), "{first}");
 
-    let second = tool(home, "rl_check_status", Some(&args), &limited);
-    assert_eq!(
-        second.status.code(),
-        Some(0),
-        "a limited check is an answer, not an error"
-    );
-    let second = answer(&second);
-    assert_eq!(second["rate_limited"], true, "{second}");
-    let left = second["next_check_in_seconds"].as_f64().unwrap();
-    assert!(left > 1700.0 && left <= 1800.0, "{left}");
-    let message = second["message"].as_str().unwrap();
-    assert!(
-        message.contains("rl runs wait") && message.contains("rl runs events"),
-        "{message}"
-    );
+    // It has ended: it changes no more, and is read again without limit.
+    let again = answer(&tool(home, "rl_check_status", Some(&args), &limited));
+    assert!(again["rate_limited"].is_null(), "{again}");
+    assert_eq!(again["status"], "completed", "{again}");
 
     // A person is never limited, and 0 switches the limit off for agents.
     let person = run(&["runs", "status", &id, "--json"]);
@@ -389,6 +384,57 @@ fn the_status_limit_applies_to_agents_and_known_runs_only() {
     assert_eq!(logs[0]["lines"].as_array().unwrap().len(), 3, "{logs}");
     let no_such = rl_in(home, &["runs", "logs", &id, "--component", "gpu"]);
     assert_eq!(no_such.status.code(), Some(1));
+
+    // A going run (its fixture trainer slowed to a step a minute): the second check within the
+    // interval is an answer naming the way on an agent has, the wait tool.
+    let slow = rl_test_support::local_stack_settings(&python).replace(
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"0.2\"",
+        "RL_FIXTURE_TRAINER_STEP_SECONDS = \"60\"",
+    );
+    assert!(
+        slow.contains("\"60\""),
+        "the fixture's step time is not where it was"
+    );
+    std::fs::write(home.join("config.toml"), slow).unwrap();
+    let going = run(&[
+        "runs",
+        "start",
+        "--wait",
+        "running",
+        "--timeout",
+        "120",
+        "--json",
+    ]);
+    let going_id = going["run_id"].as_str().unwrap().to_owned();
+    let _stop = crate::serve::StartedRuns {
+        home,
+        ids: vec![going_id.clone()],
+    };
+    let going_args = format!(r#"{{"run_id": "{going_id}"}}"#);
+    let first = answer(&tool(home, "rl_check_status", Some(&going_args), &limited));
+    assert_eq!(first["status"], "running", "{first}");
+    let second = tool(home, "rl_check_status", Some(&going_args), &limited);
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "a limited check is an answer, not an error"
+    );
+    let second = answer(&second);
+    assert_eq!(second["rate_limited"], true, "{second}");
+    let left = second["next_check_in_seconds"].as_f64().unwrap();
+    assert!(left > 1700.0 && left <= 1800.0, "{left}");
+    let message = second["message"].as_str().unwrap();
+    assert!(
+        message.contains("rl_wait_training") && message.contains("rl runs wait"),
+        "{message}"
+    );
+    assert!(
+        second["hint"]
+            .as_str()
+            .unwrap()
+            .contains("rl_wait_training"),
+        "{second}"
+    );
 }
 
 /// The pre-flight as an agent calls it: the endpoint is the operator's (`[inference]`), the
@@ -522,4 +568,39 @@ fn json_errors_of_commands_carry_the_tools_hints() {
             .contains("status_check_interval_secs"),
         "{health}"
     );
+}
+
+/// Issue 55: what agents may install is the operator's to say. With `[agents] install =
+/// "none"` an environment of the folder is refused naming the setting; by default a published
+/// package is refused the same way; neither reaches a Python or the registry.
+#[test]
+fn an_agents_install_is_refused_where_the_operator_forbids_it() {
+    let forbidding = tempfile::tempdir().unwrap();
+    std::fs::write(
+        forbidding.path().join("config.toml"),
+        "[agents]\ninstall = \"none\"\n",
+    )
+    .unwrap();
+    let by_default = tempfile::tempdir().unwrap();
+    for (home, name, said) in [
+        (forbidding.path(), "word_ladder", "install = \"none\""),
+        (
+            by_default.path(),
+            "some-package==1.0.0",
+            "install = \"folder\"",
+        ),
+    ] {
+        let arguments = serde_json::json!({"name": name}).to_string();
+        let output = tool(home, "rl_install_environment", Some(&arguments), &[]);
+        let error = answer(&output);
+        assert_eq!(output.status.code(), Some(1), "{error}");
+        assert_eq!(error["kind"], "precondition", "{error}");
+        let text = error["error"].as_str().unwrap();
+        assert!(text.contains("[agents]") && text.contains(said), "{error}");
+        assert!(text.contains(&format!("rl setup --env {name}")), "{error}");
+        assert!(
+            !home.join("venvs").exists(),
+            "{name}: something was installed"
+        );
+    }
 }

@@ -135,3 +135,50 @@ fn an_unknown_field_is_offered_the_trainer_keys_too() {
         other => panic!("{other}"),
     }
 }
+
+/// Issue 55: the trainer's side of the next run is read back (`rl_get_current_config`'s
+/// `trainer_settings`), every per-run key with its value and origin; a lock the operator writes
+/// after an edit wins, in the read-back and in the run's config alike.
+#[test]
+fn the_next_runs_trainer_settings_are_read_back_and_a_later_lock_wins() {
+    let (home, service) = service();
+    service.select("word_ladder").unwrap();
+    service.edit("learning_rate", &Value::from("1e-5")).unwrap();
+    service.edit("loss", &Value::from("ppo")).unwrap();
+    let read = |service: &ConfigService| -> std::collections::BTreeMap<String, (Value, &str)> {
+        service
+            .next_run_trainer()
+            .unwrap()
+            .into_iter()
+            .map(|setting| (setting.name, (setting.value, setting.origin.name())))
+            .collect()
+    };
+    let before = read(&service);
+    for entry in rl_settings::trainer::PER_RUN {
+        assert!(before.contains_key(entry.key.name), "{before:?}");
+    }
+    assert_eq!(before["learning_rate"], (Value::Float(1e-5), "edited"));
+    assert_eq!(before["loss"], (Value::from("ppo"), "edited"));
+    assert_eq!(before["clip_high"], (Value::Null, "engine_default"));
+
+    let mut settings = service.settings().clone();
+    settings
+        .locked
+        .tinker
+        .insert("learning_rate".to_owned(), Value::Float(3e-5));
+    settings
+        .operator_tinker_locks
+        .insert("learning_rate".to_owned());
+    let service = ConfigService::open(home.path(), settings).unwrap();
+    let after = read(&service);
+    assert_eq!(after["learning_rate"], (Value::Float(3e-5), "locked"));
+    assert_eq!(after["loss"], (Value::from("ppo"), "edited"));
+
+    let run = RunId::parse("0a1b2c3e").unwrap();
+    service
+        .write_run_config(&run, None, &Caps::default(), &[])
+        .unwrap();
+    let config = RunConfig::read(&home.path().join("runs/0a1b2c3e/config.yaml")).unwrap();
+    assert_eq!(config.tinker["learning_rate"], Value::Float(3e-5));
+    assert_eq!(config.tinker["loss"], Value::from("ppo"));
+}

@@ -1,5 +1,6 @@
 //! The tables of `config.toml` below the top level: the engine, the backend and its SLURM job,
-//! the pre-flight's endpoint, a run's timing and log limit, checkpoints, the held-out slice.
+//! the pre-flight's endpoint, a run's timing and log limit, checkpoints, the held-out slice,
+//! what agents may install.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -268,6 +269,41 @@ impl Default for RunTiming {
             no_signal_fail_secs: 60.0,
             stall_factor: DEFAULT_STALL_FACTOR,
             stall_floor_secs: DEFAULT_STALL_FLOOR_SECS,
+        }
+    }
+}
+
+/// What agents may do to the operator's machine beyond training (`[agents]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentSettings {
+    /// What `rl_install_environment` may install; `rl setup --env`, the operator's own
+    /// command, is never limited by it.
+    pub install: AgentInstalls,
+}
+
+/// What an agent's install may bring onto the machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentInstalls {
+    /// Nothing: the operator runs `rl setup --env`.
+    None,
+    /// What an environment of the operator's own folder declares (its requirements as pinned
+    /// there, a verifiers package with rl's pins): the default, because the operator chose
+    /// that code by putting it there, and a run cannot use it until it is installed.
+    #[default]
+    Folder,
+    /// Also a package of the registry at an exact version (`name==version`): code nobody on
+    /// this machine has read, so only when the operator says so.
+    Published,
+}
+
+impl AgentInstalls {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Folder => "folder",
+            Self::Published => "published",
         }
     }
 }

@@ -116,3 +116,26 @@ pub struct MergedExport {
     /// Python that loads it with transformers.
     pub load_with: String,
 }
+
+/// `rl_export_checkpoint`: a trained model handed over as a folder of the exports folder.
+#[derive(Debug, Clone, Serialize)]
+pub struct Handover {
+    pub run_id: String,
+    pub step: i64,
+    /// What made the step the best, when `best` was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_by: Option<&'static str>,
+    /// A whole model folder (true) or a PEFT adapter (false).
+    pub merged: bool,
+    /// The absolute folder to hand over.
+    pub dir: PathBuf,
+    /// The files in it, by name.
+    pub files: Vec<String>,
+    /// The base model a PEFT adapter loads over (a merged folder needs none).
+    pub base_model: Option<String>,
+    /// Python that loads it.
+    pub load_with: String,
+    /// A command that serves it as an OpenAI-compatible endpoint.
+    pub serve_with: String,
+    pub message: String,
+}

@@ -53,6 +53,12 @@ pub struct ComparedModel {
     pub pass_at_n: Option<EstimateView>,
     /// The expected best score of `n` completions.
     pub best_of_n: Option<EstimateView>,
+    /// Why its side produced nothing, when it failed: as a pre-flight's model answers it.
+    pub error: Option<String>,
+    /// The last lines of its log, when it failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub error_tail: Vec<String>,
+    pub log_path: std::path::PathBuf,
 }
 
 #[derive(Debug, Serialize)]
@@ -87,6 +93,34 @@ pub struct ComparisonAnswer {
     pub correct_from: Option<f64>,
 }
 
+/// Why a comparison has no verdict when a side scored nothing: each such side, how it ended
+/// and its error, so the answer itself says what went wrong.
+fn no_scores(report: &PreflightReport) -> String {
+    let sides: Vec<String> = report
+        .models
+        .iter()
+        .zip(["base", "trained"])
+        .map(|(tested, side)| (super::ModelAnswer::from(tested), side))
+        .filter(|(answered, _)| answered.scores.is_none())
+        .map(|(answered, side)| match &answered.error {
+            Some(error) => format!("the {side} model {}: {error}", answered.status),
+            None => format!(
+                "the {side} model {} with no scored completion",
+                answered.status
+            ),
+        })
+        .collect();
+    if sides.is_empty() {
+        return "no verdict: a model produced no scored completion (each side's `error` and \
+                `log_path` say why)"
+            .to_owned();
+    }
+    format!(
+        "no verdict: {} (its `error_tail` and `log_path` hold the rest)",
+        sides.join("; ")
+    )
+}
+
 impl ComparisonAnswer {
     pub(crate) fn new(
         id: &RunId,
@@ -101,9 +135,13 @@ impl ComparisonAnswer {
             // No threshold (one score everywhere, which may or may not be full marks): what
             // share was correct is unknown, not 0 % or 100 %.
             let correct = estimate.filter(|_| report.correct_from.is_some());
+            let answered = super::ModelAnswer::from(tested);
             ComparedModel {
                 model: tested.model.clone(),
-                status: super::ModelAnswer::from(tested).status,
+                status: answered.status,
+                error: answered.error,
+                error_tail: answered.error_tail,
+                log_path: answered.log_path,
                 prompts: estimate.map_or(0, |e| e.prompts),
                 completions: estimate.map_or(0, |e| e.completions),
                 mean_score: estimate.map(|e| e.mean_score.into()),
@@ -123,9 +161,7 @@ impl ComparisonAnswer {
                 "no verdict by {measure}: every completion scored alike, so which are correct is \
                  unknown; ask for mean_score or best_of_n"
             ),
-            None => "no verdict: a model produced no scored completion (see the test's logs: \
-                     `rl preflight show TEST_ID`)"
-                .to_owned(),
+            None => no_scores(report),
         };
         Self {
             run_id: id.to_string(),

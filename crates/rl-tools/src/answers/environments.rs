@@ -50,6 +50,14 @@ pub struct EnvironmentEntry {
     pub runnable: bool,
     /// `atropos`, `verifiers-v1` or `verifiers-v0`: the API it is written against.
     pub kind: EnvironmentKind,
+    /// The Python it runs in, where there is one yet: an Atropos environment's is the run's, a
+    /// verifiers one needs its own (or the operator's `[verifiers]` one). Whether that Python
+    /// imports everything it needs is asked when it is selected (rl_health_check) and before a
+    /// run starts, not here.
+    pub python: Option<PathBuf>,
+    /// What to do before it can run, when it has no Python yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install_first: Option<String>,
 }
 
 /// One environment in full, as `rl envs show --json` prints it.
@@ -233,6 +241,39 @@ pub struct ConfigView {
     pub first_run_advice: Vec<FirstRunAdvice>,
     /// The losses the configured engine takes (the `loss` key's choices).
     pub losses: LossTable,
+    /// The trainer's side of the next run: every key a run chooses, then the operator's other
+    /// locked trainer keys, each with its value and where it comes from.
+    pub trainer_settings: Vec<TrainerSettingView>,
+}
+
+/// One trainer key as the next run gets it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainerSettingView {
+    pub name: String,
+    /// `null`: absent from the run's config, the engine's default applies.
+    pub current_value: Value,
+    /// `locked`, `edited`, `trainer_default` or `engine_default`.
+    pub origin: &'static str,
+    /// Whether rl_edit_config may set it (a per-run key the operator has not locked).
+    pub editable: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub description: &'static str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub allowed_values: &'static [&'static str],
+}
+
+impl From<rl_config::TrainerSetting> for TrainerSettingView {
+    fn from(setting: rl_config::TrainerSetting) -> Self {
+        Self {
+            editable: setting.per_run.is_some()
+                && setting.origin != rl_config::TrainerOrigin::Locked,
+            description: setting.per_run.map_or("", |key| key.doc),
+            allowed_values: setting.per_run.map_or(&[], |key| key.choices),
+            origin: setting.origin.name(),
+            current_value: setting.value,
+            name: setting.name,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -308,4 +349,21 @@ pub(crate) fn unlisted_note(unlisted: usize) -> String {
 )]
 fn is_zero(count: &usize) -> bool {
     *count == 0
+}
+
+/// `rl_install_environment`: what an environment now has in the Python it runs in.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvironmentInstalled {
+    pub environment: String,
+    /// The Python it runs in: the run's, or a verifiers environment's own.
+    pub python: PathBuf,
+    /// `name==version` of each package installed now.
+    pub installed: Vec<String>,
+    /// Everything was there already: nothing installed, nothing written.
+    pub nothing_to_do: bool,
+    /// The file recording what was installed for it.
+    pub record: Option<PathBuf>,
+    /// `uv` or `venv + pip`, when anything was installed.
+    pub installer: Option<&'static str>,
+    pub message: String,
 }

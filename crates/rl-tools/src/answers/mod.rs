@@ -23,14 +23,15 @@ mod sweeps;
 
 pub use algorithm::{AlgorithmView, LossRow, LossTable};
 pub use checkpoints::{
-    CheckpointEntry, CheckpointList, Exported, Kept, MergedExport, Pruned, RunCheckpoints,
+    CheckpointEntry, CheckpointList, Exported, Handover, Kept, MergedExport, Pruned, RunCheckpoints,
 };
 pub use compare::{ComparedModel, ComparisonAnswer, EstimateView, TrainedCheckpoint};
 pub use config::{DisagreementView, EditEntry, IntrospectedConfig};
 pub(crate) use environments::unlisted_note;
 pub use environments::{
     ConfigClassSourceView, ConfigView, DependenciesView, Edited, EnvironmentDetail,
-    EnvironmentEntry, EnvironmentList, FieldView, NameSourceView, Selected,
+    EnvironmentEntry, EnvironmentInstalled, EnvironmentList, FieldView, NameSourceView, Selected,
+    TrainerSettingView,
 };
 pub(crate) use error::KnownNames;
 pub use error::{ErrorAnswer, error_answer};
@@ -55,7 +56,7 @@ pub use preflight_store::{
 pub use runs::{
     ComponentLog, ComponentView, EventView, EventsView, ProcessView, RateLimited, ResultsAnswer,
     ResultsView, ResumedFrom, RunEntry, RunList, RunView, Started, StatusAnswer, StatusView,
-    Stopped, WaitView,
+    Stopped, WaitAnswer, WaitView, WaitedView,
 };
 pub(crate) use runs::{environment_kind_of, process_label};
 pub use scan::{DuplicateNameView, FileWarningView, SkipReasonView, SkippedFileView, WarningView};

@@ -351,6 +351,24 @@ pub struct ResultsAnswer {
     pub accounting: Option<AccountingView>,
 }
 
+/// `rl_wait_training`: the status once the wait ended, and how it ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaitAnswer {
+    #[serde(flatten)]
+    pub status: StatusAnswer,
+    pub waited: WaitedView,
+}
+
+/// How a wait ended: `reached` what it waited for (or the run ended), or `timed_out`.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaitedView {
+    /// step, change or finished.
+    pub until: &'static str,
+    pub reached: bool,
+    pub timed_out: bool,
+    pub seconds: f64,
+}
+
 /// `rl_check_status` within the interval an agent must wait between checks of a run: an
 /// answer, not an error.
 #[derive(Debug, Clone, Serialize)]
