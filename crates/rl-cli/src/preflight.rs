@@ -275,6 +275,7 @@ fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
             models: args.models,
             num_steps: Some(args.steps),
             group_size: Some(args.group_size),
+            base_url: None,
         })?;
         return say_started(&started, as_json);
     }
@@ -293,6 +294,7 @@ fn run_test(tools: &Tools, args: RunArgs, as_json: bool) -> anyhow::Result<()> {
         group_size: Some(args.group_size),
         base_url: args.base_url,
         key_variable: args.key_var,
+        keyless_endpoint: None,
         concurrency: Some(args.concurrency),
         timeout: Some(timeout),
         threshold: args.threshold,

@@ -56,6 +56,9 @@ pub enum LongCall {
         models: Vec<String>,
         num_steps: Option<u32>,
         group_size: Option<u32>,
+        /// An OpenAI-compatible endpoint the caller named, asked with no key.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base_url: Option<String>,
     },
     #[serde(rename = "rl_compare_training")]
     Compare {
@@ -144,11 +147,13 @@ impl Tools {
                 models,
                 num_steps,
                 group_size,
+                base_url,
             } => Ok(Planned {
                 test: self.inference_plan(&InferenceOptions {
                     models: models.clone(),
                     num_steps: *num_steps,
                     group_size: *group_size,
+                    keyless_endpoint: base_url.clone(),
                     ..InferenceOptions::default()
                 })?,
                 compared: None,

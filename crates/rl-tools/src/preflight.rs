@@ -24,6 +24,9 @@ pub struct InferenceOptions {
     pub base_url: Option<String>,
     /// The variable holding the endpoint's key. Agents cannot set it either.
     pub key_variable: Option<String>,
+    /// An endpoint an agent names: its requests carry no key, whatever the operator set (the
+    /// operator's keys go only where the operator points them).
+    pub keyless_endpoint: Option<String>,
     pub concurrency: Option<usize>,
     pub timeout: Option<Duration>,
     /// A completion is correct from this score on (default: the top score the test saw).
@@ -69,6 +72,27 @@ impl Tools {
             return self.checkpoint_plan(options, &selection, &settings);
         }
         let configured = &settings.inference;
+        if let Some(base_url) = &options.keyless_endpoint {
+            let mut request = PreflightRequest::openrouter(None);
+            request.models = if options.models.is_empty() {
+                configured.models.clone()
+            } else {
+                options.models.clone()
+            };
+            if request.models.is_empty() {
+                return Err(ToolsError::invalid(
+                    "models",
+                    "name the models the endpoint serves (the operator's list is for the \
+                     operator's endpoint)",
+                ));
+            }
+            request.endpoint = Endpoint {
+                base_url: base_url.clone(),
+                key_variable: "(none)".to_owned(),
+                key: None,
+            };
+            return self.finish_plan(request, options, &selection, &settings);
+        }
         let base_url = options
             .base_url
             .clone()
@@ -110,7 +134,10 @@ impl Tools {
         selection: &rl_config::Selection,
         settings: &rl_settings::Settings,
     ) -> Result<PreflightPlan, ToolsError> {
-        if options.base_url.is_some() || options.key_variable.is_some() {
+        if options.base_url.is_some()
+            || options.key_variable.is_some()
+            || options.keyless_endpoint.is_some()
+        {
             return Err(ToolsError::Invalid {
                 what: "base_url".to_owned(),
                 reason: "checkpoints (run:ID[@STEP]) are served by rl itself: give no endpoint"

@@ -163,6 +163,7 @@ struct InferenceArgs {
     group_size: Option<u32>,
     #[serde(default)]
     models: Option<Vec<String>>,
+    base_url: Option<String>,
     wait: Option<bool>,
     test_id: Option<String>,
 }
@@ -385,8 +386,10 @@ impl Registry {
             }
             ToolName::TestInference => {
                 let args: InferenceArgs = parse(name, arguments)?;
-                let given =
-                    args.num_steps.is_some() || args.group_size.is_some() || args.models.is_some();
+                let given = args.num_steps.is_some()
+                    || args.group_size.is_some()
+                    || args.models.is_some()
+                    || args.base_url.is_some();
                 if let Some(test_id) = args.test_id {
                     return self
                         .follow_alone(tool, given, test_id, args.wait, progress)
@@ -397,6 +400,7 @@ impl Registry {
                     models: args.models.unwrap_or_default(),
                     num_steps: args.num_steps,
                     group_size: args.group_size,
+                    base_url: args.base_url,
                 };
                 self.long_call(call, args.wait, progress).await
             }

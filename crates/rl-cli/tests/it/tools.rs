@@ -517,6 +517,41 @@ fn the_inference_test_uses_the_operators_endpoint_and_answers_with_the_original_
             .all(|r| r["model"] == "always-right" || r["model"] == "half-right"),
         "{requests:?}"
     );
+
+    // Issue 55: an endpoint the agent names is tested with the models it names and never gets
+    // the operator's key, even with one configured for the operator's endpoint.
+    let named = rl_test_support::FixtureServer::start(&python, None);
+    let arguments = serde_json::json!({
+        "num_steps": 1, "group_size": 2, "models": ["always-right"], "base_url": named.base_url,
+    })
+    .to_string();
+    let output = tool(
+        home,
+        "rl_test_inference",
+        Some(&arguments),
+        &[
+            ("RL_INFERENCE__KEY_VARIABLE", "OPENAI_API_KEY"),
+            ("OPENAI_API_KEY", "sk-operators-own"),
+        ],
+    );
+    let report = answer(&output);
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    assert_eq!(report["summary"]["models_succeeded"], 1, "{report}");
+    let asked = named.requests();
+    assert!(!asked.is_empty(), "{report}");
+    // The client sends a placeholder where there is no key (`rl-preflight`'s); never the key.
+    let placeholder = rl_test_support::sha256_hex("no-key-needed");
+    assert!(
+        asked
+            .iter()
+            .all(|r| r["auth_sha256"] == placeholder.as_str()),
+        "the operator's key reached an endpoint the agent named: {asked:?}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        requests.len(),
+        "the operator's endpoint was asked"
+    );
 }
 
 /// With `--json`, a failed command answers in the tools' shape: what to do next included.

@@ -94,18 +94,23 @@ fn a_trainer_key_is_edited_checked_listed_and_taken_by_the_next_run() {
     assert_eq!(config.tinker["clip_high"], Value::Float(1.28));
 }
 
+/// The service again, with the operator's `[locked.tinker]` now holding `key = value`.
+fn locking(
+    home: &tempfile::TempDir,
+    service: &ConfigService,
+    key: &str,
+    value: Value,
+) -> ConfigService {
+    let mut settings = service.settings().clone();
+    settings.locked.tinker.insert(key.to_owned(), value);
+    settings.operator_tinker_locks.insert(key.to_owned());
+    ConfigService::open(home.path(), settings).unwrap()
+}
+
 #[test]
 fn a_trainer_key_the_operator_locked_is_refused_naming_its_table() {
     let (home, service) = service();
-    let mut settings = service.settings().clone();
-    settings
-        .locked
-        .tinker
-        .insert("learning_rate".to_owned(), Value::Float(4e-5));
-    settings
-        .operator_tinker_locks
-        .insert("learning_rate".to_owned());
-    let service = ConfigService::open(home.path(), settings).unwrap();
+    let service = locking(&home, &service, "learning_rate", Value::Float(4e-5));
     service.select("word_ladder").unwrap();
     let error = service
         .edit("learning_rate", &Value::from("1e-3"))
@@ -161,15 +166,7 @@ fn the_next_runs_trainer_settings_are_read_back_and_a_later_lock_wins() {
     assert_eq!(before["loss"], (Value::from("ppo"), "edited"));
     assert_eq!(before["clip_high"], (Value::Null, "engine_default"));
 
-    let mut settings = service.settings().clone();
-    settings
-        .locked
-        .tinker
-        .insert("learning_rate".to_owned(), Value::Float(3e-5));
-    settings
-        .operator_tinker_locks
-        .insert("learning_rate".to_owned());
-    let service = ConfigService::open(home.path(), settings).unwrap();
+    let service = locking(&home, &service, "learning_rate", Value::Float(3e-5));
     let after = read(&service);
     assert_eq!(after["learning_rate"], (Value::Float(3e-5), "locked"));
     assert_eq!(after["loss"], (Value::from("ppo"), "edited"));

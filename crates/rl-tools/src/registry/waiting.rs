@@ -74,8 +74,9 @@ impl Registry {
         if !(MIN_WAIT_SECONDS..=MAX_WAIT_SECONDS).contains(&timeout) {
             return Err(ToolsError::BadArguments {
                 tool: name.to_owned(),
+                // `{:e}`: 1e308 as written, not its 309 digits.
                 reason: format!(
-                    "timeout_seconds is {timeout}: a wait is {MIN_WAIT_SECONDS} to \
+                    "timeout_seconds is {timeout:e}: a wait is {MIN_WAIT_SECONDS} to \
                      {MAX_WAIT_SECONDS} seconds (a shorter one is a poll: rl_check_status)"
                 ),
             });
