@@ -12,6 +12,8 @@ use crate::{Tools, ToolsError};
 
 /// Under the state directory: the folders handed over.
 pub(crate) const EXPORTS_DIR: &str = "exports";
+/// Under the state directory: one lock per export folder's name.
+const EXPORT_LOCKS_DIR: &str = "export-locks";
 
 impl Tools {
     /// The folder holding every export made through the tools.
@@ -59,6 +61,16 @@ impl Tools {
             path: exports.clone(),
             source,
         })?;
+        // Two exports to one name at once: the second waits for the first, then finds its
+        // folder there and is refused, rather than both writing into one folder. The lock
+        // lives outside the exports folder, which holds only what is handed over.
+        let locks = self.home().join(EXPORT_LOCKS_DIR);
+        std::fs::create_dir_all(&locks).map_err(|source| ToolsError::Io {
+            action: "cannot create",
+            path: locks.clone(),
+            source,
+        })?;
+        let _held = rl_settings::lock_exclusive(&locks.join(format!("{name}.lock")))?;
         let dir = exports.join(&name);
         if std::fs::symlink_metadata(&dir).is_ok() {
             return Err(ToolsError::invalid(
