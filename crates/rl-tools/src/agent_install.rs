@@ -21,18 +21,14 @@ impl Tools {
         let settings = self.settings()?;
         let target = self.set_up_target(name)?;
         let allowed = settings.agents.install;
-        let permitted = match (&target, allowed) {
-            (_, AgentInstalls::None) => false,
-            (SetUpTarget::Known(_), _) | (SetUpTarget::Registry(_), AgentInstalls::Published) => {
-                true
-            }
-            (SetUpTarget::Registry(_), AgentInstalls::Folder) => false,
+        let (what, needs) = match &target {
+            SetUpTarget::Known(_) => (
+                "an environment of the operator's folder",
+                AgentInstalls::Folder,
+            ),
+            SetUpTarget::Registry(_) => ("a published package", AgentInstalls::Published),
         };
-        if !permitted {
-            let what = match &target {
-                SetUpTarget::Known(_) => "an environment of the operator's folder",
-                SetUpTarget::Registry(_) => "a published package",
-            };
+        if !allowed.allows(needs) {
             return Err(ToolsError::OperatorForbids {
                 what: format!("installing {} ({what})", rl_settings::quoted(name)),
                 reason: format!(

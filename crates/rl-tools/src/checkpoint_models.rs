@@ -57,18 +57,26 @@ pub(crate) fn parse_checkpoint_model(model: &str) -> Result<(RunId, At), ToolsEr
         .ok_or_else(|| invalid(format!("a checkpoint is named {RUN_PREFIX}ID[@STEP]")))?;
     let (id, at) = match rest.split_once('@') {
         None => (rest, At::Last),
-        Some((id, "best")) => (id, At::Best),
-        Some((id, "base")) => (id, At::Base),
-        Some((id, step)) => match step.parse::<i64>() {
-            Ok(step) if step >= 0 => (id, At::Step(step)),
-            _ => {
-                return Err(invalid(format!(
-                    "{step:?} is not a step: use a step number, best or base"
-                )));
-            }
-        },
+        Some((id, at)) => (id, At::named(at).map_err(invalid)?),
     };
     Ok((RunId::parse(id)?, at))
+}
+
+impl At {
+    /// What follows the `@` of a checkpoint's name: a step, `best` or `base`.
+    pub(crate) fn named(at: &str) -> Result<Self, String> {
+        match at {
+            "best" => Ok(Self::Best),
+            "base" => Ok(Self::Base),
+            step => match step.parse::<i64>() {
+                Ok(step) if step >= 0 => Ok(Self::Step(step)),
+                _ => Err(format!(
+                    "{:?} is not a step: use a step number, best or base",
+                    rl_settings::quoted(step)
+                )),
+            },
+        }
+    }
 }
 
 impl Tools {

@@ -127,10 +127,7 @@ impl Tools {
                          or `rl setup --env {name}` in a shell"
                     )
                 });
-                (scan, env, name, python, install_first)
-            })
-            .map(
-                |(scan, env, name, python, install_first)| EnvironmentEntry {
+                EnvironmentEntry {
                     name,
                     python,
                     install_first,
@@ -142,8 +139,8 @@ impl Tools {
                     config_class: env.config_class.clone(),
                     runnable: env.runnable,
                     kind: env.kind,
-                },
-            )
+                }
+            })
             .collect();
         let mut tips: Vec<String> = LIST_TIPS.iter().map(|tip| (*tip).to_owned()).collect();
         if unlisted > 0 {

@@ -30,24 +30,16 @@ impl Tools {
         merged: bool,
         name: Option<&str>,
     ) -> Result<Handover, ToolsError> {
-        let at = match step {
-            None => At::Last,
-            Some("best") => At::Best,
-            Some(text) => text
-                .parse::<i64>()
-                .ok()
-                .filter(|step| *step >= 0)
-                .map(At::Step)
-                .ok_or_else(|| {
-                    ToolsError::invalid(
-                        "step",
-                        format!(
-                            "{} is not a step: use a step number or best",
-                            rl_settings::quoted(text)
-                        ),
-                    )
-                })?,
-        };
+        let at = match step.map(At::named).transpose() {
+            Ok(Some(At::Base)) => Err(
+                "base is the model the run started from, not a checkpoint of it: export a step \
+                 or best"
+                    .to_owned(),
+            ),
+            Ok(at) => Ok(at.unwrap_or(At::Last)),
+            Err(reason) => Err(reason),
+        }
+        .map_err(|reason| ToolsError::invalid("step", reason))?;
         let run = self.run_status(id, i64::MAX)?.run;
         let (step, best_by) = self.chosen_step(&run, &at)?;
         let name = match name {
@@ -55,21 +47,20 @@ impl Tools {
             None if merged => format!("{id}-step-{step}-merged"),
             None => format!("{id}-step-{step}"),
         };
-        let exports = self.exports_dir();
-        std::fs::create_dir_all(&exports).map_err(|source| ToolsError::Io {
-            action: "cannot create",
-            path: exports.clone(),
-            source,
-        })?;
+        let made = |dir: PathBuf| {
+            std::fs::create_dir_all(&dir)
+                .map(|()| dir.clone())
+                .map_err(|source| ToolsError::Io {
+                    action: "cannot create",
+                    path: dir,
+                    source,
+                })
+        };
+        let exports = made(self.exports_dir())?;
         // Two exports to one name at once: the second waits for the first, then finds its
         // folder there and is refused, rather than both writing into one folder. The lock
         // lives outside the exports folder, which holds only what is handed over.
-        let locks = self.home().join(EXPORT_LOCKS_DIR);
-        std::fs::create_dir_all(&locks).map_err(|source| ToolsError::Io {
-            action: "cannot create",
-            path: locks.clone(),
-            source,
-        })?;
+        let locks = made(self.home().join(EXPORT_LOCKS_DIR))?;
         let _held = rl_settings::lock_exclusive(&locks.join(format!("{name}.lock")))?;
         let dir = exports.join(&name);
         if std::fs::symlink_metadata(&dir).is_ok() {

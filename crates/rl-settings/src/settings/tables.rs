@@ -282,8 +282,8 @@ pub struct AgentSettings {
     pub install: AgentInstalls,
 }
 
-/// What an agent's install may bring onto the machine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What an agent's install may bring onto the machine, from least to most.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentInstalls {
     /// Nothing: the operator runs `rl setup --env`.
@@ -299,6 +299,11 @@ pub enum AgentInstalls {
 }
 
 impl AgentInstalls {
+    /// Whether what this allows covers `needed` (each allows what the one before it does).
+    pub fn allows(self, needed: Self) -> bool {
+        self >= needed
+    }
+
     pub const fn name(self) -> &'static str {
         match self {
             Self::None => "none",
