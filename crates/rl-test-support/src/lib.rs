@@ -195,21 +195,30 @@ pub fn local_engine_settings(python: &Path, engine: &LocalEngine) -> String {
 }
 
 /// Settings whose `[child_environment]` gives every local engine the shared JAX cache
-/// ([`jax_cache_dir`]): the tests' and `cargo xtask demo`'s (which runs first in CI, so the
-/// tests start with its programs compiled).
+/// ([`jax_cache_environment`]): the tests' and `cargo xtask demo`'s (which runs first in CI, so
+/// the tests start with its programs compiled).
 pub fn with_jax_cache(settings: &str) -> String {
-    settings.replacen(
-        "[child_environment]\n",
-        &format!(
-            "[child_environment]\n{JAX_CACHE_VARIABLE} = \"{}\"\n",
-            jax_cache_dir().display()
-        ),
-        1,
-    )
+    let mut table = String::from("[child_environment]\n");
+    for (name, value) in jax_cache_environment() {
+        table.push_str(&format!("{name} = \"{value}\"\n"));
+    }
+    settings.replacen("[child_environment]\n", &table, 1)
+}
+
+/// JAX's own variables that give a process the tests' shared persistent compilation cache
+/// ([`jax_cache_dir`]), for every program however short its compile. JAX writes only programs
+/// that took a second or more to compile by default; an engine's start runs some 140 smaller
+/// ones (the model and its LoRA slots built op by op, ~35 ms each), compiled again by every
+/// engine: 6 CPU-s of an engine's start were 2.5 s with them cached (measured on the tiny model).
+pub fn jax_cache_environment() -> [(&'static str, String); 2] {
+    [
+        (JAX_CACHE_VARIABLE, jax_cache_dir().display().to_string()),
+        ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0".to_owned()),
+    ]
 }
 
 /// JAX's own variable for its persistent compilation cache.
-pub const JAX_CACHE_VARIABLE: &str = "JAX_COMPILATION_CACHE_DIR";
+const JAX_CACHE_VARIABLE: &str = "JAX_COMPILATION_CACHE_DIR";
 
 /// The persistent compilation cache every local engine of the tests shares (`target/jax-cache`).
 /// They all compile the same programs (the tiny model at fixed batch shapes), a minute or more

@@ -70,7 +70,7 @@ impl EngineServer {
             ])
             .env("PYTHONPATH", workspace_root().join("crates/rl-python/python"))
             .env("JAX_PLATFORMS", "cpu")
-            .env(crate::JAX_CACHE_VARIABLE, crate::jax_cache_dir())
+            .envs(crate::jax_cache_environment())
             .env("HF_HUB_OFFLINE", "1")
             .env("TRANSFORMERS_OFFLINE", "1")
             .current_dir(folder)

@@ -373,6 +373,7 @@ pub(crate) fn a_merged_export_computes_what_its_checkpoint_computes(
     let root = crate::workspace_root();
     let mut command = std::process::Command::new(&engine.python);
     command
+        .envs(rl_test_support::jax_cache_environment())
         .arg(root.join("fixtures/local-engine/merged_logprobs.py"))
         .arg("--run-dir")
         .arg(stack.run_dir(id))

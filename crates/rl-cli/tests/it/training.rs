@@ -349,6 +349,7 @@ fn sample_checkpoints(engine: &LocalEngine, run_dir: &Path, state: &str, compare
     let root = crate::workspace_root();
     let mut command = std::process::Command::new(&engine.python);
     command
+        .envs(rl_test_support::jax_cache_environment())
         .arg(root.join("fixtures/local-engine/sample_checkpoints.py"))
         .arg("--run-dir")
         .arg(run_dir)
@@ -683,6 +684,7 @@ fn a_saved_state_brings_back_the_optimizer() {
     let work = tempfile::tempdir().unwrap();
     let mut command = std::process::Command::new(&engine.python);
     command
+        .envs(rl_test_support::jax_cache_environment())
         .arg(root.join("fixtures/local-engine/optimizer_state.py"))
         .arg("--work-dir")
         .arg(work.path())
