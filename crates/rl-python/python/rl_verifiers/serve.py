@@ -8,6 +8,7 @@ signal (`scored.run_group`), counts every group (`RL_GROUPS_FILE`), and ends (0)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from typing import Any, Callable, Dict, Optional
@@ -52,6 +53,16 @@ def offpolicy_room(run: RunSettings, queued_groups: int) -> int:
     return run.max_batches_offpolicy * run.batch_size // max(1, run.group_size) - queued_groups
 
 
+def with_trainers_batch(run: RunSettings, info: Dict[str, Any]) -> RunSettings:
+    """`run` with the trainer's batch size (run-api's `/info`) where its own is unset (`-1`, the
+    default), as atroposlib's environments take it (`BaseEnv.get_server_info`): without it
+    `offpolicy_room` had no bound, and a run trained on samples of weights steps old."""
+    batch = info.get("batch_size")
+    if run.batch_size > 0 or not isinstance(batch, int) or isinstance(batch, bool) or batch <= 0:
+        return run
+    return dataclasses.replace(run, batch_size=batch)
+
+
 def queued_enough(run: RunSettings, step: int, queued_groups: int, total_steps: int) -> bool:
     """run-api holds groups enough for every step left (atroposlib stops making groups there)."""
     if run.batch_size <= 0:
@@ -87,10 +98,15 @@ async def serve(
         total_steps = run.total_steps if run.total_steps > 0 else int(registration.get("num_steps") or -1)
         if total_steps <= 0:
             raise ServeError("total_steps is set neither in the run config nor by the trainer")
-        limit = (await api.info()).get("max_token_len")
+        info = await api.info()
+        limit = info.get("max_token_len")
         token_limit = limit if isinstance(limit, int) and limit > 0 else run.max_token_length
         counts.token_limit = token_limit
-        say(f"registered as environment {env_id}; {total_steps} steps, groups of {run.group_size}, token limit {token_limit}")
+        run = with_trainers_batch(run, info)
+        say(
+            f"registered as environment {env_id}; {total_steps} steps, groups of {run.group_size}, "
+            f"token limit {token_limit}, batches of {run.batch_size}"
+        )
         async with adapter.serving():
             return await keep_groups_coming(adapter, run, endpoint, draw, counts, say, api, env_id, total_steps, token_limit)
     finally:

@@ -297,6 +297,33 @@ class LoopTests(unittest.TestCase):
         self.assertTrue(all(training for _, _, training, _ in adapter.groups))
         self.assertGreaterEqual(counts.with_signal, 2)
 
+    def test_with_batch_size_unset_the_trainers_batch_bounds_the_groups_ahead(self):
+        """Issue 56: `batch_size` -1 (the default) left the off-policy bound unapplied, and a
+        6-step run had all its groups made from the base weights. The trainer's batch (run-api's
+        `/info`, 4 sequences: 2 groups of 2) and `max_batches_offpolicy` 1 allow 2 groups ahead."""
+        adapter = FakeAdapter()
+        with FakeRunApi(total_steps=6, waits=0, batch_size=4, holds_groups=True) as run_api:
+            run = config.RunSettings(
+                group_size=2, total_steps=6, batch_size=-1, max_num_workers=8,
+                max_batches_offpolicy=1, rollout_server_url=run_api.url,
+            )
+            endpoint = Endpoint("http://127.0.0.1:9/v1", "m", "k", training=True)
+            said = []
+
+            async def go():
+                serving = asyncio.ensure_future(serve(adapter, run, endpoint, TaskDraw(adapter, split()), GroupCounts(None), said.append))
+                deadline = time.monotonic() + 10
+                while len(run_api.groups) < 2 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(1.5)  # several status polls: no third group may start
+                serving.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await serving
+
+            asyncio.run(go())
+            self.assertEqual(len(run_api.groups), 2)
+        self.assertTrue(any("batches of 4" in line for line in said), said)
+
     def test_serve_sends_no_alike_group_and_waits_for_the_go_file(self):
         adapter = FakeAdapter(alike=True)
         with FakeRunApi(total_steps=1, waits=0) as run_api, tempfile.TemporaryDirectory() as folder:

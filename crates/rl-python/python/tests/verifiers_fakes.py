@@ -125,9 +125,21 @@ class FakeRunApi(_Server):
     times, then registers; each group sent (`/scored_data`) is kept, and every
     `groups_per_step` of them make a step (`current_step`)."""
 
-    def __init__(self, total_steps: int, groups_per_step: int = 1, waits: int = 1, max_token_len: int = 256):
+    def __init__(
+        self,
+        total_steps: int,
+        groups_per_step: int = 1,
+        waits: int = 1,
+        max_token_len: int = 256,
+        batch_size: Optional[int] = None,
+        holds_groups: bool = False,
+    ):
         self.total_steps = total_steps
         self.groups_per_step = groups_per_step
+        # The trainer's batch (sequences), as `/info` tells it.
+        self.batch_size = groups_per_step if batch_size is None else batch_size
+        # A trainer that takes no batch: every group sent waits in the queue, at step 0.
+        self.holds_groups = holds_groups
         self.waits = waits
         self.max_token_len = max_token_len
         self.groups: List[Dict[str, Any]] = []
@@ -165,8 +177,10 @@ class _RunApiHandler(_JsonHandler):
         with owner.lock:
             owner.requests.append({"method": "GET", "path": self.path, "body": body})
             if self.path == "/info":
-                return self.answer(200, {"batch_size": owner.groups_per_step, "max_token_len": owner.max_token_len})
+                return self.answer(200, {"batch_size": owner.batch_size, "max_token_len": owner.max_token_len})
             if self.path in ("/status-env", "/status"):
+                if owner.holds_groups:
+                    return self.answer(200, {"current_step": 0, "queue_size": len(owner.groups)})
                 return self.answer(200, {"current_step": min(owner.step(), owner.total_steps), "queue_size": 0})
         self.answer(404, {"detail": "Not Found"})
 
