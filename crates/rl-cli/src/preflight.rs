@@ -53,7 +53,9 @@ enum PreflightSubcommand {
 #[derive(Debug, Args)]
 struct RunArgs {
     /// A model id, as the endpoint names it; repeat for several (default: the operator's
-    /// `[inference] models`, else the original's three OpenRouter models).
+    /// `[inference] models`, else the original's three OpenRouter models). `run:RUN_ID[@STEP|
+    /// @best|@base]` names a run's checkpoints; `base` alone the base model the next run trains
+    /// (on the local engine, through an engine started for the test).
     #[arg(long = "model", value_name = "ID")]
     models: Vec<String>,
     /// An OpenAI-compatible endpoint (a local vLLM, sglang, Ollama…); default: the operator's

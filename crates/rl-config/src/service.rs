@@ -446,14 +446,25 @@ impl ConfigService {
     /// not hold to, without writing anything: what a sweep checks before it is recorded, as
     /// each of its runs would be checked at its start.
     pub fn check_caps(&self, selection: &Selection, caps: &Caps) -> Result<(), ConfigError> {
-        let config = crate::new_run::build(
+        let config = self.preview_config(selection);
+        crate::new_run::run_prices(&self.settings, &config, caps).map(|_| ())
+    }
+
+    /// The config a run of the current selection would start with, before its own addresses
+    /// and caps: what it trains (`tinker.base_model`, its rank and lengths), for a pre-flight
+    /// of the model the next run trains.
+    pub fn next_run_config(&self) -> Result<RunConfig, ConfigError> {
+        Ok(self.preview_config(&self.selection()?))
+    }
+
+    fn preview_config(&self, selection: &Selection) -> RunConfig {
+        crate::new_run::build(
             &self.settings,
             selection,
             &self.wandb_project(selection),
             &RunId::generate(),
             None,
-        );
-        crate::new_run::run_prices(&self.settings, &config, caps).map(|_| ())
+        )
     }
 
     /// [`Self::write_run_config`] of a selection recorded earlier (a sweep's, whose points

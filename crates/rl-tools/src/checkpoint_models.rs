@@ -195,7 +195,36 @@ impl Tools {
             reason: "its config names no tinker.base_model".to_owned(),
         })?;
         let trainer = config.trainer()?;
-        let (lora_rank, max_token_length) = (trainer.lora_rank, trainer.max_token_length);
+        let mut served = EngineModels {
+            base_model,
+            lora_rank: trainer.lora_rank,
+            max_token_length: trainer.max_token_length,
+            states: Vec::new(),
+            base: None,
+            engine_of: Some(saved.dir.clone()),
+        };
+        for (model, at) in named {
+            if at == &At::Base {
+                served.base = Some(model.clone());
+            } else {
+                let (_, state) =
+                    path_of(&saved, at, Weights::State).map_err(|reason| ToolsError::Invalid {
+                        what: format!("model {model}"),
+                        reason,
+                    })?;
+                served.states.push((model.clone(), state));
+            }
+        }
+        self.engine_model_server(served, port)
+    }
+
+    /// The server of `served` through a local engine it starts (`rl_trainer.checkpoints`),
+    /// on `port`.
+    pub(crate) fn engine_model_server(
+        &self,
+        served: EngineModels,
+        port: u16,
+    ) -> Result<ModelServer, ToolsError> {
         let settings = self.settings()?;
         let programs = rl_python::install(self.home()).map_err(|error| {
             ToolsError::Internal(format!("cannot write rl's Python programs: {error}"))
@@ -208,26 +237,20 @@ impl Tools {
             "--engine-dir".to_owned(),
             rl_preflight::PreflightFolder::ENGINE_COPY.to_owned(),
             "--base-model".to_owned(),
-            base_model,
+            served.base_model,
             "--lora-rank".to_owned(),
-            lora_rank.to_string(),
+            served.lora_rank.to_string(),
             "--max-token-length".to_owned(),
-            max_token_length.to_string(),
+            served.max_token_length.to_string(),
             "--backend-config".to_owned(),
             serde_json::to_string(&settings.engine.backend_config)
                 .map_err(|error| ToolsError::Internal(error.to_string()))?,
         ];
-        for (model, at) in named {
-            if at == &At::Base {
-                args.extend(["--base".to_owned(), model.clone()]);
-            } else {
-                let (_, state) =
-                    path_of(&saved, at, Weights::State).map_err(|reason| ToolsError::Invalid {
-                        what: format!("model {model}"),
-                        reason,
-                    })?;
-                args.extend(["--model".to_owned(), format!("{model}={state}")]);
-            }
+        if let Some(base) = served.base {
+            args.extend(["--base".to_owned(), base]);
+        }
+        for (model, state) in served.states {
+            args.extend(["--model".to_owned(), format!("{model}={state}")]);
         }
         // Its parent is the rl process that owns it: if that one dies, even by SIGKILL, the
         // server and its engine end by themselves instead of serving on, unowned.
@@ -246,9 +269,24 @@ impl Tools {
             env: launch.env,
             port,
             ready_timeout: READY_TIMEOUT,
-            engine_of: Some(saved.dir),
+            engine_of: served.engine_of,
         })
     }
+}
+
+/// What a test's engine server serves: on `base_model`, saved states as models and the base
+/// model itself, with the LoRA rank and token length they were (or will be) trained with.
+pub(crate) struct EngineModels {
+    pub base_model: String,
+    pub lora_rank: u32,
+    pub max_token_length: u32,
+    /// Model name and `save_state` path.
+    pub states: Vec<(String, String)>,
+    /// The name the base model is served as, if it is.
+    pub base: Option<String>,
+    /// The run folder whose engine folder the server works on a copy of; `None`: an engine
+    /// folder of its own, new.
+    pub engine_of: Option<std::path::PathBuf>,
 }
 
 /// Which of a checkpoint's paths a model samples.

@@ -9,9 +9,12 @@ use rl_preflight::{
     PreflightStore, PreflightView, ProgressSink,
 };
 
-use crate::checkpoint_models::is_checkpoint_model;
+use crate::checkpoint_models::{EngineModels, is_checkpoint_model};
 use crate::hosted::{TINKER_KEY_VARIABLE, TrainedOn};
 use crate::{Tools, ToolsError};
+
+/// The model name of the base model the next run trains, in a pre-flight's `models`.
+pub(crate) const NEXT_RUN_BASE: &str = "base";
 
 /// What a caller may choose; everything left `None` comes from the operator's settings
 /// (`[inference]` in config.toml), then the original tool's defaults.
@@ -70,6 +73,9 @@ impl Tools {
             .any(|model| is_checkpoint_model(model))
         {
             return self.checkpoint_plan(options, &selection, &settings);
+        }
+        if options.models.iter().any(|model| model == NEXT_RUN_BASE) {
+            return self.next_base_plan(options, &selection, &settings);
         }
         let configured = &settings.inference;
         if let Some(base_url) = &options.keyless_endpoint {
@@ -176,6 +182,85 @@ impl Tools {
                     key: Some(key),
                 };
             }
+        }
+        self.finish_plan(request, options, selection, settings)
+    }
+
+    /// A test of the base model the next run trains (`base`), sampled as training samples it:
+    /// on the local engine, through an engine started for the test (ended with it) and the same
+    /// serving code as a run's checkpoints; on a Tinker service, at its OpenAI-compatible
+    /// endpoint by the model's name. Nothing need have run before.
+    fn next_base_plan(
+        &self,
+        options: &InferenceOptions,
+        selection: &rl_config::Selection,
+        settings: &rl_settings::Settings,
+    ) -> Result<PreflightPlan, ToolsError> {
+        if options.base_url.is_some()
+            || options.key_variable.is_some()
+            || options.keyless_endpoint.is_some()
+        {
+            return Err(ToolsError::invalid(
+                "base_url",
+                "the base model the next run trains (base) is sampled where the run would \
+                 sample it: give no endpoint",
+            ));
+        }
+        if options.models.len() > 1 {
+            return Err(ToolsError::invalid(
+                "models",
+                "base (the base model the next run trains) is tested alone: test other models \
+                 in a test of their own",
+            ));
+        }
+        let config = self.service()?.next_run_config()?;
+        let trainer = config.trainer()?;
+        let base_model = trainer.base_model.clone().ok_or_else(|| {
+            ToolsError::invalid(
+                "models",
+                "the next run names no base model: set [engine] base_model in config.toml (the \
+                 local engine) or base_model in [locked.tinker] (a Tinker service)",
+            )
+        })?;
+        let mut request = PreflightRequest::openrouter(None);
+        if settings.engine.is_local() {
+            if let Some(problem) = settings.engine.base_model_problem() {
+                return Err(ToolsError::invalid("models", problem));
+            }
+            let [port] = rl_process::free_loopback_ports::<1>()?;
+            let server = self.engine_model_server(
+                EngineModels {
+                    base_model,
+                    lora_rank: trainer.lora_rank,
+                    max_token_length: trainer.max_token_length,
+                    states: Vec::new(),
+                    base: Some(NEXT_RUN_BASE.to_owned()),
+                    engine_of: None,
+                },
+                port,
+            )?;
+            request.models = vec![NEXT_RUN_BASE.to_owned()];
+            request.endpoint = Endpoint {
+                base_url: server.base_url(),
+                key_variable: "(none)".to_owned(),
+                key: None,
+            };
+            request.server = Some(server);
+        } else {
+            // The key goes where the next run's trainer would send it: the operator's service.
+            let key = self
+                .key(TINKER_KEY_VARIABLE)
+                .ok_or_else(|| PreflightError::MissingKey {
+                    variable: TINKER_KEY_VARIABLE.to_owned(),
+                })?;
+            request.models = vec![base_model];
+            request.endpoint = Endpoint {
+                base_url: settings
+                    .inference
+                    .tinker_openai_url(trainer.base_url.as_deref()),
+                key_variable: TINKER_KEY_VARIABLE.to_owned(),
+                key: Some(key),
+            };
         }
         self.finish_plan(request, options, selection, settings)
     }

@@ -58,6 +58,33 @@ pub(crate) fn trained_prompts(run_dir: &std::path::Path) -> String {
 #[ignore = "needs the test venv and the local engine: `cargo xtask test` runs it"]
 fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     let (stack, _engine) = stack(&[SHORT_RUN, SAVE_EVERY_TWO, PRUNED_AS_IT_ENDS_FOUR_HELD_OUT]);
+
+    // Before any run, the base model the run will train, through an engine started for the
+    // test and ended with it (issue 55 #2).
+    let next_base = stack.json(&[
+        "test",
+        "--model",
+        "base",
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+    ]);
+    assert_eq!(next_base["models"][0]["model"], "base", "{next_base:#}");
+    assert_eq!(
+        next_base["models"][0]["status"], "succeeded",
+        "{next_base:#}"
+    );
+    let next_base_dir = std::path::PathBuf::from(next_base["output_dir"].as_str().unwrap());
+    let served = std::fs::read_to_string(next_base_dir.join("server.log")).unwrap();
+    assert!(served.contains("serving base on"), "{served}");
+    assert!(
+        !next_base_dir.join("engine").exists(),
+        "its engine folder is removed"
+    );
+    let left = rl_test_support::processes_mentioning(&next_base_dir.display().to_string());
+    assert!(left.is_empty(), "{left:?}");
+
     let id = stack.start();
     let finished = stack.wait(&id, "finished", 900);
     assert_eq!(finished["state"], "completed", "{}", stack.explain(&id));

@@ -111,6 +111,51 @@ fn a_hosted_runs_checkpoints_are_sampled_at_tinkers_endpoint() {
         "{requests:#?}"
     );
 
+    // The base model the next run trains, before any run would: the same name at the same
+    // endpoint with the same key (issue 55 #2). It is tested alone, and where runs sample it.
+    let next_base = stack.json(&[
+        "test",
+        "--model",
+        "base",
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+    ]);
+    assert_eq!(next_base["models"][0]["model"], tested[0], "{next_base:#}");
+    assert_eq!(
+        next_base["models"][0]["status"], "succeeded",
+        "{next_base:#}"
+    );
+    assert!(
+        tinker
+            .requests()
+            .iter()
+            .all(|request| request["auth_sha256"] == sha256_hex(KEY).as_str())
+    );
+    stack.refused(
+        &[
+            "test",
+            "--json",
+            "--model",
+            "base",
+            "--model",
+            "qwen/qwen3-8b",
+        ],
+        "is tested alone",
+    );
+    stack.refused(
+        &[
+            "test",
+            "--json",
+            "--model",
+            "base",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        "give no endpoint",
+    );
+
     // `rl compare` of a hosted run goes the same way, to a verdict.
     let compared = stack.json(&["compare", &id, "--prompts", "2", "--group-size", "2"]);
     assert_eq!(

@@ -5,7 +5,7 @@
         [--backend-config JSON] --model NAME=STATE_PATH ... [--base NAME]
 
 It starts the local engine (`ENGINE_PY -m rl_engine`) on `DIR` (a copy of the run's engine
-folder: its database and checkpoints) in this process's group, so that whoever ends the group
+folder: its database and checkpoints; a new folder when only `--base` is served) in this process's group, so that whoever ends the group
 ends both. A restarted engine has no model loaded, so each `save_state` path is loaded into a
 LoRA client of its own and saved again for sampling: the weights are exactly the run's. `--base`
 serves the base model itself, through the same engine and the same code, so that a comparison
@@ -80,6 +80,8 @@ def start_engine(args, port: int, config: str) -> subprocess.Popen:
         "--checkpoints-base", f"{engine_dir}/checkpoints",
         "--backend-config", config,
     ]
+    # A test of the base model alone starts on a new engine folder, not a run's copy.
+    os.makedirs(engine_dir, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=programs)
     # Same process group: the group's end is the engine's end.
     return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
