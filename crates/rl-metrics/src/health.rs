@@ -2,7 +2,10 @@
 //! for first. Every flag names its metric and the steps it looked at.
 
 use crate::model::{HistoryRow, LoggedRun, MetricValue};
-use crate::view::{ADVANTAGES_STD, LOGPROBS_DIFF, LOSS, REWARD_MEAN, STALE_GROUPS};
+use crate::view::{
+    ADVANTAGES_STD, LOGPROBS_DIFF, LOSS, OFF_POLICY_STEPS, OFF_POLICY_STEPS_MAX, REWARD_MEAN,
+    STALE_GROUPS,
+};
 
 /// The metric a step's time is logged under by rl's trainer.
 const STEP_SECS: &str = "time/total_secs";
@@ -44,6 +47,9 @@ pub struct HealthPolicy {
     /// The share of the window's groups dropped as stale at or above which the run mostly
     /// samples for nothing.
     pub stale_share_high: f64,
+    /// A mean `train/off_policy_steps` over the window at or above this: most of what the run
+    /// trains was sampled that many optimizer steps before the weights it trains.
+    pub off_policy_steps_high: f64,
 }
 
 impl Default for HealthPolicy {
@@ -60,6 +66,7 @@ impl Default for HealthPolicy {
             kl_high: 1.0,
             kl_floor: 0.1,
             stale_share_high: 0.5,
+            off_policy_steps_high: 2.0,
         }
     }
 }
@@ -184,6 +191,8 @@ pub enum FlagKind {
     KlBaseExploding,
     /// Most groups are dropped as older than the run's `max_steps_off_policy`.
     StaleGroupsHigh,
+    /// What the run trains was mostly sampled from weights several steps older.
+    OffPolicyHigh,
 }
 
 impl FlagKind {
@@ -198,6 +207,7 @@ impl FlagKind {
             Self::ClipFractionHigh => "clip_fraction_high",
             Self::KlBaseExploding => "kl_base_exploding",
             Self::StaleGroupsHigh => "stale_groups_high",
+            Self::OffPolicyHigh => "off_policy_high",
         }
     }
 }
@@ -244,6 +254,7 @@ impl HealthDigest {
             flags.extend(clip_fraction_high(rows, policy));
             flags.extend(kl_base_exploding(rows, policy));
             flags.extend(stale_groups_high(rows, policy));
+            flags.extend(off_policy_high(rows, policy));
         }
         Self {
             healthy: flags.is_empty(),
@@ -612,6 +623,36 @@ fn stale_groups_high(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<Healt
             "{stale:.0} of {groups:.0} groups over {} rows were dropped as older than \
              max_steps_off_policy: the environment samples further ahead of the trainer than the \
              bound allows (raise max_steps_off_policy, or lower the environment's \
+             max_batches_offpolicy)",
+            points.len()
+        ),
+        component: None,
+    })
+}
+
+/// The samples trained over the window were, on average, `off_policy_steps_high` optimizer
+/// steps or more older than the weights they trained (issue 56: a run whose environment sampled
+/// every group from the base weights showed only a rising logprob drift).
+fn off_policy_high(rows: &[HistoryRow], policy: &HealthPolicy) -> Option<HealthFlag> {
+    let points = series(rows, OFF_POLICY_STEPS, policy)?;
+    let mean = points.iter().map(|(_, age)| age).sum::<f64>() / points.len() as f64;
+    if mean < policy.off_policy_steps_high {
+        return None;
+    }
+    let oldest = rows
+        .iter()
+        .filter_map(|row| row.number(OFF_POLICY_STEPS_MAX))
+        .filter(|age| age.is_finite())
+        .fold(0.0_f64, f64::max);
+    Some(HealthFlag {
+        kind: FlagKind::OffPolicyHigh,
+        metric: OFF_POLICY_STEPS.to_owned(),
+        window: window_of_points(&points),
+        detail: format!(
+            "{OFF_POLICY_STEPS} averaged {mean:.1} over {} rows (the oldest {oldest:.0}): what \
+             the run trains was mostly sampled from weights that many optimizer steps older \
+             than those it trains, so it learns from the past policy's samples (set \
+             max_steps_off_policy to drop them, or lower the environment's \
              max_batches_offpolicy)",
             points.len()
         ),

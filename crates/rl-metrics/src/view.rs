@@ -30,6 +30,9 @@ pub const EVAL_BEST_OF_N_HIGH: &str = "eval/best_of_n_high";
 pub(crate) const STALE_GROUPS: &str = "batch/stale_groups";
 pub(crate) const UNKNOWN_AGE_COMPLETIONS: &str = "batch/unknown_age_completions";
 pub(crate) const MAX_AGE_STEPS: &str = "batch/max_age_steps";
+/// How stale a step's trained samples were, bound or not: the mean and the largest proven age.
+pub(crate) const OFF_POLICY_STEPS: &str = "train/off_policy_steps";
+pub(crate) const OFF_POLICY_STEPS_MAX: &str = "train/off_policy_steps_max";
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StatusMetrics {

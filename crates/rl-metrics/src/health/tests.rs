@@ -522,3 +522,38 @@ fn most_groups_dropped_as_stale_is_flagged_with_what_to_try() {
     }
     assert!(HealthDigest::assess(&learning_run(4), &finished(), &HealthPolicy::default()).healthy);
 }
+
+#[test]
+fn samples_mostly_from_older_weights_are_flagged_with_the_figure_and_the_setting() {
+    // Issue 56's run: every group sampled from the base weights, so step n trains samples
+    // n - 1 steps old.
+    let mut stale = learning_run(6);
+    for (row, age) in stale.history.iter_mut().zip(0..) {
+        row.values.insert(
+            OFF_POLICY_STEPS.to_owned(),
+            MetricValue::Number(f64::from(age)),
+        );
+        row.values.insert(
+            OFF_POLICY_STEPS_MAX.to_owned(),
+            MetricValue::Number(f64::from(age)),
+        );
+    }
+    let digest = HealthDigest::assess(&stale, &finished(), &HealthPolicy::default());
+    assert_eq!(kinds(&digest), vec![FlagKind::OffPolicyHigh]);
+    let flag = &digest.flags[0];
+    assert!(
+        flag.detail
+            .contains("train/off_policy_steps averaged 2.5 over 6 rows (the oldest 5)")
+            && flag.detail.contains("max_steps_off_policy")
+            && flag.detail.contains("max_batches_offpolicy"),
+        "{}",
+        flag.detail
+    );
+    // One batch ahead (ages of 1), as max_batches_offpolicy = 1 makes it, is no sign.
+    let mut one_ahead = learning_run(6);
+    for row in &mut one_ahead.history {
+        row.values
+            .insert(OFF_POLICY_STEPS.to_owned(), MetricValue::Number(1.0));
+    }
+    assert!(HealthDigest::assess(&one_ahead, &finished(), &HealthPolicy::default()).healthy);
+}

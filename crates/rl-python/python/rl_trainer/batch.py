@@ -558,6 +558,21 @@ def batch_counts(prepared: PreparedBatch, datums: int) -> Dict[str, int]:
     }
 
 
+#: How stale a step's trained samples are, whatever the run's bound: the mean and the largest
+#: proven age (optimizer steps between the weights that drew a completion and those it trains).
+OFF_POLICY_STEPS = "train/off_policy_steps"
+OFF_POLICY_STEPS_MAX = "train/off_policy_steps_max"
+
+
+def off_policy_steps(prepared: PreparedBatch) -> Dict[str, float]:
+    """The ages of the completions a step trains, over those whose age is known (none known:
+    nothing logged, never a zero that was not seen)."""
+    ages = [s.age for g in prepared.trained_groups() for s in g.sequences if s.age is not None]
+    if not ages:
+        return {}
+    return {OFF_POLICY_STEPS: sum(ages) / len(ages), OFF_POLICY_STEPS_MAX: max(ages)}
+
+
 def off_policy_counts(prepared: PreparedBatch) -> Dict[str, int]:
     """The run's off-policy bound at work: groups dropped as stale, completions whose age is
     unknown (kept), and the largest proven age of a trained group's completion (left out when

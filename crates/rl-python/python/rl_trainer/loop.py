@@ -22,6 +22,7 @@ from .batch import (
     aligned_sequences,
     batch_counts,
     off_policy_counts,
+    off_policy_steps,
     prepare_batch,
     summary,
     token_counts,
@@ -405,6 +406,7 @@ class Trainer:
         metrics.update(batch_counts(prepared, len(sequences)))
         metrics.update(prepared.truncation_stats())
         metrics["logprobs/recomputed"] = len(missing)
+        metrics.update(off_policy_steps(prepared))
         if c.max_steps_off_policy is not None:
             metrics.update(off_policy_counts(prepared))
         if sequences and self.base_sampler is not None:

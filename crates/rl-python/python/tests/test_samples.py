@@ -9,7 +9,16 @@ from types import SimpleNamespace
 
 from fastapi.testclient import TestClient
 
-from rl_trainer.batch import SKIP_MALFORMED, SKIP_STALE, aligned_sequences, off_policy_counts, prepare_batch
+from rl_trainer.batch import (
+    OFF_POLICY_STEPS,
+    OFF_POLICY_STEPS_MAX,
+    SKIP_MALFORMED,
+    SKIP_STALE,
+    aligned_sequences,
+    off_policy_counts,
+    off_policy_steps,
+    prepare_batch,
+)
 from rl_trainer.config import ConfigError, parse_config
 from rl_trainer.samples import Drawn, Provenance, SampleMemory, turn_end_tokens
 from rl_trainer.sampling import Sample
@@ -142,6 +151,8 @@ class BoundTests(unittest.TestCase):
             off_policy_counts(prepared),
             {"batch/stale_groups": 1, "batch/unknown_age_completions": 0, "batch/max_age_steps": 1},
         )
+        # The ages of what the step trains (group 1's: 0 and 1), logged whatever the bound.
+        self.assertEqual(off_policy_steps(prepared), {OFF_POLICY_STEPS: 0.5, OFF_POLICY_STEPS_MAX: 1})
 
     def test_an_unknown_completion_is_kept_and_counted(self):
         prepared = self.prepared([group([[10, 11], [99, 98]]), group([[99], [97]])])
@@ -153,6 +164,7 @@ class BoundTests(unittest.TestCase):
         # No trained completion of a known age: no maximum is claimed.
         unknown_only = off_policy_counts(self.prepared([group([[99], [97]])]))
         self.assertNotIn("batch/max_age_steps", unknown_only)
+        self.assertEqual(off_policy_steps(self.prepared([group([[99], [97]])])), {})
 
     def test_bound_zero_trains_only_samples_of_the_weights_now(self):
         prepared = self.prepared([group([[10, 11], [10, 11, IM_END, NEWLINE]]), group([[10, 11], [12, 13]])], bound=0)

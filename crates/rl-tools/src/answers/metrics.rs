@@ -195,8 +195,8 @@ impl From<StepWindow> for WindowView {
 /// One warning sign.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlagView {
-    /// `stalled`, `non_finite`, `reward_flat`, `zero_group_variance`, `logprob_drift_rising`,
-    /// or `no_signal` (from the environment's group counts: `window` is then all 0).
+    /// A sign's name (`rl_metrics::FlagKind::as_str`: `stalled`, `off_policy_high`, …), or
+    /// `no_signal` (from the environment's group counts: `window` is then all 0).
     pub kind: &'static str,
     pub metric: String,
     pub window: WindowView,
