@@ -58,10 +58,12 @@ pub async fn run_test(
         .map(|(index, model)| model_job(plan, index, model, &dir))
         .collect();
 
+    let mut server_ready_secs = None;
     let runs = match &plan.server {
         None => run_models(plan, &jobs, &runner, &secrets, &progress).await,
         Some(server) => match server::start(server, &dir, &secrets, plan.log_limit).await {
             Ok(running) => {
+                server_ready_secs = Some(clock.elapsed().as_secs_f64());
                 let runs = run_models(plan, &jobs, &runner, &secrets, &progress).await;
                 running.end().await;
                 runs
@@ -155,6 +157,7 @@ pub async fn run_test(
         started_at,
         stopped_at,
         duration_secs: clock.elapsed().as_secs_f64(),
+        server_ready_secs,
         output_dir: dir,
         models,
         summary,

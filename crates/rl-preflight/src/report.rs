@@ -29,6 +29,10 @@ pub struct PreflightReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<String>,
     pub duration_secs: f64,
+    /// Seconds the server of the test's models (rl's, for checkpoints and base models) took to
+    /// be ready, part of `duration_secs`; absent when an endpoint already served them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_ready_secs: Option<f64>,
     pub output_dir: PathBuf,
     pub models: Vec<ModelReport>,
     #[serde(flatten)]

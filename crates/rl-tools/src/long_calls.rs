@@ -24,7 +24,8 @@ use rl_settings::RunId;
 use serde::{Deserialize, Serialize};
 
 use crate::answers::{
-    Estimate, LongCallProgress, LongCallStarted, TrainedCheckpoint, report_json, to_json,
+    Estimate, LongCallProgress, LongCallStarted, ServerStart, TrainedCheckpoint, report_json,
+    to_json,
 };
 use crate::compare::CompareOptions;
 use crate::preflight::InferenceOptions;
@@ -323,7 +324,7 @@ impl Tools {
                             .iter()
                             .map(|model| model.total_groups.unwrap_or(0))
                             .sum();
-                        Estimate::of(groups, None)
+                        Estimate::of(groups, None, ServerStart::NotServed)
                     });
                 Ok(LongCallState::Running(Box::new(LongCallProgress::new(
                     tool, &progress, &estimate,
@@ -454,38 +455,60 @@ impl Tools {
             .ok_or_else(|| fail(format!("its answer names no test: {said}")))
     }
 
-    /// How long `plan` may take, from the latest tests of its environment and endpoint.
+    /// How long `plan` may take, from the latest tests of its environment and endpoint, and,
+    /// when rl serves its models, from the latest starts of rl's server (any environment's).
     fn estimate(&self, plan: &PreflightPlan) -> Estimate {
         let groups = plan
             .steps
             .saturating_mul(u32::try_from(plan.models.len()).unwrap_or(u32::MAX));
-        let earlier: Vec<f64> = self
+        let store = rl_preflight::PreflightStore::new(self.home());
+        let earlier: Vec<PreflightReport> = self
             .preflights()
             .unwrap_or_default()
             .iter()
-            .filter(|test| test.environment == plan.environment)
-            .filter_map(|test| {
-                rl_preflight::PreflightStore::new(self.home())
-                    .read(&test.test_id)
-                    .ok()
-            })
-            .filter(|report| {
-                same_endpoint(&report.base_url, &plan.endpoint.base_url) && report.steps > 0
-            })
-            .take(5)
-            .map(|report| {
-                let groups = f64::from(report.steps) * report.models.len().max(1) as f64;
-                report.duration_secs / groups
-            })
+            .filter_map(|test| store.read(&test.test_id).ok())
             .collect();
-        let per_group = (!earlier.is_empty()).then(|| {
-            (
-                earlier.iter().sum::<f64>() / earlier.len() as f64,
-                earlier.len(),
-            )
-        });
-        Estimate::of(groups, per_group)
+        let per_group = mean_of(
+            earlier
+                .iter()
+                .filter(|report| {
+                    report.environment == plan.environment
+                        && same_endpoint(&report.base_url, &plan.endpoint.base_url)
+                        && report.steps > 0
+                })
+                .take(5)
+                .map(|report| {
+                    let groups = f64::from(report.steps) * report.models.len().max(1) as f64;
+                    (report.duration_secs - report.server_ready_secs.unwrap_or(0.0)).max(0.0)
+                        / groups
+                }),
+        );
+        let server = match (
+            plan.server.is_some(),
+            mean_of(
+                earlier
+                    .iter()
+                    .filter_map(|report| report.server_ready_secs)
+                    .take(5),
+            ),
+        ) {
+            (false, _) => ServerStart::NotServed,
+            (true, None) => ServerStart::Unknown,
+            (true, Some((seconds, tests))) => ServerStart::Measured { seconds, tests },
+        };
+        Estimate::of(groups, per_group, server)
     }
+}
+
+/// The mean of `values` and how many there were; `None` for none.
+fn mean_of(values: impl Iterator<Item = f64>) -> Option<(f64, usize)> {
+    let values: Vec<f64> = values.collect();
+    (!values.is_empty()).then(|| {
+        (
+            values.iter().sum::<f64>() / values.len() as f64,
+            values.len(),
+        )
+    })
 }
 
 /// Loopback endpoints (a checkpoint server's) differ by port from test to test: they count as

@@ -7,6 +7,9 @@ use super::ModelProgressView;
 
 /// A group's time when no earlier test of the same environment and endpoint tells.
 const DEFAULT_GROUP_SECS: f64 = 20.0;
+/// The start of rl's own server of a test's models (a local engine loading the base model and
+/// compiling) when no earlier test it served tells.
+const DEFAULT_SERVER_SECS: f64 = 60.0;
 /// Bounds of the wait a caller is told before asking again.
 const POLL_BOUNDS_SECS: (f64, f64) = (5.0, 60.0);
 
@@ -20,9 +23,9 @@ pub struct Estimate {
 
 impl Estimate {
     /// `groups` groups at `per_group` (seconds a group, and how many earlier tests say so),
-    /// else at a default.
-    pub(crate) fn of(groups: u32, per_group: Option<(f64, usize)>) -> Self {
-        let (per_group, basis) = match per_group {
+    /// else at a default; and when rl serves the models, its server's start first.
+    pub(crate) fn of(groups: u32, per_group: Option<(f64, usize)>, server: ServerStart) -> Self {
+        let (per_group, mut basis) = match per_group {
             Some((seconds, tests)) => (
                 seconds,
                 format!("{tests} earlier test(s) of this environment and endpoint"),
@@ -35,7 +38,24 @@ impl Estimate {
                 ),
             ),
         };
-        let seconds = (per_group * f64::from(groups)).ceil();
+        let start = match server {
+            ServerStart::NotServed => 0.0,
+            ServerStart::Measured { seconds, tests } => {
+                basis.push_str(&format!(
+                    "; rl's server of the models starts in {seconds:.0} s, as {tests} earlier \
+                     test(s) it served took"
+                ));
+                seconds
+            }
+            ServerStart::Unknown => {
+                basis.push_str(&format!(
+                    "; rl's server of the models starts in a default of \
+                     {DEFAULT_SERVER_SECS:.0} s: no earlier test it served"
+                ));
+                DEFAULT_SERVER_SECS
+            }
+        };
+        let seconds = (start + per_group * f64::from(groups)).ceil();
         Self {
             seconds,
             poll_after: (seconds / 10.0)
@@ -44,6 +64,17 @@ impl Estimate {
             basis,
         }
     }
+}
+
+/// Whether rl serves a test's models, and what its server's earlier starts say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ServerStart {
+    /// An endpoint serves them: nothing starts.
+    NotServed,
+    /// rl starts its server, and no earlier start tells how long that takes.
+    Unknown,
+    /// rl starts its server: the mean of its latest starts, and how many there were.
+    Measured { seconds: f64, tests: usize },
 }
 
 /// `rl_test_inference` / `rl_compare_training` started (or found running) in a worker.
@@ -190,5 +221,49 @@ fn duration(seconds: f64) -> String {
         format!("{:.0} min", seconds / 60.0)
     } else {
         format!("{:.1} h", seconds / 3600.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_test_adds_its_servers_start_to_its_groups() {
+        // Endpoint tests: groups only.
+        let plain = Estimate::of(4, Some((10.0, 2)), ServerStart::NotServed);
+        assert_eq!(plain.seconds, 40.0);
+        assert!(!plain.basis.contains("server"), "{}", plain.basis);
+        // Served by rl: its earlier starts, then the groups at their own rate.
+        let served = Estimate::of(
+            4,
+            Some((10.0, 2)),
+            ServerStart::Measured {
+                seconds: 35.0,
+                tests: 3,
+            },
+        );
+        assert_eq!(served.seconds, 75.0);
+        assert!(
+            served
+                .basis
+                .contains("starts in 35 s, as 3 earlier test(s) it served took"),
+            "{}",
+            served.basis
+        );
+        // Nothing earlier: both defaults, each said.
+        let first = Estimate::of(2, None, ServerStart::Unknown);
+        assert_eq!(
+            first.seconds,
+            DEFAULT_SERVER_SECS + 2.0 * DEFAULT_GROUP_SECS
+        );
+        assert!(
+            first.basis.contains("a default of 20 s a group")
+                && first
+                    .basis
+                    .contains("a default of 60 s: no earlier test it served"),
+            "{}",
+            first.basis
+        );
     }
 }

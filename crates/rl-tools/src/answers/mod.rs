@@ -38,6 +38,7 @@ pub use error::{ErrorAnswer, error_answer};
 pub use evaluation::{EVAL_MEAN_SCORE, EVAL_PERCENT_CORRECT, Evaluated};
 pub use fields::{ConstraintsView, DefaultView, EnumMemberView, FieldSpecView, FieldTypeView};
 pub use health_check::{Check, HealthReport};
+pub(crate) use long_calls::ServerStart;
 pub use long_calls::{Estimate, LongCallProgress, LongCallStarted};
 pub use metrics::{
     AccountingView, CheckpointView, CostLine, CostReport, CostView, FlagView, GroupsView,
