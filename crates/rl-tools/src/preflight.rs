@@ -37,6 +37,13 @@ pub struct InferenceOptions {
     pub use_wandb: bool,
 }
 
+impl InferenceOptions {
+    /// Whether the caller chose where requests go (the operator's or an agent's endpoint).
+    fn names_an_endpoint(&self) -> bool {
+        self.base_url.is_some() || self.key_variable.is_some() || self.keyless_endpoint.is_some()
+    }
+}
+
 impl Tools {
     pub(crate) fn preflight_store(&self) -> PreflightStore {
         PreflightStore::new(self.home())
@@ -140,10 +147,7 @@ impl Tools {
         selection: &rl_config::Selection,
         settings: &rl_settings::Settings,
     ) -> Result<PreflightPlan, ToolsError> {
-        if options.base_url.is_some()
-            || options.key_variable.is_some()
-            || options.keyless_endpoint.is_some()
-        {
+        if options.names_an_endpoint() {
             return Err(ToolsError::Invalid {
                 what: "base_url".to_owned(),
                 reason: "checkpoints (run:ID[@STEP]) are served by rl itself: give no endpoint"
@@ -196,10 +200,7 @@ impl Tools {
         selection: &rl_config::Selection,
         settings: &rl_settings::Settings,
     ) -> Result<PreflightPlan, ToolsError> {
-        if options.base_url.is_some()
-            || options.key_variable.is_some()
-            || options.keyless_endpoint.is_some()
-        {
+        if options.names_an_endpoint() {
             return Err(ToolsError::invalid(
                 "base_url",
                 "the base model the next run trains (base) is sampled where the run would \

@@ -61,15 +61,7 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
 
     // Before any run, the base model the run will train, through an engine started for the
     // test and ended with it (issue 55 #2).
-    let next_base = stack.json(&[
-        "test",
-        "--model",
-        "base",
-        "--steps",
-        "1",
-        "--group-size",
-        "2",
-    ]);
+    let next_base = next_base_test(&stack);
     assert_eq!(next_base["models"][0]["model"], "base", "{next_base:#}");
     assert_eq!(
         next_base["models"][0]["status"], "succeeded",
@@ -339,6 +331,19 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
     std::fs::rename(&aside, &saved_files).unwrap();
 
     its_engine_folder_gone_no_key_goes_anywhere(stack, &id, &last_saved.to_string());
+}
+
+/// A pre-flight of one group of two of the base model the next run trains (`base`).
+pub(crate) fn next_base_test(stack: &crate::runs::Stack) -> Value {
+    stack.json(&[
+        "test",
+        "--model",
+        "base",
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+    ])
 }
 
 /// Issue 30 #2: with its engine folder moved away, this local run was taken for a hosted one,

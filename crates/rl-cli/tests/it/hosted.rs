@@ -113,15 +113,7 @@ fn a_hosted_runs_checkpoints_are_sampled_at_tinkers_endpoint() {
 
     // The base model the next run trains, before any run would: the same name at the same
     // endpoint with the same key (issue 55 #2). It is tested alone, and where runs sample it.
-    let next_base = stack.json(&[
-        "test",
-        "--model",
-        "base",
-        "--steps",
-        "1",
-        "--group-size",
-        "2",
-    ]);
+    let next_base = crate::compare::next_base_test(&stack);
     assert_eq!(next_base["models"][0]["model"], tested[0], "{next_base:#}");
     assert_eq!(
         next_base["models"][0]["status"], "succeeded",

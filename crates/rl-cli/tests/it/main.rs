@@ -20,6 +20,7 @@ mod json_outputs;
 mod long_calls;
 mod mcp;
 mod mcp_clients;
+mod mcp_job;
 mod mcp_tasks;
 mod mcp_wire;
 mod new_env;

@@ -1,0 +1,207 @@
+//! The agent's whole job over MCP (issue 55): `mcp_whole_job.py`, the official Python SDK's
+//! client and nothing else, from a home whose operator wrote only `config.toml` (the local
+//! engine, a price) beside the fixtures' environments.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use rl_test_support::processes_mentioning;
+use serde_json::Value;
+
+use crate::mcp::eventually;
+use crate::{test_python, workspace_root};
+
+/// The job's session bound in the client, and a margin for its start and its summary.
+const JOB_LIMIT: Duration = Duration::from_secs(1500 + 120);
+
+/// `mcp_whole_job.py` for `environment` in a new home with `settings`; its summary and the
+/// client's stderr (the server's too).
+fn whole_job(home: &std::path::Path, environment: &str) -> (Value, String) {
+    let python = test_python();
+    let script = workspace_root().join("crates/rl-cli/tests/it/mcp_whole_job.py");
+    let mut command = Command::new(&python);
+    command
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_rl"))
+        .arg(environment)
+        .env("RL_HOME", home)
+        .env_remove("RL_TINKER_ATROPOS_ROOT")
+        .env_remove("RL_ENVIRONMENTS_DIR")
+        .env_remove("RL_INFERENCE__BASE_URL")
+        .current_dir(workspace_root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for name in rl_settings::SECRET_NAMES {
+        command.env_remove(name);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let ended = eventually(JOB_LIMIT, || child.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let stdout = out.join().unwrap();
+    let stderr = err.join().unwrap();
+    assert!(ended && status.success(), "{status:?}\n{stdout}\n{stderr}");
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no summary ({e}):\n{stdout}\n{stderr}"));
+    (summary, stderr)
+}
+
+#[test]
+#[ignore = "needs the test venvs (verifiers v1 too) and the local engine: `cargo xtask test` runs it"]
+fn an_agent_does_the_whole_job_over_mcp_alone() {
+    let python = test_python();
+    let engine = rl_test_support::local_engine();
+    let verifiers = rl_test_support::verifiers_pythons();
+    // The operator's part: the local engine, a price, how much to hold out, a folder holding an
+    // Atropos environment and a verifiers one, and verifiers' Pythons. Nothing selected, no
+    // key.
+    let settings = rl_test_support::verifiers_engine_settings(&python, &engine, &verifiers)
+        .replace("total_steps = 12", "total_steps = 3")
+        .replace("save_every = 4", "save_every = 2")
+        .replace("max_num_workers = 8", "max_num_workers = 2")
+        .replace(
+            "[run]\n",
+            "[prices]\ncurrency = \"USD\"\ntrained_per_million = 1.0\n\n[held_out]\nfraction = \
+             0.25\nseed = 7\n\n[run]\n",
+        );
+    let home = tempfile::tempdir().unwrap();
+    let envs = home.path().join("envs");
+    let fixtures = workspace_root().join("fixtures");
+    copy_folder(
+        &fixtures.join("verifiers/digit-sum"),
+        &envs.join("digit-sum"),
+    );
+    std::fs::copy(
+        fixtures.join("tinker-atropos/tinker_atropos/environments/digits_env.py"),
+        envs.join("digits_env.py"),
+    )
+    .unwrap();
+    let settings = settings.replace(
+        &fixtures.join("verifiers").display().to_string(),
+        &envs.display().to_string(),
+    );
+    std::fs::write(home.path().join("config.toml"), settings).unwrap();
+    // An Atropos environment, then a verifiers one, in the same home.
+    for environment in ["digits", "digit-sum"] {
+        let (summary, stderr) = whole_job(home.path(), environment);
+        assert_the_job_is_done(home.path(), &summary, &stderr);
+    }
+}
+
+/// `from` and everything below it, as `to`.
+fn copy_folder(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_folder(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Every step of the job answered, each figure where the issue asks for it, and nothing left
+/// running.
+fn assert_the_job_is_done(home: &std::path::Path, summary: &Value, stderr: &str) {
+    let context = format!("{summary:#}\n--- the client's stderr (and the server's)\n{stderr}");
+    let left = processes_mentioning(&home.display().to_string());
+    assert!(left.is_empty(), "left running: {left:?}\n{context}");
+    assert!(summary.get("failure").is_none(), "{context}");
+    let call = |step: &str| &summary["calls"][step];
+    for step in [
+        "list",
+        "select",
+        "edit_trainer",
+        "config",
+        "preflight_base",
+        "start",
+        "wait",
+        "status_end",
+        "compare",
+        "export",
+        "serve",
+        "stop_serving",
+    ] {
+        assert_eq!(call(step)["is_error"], false, "{step}: {context}");
+    }
+
+    // Configured: the trainer setting read back, with where it came from.
+    let trainer = call("config")["value"]["trainer_settings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{context}"));
+    let kl_coef = trainer
+        .iter()
+        .find(|setting| setting["name"] == "kl_coef")
+        .unwrap_or_else(|| panic!("{context}"));
+    assert_eq!(
+        (&kl_coef["current_value"], &kl_coef["origin"]),
+        (&Value::from(0.05), &Value::from("edited")),
+        "{context}"
+    );
+
+    // Pre-flighted against the base model the run trains, before any run.
+    let preflight = &call("preflight_base")["value"];
+    assert_eq!(preflight["models"][0]["model"], "base", "{context}");
+    assert_eq!(preflight["models"][0]["status"], "succeeded", "{context}");
+
+    // Trained under the agent's cap, followed to its end without a rate-limit refusal.
+    assert_eq!(
+        call("status_end")["value"]["status"],
+        "completed",
+        "{context}"
+    );
+    let waits = summary["waits"].as_array().unwrap();
+    assert!(
+        waits.iter().all(|wait| wait["rate_limited"] == false),
+        "{context}"
+    );
+
+    // Compared with the base on three held-out prompts: a verdict and its intervals.
+    let compared = &call("compare")["value"];
+    assert!(compared["verdict"].is_string(), "{context}");
+    for side in ["base", "trained"] {
+        assert_eq!(compared[side]["status"], "succeeded", "{context}");
+        assert_eq!(compared[side]["prompts"], 3, "{context}");
+        let mean = &compared[side]["mean_score"];
+        let figure = |key: &str| mean[key].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            figure("low") <= figure("value") && figure("value") <= figure("high"),
+            "{context}"
+        );
+    }
+    let difference = &compared["difference"];
+    assert!(
+        difference["low"].is_f64() && difference["high"].is_f64(),
+        "{context}"
+    );
+
+    // Handed over: a merged model folder under the home's exports, and the checkpoint served
+    // and asked through the official openai client, then stopped.
+    let export = &call("export")["value"];
+    let folder = std::path::PathBuf::from(export["dir"].as_str().unwrap_or_default());
+    assert!(folder.starts_with(home.join("exports")), "{context}");
+    assert!(folder.join("config.json").is_file(), "{context}");
+    assert!(summary["chat"]["content"].is_string(), "{context}");
+    assert_eq!(
+        call("served_after")["value"]["count"],
+        0,
+        "nothing is served any more: {context}"
+    );
+}
