@@ -13,7 +13,7 @@ pub enum PreflightError {
         max: u32,
     },
     #[error(
-        "{variable} is not set: the endpoint needs its key, from the environment (the keys rl knows are also read from RL_HOME/.env), or name another variable with --key-var"
+        "{variable} is not set: the endpoint needs its key, from the environment of rl's process (the keys rl knows are also read from RL_HOME/.env); the operator names another variable in [inference] key_variable of config.toml (in a shell, rl preflight --key-var)"
     )]
     MissingKey { variable: String },
     #[error("{action} {path}: {source}")]

@@ -214,6 +214,14 @@ impl Tools {
                  in a test of their own",
             ));
         }
+        if !settings.engine.is_local() && !settings.needs_tinker_key() {
+            return Err(ToolsError::invalid(
+                "models",
+                "base is sampled on the local engine or at a Tinker service, and the operator's \
+                 trainer uses neither (trainer_needs_tinker_key = false): name the models its \
+                 endpoint serves",
+            ));
+        }
         let config = self.service()?.next_run_config()?;
         let trainer = config.trainer()?;
         let base_model = trainer.base_model.clone().ok_or_else(|| {
