@@ -2,63 +2,27 @@
 //! client and nothing else, from a home whose operator wrote only `config.toml` (the local
 //! engine, a price) beside the fixtures' environments.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use rl_test_support::processes_mentioning;
 use serde_json::Value;
 
-use crate::mcp::eventually;
 use crate::{test_python, workspace_root};
 
 /// The job's session bound in the client, and a margin for its start and its summary.
 const JOB_LIMIT: Duration = Duration::from_secs(1500 + 120);
 
-/// `mcp_whole_job.py` for `environment` in a new home with `settings`; its summary and the
-/// client's stderr (the server's too).
+/// `mcp_whole_job.py` for `environment` in `home`: its summary and the client's stderr (the
+/// server's too).
 fn whole_job(home: &std::path::Path, environment: &str) -> (Value, String) {
-    let python = test_python();
     let script = workspace_root().join("crates/rl-cli/tests/it/mcp_whole_job.py");
-    let mut command = Command::new(&python);
+    let mut command = Command::new(test_python());
     command
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_rl"))
-        .arg(environment)
-        .env("RL_HOME", home)
-        .env_remove("RL_TINKER_ATROPOS_ROOT")
-        .env_remove("RL_ENVIRONMENTS_DIR")
-        .env_remove("RL_INFERENCE__BASE_URL")
-        .current_dir(workspace_root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for name in rl_settings::SECRET_NAMES {
-        command.env_remove(name);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
-        text
-    });
-    let ended = eventually(JOB_LIMIT, || child.try_wait().unwrap().is_some());
-    if !ended {
-        let _ = child.kill();
-    }
-    let status = child.wait().unwrap();
-    let stdout = out.join().unwrap();
-    let stderr = err.join().unwrap();
-    assert!(ended && status.success(), "{status:?}\n{stdout}\n{stderr}");
-    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("no summary ({e}):\n{stdout}\n{stderr}"));
-    (summary, stderr)
+        .arg(environment);
+    crate::mcp_clients::run_client(command, home, JOB_LIMIT)
 }
 
 #[test]

@@ -22,6 +22,7 @@ import traceback
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp_client import answer  # the walk's reading of a tool result, beside this file
 
 # The whole job on the tiny model and a 2-core machine: minutes; a busy CI machine, more.
 SESSION_SECONDS = 1500
@@ -32,17 +33,6 @@ LONG_CALL_SECONDS = 600
 WAIT_SECONDS = 50
 # The agent's budget for the run, in the operator's currency.
 BUDGET = 20
-
-
-def answer(result):
-    texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
-    value = None
-    if len(texts) == 1:
-        try:
-            value = json.loads(texts[0])
-        except ValueError:
-            value = None
-    return {"is_error": bool(result.is_error), "value": value}
 
 
 async def job(rl_binary, name, summary):
