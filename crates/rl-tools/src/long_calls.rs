@@ -461,20 +461,16 @@ impl Tools {
         let groups = plan
             .steps
             .saturating_mul(u32::try_from(plan.models.len()).unwrap_or(u32::MAX));
-        let store = rl_preflight::PreflightStore::new(self.home());
-        let earlier: Vec<PreflightReport> = self
-            .preflights()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|test| store.read(&test.test_id).ok())
-            .collect();
+        // Newest first; a report is read only when its listing could count.
+        let listed = self.preflights().unwrap_or_default();
+        let store = self.preflight_store();
         let per_group = mean_of(
-            earlier
+            listed
                 .iter()
+                .filter(|test| test.environment == plan.environment)
+                .filter_map(|test| store.read(&test.test_id).ok())
                 .filter(|report| {
-                    report.environment == plan.environment
-                        && same_endpoint(&report.base_url, &plan.endpoint.base_url)
-                        && report.steps > 0
+                    same_endpoint(&report.base_url, &plan.endpoint.base_url) && report.steps > 0
                 })
                 .take(5)
                 .map(|report| {
@@ -483,22 +479,26 @@ impl Tools {
                         / groups
                 }),
         );
-        let server = match (
-            plan.server.is_some(),
-            mean_of(
-                earlier
-                    .iter()
-                    .filter_map(|report| report.server_ready_secs)
-                    .take(5),
-            ),
-        ) {
-            (false, _) => ServerStart::NotServed,
-            (true, None) => ServerStart::Unknown,
-            (true, Some((seconds, tests))) => ServerStart::Measured { seconds, tests },
+        let server = if plan.server.is_none() {
+            ServerStart::NotServed
+        } else {
+            let starts = listed
+                .iter()
+                .take(SERVER_STARTS_LOOKED_AT)
+                .filter_map(|test| store.read(&test.test_id).ok()?.server_ready_secs)
+                .take(5);
+            match mean_of(starts) {
+                None => ServerStart::Unknown,
+                Some((seconds, tests)) => ServerStart::Measured { seconds, tests },
+            }
         };
         Estimate::of(groups, per_group, server)
     }
 }
+
+/// How many of the latest tests are read for the starts of rl's server: a home of many tests
+/// that rl never served is not read whole for each new one.
+const SERVER_STARTS_LOOKED_AT: usize = 20;
 
 /// The mean of `values` and how many there were; `None` for none.
 fn mean_of(values: impl Iterator<Item = f64>) -> Option<(f64, usize)> {

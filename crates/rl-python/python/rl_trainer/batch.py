@@ -567,10 +567,15 @@ OFF_POLICY_STEPS_MAX = "train/off_policy_steps_max"
 def off_policy_steps(prepared: PreparedBatch) -> Dict[str, float]:
     """The ages of the completions a step trains, over those whose age is known (none known:
     nothing logged, never a zero that was not seen)."""
-    ages = [s.age for g in prepared.trained_groups() for s in g.sequences if s.age is not None]
+    ages = trained_ages(prepared)
     if not ages:
         return {}
     return {OFF_POLICY_STEPS: sum(ages) / len(ages), OFF_POLICY_STEPS_MAX: max(ages)}
+
+
+def trained_ages(prepared: PreparedBatch) -> List[int]:
+    """The proven ages of the completions of the groups the step trains."""
+    return [s.age for g in prepared.trained_groups() for s in g.sequences if s.age is not None]
 
 
 def off_policy_counts(prepared: PreparedBatch) -> Dict[str, int]:
@@ -581,7 +586,7 @@ def off_policy_counts(prepared: PreparedBatch) -> Dict[str, int]:
         "batch/stale_groups": prepared.skipped(SKIP_STALE),
         "batch/unknown_age_completions": sum(1 for g in prepared.groups for s in g.sequences if s.age is None),
     }
-    ages = [s.age for g in prepared.trained_groups() for s in g.sequences if s.age is not None]
+    ages = trained_ages(prepared)
     if ages:
         counts["batch/max_age_steps"] = max(ages)
     return counts
