@@ -16,6 +16,11 @@ pub enum PreflightError {
         "{variable} is not set: the endpoint needs its key, from the environment of rl's process (the keys rl knows are also read from RL_HOME/.env); the operator names another variable in [inference] key_variable of config.toml (in a shell, rl preflight --key-var)"
     )]
     MissingKey { variable: String },
+    /// The key a Tinker service takes is the one its runs train with: no setting renames it.
+    #[error(
+        "{variable} is not set: the Tinker service samples with the key the operator's runs train with, from the environment of rl's process (or RL_HOME/.env)"
+    )]
+    MissingServiceKey { variable: String },
     #[error("{action} {path}: {source}")]
     Io {
         action: &'static str,

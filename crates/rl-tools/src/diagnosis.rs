@@ -180,7 +180,10 @@ fn preflight(error: &PreflightError) -> Diagnosis<'_> {
         PreflightError::Invalid { .. } | PreflightError::OutOfRange { .. } => {
             (K::BadRequest, A::CorrectRequest)
         }
-        PreflightError::MissingKey { variable } => (K::Precondition, A::MissingKey { variable }),
+        PreflightError::MissingKey { variable }
+        | PreflightError::MissingServiceKey { variable } => {
+            (K::Precondition, A::MissingKey { variable })
+        }
         PreflightError::UnknownTest(_) => (K::NotFound, A::CorrectRequest),
         PreflightError::Io { .. } => (K::Internal, A::RetryWhenReady),
         PreflightError::CorruptReport { .. } => (K::Internal, A::CheckStateDirectory),

@@ -216,11 +216,7 @@ impl Tools {
         args: &[String],
         limit: Duration,
     ) -> Result<String, ToolsError> {
-        let key = self.key(TINKER_KEY_VARIABLE).ok_or_else(|| {
-            rl_preflight::PreflightError::MissingKey {
-                variable: TINKER_KEY_VARIABLE.to_owned(),
-            }
-        })?;
+        let key = self.tinker_key()?;
         let settings = self.settings()?;
         let programs = rl_python::install(self.home()).map_err(|error| {
             ToolsError::Internal(format!("cannot write rl's Python programs: {error}"))

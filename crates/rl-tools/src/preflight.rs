@@ -174,11 +174,7 @@ impl Tools {
             TrainedOn::Service(service) => {
                 // Tinker's endpoint samples a checkpoint by its sampler path, while training goes
                 // on or after; the test's models are those paths.
-                let key =
-                    self.key(TINKER_KEY_VARIABLE)
-                        .ok_or_else(|| PreflightError::MissingKey {
-                            variable: TINKER_KEY_VARIABLE.to_owned(),
-                        })?;
+                let key = self.tinker_key()?;
                 request.models = self.hosted_models(&run, &named)?;
                 request.endpoint = Endpoint {
                     base_url: settings.inference.tinker_openai_url(service.base_url()),
@@ -212,14 +208,6 @@ impl Tools {
                 "models",
                 "base (the base model the next run trains) is tested alone: test other models \
                  in a test of their own",
-            ));
-        }
-        if !settings.engine.is_local() && !settings.needs_tinker_key() {
-            return Err(ToolsError::invalid(
-                "models",
-                "base is sampled on the local engine or at a Tinker service, and the operator's \
-                 trainer uses neither (trainer_needs_tinker_key = false): name the models its \
-                 endpoint serves",
             ));
         }
         let config = self.service()?.next_run_config()?;
@@ -257,11 +245,7 @@ impl Tools {
             request.server = Some(server);
         } else {
             // The key goes where the next run's trainer would send it: the operator's service.
-            let key = self
-                .key(TINKER_KEY_VARIABLE)
-                .ok_or_else(|| PreflightError::MissingKey {
-                    variable: TINKER_KEY_VARIABLE.to_owned(),
-                })?;
+            let key = self.tinker_key()?;
             request.models = vec![base_model];
             request.endpoint = Endpoint {
                 base_url: settings

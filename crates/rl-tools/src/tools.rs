@@ -209,6 +209,16 @@ impl Tools {
             .filter(|value| !value.is_empty())
     }
 
+    /// The key a Tinker service is reached with (the one its runs train with), or the error
+    /// that names it missing.
+    pub(crate) fn tinker_key(&self) -> Result<String, rl_preflight::PreflightError> {
+        self.key(crate::hosted::TINKER_KEY_VARIABLE).ok_or_else(|| {
+            rl_preflight::PreflightError::MissingServiceKey {
+                variable: crate::hosted::TINKER_KEY_VARIABLE.to_owned(),
+            }
+        })
+    }
+
     /// The keys the operator allows environments (`environment_keys`) that rl holds, with
     /// their values: what a pre-flight's environment is handed, as a run's is.
     pub(crate) fn environment_keys(

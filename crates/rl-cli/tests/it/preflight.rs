@@ -205,13 +205,11 @@ fn bad_requests_are_refused_before_anything_starts() {
         run(&[&local[..], &["--key-var", "RL_NO_SUCH_VARIABLE"]].concat())
             .contains("RL_NO_SUCH_VARIABLE is not set")
     );
-    // The base model the next run trains: the fixture trainer neither runs the local engine
-    // nor reaches a Tinker service, so there is none to sample.
+    // The base model the next run trains: off the local engine a run's models are sampled at
+    // Tinker's endpoint with the run's key (`hosted.rs`), and without that key nothing starts.
     let no_base = run(&["--model", "base"]);
-    assert!(
-        no_base.contains("the operator's trainer uses neither"),
-        "{no_base}"
-    );
+    assert!(no_base.contains("TINKER_API_KEY is not set"), "{no_base}");
+    assert!(!no_base.contains("key_variable"), "{no_base}");
     assert!(!home.path().join("preflight").exists());
     let unknown = refused(&rl_in(
         home.path(),
