@@ -64,7 +64,60 @@ fn an_agent_does_the_whole_job_over_mcp_alone() {
     for environment in ["digits", "digit-sum"] {
         let (summary, stderr) = whole_job(home.path(), environment);
         assert_the_job_is_done(home.path(), &summary, &stderr);
+        let run = summary["run_id"].as_str().unwrap_or_default();
+        assert_trained_on_policy(&home.path().join("runs").join(run));
     }
+}
+
+/// The run trained what it sampled within the operator's bound (issue 56 #1), with the
+/// environment's `batch_size` left at its default (`-1`, the trainer's) and
+/// `max_batches_offpolicy = 1` (`fixtures/local-engine.toml`): no trained completion was sampled
+/// more than one optimizer step before the weights it trained, and once the weights had changed
+/// the sampled policy moved off the base (`train/kl_base`, logged for the agent's `kl_coef`;
+/// measured here: 0.25–0.99 at the steps whose samples all came from trained weights).
+/// Before run-api's batch size reached a verifiers environment it sampled every group from the
+/// base weights: `kl_base` ~1e-8 at every step.
+fn assert_trained_on_policy(run: &std::path::Path) {
+    let metrics = crate::training::lines(&run.join("metrics.jsonl"));
+    let steps: Vec<&Value> = metrics
+        .iter()
+        .filter(|row| row["tokens/trained"].as_u64() > Some(0))
+        .collect();
+    let context = format!("{}\n{metrics:#?}", run.display());
+    assert!(!steps.is_empty(), "{context}");
+    let mut sampled_from_trained_weights = 0;
+    for row in &steps {
+        let figure = |key: &str| {
+            row[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{key} is not a number at a trained step: {context}"))
+        };
+        let (step, oldest, kl_base) = (
+            figure("step"),
+            figure("train/off_policy_steps_max"),
+            figure("train/kl_base"),
+        );
+        eprintln!("step {step}: off-policy steps at most {oldest}, kl_base {kl_base}");
+        assert!(
+            oldest <= 1.0,
+            "step {step} trained older samples: {context}"
+        );
+        assert!(figure("train/off_policy_steps") <= oldest, "{context}");
+        // The weights a completion was sampled from: step - 1 - its age (step 1 trains on
+        // samples of the base, and its KL to the base is nothing).
+        let oldest_weights_sampled = step - 1.0 - oldest;
+        if step == 1.0 {
+            assert!(kl_base.abs() < 1e-6, "step 1 sampled the base: {context}");
+        } else if oldest_weights_sampled >= 1.0 {
+            sampled_from_trained_weights += 1;
+            assert!(
+                kl_base > 1e-4,
+                "step {step} sampled only trained weights, yet its KL to the base is {kl_base}: \
+                 {context}"
+            );
+        }
+    }
+    assert!(sampled_from_trained_weights > 0, "{context}");
 }
 
 /// `from` and everything below it, as `to`.
