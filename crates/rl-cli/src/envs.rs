@@ -100,7 +100,7 @@ fn print_list(list: &EnvironmentList) -> anyhow::Result<()> {
         list.files_scanned
     ))?;
     if let Some(note) = list.unlisted_note() {
-        output::line(note)?;
+        output::say(&note)?;
     }
     for duplicate in &list.duplicate_names {
         output::line(format!(
@@ -188,7 +188,7 @@ pub(crate) fn dependencies(view: Option<&rl_tools::DependenciesView>) -> anyhow:
         output::line(format!("requirements: {} ({unmet})", file.display()))?;
     }
     if let Some(fix) = &view.fix {
-        output::line(format!("fix: {fix}"))?;
+        output::say(&format!("fix: {fix}"))?;
     }
     Ok(())
 }

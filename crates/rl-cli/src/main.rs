@@ -2,6 +2,7 @@
 //! operations of rl-tools (the same ones agents reach over MCP and HTTP), print. Exit codes:
 //! 0 success, 1 a failed request, 2 a usage error.
 
+mod as_commands;
 mod checkpoints;
 mod compare;
 mod config;
@@ -136,8 +137,8 @@ fn doctor(context: &context::Context, as_json: bool) -> anyhow::Result<()> {
             table.add_row([
                 output::cell(&check.name),
                 output::toned(mark, tone),
-                output::cell(&check.detail),
-                output::cell(check.fix.as_deref().unwrap_or_default()),
+                output::cell(output::for_people(&check.detail)),
+                output::cell(output::for_people(check.fix.as_deref().unwrap_or_default())),
             ]);
         }
         output::line(table)?;

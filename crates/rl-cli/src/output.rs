@@ -162,41 +162,7 @@ pub(crate) fn error(error: anyhow::Error, as_json: bool, tools: Option<&rl_tools
     }
 }
 
-/// The agents' tools as the commands people type: the operations' messages name the tools
-/// (agents read them), and a person at the shell is told the command instead. `--json`
-/// output keeps the tools' words, as the agents' answers do.
-const TOOLS_AS_COMMANDS: [(&str, &str); 18] = [
-    ("rl_select_environment(name)", "`rl select NAME`"),
-    ("rl_select_environment", "`rl select NAME`"),
-    ("rl_get_current_config", "`rl config show`"),
-    (
-        "rl_edit_config(field, value)",
-        "`rl config set FIELD VALUE`",
-    ),
-    ("rl_edit_config", "`rl config set FIELD VALUE`"),
-    ("rl_check_status(run_id)", "`rl runs status RUN_ID`"),
-    ("rl_check_status", "`rl runs status RUN_ID`"),
-    ("rl_stop_training", "`rl runs stop RUN_ID`"),
-    ("rl_resume_training", "`rl runs resume RUN_ID`"),
-    ("rl_fork_training", "`rl runs fork RUN_ID --step S`"),
-    ("rl_check_sweep(sweep_id)", "`rl sweep status SWEEP_ID`"),
-    ("rl_check_sweep", "`rl sweep status SWEEP_ID`"),
-    ("rl_stop_sweep", "`rl sweep stop SWEEP_ID`"),
-    ("rl_get_results", "`rl runs results RUN_ID`"),
-    ("rl_list_checkpoints", "`rl checkpoints list RUN_ID`"),
-    ("rl_test_inference", "`rl preflight`"),
-    ("rl_compare_training", "`rl compare RUN_ID`"),
-    ("rl_list_environments", "`rl envs list`"),
-];
-
-/// `text` with every tool an operation names replaced by the command a person types.
-pub(crate) fn for_people(text: &str) -> String {
-    TOOLS_AS_COMMANDS
-        .iter()
-        .fold(text.to_owned(), |text, (tool, command)| {
-            text.replace(tool, command)
-        })
-}
+pub(crate) use crate::as_commands::for_people;
 
 /// A message of an operation, as a person reads it (see [`for_people`]).
 pub(crate) fn say(text: &str) -> anyhow::Result<()> {
@@ -246,12 +212,12 @@ fn as_tools_error(error: anyhow::Error) -> Result<rl_tools::ToolsError, anyhow::
 
 /// What a long command is doing, for a log or a pipe (a terminal gets a spinner instead).
 pub(crate) fn progress(message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{message}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", for_people(message));
 }
 
 /// A problem worth knowing that does not stop the command; stderr, so JSON on stdout stays clean.
 pub(crate) fn warning(message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+    let _ = writeln!(std::io::stderr().lock(), "warning: {}", for_people(message));
 }
 
 fn ignore_broken_pipe(result: std::io::Result<()>) -> anyhow::Result<()> {
@@ -263,18 +229,6 @@ fn ignore_broken_pipe(result: std::io::Result<()>) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn people_are_told_commands_where_agents_are_told_tools() {
-        assert_eq!(
-            super::for_people(
-                "select one first (rl_select_environment); follow it with \
-                 rl_check_status(run_id), or stop it (rl_stop_training)"
-            ),
-            "select one first (`rl select NAME`); follow it with `rl runs status RUN_ID`, or \
-             stop it (`rl runs stop RUN_ID`)"
-        );
-    }
-
     #[derive(Debug, thiserror::Error)]
     #[error("cannot open x.lock: {source}")]
     struct Opening {

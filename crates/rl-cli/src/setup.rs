@@ -629,7 +629,7 @@ fn check(
             }
         }
         if let Some(fix) = &fix {
-            output::line(format!("fix: {fix}"))?;
+            output::say(&format!("fix: {fix}"))?;
         }
     }
     if ready {

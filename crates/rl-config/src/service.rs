@@ -134,8 +134,10 @@ impl ConfigService {
                 ConfigError::InvalidInput {
                     what: format!("the selected environment '{}'", selected.key),
                     reason: format!(
-                        "its package folder {} cannot be read; run `rl setup --env` again",
-                        selected.environments_dir.display()
+                        "its package folder {} cannot be read; install it again (rl_install_environment \
+                         {{\"name\": {}}})",
+                        selected.environments_dir.display(),
+                        serde_json::Value::from(selected.name.as_str())
                     ),
                 }
             });

@@ -307,7 +307,8 @@ impl EnvGroups {
             Cause::PromptsTooLong => format!(
                 "no group reached the trainer: the environment skips prompts longer than its \
                  token limit: {counts}. Raise max_token_length above the prompts (e.g. \
-                 `rl config set max_token_length {}`), or choose shorter tasks",
+                 rl_edit_config {{\"field\": \"max_token_length\", \"value\": {}}}), or choose \
+                 shorter tasks",
                 suggested_limit(self.longest_prompt)
             ),
             Cause::GroupsTooLong => format!(
@@ -446,7 +447,7 @@ mod tests {
         let cause = groups.no_signal_cause();
         assert!(cause.contains("120 of 120 skipped their prompt without asking the model: prompts of up to 812 tokens against the token limit of 256"), "{cause}");
         assert!(
-            cause.contains("`rl config set max_token_length 2048`"),
+            cause.contains(r#"rl_edit_config {"field": "max_token_length", "value": 2048}"#),
             "{cause}"
         );
     }

@@ -84,9 +84,9 @@ impl Dependencies {
             && self.unmet_requirements.is_empty()
     }
 
-    /// The command that installs what is missing.
+    /// The call that installs what is missing.
     pub fn fix(&self) -> String {
-        format!("rl setup --env {}", self.environment)
+        install_call(&self.environment)
     }
 
     /// What is missing, in words.
@@ -411,6 +411,15 @@ pub(crate) fn record_then_check(
         after.describe(),
         log.display()
     )))
+}
+
+/// The tool call that installs `environment`'s dependencies (`rl setup --env NAME` at the
+/// shell, where the command line tells it as that command).
+pub(crate) fn install_call(environment: &str) -> String {
+    format!(
+        "rl_install_environment {{\"name\": {}}}",
+        serde_json::Value::from(environment)
+    )
 }
 
 #[cfg(test)]

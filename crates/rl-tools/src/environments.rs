@@ -70,7 +70,7 @@ impl Tools {
                 "it is a {} environment and has no Python of its own yet",
                 selected.kind
             ),
-            fix: format!("rl setup --env {}", selected.name),
+            fix: crate::env_dependencies::install_call(&selected.name),
         })
     }
 
@@ -123,8 +123,8 @@ impl Tools {
                 );
                 let install_first = python.is_none().then(|| {
                     format!(
-                        "it has no Python of its own yet: rl_install_environment (name {name}), \
-                         or `rl setup --env {name}` in a shell"
+                        "it has no Python of its own yet: {}",
+                        crate::env_dependencies::install_call(&name)
                     )
                 });
                 EnvironmentEntry {

@@ -38,7 +38,7 @@ pub enum ToolsError {
     RunFilesMissing { run_id: String, reason: String },
     /// The selected environment imports what the run's Python cannot (issue 32).
     #[error(
-        "environment {environment} cannot import: {missing}; install it with rl_install_environment (name {environment}) or `{fix}` (nothing was started)"
+        "environment {environment} cannot import: {missing}; install it with {fix} (nothing was started)"
     )]
     MissingDependencies {
         environment: String,

@@ -218,7 +218,7 @@ pub fn install_from_registry(
         .map_err(|error| ToolsError::Internal(error.to_string()))?;
     rl_settings::write_atomically(&record, &text).map_err(ToolsError::Settings)?;
     say(&format!(
-        "env {name}: ready; its environments are listed by `rl envs list` and run in {}",
+        "env {name}: ready; its environments are listed by rl_list_environments and run in {}",
         python.display()
     ));
     Ok((package, installed))

@@ -69,9 +69,10 @@ impl Tools {
             | (RunState::Completed, Some(_)) => {}
             (RunState::Completed, None) => {
                 return Err(refuse(format!(
-                    "it completed all its steps; give it more with `--steps +N` \
-                     (rl_resume_training's `steps`), fork it from a saved step with other \
-                     settings (rl runs fork {parent} --step S), or start a new run"
+                    "it completed all its steps; give it more with rl_resume_training \
+                     {{\"run_id\": \"{parent}\", \"steps\": \"+N\"}}, fork it from a saved step \
+                     with other settings (rl_fork_training {{\"run_id\": \"{parent}\"}} and a \
+                     step), or start a new run"
                 )));
             }
             (RunState::Stopping, _) => {
@@ -323,8 +324,9 @@ impl Tools {
             .collect();
         match loadable.last() {
             Some(latest) => format!(
-                "fork it from a step whose state the database has: `rl runs fork {id} --step \
-                 {latest}` (steps {}; `rl checkpoints list {id}` lists its checkpoints)",
+                "fork it from a step whose state the database has: rl_fork_training \
+                 {{\"run_id\": \"{id}\", \"step\": {latest}}} (steps {}; rl_list_checkpoints \
+                 {{\"run_id\": \"{id}\"}} lists its checkpoints)",
                 loadable
                     .iter()
                     .map(u64::to_string)
@@ -332,8 +334,8 @@ impl Tools {
                     .join(", ")
             ),
             None => format!(
-                "the database has none of its saved states (`rl checkpoints list {id}` lists \
-                 what it recorded); start a new run"
+                "the database has none of its saved states (rl_list_checkpoints \
+                 {{\"run_id\": \"{id}\"}} lists what it recorded); start a new run"
             ),
         }
     }

@@ -366,7 +366,7 @@ impl Tools {
         let served = read_record(&folder).ok_or_else(|| {
             ToolsError::invalid(
                 "serve_id",
-                format!("no server {id} is up (`rl checkpoints served` lists those that are)"),
+                format!("no server {id} is up (rl_list_served lists those that are)"),
             )
         })?;
         let ended_by = if served.owner.is_alive()
@@ -393,7 +393,7 @@ fn parse_serve_id(text: &str) -> Result<String, ToolsError> {
             "serve_id",
             format!(
                 "'{}' is no server's id: ids are 8 lowercase hexadecimal characters, as \
-                 `rl checkpoints served` lists them",
+                 rl_list_served lists them",
                 rl_settings::quoted(text)
             ),
         )

@@ -83,7 +83,7 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
     let human = String::from_utf8_lossy(&human.stdout);
     assert!(
         human.contains("cannot import: inflection")
-            && human.contains("fix: rl setup --env plurals"),
+            && human.contains("fix: `rl setup --env plurals`"),
         "{human}"
     );
 
@@ -98,7 +98,12 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
         .unwrap_or_else(|| panic!("{report:#}"));
     assert_eq!(check["ok"], false, "{check:#}");
     assert_eq!(check["required"], true, "{check:#}");
-    assert_eq!(check["fix"], "rl setup --env plurals", "{check:#}");
+    // The tools' words in JSON (`rl_health_check` answers the same); the doctor's table says
+    // the command.
+    assert_eq!(
+        check["fix"], r#"rl_install_environment {"name": "plurals"}"#,
+        "{check:#}"
+    );
     assert!(
         check["detail"].as_str().unwrap().contains(PACKAGE),
         "{check:#}"
@@ -107,7 +112,16 @@ fn a_missing_dependency_is_named_refused_installed_and_the_run_then_starts() {
 
     // Refused by `rl runs start`, naming what is missing and the fix; nothing started.
     stack.refused(&["runs", "start", "--json"], "cannot import inflection");
-    stack.refused(&["runs", "start", "--json"], "rl setup --env plurals");
+    stack.refused(
+        &["runs", "start", "--json"],
+        r#"rl_install_environment {"name": "plurals"}"#,
+    );
+    let told = stack.rl(&["runs", "start"]);
+    let told = String::from_utf8_lossy(&told.stderr);
+    assert!(
+        told.contains("install it with `rl setup --env plurals`"),
+        "{told}"
+    );
     let runs = stack.json(&["runs", "list"]);
     assert_eq!(runs["runs"], serde_json::json!([]), "{runs:#}");
 

@@ -81,8 +81,15 @@ fn prompts_skipped_as_too_long_are_named_with_their_length_and_the_limit_to_set(
              limit: "
         ) && error.contains("skipped their prompt without asking the model: prompts of up to ")
             && error.contains("against the token limit of 256")
-            && error.contains("`rl config set max_token_length "),
+            && error.contains(r#"rl_edit_config {"field": "max_token_length", "value": "#),
         "{error}"
+    );
+    // The same cause as a person at the shell reads it: the command to type.
+    let shown = stack.rl(&["runs", "status", &id]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("`rl config set max_token_length "),
+        "{shown}"
     );
     let status = stack.json(&["runs", "status", &id]);
     let groups = &status["groups"];

@@ -154,7 +154,11 @@ fn a_completed_run_forked_at_step_4_and_extended_by_3_steps_goes_on_from_its_sta
             vec!["runs", "fork", parent.as_str(), "--step", "6"],
             "is not before the fork's last step (6)",
         ),
-        (vec!["runs", "resume", parent.as_str()], "--steps +N"),
+        // `--json` keeps the tools' words: the call with its `steps`.
+        (
+            vec!["runs", "resume", parent.as_str()],
+            r#"rl_resume_training {\"run_id\": "#,
+        ),
         (
             vec!["runs", "resume", parent.as_str(), "--steps", "+0"],
             "from 1 to 100000",

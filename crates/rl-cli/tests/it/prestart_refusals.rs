@@ -281,8 +281,8 @@ fn an_engine_database_without_the_state_to_load_is_refused_naming_one_it_has() {
             "engine database",
             "tinker.db",
             &format!("tinker://{MODEL}/weights/step_4"),
-            &format!("rl runs fork {PARENT} --step 2"),
-            &format!("rl checkpoints list {PARENT}"),
+            &format!(r#"rl_fork_training {{"run_id": "{PARENT}", "step": 2}}"#),
+            &format!(r#"rl_list_checkpoints {{"run_id": "{PARENT}"}}"#),
             "nothing was started",
         ],
     );
@@ -290,8 +290,16 @@ fn an_engine_database_without_the_state_to_load_is_refused_naming_one_it_has() {
         &["runs", "fork", PARENT, "--step", "4"],
         &[
             "has no saved state",
-            &format!("rl runs fork {PARENT} --step 2"),
+            &format!(r#"rl_fork_training {{"run_id": "{PARENT}", "step": 2}}"#),
         ],
+    );
+    // A person at the shell is told the command to type (`--json` keeps the tools' words).
+    let told = rl_in(home.path(), &["runs", "fork", PARENT, "--step", "4"]);
+    let told = String::from_utf8_lossy(&told.stderr);
+    assert!(
+        told.contains(&format!("`rl runs fork {PARENT} --step 2`"))
+            && told.contains(&format!("`rl checkpoints list {PARENT}`")),
+        "{told}"
     );
     assert_nothing_started(&home, &parent_dir, &before);
 

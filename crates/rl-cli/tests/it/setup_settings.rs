@@ -226,7 +226,7 @@ fn env_setup_installs_into_the_operators_own_python_and_keeps_it() {
         "{selected:#}"
     );
     assert_eq!(
-        selected["dependencies"]["fix"], "rl setup --env tiny_dep",
+        selected["dependencies"]["fix"], r#"rl_install_environment {"name": "tiny_dep"}"#,
         "{selected:#}"
     );
 

@@ -361,10 +361,12 @@ fn a_verifiers_environment_without_its_python_is_refused_naming_rl_setup() {
             let json = rl_in(home, &[args, &["--json"]].concat());
             assert_eq!(json.status.code(), Some(1), "{args:?}: {json:?}");
             let answer: Value = serde_json::from_slice(&json.stdout).unwrap();
+            // `--json` keeps the tools' words: the call an agent makes.
+            let call = format!(r#"rl_install_environment {{"name": "{name}"}}"#);
             assert!(
                 answer["error"]
                     .as_str()
-                    .is_some_and(|error| error.contains(&fix)),
+                    .is_some_and(|error| error.contains(&call)),
                 "{answer:#}"
             );
         }
@@ -378,7 +380,7 @@ fn a_verifiers_environment_without_its_python_is_refused_naming_rl_setup() {
         );
         assert_eq!(
             dependencies["fix"],
-            format!("rl setup --env {name}"),
+            format!(r#"rl_install_environment {{"name": "{name}"}}"#),
             "{shown:#}"
         );
     }

@@ -42,7 +42,10 @@ fn a_published_v0_environment_and_a_v1_one_are_installed_side_by_side_then_train
     );
 
     // Refused until it has a Python of its own, naming the fix.
-    stack.refused(&["runs", "start", "--json"], "rl setup --env digit-sum");
+    stack.refused(
+        &["runs", "start", "--json"],
+        r#"rl_install_environment {"name": "digit-sum"}"#,
+    );
 
     let installed = setup_env(&stack, PUBLISHED);
     let venv = stack

@@ -186,7 +186,7 @@ impl Runs {
         self.store.set_error(
             id,
             "its supervisor is gone without recording an end (killed, or the machine \
-             restarted); `rl runs stop` has ended what it found of the run",
+             restarted); the stop has ended what it found of the run",
         )?;
         let message = if outcomes.is_empty() && strays.ended.is_empty() && !cancelled {
             format!(

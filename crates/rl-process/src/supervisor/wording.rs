@@ -20,7 +20,7 @@ impl Supervisor<'_> {
                 .filter(|why| !why.is_empty())
         });
         let why = said.unwrap_or_else(|| {
-            "the next step would pass one of its caps; its state is saved and `rl runs resume` \
+            "the next step would pass one of its caps; its state is saved and rl_resume_training \
              continues it"
                 .to_owned()
         });

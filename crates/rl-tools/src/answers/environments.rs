@@ -337,8 +337,8 @@ impl EnvironmentList {
 /// how to list them, and that they are found anyway.
 pub(crate) fn unlisted_note(unlisted: usize) -> String {
     format!(
-        "{unlisted} more environment{} in sub-folders: `rl envs list --recursive` \
-         (rl_list_environments with recursive) lists them; every command finds them by name",
+        "{unlisted} more environment{} in sub-folders: rl_list_environments \
+         {{\"recursive\": true}} lists them; every command finds them by name",
         if unlisted == 1 { "" } else { "s" }
     )
 }

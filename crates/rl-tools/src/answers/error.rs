@@ -113,7 +113,8 @@ impl ErrorAnswer {
             }
             Advice::UnknownSweep { known } => {
                 answer.available = Some(known.to_vec());
-                "Pass a sweep id from `rl sweep list` (`available` lists the newest)".to_owned()
+                "Pass one of the sweep ids in `available` (the newest), or one rl_start_sweep answered"
+                    .to_owned()
             }
             Advice::MissingKey { variable } => {
                 answer.missing_key = Some(variable.to_owned());

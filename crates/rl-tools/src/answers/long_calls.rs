@@ -132,7 +132,8 @@ impl LongCallStarted {
         Self {
             hint: format!(
                 "Call {tool} with {{\"test_id\": \"{test_id}\"}} every poll_after_seconds until \
-                 its status is no longer running; `rl preflight stop {test_id}` ends it"
+                 its status is no longer running; rl_stop_test {{\"test_id\": \"{test_id}\"}} \
+                 ends it"
             ),
             test_id,
             status: "running",

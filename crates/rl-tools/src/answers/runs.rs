@@ -517,8 +517,8 @@ mod headline_tests {
         );
         // One line with no log after it is the error.
         assert_eq!(
-            error_headline("its supervisor is gone; `rl runs stop` ended what it found"),
-            "its supervisor is gone; `rl runs stop` ended what it found"
+            error_headline("its supervisor is gone; the stop ended what it found"),
+            "its supervisor is gone; the stop ended what it found"
         );
         assert_eq!(
             error_headline("trainer exited with code 1; its log /h/t.log is empty"),

@@ -305,7 +305,7 @@ impl SweepRateLimited {
                  next_check_in_seconds."
             ),
             next_check_in_seconds: left.ceil(),
-            hint: "Call again after next_check_in_seconds, or follow a run of it with `rl runs wait`",
+            hint: "Call again after next_check_in_seconds, or follow a run of it with rl_wait_training (not limited)",
         }
     }
 }

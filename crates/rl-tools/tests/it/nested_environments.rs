@@ -59,7 +59,8 @@ fn every_environment_the_recursive_list_shows_is_found_by_show_and_select_and_th
     assert_eq!(whole.unlisted_in_subfolders, 0);
     let note = top.unlisted_note().unwrap();
     assert!(
-        note.starts_with("2 more environments in sub-folders") && note.contains("--recursive"),
+        note.starts_with("2 more environments in sub-folders")
+            && note.contains(r#"rl_list_environments {"recursive": true}"#),
         "{note}"
     );
     assert_eq!(top.tips[0], note);
@@ -135,7 +136,10 @@ fn a_library_imported_inside_a_try_is_named_required_or_optional() {
     assert_eq!(deps.missing_imports, ["riddlelib"]);
     // `prettyanswers` only warns: named, but the run may start.
     assert_eq!(deps.missing_optional_imports, ["prettyanswers"]);
-    assert_eq!(deps.fix.as_deref(), Some("rl setup --env riddle_env"));
+    assert_eq!(
+        deps.fix.as_deref(),
+        Some(r#"rl_install_environment {"name": "riddle_env"}"#)
+    );
     let selected = tools.select_environment("riddle_env").unwrap();
     assert_eq!(selected.dependencies.as_ref(), Some(&deps));
 }
