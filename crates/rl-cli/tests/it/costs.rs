@@ -142,9 +142,14 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
         .unwrap_or_else(|| panic!("no event names the cap: {status:#}"))
         .to_owned();
     assert!(
-        said.contains("before step 3/6") && said.contains(&format!("rl runs resume {parent}")),
+        said.contains("before step 3/6")
+            && said.contains(&format!(r#"rl_resume_training {{"run_id": "{parent}"}}"#)),
         "{said}"
     );
+    // At the shell, the command that continues it.
+    let told = stack.rl(&["runs", "status", &parent]);
+    let told = String::from_utf8_lossy(&told.stdout);
+    assert!(told.contains(&format!("`rl runs resume {parent}`")), "{told}");
     let trainer_log = std::fs::read_to_string(stack.run_dir(&parent).join("trainer.log")).unwrap();
     assert!(
         trainer_log.contains("rl-trainer: capped: "),

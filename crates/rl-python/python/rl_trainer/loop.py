@@ -543,8 +543,8 @@ class Trainer:
         run_id = os.path.basename(os.path.normpath(self.run_dir))
         message = (
             f"before step {n}/{c.total_steps}, {describe_cap(cap, c.currency)}; the training state "
-            f"after step {last} is saved: `rl runs resume {run_id}` continues it (with a higher "
-            "cap or none)"
+            f"after step {last} is saved: rl_resume_training {json.dumps({'run_id': run_id})} continues it "
+            "(with a higher cap or none)"
         )
         say(f"capped {message}")
         raise Capped(message)
@@ -563,8 +563,8 @@ class Trainer:
                 f"the training state {state_path} did not load: the weights' log-probability of a "
                 f"fixed sequence is {sum(found):.6g}, the saved state's was {sum(expected):.6g} "
                 "(its files at the engine are missing or damaged); start from an earlier saved "
-                "state with `rl runs fork RUN_ID --step STEP` (rl checkpoints list RUN_ID shows "
-                "them; a resume always takes the last)"
+                "state with rl_fork_training (rl_list_checkpoints shows them; a resume always "
+                "takes the last)"
             )
         # Said with the figure, so that a reader (and the fork test) sees how close the weights it
         # starts from are to the parent's at that step, not only that they passed.

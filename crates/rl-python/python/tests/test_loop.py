@@ -447,7 +447,7 @@ class LoopTests(unittest.TestCase):
         self.assertIsNotNone(raised, out)
         self.assertIn("before step 3/5, max_cost", str(raised))
         self.assertIn("EUR", str(raised))
-        self.assertIn("`rl runs resume run` continues it", str(raised))
+        self.assertIn('rl_resume_training {"run_id": "run"} continues it', str(raised))
         rows = self.rows("metrics.jsonl")
         self.assertEqual([row.get("step") for row in rows], [1, 2, 2])
         capped = rows[-1]
