@@ -9,10 +9,11 @@ use serde_json::Value;
 /// Each tool's command: `{parameter}` is filled from the call's arguments (in capitals when
 /// the message names the tool bare), and a `[...]` part is said only when the call gives its
 /// parameter.
-const COMMANDS: [(&str, &str); 22] = [
+const COMMANDS: [(&str, &str); 25] = [
     ("rl_select_environment", "rl select {name}"),
     ("rl_get_current_config", "rl config show"),
     ("rl_edit_config", "rl config set {field} {value}"),
+    ("rl_start_training", "rl runs start"),
     ("rl_check_status", "rl runs status {run_id}"),
     (
         "rl_wait_training",
@@ -38,6 +39,11 @@ const COMMANDS: [(&str, &str); 22] = [
         "rl envs list[ --recursive{recursive}]",
     ),
     ("rl_install_environment", "rl setup --env {name}"),
+    (
+        "rl_export_checkpoint",
+        "rl checkpoints export {run_id} {step} DIR[ --merged{merged}]",
+    ),
+    ("rl_serve_checkpoint", "rl checkpoints serve {run_id}"),
     ("rl_list_served", "rl checkpoints served"),
     ("rl_stop_serving", "rl checkpoints stop {serve_id}"),
     ("rl_health_check", "rl doctor"),
@@ -205,6 +211,17 @@ mod tests {
             for_people(r#"set it: rl_edit_config {"field": "max_token_length", "value": 2048}."#),
             "set it: `rl config set max_token_length 2048`."
         );
+    }
+
+    #[test]
+    fn every_tool_has_its_command() {
+        for tool in rl_tools::TOOL_NAMES {
+            assert!(
+                super::COMMANDS.iter().any(|(name, _)| *name == tool),
+                "{tool} has no command in COMMANDS: a message naming it would reach people as \
+                 the tool's name"
+            );
+        }
     }
 
     #[test]

@@ -135,7 +135,7 @@ impl Route {
     }
 }
 
-/// Every route: each tool has one (`every_tool_has_a_route`).
+/// Every route: each tool has one (`the_route_table_is_the_router`).
 static ROUTES: [Route; 25] = [
     Route::get("/health", "rl_health_check"),
     Route::get("/environments", "rl_list_environments")

@@ -149,7 +149,10 @@ fn a_run_capped_before_its_third_step_resumes_to_completion_and_its_costs_add_up
     // At the shell, the command that continues it.
     let told = stack.rl(&["runs", "status", &parent]);
     let told = String::from_utf8_lossy(&told.stdout);
-    assert!(told.contains(&format!("`rl runs resume {parent}`")), "{told}");
+    assert!(
+        told.contains(&format!("`rl runs resume {parent}`")),
+        "{told}"
+    );
     let trainer_log = std::fs::read_to_string(stack.run_dir(&parent).join("trainer.log")).unwrap();
     assert!(
         trainer_log.contains("rl-trainer: capped: "),
