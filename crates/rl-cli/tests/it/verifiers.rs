@@ -270,12 +270,23 @@ fn assert_trained(stack: &Stack, fixture: &Fixture, id: &str) {
         "{}: {groups:#}",
         fixture.name
     );
-    assert_eq!(
-        (&groups["failed"], &groups["errors"]),
-        (&Value::from(0), &serde_json::json!({})),
-        "{}: {groups:#}",
-        fixture.name
-    );
+    // The only failures allowed are the tiny random model's own: an answer with nothing in it
+    // (its first token the end of its turn), which verifiers v0's client refuses
+    // (`EmptyModelResponseError`, verifiers/legacy/clients/renderer_client.py); counted, named,
+    // and the run goes on. Anything else is rl's or the environment's.
+    let errors = groups["errors"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{}: {groups:#}", fixture.name));
+    for (kind, error) in errors {
+        assert!(
+            kind == "rollout" && error["first"] == "EmptyModelResponseError",
+            "{}: {groups:#}",
+            fixture.name
+        );
+    }
+    if errors.is_empty() {
+        assert_eq!(groups["failed"], 0, "{}: {groups:#}", fixture.name);
+    }
     assert_nothing_left(stack, id);
 }
 
