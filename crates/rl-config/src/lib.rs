@@ -31,7 +31,8 @@ pub use run_setting::RunSetting;
 pub use schema::{ConfigSchema, Constraints, DefaultValue, EnumMember, FieldSpec, FieldType};
 pub use service::{
     ConfigService, CurrentConfig, CurrentField, DiffEntry, EditReport, ResumeFrom, ResumedConfig,
-    RunConfigFile, SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD, scan_environments,
+    RunConfigFile, SelectionReport, ValueOrigin, WANDB_PROJECT_FIELD, install_call,
+    scan_environments,
 };
 pub use store::{Edit, Section, SelectedEnvironment, Selection};
 pub use trainer_settings::{TrainerOrigin, TrainerSetting};

@@ -134,10 +134,9 @@ impl ConfigService {
                 ConfigError::InvalidInput {
                     what: format!("the selected environment '{}'", selected.key),
                     reason: format!(
-                        "its package folder {} cannot be read; install it again (rl_install_environment \
-                         {{\"name\": {}}})",
+                        "its package folder {} cannot be read; install it again ({})",
                         selected.environments_dir.display(),
-                        serde_json::Value::from(selected.name.as_str())
+                        install_call(&selected.name)
                     ),
                 }
             });
@@ -687,4 +686,13 @@ fn scan_folder(
         ..Default::default()
     };
     Ok(rl_discovery::scan(folder, &options)?)
+}
+
+/// The tool call that installs environment `name`'s dependencies, as every message that names
+/// it spells it (the command line tells it as `rl setup --env NAME`).
+pub fn install_call(name: &str) -> String {
+    format!(
+        "rl_install_environment {{\"name\": {}}}",
+        serde_json::Value::from(name)
+    )
 }

@@ -413,14 +413,7 @@ pub(crate) fn record_then_check(
     )))
 }
 
-/// The tool call that installs `environment`'s dependencies (`rl setup --env NAME` at the
-/// shell, where the command line tells it as that command).
-pub(crate) fn install_call(environment: &str) -> String {
-    format!(
-        "rl_install_environment {{\"name\": {}}}",
-        serde_json::Value::from(environment)
-    )
-}
+pub(crate) use rl_config::install_call;
 
 #[cfg(test)]
 mod tests {
