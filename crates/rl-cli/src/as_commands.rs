@@ -122,10 +122,12 @@ fn filled(command: &str, arguments: Option<&serde_json::Map<String, Value>>) -> 
             break;
         };
         let optional = &rest[open + 1..open + close];
-        let given = parameters(optional)
-            .iter()
-            .all(|name| arguments.is_some_and(|arguments| given(arguments.get(*name))));
-        if given && !parameters(optional).is_empty() {
+        let names = parameters(optional);
+        let said = !names.is_empty()
+            && names
+                .iter()
+                .all(|name| arguments.is_some_and(|arguments| given(arguments.get(*name))));
+        if said {
             out.push_str(&placeholders(optional, arguments));
         }
         rest = &rest[open + close + 1..];
@@ -225,23 +227,23 @@ mod tests {
     }
 
     #[test]
-    fn what_is_no_tool_is_left_as_it_is() {
-        for text in [
-            "rl_no_such_tool {\"a\": 1}",
-            "curl_check_status",
-            "rl_stop_test {not json",
-            "rl_",
-            "ends with rl_stop_test(",
-            "",
+    fn what_is_no_tool_or_no_call_is_left_as_it_is() {
+        for (text, told) in [
+            ("rl_no_such_tool {\"a\": 1}", "rl_no_such_tool {\"a\": 1}"),
+            ("curl_check_status", "curl_check_status"),
+            ("rl_", "rl_"),
+            ("", ""),
+            // A tool followed by what is no call: the tool told bare, the rest as it was.
+            (
+                "rl_stop_test {not json",
+                "`rl preflight stop TEST_ID` {not json",
+            ),
+            (
+                "ends with rl_stop_test(",
+                "ends with `rl preflight stop TEST_ID`(",
+            ),
         ] {
-            let told = for_people(text);
-            if text.starts_with("rl_stop_test") {
-                assert_eq!(told, "`rl preflight stop TEST_ID` {not json");
-            } else if text.starts_with("ends") {
-                assert_eq!(told, "ends with `rl preflight stop TEST_ID`(");
-            } else {
-                assert_eq!(told, text);
-            }
+            assert_eq!(for_people(text), told, "{text}");
         }
     }
 }

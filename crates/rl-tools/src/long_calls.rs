@@ -461,14 +461,23 @@ impl Tools {
         let groups = plan
             .steps
             .saturating_mul(u32::try_from(plan.models.len()).unwrap_or(u32::MAX));
-        // Newest first; a report is read only when its listing could count.
+        // Newest first; a report is read only when its listing could count, and once for both
+        // passes.
         let listed = self.preflights().unwrap_or_default();
         let store = self.preflight_store();
+        let reports: Vec<std::cell::OnceCell<Option<rl_preflight::PreflightReport>>> =
+            listed.iter().map(|_| std::cell::OnceCell::new()).collect();
+        let report = |index: usize| {
+            reports[index]
+                .get_or_init(|| store.read(&listed[index].test_id).ok())
+                .as_ref()
+        };
         let per_group = mean_of(
             listed
                 .iter()
-                .filter(|test| test.environment == plan.environment)
-                .filter_map(|test| store.read(&test.test_id).ok())
+                .enumerate()
+                .filter(|(_, test)| test.environment == plan.environment)
+                .filter_map(|(index, _)| report(index))
                 .filter(|report| {
                     same_endpoint(&report.base_url, &plan.endpoint.base_url) && report.steps > 0
                 })
@@ -482,10 +491,8 @@ impl Tools {
         let server = if plan.server.is_none() {
             ServerStart::NotServed
         } else {
-            let starts = listed
-                .iter()
-                .take(SERVER_STARTS_LOOKED_AT)
-                .filter_map(|test| store.read(&test.test_id).ok()?.server_ready_secs)
+            let starts = (0..listed.len().min(SERVER_STARTS_LOOKED_AT))
+                .filter_map(|index| report(index)?.server_ready_secs)
                 .take(5);
             match mean_of(starts) {
                 None => ServerStart::Unknown,

@@ -6,10 +6,10 @@
 
 It starts the local engine (`ENGINE_PY -m rl_engine`) on `DIR` (a copy of the run's engine
 folder: its database and checkpoints; a new folder when only `--base` is served) in this
-process's group, so that whoever ends the group ends both. A restarted engine has no model loaded, so each `save_state` path is loaded into a
-LoRA client of its own and saved again for sampling: the weights are exactly the run's. `--base`
-serves the base model itself, through the same engine and the same code, so that a comparison
-differs only in the weights. Requests choose a model by their `model` field (server.py), and
+process's group, so that whoever ends the group ends both. A restarted engine has no model
+loaded, so each `save_state` path is loaded into a LoRA client of its own and saved again for
+sampling: the weights are exactly the run's. `--base` serves the base model itself, through
+the same engine and the same code, so that a comparison differs only in the weights. Requests choose a model by their `model` field (server.py), and
 `GET /health` answers `trainer_initialized: true` once every model can be sampled.
 
 `--exit-with-parent` ends it (engine included) when the process that started it is gone: what
