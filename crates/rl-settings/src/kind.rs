@@ -47,6 +47,14 @@ impl EnvironmentKind {
         !matches!(self, Self::Atropos)
     }
 
+    /// rl renders its prompts (verifiers v1's training client as rl configures it, else rl's
+    /// trainer's chat template), so rl checks before a run that the tools it gives the model
+    /// reach the model (`python -m rl_env ENV_FILE check`); an Atropos environment renders
+    /// its own.
+    pub fn prompts_rendered_by_rl(self) -> bool {
+        !matches!(self, Self::Atropos)
+    }
+
     /// Where its settings come from, as a person reads it.
     pub fn settings_source(self) -> &'static str {
         match self {

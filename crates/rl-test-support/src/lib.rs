@@ -109,6 +109,7 @@ pub fn venv_over_the_test_venv(venv: &Path) -> PathBuf {
 }
 
 /// The local engine `cargo xtask test` provisions: its Python (skyrl-tx) and the tiny model.
+#[derive(Debug, Clone)]
 pub struct LocalEngine {
     pub python: PathBuf,
     pub base_model: PathBuf,
@@ -131,6 +132,60 @@ pub fn local_engine() -> LocalEngine {
     LocalEngine {
         python: provided(ENGINE_PYTHON_ENV, "the local engine's Python"),
         base_model: provided(BASE_MODEL_ENV, "the tiny model's folder"),
+    }
+}
+
+impl LocalEngine {
+    /// This engine with the tiny model wearing a chat template that renders tools
+    /// (`fixtures/tokenizer/tools_chat_template.jinja`): its weights and tokenizer linked from
+    /// the tiny model's folder, its `tokenizer_config.json` with that template. Made once, in a
+    /// folder beside the tiny model's (another test making it at once is harmless: the folder
+    /// appears whole, by a rename).
+    ///
+    /// # Panics
+    /// When the tiny model or the template cannot be read, or the folder cannot be made.
+    pub fn with_tool_template(&self) -> LocalEngine {
+        let model = &self.base_model;
+        let name = model.file_name().map_or_else(
+            || "tiny-model".to_owned(),
+            |name| name.to_string_lossy().into_owned(),
+        );
+        let made = model.with_file_name(format!("{name}-tools"));
+        if !made.is_dir() {
+            let staging = tempfile::tempdir_in(model.parent().unwrap_or(model))
+                .unwrap_or_else(|error| panic!("beside {}: {error}", model.display()));
+            let entries = std::fs::read_dir(model)
+                .unwrap_or_else(|error| panic!("{}: {error}", model.display()));
+            for entry in entries.flatten() {
+                let from = entry.path();
+                let to = staging.path().join(entry.file_name());
+                if entry.file_name() == "tokenizer_config.json" {
+                    let text = std::fs::read_to_string(&from)
+                        .unwrap_or_else(|error| panic!("{}: {error}", from.display()));
+                    let mut config: serde_json::Value = serde_json::from_str(&text)
+                        .unwrap_or_else(|error| panic!("{}: {error}", from.display()));
+                    let template =
+                        workspace_root().join("fixtures/tokenizer/tools_chat_template.jinja");
+                    config["chat_template"] = std::fs::read_to_string(&template)
+                        .unwrap_or_else(|error| panic!("{}: {error}", template.display()))
+                        .into();
+                    std::fs::write(&to, config.to_string())
+                        .unwrap_or_else(|error| panic!("{}: {error}", to.display()));
+                } else {
+                    std::os::unix::fs::symlink(&from, &to)
+                        .unwrap_or_else(|error| panic!("{}: {error}", to.display()));
+                }
+            }
+            let staged = staging.keep();
+            if std::fs::rename(&staged, &made).is_err() {
+                // Made meanwhile by another test.
+                let _ = std::fs::remove_dir_all(&staged);
+            }
+        }
+        LocalEngine {
+            python: self.python.clone(),
+            base_model: made,
+        }
     }
 }
 

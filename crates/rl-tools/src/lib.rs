@@ -13,6 +13,7 @@ mod compare;
 mod costs;
 mod diagnosis;
 pub mod env_dependencies;
+mod env_tools;
 mod environments;
 mod error;
 mod evaluation;

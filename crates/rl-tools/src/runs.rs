@@ -353,7 +353,16 @@ impl Tools {
             |run_id, endpoints| {
                 crate::hosted_checks::before_start(&settings, rls_trainer)
                     .map_err(|reason| ToolsError::NotStartable { reason })?;
-                write_config(run_id, endpoints)
+                let written = write_config(run_id, endpoints)?;
+                // Asked of the config as written; refused, the run leaves nothing behind.
+                if let Err(refused) =
+                    crate::env_tools::before_start(self.home(), &settings, &written)
+                {
+                    let folder = rl_settings::RunFolder::of(self.home(), run_id);
+                    let _ = std::fs::remove_dir_all(folder.dir());
+                    return Err(refused);
+                }
+                Ok(written)
             },
             self.secrets(),
             &self.context().supervisor,

@@ -100,10 +100,14 @@ const RUN_LEVEL: [&str; 2] = ["group_size", "batch_size"];
 
 /// A state directory for the verifiers fixtures on the local engine, runs of two steps.
 fn verifiers_stack(first: &str) -> Stack {
+    verifiers_stack_on(&rl_test_support::local_engine(), first)
+}
+
+/// [`verifiers_stack`] training `engine`'s model.
+fn verifiers_stack_on(engine: &rl_test_support::LocalEngine, first: &str) -> Stack {
     let python = test_python();
-    let engine = rl_test_support::local_engine();
     let verifiers = rl_test_support::verifiers_pythons();
-    let settings = rl_test_support::verifiers_engine_settings(&python, &engine, &verifiers);
+    let settings = rl_test_support::verifiers_engine_settings(&python, engine, &verifiers);
     Stack::with_settings(settings, &[SHORT_RUN, TWO_WORKERS], first)
 }
 
@@ -291,13 +295,18 @@ fn assert_trained(stack: &Stack, fixture: &Fixture, id: &str) {
 }
 
 /// The three fixtures from listing to pre-flight, and unit-convert (a v1 taskset with a tool
-/// server) trained as configured: one state directory, one fixture server. The other two are
-/// trained in `preflights_and_training_reach_nothing_but_loopback` (one training each is
-/// enough, and the suite's time is dear).
+/// server) trained as configured on the tiny model wearing a template that renders tools, its
+/// tool in every prompt it trained on, then compared with its base (issue 56 #2: a comparison
+/// differs from training only in the weights): one state directory, one fixture server. The
+/// other two are trained in `preflights_and_training_reach_nothing_but_loopback` (one training
+/// each is enough, and the suite's time is dear).
 #[test]
 #[ignore = "needs the test venvs (verifiers v1 and v0, the local engine); run through cargo xtask test"]
 fn the_three_fixtures_are_listed_configured_preflighted_and_trained() {
-    let stack = verifiers_stack("digit-sum");
+    let stack = verifiers_stack_on(
+        &rl_test_support::local_engine().with_tool_template(),
+        "digit-sum",
+    );
     let listed = stack.json(&["envs", "list"]);
     let kinds: BTreeSet<(&str, &str)> = listed["environments"]
         .as_array()
@@ -328,7 +337,63 @@ fn the_three_fixtures_are_listed_configured_preflighted_and_trained() {
         home: stack.home.path(),
         ids: vec![stack.start()],
     };
-    assert_trained(&stack, unit_convert, &runs.ids[0]);
+    let id = &runs.ids[0];
+    assert_trained(&stack, unit_convert, id);
+    // The tool as the template renders it, in what the run trained on.
+    let trained_on = crate::compare::trained_prompts(&stack.run_dir(id));
+    assert!(
+        trained_on.contains("Tools: convert(value, from_unit, to_unit)"),
+        "{trained_on}"
+    );
+
+    // Its comparison samples through rl's chat route, which renders the tools with the same
+    // template: every rollout answered, and a verdict.
+    let compared = stack.json(&["compare", id, "--prompts", "2", "--group-size", "2"]);
+    for side in ["base", "trained"] {
+        assert_eq!(compared[side]["status"], "succeeded", "{compared:#}");
+        assert_eq!(compared[side]["completions"], 4, "{compared:#}");
+    }
+    assert!(
+        ["better", "no detectable difference", "worse"]
+            .contains(&compared["verdict"].as_str().unwrap_or_default()),
+        "{compared:#}"
+    );
+    assert_nothing_left(&stack, id);
+}
+
+/// A tool environment on a model whose chat template renders no tools (the tiny model's own)
+/// is refused before anything starts, the reason and the fixes named in both faces (issue 56
+/// #2): it would train on prompts without its tools, then fail every evaluation rollout.
+#[test]
+#[ignore = "needs the test venvs (verifiers v1, the tiny model); run through cargo xtask test"]
+fn a_tool_environment_on_a_template_without_tools_is_refused_before_it_starts() {
+    let stack = verifiers_stack("unit-convert");
+    let said = stack.rl(&["runs", "start"]);
+    assert_eq!(said.status.code(), Some(1), "{said:?}");
+    let text = String::from_utf8_lossy(&said.stderr);
+    for part in [
+        "the run cannot start: the environment gives the model tools (convert)",
+        "renders no tools into the prompt",
+        "(its chat template)",
+        "RL_VERIFIERS_RENDERER",
+        "nothing was started",
+    ] {
+        assert!(text.contains(part), "no {part:?} in: {text}");
+    }
+    let answer: Value = serde_json::from_slice(&stack.rl(&["runs", "start", "--json"]).stdout)
+        .expect("a JSON refusal");
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("gives the model tools (convert)")
+            && error.contains("RL_VERIFIERS_RENDERER"),
+        "{answer:#}"
+    );
+    assert_eq!(stack.json(&["runs", "list"])["count"], 0);
+    let runs = stack.home.path().join("runs");
+    let left: Vec<_> = std::fs::read_dir(&runs)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 /// Without a Python of its kind (no `[verifiers]` settings, no venv of its own) a verifiers

@@ -19,7 +19,9 @@ Modules, one concern each:
                    rl_env's held-out slice.
 * `scored`      -- rollouts into a run-api group or a pre-flight line, and their counts.
 * `runapi`      -- run-api's environment protocol (register, status, send), bounded retries.
-* `serve`, `process` -- the two modes."""
+* `tool_rendering` -- whether the model sees the environment's tools as rl renders its prompts.
+* `serve`, `process` -- the two modes; `check` loads the environment as `serve` would and says,
+  as one JSON line, whether its tools reach the model (`tool_rendering`), before a run starts."""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def main(kind: str, env_file: str, argv: List[str], environ=os.environ) -> int:
     from rl_env import ItemsError, Split
     from rl_env.__main__ import GO_VARIABLE
     from rl_env.groups import GroupCounts
-    from rl_verifiers import config
+    from rl_verifiers import config, tool_rendering
+    from rl_verifiers.config import CHECK, SERVE
     from rl_verifiers.environment import ADAPTER_MODULES, LoadError, TaskDraw, load, open_environment
     from rl_verifiers.process import ProcessError, process
     from rl_verifiers.runapi import RunApiError
@@ -61,7 +64,7 @@ def main(kind: str, env_file: str, argv: List[str], environ=os.environ) -> int:
         counts = GroupCounts.from_environment(environ)
         adapter = open_environment(kind, env_file, environ)
         run, own_args, ignored = config.split_env(invocation.env, adapter.own_fields())
-        endpoint = config.endpoint(invocation, run, training=invocation.mode == "serve", environ=environ)
+        endpoint = config.endpoint(invocation, run, training=invocation.mode in (SERVE, CHECK), environ=environ)
         load(adapter, own_args)
         draw = TaskDraw(adapter, split)
     except (config.ConfigError, ItemsError, LoadError) as error:
@@ -70,9 +73,13 @@ def main(kind: str, env_file: str, argv: List[str], environ=os.environ) -> int:
     note = config.describe_ignored(ignored)
     if note:
         print(note, file=sys.stderr, flush=True)
+    if invocation.mode in (SERVE, CHECK):
+        ended = tool_rendering.at_load(adapter, endpoint, checking=invocation.mode == CHECK, say=say)
+        if ended is not None:
+            return ended
     say(f"{adapter.kind} environment loaded; {invocation.mode} against {endpoint.model} at {endpoint.base_url}")
     try:
-        if invocation.mode == "serve":
+        if invocation.mode == SERVE:
             return asyncio.run(serve(adapter, run, endpoint, draw, counts, say, go_file=environ.get(GO_VARIABLE)))
         return asyncio.run(process(adapter, run, endpoint, draw, counts, say))
     except (ServeError, ProcessError, RunApiError, ItemsError) as error:

@@ -8,7 +8,10 @@ imports verifiers only there."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Protocol
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Dict, Iterable, List, Optional, Protocol
+
+if TYPE_CHECKING:
+    from rl_verifiers.tool_rendering import Rendering
 
 KINDS = ("atropos", "verifiers-v1", "verifiers-v0")
 
@@ -86,6 +89,13 @@ class Adapter(Protocol):
 
     def tasks(self) -> Iterable[Task]:
         """The environment's tasks in its own order (may be endless)."""
+
+    def tool_names(self) -> List[str]:
+        """The tools the environment gives the model, by name (none: [])."""
+
+    def rendering(self, endpoint: Endpoint) -> Optional["Rendering"]:
+        """How rl renders the prompts sampled at `endpoint` (`tool_rendering`), or None when
+        the endpoint renders them itself (a pre-flight's outside model) or cannot be told."""
 
     # Optional: `def eval_tasks(self) -> Optional[Iterable[Task]]`, the tasks of the
     # environment's own evaluation split (None: it has none). With one, held-out processes

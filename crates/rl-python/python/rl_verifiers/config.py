@@ -17,6 +17,9 @@ KEY_VARIABLE = "OPENAI_API_KEY"
 # What an OpenAI client is handed when the endpoint takes no key: the client refuses none.
 NO_KEY = "no-key-needed"
 SECTIONS = ("env", "openai")
+# A run's environment, a pre-flight's model, and the check before a run (`rl_verifiers.main`).
+SERVE, PROCESS, CHECK = "serve", "process", "check"
+MODES = (SERVE, PROCESS, CHECK)
 
 
 class ConfigError(ValueError):
@@ -74,8 +77,8 @@ class Invocation:
 
 
 def parse_invocation(argv: List[str]) -> Invocation:
-    if not argv or argv[0] not in ("serve", "process"):
-        raise ConfigError(f"the mode is serve or process, not {argv[0] if argv else 'nothing'!r}")
+    if not argv or argv[0] not in MODES:
+        raise ConfigError(f"the mode is {', '.join(MODES)}, not {argv[0] if argv else 'nothing'!r}")
     invocation = Invocation(mode=argv[0])
     flags: List[Tuple[str, str, str]] = []
     rest = argv[1:]
@@ -208,7 +211,7 @@ def endpoint(invocation: Invocation, run: RunSettings, training: bool, environ=o
     if not isinstance(model, str) or not model:
         raise ConfigError("no model: openai.model_name is not set")
     key = environ.get(KEY_VARIABLE) or None
-    if invocation.mode == "serve":
+    if invocation.mode == SERVE:
         configured = invocation.openai.get("api_key")
         if isinstance(configured, str) and configured and configured != "None":
             key = configured

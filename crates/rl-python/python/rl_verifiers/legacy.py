@@ -29,6 +29,7 @@ from rl_env import item_key
 from rl_verifiers.adapter import Endpoint, Rollout, Task
 from rl_verifiers.environment import LoadError
 from rl_verifiers.scored import chat_messages, joined_turns, prompt_sequence
+from rl_verifiers.tool_rendering import Rendering, chat_template_rendering
 
 KIND = "verifiers-v0"
 # The classes whose rollouts run in Prime's sandboxes (by module and name, so that none of
@@ -94,6 +95,15 @@ class LegacyAdapter:
                 "environments locally only and refuses it"
             )
         self.env = env
+
+    def tool_names(self) -> List[str]:
+        return [tool.name for tool in getattr(self.env, "tool_defs", None) or []]
+
+    def rendering(self, endpoint: Endpoint) -> Optional[Rendering]:
+        """A run's turns are rendered by the trainer's chat template (its token routes)."""
+        if not endpoint.training or not endpoint.tokenizer:
+            return None
+        return chat_template_rendering(endpoint.tokenizer)
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:

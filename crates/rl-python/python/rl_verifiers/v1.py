@@ -35,6 +35,7 @@ from typing import Any, AsyncContextManager, Dict, Iterator, List, Mapping, Opti
 from rl_env import item_key
 from rl_verifiers.adapter import PROMPT_LOGPROB, PROMPT_MASK, Endpoint, Rollout, Sequence, Task
 from rl_verifiers.environment import LoadError
+from rl_verifiers.tool_rendering import Rendering
 
 KIND = "verifiers-v1"
 
@@ -325,15 +326,19 @@ class V1Adapter:
                 )
             if harness.id in UV_SCRIPT_HARNESSES:
                 lock_chat_program()
-        servers = [s.config for s in task_class.toolsets(env.taskset.config.task)]
-        servers += [s.config for s in env.taskset.toolsets(env.taskset.config)]
-        for config in servers:
+        for config in (toolset.config for toolset in self.toolsets()):
             runtime = getattr(config, "runtime", None)
             if getattr(config, "url", None) is None and runtime is not None and not runtime_is_local(runtime):
                 raise LoadError(
                     f"a tool server of {self.taskset_id!r} runs in the {runtime.type!r} runtime; "
                     "rl runs tool servers locally only (set its runtime to subprocess)"
                 )
+
+    def toolsets(self) -> List[Any]:
+        """The tool servers the model is given: its tasks' and its taskset's."""
+        env = self.env
+        task_class = type(env.taskset).task_type()
+        return [*task_class.toolsets(env.taskset.config.task), *env.taskset.toolsets(env.taskset.config)]
 
     def check_trainable(self) -> None:
         """Refuse, before any rollout, a taskset whose first tasks rl cannot train (see
@@ -377,6 +382,47 @@ class V1Adapter:
             api_key_var=variable,
             renderer_model_name=endpoint.tokenizer,
             renderer=self.renderer,
+        )
+
+    def tool_names(self) -> List[str]:
+        from verifiers.v1.utils.decorators import discover_decorated
+
+        return [
+            getattr(function, "tool_name", None) or function.__name__
+            for toolset in self.toolsets()
+            for function in discover_decorated(toolset, "tool")
+        ]
+
+    def rendering(self, endpoint: Endpoint) -> Optional[Rendering]:
+        """The training client's renderer, built as verifiers builds it (`ElasticRendererPool`:
+        `create_renderer(load_tokenizer(renderer_model_name), renderer)`); an eval client's
+        prompts are rendered by its endpoint."""
+        if not endpoint.training or not endpoint.tokenizer:
+            return None
+        from renderers import create_renderer
+        from renderers.base import load_tokenizer
+
+        config = self.client_config(endpoint)
+        tokenizer = load_tokenizer(config.renderer_model_name)
+        renderer = create_renderer(tokenizer, config.renderer)
+        name = config.renderer.name if config.renderer is not None else "chosen by `renderers` for it"
+        how = f"the renderer `{name}` of {endpoint.tokenizer}"
+        if type(renderer).__name__ == "DefaultRenderer":
+            how += " (its chat template)"
+
+        def render(messages: List[dict], tools: Optional[List[dict]], add_generation_prompt: bool) -> str:
+            return tokenizer.decode(renderer.render_ids(messages, tools=tools, add_generation_prompt=add_generation_prompt))
+
+        return Rendering(
+            how=how,
+            render=render,
+            fix=(
+                f"set {RENDERER_VARIABLE} in config.toml's [child_environment] to a `renderers` "
+                "renderer that renders them (as JSON: '{\"name\": \"qwen3\"}' for a Qwen3 model; "
+                "'{\"name\": \"default\", \"tool_parser\": \"qwen3\"}' with a chat template "
+                "that renders tools and writes Hermes calls), train a model whose chat template "
+                "renders tools, or an environment without tools"
+            ),
         )
 
     async def run_group(self, task: Task, size: int, endpoint: Endpoint, sampling: Dict[str, Any]) -> List[Rollout]:

@@ -6,6 +6,7 @@ train as one sequence of exactly the sampled tokens."""
 
 import json
 import os
+import tempfile
 import unittest
 
 from fastapi.testclient import TestClient
@@ -356,3 +357,36 @@ class ToolEnvTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TrainersRenderingTests(unittest.TestCase):
+    """rl asks the trainer's Python (this one: transformers) how a verifiers v0 run's chat
+    template renders tools, as the v0 environment's Python cannot (issue 56 #2)."""
+
+    def test_the_trainers_python_applies_the_chat_template(self):
+        """`python -m rl_verifiers.tool_rendering`, what rl asks for a verifiers v0 run: the
+        fixture tokenizer's template renders no tools; the tools template does."""
+        import contextlib
+        import io
+
+        from rl_verifiers.tool_rendering import main
+
+        tokenizer = TOKENIZER
+
+        def verdict(*argv):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                self.assertEqual(main(list(argv)), 0)
+            return json.loads(printed.getvalue())
+
+        refused = verdict(tokenizer, "add")["refused"]
+        self.assertIn(f"gives the model tools (add), but the chat template of {tokenizer} renders no tools", refused)
+        self.assertIsNone(verdict(tokenizer)["refused"])
+        from transformers import AutoTokenizer
+
+        with tempfile.TemporaryDirectory() as folder:
+            wearing = AutoTokenizer.from_pretrained(tokenizer)
+            with open(os.path.join(tokenizer, "tools_chat_template.jinja"), encoding="utf-8") as f:
+                wearing.chat_template = f.read()
+            wearing.save_pretrained(folder)
+            self.assertIsNone(verdict(folder, "add")["refused"])

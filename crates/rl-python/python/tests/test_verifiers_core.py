@@ -58,6 +58,12 @@ class FakeAdapter:
     def serving(self):
         return _null()
 
+    def tool_names(self):
+        return []
+
+    def rendering(self, endpoint):
+        return None
+
     def tasks(self):
         return [Task(key=f"task-{i}", payload={"q": i}) for i in range(self.count)]
 
@@ -471,3 +477,34 @@ class EntryTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ToolRenderingTests(unittest.TestCase):
+    """The rule (issue 56 #2), pure: a rendering that shows no tool refuses an environment that
+    has tools, with how it renders and the fix; one that shows them, no tools, or a rendering
+    that is not rl's (None) refuse nothing."""
+
+    def rendering(self, shows):
+        from rl_verifiers.tool_rendering import Rendering
+
+        def render(messages, tools, add_generation_prompt):
+            listed = "".join(f"<{t['function']['name']}>" for t in tools or []) if shows else ""
+            return listed + "".join(m["content"] for m in messages)
+
+        return Rendering(how="the template of tiny", render=render, fix="use another model")
+
+    def test_the_rule(self):
+        from rl_verifiers.tool_rendering import refusal, verdict
+
+        reason = refusal("env", ["a", "b"], self.rendering(shows=False))
+        self.assertEqual(
+            reason,
+            "env gives the model tools (a, b), but the template of tiny renders no tools into the prompt: "
+            "the model would train without ever seeing them, and every pre-flight or comparison of it "
+            "would be refused. Use another model",
+        )
+        self.assertIsNone(refusal("env", ["a"], self.rendering(shows=True)))
+        self.assertIsNone(refusal("env", [], self.rendering(shows=False)))
+        self.assertIsNone(refusal("env", ["a"], None))
+        self.assertEqual(json.loads(verdict("env", ["a"], self.rendering(shows=False)))["refused"], reason.replace("(a, b)", "(a)"))
+        self.assertEqual(json.loads(verdict("env", [], None)), {"tools": [], "rendering": None, "refused": None, "chat_template_of": None})

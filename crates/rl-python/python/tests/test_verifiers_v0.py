@@ -105,6 +105,35 @@ class AdapterTests(unittest.TestCase):
             self.assertEqual(branch.logprobs[-1], -0.5)
             self.assertEqual(branch.logprobs[0], 1.0)
 
+    def test_tools_are_named_and_their_template_left_to_the_trainers_python(self):
+        """issue 56 #2: a v0 run's turns are rendered by the trainer's chat template (its token
+        routes); this Python has no transformers to apply it, so the check names the tokenizer
+        for rl to ask the trainer's Python, and a run's load goes on (the trainer's chat route
+        refuses, rollout by rollout, tools its template cannot render)."""
+        import contextlib
+        import io
+
+        from rl_verifiers.adapter import Endpoint
+        from rl_verifiers.legacy import open_adapter
+        from rl_verifiers.tool_rendering import at_load
+        from tests import vf0_tool_env
+
+        self.assertEqual(fixture_adapter(num_examples=2).tool_names(), [])
+        adapter = open_adapter(vf0_tool_env)
+        adapter.load({})
+        self.assertEqual(adapter.tool_names(), ["add"])
+        endpoint = Endpoint("http://127.0.0.1:9/v1", "tiny", "k", True, "/models/tiny")
+        said, printed = [], io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            self.assertEqual(at_load(adapter, endpoint, checking=True, say=said.append), 0)
+        self.assertEqual(
+            json.loads(printed.getvalue()),
+            {"tools": ["add"], "rendering": None, "refused": None, "chat_template_of": "/models/tiny"},
+        )
+        self.assertIsNone(at_load(adapter, endpoint, checking=False, say=said.append))
+        self.assertEqual(said, [])
+        self.assertIsNone(adapter.rendering(Endpoint("http://127.0.0.1:9/v1", "tiny", "k", False, "/models/tiny")))
+
     def test_a_text_only_group_asks_for_no_tokens(self):
         adapter = fixture_adapter(num_examples=4)
         with FakeChat() as chat:

@@ -44,15 +44,10 @@ SKIP_REASON = why_not_runnable()
 # Logprob the fake sampler reports for every sampled token: any value a prompt position
 # never carries (those are 1.0).
 SAMPLED_LOGPROB = -0.25
-# A chat template that renders tool calls, and the two tokens the hermes-style (`qwen3`)
-# tool parser looks for, added to rl's fixture tokenizer for the tool test.
-TOOL_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] %}{{ message['content'] }}{% endif %}"
-    "{% for call in message.get('tool_calls') or [] %}<tool_call>{{ call['function'] | tojson }}</tool_call>"
-    "{% endfor %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+# The chat template that renders tools and Hermes calls (`fixtures/tokenizer`, also the one the
+# engine tests' tiny model wears), and the two tokens the hermes-style (`qwen3`) tool parser
+# looks for, added to rl's fixture tokenizer for the tool test.
+TOOL_TEMPLATE = (TOKENIZER / "tools_chat_template.jinja").read_text(encoding="utf-8")
 TOOL_RENDERER = {"name": "default", "tool_parser": "qwen3"}
 
 
@@ -219,6 +214,9 @@ class DigitSumTest(unittest.TestCase):
         digits = sum(c.isdigit() for c in reply.replace(" ", "")) / len(reply.replace(" ", ""))
         return float(guess == answer) + 0.5 * closeness + 0.25 * digits
 
+    def test_a_taskset_without_tools_names_none(self):
+        self.assertEqual(self.adapter.tool_names(), [])
+
     def test_own_fields_are_the_taskset_configs(self):
         fields = self.adapter.own_fields()
         self.assertEqual((fields["num_tasks"], fields["max_digits"], fields["seed"]), (32, 4, 0))
@@ -333,7 +331,7 @@ class UnitConvertTest(unittest.TestCase):
         """Call the tool first; once a tool result is in the conversation, answer with it."""
         text = prompt_text(self.tokenizer, body)
         if "token_ids" in body:
-            results = re.findall(r"<\|im_start\|>tool\n(.*?)<\|im_end\|>", text, re.S)
+            results = re.findall(r"<tool_response>(.*?)</tool_response>", text, re.S)
         else:
             results = [m.get("content") for m in body["messages"] if m["role"] == "tool"]
         if results:
@@ -356,6 +354,26 @@ class UnitConvertTest(unittest.TestCase):
                 return rollouts
 
         return asyncio.run(asyncio.wait_for(go(), 300)), fake
+
+    def test_the_tool_is_named_and_its_rendering_decides_the_start(self):
+        """issue 56 #2: the training renderer is asked whether the prompt shows the tools; the
+        fixture tokenizer's own template shows none (refused, the fix named), the tool test's
+        template does, and an eval endpoint's prompts are its own to render."""
+        from rl_verifiers.adapter import Endpoint
+        from rl_verifiers.tool_rendering import refusal
+
+        self.assertEqual(self.adapter.tool_names(), ["convert"])
+        shown = self.adapter.rendering(Endpoint("http://127.0.0.1:9/v1", "policy", "k", True, self.folder))
+        self.assertIn("(its chat template)", shown.how)
+        tool = {"type": "function", "function": {"name": "convert", "description": "d", "parameters": {"type": "object", "properties": {"value": {}}}}}
+        self.assertIn("Tools: convert(value)", shown.render([{"role": "user", "content": "hi"}], [tool], True))
+        self.assertIsNone(refusal("unit-convert", self.adapter.tool_names(), shown))
+        hidden = self.adapter.rendering(Endpoint("http://127.0.0.1:9/v1", "policy", "k", True, str(TOKENIZER)))
+        reason = refusal("unit-convert", self.adapter.tool_names(), hidden)
+        self.assertIn("unit-convert gives the model tools (convert), but the renderer `default` of", reason)
+        self.assertIn("renders no tools into the prompt", reason)
+        self.assertIn("RL_VERIFIERS_RENDERER", reason)
+        self.assertIsNone(self.adapter.rendering(Endpoint("http://127.0.0.1:9/v1", "policy", "k", False, None)))
 
     def test_own_fields(self):
         fields = self.adapter.own_fields()
