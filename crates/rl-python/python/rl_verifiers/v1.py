@@ -385,13 +385,17 @@ class V1Adapter:
         )
 
     def tool_names(self) -> List[str]:
+        """Each tool as the model is offered it: `{server}_{tool}`, or the tool alone for a
+        server without a prefix (verifiers/v1/harnesses/utils/mcp.py)."""
         from verifiers.v1.utils.decorators import discover_decorated
 
-        return [
-            getattr(function, "tool_name", None) or function.__name__
-            for toolset in self.toolsets()
-            for function in discover_decorated(toolset, "tool")
-        ]
+        names = []
+        for toolset in self.toolsets():
+            prefix = toolset.server_name
+            for function in discover_decorated(toolset, "tool"):
+                name = getattr(function, "tool_name", None) or function.__name__
+                names.append(f"{prefix}_{name}" if prefix else name)
+        return names
 
     def rendering(self, endpoint: Endpoint) -> Optional[Rendering]:
         """The training client's renderer, built as verifiers builds it (`ElasticRendererPool`:
