@@ -159,6 +159,13 @@ def _json_object(text: str, otherwise: Any) -> Any:
 # --------------------------------------------------------------------------- the template
 
 
+# The made-up tool and conversation a template is probed with (`ToolSupport.of`, and
+# `rl_verifiers.tool_rendering`, which compares two renderings of them).
+PROBE_TOOL_NAME, PROBE_ARGUMENTS = "rl_probe_tool", {"rl_probe_argument": 7}
+PROBE_TOOL = {"type": "function", "function": {"name": PROBE_TOOL_NAME, "description": "probe", "parameters": {"type": "object", "properties": {}}}}
+PROBE_MESSAGES = [{"role": "user", "content": "rl probe"}]
+
+
 @dataclass(frozen=True)
 class ToolSupport:
     """What a chat template does with tools: whether it renders them into the prompt, and the
@@ -171,9 +178,7 @@ class ToolSupport:
     def of(render: Callable[[List[dict], Optional[List[dict]], bool], str]) -> "ToolSupport":
         """`render(messages, tools, add_generation_prompt)`: the template as text. Probed with
         a made-up tool and one call of it."""
-        name, arguments = "rl_probe_tool", {"rl_probe_argument": 7}
-        tool = {"type": "function", "function": {"name": name, "description": "probe", "parameters": {"type": "object", "properties": {}}}}
-        user = [{"role": "user", "content": "rl probe"}]
+        name, arguments, tool, user = PROBE_TOOL_NAME, PROBE_ARGUMENTS, PROBE_TOOL, PROBE_MESSAGES
         call = {"role": "assistant", "content": "", "tool_calls": [{"id": "call_probe", "type": "function", "function": {"name": name, "arguments": arguments}}]}
         try:
             bare = render(user, None, False)

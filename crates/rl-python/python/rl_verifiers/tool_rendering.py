@@ -12,6 +12,10 @@ samples in one of two ways, and both are asked the same question, with the same 
   the base model or a checkpoint, a served model), which refuses tools the template does not
   render with HTTP 400.
 
+A run whose rendering is not the chat template (a typed `renderers` renderer) must render a
+prompt with tools as that template does, or its pre-flights and comparisons would ask other
+prompts than it trained on.
+
 An environment that gives the model tools is refused before its run starts (`python -m rl_env
 ENV_FILE check`, and again as a run's environment loads) when its run's rendering shows no
 tool: it would train on prompts without them, and then fail every evaluation rollout. A
@@ -25,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
-from rl_trainer.tools import ToolSupport
+from rl_trainer.tools import PROBE_MESSAGES, PROBE_TOOL, ToolSupport
 
 # `render(messages, tools, add_generation_prompt)`: a prompt as text.
 Render = Callable[[List[dict], Optional[List[dict]], bool], str]
@@ -34,11 +38,22 @@ Render = Callable[[List[dict], Optional[List[dict]], bool], str]
 @dataclass
 class Rendering:
     """How a run's prompts are rendered: said as a person reads it (`how`), done by `render`,
-    and what to change when it shows no tools (`fix`)."""
+    and what to change when it shows no tools (`fix`). `chat_template`: the model's chat
+    template, which rl's chat route renders every pre-flight, comparison and served request
+    with, when the run's rendering is another (a typed `renderers` renderer)."""
 
     how: str
     render: Render
     fix: str
+    chat_template: Optional[Render] = None
+
+
+def first_difference(ours: str, theirs: str) -> Optional[str]:
+    """Where two renderings of the same prompt part (None: they do not), as a person reads it."""
+    if ours == theirs:
+        return None
+    at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    return f"at character {at}: {ours[max(0, at - 20):at + 40]!r} against {theirs[max(0, at - 20):at + 40]!r}"
 
 
 class TemplateElsewhere(Exception):
@@ -49,6 +64,15 @@ class TemplateElsewhere(Exception):
     def __init__(self, tokenizer_name: str):
         super().__init__(f"transformers is not importable here to apply the chat template of {tokenizer_name}")
         self.tokenizer_name = tokenizer_name
+
+
+class CannotRender(Exception):
+    """The rendering a run's client would make cannot be made (a typed renderer whose special
+    tokens the tokenizer lacks): every rollout of the run would fail so. `fix` as `Rendering`'s."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
 
 
 def chat_template_rendering(tokenizer_name: str) -> Rendering:
@@ -75,13 +99,30 @@ def refusal(environment: str, tools: List[str], rendering: Optional[Rendering]) 
     renders its prompts (None: it can, it has no tools, or its rendering is not rl's)."""
     if not tools or rendering is None:
         return None
-    if ToolSupport.of(rendering.render).renders_tools:
-        return None
-    return (
-        f"{environment} gives the model tools ({', '.join(tools)}), but {rendering.how} renders "
-        "no tools into the prompt: the model would train without ever seeing them, and every "
-        f"pre-flight or comparison of it would be refused. {rendering.fix[0].upper()}{rendering.fix[1:]}"
-    )
+    fix = rendering.fix[0].upper() + rendering.fix[1:]
+    if not ToolSupport.of(rendering.render).renders_tools:
+        return (
+            f"{environment} gives the model tools ({', '.join(tools)}), but {rendering.how} renders "
+            "no tools into the prompt: the model would train without ever seeing them, and every "
+            f"pre-flight or comparison of it would be refused. {fix}"
+        )
+    if rendering.chat_template is not None:
+        try:
+            theirs = rendering.chat_template(PROBE_MESSAGES, [PROBE_TOOL], True)
+        except Exception as error:  # noqa: BLE001 - a template that cannot take the probe
+            theirs = f"(the chat template fails: {type(error).__name__}: {error})"
+        difference = first_difference(rendering.render(PROBE_MESSAGES, [PROBE_TOOL], True), theirs)
+        if difference is not None:
+            return (
+                f"{environment} gives the model tools ({', '.join(tools)}), and {rendering.how} "
+                "renders a prompt with tools otherwise than the model's chat template, which rl's "
+                "chat route renders every pre-flight, comparison and served request with "
+                f"({difference}): the model would be evaluated on prompts it never trained on. "
+                "Use the renderer that is the chat template (RL_VERIFIERS_RENDERER "
+                "'{\"name\": \"default\", \"tool_parser\": ...}') or a model whose template "
+                "the renderer reproduces"
+            )
+    return None
 
 
 def verdict(environment: str, tools: List[str], rendering: Optional[Rendering], chat_template_of: Optional[str] = None) -> str:
@@ -110,6 +151,16 @@ def at_load(adapter: Any, endpoint: Any, checking: bool, say: Callable[[str], No
         # A run's turns go through the trainer's chat route, which refuses tools its template
         # cannot render, rollout by rollout; the check names the tokenizer for rl to ask.
         rendering, chat_template_of = None, elsewhere.tokenizer_name
+    except CannotRender as error:
+        refused = (
+            f"the environment gives the model tools ({', '.join(tools)}), but its prompts cannot "
+            f"be rendered as the run's client would: {error}. {error.fix[0].upper()}{error.fix[1:]}"
+        )
+        if checking:
+            print(json.dumps({"tools": tools, "rendering": None, "refused": refused, "chat_template_of": None}), flush=True)
+            return 0
+        say(refused)
+        return 2
     except Exception as error:  # noqa: BLE001 - what could not be told is said, not guessed
         say(f"how the prompts render the tools ({', '.join(tools)}) could not be told: {type(error).__name__}: {error}")
         if checking:

@@ -35,7 +35,7 @@ from typing import Any, AsyncContextManager, Dict, Iterator, List, Mapping, Opti
 from rl_env import item_key
 from rl_verifiers.adapter import PROMPT_LOGPROB, PROMPT_MASK, Endpoint, Rollout, Sequence, Task
 from rl_verifiers.environment import LoadError
-from rl_verifiers.tool_rendering import Rendering
+from rl_verifiers.tool_rendering import CannotRender, Rendering
 
 KIND = "verifiers-v1"
 
@@ -408,25 +408,36 @@ class V1Adapter:
 
         config = self.client_config(endpoint)
         tokenizer = load_tokenizer(config.renderer_model_name)
-        renderer = create_renderer(tokenizer, config.renderer)
+        fix = (
+            f"set {RENDERER_VARIABLE} in config.toml's [child_environment] to a `renderers` "
+            "renderer that renders them (as JSON: '{\"name\": \"qwen3\"}' for a Qwen3 model; "
+            "'{\"name\": \"default\", \"tool_parser\": \"qwen3\"}' with a chat template "
+            "that renders tools and writes Hermes calls), train a model whose chat template "
+            "renders tools, or an environment without tools"
+        )
+        try:
+            renderer = create_renderer(tokenizer, config.renderer)
+        except (AssertionError, ValueError, KeyError) as error:
+            raise CannotRender(describe_error(error).replace("\n", " "), fix) from error
         name = config.renderer.name if config.renderer is not None else "chosen by `renderers` for it"
         how = f"the renderer `{name}` of {endpoint.tokenizer}"
-        if type(renderer).__name__ == "DefaultRenderer":
+        is_the_template = type(renderer).__name__ == "DefaultRenderer"
+        if is_the_template:
             how += " (its chat template)"
 
         def render(messages: List[dict], tools: Optional[List[dict]], add_generation_prompt: bool) -> str:
             return tokenizer.decode(renderer.render_ids(messages, tools=tools, add_generation_prompt=add_generation_prompt))
 
+        def chat_template(messages: List[dict], tools: Optional[List[dict]], add_generation_prompt: bool) -> str:
+            # Tokens, decoded as the renderer's are: the two differ only where their tokens do.
+            ids = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=False, add_generation_prompt=add_generation_prompt)
+            return tokenizer.decode(list(ids))
+
         return Rendering(
+            chat_template=None if is_the_template else chat_template,
             how=how,
             render=render,
-            fix=(
-                f"set {RENDERER_VARIABLE} in config.toml's [child_environment] to a `renderers` "
-                "renderer that renders them (as JSON: '{\"name\": \"qwen3\"}' for a Qwen3 model; "
-                "'{\"name\": \"default\", \"tool_parser\": \"qwen3\"}' with a chat template "
-                "that renders tools and writes Hermes calls), train a model whose chat template "
-                "renders tools, or an environment without tools"
-            ),
+            fix=fix,
         )
 
     async def run_group(self, task: Task, size: int, endpoint: Endpoint, sampling: Dict[str, Any]) -> List[Rollout]:

@@ -375,6 +375,39 @@ class UnitConvertTest(unittest.TestCase):
         self.assertIn("RL_VERIFIERS_RENDERER", reason)
         self.assertIsNone(self.adapter.rendering(Endpoint("http://127.0.0.1:9/v1", "policy", "k", False, None)))
 
+    def test_a_typed_renderer_must_render_as_the_chat_template_does(self):
+        """A typed renderer (`qwen3`) renders tools its own way; with a model whose template
+        renders them otherwise, a comparison (rl's chat route: the template) would ask other
+        prompts than training did: refused, the difference shown. A typed renderer that cannot
+        be made for the tokenizer (a special token missing) is refused with its error."""
+        import contextlib
+        import io
+
+        from transformers import AutoTokenizer
+
+        from rl_verifiers.adapter import Endpoint
+        from rl_verifiers.tool_rendering import at_load, refusal
+
+        typed = open_fixture("unit-convert", {"num_tasks": 3}, {"RL_VERIFIERS_RENDERER": json.dumps({"name": "qwen3"})})
+        folder = tempfile.mkdtemp(prefix="rl-vf1-qwen3-tokens-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        tokenizer.add_special_tokens({"additional_special_tokens": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]})
+        tokenizer.save_pretrained(folder)
+        reason = refusal("unit-convert", typed.tool_names(), typed.rendering(Endpoint("http://127.0.0.1:9/v1", "p", "k", True, folder)))
+        self.assertIn("the renderer `qwen3` of", reason)
+        self.assertIn("renders a prompt with tools otherwise than the model's chat template", reason)
+        self.assertIn("'<|im_start|>system\\n# Tools", reason)
+        self.assertIn("Tools: rl_probe_tool()", reason)
+
+        said, printed = [], io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            ended = at_load(typed, Endpoint("http://127.0.0.1:9/v1", "p", "k", True, self.folder), checking=True, say=said.append)
+        self.assertEqual(ended, 0)
+        verdict = json.loads(printed.getvalue())
+        self.assertIn("cannot be rendered as the run's client would: AssertionError: Special token '<tool_response>' not found", verdict["refused"])
+        self.assertIn("RL_VERIFIERS_RENDERER", verdict["refused"])
+
     def test_own_fields(self):
         fields = self.adapter.own_fields()
         self.assertEqual((fields["num_tasks"], fields["max_value"]), (16, 100))
