@@ -180,25 +180,24 @@ fn assert_configurable(stack: &Stack, fixture: &Fixture) {
     stack.json(&["config", "set", "group_size", "4"]);
 }
 
-/// `rl preflight` of the selected fixture against the fixture server's `mixed` and `garbage`:
-/// each model's figures over its two groups of two (every rollout of a v1 taskset is a process
-/// of its own: the sizes are small), each group scored with the fixture's named rewards, and a
-/// verdict.
-fn assert_preflighted(stack: &Stack, fixture: &Fixture, base_url: &str) {
-    stack.json(&["select", fixture.name]);
-    let report = stack.json(&[
-        "preflight",
-        "--model",
-        "mixed",
-        "--model",
-        "garbage",
-        "--base-url",
-        base_url,
-        "--steps",
-        "2",
-        "--group-size",
-        "2",
-    ]);
+/// The report of `rl preflight` (of [`PREFLIGHT`]'s shape) of `fixture` against the fixture
+/// server's `mixed` and `garbage`: each model's figures over its two groups of two (every
+/// rollout of a v1 taskset is a process of its own: the sizes are small), each group scored
+/// with the fixture's named rewards, and a verdict.
+const PREFLIGHT: [&str; 10] = [
+    "preflight",
+    "--json",
+    "--model",
+    "mixed",
+    "--model",
+    "garbage",
+    "--steps",
+    "2",
+    "--group-size",
+    "2",
+];
+
+fn assert_preflighted(fixture: &Fixture, report: &Value) {
     assert!(
         report["environment"]
             .as_str()
@@ -294,12 +293,12 @@ fn assert_trained(stack: &Stack, fixture: &Fixture, id: &str) {
     assert_nothing_left(stack, id);
 }
 
-/// The three fixtures from listing to pre-flight, and unit-convert (a v1 taskset with a tool
+/// The three fixtures listed and configured, and unit-convert (a v1 taskset with a tool
 /// server) trained as configured on the tiny model wearing a template that renders tools, its
 /// tool in every prompt it trained on, then compared with its base (issue 56 #2: a comparison
-/// differs from training only in the weights): one state directory, one fixture server. The
-/// other two are trained in `preflights_and_training_reach_nothing_but_loopback` (one training
-/// each is enough, and the suite's time is dear).
+/// differs from training only in the weights). The three are pre-flighted, and the other two
+/// trained, in `preflights_and_training_reach_nothing_but_loopback` (one pre-flight and one
+/// training each is enough, and the suite's time is dear).
 #[test]
 #[ignore = "needs the test venvs (verifiers v1 and v0, the local engine); run through cargo xtask test"]
 fn the_three_fixtures_are_listed_configured_preflighted_and_trained() {
@@ -324,12 +323,6 @@ fn the_three_fixtures_are_listed_configured_preflighted_and_trained() {
         assert_eq!(shown["kind"], fixture.kind, "{shown:#}");
         assert_configurable(&stack, fixture);
     }
-
-    let server = FixtureServer::start(&test_python(), None);
-    for fixture in &FIXTURES {
-        assert_preflighted(&stack, fixture, &server.base_url);
-    }
-    drop(server);
 
     let unit_convert = &FIXTURES[1];
     stack.json(&["select", unit_convert.name]);
@@ -583,8 +576,10 @@ fn in_loopback_namespace(
     (output, sent, requests)
 }
 
-/// A pre-flight of a v1 (digit-sum) and a v0 (reverse-text) environment reaches nothing but
-/// loopback, and so do their runs on the local engine, trained at once to `completed`.
+/// The pre-flights of the three fixtures (two v1, one v0) against the fixture server's models
+/// give their figures, rewards and verdicts (`assert_preflighted`) and reach nothing but
+/// loopback, and so do the runs of digit-sum and reverse-text on the local engine, trained at
+/// once to `completed`.
 /// verifiers' `null` harness prepares its chat program with `uv` from the package registry
 /// once (rl locks it then); one pre-flight outside the namespace does that first.
 #[test]
@@ -597,22 +592,10 @@ fn preflights_and_training_reach_nothing_but_loopback() {
     assert_eq!(warm["models_succeeded"], 1, "{warm:#}");
     drop(server);
 
-    for name in ["digit-sum", "reverse-text"] {
+    for fixture in &FIXTURES {
+        let name = fixture.name;
         stack.json(&["select", name]);
-        let args = [
-            "preflight",
-            "--json",
-            "--model",
-            "mixed",
-            "--model",
-            "garbage",
-            "--steps",
-            "1",
-            "--group-size",
-            "2",
-            "--base-url",
-            BASE_URL_IN_NAMESPACE,
-        ];
+        let args = [&PREFLIGHT[..], &["--base-url", BASE_URL_IN_NAMESPACE]].concat();
         let (output, sent, requests) = in_loopback_namespace(stack.home.path(), None, &args);
         assert!(
             output.status.success(),
@@ -621,10 +604,7 @@ fn preflights_and_training_reach_nothing_but_loopback() {
             String::from_utf8_lossy(&output.stderr)
         );
         let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-        assert_eq!(report["models_succeeded"], 2, "{name}: {report:#}");
-        for model in report["models"].as_array().unwrap() {
-            assert_eq!(model["completions"], 2, "{name}: {model:#}");
-        }
+        assert_preflighted(fixture, &report);
         for model in ["mixed", "garbage"] {
             assert!(
                 requests.iter().any(|request| request["model"] == model),
