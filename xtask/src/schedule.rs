@@ -76,7 +76,7 @@ mod tests {
         let filter = engine_tests_filter(&crates).unwrap();
         for weighed in [
             "checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples",
-            "the_three_fixtures_are_listed_configured_preflighted_and_trained",
+            "the_fixtures_are_listed_configured_and_the_tool_one_trains_and_compares",
         ] {
             assert!(filter.contains(&format!("::){weighed}$/")), "{weighed}");
         }

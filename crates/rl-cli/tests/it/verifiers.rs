@@ -301,7 +301,7 @@ fn assert_trained(stack: &Stack, fixture: &Fixture, id: &str) {
 /// training each is enough, and the suite's time is dear).
 #[test]
 #[ignore = "needs the test venvs (verifiers v1 and v0, the local engine); run through cargo xtask test"]
-fn the_three_fixtures_are_listed_configured_preflighted_and_trained() {
+fn the_fixtures_are_listed_configured_and_the_tool_one_trains_and_compares() {
     let stack = verifiers_stack_on(
         &rl_test_support::local_engine().with_tool_template(),
         "digit-sum",
