@@ -20,7 +20,7 @@ use rl_settings::Settings;
 /// Loading a verifiers environment and its tokenizer takes seconds; one that takes longer is
 /// left to the run, which loads it anyway.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(180);
-/// Files of an environment's own code read for the word "tool"; past this, it is checked.
+/// Files of an environment's own code read for a tool's name; past this, it is checked.
 const MAX_FILES_READ: usize = 500;
 const MAX_FILE_BYTES: u64 = 1 << 20;
 const RUN_DIR_VARIABLE: &str = "RL_RUN_DIR";
@@ -39,7 +39,7 @@ struct Verdict {
 
 /// Refuses the run `written` is the config of when its environment gives the model tools its
 /// prompts will not show. Asked only of kinds whose prompts rl renders, and only when the
-/// environment's own code names tools at all (one without the word cannot give any; the check
+/// environment's own code names tools at all (code that never does cannot give any; the check
 /// costs a load of verifiers, seconds of CPU).
 pub(crate) fn before_start(
     home: &Path,
@@ -144,8 +144,8 @@ fn verdict_of(mut command: Command) -> Option<Verdict> {
     serde_json::from_str(output.lines().last()?).ok()
 }
 
-/// Whether the environment's own Python files say "tool" anywhere (any case): its package's
-/// files, or a single-file environment's folder, which it may import from.
+/// Whether the environment's own Python files name a tool anywhere (`names_a_tool`): its
+/// package's files, or a single-file environment's folder, which it may import from.
 fn mentions_tools(env_file: &Path, kind: rl_settings::EnvironmentKind) -> bool {
     let folder = match rl_discovery::run_module(kind, env_file) {
         Some(package) => {
@@ -197,14 +197,39 @@ fn says_tool(file: &Path) -> bool {
     if opened.take(MAX_FILE_BYTES).read_to_end(&mut text).is_err() {
         return true;
     }
-    text.windows(4)
-        .any(|word| word.eq_ignore_ascii_case(b"tool"))
+    names_a_tool(&text)
+}
+
+/// "tool" starting a word or a part of one (`tool_defs`, `vf.Toolset`, `SearchTool`, `TOOLS`),
+/// not inside another word (`functools`, `itertools`).
+fn names_a_tool(text: &[u8]) -> bool {
+    text.windows(4).enumerate().any(|(at, word)| {
+        word.eq_ignore_ascii_case(b"tool")
+            && (word[0] == b'T' || at == 0 || !text[at - 1].is_ascii_alphabetic())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rl_settings::EnvironmentKind;
+
+    #[test]
+    fn a_tool_is_a_word_or_the_start_of_one() {
+        for named in [
+            "tools=[add]",
+            "vf.Toolset",
+            "SearchTool",
+            "get_tool",
+            "TOOL",
+            "tool",
+        ] {
+            assert!(names_a_tool(named.as_bytes()), "{named}");
+        }
+        for unnamed in ["from functools import cache", "itertools", "stool", ""] {
+            assert!(!names_a_tool(unnamed.as_bytes()), "{unnamed}");
+        }
+    }
 
     #[test]
     fn only_code_that_names_tools_is_checked() {
