@@ -32,6 +32,8 @@ pub struct ModelServer {
     /// The run folder whose engine folder the server works on, as a copy made in the test's
     /// folder (`engine/`): the run's own is never written to.
     pub engine_of: Option<PathBuf>,
+    /// The model whose chat template its chat route renders every request with (tools too).
+    pub chat_template_of: Option<String>,
 }
 
 impl ModelServer {

@@ -229,6 +229,7 @@ impl Tools {
         let programs = rl_python::install(self.home()).map_err(|error| {
             ToolsError::Internal(format!("cannot write rl's Python programs: {error}"))
         })?;
+        let chat_template_of = served.base_model.clone();
         let mut args = vec![
             "--port".to_owned(),
             port.to_string(),
@@ -270,6 +271,7 @@ impl Tools {
             port,
             ready_timeout: READY_TIMEOUT,
             engine_of: served.engine_of,
+            chat_template_of: Some(chat_template_of),
         })
     }
 }

@@ -95,7 +95,8 @@ pub(crate) fn diagnose(error: &ToolsError) -> Diagnosis<'_> {
         ToolsError::UnknownSweep { known, .. } => (K::NotFound, A::UnknownSweep { known }),
         ToolsError::NotResumable { .. }
         | ToolsError::NotForkable { .. }
-        | ToolsError::NotStartable { .. } => (K::Precondition, A::CorrectRequest),
+        | ToolsError::NotStartable { .. }
+        | ToolsError::TestNotStartable { .. } => (K::Precondition, A::CorrectRequest),
         ToolsError::MissingDependencies { .. } | ToolsError::OperatorForbids { .. } => {
             (K::Precondition, A::CorrectRequest)
         }

@@ -1,5 +1,5 @@
 //! Whether the tools an environment gives the model reach the model (issue 56), asked before a
-//! run starts: the environment is loaded in its own Python as the run's would be, with the
+//! run starts, and before a pre-flight of models rl serves (`before_preflight`): the environment is loaded in its own Python as the run's would be, with the
 //! run's config and the operator's variables, by `python -m rl_env ENV_FILE check`, which
 //! answers one JSON line. The rule is `rl_verifiers.tool_rendering`'s alone; the run's own
 //! environment applies it again as it loads (and refuses there), so what could not be asked
@@ -24,6 +24,9 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(180);
 const MAX_FILES_READ: usize = 500;
 const MAX_FILE_BYTES: u64 = 1 << 20;
 const RUN_DIR_VARIABLE: &str = "RL_RUN_DIR";
+/// The package a file runs as, outside a run (`rl_env.__main__.package_of`).
+const MODULE_VARIABLE: &str = "RL_ENV_MODULE";
+const ROOT_VARIABLE: &str = "RL_ENV_ROOT";
 
 /// What `check` answers.
 #[derive(Debug, Deserialize)]
@@ -91,13 +94,7 @@ pub(crate) fn before_start(
         ..
     }) = &verdict
     {
-        let ask = launcher.module(
-            &settings.python,
-            "rl_verifiers.tool_rendering",
-            std::iter::once(tokenizer.clone()).chain(tools.iter().cloned()),
-            rl_python::Imports::WithOperators,
-        );
-        verdict = verdict_of(command_of(ask, run_dir));
+        verdict = chat_template_verdict(&launcher, &settings.python, tokenizer, tools, run_dir);
     }
     match verdict {
         Some(Verdict {
@@ -106,6 +103,98 @@ pub(crate) fn before_start(
         }) => Err(ToolsError::NotStartable { reason }),
         _ => Ok(()),
     }
+}
+
+/// Refuses a pre-flight (or comparison) of models rl serves itself whose chat route would
+/// refuse the tools the environment gives them: every rollout would fail so, after an engine
+/// started for nothing. An outside endpoint renders for itself and is not asked.
+pub(crate) fn before_preflight(
+    home: &Path,
+    settings: &Settings,
+    plan: &rl_preflight::PreflightPlan,
+) -> Result<(), ToolsError> {
+    let Some(tokenizer) = plan
+        .server
+        .as_ref()
+        .and_then(|server| server.chat_template_of.as_ref())
+    else {
+        return Ok(());
+    };
+    let kind = plan.kind;
+    if !kind.prompts_rendered_by_rl() || !mentions_tools(&plan.env_file, kind) {
+        return Ok(());
+    }
+    let Ok(env_file) = std::path::absolute(&plan.env_file) else {
+        return Ok(());
+    };
+    let programs = rl_python::install(home).map_err(|error| {
+        ToolsError::Internal(format!("cannot write rl's Python programs: {error}"))
+    })?;
+    let launcher = rl_python::PythonLauncher::new(&programs, &plan.child_environment);
+    let mut args = vec![env_file.to_string_lossy().into_owned(), "tools".to_owned()];
+    for (field, value) in &plan.env_args {
+        args.extend([format!("--env.{field}"), value.clone()]);
+    }
+    // Asked nothing: the endpoint only has to be named.
+    args.extend(
+        [
+            "--openai.base_url",
+            "http://127.0.0.1:9/v1",
+            "--openai.model_name",
+            "tools",
+        ]
+        .map(str::to_owned),
+    );
+    let names = launcher.module(
+        &plan.python,
+        rl_python::ENV_RUNNER,
+        args,
+        rl_python::Imports::WithOperators,
+    );
+    let mut command = command_of(names, &plan.working_dir);
+    command.env(rl_settings::KIND_VARIABLE, kind.as_str());
+    if let Some(package) = rl_config::run_module(kind, &plan.env_file) {
+        command
+            .env(MODULE_VARIABLE, &package.name)
+            .env(ROOT_VARIABLE, &package.root);
+    }
+    let Some(Verdict { tools, .. }) = verdict_of(command) else {
+        return Ok(());
+    };
+    if tools.is_empty() {
+        return Ok(());
+    }
+    match chat_template_verdict(
+        &launcher,
+        &settings.python,
+        tokenizer,
+        &tools,
+        &plan.working_dir,
+    ) {
+        Some(Verdict {
+            refused: Some(reason),
+            ..
+        }) => Err(ToolsError::TestNotStartable { reason }),
+        _ => Ok(()),
+    }
+}
+
+/// The verdict for `tools` rendered by `tokenizer`'s chat template, as rl's trainer and chat
+/// route apply it: asked of the trainer's Python (`python`), which holds transformers.
+fn chat_template_verdict(
+    launcher: &rl_python::PythonLauncher<'_>,
+    python: &Path,
+    tokenizer: &str,
+    tools: &[String],
+    dir: &Path,
+) -> Option<Verdict> {
+    let ask = launcher.module(
+        python,
+        "rl_verifiers.tool_rendering",
+        std::iter::once(tokenizer.to_owned()).chain(tools.iter().cloned()),
+        rl_python::Imports::WithOperators,
+    );
+    verdict_of(command_of(ask, dir))
 }
 
 /// `program` as a command: no secret (nothing is sampled, and the run's own environment gets

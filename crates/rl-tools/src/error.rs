@@ -56,6 +56,9 @@ pub enum ToolsError {
     /// A fork asked of a step, or with settings, the run's saved states cannot give.
     #[error("the run cannot start: {reason} (nothing was started)")]
     NotStartable { reason: String },
+    /// A pre-flight or comparison of rl's own models that its chat route would refuse.
+    #[error("the test cannot start: {reason} (nothing was started)")]
+    TestNotStartable { reason: String },
     /// The operator's settings forbid what an agent asked (`[agents]`).
     #[error("{what} is not allowed: {reason}")]
     OperatorForbids { what: String, reason: String },

@@ -302,12 +302,9 @@ impl Tools {
             path: root,
             source,
         })?;
-        Ok(PreflightPlan::new(
-            request,
-            selection,
-            settings,
-            working_dir,
-        )?)
+        let plan = PreflightPlan::new(request, selection, settings, working_dir)?;
+        crate::env_tools::before_preflight(self.home(), settings, &plan)?;
+        Ok(plan)
     }
 
     /// Runs the plan: every model at once up to its concurrency, each in a process group of

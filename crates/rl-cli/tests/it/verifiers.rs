@@ -356,7 +356,8 @@ fn the_fixtures_are_listed_configured_and_the_tool_one_trains_and_compares() {
 
 /// A tool environment on a model whose chat template renders no tools (the tiny model's own)
 /// is refused before anything starts, the reason and the fixes named in both faces (issue 56
-/// #2): it would train on prompts without its tools, then fail every evaluation rollout.
+/// #2): it would train on prompts without its tools, then fail every evaluation rollout; and so
+/// is a pre-flight of the base model rl would serve.
 #[test]
 #[ignore = "needs the test venvs (verifiers v1, the tiny model); run through cargo xtask test"]
 fn a_tool_environment_on_a_template_without_tools_is_refused_before_it_starts() {
@@ -387,6 +388,30 @@ fn a_tool_environment_on_a_template_without_tools_is_refused_before_it_starts() 
         .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
+
+    // A pre-flight of the base model rl would serve: its chat route applies the same template
+    // and would refuse every rollout's tools, so no engine is started for it.
+    let preflight = [
+        "preflight",
+        "--model",
+        "base",
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+    ];
+    let said = stack.rl(&preflight);
+    assert_eq!(said.status.code(), Some(1), "{said:?}");
+    let text = String::from_utf8_lossy(&said.stderr);
+    for part in [
+        "the test cannot start: the environment gives the model tools (convert), but the chat \
+         template of",
+        "renders no tools into the prompt",
+        "nothing was started",
+    ] {
+        assert!(text.contains(part), "no {part:?} in: {text}");
+    }
+    assert_eq!(stack.json(&["preflight", "list"]), serde_json::json!([]));
 }
 
 /// Without a Python of its kind (no `[verifiers]` settings, no venv of its own) a verifiers

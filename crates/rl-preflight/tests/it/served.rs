@@ -25,6 +25,7 @@ fn fixture_server(python: &std::path::Path, port: u16, extra: &[&str]) -> ModelS
         port,
         ready_timeout: Duration::from_secs(60),
         engine_of: None,
+        chat_template_of: None,
     }
 }
 

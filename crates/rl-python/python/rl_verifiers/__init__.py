@@ -21,11 +21,14 @@ Modules, one concern each:
 * `runapi`      -- run-api's environment protocol (register, status, send), bounded retries.
 * `tool_rendering` -- whether the model sees the environment's tools as rl renders its prompts.
 * `serve`, `process` -- the two modes; `check` loads the environment as `serve` would and says,
-  as one JSON line, whether its tools reach the model (`tool_rendering`), before a run starts."""
+  as one JSON line, whether its tools reach the model (`tool_rendering`), before a run starts;
+  `tools` loads it and names the tools it gives the model, before a pre-flight of rl's own
+  models (whose chat route renders them with the model's chat template)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from typing import List
@@ -44,7 +47,7 @@ def main(kind: str, env_file: str, argv: List[str], environ=os.environ) -> int:
     from rl_env.__main__ import GO_VARIABLE
     from rl_env.groups import GroupCounts
     from rl_verifiers import config, tool_rendering
-    from rl_verifiers.config import CHECK, SERVE
+    from rl_verifiers.config import CHECK, SERVE, TOOLS
     from rl_verifiers.environment import ADAPTER_MODULES, LoadError, TaskDraw, load, open_environment
     from rl_verifiers.process import ProcessError, process
     from rl_verifiers.runapi import RunApiError
@@ -73,6 +76,9 @@ def main(kind: str, env_file: str, argv: List[str], environ=os.environ) -> int:
     note = config.describe_ignored(ignored)
     if note:
         print(note, file=sys.stderr, flush=True)
+    if invocation.mode == TOOLS:
+        print(json.dumps({"tools": adapter.tool_names()}), flush=True)
+        return 0
     if invocation.mode in (SERVE, CHECK):
         ended = tool_rendering.at_load(adapter, endpoint, checking=invocation.mode == CHECK, say=say)
         if ended is not None:

@@ -17,9 +17,10 @@ KEY_VARIABLE = "OPENAI_API_KEY"
 # What an OpenAI client is handed when the endpoint takes no key: the client refuses none.
 NO_KEY = "no-key-needed"
 SECTIONS = ("env", "openai")
-# A run's environment, a pre-flight's model, and the check before a run (`rl_verifiers.main`).
-SERVE, PROCESS, CHECK = "serve", "process", "check"
-MODES = (SERVE, PROCESS, CHECK)
+# A run's environment, a pre-flight's model, the check before a run, and the tools the
+# environment gives the model (asked before a pre-flight of rl's own models): `rl_verifiers.main`.
+SERVE, PROCESS, CHECK, TOOLS = "serve", "process", "check", "tools"
+MODES = (SERVE, PROCESS, CHECK, TOOLS)
 
 
 class ConfigError(ValueError):

@@ -103,8 +103,9 @@ def refusal(environment: str, tools: List[str], rendering: Optional[Rendering]) 
     if not ToolSupport.of(rendering.render).renders_tools:
         return (
             f"{environment} gives the model tools ({', '.join(tools)}), but {rendering.how} renders "
-            "no tools into the prompt: the model would train without ever seeing them, and every "
-            f"pre-flight or comparison of it would be refused. {fix}"
+            "no tools into the prompt: the model would never see them (a run would train without "
+            "them, and rl's chat route refuses them in every pre-flight, comparison and served "
+            f"request). {fix}"
         )
     if rendering.chat_template is not None:
         try:

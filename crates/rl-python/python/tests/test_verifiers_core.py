@@ -500,8 +500,8 @@ class ToolRenderingTests(unittest.TestCase):
         self.assertEqual(
             reason,
             "env gives the model tools (a, b), but the template of tiny renders no tools into the prompt: "
-            "the model would train without ever seeing them, and every pre-flight or comparison of it "
-            "would be refused. Use another model",
+            "the model would never see them (a run would train without them, and rl's chat route "
+            "refuses them in every pre-flight, comparison and served request). Use another model",
         )
         self.assertIsNone(refusal("env", ["a"], self.rendering(shows=True)))
         self.assertIsNone(refusal("env", [], self.rendering(shows=False)))
