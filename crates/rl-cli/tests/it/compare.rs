@@ -334,16 +334,18 @@ fn checkpoints_are_models_and_compare_gives_a_verdict_from_real_samples() {
 }
 
 /// A pre-flight of one group of two of the base model the next run trains (`base`).
+pub(crate) const NEXT_BASE_TEST: [&str; 7] = [
+    "test",
+    "--model",
+    "base",
+    "--steps",
+    "1",
+    "--group-size",
+    "2",
+];
+
 pub(crate) fn next_base_test(stack: &crate::runs::Stack) -> Value {
-    stack.json(&[
-        "test",
-        "--model",
-        "base",
-        "--steps",
-        "1",
-        "--group-size",
-        "2",
-    ])
+    stack.json(&NEXT_BASE_TEST)
 }
 
 /// Issue 30 #2: with its engine folder moved away, this local run was taken for a hosted one,

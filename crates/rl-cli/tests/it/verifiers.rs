@@ -391,16 +391,7 @@ fn a_tool_environment_on_a_template_without_tools_is_refused_before_it_starts() 
 
     // A pre-flight of the base model rl would serve: its chat route applies the same template
     // and would refuse every rollout's tools, so no engine is started for it.
-    let preflight = [
-        "preflight",
-        "--model",
-        "base",
-        "--steps",
-        "1",
-        "--group-size",
-        "2",
-    ];
-    let said = stack.rl(&preflight);
+    let said = stack.rl(&crate::compare::NEXT_BASE_TEST);
     assert_eq!(said.status.code(), Some(1), "{said:?}");
     let text = String::from_utf8_lossy(&said.stderr);
     for part in [
