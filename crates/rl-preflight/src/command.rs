@@ -15,8 +15,8 @@ pub const CHILD_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 const WANDB_KEY_VARIABLE: &str = "WANDB_API_KEY";
 /// Tell rl's environment runner (`rl_env`) that the environment's file runs as this module of
 /// its package, from this folder (the one holding its top package).
-const MODULE_VARIABLE: &str = "RL_ENV_MODULE";
-const ROOT_VARIABLE: &str = "RL_ENV_ROOT";
+pub const MODULE_VARIABLE: &str = "RL_ENV_MODULE";
+pub const ROOT_VARIABLE: &str = "RL_ENV_ROOT";
 /// Handed to endpoints that take no key (a local vLLM): the OpenAI client refuses to start
 /// without one, and this one is no secret.
 pub(crate) const NO_KEY_PLACEHOLDER: &str = "no-key-needed";

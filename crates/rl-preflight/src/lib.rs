@@ -30,7 +30,7 @@ mod verdict;
 pub use analysis::{
     CorrectRule, Figures, Groups, ScoreStats, figures, parse_groups, read_groups, threshold,
 };
-pub use command::{CHILD_KEY_VARIABLE, ModelJob, model_job};
+pub use command::{CHILD_KEY_VARIABLE, MODULE_VARIABLE, ModelJob, ROOT_VARIABLE, model_job};
 pub use compare::{Comparison, Direction, Estimate, MIN_PROMPTS, ModelEstimate, compare, evaluate};
 pub use error::PreflightError;
 pub use folder::{ModelFiles, PreflightFolder, file_stem};

@@ -1,9 +1,11 @@
-//! Whether the tools an environment gives the model reach the model (issue 56), asked before a
-//! run starts, and before a pre-flight of models rl serves (`before_preflight`): the environment is loaded in its own Python as the run's would be, with the
-//! run's config and the operator's variables, by `python -m rl_env ENV_FILE check`, which
-//! answers one JSON line. The rule is `rl_verifiers.tool_rendering`'s alone; the run's own
-//! environment applies it again as it loads (and refuses there), so what could not be asked
-//! here (a check that did not answer) is left to the run, never guessed.
+//! Whether the tools an environment gives the model reach the model (issue 56). Before a run
+//! starts, its environment is loaded in its own Python as the run's would be (the run's config,
+//! the operator's variables) by `python -m rl_env ENV_FILE check`, which answers one JSON line;
+//! before a pre-flight of models rl serves, `python -m rl_env ENV_FILE tools` names the tools and
+//! the served model's chat template is asked (`before_preflight`). The rule is
+//! `rl_verifiers.tool_rendering`'s alone; the run's own environment applies it again as it loads
+//! (and refuses there), so what could not be asked here (a check that did not answer) is left to
+//! the run, never guessed.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -24,9 +26,6 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(180);
 const MAX_FILES_READ: usize = 500;
 const MAX_FILE_BYTES: u64 = 1 << 20;
 const RUN_DIR_VARIABLE: &str = "RL_RUN_DIR";
-/// The package a file runs as, outside a run (`rl_env.__main__.package_of`).
-const MODULE_VARIABLE: &str = "RL_ENV_MODULE";
-const ROOT_VARIABLE: &str = "RL_ENV_ROOT";
 
 /// What `check` answers.
 #[derive(Debug, Deserialize)]
@@ -155,8 +154,8 @@ pub(crate) fn before_preflight(
     command.env(rl_settings::KIND_VARIABLE, kind.as_str());
     if let Some(package) = rl_config::run_module(kind, &plan.env_file) {
         command
-            .env(MODULE_VARIABLE, &package.name)
-            .env(ROOT_VARIABLE, &package.root);
+            .env(rl_preflight::MODULE_VARIABLE, &package.name)
+            .env(rl_preflight::ROOT_VARIABLE, &package.root);
     }
     let Some(Verdict { tools, .. }) = verdict_of(command) else {
         return Ok(());

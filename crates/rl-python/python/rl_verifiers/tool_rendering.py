@@ -126,7 +126,11 @@ def refusal(environment: str, tools: List[str], rendering: Optional[Rendering]) 
     return None
 
 
-def verdict(environment: str, tools: List[str], rendering: Optional[Rendering], chat_template_of: Optional[str] = None) -> str:
+# How the refusals name the environment (rl's own message says which one it is).
+ENVIRONMENT = "the environment"
+
+
+def verdict(tools: List[str], rendering: Optional[Rendering], refused: Optional[str], chat_template_of: Optional[str] = None) -> str:
     """`python -m rl_env ENV_FILE check`'s answer, one JSON line: the tools, how the run's
     prompts are rendered, and the refusal (null: the run may start); or, where the rendering is
     the chat template of a tokenizer this Python cannot apply, that tokenizer
@@ -135,7 +139,7 @@ def verdict(environment: str, tools: List[str], rendering: Optional[Rendering], 
         {
             "tools": tools,
             "rendering": rendering.how if rendering is not None else None,
-            "refused": refusal(environment, tools, rendering),
+            "refused": refused,
             "chat_template_of": chat_template_of,
         }
     )
@@ -145,32 +149,27 @@ def at_load(adapter: Any, endpoint: Any, checking: bool, say: Callable[[str], No
     """The rule as a run's environment (or its check) has loaded: the exit code to end with
     (the check's answer printed, or a run refused), else None and the run goes on."""
     tools = adapter.tool_names()
-    chat_template_of = None
+    rendering, chat_template_of, refused = None, None, None
     try:
         rendering = adapter.rendering(endpoint) if tools else None
     except TemplateElsewhere as elsewhere:
         # A run's turns go through the trainer's chat route, which refuses tools its template
         # cannot render, rollout by rollout; the check names the tokenizer for rl to ask.
-        rendering, chat_template_of = None, elsewhere.tokenizer_name
+        chat_template_of = elsewhere.tokenizer_name
     except CannotRender as error:
         refused = (
-            f"the environment gives the model tools ({', '.join(tools)}), but its prompts cannot "
+            f"{ENVIRONMENT} gives the model tools ({', '.join(tools)}), but its prompts cannot "
             f"be rendered as the run's client would: {error}. {error.fix[0].upper()}{error.fix[1:]}"
         )
-        if checking:
-            print(json.dumps({"tools": tools, "rendering": None, "refused": refused, "chat_template_of": None}), flush=True)
-            return 0
-        say(refused)
-        return 2
     except Exception as error:  # noqa: BLE001 - what could not be told is said, not guessed
         say(f"how the prompts render the tools ({', '.join(tools)}) could not be told: {type(error).__name__}: {error}")
         if checking:
             return 1
-        rendering = None
+    if refused is None:
+        refused = refusal(ENVIRONMENT, tools, rendering)
     if checking:
-        print(verdict("the environment", tools, rendering, chat_template_of), flush=True)
+        print(verdict(tools, rendering, refused, chat_template_of), flush=True)
         return 0
-    refused = refusal("the environment", tools, rendering)
     if refused is not None:
         say(refused)
         return 2
@@ -184,7 +183,8 @@ def main(argv: List[str]) -> int:
         print("usage: python -m rl_verifiers.tool_rendering TOKENIZER [TOOL...]", file=sys.stderr)
         return 2
     tokenizer, tools = argv[0], argv[1:]
-    print(verdict("the environment", tools, chat_template_rendering(tokenizer) if tools else None), flush=True)
+    rendering = chat_template_rendering(tokenizer) if tools else None
+    print(verdict(tools, rendering, refusal(ENVIRONMENT, tools, rendering)), flush=True)
     return 0
 
 
